@@ -1,0 +1,360 @@
+"""The event contracts: every message on every semsched topic, as pydantic v2 models.
+
+This module is the single schema. JSON on the wire (UTF-8, one object per message),
+``schema_version`` on every event, a unique ``event_id`` (the dedupe key everywhere,
+including the archive) and a timezone-aware UTC ``event_time``.
+
+Topics and what they carry (see ``TOPIC_EVENTS``):
+
+- ``jobs.submitted``  — :class:`JobSubmitted` (key: job id)
+- ``nodes.telemetry`` — :class:`NodeTelemetry` (key: node id)
+- ``jobs.lifecycle``  — :class:`JobLifecycle` (key: job id)
+- ``decisions``       — :class:`DecisionRecord` (the worker's own log of what it decided)
+- ``actions``         — :data:`Command`: placement, preemption, node isolation, restart
+- ``deadletter``      — :class:`DeadLetter` (the original bytes and a reason)
+
+All topics are partitioned by cluster (:func:`partition_for`).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import uuid
+import zlib
+from datetime import UTC, datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    AwareDatetime,
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_validator,
+    model_validator,
+)
+
+from scheduling.gpu_models import KNOWN_GPU_MODELS
+
+SCHEMA_VERSION = 1
+
+# Upper bounds beyond which a request is absurd rather than large (a typo, a unit
+# mistake, an overflow). Generous: the biggest nodes of 2026 sit far below them.
+MAX_CPU_MILLI = 1_024_000  # 1,024 cores
+MAX_MEMORY_MIB = 16 * 1024 * 1024  # 16 TiB
+MAX_GPUS = 64
+MAX_GANG = 4096
+MAX_TEXT = 4096
+
+QoS = Literal["LS", "BE", "Burstable", "Guaranteed"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def new_event_id() -> str:
+    return uuid.uuid4().hex
+
+
+def partition_for(cluster: str, partitions: int) -> int:
+    """The partition of every topic that carries ``cluster``'s events (stable across runs)."""
+    return zlib.crc32(cluster.encode()) % partitions
+
+
+def decision_id_for(job_id: str, attempt: int) -> str:
+    """Deterministic: a worker that re-decides the same attempt after a restart emits the
+    same id, so agents and the archive see one decision, never two."""
+    return hashlib.sha1(f"{job_id}#{attempt}".encode()).hexdigest()[:20]
+
+
+class Event(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    event_id: str = Field(default_factory=new_event_id, min_length=1, max_length=128)
+    event_time: AwareDatetime = Field(default_factory=utcnow)
+
+    @field_validator("event_time")
+    @classmethod
+    def _to_utc(cls, v: datetime) -> datetime:
+        return v.astimezone(UTC)
+
+    def to_bytes(self) -> bytes:
+        return self.model_dump_json().encode()
+
+
+class JobSubmitted(Event):
+    """A job (a pod, a task, an instance) asks to run."""
+
+    kind: Literal["job_submitted"] = "job_submitted"
+    job_id: str = Field(min_length=1, max_length=256)
+    cluster: str = Field(default="default", min_length=1, max_length=128)
+    tenant: str = Field(default="default", max_length=256)
+    user: str = Field(default="", max_length=256)
+    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    qos: QoS = "BE"
+    cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
+    memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
+    num_gpu: int = Field(default=0, ge=0, le=MAX_GPUS)
+    gpu_milli: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="Per-GPU share in milli-GPU; < 1000 only with num_gpu == 1 (GPU sharing).",
+    )
+    gpu_models: list[str] = Field(default_factory=list, description="Allowed GPU models; empty = any.")
+    gang_id: str | None = Field(default=None, max_length=256)
+    gang_size: int = Field(default=1, ge=1, le=MAX_GANG)
+    dag_parents: list[str] = Field(default_factory=list)
+    app: str | None = Field(default=None, max_length=256)
+    max_instances_per_node: int | None = Field(default=None, ge=1, le=100_000)
+    name: str = Field(default="", max_length=MAX_TEXT)
+    command: str = Field(default="", max_length=MAX_TEXT)
+    labels: dict[str, str] = Field(default_factory=dict)
+    runtime_estimate_s: float | None = Field(default=None, ge=0, le=10 * 365 * 86400)
+    trace_duration_s: float | None = Field(
+        default=None,
+        ge=0,
+        le=10 * 365 * 86400,
+        description="Recorded run time in the source trace. Simulated agents run the job "
+        "this long; deployable policies must not read it (only oracle baselines do).",
+    )
+
+    @field_validator("gpu_models")
+    @classmethod
+    def _known_models(cls, v: list[str]) -> list[str]:
+        unknown = sorted(set(v) - KNOWN_GPU_MODELS)
+        if unknown:
+            raise ValueError(f"unknown GPU model(s) {unknown}; known: {sorted(KNOWN_GPU_MODELS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _gpu_consistency(self) -> JobSubmitted:
+        if self.num_gpu == 0 and self.gpu_milli not in (0, 1000):
+            raise ValueError("gpu_milli set on a job that asks for no GPU")
+        if self.num_gpu > 1 and self.gpu_milli not in (0, 1000):
+            raise ValueError("fractional gpu_milli is only allowed with num_gpu == 1")
+        if self.gang_size > 1 and not self.gang_id:
+            raise ValueError("gang_size > 1 needs a gang_id")
+        return self
+
+    @property
+    def gpu_demand_milli(self) -> int:
+        """Milli-GPUs the job occupies: ``num_gpu × per-GPU share`` (full GPUs when unset)."""
+        per_gpu = self.gpu_milli if 0 < self.gpu_milli <= 1000 else 1000
+        return self.num_gpu * per_gpu
+
+    @property
+    def per_gpu_milli(self) -> int:
+        return 0 if self.num_gpu == 0 else (self.gpu_milli if 0 < self.gpu_milli <= 1000 else 1000)
+
+
+class NodeTelemetry(Event):
+    """A node's capacity and state, from the inventory (replay) or from its agent."""
+
+    kind: Literal["node_telemetry"] = "node_telemetry"
+    node_id: str = Field(min_length=1, max_length=256)
+    cluster: str = Field(default="default", min_length=1, max_length=128)
+    source: Literal["inventory", "agent"] = "agent"
+    cpu_milli: int = Field(ge=0, le=MAX_CPU_MILLI)
+    memory_mib: int = Field(ge=0, le=MAX_MEMORY_MIB)
+    num_gpu: int = Field(default=0, ge=0, le=MAX_GPUS)
+    gpu_model: str | None = None
+    cpu_alloc_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
+    memory_alloc_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
+    gpu_alloc_milli: list[int] = Field(default_factory=list, description="Allocated milli per GPU.")
+    cpu_util: float = Field(default=0.0, ge=0.0, le=1.0, description="Measured, 0..1.")
+    gpu_util: float = Field(default=0.0, ge=0.0, le=1.0, description="Measured, 0..1.")
+    healthy: bool = True
+    topology: dict[str, str] = Field(default_factory=dict, description="rack, zone, …")
+
+    @field_validator("gpu_model")
+    @classmethod
+    def _known_model(cls, v: str | None) -> str | None:
+        if v is not None and v not in KNOWN_GPU_MODELS:
+            raise ValueError(f"unknown GPU model {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self) -> NodeTelemetry:
+        if self.num_gpu > 0 and not self.gpu_model:
+            raise ValueError("a node with GPUs needs a gpu_model")
+        if self.gpu_alloc_milli and len(self.gpu_alloc_milli) != self.num_gpu:
+            raise ValueError("gpu_alloc_milli must have one entry per GPU")
+        if any(not 0 <= m <= 1000 for m in self.gpu_alloc_milli):
+            raise ValueError("gpu_alloc_milli entries must be within 0..1000")
+        if self.cpu_alloc_milli > self.cpu_milli or self.memory_alloc_mib > self.memory_mib:
+            raise ValueError("allocation exceeds capacity")
+        return self
+
+
+LifecycleState = Literal["started", "finished", "failed", "preempted", "timed_out", "rejected"]
+
+
+class JobLifecycle(Event):
+    """What happened to a placed job. ``started``/``finished``/``failed``/``preempted`` come
+    from agents; ``timed_out`` (placement never confirmed) and ``rejected`` (given up,
+    with a reason) from the worker."""
+
+    kind: Literal["job_lifecycle"] = "job_lifecycle"
+    job_id: str = Field(min_length=1, max_length=256)
+    cluster: str = Field(default="default", min_length=1, max_length=128)
+    state: LifecycleState
+    attempt: int = Field(default=0, ge=0)
+    decision_id: str | None = None
+    node_id: str | None = None
+    exit_code: int | None = None
+    reason: str = Field(default="", max_length=MAX_TEXT)
+    log_tail: str = Field(default="", max_length=MAX_TEXT)
+
+
+class Candidate(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    node_id: str
+    score: float
+
+
+class DecisionRecord(Event):
+    """The worker's account of one decision: a placement or a rejection. ``event_id`` equals
+    ``decision_id`` so replays of the same decision collapse in the archive."""
+
+    kind: Literal["decision"] = "decision"
+    decision_id: str
+    job_id: str
+    cluster: str = "default"
+    attempt: int = 0
+    outcome: Literal["placed", "rejected"]
+    node_id: str | None = None
+    gpu_indices: list[int] = Field(default_factory=list)
+    policy: str
+    model_version: str = ""
+    candidates: list[Candidate] = Field(default_factory=list, description="Top-scored nodes.")
+    feasible_nodes: int = 0
+    predicted_duration_s: float | None = None
+    predicted_cost: float | None = None
+    latency_ms: float = Field(ge=0, description="Job submit (or tick) to command, ms.")
+    step_compute_ms: float = Field(default=0.0, ge=0)
+    submit_time: AwareDatetime | None = None
+    reason: str = ""
+    # what the job holds once placed (the worker's reservation)
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu_milli_per_gpu: int = 0
+    trace_duration_s: float | None = None
+    fallback: bool = Field(default=False, description="True when the configured scorer failed.")
+
+
+class PlacementCommand(Event):
+    kind: Literal["place"] = "place"
+    decision_id: str
+    job_id: str
+    cluster: str = "default"
+    attempt: int = 0
+    node_id: str
+    gpu_indices: list[int] = Field(default_factory=list)
+    cpu_milli: int = 0
+    memory_mib: int = 0
+    gpu_milli_per_gpu: int = 0
+    policy: str
+    model_version: str = ""
+    reason: str = ""
+    trace_duration_s: float | None = None
+
+
+class PreemptCommand(Event):
+    kind: Literal["preempt"] = "preempt"
+    decision_id: str
+    job_id: str
+    cluster: str = "default"
+    node_id: str
+    reason: str
+
+
+class IsolateNodeCommand(Event):
+    kind: Literal["isolate_node"] = "isolate_node"
+    decision_id: str
+    cluster: str = "default"
+    node_id: str
+    reason: str
+
+
+class RestartFromCheckpointCommand(Event):
+    kind: Literal["restart_from_checkpoint"] = "restart_from_checkpoint"
+    decision_id: str
+    job_id: str
+    cluster: str = "default"
+    node_id: str
+    checkpoint_uri: str
+    reason: str
+
+
+Command = Annotated[
+    PlacementCommand | PreemptCommand | IsolateNodeCommand | RestartFromCheckpointCommand,
+    Field(discriminator="kind"),
+]
+
+
+class DeadLetter(Event):
+    kind: Literal["deadletter"] = "deadletter"
+    topic: str
+    partition: int = -1
+    offset: int = -1
+    key: str | None = None
+    original_b64: str = Field(description="The original message bytes, base64.")
+    original_size: int = 0
+    reason: str
+
+    @classmethod
+    def of(cls, raw: bytes, reason: str, *, topic: str, partition: int = -1, offset: int = -1,
+           key: bytes | None = None, keep: int = 64 * 1024) -> DeadLetter:
+        return cls(
+            topic=topic, partition=partition, offset=offset,
+            key=None if key is None else key.decode("utf-8", "replace"),
+            original_b64=base64.b64encode(raw[:keep]).decode(), original_size=len(raw), reason=reason,
+        )  # fmt: skip
+
+    def original(self) -> bytes:
+        return base64.b64decode(self.original_b64)
+
+
+TOPIC_EVENTS: dict[str, object] = {
+    "jobs.submitted": JobSubmitted,
+    "nodes.telemetry": NodeTelemetry,
+    "jobs.lifecycle": JobLifecycle,
+    "decisions": DecisionRecord,
+    "actions": Command,
+    "deadletter": DeadLetter,
+}
+
+_ADAPTERS: dict[str, TypeAdapter] = {t: TypeAdapter(m) for t, m in TOPIC_EVENTS.items()}
+
+
+def decode(topic: str, raw: bytes) -> Event:
+    """Parse one wire message of ``topic`` (un-prefixed name). Raises ``ValueError`` with a
+    human-readable reason on anything malformed."""
+    from pydantic import ValidationError
+
+    try:
+        return _ADAPTERS[topic].validate_json(raw)
+    except ValidationError as e:
+        raise ValueError(format_validation_error(e)) from None
+
+
+def format_validation_error(e: Exception) -> str:
+    from pydantic import ValidationError
+
+    if not isinstance(e, ValidationError):
+        return str(e)
+    parts = []
+    for err in e.errors()[:5]:
+        loc = ".".join(str(p) for p in err.get("loc", ())) or "<message>"
+        parts.append(f"{loc}: {err.get('msg')}")
+    more = "" if e.error_count() <= 5 else f" (+{e.error_count() - 5} more)"
+    return "; ".join(parts) + more
+
+
+def json_schemas() -> dict[str, dict]:
+    """JSON Schema per topic, for producers."""
+    return {topic: _ADAPTERS[topic].json_schema() for topic in TOPIC_EVENTS}
