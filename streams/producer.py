@@ -1,0 +1,51 @@
+"""Publishing events: the one way every producer (replay, agents, worker helpers, tests)
+puts a semsched event on a topic, partitioned by cluster."""
+
+from __future__ import annotations
+
+from aiokafka import AIOKafkaProducer
+
+from scheduling.events import Event, partition_for
+from streams.settings import Settings
+
+
+def event_key(event: Event) -> bytes:
+    for attr in ("job_id", "node_id", "decision_id"):
+        v = getattr(event, attr, None)
+        if v:
+            return str(v).encode()
+    return event.event_id.encode()
+
+
+class EventProducer:
+    """``async with EventProducer(settings) as p: await p.send("jobs.submitted", event)``."""
+
+    def __init__(self, settings: Settings, *, linger_ms: int = 5) -> None:
+        self.settings = settings
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=settings.bootstrap,
+            linger_ms=linger_ms,
+            acks="all",
+            enable_idempotence=True,
+            max_request_size=max(settings.max_message_bytes * 4, 1024 * 1024),
+        )
+
+    async def __aenter__(self) -> EventProducer:
+        await self._producer.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._producer.stop()
+
+    async def send(self, topic: str, event: Event, *, cluster: str | None = None) -> None:
+        """Queue ``event`` on un-prefixed ``topic``; returns once it is buffered."""
+        await self.send_raw(topic, event.to_bytes(), key=event_key(event),
+                            cluster=cluster or getattr(event, "cluster", "default"))  # fmt: skip
+
+    async def send_raw(self, topic: str, raw: bytes, *, key: bytes | None, cluster: str) -> None:
+        await self._producer.send(
+            self.settings.topic(topic), raw, key=key, partition=partition_for(cluster, self.settings.partitions)
+        )
+
+    async def flush(self) -> None:
+        await self._producer.flush()

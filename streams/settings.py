@@ -1,0 +1,43 @@
+"""Run-time settings, from the environment (``SEMSCHED_*``). One place; every process
+(worker, agents, replay, CLI, tests) reads the same names."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+TOPICS = ("jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions", "actions", "deadletter")
+
+
+def _env(name: str, default: str) -> str:
+    return os.environ.get(f"SEMSCHED_{name}", default)
+
+
+class Settings(BaseModel):
+    bootstrap: str = Field(default_factory=lambda: _env("BOOTSTRAP", "127.0.0.1:19092"))
+    topic_prefix: str = Field(default_factory=lambda: _env("TOPIC_PREFIX", "semsched."))
+    partitions: int = Field(default_factory=lambda: int(_env("PARTITIONS", "4")))
+    state_dir: Path = Field(default_factory=lambda: Path(_env("STATE_DIR", ".state")).resolve())
+    clickhouse_url: str = Field(default_factory=lambda: _env("CLICKHOUSE_URL", ""))
+    policy: str = Field(default_factory=lambda: _env("POLICY", "best-fit"))
+    step_s: float = Field(default_factory=lambda: float(_env("STEP", "1.0")))
+    confirm_timeout_s: float = Field(default_factory=lambda: float(_env("CONFIRM_TIMEOUT", "30")))
+    max_retries: int = Field(default_factory=lambda: int(_env("MAX_RETRIES", "3")))
+    max_message_bytes: int = Field(default_factory=lambda: int(_env("MAX_MESSAGE_BYTES", str(256 * 1024))))
+    web_port: int = Field(default_factory=lambda: int(_env("WEB_PORT", "6066")))
+    archive_batch_rows: int = Field(default_factory=lambda: int(_env("ARCHIVE_BATCH_ROWS", "5000")))
+    archive_flush_s: float = Field(default_factory=lambda: float(_env("ARCHIVE_FLUSH", "1.0")))
+
+    def topic(self, name: str) -> str:
+        return f"{self.topic_prefix}{name}"
+
+    @property
+    def clickhouse_dsn(self) -> str:
+        """The archive: a ClickHouse server URL if set, else embedded chdb under the state dir."""
+        return self.clickhouse_url or f"chdb://{self.state_dir / 'chdb'}"
+
+
+def get_settings() -> Settings:
+    return Settings()
