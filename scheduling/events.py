@@ -225,7 +225,10 @@ class DecisionRecord(Event):
     job_id: str
     cluster: str = "default"
     attempt: int = 0
-    outcome: Literal["placed", "rejected"]
+    outcome: Literal["placed", "rejected", "unschedulable"] = Field(
+        description="placed; rejected (given up, with a reason); unschedulable (still pending: "
+        "why no node fits right now; recorded when the reason changes)"
+    )
     node_id: str | None = None
     gpu_indices: list[int] = Field(default_factory=list)
     policy: str

@@ -1,0 +1,211 @@
+"""Simulated cluster agents: one process that plays the node agents of every node.
+
+It learns the nodes from the inventory telemetry, executes commands from ``actions``
+(ignoring a decision id it has already executed), refuses any command that would
+over-commit a node (a ``failed`` lifecycle event with the reason), runs each job for its
+trace duration divided by ``speed``, reports ``started`` / ``finished``, and publishes
+telemetry for the nodes whose allocation changed every ``telemetry_s`` seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer
+
+from ops.agents.node_ledger import NodeLedger
+from scheduling.events import (
+    IsolateNodeCommand,
+    JobLifecycle,
+    NodeTelemetry,
+    PlacementCommand,
+    PreemptCommand,
+    decode,
+)
+from streams.producer import EventProducer
+from streams.settings import Settings
+
+log = logging.getLogger("semsched.agents")
+
+
+@dataclass
+class AgentStats:
+    commands: int = 0
+    started: int = 0
+    finished: int = 0
+    refused: int = 0
+    duplicates: int = 0
+    failed_injected: int = 0
+    preempted: int = 0
+    unknown_node_waits: int = 0
+    first_refusals: list[str] = field(default_factory=list)
+
+
+class SimulatedAgents:
+    def __init__(self, settings: Settings, *, speed: float = 1.0, default_duration_s: float = 60.0,
+                 max_duration_s: float | None = None, telemetry_s: float = 5.0, fail_rate: float = 0.0,
+                 seed: int = 0) -> None:  # fmt: skip
+        self.settings = settings
+        self.speed = speed
+        self.default_duration_s = default_duration_s
+        self.max_duration_s = max_duration_s
+        self.telemetry_s = telemetry_s
+        self.fail_rate = fail_rate
+        self.rng = random.Random(seed)
+        self.nodes: dict[str, NodeLedger] = {}
+        self.executed: set[str] = set()
+        self.dirty: set[str] = set()
+        self.stats = AgentStats()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._waiting: dict[str, list[PlacementCommand]] = {}
+        self.unknown_node_grace_s = 10.0
+        self._producer = EventProducer(settings)
+        self._stopping = asyncio.Event()
+
+    def run_seconds(self, cmd: PlacementCommand) -> float:
+        d = cmd.trace_duration_s if cmd.trace_duration_s is not None else self.default_duration_s
+        if self.max_duration_s is not None:
+            d = min(d, self.max_duration_s)
+        return d / self.speed if self.speed > 0 else 0.0
+
+    async def run(self) -> None:
+        consumer = AIOKafkaConsumer(
+            self.settings.topic("actions"), self.settings.topic("nodes.telemetry"),
+            bootstrap_servers=self.settings.bootstrap, group_id=f"{self.settings.topic_prefix}agents",
+            auto_offset_reset="earliest", enable_auto_commit=True,
+        )  # fmt: skip
+        await self._producer.__aenter__()
+        await consumer.start()
+        telemetry = asyncio.create_task(self._telemetry_loop())
+        try:
+            while not self._stopping.is_set():
+                batch = await consumer.getmany(timeout_ms=200, max_records=2000)
+                for tp, msgs in batch.items():
+                    topic = tp.topic.removeprefix(self.settings.topic_prefix)
+                    for m in msgs:
+                        await self._handle(topic, m.value)
+        finally:
+            telemetry.cancel()
+            for h in self._timers.values():
+                h.cancel()
+            await consumer.stop()
+            await self._producer.__aexit__(None, None, None)
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    async def _handle(self, topic: str, raw: bytes) -> None:
+        try:
+            ev = decode(topic, raw)
+        except ValueError:
+            return  # not ours to judge: the worker dead-letters malformed events
+        if isinstance(ev, NodeTelemetry):
+            if ev.source == "inventory" and ev.node_id not in self.nodes:
+                self.nodes[ev.node_id] = NodeLedger.from_inventory(ev)
+                for cmd in self._waiting.pop(ev.node_id, []):
+                    await self._place(cmd)
+            return
+        self.stats.commands += 1
+        if ev.decision_id in self.executed:
+            self.stats.duplicates += 1
+            return
+        self.executed.add(ev.decision_id)
+        if isinstance(ev, PlacementCommand):
+            await self._place(ev)
+        elif isinstance(ev, PreemptCommand):
+            await self._preempt(ev)
+        elif isinstance(ev, IsolateNodeCommand) and ev.node_id in self.nodes:
+            self.nodes[ev.node_id].healthy = False
+            self.dirty.add(ev.node_id)
+
+    async def _lifecycle(self, cmd: PlacementCommand, state: str, **kw: object) -> None:
+        ev = JobLifecycle(job_id=cmd.job_id, cluster=cmd.cluster, state=state, attempt=cmd.attempt,  # type: ignore[arg-type]
+                          decision_id=cmd.decision_id, node_id=cmd.node_id, **kw)  # type: ignore[arg-type]
+        await self._producer.send("jobs.lifecycle", ev)
+
+    async def _place(self, cmd: PlacementCommand) -> None:
+        node = self.nodes.get(cmd.node_id)
+        if node is None and time.time() - cmd.event_time.timestamp() < self.unknown_node_grace_s:
+            # the inventory of this node may still be on its way (another topic)
+            self.stats.unknown_node_waits += 1
+            self._waiting.setdefault(cmd.node_id, []).append(cmd)
+            return
+        reason = f"unknown node {cmd.node_id}" if node is None else node.refuse(cmd)
+        if reason is not None:
+            self.stats.refused += 1
+            if len(self.stats.first_refusals) < 5:
+                self.stats.first_refusals.append(f"{cmd.job_id}: {reason}")
+            log.warning("refused %s: %s", cmd.decision_id, reason)
+            await self._lifecycle(cmd, "failed", exit_code=-1, reason=f"agent refused: {reason}")
+            return
+        assert node is not None
+        node.allocate(cmd)
+        self.dirty.add(node.node_id)
+        self.stats.started += 1
+        await self._lifecycle(cmd, "started")
+        fails = self.fail_rate > 0 and self.rng.random() < self.fail_rate
+        delay = self.run_seconds(cmd) * (0.5 if fails else 1.0)
+        loop = asyncio.get_running_loop()
+        self._timers[cmd.job_id] = loop.call_later(
+            delay, lambda: asyncio.ensure_future(self._complete(cmd, failed=fails))
+        )
+
+    async def _complete(self, cmd: PlacementCommand, *, failed: bool) -> None:
+        self._timers.pop(cmd.job_id, None)
+        node = self.nodes[cmd.node_id]
+        if node.release(cmd.job_id) is None:
+            return
+        self.dirty.add(node.node_id)
+        if failed:
+            self.stats.failed_injected += 1
+            await self._lifecycle(cmd, "failed", exit_code=137,
+                                  reason="simulated failure (--fail-rate)",
+                                  log_tail="Traceback (most recent call last):\n  ...\nRuntimeError: CUDA error: "
+                                  "an illegal memory access was encountered (simulated)")  # fmt: skip
+        else:
+            self.stats.finished += 1
+            await self._lifecycle(cmd, "finished", exit_code=0)
+
+    async def _preempt(self, cmd: PreemptCommand) -> None:
+        node = self.nodes.get(cmd.node_id)
+        placed = node.release(cmd.job_id) if node is not None else None
+        if placed is None:
+            return
+        if (h := self._timers.pop(cmd.job_id, None)) is not None:
+            h.cancel()
+        self.stats.preempted += 1
+        self.dirty.add(cmd.node_id)
+        await self._lifecycle(placed, "preempted", reason=cmd.reason)
+
+    async def _telemetry_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.telemetry_s)
+            now = time.time()
+            for node_id, cmds in list(self._waiting.items()):
+                if now - min(c.event_time.timestamp() for c in cmds) >= self.unknown_node_grace_s:
+                    for cmd in self._waiting.pop(node_id):
+                        await self._place(cmd)
+            dirty, self.dirty = self.dirty, set()
+            for node_id in dirty:
+                await self._producer.send("nodes.telemetry", self.nodes[node_id].telemetry())
+            if dirty:
+                await self._producer.flush()
+
+
+def run_agents(settings: Settings, **kw: object) -> None:
+    agents = SimulatedAgents(settings, **kw)  # type: ignore[arg-type]
+    import signal
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, agents.stop)
+        t0 = time.time()
+        await agents.run()
+        log.warning("agents stopped after %.0fs: %s", time.time() - t0, agents.stats)
+
+    asyncio.run(main())

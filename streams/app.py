@@ -1,0 +1,218 @@
+"""The Faust app: topics, changelogged tables and the agents that keep them.
+
+``create_app(settings)`` builds one worker's app. Every table write happens inside an
+agent, from an event (see ``streams/state.py``); the scheduling loop (``streams/loop.py``)
+only reads the tables and publishes decisions, which come back through the ``decisions``
+topic and are applied here.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import faust
+
+from scheduling.events import DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decode
+from streams.settings import Settings
+from streams.state import DoneJob, PendingJob, RunningJob, Transition, on_decision, on_lifecycle, on_submitted
+
+log = logging.getLogger("semsched.worker")
+
+
+@dataclass
+class Counters:
+    accepted: int = 0
+    deadletters: int = 0
+    decisions_applied: int = 0
+    lifecycle: int = 0
+    telemetry: int = 0
+    notes: dict[str, int] = field(default_factory=dict)
+
+    def note(self, text: str) -> None:
+        if text:
+            key = text.split(":")[0]
+            self.notes[key] = self.notes.get(key, 0) + 1
+
+
+@dataclass
+class Worker:
+    """Everything the agents, the loop and the web views share."""
+
+    settings: Settings
+    app: faust.App
+    topics: dict[str, faust.TopicT]
+    nodes: Any
+    node_util: Any
+    pending: Any
+    running: Any
+    done: Any
+    counters: Counters = field(default_factory=Counters)
+    # decisions published but not yet seen back on the decisions topic: the loop must not
+    # decide those jobs again nor give their resources away (cleared when applied)
+    inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)
+    applied_offsets: dict[int, int] = field(default_factory=dict)
+
+    async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
+        dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
+                           key=message.key)  # fmt: skip
+        self.counters.deadletters += 1
+        await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition)
+        log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
+
+    def apply(self, t: Transition) -> None:
+        for table, writes in ((self.pending, t.pending), (self.running, t.running), (self.done, t.done)):
+            for key, value in writes.items():
+                if value is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = value.model_dump(mode="json")
+        self.counters.note(t.note)
+
+
+def _known(w: Worker, job_id: str) -> PendingJob | RunningJob | DoneJob | None:
+    if (d := w.pending.get(job_id)) is not None:
+        return PendingJob.model_validate(d)
+    if (d := w.running.get(job_id)) is not None:
+        return RunningJob.model_validate(d)
+    if (d := w.done.get(job_id)) is not None:
+        return DoneJob.model_validate(d)
+    return None
+
+
+def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
+    app = faust.App(
+        app_id or f"{settings.topic_prefix}worker",
+        broker=f"kafka://{settings.bootstrap}",
+        store="memory://",
+        topic_partitions=settings.partitions,
+        topic_allow_declare=False,
+        topic_disable_leader=True,
+        value_serializer="raw",
+        key_serializer="raw",
+        web_enabled=settings.web_port > 0,
+        web_port=max(settings.web_port, 1),
+        web_bind="127.0.0.1",
+        consumer_auto_offset_reset="earliest",
+        producer_max_request_size=max(settings.max_message_bytes * 4, 1024 * 1024),
+        consumer_max_fetch_size=max(settings.max_message_bytes * 4, 1024 * 1024),
+        datadir=str(settings.state_dir / "faust"),
+        table_cleanup_interval=30.0,
+    )
+    topics = {
+        name: app.topic(settings.topic(name), key_type=bytes, value_type=bytes, partitions=settings.partitions,
+                        internal=False)  # fmt: skip
+        for name in ("jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions", "actions", "deadletter")
+    }
+    tables = dict(key_type=str, value_type=bytes, partitions=settings.partitions,
+                  key_serializer="raw", value_serializer="json")  # fmt: skip
+    w = Worker(
+        settings=settings,
+        app=app,
+        topics=topics,
+        nodes=app.Table("nodes", default=None, help="latest telemetry per node", **tables),
+        node_util=app.Table("node_util", default=None, help="GPU/CPU utilisation, hopping window", **tables)
+        .hopping(size=timedelta(seconds=60), step=timedelta(seconds=10), expires=timedelta(minutes=10))
+        .relative_to_stream(),
+        pending=app.Table("pending", default=None, help="accepted jobs waiting for a node", **tables),
+        running=app.Table("running", default=None, help="placed jobs holding resources", **tables),
+        done=app.Table("done", default=None, help="finished or rejected jobs", **tables),
+    )
+    _register_agents(w)
+    from streams.loop import register_loop
+    from streams.web import register_web
+
+    register_loop(w)
+    register_web(w)
+    return w
+
+
+def _register_agents(w: Worker) -> None:
+    s = w.settings
+
+    @w.app.agent(w.topics["jobs.submitted"], name="ingest-submitted")
+    async def ingest_submitted(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            raw, msg = event.value, event.message
+            ev = _decode_or_none(raw, "jobs.submitted", s)
+            if isinstance(ev, str):
+                await w.deadletter(raw, ev, msg, "jobs.submitted")
+                continue
+            assert isinstance(ev, JobSubmitted)
+            t = on_submitted(ev, _known(w, ev.job_id), time.time())
+            if t.deadletter:
+                await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
+                continue
+            if t.pending:
+                w.counters.accepted += 1
+            w.apply(t)
+
+    @w.app.agent(w.topics["nodes.telemetry"], name="ingest-telemetry")
+    async def ingest_telemetry(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            raw, msg = event.value, event.message
+            ev = _decode_or_none(raw, "nodes.telemetry", s)
+            if isinstance(ev, str):
+                await w.deadletter(raw, ev, msg, "nodes.telemetry")
+                continue
+            assert isinstance(ev, NodeTelemetry)
+            prev = w.nodes.get(ev.node_id)
+            if prev is not None and prev.get("event_time", "") > ev.event_time.isoformat():
+                continue  # late telemetry never overwrites newer state
+            w.nodes[ev.node_id] = ev.model_dump(mode="json")
+            w.counters.telemetry += 1
+            if ev.source == "agent":
+                cur = w.node_util[ev.node_id].value() or [0.0, 0.0, 0]
+                w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
+
+    @w.app.agent(w.topics["jobs.lifecycle"], name="ingest-lifecycle")
+    async def ingest_lifecycle(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            raw, msg = event.value, event.message
+            ev = _decode_or_none(raw, "jobs.lifecycle", s)
+            if isinstance(ev, str):
+                await w.deadletter(raw, ev, msg, "jobs.lifecycle")
+                continue
+            assert isinstance(ev, JobLifecycle)
+            cur = w.running.get(ev.job_id)
+            t = on_lifecycle(ev, None if cur is None else RunningJob.model_validate(cur),
+                             max_retries=s.max_retries, now=time.time())  # fmt: skip
+            w.apply(t)
+            w.counters.lifecycle += 1
+            for notice in t.emit:
+                await w.topics["jobs.lifecycle"].send(key=notice.job_id.encode(), value=notice.to_bytes(),
+                                                      partition=msg.partition)  # fmt: skip
+
+    @w.app.agent(w.topics["decisions"], name="apply-decisions")
+    async def apply_decisions(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            raw, msg = event.value, event.message
+            w.applied_offsets[msg.partition] = msg.offset
+            ev = _decode_or_none(raw, "decisions", s)
+            if isinstance(ev, str):
+                await w.deadletter(raw, ev, msg, "decisions")
+                continue
+            assert isinstance(ev, DecisionRecord)
+            cur = w.pending.get(ev.job_id)
+            w.apply(on_decision(ev, None if cur is None else PendingJob.model_validate(cur)))
+            held = w.inflight.get(ev.job_id)
+            if held is not None and held[0].decision_id == ev.decision_id:
+                del w.inflight[ev.job_id]
+            w.counters.decisions_applied += 1
+
+
+def _decode_or_none(raw: bytes | None, topic: str, s: Settings) -> Any:
+    """The decoded event, or a human-readable reason string when it is malformed."""
+    if raw is None:
+        return "empty message (null value)"
+    if len(raw) > s.max_message_bytes:
+        return f"message of {len(raw)} bytes exceeds the {s.max_message_bytes}-byte limit"
+    try:
+        return decode(topic, raw)
+    except ValueError as e:
+        return f"invalid {topic} event: {e}"
+    except UnicodeDecodeError as e:
+        return f"not UTF-8: {e}"

@@ -1,0 +1,219 @@
+"""The scheduling loop: every ``step`` seconds, snapshot the tables, run the policy,
+publish decisions (to ``decisions``, which the worker applies to its own tables) and
+then commands (to ``actions``, for the cluster agents).
+
+Decisions go out before commands: if the worker dies between the two, the job is
+reserved but never started, and the confirmation timeout re-queues it; the other order
+could run a job the worker does not know it placed. Decision ids are deterministic per
+(job, attempt), so a decision repeated after a restart is the same decision.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from scheduling.assign import schedule_step
+from scheduling.events import (
+    Candidate,
+    DecisionRecord,
+    JobLifecycle,
+    NodeTelemetry,
+    PlacementCommand,
+    decision_id_for,
+    new_event_id,
+    partition_for,
+)
+from scheduling.job import JobRequest
+from scheduling.policies import get_policy
+from scheduling.snapshot import ClusterSnapshot, NodeView
+from streams.catchup import CatchUp
+from streams.state import PendingJob, RunningJob
+
+if TYPE_CHECKING:
+    from streams.app import Worker
+
+log = logging.getLogger("semsched.loop")
+
+
+class SchedulingLoop:
+    def __init__(self, w: Worker) -> None:
+        self.w = w
+        self.policy = get_policy(w.settings.policy)
+        self.catchup = CatchUp(w.settings, w.settings.topic("decisions"))
+        self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
+        self.last_reason: dict[str, str] = {}
+        self._node_cache: dict[str, tuple[str, NodeView]] = {}
+        self._job_cache: dict[tuple[str, int], tuple[PendingJob, JobRequest]] = {}
+        self._held_cache: dict[tuple[str, str], tuple[str, JobRequest, list[int]]] = {}
+        self.steps = 0
+
+    # -- reading the tables ---------------------------------------------------------------
+    def _node_views(self) -> dict[str, list[NodeView]]:
+        by_cluster: dict[str, list[NodeView]] = defaultdict(list)
+        for node_id, d in list(self.w.nodes.items()):
+            if d is None:
+                continue
+            cached = self._node_cache.get(node_id)
+            if cached is None or cached[0] != d["event_id"]:
+                t = NodeTelemetry.model_validate(d)
+                view = NodeView(node_id=t.node_id, cluster=t.cluster, cpu_milli=t.cpu_milli,
+                                memory_mib=t.memory_mib, num_gpu=t.num_gpu, gpu_model=t.gpu_model,
+                                healthy=t.healthy, topology=t.topology)  # fmt: skip
+                cached = (d["event_id"], view)
+                self._node_cache[node_id] = cached
+            by_cluster[cached[1].cluster].append(cached[1])
+        return by_cluster
+
+    def _pending(self) -> dict[str, list[tuple[PendingJob, JobRequest]]]:
+        by_cluster: dict[str, list[tuple[PendingJob, JobRequest]]] = defaultdict(list)
+        for job_id, d in list(self.w.pending.items()):
+            if d is None or job_id in self.w.inflight:
+                continue
+            key = (job_id, d["attempt"])
+            cached = self._job_cache.get(key)
+            if cached is None:
+                p = PendingJob.model_validate(d)
+                req = JobRequest.from_event(p.job, submit_time=p.submit_ts)
+                req = req.model_copy(update={"attempt": p.attempt}) if hasattr(req, "model_copy") else req
+                cached = (p, req)
+                self._job_cache[key] = cached
+            by_cluster[cached[0].job.cluster].append(cached)
+        return by_cluster
+
+    def _holdings(self) -> list[tuple[str, JobRequest, list[int]]]:
+        """(node, job, gpus) of everything that holds resources: placed jobs and in-flight
+        placements."""
+        out = []
+        seen = set()
+        for d in list(self.w.running.values()):
+            if d is None:
+                continue
+            key = (d["decision_id"], d["node_id"])
+            seen.add(key)
+            held = self._held_cache.get(key)
+            if held is None:
+                r = RunningJob.model_validate(d)
+                held = (r.node_id, JobRequest.from_event(r.job), r.gpu_indices)
+                self._held_cache[key] = held
+            out.append(held)
+        for key in [k for k in self._held_cache if k not in seen]:
+            del self._held_cache[key]
+        for rec, req in self.w.inflight.values():
+            if rec.outcome == "placed" and rec.node_id and req is not None:
+                out.append((rec.node_id, req, list(rec.gpu_indices)))
+        return out
+
+    # -- one step ---------------------------------------------------------------------------
+    async def tick(self) -> None:
+        app = self.w.app
+        recovered = app.tables.recovery.completed.is_set() if app.tables.recovery else True
+        assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic}
+        if not await self.catchup.ready(self.w.applied_offsets, recovered=recovered, assigned=assigned):
+            return
+        await self._check_timeouts()
+        pending = self._pending()
+        if not pending:
+            return
+        nodes = self._node_views()
+        holdings = self._holdings()
+        for cluster, jobs in pending.items():
+            views = nodes.get(cluster)
+            if not views:
+                continue  # no inventory yet for this cluster: jobs wait
+            await self._step_cluster(cluster, views, jobs, holdings)
+        self.steps += 1
+        # forget cache entries of jobs that left the queue
+        live = {(j, d["attempt"]) for j, d in list(self.w.pending.items()) if d is not None}
+        for key in [k for k in self._job_cache if k not in live]:
+            del self._job_cache[key]
+
+    async def _step_cluster(self, cluster: str, views: list[NodeView], jobs: list[tuple[PendingJob, JobRequest]],
+                            holdings: list[tuple[str, JobRequest, list[int]]]) -> None:  # fmt: skip
+        tick_ts = time.time()
+        snap = ClusterSnapshot.from_nodes(views)
+        index = {v.node_id: i for i, v in enumerate(views)}
+        for node_id, req, gpus in holdings:
+            if req.cluster == cluster and node_id in index:
+                snap.reserve(index[node_id], req, gpus)
+        by_id = {p.job.job_id: (p, r) for p, r in jobs}
+        result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts)
+        part = partition_for(cluster, self.w.settings.partitions)
+        for pl in result.placements:
+            p, req = by_id[pl.job_id]
+            now = time.time()
+            since = p.submit_ts if p.attempt == 0 else p.queued_ts
+            did = decision_id_for(p.job.job_id, p.attempt)
+            rec = DecisionRecord(
+                event_id=did, decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt,
+                outcome="placed", node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), policy=self.policy.name,
+                candidates=[Candidate(node_id=n, score=float(s)) for n, s in pl.candidates],
+                feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
+                step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=pl.reason,
+                cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
+                trace_duration_s=p.job.trace_duration_s,
+            )  # fmt: skip
+            cmd = PlacementCommand(
+                decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt, node_id=pl.node_id,
+                gpu_indices=list(pl.gpu_indices), cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib,
+                gpu_milli_per_gpu=p.job.per_gpu_milli, policy=self.policy.name, reason=pl.reason,
+                trace_duration_s=p.job.trace_duration_s,
+            )  # fmt: skip
+            self.w.inflight[p.job.job_id] = (rec, req)
+            self.last_reason.pop(p.job.job_id, None)
+            await self._send("decisions", rec.job_id, rec.to_bytes(), part)
+            await self._send("actions", cmd.node_id, cmd.to_bytes(), part)
+        for un in result.unschedulable:
+            p, _ = by_id[un.job_id]
+            if un.permanent:
+                did = decision_id_for(p.job.job_id, p.attempt)
+                rec = DecisionRecord(
+                    event_id=did, decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt,
+                    outcome="rejected", policy=self.policy.name, latency_ms=max(0.0, (time.time() - p.submit_ts) * 1000),
+                    step_compute_ms=result.compute_ms, submit_time=p.job.event_time,
+                    reason=f"can never run in cluster {cluster!r}: {un.reason}",
+                )  # fmt: skip
+                self.w.inflight[p.job.job_id] = (rec, None)
+                await self._send("decisions", rec.job_id, rec.to_bytes(), part)
+            elif self.last_reason.get(p.job.job_id) != un.reason:
+                self.last_reason[p.job.job_id] = un.reason
+                rec = DecisionRecord(
+                    event_id=new_event_id(), decision_id=f"u-{new_event_id()}", job_id=p.job.job_id, cluster=cluster,
+                    attempt=p.attempt, outcome="unschedulable", policy=self.policy.name, latency_ms=0.0,
+                    step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=un.reason,
+                )  # fmt: skip
+                await self._send("decisions", rec.job_id, rec.to_bytes(), part)
+
+    async def _check_timeouts(self) -> None:
+        now = time.time()
+        timeout = self.w.settings.confirm_timeout_s
+        for d in list(self.w.running.values()):
+            if d is None or d["state"] != "reserved" or d["decision_id"] in self.timed_out:
+                continue
+            if now - d["reserved_ts"] > timeout:
+                r = RunningJob.model_validate(d)
+                self.timed_out.add(r.decision_id)
+                ev = JobLifecycle(job_id=r.job.job_id, cluster=r.job.cluster, state="timed_out", attempt=r.attempt,
+                                  decision_id=r.decision_id, node_id=r.node_id,
+                                  reason=f"placement not confirmed by 'started' within {timeout:g}s")  # fmt: skip
+                part = partition_for(r.job.cluster, self.w.settings.partitions)
+                await self._send("jobs.lifecycle", ev.job_id, ev.to_bytes(), part)
+
+    async def _send(self, topic: str, key: str, value: bytes, partition: int) -> None:
+        await self.w.topics[topic].send(key=key.encode(), value=value, partition=partition)
+
+
+def register_loop(w: Worker) -> SchedulingLoop:
+    loop = SchedulingLoop(w)
+    w.loop = loop  # type: ignore[attr-defined]
+
+    @w.app.timer(w.settings.step_s, name="scheduling-step")
+    async def scheduling_step() -> None:
+        try:
+            await loop.tick()
+        except Exception:  # a bad step must not kill the worker; the next tick retries
+            log.exception("scheduling step failed")
+
+    return loop

@@ -1,0 +1,124 @@
+"""Job state transitions, as pure functions over the records the Faust tables hold.
+
+The worker keeps four changelogged tables (see ``streams/app.py``); every change to them
+comes from an event on a topic (Faust allows table writes only inside stream iteration,
+and it makes the state event-sourced: a restarted worker rebuilds it from changelogs and
+re-reads uncommitted events, and every transition here is idempotent).
+
+- ``pending[job_id]``  = :class:`PendingJob`   (accepted, waiting for a placement)
+- ``running[job_id]``  = :class:`RunningJob`   (placed: ``reserved`` until its agent confirms
+  ``started``, then ``running``; it holds its resources either way)
+- ``done[job_id]``     = :class:`DoneJob`      (finished, or rejected with a reason)
+
+Each function returns a :class:`Transition` naming the table writes to perform, so the
+same logic is unit-tested without Faust and applied by the agents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from pydantic import BaseModel
+
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted
+
+
+class PendingJob(BaseModel):
+    job: JobSubmitted
+    attempt: int = 0
+    submit_ts: float  # epoch seconds of the original submission
+    queued_ts: float  # when this attempt entered the queue
+
+
+class RunningJob(BaseModel):
+    job: JobSubmitted
+    attempt: int
+    submit_ts: float
+    decision_id: str
+    node_id: str
+    gpu_indices: list[int]
+    state: Literal["reserved", "running"] = "reserved"
+    reserved_ts: float
+    started_ts: float | None = None
+
+
+class DoneJob(BaseModel):
+    job_id: str
+    event_id: str  # the submission's event id (tells redelivery from a re-used job id)
+    status: Literal["finished", "rejected"]
+    attempt: int
+    reason: str = ""
+
+
+@dataclass
+class Transition:
+    """Table writes: ``None`` deletes the key. ``emit`` are lifecycle events to publish."""
+
+    pending: dict[str, PendingJob | None] = field(default_factory=dict)
+    running: dict[str, RunningJob | None] = field(default_factory=dict)
+    done: dict[str, DoneJob | None] = field(default_factory=dict)
+    emit: list[JobLifecycle] = field(default_factory=list)
+    note: str = ""  # why nothing happened (idempotent no-op), for logs and tests
+    deadletter: str | None = None  # reason, when the event must go to the dead-letter topic
+
+
+def on_submitted(ev: JobSubmitted, known: PendingJob | RunningJob | DoneJob | None, now: float) -> Transition:
+    if known is not None:
+        known_event = known.event_id if isinstance(known, DoneJob) else known.job.event_id
+        if known_event == ev.event_id:
+            return Transition(note="redelivered submission: already accepted")
+        return Transition(deadletter=f"job id {ev.job_id!r} was already submitted (event {known_event})")
+    ts = ev.event_time.timestamp()
+    return Transition(pending={ev.job_id: PendingJob(job=ev, submit_ts=ts, queued_ts=now)})
+
+
+def on_decision(rec: DecisionRecord, pending: PendingJob | None) -> Transition:
+    """A decision the worker published comes back: apply it (first one wins)."""
+    if rec.outcome == "unschedulable":
+        return Transition(note="unschedulable: archive only")
+    if pending is None or pending.attempt != rec.attempt:
+        return Transition(note="stale decision: job no longer pending at this attempt")
+    if rec.outcome == "rejected":
+        done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected",
+                       attempt=rec.attempt, reason=rec.reason)  # fmt: skip
+        return Transition(pending={rec.job_id: None}, done={rec.job_id: done})
+    assert rec.node_id is not None
+    run = RunningJob(
+        job=pending.job, attempt=pending.attempt, submit_ts=pending.submit_ts, decision_id=rec.decision_id,
+        node_id=rec.node_id, gpu_indices=list(rec.gpu_indices), reserved_ts=rec.event_time.timestamp(),
+    )  # fmt: skip
+    return Transition(pending={rec.job_id: None}, running={rec.job_id: run})
+
+
+def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: int, now: float) -> Transition:
+    """Agent reports (and the worker's own timeouts) move a placed job on."""
+    if ev.state == "rejected":
+        return Transition(note="rejection notice: archive only")
+    if running is None or (ev.decision_id and ev.decision_id != running.decision_id):
+        return Transition(note=f"stale {ev.state}: no such placement")
+    job_id = running.job.job_id
+    if ev.state == "started":
+        if running.state == "running":
+            return Transition(note="duplicate started")
+        node = ev.node_id or running.node_id
+        upd = running.model_copy(update={"state": "running", "started_ts": ev.event_time.timestamp(),
+                                         "node_id": node})  # fmt: skip
+        return Transition(running={job_id: upd})
+    if ev.state == "finished":
+        done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt)
+        return Transition(running={job_id: None}, done={job_id: done})
+    if ev.state == "timed_out" and running.state == "running":
+        return Transition(note="timeout raced with started: keep running")
+    # failed, preempted, timed_out: back to the queue, or give up
+    counts = ev.state != "preempted"
+    attempt = running.attempt + 1
+    if counts and attempt > max_retries:
+        reason = f"gave up after {attempt} attempts; last: {ev.state}: {ev.reason or 'no reason given'}"
+        done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="rejected", attempt=attempt,
+                       reason=reason)  # fmt: skip
+        notice = JobLifecycle(job_id=job_id, cluster=running.job.cluster, state="rejected", attempt=attempt,
+                              reason=reason)  # fmt: skip
+        return Transition(running={job_id: None}, done={job_id: done}, emit=[notice])
+    requeued = PendingJob(job=running.job, attempt=attempt, submit_ts=running.submit_ts, queued_ts=now)
+    return Transition(running={job_id: None}, pending={job_id: requeued})

@@ -1,0 +1,72 @@
+"""The worker's HTTP surface (Faust's web server, 127.0.0.1 only).
+
+- ``GET  /status`` — queue sizes and counters, for the demo and operators.
+- ``POST /sql``    — run one query on the archive this worker owns. In embedded mode one
+  process owns the chdb directory, so while a worker runs, ``semsched sql`` and
+  ``semsched explain`` are answered here; with no worker they open the directory directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from faust.web import Request, Response, View
+
+if TYPE_CHECKING:
+    from streams.app import Worker
+
+
+def status(w: Worker) -> dict[str, Any]:
+    running = [d for d in list(w.running.values()) if d is not None]
+    done = [d for d in list(w.done.values()) if d is not None]
+    archiver = getattr(w, "archiver", None)
+    return {
+        "pending": sum(1 for d in list(w.pending.values()) if d is not None),
+        "reserved": sum(1 for d in running if d["state"] == "reserved"),
+        "running": sum(1 for d in running if d["state"] == "running"),
+        "finished": sum(1 for d in done if d["status"] == "finished"),
+        "rejected": sum(1 for d in done if d["status"] == "rejected"),
+        "nodes": sum(1 for d in list(w.nodes.values()) if d is not None),
+        "inflight": len(w.inflight),
+        "steps": getattr(getattr(w, "loop", None), "steps", 0),
+        "counters": dataclasses.asdict(w.counters),
+        "archiver": archiver.stats() if archiver is not None else None,
+    }
+
+
+def register_web(w: Worker) -> None:
+    app = w.app
+
+    @app.page("/status")
+    class StatusView(View):
+        async def get(self, request: Request) -> Response:
+            return self.json(status(w))
+
+    @app.page("/sql")
+    class SQLView(View):
+        async def post(self, request: Request) -> Response:
+            from storage.queries import run_sql
+
+            body = await request.json()
+            archiver = getattr(w, "archiver", None)
+            if archiver is None:
+                return self.json({"error": "this worker has no archive"}, status=503)
+            if body.get("flush"):
+                await archiver.flush()
+            try:
+                cols, rows = await asyncio.to_thread(run_sql, archiver.client, str(body["sql"]))
+            except Exception as e:  # the analyst's SQL error goes back to the analyst
+                return self.json({"error": str(e)}, status=400)
+            return self.json({"columns": cols, "rows": [[_jsonable(v) for v in r] for r in rows]})
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    return str(v)

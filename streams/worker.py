@@ -1,0 +1,50 @@
+"""Run one semsched worker: migrate the archive, create the topics, then the Faust app
+(ingest agents, tables, the scheduling loop, the archiver, the web views) until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from streams.app import Worker, create_app
+from streams.settings import Settings
+from streams.topics import ensure_topics
+
+log = logging.getLogger("semsched.worker")
+
+
+def _attach_archiver(w: Worker) -> None:
+    from storage.client import get_client
+    from storage.migrate import migrate
+    from streams.archiver import Archiver
+
+    client = get_client(w.settings.clickhouse_dsn)
+    applied = migrate(client)
+    if applied:
+        log.info("archive migrations applied: %s", applied)
+    archiver = Archiver(w.settings, client=client)
+    w.archiver = archiver  # type: ignore[attr-defined]
+
+    @w.app.task
+    async def run_archiver() -> None:
+        await archiver.start()
+        try:
+            await archiver.run()
+        finally:
+            await archiver.stop()
+
+
+def build_worker(settings: Settings, *, archive: bool = True) -> Worker:
+    asyncio.run(ensure_topics(settings))
+    w = create_app(settings)
+    if archive:
+        _attach_archiver(w)
+    return w
+
+
+def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "warning") -> None:
+    from faust.worker import Worker as FaustWorker
+
+    settings.state_dir.mkdir(parents=True, exist_ok=True)
+    w = build_worker(settings, archive=archive)
+    FaustWorker(w.app, loglevel=loglevel, quiet=True).execute_from_commandline()
