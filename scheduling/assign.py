@@ -1,0 +1,154 @@
+"""The assign phase: one scheduling step, from pending jobs to conflict-free placements.
+
+``schedule_step`` works on a copy of the snapshot and takes the jobs in the policy's
+order. For each: filter (all nodes at once), score (vectorised), take the best node
+(ties → lowest index), pick its GPUs (best-fit per GPU) and reserve them, so later jobs
+in the same step see the reduced capacity. Gangs are all-or-nothing within the step:
+members are placed one after another and, if one fails, the partial reservations are
+rolled back. A job with no feasible node is reported with the kube-style filter reason;
+``permanent`` when it could not fit even the empty cluster.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+
+import numpy as np
+
+from scheduling.filters.base import Filter
+from scheduling.filters.framework import never_fits, run_filters
+from scheduling.gang import gang_problem, group_gangs
+from scheduling.gpu_select import select_gpus
+from scheduling.job import JobRequest
+from scheduling.policies.base import Policy
+from scheduling.snapshot import ClusterSnapshot
+from scheduling.step_result import Placement, StepResult, Unschedulable
+
+__all__ = ["Placement", "StepResult", "Unschedulable", "place_one", "schedule_step", "top_candidates"]
+
+
+def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], policy: Policy, *, now: float,
+                  top_k: int = 3, max_placements: int | None = None,
+                  filters: Sequence[Filter] | None = None) -> StepResult:  # fmt: skip
+    """Place as many of ``pending`` as fit, conflict-free. ``snapshot`` is not modified.
+
+    ``max_placements`` caps the placements of this step; jobs not considered because of
+    it are listed in ``StepResult.deferred`` (a gang is never split by the cap, but one
+    larger than the cap may still go first in a step).
+    """
+    started = time.perf_counter()
+    snap = snapshot.copy()
+    unique: dict[str, JobRequest] = {}
+    for job in pending:
+        unique.setdefault(job.job_id, job)
+    ordered = policy.order(list(unique.values()), now)
+    gangs = group_gangs(ordered)
+    handled: set[str] = set()
+    result = StepResult()
+
+    def over_budget(need: int) -> bool:
+        if max_placements is None:
+            return False
+        done = len(result.placements)
+        return done >= max_placements or (done > 0 and done + need > max_placements)
+
+    for job in ordered:
+        if not job.is_gang:
+            if over_budget(1):
+                result.deferred.append(job.job_id)
+                continue
+            outcome = place_one(snap, job, policy, top_k=top_k, filters=filters)
+            (result.placements if isinstance(outcome, Placement) else result.unschedulable).append(outcome)
+            continue
+        gang_id = job.gang_id
+        assert gang_id is not None
+        if gang_id in handled:
+            continue
+        handled.add(gang_id)
+        members = gangs[gang_id]
+        problem = gang_problem(gang_id, members)
+        if problem is not None:
+            reason, permanent = problem
+            result.unschedulable.extend(Unschedulable(m.job_id, reason, permanent) for m in members)
+        elif over_budget(len(members)):
+            result.deferred.extend(m.job_id for m in members)
+        else:
+            _place_gang(snap, gang_id, members, policy, top_k, filters, result)
+    result.compute_ms = (time.perf_counter() - started) * 1000.0
+    return result
+
+
+def place_one(snap: ClusterSnapshot, job: JobRequest, policy: Policy, *, top_k: int = 3,
+              filters: Sequence[Filter] | None = None) -> Placement | Unschedulable:  # fmt: skip
+    """Filter, score and reserve the best node for ``job`` on ``snap`` (mutated on success)."""
+    feasible = run_filters(job, snap, filters, explain=False).feasible_mask
+    count = int(np.count_nonzero(feasible))
+    if count == 0:
+        return _unschedulable(job, snap, filters)
+    scores = np.asarray(policy.score(job, snap, feasible), dtype=np.float64)
+    if scores.shape != feasible.shape:
+        raise ValueError(f"policy {policy.name} returned scores of shape {scores.shape}, "
+                         f"expected {feasible.shape}")  # fmt: skip
+    masked = np.where(feasible & ~np.isnan(scores), scores, -np.inf)
+    while True:
+        best = int(np.argmax(masked))
+        if masked[best] == -np.inf:
+            return Unschedulable(job.job_id, f"{policy.name}: all {count} feasible node(s) scored -inf (vetoed)")
+        gpus = select_gpus(snap, best, job)
+        if gpus is not None:
+            break
+        masked[best] = -np.inf  # only reachable with a custom filter chain lacking gpu_share
+    snap.reserve(best, job, gpus)
+    score = float(masked[best])
+    return Placement(
+        job_id=job.job_id,
+        node_index=best,
+        node_id=str(snap.node_ids[best]),
+        gpu_indices=gpus,
+        score=score,
+        candidates=top_candidates(masked, snap.node_ids, top_k),
+        feasible_nodes=count,
+        reason=f"{policy.name}: highest score {score:.4g} of {count} feasible node(s)",
+    )
+
+
+def top_candidates(masked: np.ndarray, node_ids: np.ndarray, k: int) -> list[tuple[str, float]]:
+    """The ``k`` best ``(node_id, score)`` pairs, best first, ties → lowest index; ``-inf`` excluded."""
+    n = len(masked)
+    k = min(k, n)
+    if k <= 0:
+        return []
+    thr = np.partition(masked, n - k)[n - k]
+    above = np.flatnonzero(masked > thr)
+    equal = np.flatnonzero(masked == thr)[: k - len(above)]
+    idx = np.concatenate([above, equal])
+    idx = idx[np.lexsort((idx, -masked[idx]))]
+    return [(str(node_ids[i]), float(masked[i])) for i in idx if masked[i] > -np.inf]
+
+
+def _unschedulable(job: JobRequest, snap: ClusterSnapshot, filters: Sequence[Filter] | None) -> Unschedulable:
+    why_never = never_fits(job, snap, filters)
+    if why_never is not None:
+        return Unschedulable(job.job_id, why_never, permanent=True)
+    return Unschedulable(job.job_id, run_filters(job, snap, filters).reason, permanent=False)
+
+
+def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], policy: Policy, top_k: int,
+                filters: Sequence[Filter] | None, result: StepResult) -> None:  # fmt: skip
+    placed: list[tuple[Placement, JobRequest]] = []
+    for member in members:
+        outcome = place_one(snap, member, policy, top_k=top_k, filters=filters)
+        if isinstance(outcome, Unschedulable):
+            for placement, job in reversed(placed):
+                snap.free(placement.node_index, job, placement.gpu_indices)
+            why = f"gang {gang_id}: member {member.job_id} cannot be placed: {outcome.reason}"
+            result.unschedulable.extend(Unschedulable(m.job_id, why, outcome.permanent) for m in members)
+            return
+        placed.append((outcome, member))
+    size = len(members)
+    result.placements.extend(
+        dataclasses.replace(p, reason=f"{p.reason} (gang {gang_id}, member {i}/{size})")
+        for i, (p, _) in enumerate(placed, start=1)
+    )

@@ -1,0 +1,26 @@
+"""Scheduling policies (kube-scheduler's score phase) and their registry.
+
+Adding a policy is one new module here that decorates its factory with
+``@register("name")``, plus one import line below.
+"""
+
+from scheduling.policies import best_fit, fifo_first_fit  # noqa: F401  (registers on import)
+from scheduling.policies.base import BasePolicy, Policy, fifo_key
+from scheduling.policies.registry import (
+    UnknownPolicyError,
+    available_policies,
+    get_policy,
+    register,
+    unregister,
+)
+
+__all__ = [
+    "BasePolicy",
+    "Policy",
+    "UnknownPolicyError",
+    "available_policies",
+    "fifo_key",
+    "get_policy",
+    "register",
+    "unregister",
+]

@@ -1,0 +1,46 @@
+"""The policy contract: queue order plus a vectorised node score.
+
+``order(jobs, now)`` decides which pending job is considered first; ``score(job,
+snapshot, feasible_mask)`` returns one float per node (higher is better; entries outside
+``feasible_mask`` are ignored, ``-inf`` vetoes a node). Scores are computed for all
+nodes at once with numpy — never a Python loop over nodes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+
+@runtime_checkable
+class Policy(Protocol):
+    name: str
+
+    def order(self, jobs: Sequence[JobRequest], now: float) -> list[JobRequest]: ...
+
+    def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray: ...
+
+
+def fifo_key(job: JobRequest) -> tuple[float, str]:
+    """Submit time, then job id (deterministic across restarts)."""
+    return (job.submit_time, job.job_id)
+
+
+class BasePolicy:
+    """FIFO ordering; subclasses implement :meth:`score`."""
+
+    name: ClassVar[str] = "base"
+
+    def order(self, jobs: Sequence[JobRequest], now: float) -> list[JobRequest]:
+        return sorted(jobs, key=fifo_key)
+
+    def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<policy {self.name}>"

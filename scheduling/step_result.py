@@ -1,0 +1,42 @@
+"""What one scheduling step decided: placements, unschedulable jobs, compute time."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Job ``job_id`` goes to node ``node_id`` (index ``node_index``) on ``gpu_indices``."""
+
+    job_id: str
+    node_index: int
+    node_id: str
+    gpu_indices: tuple[int, ...]
+    score: float
+    candidates: list[tuple[str, float]]  # top-k (node_id, score), best first
+    feasible_nodes: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Unschedulable:
+    """No node for ``job_id`` this step. ``permanent``: it can never run in this cluster."""
+
+    job_id: str
+    reason: str
+    permanent: bool = False
+
+
+@dataclass(slots=True)
+class StepResult:
+    """``deferred``: job ids not considered this step (``max_placements`` reached)."""
+
+    placements: list[Placement] = field(default_factory=list)
+    unschedulable: list[Unschedulable] = field(default_factory=list)
+    compute_ms: float = 0.0
+    deferred: list[str] = field(default_factory=list)
+
+    @property
+    def placed_ids(self) -> set[str]:
+        return {p.job_id for p in self.placements}
