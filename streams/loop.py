@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from scheduling.assign import schedule_step
@@ -27,8 +28,9 @@ from scheduling.events import (
     partition_for,
 )
 from scheduling.job import JobRequest
+from scheduling.node import NodeView
 from scheduling.policies import get_policy
-from scheduling.snapshot import ClusterSnapshot, NodeView
+from scheduling.snapshot import ClusterSnapshot
 from streams.catchup import CatchUp
 from streams.state import PendingJob, RunningJob
 
@@ -76,8 +78,7 @@ class SchedulingLoop:
             cached = self._job_cache.get(key)
             if cached is None:
                 p = PendingJob.model_validate(d)
-                req = JobRequest.from_event(p.job, submit_time=p.submit_ts)
-                req = req.model_copy(update={"attempt": p.attempt}) if hasattr(req, "model_copy") else req
+                req = replace(JobRequest.from_event(p.job, submit_time=p.submit_ts), attempt=p.attempt)
                 cached = (p, req)
                 self._job_cache[key] = cached
             by_cluster[cached[0].job.cluster].append(cached)
@@ -137,7 +138,10 @@ class SchedulingLoop:
         index = {v.node_id: i for i, v in enumerate(views)}
         for node_id, req, gpus in holdings:
             if req.cluster == cluster and node_id in index:
-                snap.reserve(index[node_id], req, gpus)
+                try:
+                    snap.reserve(index[node_id], req, gpus, check=False)
+                except ValueError as e:  # e.g. GPU indices that node no longer has
+                    log.warning("cannot account %s on %s: %s", req.job_id, node_id, e)
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
         result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts)
         part = partition_for(cluster, self.w.settings.partitions)

@@ -4,6 +4,8 @@ cluster so one worker sees a whole cluster)."""
 
 from __future__ import annotations
 
+import contextlib
+
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
@@ -20,13 +22,11 @@ async def ensure_topics(settings: Settings, extra: tuple[str, ...] = ()) -> list
         missing = [t for t in wanted if t not in existing]
         if missing:
             configs = {"max.message.bytes": str(max(settings.max_message_bytes * 4, 1024 * 1024))}
-            try:
+            with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won
                 await admin.create_topics(
                     [NewTopic(t, num_partitions=settings.partitions, replication_factor=1,
                               topic_configs=configs) for t in missing]  # fmt: skip
                 )
-            except TopicAlreadyExistsError:
-                pass
         return missing
     finally:
         await admin.close()

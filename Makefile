@@ -1,0 +1,34 @@
+# The two commands of the README: `make demo` (the main job, end to end) and `make test`
+# (the whole suite; .ci/run calls it). Both install what they need: a venv with the
+# package and its pinned dependencies, and the Apache Kafka jars from Maven Central.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+SEMSCHED := $(VENV)/bin/semsched
+
+.PHONY: demo test install kafka-jars lint clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+kafka-jars: install
+	$(SEMSCHED) kafka jars
+
+demo: kafka-jars
+	$(SEMSCHED) demo
+
+test: kafka-jars
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/pytest -q -p no:cacheprovider
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+clean:
+	rm -rf .state build *.egg-info

@@ -1,0 +1,98 @@
+"""``semsched``: the one command-line entry point (typer). Every command has ``--help``."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import typer
+
+from ops.cli.bench import bench_app
+from ops.cli.db import db_app, explain_command, sql_command
+from ops.cli.kafka import kafka_app
+from ops.cli.replay import replay_command
+from streams.settings import Settings
+
+app = typer.Typer(
+    help="semsched: an event-streaming control plane for cluster scheduling "
+    "(Kafka + Faust + ClickHouse + Triton). Settings come from SEMSCHED_* environment variables.",
+    no_args_is_help=True,
+    pretty_exceptions_show_locals=False,
+)
+app.add_typer(kafka_app, name="kafka", help="Run the local Apache Kafka broker (KRaft, jars via Maven).")
+app.add_typer(db_app, name="db", help="The ClickHouse archive: migrations.")
+app.add_typer(bench_app, name="bench", help="Benchmarks that print numbers.")
+app.command("replay")(replay_command)
+app.command("sql")(sql_command)
+app.command("explain")(explain_command)
+
+
+@app.command()
+def schema(out: Path = typer.Option(Path("schemas"), help="Directory for one JSON Schema file per topic.")) -> None:
+    """Write the JSON Schema of every topic's events, for producers."""
+    from scheduling.events import json_schemas
+
+    out.mkdir(parents=True, exist_ok=True)
+    for topic, sch in json_schemas().items():
+        path = out / f"{topic}.schema.json"
+        path.write_text(json.dumps(sch, indent=2) + "\n")
+        typer.echo(f"wrote {path}")
+
+
+@app.command()
+def worker(
+    policy: str = typer.Option(None, help="Scheduling policy (default SEMSCHED_POLICY or best-fit)."),
+    step: float = typer.Option(None, help="Seconds between scheduling steps (default SEMSCHED_STEP or 1)."),
+    web_port: int = typer.Option(None, help="Port of the status/sql web server on 127.0.0.1 (0 = off)."),
+    no_archive: bool = typer.Option(False, help="Do not run the ClickHouse archiver in this worker."),
+    loglevel: str = typer.Option("warning", help="Faust log level."),
+) -> None:
+    """Run a Faust worker: ingest, cluster-state tables, the scheduling loop and the archiver."""
+    from scheduling.policies import available_policies
+    from streams.worker import run_worker
+
+    s = Settings()
+    upd = {k: v for k, v in {"policy": policy, "step_s": step, "web_port": web_port}.items() if v is not None}
+    s = s.model_copy(update=upd)
+    if s.policy not in available_policies():
+        raise typer.BadParameter(f"unknown policy {s.policy!r}; available: {', '.join(available_policies())}")
+    run_worker(s, archive=not no_archive, loglevel=loglevel)
+
+
+@app.command()
+def agents(
+    speed: float = typer.Option(1.0, help="Run each job for its trace duration divided by this."),
+    default_duration: float = typer.Option(60.0, help="Seconds a job without a trace duration runs (before speed)."),
+    max_duration: float = typer.Option(None, help="Cap on a job's trace duration, seconds (before speed)."),
+    telemetry: float = typer.Option(5.0, help="Seconds between telemetry reports of changed nodes."),
+    fail_rate: float = typer.Option(0.0, help="Share of jobs that fail half-way (to exercise retries)."),
+    seed: int = typer.Option(0, help="Seed of the failure injection."),
+) -> None:
+    """Run simulated cluster agents: execute placement commands, report lifecycle and telemetry."""
+    from ops.agents.simulated import run_agents
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    run_agents(Settings(), speed=speed, default_duration_s=default_duration, max_duration_s=max_duration,
+               telemetry_s=telemetry, fail_rate=fail_rate, seed=seed)  # fmt: skip
+
+
+@app.command()
+def demo(
+    jobs: int = typer.Option(400, help="Pods to replay from the openb trace."),
+    speed: float = typer.Option(2000.0, help="Replay speed-up (arrivals and run times)."),
+    start_offset: float = typer.Option(10_000_000, help="Trace second from which pods are taken."),
+    policy: str = typer.Option("best-fit", help="Scheduling policy."),
+    port: int = typer.Option(19092, help="Port of the local Kafka broker."),
+    timeout: float = typer.Option(900, help="Give up waiting for the jobs after this many seconds."),
+) -> None:
+    """The main job, end to end on one machine: broker, worker, agents, a replay of the openb trace,
+    then a reconciled summary from ClickHouse. Exits non-zero if any job is lost or placed twice."""
+    from ops.demo import run_demo
+
+    raise typer.Exit(run_demo(jobs=jobs, speed=speed, start_offset=start_offset, policy=policy, port=port,
+                              timeout_s=timeout))  # fmt: skip
+
+
+if __name__ == "__main__":
+    app()

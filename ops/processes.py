@@ -1,0 +1,75 @@
+"""Child processes of semsched (worker, agents): started detached with their own log file
+and PID file, stopped by PID — the same way by the demo, the benchmarks and the tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+    log_path: Path
+    pid_path: Path
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 30.0, sig: int = signal.SIGTERM) -> int | None:
+        """Signal the process group, wait, then SIGKILL. Returns the exit code."""
+        if self.alive():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, sig)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+        self.pid_path.unlink(missing_ok=True)
+        return self.proc.returncode
+
+    def kill(self) -> None:
+        """SIGKILL, no goodbye: what a crash looks like."""
+        self.stop(timeout=5, sig=signal.SIGKILL)
+
+
+def spawn_semsched(name: str, args: list[str], *, env: dict[str, str], run_dir: Path) -> Child:
+    """Start ``semsched <args>`` (this interpreter) as a process-group leader."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    log_path = run_dir / f"{name}.log"
+    pid_path = run_dir / f"{name}.pid"
+    full_env = {**os.environ, **env, "PYTHONUNBUFFERED": "1"}
+    with open(log_path, "ab") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "ops.cli.main", *args], env=full_env, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True, cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+    pid_path.write_text(str(proc.pid))
+    return Child(name, proc, log_path, pid_path)
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.5, what: str = "condition") -> None:  # type: ignore[no-untyped-def]
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
