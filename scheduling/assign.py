@@ -116,16 +116,19 @@ def place_one(snap: ClusterSnapshot, job: JobRequest, policy: Policy, *, top_k: 
 
 def top_candidates(masked: np.ndarray, node_ids: np.ndarray, k: int) -> list[tuple[str, float]]:
     """The ``k`` best ``(node_id, score)`` pairs, best first, ties → lowest index; ``-inf`` excluded."""
-    n = len(masked)
-    k = min(k, n)
-    if k <= 0:
-        return []
-    thr = np.partition(masked, n - k)[n - k]
-    above = np.flatnonzero(masked > thr)
-    equal = np.flatnonzero(masked == thr)[: k - len(above)]
-    idx = np.concatenate([above, equal])
-    idx = idx[np.lexsort((idx, -masked[idx]))]
-    return [(str(node_ids[i]), float(masked[i])) for i in idx if masked[i] > -np.inf]
+    out: list[tuple[str, float]] = []
+    taken: list[tuple[int, float]] = []
+    for _ in range(min(k, len(masked))):
+        i = int(np.argmax(masked))
+        score = float(masked[i])
+        if score == -np.inf:
+            break
+        out.append((str(node_ids[i]), score))
+        taken.append((i, score))
+        masked[i] = -np.inf
+    for i, score in taken:  # restore the caller's array
+        masked[i] = score
+    return out
 
 
 def _unschedulable(job: JobRequest, snap: ClusterSnapshot, filters: Sequence[Filter] | None) -> Unschedulable:

@@ -21,7 +21,11 @@ class GpuShareFilter(BaseFilter):
     def mask(self, job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
         if job.num_gpu == 0:
             return snapshot.all_true
-        fitting = np.count_nonzero(snapshot.gpu_free >= job.per_gpu_milli, axis=1)
+        if job.num_gpu == 1:
+            return snapshot.gpu_max_free >= job.per_gpu_milli
+        if job.per_gpu_milli >= FULL_GPU_MILLI:
+            return snapshot.gpu_full_free >= job.num_gpu
+        fitting = np.count_nonzero(snapshot.gpu_free >= job.per_gpu_milli, axis=1)  # k shared GPUs: rare
         return fitting >= job.num_gpu
 
     def reason(self, job: JobRequest) -> str:

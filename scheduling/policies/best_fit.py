@@ -17,11 +17,22 @@ from scheduling.policies.registry import register
 from scheduling.snapshot import ClusterSnapshot
 
 
-def utilisation_after(cap: np.ndarray, free: np.ndarray, request: int) -> np.ndarray:
-    """``(used + request) / capacity`` per node, clipped to [0, 1]; 1 where capacity is 0."""
-    safe = np.maximum(cap, 1)
-    util = (cap - free + request) / safe
-    return np.where(cap > 0, np.clip(util, 0.0, 1.0), 1.0)
+def inverse_capacity(cap: np.ndarray) -> np.ndarray:
+    """``1 / capacity`` per node, 0 where the node has none (read-only)."""
+    inv = np.divide(1.0, cap, out=np.zeros(len(cap)), where=cap > 0)
+    inv.setflags(write=False)
+    return inv
+
+
+def _inverses(snapshot: ClusterSnapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return (inverse_capacity(snapshot.cpu_cap), inverse_capacity(snapshot.mem_cap),
+            inverse_capacity(snapshot.gpu_cap_milli))  # fmt: skip
+
+
+def utilisation_after(free: np.ndarray, inv_cap: np.ndarray, request: int) -> np.ndarray:
+    """``1 − (free − request) / capacity``: the share used once ``request`` is placed;
+    1 where the node has none of the resource (``inv_cap`` 0)."""
+    return 1.0 - (free - request) * inv_cap
 
 
 @register("best-fit")
@@ -36,7 +47,8 @@ class BestFit(BasePolicy):
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
         wg, wc, wm = self.weights
-        score = wc * utilisation_after(snapshot.cpu_cap, snapshot.cpu_free, job.cpu_milli)
-        score += wm * utilisation_after(snapshot.mem_cap, snapshot.mem_free, job.memory_mib)
-        score += wg * utilisation_after(snapshot.gpu_cap_milli, snapshot.gpu_free_milli, job.gpu_demand_milli)
+        inv_cpu, inv_mem, inv_gpu = snapshot.static_cache("best-fit:inverse-capacity", _inverses)
+        score = wc * utilisation_after(snapshot.cpu_free, inv_cpu, job.cpu_milli)
+        score += wm * utilisation_after(snapshot.mem_free, inv_mem, job.memory_mib)
+        score += wg * utilisation_after(snapshot.gpu_free_milli, inv_gpu, job.gpu_demand_milli)
         return score
