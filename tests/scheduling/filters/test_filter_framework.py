@@ -1,0 +1,42 @@
+from sched_builders import job, node, snap
+
+from scheduling.filters import never_fits, run_filters
+
+
+def test_kube_style_reason_and_first_filter_attribution():
+    s = snap(*[node(f"t{i}", gpus=2, model="T4") for i in range(3)],
+             node("a-busy", gpus=1, model="A10", gpu_alloc=(1000,)),
+             node("a-sick", gpus=1, model="A10", healthy=False))  # fmt: skip
+    r = run_filters(job(gpus=1, gpu_models=frozenset({"A10"})), s)
+    assert r.feasible_count == 0 and not r.feasible_mask.any()
+    assert r.rejected_by == {"health": 1, "gpu_model": 3, "capacity": 1}
+    assert r.reason == "0/5 nodes are available: 3 GPU model not in [A10], 1 insufficient GPU, 1 node(s) unhealthy."
+
+
+def test_feasible_nodes_and_fast_path_agree():
+    s = snap(node("a", gpus=2, gpu_alloc=(400, 400)), node("b", gpus=1), node("c", cpu=500, gpus=1))
+    j = job(gpus=1, share=700)
+    full = run_filters(j, s)
+    fast = run_filters(j, s, explain=False)
+    assert full.feasible_mask.tolist() == fast.feasible_mask.tolist() == [False, True, False]
+    assert full.rejected_by == {"gpu_share": 1, "capacity": 1}
+    assert full.reason == "1/3 nodes are available: 1 insufficient cpu, 1 no single GPU with 700m free."
+    assert fast.rejected_by == {} and fast.reason == ""
+
+
+def test_never_fits_against_the_empty_cluster():
+    s = snap(node("a", gpus=2, model="T4"), node("b", gpus=4, model="V100M16", healthy=False))
+    s.reserve(0, job("x", gpus=2), (0, 1))
+    # fits b when it recovers (and a when it drains): must wait, not be rejected
+    assert never_fits(job(gpus=4), s) is None
+    reason = never_fits(job(gpus=8), s)
+    assert reason is not None and reason.startswith("never fits this cluster: 0/2 nodes")
+    assert "2 insufficient GPU" in reason
+    reason = never_fits(job(gpus=1, gpu_models=frozenset({"A10"})), s)
+    assert reason is not None and "2 GPU model not in [A10]" in reason
+    assert never_fits(job(cpu=64_000), s) is not None
+    assert never_fits(job(gpus=1), snap()) is None  # nothing known yet: no verdict
+
+
+def test_empty_cluster_reason():
+    assert run_filters(job(), snap()).reason == "0/0 nodes are available: no nodes in the cluster."

@@ -1,0 +1,143 @@
+import numpy as np
+from sched_builders import job, node, snap
+
+from scheduling.assign import schedule_step, top_candidates
+from scheduling.policies import get_policy
+
+FF = get_policy("fifo-first-fit")
+BF = get_policy("best-fit")
+
+
+def _placed(result) -> dict[str, str]:
+    return {p.job_id: p.node_id for p in result.placements}
+
+
+def test_first_fit_takes_first_feasible_node():
+    s = snap(node("a", gpus=1, gpu_alloc=(1000,)), node("b", gpus=8), node("c", gpus=2))
+    r = schedule_step(s, [job("x", gpus=1)], FF, now=0)
+    (p,) = r.placements
+    assert (p.node_id, p.node_index, p.gpu_indices, p.feasible_nodes) == ("b", 1, (0,), 2)
+    assert p.reason.startswith("fifo-first-fit: highest score") and "of 2 feasible node(s)" in p.reason
+    assert r.unschedulable == [] and r.compute_ms > 0
+
+
+def test_best_fit_takes_tightest_node_and_reports_candidates():
+    s = snap(node("a", gpus=1, gpu_alloc=(1000,)), node("b", gpus=8), node("c", gpus=2), node("d", gpus=4))
+    r = schedule_step(s, [job("x", gpus=1)], BF, now=0, top_k=2)
+    (p,) = r.placements
+    assert p.node_id == "c"
+    assert [c[0] for c in p.candidates] == ["c", "d"]
+    assert p.candidates[0][1] == p.score > p.candidates[1][1]
+
+
+def test_conflict_free_within_a_step():
+    # each job fits node a alone (8 cpu cores), not both; b is the only other choice
+    s = snap(node("a", cpu=8000), node("b", cpu=8000))
+    r = schedule_step(s, [job("x", cpu=6000, submit_time=1), job("y", cpu=6000, submit_time=2)], FF, now=0)
+    assert _placed(r) == {"x": "a", "y": "b"}
+    r = schedule_step(snap(node("a", cpu=8000)), [job("x", cpu=6000), job("y", cpu=6000, submit_time=1)], FF, now=0)
+    assert _placed(r) == {"x": "a"}
+    (u,) = r.unschedulable
+    assert u.job_id == "y" and not u.permanent
+    assert u.reason == "0/1 nodes are available: 1 insufficient cpu."
+
+
+def test_fractional_gpus_share_one_gpu_best_fit():
+    s = snap(node("a", gpus=2))
+    jobs = [job(f"f{i}", cpu=0, mem=0, gpus=1, share=share, submit_time=i) for i, share in enumerate([500, 300, 600])]
+    r = schedule_step(s, jobs, BF, now=0)
+    assert [p.gpu_indices for p in r.placements] == [(0,), (0,), (1,)]
+
+
+def test_input_snapshot_is_not_modified():
+    s = snap(node("a", gpus=2))
+    before = s.gpu_free.copy()
+    schedule_step(s, [job("x", gpus=2)], FF, now=0)
+    assert np.array_equal(s.gpu_free, before)
+
+
+def test_max_instances_per_node_spreads_replicas():
+    s = snap(node("a"), node("b"), node("c"))
+    reps = [job(f"r{i}", app="web", max_instances_per_node=1, submit_time=i) for i in range(4)]
+    r = schedule_step(s, reps, FF, now=0)
+    assert _placed(r) == {"r0": "a", "r1": "b", "r2": "c"}
+    (u,) = r.unschedulable
+    assert u.job_id == "r3" and not u.permanent
+    assert "3 node(s) already run 1 instance(s) of app web" in u.reason
+
+
+def test_gang_all_or_nothing_rolls_back():
+    s = snap(node("a", gpus=4), node("b", gpus=2))
+    gang = [job(f"g{i}", gpus=4, gang_id="g", gang_size=2, submit_time=0) for i in range(2)]
+    later = job("small", gpus=2, submit_time=1)
+    r = schedule_step(s, [*gang, later], FF, now=0)
+    # g0 fits a, g1 fits nowhere → g0's reservation rolled back, so "small" takes a (index order)
+    assert _placed(r) == {"small": "a"}
+    assert {u.job_id for u in r.unschedulable} == {"g0", "g1"}
+    assert all("gang g: member g1 cannot be placed" in u.reason for u in r.unschedulable)
+    assert not any(u.permanent for u in r.unschedulable)
+
+
+def test_gang_places_all_members():
+    s = snap(node("a", gpus=4), node("b", gpus=4))
+    gang = [job(f"g{i}", gpus=4, gang_id="g", gang_size=2) for i in range(2)]
+    r = schedule_step(s, gang, FF, now=0)
+    assert _placed(r) == {"g0": "a", "g1": "b"}
+    assert all("(gang g, member" in p.reason for p in r.placements)
+
+
+def test_incomplete_gang_waits():
+    s = snap(node("a", gpus=8))
+    r = schedule_step(s, [job("g0", gpus=1, gang_id="g", gang_size=3), job("g1", gpus=1, gang_id="g", gang_size=3)],
+                      FF, now=0)  # fmt: skip
+    assert r.placements == []
+    assert [(u.job_id, u.permanent) for u in r.unschedulable] == [("g0", False), ("g1", False)]
+    assert "waiting for 1 more member(s) (2/3 pending)" in r.unschedulable[0].reason
+
+
+def test_gang_that_can_never_fit_is_permanent():
+    s = snap(node("a", gpus=2))
+    gang = [job(f"g{i}", gpus=4, gang_id="g", gang_size=2) for i in range(2)]
+    r = schedule_step(s, gang, FF, now=0)
+    assert [u.permanent for u in r.unschedulable] == [True, True]
+
+
+def test_never_fits_is_permanent_with_reason():
+    s = snap(node("a", gpus=2, model="T4"), node("b", gpus=2, model="T4"))
+    r = schedule_step(s, [job("x", gpus=1, gpu_models=frozenset({"A10"})), job("y", gpus=4)], FF, now=0)
+    reasons = {u.job_id: u for u in r.unschedulable}
+    assert reasons["x"].permanent and "2 GPU model not in [A10]" in reasons["x"].reason
+    assert reasons["y"].permanent and "2 insufficient GPU" in reasons["y"].reason
+
+
+def test_max_placements_defers_the_rest_in_order():
+    s = snap(node("a"), node("b"), node("c"))
+    jobs = [job(f"j{i}", submit_time=i) for i in range(5)]
+    r = schedule_step(s, jobs, FF, now=0, max_placements=2)
+    assert [p.job_id for p in r.placements] == ["j0", "j1"]
+    assert r.deferred == ["j2", "j3", "j4"]
+
+
+def test_order_respected_when_capacity_is_scarce():
+    s = snap(node("a", gpus=1))
+    r = schedule_step(s, [job("late", gpus=1, submit_time=5), job("early", gpus=1, submit_time=1)], BF, now=10)
+    assert _placed(r) == {"early": "a"}
+
+
+def test_deterministic_and_duplicate_ids_ignored():
+    s = snap(*[node(f"n{i}", gpus=2) for i in range(5)])
+    unique = [job(f"j{i}", gpus=1, share=250 * (1 + i % 4), submit_time=i % 3) for i in range(7)]
+    jobs = unique + unique[:5]  # the same submissions seen twice
+    a = schedule_step(s, jobs, BF, now=0)
+    b = schedule_step(s, list(reversed(jobs)), BF, now=0)
+    assert len(a.placements) == 7
+    assert [(p.job_id, p.node_id, p.gpu_indices) for p in a.placements] == \
+        [(p.job_id, p.node_id, p.gpu_indices) for p in b.placements]  # fmt: skip
+
+
+def test_top_candidates_ties_lowest_index_and_excludes_vetoed():
+    masked = np.array([0.5, 0.9, 0.5, -np.inf, 0.9])
+    ids = np.array(["a", "b", "c", "d", "e"], dtype=object)
+    assert top_candidates(masked, ids, 3) == [("b", 0.9), ("e", 0.9), ("a", 0.5)]
+    assert top_candidates(masked, ids, 10) == [("b", 0.9), ("e", 0.9), ("a", 0.5), ("c", 0.5)]
+    assert masked.tolist()[1] == 0.9  # caller's array restored

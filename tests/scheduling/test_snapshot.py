@@ -1,0 +1,84 @@
+import numpy as np
+import pytest
+from sched_builders import job, node, snap
+
+from scheduling.node import NodeView
+from scheduling.snapshot import PAD, CapacityError, ClusterSnapshot
+
+
+def test_from_nodes_arrays_and_padding():
+    s = snap(node("a", gpus=2, model="A10", cpu=8000, mem=100),
+             node("b", cpu=4000, mem=50, healthy=False, topology={"rack": "r1"}),
+             node("c", gpus=4, model="T4", gpu_alloc=(0, 300, 1000, 0), cpu_alloc_milli=1000))  # fmt: skip
+    assert s.num_nodes == len(s) == 3 and s.max_gpus == 4
+    assert list(s.node_ids) == ["a", "b", "c"] and s.index_of("c") == 2
+    assert list(s.gpu_model) == ["A10", "", "T4"]
+    assert s.gpu_free.tolist() == [[1000, 1000, PAD, PAD], [PAD] * 4, [1000, 700, 0, 1000]]
+    assert s.gpu_free_milli.tolist() == [2000, 0, 2700]
+    assert s.gpu_max_free.tolist() == [1000, PAD, 1000]
+    assert s.gpu_full_free.tolist() == [2, 0, 2]
+    assert s.cpu_free.tolist() == [8000, 4000, 31_000] and s.cpu_cap.tolist() == [8000, 4000, 32_000]
+    assert s.healthy.tolist() == [True, False, True]
+    assert list(s.topology_values("rack")) == ["", "r1", ""]
+    assert s.model_mask(frozenset({"T4", "A10"})).tolist() == [True, False, True]
+    with pytest.raises(KeyError, match="unknown node 'zz'"):
+        s.index_of("zz")
+
+
+def test_duplicate_node_ids_rejected():
+    with pytest.raises(ValueError, match="duplicate node id"):
+        snap(node("a"), node("a"))
+
+
+def test_reserve_and_free_round_trip():
+    s = snap(node("a", gpus=2, cpu=8000, mem=1000))
+    before = s.copy()
+    j = job("x", cpu=3000, mem=400, gpus=1, share=300, app="web")
+    s.reserve(0, j, (1,))
+    assert s.cpu_free[0] == 5000 and s.mem_free[0] == 600
+    assert s.gpu_free[0].tolist() == [1000, 700] and s.gpu_free_milli[0] == 1700
+    assert s.gpu_max_free[0] == 1000 and s.gpu_full_free[0] == 1
+    assert s.instances("web").tolist() == [1]
+    s.free(0, j, (1,))
+    for name in ("cpu_free", "mem_free", "gpu_free", "gpu_free_milli", "gpu_max_free", "gpu_full_free"):
+        assert np.array_equal(getattr(s, name), getattr(before, name)), name
+    assert s.instances("web").tolist() == [0]
+
+
+def test_reserve_checks_capacity_and_indices():
+    s = snap(node("a", gpus=2, cpu=2000))
+    with pytest.raises(CapacityError, match="cpu 2000m free < 3000m"):
+        s.reserve(0, job("big", cpu=3000))
+    s.reserve(0, job("g", cpu=0, gpus=1), (0,))
+    with pytest.raises(CapacityError, match="GPU 0 has 0m free"):
+        s.reserve(0, job("g2", cpu=0, gpus=1, share=100), (0,))
+    with pytest.raises(ValueError, match="out of range"):
+        s.reserve(0, job("g3", cpu=0, gpus=1), (2,))
+    with pytest.raises(ValueError, match="needs 2 GPU"):
+        s.reserve(0, job("g4", cpu=0, gpus=2), (1,))
+    with pytest.raises(CapacityError):
+        s.free(0, job("never-held", cpu=0, gpus=1), (1,))
+    s.reserve(0, job("over", cpu=3000), check=False)  # honoured reservation may overcommit
+    assert s.cpu_free[0] == -1000
+    assert s.allocate == s.reserve
+
+
+def test_copy_is_independent_and_empty_is_pristine():
+    s = snap(node("a", gpus=1), node("b", gpus=1))
+    c = s.copy()
+    c.reserve(1, job("x", gpus=1, app="web"), (0,))
+    c.set_healthy(0, False)
+    assert s.gpu_free[1, 0] == 1000 and s.instances("web").tolist() == [0, 0] and s.healthy[0]
+    e = c.empty()
+    assert e.gpu_free[:, 0].tolist() == [1000, 1000] and e.healthy.all() and e.cpu_free.tolist() == [32000] * 2
+
+
+def test_from_telemetry_node_view():
+    from scheduling.events import NodeTelemetry
+
+    t = NodeTelemetry(node_id="n", cpu_milli=4000, memory_mib=100, num_gpu=2, gpu_model="T4",
+                      cpu_alloc_milli=1000, gpu_alloc_milli=[500, 0], healthy=False)  # fmt: skip
+    s = ClusterSnapshot.from_nodes([NodeView.from_telemetry(t)])
+    assert s.cpu_free[0] == 3000 and s.gpu_free[0].tolist() == [500, 1000] and not s.healthy[0]
+    empty = ClusterSnapshot.from_nodes([NodeView.from_telemetry(t, with_allocation=False)])
+    assert empty.cpu_free[0] == 4000 and empty.gpu_free[0].tolist() == [1000, 1000]
