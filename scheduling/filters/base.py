@@ -1,9 +1,9 @@
 """The filter contract: a hard constraint evaluated over all nodes at once.
 
 A filter has a ``name``, a vectorised ``mask(job, snapshot)`` (True = the node passes)
-and a human-readable ``reason(job)`` for the nodes it rejects. ``explain`` may split
-its rejections into finer reasons (e.g. insufficient cpu vs memory); by default it
-reports them all under ``reason``.
+and a human-readable ``reason(job)`` for the nodes it rejects. An optional ``explain`` splits
+its rejections into finer reasons (e.g. insufficient cpu vs memory); without one they
+are all reported under ``reason``.
 """
 
 from __future__ import annotations
@@ -24,8 +24,13 @@ class Filter(Protocol):
 
     def reason(self, job: JobRequest) -> str: ...
 
-    def explain(self, job: JobRequest, snapshot: ClusterSnapshot, rejected: np.ndarray) -> list[tuple[str, int]]:
-        ...
+
+def explain(f: Filter, job: JobRequest, snapshot: ClusterSnapshot, rejected: np.ndarray) -> list[tuple[str, int]]:
+    """``f.explain(...)`` when the filter has one, else all of ``rejected`` under ``f.reason(job)``."""
+    method = getattr(f, "explain", None)
+    if method is not None:
+        return method(job, snapshot, rejected)
+    return [(f.reason(job), int(np.count_nonzero(rejected)))]
 
 
 class BaseFilter:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduling.filters.base import Filter
+from scheduling.filters.base import explain as explain_rejections
 from scheduling.filters.capacity import CapacityFilter
 from scheduling.filters.cluster import ClusterFilter
 from scheduling.filters.gpu_model import GpuModelFilter
@@ -65,7 +66,7 @@ def run_filters(job: JobRequest, snapshot: ClusterSnapshot, filters: Sequence[Fi
         count = int(np.count_nonzero(newly))
         if count:
             rejected_by[f.name] = count
-            for text, c in f.explain(job, snapshot, newly):
+            for text, c in explain_rejections(f, job, snapshot, newly):
                 parts[text] = parts.get(text, 0) + c
             feasible &= ~newly
     available = int(np.count_nonzero(feasible))

@@ -40,3 +40,24 @@ def test_never_fits_against_the_empty_cluster():
 
 def test_empty_cluster_reason():
     assert run_filters(job(), snap()).reason == "0/0 nodes are available: no nodes in the cluster."
+
+
+class _OddNodes:
+    """A plain filter without ``explain`` (only the protocol's three members)."""
+
+    name = "odd"
+
+    def mask(self, job, snapshot):
+        import numpy as np
+
+        return np.arange(snapshot.num_nodes) % 2 == 0
+
+    def reason(self, job):
+        return "odd node(s)"
+
+
+def test_custom_filter_chain_without_explain():
+    s = snap(node("a"), node("b"), node("c"))
+    r = run_filters(job(), s, [_OddNodes()])
+    assert r.feasible_mask.tolist() == [True, False, True]
+    assert r.rejected_by == {"odd": 1} and r.reason == "2/3 nodes are available: 1 odd node(s)."
