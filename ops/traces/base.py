@@ -1,0 +1,284 @@
+"""What every trace loader shares: the replayable job, the bad-line error, the selection
+options (window, duration filter, seeded sample, limit) and the bookkeeping that makes
+sure nothing is dropped silently.
+
+A loader parses its files once (lazily, on first use), keeps the parsed jobs sorted by
+submit offset, then applies the selection in a fixed, documented order:
+
+1. window      — ``start_offset <= offset_s < end_offset`` (either bound optional)
+2. duration    — ``min_duration_s <= trace_duration_s <= max_duration_s``; when a duration
+                 bound is set, a job whose duration is unknown is dropped too (counted
+                 separately: it cannot be shown to be "moderate")
+3. sample      — a seeded random subset: ``sample=300`` keeps 300 jobs, ``sample=0.1``
+                 keeps 10 %; the kept jobs stay in submit order
+4. limit       — the first ``limit`` jobs left
+
+Every step counts what it removed in :attr:`TraceLoader.stats`; bad lines are counted
+there too and kept in :attr:`TraceLoader.errors` (or raised with ``strict=True``).
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, TextIO
+
+from pydantic import ValidationError
+
+from scheduling.events import JobSubmitted, NodeTelemetry, format_validation_error
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One submission of a trace: when (seconds from the trace start) and what."""
+
+    offset_s: float
+    event: JobSubmitted
+
+
+class TraceLineError(ValueError):
+    """A line of a trace file that cannot be turned into an event."""
+
+    def __init__(self, path: str | Path, line: int, reason: str) -> None:
+        self.path = str(path)
+        self.line = line
+        self.reason = reason
+        super().__init__(f"{self.path}:{line}: {reason}")
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, str]]:
+        return (type(self), (self.path, self.line, self.reason))
+
+
+class TraceFormatError(TraceLineError):
+    """The file as a whole is not in the expected format (wrong header, unreadable).
+    Always raised, also without ``strict``: there is nothing to skip to."""
+
+
+@dataclass
+class Selection:
+    """Which jobs of a trace to replay; see the module docstring for the order."""
+
+    limit: int | None = None
+    start_offset: float | None = None
+    end_offset: float | None = None
+    min_duration_s: float | None = None
+    max_duration_s: float | None = None
+    sample: int | float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.limit is not None and self.limit < 0:
+            raise ValueError("limit must be >= 0")
+        if self.sample is not None and (
+            self.sample < 0 or (isinstance(self.sample, float) and self.sample > 1)
+        ):
+            raise ValueError("sample is a count (int >= 0) or a fraction (float in 0..1)")
+        if (self.start_offset is not None and self.end_offset is not None
+                and self.end_offset < self.start_offset):  # fmt: skip
+            raise ValueError("end_offset must be >= start_offset")
+
+    @property
+    def filters_duration(self) -> bool:
+        return self.min_duration_s is not None or self.max_duration_s is not None
+
+
+@dataclass
+class LoadStats:
+    """What a loader read and what it left out, and why. ``selected`` = jobs yielded."""
+
+    lines: int = 0
+    parsed: int = 0
+    bad_lines: int = 0
+    outside_window: int = 0
+    duration_out_of_range: int = 0
+    duration_unknown: int = 0
+    sampled_out: int = 0
+    over_limit: int = 0
+    selected: int = 0
+    nodes: int = 0
+    notes: dict[str, int] = field(default_factory=dict)
+
+    def note(self, key: str, n: int = 1) -> None:
+        """Count a documented, non-error special case (e.g. ``resubmits_ignored``)."""
+        self.notes[key] = self.notes.get(key, 0) + n
+
+    def as_dict(self) -> dict[str, int]:
+        d = {k: v for k, v in vars(self).items() if k != "notes"}
+        d.update(self.notes)
+        return d
+
+
+class TraceLoader(ABC):
+    """Base of every loader: ``nodes()`` (the inventory) and ``jobs()`` (sorted by offset).
+
+    Subclasses implement :meth:`_parse_jobs` (all valid jobs, any order, reporting bad
+    lines through :meth:`_bad`) and :meth:`_parse_nodes`.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+
+    def __init__(self, path: str | Path | None = None, *, strict: bool = False, limit: int | None = None,
+                 start_offset: float | None = None, end_offset: float | None = None,
+                 min_duration_s: float | None = None, max_duration_s: float | None = None,
+                 sample: int | float | None = None, seed: int = 0) -> None:  # fmt: skip
+        self.path = Path(path) if path is not None else self.default_path()
+        self.strict = strict
+        self.selection = Selection(limit=limit, start_offset=start_offset, end_offset=end_offset,
+                                   min_duration_s=min_duration_s, max_duration_s=max_duration_s,
+                                   sample=sample, seed=seed)  # fmt: skip
+        self.errors: list[TraceLineError] = []
+        self.stats = LoadStats()
+        self._jobs: list[TraceJob] | None = None
+        self._nodes: list[NodeTelemetry] | None = None
+
+    # -- what subclasses provide -------------------------------------------------------
+    @classmethod
+    @abstractmethod
+    def default_path(cls) -> Path:
+        """Where the trace lives under the shared data directory."""
+
+    @abstractmethod
+    def _parse_jobs(self) -> Iterable[TraceJob]:
+        """Every valid job of the trace (unsorted, unselected)."""
+
+    @abstractmethod
+    def _parse_nodes(self, jobs: list[TraceJob]) -> Iterable[NodeTelemetry]:
+        """The inventory. ``jobs`` are the selected jobs (synthesised inventories size
+        themselves from them)."""
+
+    # -- public API ------------------------------------------------------------------------
+    def jobs(self) -> Iterator[TraceJob]:
+        """The selected jobs, sorted by submit offset (stable: file order breaks ties)."""
+        return iter(self.load_jobs())
+
+    def nodes(self) -> Iterator[NodeTelemetry]:
+        """The node inventory, ``source="inventory"``."""
+        if self._nodes is None:
+            self._nodes = list(self._parse_nodes(self.load_jobs()))
+            self.stats.nodes = len(self._nodes)
+        return iter(self._nodes)
+
+    def load_jobs(self) -> list[TraceJob]:
+        """Parse (once) and select; returns the cached list."""
+        if self._jobs is None:
+            parsed = sorted(self._parse_jobs(), key=lambda j: j.offset_s)
+            self.stats.parsed = len(parsed)
+            self._jobs = self._select(parsed)
+            self.stats.selected = len(self._jobs)
+        return self._jobs
+
+    # -- helpers for subclasses ------------------------------------------------------------
+    def _bad(self, path: str | Path, line: int, reason: str) -> None:
+        """Report a bad line: raise under ``strict``, else count and keep it."""
+        err = TraceLineError(path, line, reason)
+        if self.strict:
+            raise err
+        self.errors.append(err)
+        self.stats.bad_lines += 1
+
+    def _bad_exc(self, path: str | Path, line: int, exc: Exception) -> None:
+        reason = format_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
+        self._bad(path, line, reason or type(exc).__name__)
+
+    def _select(self, jobs: list[TraceJob]) -> list[TraceJob]:
+        sel, st = self.selection, self.stats
+        if sel.start_offset is not None or sel.end_offset is not None:
+            lo = sel.start_offset if sel.start_offset is not None else float("-inf")
+            hi = sel.end_offset if sel.end_offset is not None else float("inf")
+            kept = [j for j in jobs if lo <= j.offset_s < hi]
+            st.outside_window += len(jobs) - len(kept)
+            jobs = kept
+        if sel.filters_duration:
+            lo = sel.min_duration_s if sel.min_duration_s is not None else float("-inf")
+            hi = sel.max_duration_s if sel.max_duration_s is not None else float("inf")
+            kept = []
+            for j in jobs:
+                d = j.event.trace_duration_s
+                if d is None:
+                    st.duration_unknown += 1
+                elif lo <= d <= hi:
+                    kept.append(j)
+                else:
+                    st.duration_out_of_range += 1
+            jobs = kept
+        if sel.sample is not None:
+            k = sel.sample if isinstance(sel.sample, int) else round(sel.sample * len(jobs))
+            if k < len(jobs):
+                idx = sorted(random.Random(sel.seed).sample(range(len(jobs)), k))
+                st.sampled_out += len(jobs) - k
+                jobs = [jobs[i] for i in idx]
+        if sel.limit is not None and len(jobs) > sel.limit:
+            st.over_limit += len(jobs) - sel.limit
+            jobs = jobs[: sel.limit]
+        return jobs
+
+    def _rows(self, path: Path, *, header: list[str] | None) -> Iterator[tuple[int, list[str]]]:
+        """``(line number, fields)`` of a CSV (plain or ``.gz``). With ``header``, the first
+        line must equal it (else :class:`TraceFormatError`) and rows must have as many
+        fields (else a bad line). Blank lines are skipped; line numbers are physical."""
+        try:
+            raw = open_text(path)
+        except OSError as e:
+            raise TraceFormatError(path, 0, f"cannot open: {e.strerror or e}") from None
+        with raw as fh:
+            reader = csv.reader(fh)
+            want = len(header) if header else None
+            try:
+                if header is not None:
+                    first = next(reader, None)
+                    if first is None or [c.strip() for c in first] != header:
+                        raise TraceFormatError(path, 1, f"expected header {','.join(header)!r}, "
+                                                        f"got {','.join(first or [])!r}")  # fmt: skip
+                for row in reader:
+                    if not row or (len(row) == 1 and not row[0].strip()):
+                        continue
+                    self.stats.lines += 1
+                    if want is not None and len(row) != want:
+                        self._bad(path, reader.line_num, f"expected {want} fields, got {len(row)}")
+                        continue
+                    if any("\ufffd" in c for c in row):
+                        self._bad(path, reader.line_num, "invalid UTF-8")
+                        continue
+                    yield reader.line_num, row
+            except (csv.Error, EOFError, gzip.BadGzipFile, OSError) as e:
+                raise TraceFormatError(path, reader.line_num + 1, f"unreadable: {e}") from None
+
+
+def parse_float(value: str, what: str, *, required: bool = True) -> float | None:
+    """A finite float, or None for an empty optional field; ``ValueError`` names ``what``."""
+    v = value.strip()
+    if not v:
+        if required:
+            raise ValueError(f"{what} is empty")
+        return None
+    try:
+        f = float(v)
+    except ValueError:
+        raise ValueError(f"{what} is not a number: {v!r}") from None
+    if f != f or f in (float("inf"), float("-inf")):
+        raise ValueError(f"{what} is not finite: {v!r}")
+    return f
+
+
+def parse_int(value: str, what: str, *, required: bool = True) -> int | None:
+    """An integer (``"3"`` or ``"3.0"``), or None for an empty optional field."""
+    f = parse_float(value, what, required=required)
+    if f is None:
+        return None
+    if f != int(f):
+        raise ValueError(f"{what} is not an integer: {value.strip()!r}")
+    return int(f)
+
+
+def open_text(path: Path) -> TextIO:
+    """Open a plain or ``.gz`` UTF-8 text file for reading; undecodable bytes become U+FFFD
+    (which the loaders report as a bad line instead of failing the whole file)."""
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", newline="", encoding="utf-8", errors="replace")  # noqa: SIM115
+    return open(path, newline="", encoding="utf-8", errors="replace")  # noqa: SIM115

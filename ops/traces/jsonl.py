@@ -1,0 +1,137 @@
+"""A file of canonical events, one JSON object per line — the format for producers that
+are not a known trace (and what :func:`write_jsonl` exports any loader to).
+
+Each non-blank line is either
+
+- a bare event: a :class:`JobSubmitted` (``"kind": "job_submitted"``) or a
+  :class:`NodeTelemetry` (``"kind": "node_telemetry"``), exactly as on the wire; a job's
+  ``offset_s`` is its ``event_time`` minus the earliest job ``event_time`` in the file; or
+- an envelope ``{"offset_s": <seconds>, "event": {...}}`` that fixes the offset explicitly.
+
+Node lines are the inventory, published as written (``source`` is kept). Lines that are
+not JSON, not an object, of another kind, or fail validation are bad lines; so is a
+duplicate ``job_id`` / ``node_id``. Blank lines and lines starting with ``#`` are skipped.
+The path is required (there is no default file); ``.gz`` is read transparently.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from ops.traces.base import TraceFormatError, TraceJob, TraceLoader, open_text
+from scheduling.events import JobSubmitted, NodeTelemetry
+
+
+class JsonlLoader(TraceLoader):
+    """``JsonlLoader(path, **selection)``."""
+
+    name = "jsonl"
+    summary = "canonical JobSubmitted / NodeTelemetry JSON lines (for producers); path required"
+
+    def __init__(self, path: str | Path | None = None, **opts: object) -> None:
+        if path is None:
+            raise ValueError("the jsonl trace needs a path")
+        super().__init__(path, **opts)  # type: ignore[arg-type]
+        self._inventory: list[NodeTelemetry] = []
+
+    @classmethod
+    def default_path(cls) -> Path:  # pragma: no cover - never used, path is required
+        raise ValueError("the jsonl trace has no default path")
+
+    def _lines(self) -> Iterator[tuple[int, str]]:
+        try:
+            fh = open_text(self.path)
+        except OSError as e:
+            raise TraceFormatError(self.path, 0, f"cannot open: {e.strerror or e}") from None
+        with fh:
+            try:
+                for n, text in enumerate(fh, 1):
+                    s = text.strip()
+                    if s and not s.startswith("#"):
+                        self.stats.lines += 1
+                        yield n, s
+            except (EOFError, OSError) as e:
+                raise TraceFormatError(self.path, n + 1, f"unreadable: {e}") from None
+
+    def _parse_jobs(self) -> Iterable[TraceJob]:
+        jobs: list[tuple[float | None, datetime, JobSubmitted]] = []
+        seen_jobs: dict[str, int] = {}
+        seen_nodes: dict[str, int] = {}
+        for line, text in self._lines():
+            try:
+                offset, event = self._decode(text)
+                if isinstance(event, NodeTelemetry):
+                    if event.node_id in seen_nodes:
+                        raise ValueError(
+                            f"duplicate node {event.node_id!r} (first at line {seen_nodes[event.node_id]})"
+                        )
+                    seen_nodes[event.node_id] = line
+                    self._inventory.append(event)
+                    continue
+                if event.job_id in seen_jobs:
+                    raise ValueError(
+                        f"duplicate job {event.job_id!r} (first at line {seen_jobs[event.job_id]})"
+                    )
+            except (ValueError, ValidationError) as e:
+                self._bad_exc(self.path, line, e)
+                continue
+            seen_jobs[event.job_id] = line
+            jobs.append((offset, event.event_time, event))
+        if not jobs:
+            return []
+        t0 = min(t for _, t, _ in jobs)
+        return [TraceJob(offset_s=off if off is not None else (t - t0).total_seconds(), event=ev)
+                for off, t, ev in jobs]  # fmt: skip
+
+    def _decode(self, text: str) -> tuple[float | None, JobSubmitted | NodeTelemetry]:
+        if "\ufffd" in text:
+            raise ValueError("invalid UTF-8")
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"not JSON: {e.msg} at column {e.colno}") from None
+        if not isinstance(obj, dict):
+            raise ValueError("a line must be a JSON object")
+        offset = None
+        if "event" in obj and "kind" not in obj:
+            extra = set(obj) - {"offset_s", "event"}
+            if extra:
+                raise ValueError(f"unexpected envelope keys {sorted(extra)}")
+            offset = obj.get("offset_s")
+            if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int | float)
+                                       or offset != offset or offset < 0):  # fmt: skip
+                raise ValueError(f"offset_s must be a number >= 0, not {offset!r}")
+            obj = obj["event"]
+            if not isinstance(obj, dict):
+                raise ValueError("event must be a JSON object")
+        kind = obj.get("kind")
+        if kind == "job_submitted":
+            return (None if offset is None else float(offset)), JobSubmitted.model_validate(obj)
+        if kind == "node_telemetry":
+            return None, NodeTelemetry.model_validate(obj)
+        raise ValueError(f"kind must be job_submitted or node_telemetry, not {kind!r}")
+
+    def _parse_nodes(self, jobs: list[TraceJob]) -> Iterator[NodeTelemetry]:
+        return iter(self._inventory)
+
+
+def write_jsonl(nodes: Iterable[NodeTelemetry], jobs: Iterable[TraceJob], path: str | Path) -> int:
+    """Export an inventory and jobs as a jsonl trace (envelopes with explicit offsets);
+    returns the number of lines written."""
+    n = 0
+    with open(path, "w", encoding="utf-8") as fh:
+        for node in nodes:
+            fh.write(node.model_dump_json() + "\n")
+            n += 1
+        for job in jobs:
+            fh.write(
+                json.dumps({"offset_s": job.offset_s, "event": json.loads(job.event.model_dump_json())})
+                + "\n"
+            )
+            n += 1
+    return n

@@ -1,0 +1,97 @@
+"""The google2011 loader: one job per task, durations, names, machines, bad lines."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+from ops.traces import TraceLineError, get_loader
+from ops.traces.google2011 import Google2011Loader
+
+DIR = "google-2011"
+
+
+def _by_id(loader: Google2011Loader) -> dict:
+    return {j.event.job_id: j for j in loader.jobs()}
+
+
+def test_task_with_full_lifecycle(fixtures: Path) -> None:
+    jobs = _by_id(Google2011Loader(fixtures / DIR))
+    # 8316041819,,6252155368,0,,0,F2+G…,0,9,0,0.0001554,0,0   then SCHEDULE at 8319640286, FINISH at 8338103088
+    j = jobs["6252155368-0"]
+    e = j.event
+    assert j.offset_s == pytest.approx(8316.041819)
+    assert e.trace_duration_s == pytest.approx((8338103088 - 8319640286) / 1e6)
+    assert (e.priority, e.qos, e.cpu_milli, e.memory_mib) == (9, "BE", 0, round(0.0001554 * 65536))
+    assert e.user == e.tenant == "F2+Gv53Pxd4KDRb/UsGECThH/XUOpcWKElUXJkhkt1c="
+    assert e.name == "j25eTfDZ4FFHzd7p+VKe13tP4+iQbKkHk9VI0SBK/nE="  # logical_job_name from job_events
+    assert e.labels["job_name"] == "aPxb6dFdH8wZ2FTBCDuRFDFmTkCuuAJHXUSj1woB7C0="
+    assert e.labels["scheduling_class"] == "0" and e.cluster == "google2011"
+    assert e.app == "6252155368" and e.max_instances_per_node is None
+
+
+def test_restriction_and_latency_class(fixtures: Path) -> None:
+    e = _by_id(Google2011Loader(fixtures / DIR))["6252026815-0"].event
+    # 5794771112,,6252026815,0,,0,fJYe…,2,8,0.0625,0.04773,0.0001154,1
+    assert e.max_instances_per_node == 1 and e.qos == "LS" and e.priority == 8
+    assert e.cpu_milli == 2000 and e.memory_mib == round(0.04773 * 65536)
+    assert e.trace_duration_s == pytest.approx((6724007505 - 5820901480) / 1e6)
+
+
+def test_resubmission_is_counted_not_emitted(fixtures: Path) -> None:
+    loader = Google2011Loader(fixtures / DIR)
+    jobs = _by_id(loader)
+    j = jobs["6252021948-0"]  # SUBMIT, SCHEDULE, FAIL, SUBMIT, SCHEDULE, KILL
+    assert j.offset_s == pytest.approx(5636.908425) and j.event.trace_duration_s is None
+    assert loader.stats.notes["resubmits_ignored"] >= 1
+    assert len(jobs) == len(loader.load_jobs())  # job ids unique
+
+
+def test_machine_shape_option_and_nodes(fixtures: Path) -> None:
+    loader = Google2011Loader(fixtures / DIR, machine_cpu_milli=64_000, machine_memory_mib=256 * 1024)
+    assert _by_id(loader)["6252026815-0"].event.cpu_milli == 4000
+    nodes = list(loader.nodes())
+    with gzip.open(fixtures / DIR / "task_events-part-00001-of-00500.csv.gz", "rt") as fh:
+        raw = fh.read().splitlines()
+    machines = sorted({int(r.split(",")[4]) for r in raw if r.split(",")[4]})
+    assert [n.node_id for n in nodes] == [str(m) for m in machines]
+    assert all(
+        n.cpu_milli == 64_000 and n.memory_mib == 256 * 1024 and n.source == "inventory" for n in nodes
+    )
+
+
+def test_sorted(fixtures: Path) -> None:
+    offsets = [j.offset_s for j in Google2011Loader(fixtures / DIR).jobs()]
+    assert offsets == sorted(offsets) and offsets
+
+
+def test_bad_lines(fixtures: Path) -> None:
+    path = fixtures / DIR / "task_events-broken.csv.gz"
+    loader = Google2011Loader(path, job_events_path=fixtures / DIR / "job_events-part-00001-of-00500.csv.gz")
+    loader.load_jobs()
+    assert [e.line for e in loader.errors] == [5, 10, 20]
+    assert "expected 13 fields, got 14" in loader.errors[0].reason
+    assert "event_type 12 outside 0..8" in loader.errors[1].reason
+    assert "time_us is not a number: 'x'" in loader.errors[2].reason
+    with pytest.raises(TraceLineError) as ei:
+        Google2011Loader(path, strict=True).load_jobs()
+    assert (ei.value.path, ei.value.line) == (str(path), 5)
+
+
+def test_missing_job_events_is_noted(fixtures: Path) -> None:
+    loader = Google2011Loader(fixtures / DIR / "task_events-broken.csv.gz")  # no job_events-broken file
+    loader.load_jobs()
+    assert loader.stats.notes["job_events_file_missing"] == 1
+    assert all(j.event.name == "" for j in loader.jobs())
+
+
+def test_full_shared_file(shared_traces: Path) -> None:
+    loader = get_loader("google2011")
+    jobs = loader.load_jobs()
+    assert loader.errors == []
+    assert len(jobs) == 25822 - 5683 == 20139  # SUBMIT events minus re-submissions
+    assert loader.stats.notes["resubmits_ignored"] == 5683
+    assert len(list(loader.nodes())) == 9616
+    assert len({j.event.job_id for j in jobs}) == len(jobs)

@@ -1,0 +1,142 @@
+"""The openb (Alibaba GPU 2023) loader: field mapping, sorting, counts, bad lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ops.traces import TraceFormatError, TraceLineError, get_loader
+from ops.traces.openb import OpenbLoader
+
+
+def _by_id(loader: OpenbLoader) -> dict:
+    return {j.event.job_id: j for j in loader.jobs()}
+
+
+def test_known_pod_mapping(fixtures: Path) -> None:
+    jobs = _by_id(OpenbLoader(fixtures / "alibaba-gpu-2023"))
+    j = jobs["openb-pod-0001"]  # openb-pod-0001,6000,12288,1,460,,LS,Running,427061,12902960,427061
+    e = j.event
+    assert j.offset_s == 427061
+    assert (e.cpu_milli, e.memory_mib, e.num_gpu, e.gpu_milli) == (6000, 12288, 1, 460)
+    assert e.qos == "LS" and e.cluster == "openb" and e.name == "openb-pod-0001"
+    assert e.gpu_models == [] and e.labels == {"trace": "openb", "pod_phase": "Running"}
+    assert e.trace_duration_s == 12902960 - 427061
+    cpu_only = jobs["openb-pod-0005"].event  # num_gpu 0, gpu_milli 0
+    assert (cpu_only.num_gpu, cpu_only.gpu_milli) == (0, 0)
+    whole = jobs["openb-pod-2182"].event  # 4 whole GPUs
+    assert (whole.num_gpu, whole.gpu_milli, whole.gpu_demand_milli) == (4, 1000, 4000)
+    assert whole.qos == "LS" and whole.labels["pod_phase"] == "Failed"
+
+
+def test_pending_pods_are_kept_without_duration(fixtures: Path) -> None:
+    loader = OpenbLoader(fixtures / "alibaba-gpu-2023")
+    pending = _by_id(loader)["openb-pod-0061"]
+    assert pending.event.trace_duration_s is None and pending.event.labels["pod_phase"] == "Pending"
+    assert pending.offset_s == 10001278
+    assert loader.stats.notes["duration_missing"] == 2
+    dropped = OpenbLoader(fixtures / "alibaba-gpu-2023", include_unscheduled=False)
+    assert len(dropped.load_jobs()) == 52 and dropped.stats.notes["unscheduled_dropped"] == 2
+
+
+def test_sorted_and_counted(fixtures: Path) -> None:
+    loader = OpenbLoader(fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv")
+    offsets = [j.offset_s for j in loader.jobs()]
+    assert offsets == sorted(offsets) and len(offsets) == 54
+    assert loader.errors == [] and loader.stats.bad_lines == 0
+
+
+def test_nodes(fixtures: Path) -> None:
+    nodes = list(OpenbLoader(fixtures / "alibaba-gpu-2023").nodes())
+    assert len(nodes) == 50
+    n = nodes[0]  # openb-node-0000,64000,262144,2,P100
+    assert (n.node_id, n.cpu_milli, n.memory_mib, n.num_gpu, n.gpu_model) == (
+        "openb-node-0000",
+        64000,
+        262144,
+        2,
+        "P100",
+    )
+    assert n.source == "inventory" and n.cluster == "openb"
+    everything = list(OpenbLoader(fixtures / "alibaba-gpu-2023", node_list="all").nodes())
+    assert len(everything) == 50 and everything[0].num_gpu == 0 and everything[0].gpu_model is None
+    assert everything[-1].gpu_model == "T4" and everything[-1].num_gpu == 2  # openb-node-0334
+
+
+def test_gpu_spec_split(tmp_path: Path, fixtures: Path) -> None:
+    src = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()
+    p = tmp_path / "pods.csv"
+    p.write_text("\n".join([src[0], "x,1000,1024,1,1000,V100M16|V100M32,BE,Running,5,9,6", ""]))
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    (job,) = loader.jobs()
+    assert job.event.gpu_models == ["V100M16", "V100M32"] and job.event.trace_duration_s == 3
+
+
+def test_bad_lines_reported_with_line_numbers(fixtures: Path) -> None:
+    path = fixtures / "alibaba-gpu-2023" / "openb_pod_list_broken.csv"
+    loader = OpenbLoader(path)
+    assert len(loader.load_jobs()) == 54 - 5
+    assert [e.line for e in loader.errors] == [4, 7, 10, 13, 16]
+    assert all(e.path == str(path) for e in loader.errors)
+    reasons = [e.reason for e in loader.errors]
+    assert "cpu_milli is not a number: 'abc'" in reasons[0]
+    assert "expected 11 fields, got 10" in reasons[1]
+    assert "duplicate pod 'openb-pod-0000' (first at line 2)" in reasons[2]
+    assert "qos" in reasons[3]
+    assert "creation_time is empty" in reasons[4]
+    assert loader.stats.bad_lines == 5
+
+
+def test_strict_raises_first_bad_line(fixtures: Path) -> None:
+    path = fixtures / "alibaba-gpu-2023" / "openb_pod_list_broken.csv"
+    with pytest.raises(TraceLineError) as ei:
+        OpenbLoader(path, strict=True).load_jobs()
+    e = ei.value
+    assert (e.path, e.line) == (str(path), 4)
+    assert str(e) == f"{path}:4: cpu_milli is not a number: 'abc'"
+
+
+def test_fractional_share_on_multi_gpu_pod_is_bad(tmp_path: Path, fixtures: Path) -> None:
+    header = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()[0]
+    p = tmp_path / "pods.csv"
+    p.write_text(f"{header}\nok,1000,1024,1,500,,BE,Running,1,3,2\nbad,1000,1024,2,500,,BE,Running,1,3,2\n")
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    assert [j.event.job_id for j in loader.jobs()] == ["ok"]
+    assert loader.errors[0].line == 3 and "fractional gpu_milli" in loader.errors[0].reason
+
+
+def test_wrong_header_is_fatal(tmp_path: Path) -> None:
+    p = tmp_path / "pods.csv"
+    p.write_text("a,b,c\n1,2,3\n")
+    with pytest.raises(TraceFormatError, match=r"pods.csv:1: expected header"):
+        OpenbLoader(p).load_jobs()
+
+
+def test_selection_window_duration_sample_limit(fixtures: Path) -> None:
+    d = fixtures / "alibaba-gpu-2023"
+    win = OpenbLoader(d, start_offset=5_000_000, end_offset=10_100_000)
+    assert all(5_000_000 <= j.offset_s < 10_100_000 for j in win.jobs())
+    assert win.stats.outside_window + win.stats.selected == 54
+    dur = OpenbLoader(d, max_duration_s=3600)
+    kept = dur.load_jobs()
+    assert kept and all(j.event.trace_duration_s <= 3600 for j in kept)
+    assert dur.stats.duration_unknown == 2
+    assert dur.stats.duration_out_of_range + dur.stats.duration_unknown + len(kept) == 54
+    a = [j.event.job_id for j in OpenbLoader(d, sample=10, seed=7).jobs()]
+    b = [j.event.job_id for j in OpenbLoader(d, sample=10, seed=7).jobs()]
+    c = [j.event.job_id for j in OpenbLoader(d, sample=10, seed=8).jobs()]
+    assert a == b and a != c and len(a) == 10
+    frac = OpenbLoader(d, sample=0.5)
+    assert len(frac.load_jobs()) == 27 and frac.stats.sampled_out == 27
+    lim = OpenbLoader(d, limit=5)
+    assert len(lim.load_jobs()) == 5 and lim.stats.over_limit == 49
+
+
+def test_full_shared_file_counts(shared_traces: Path) -> None:
+    loader = get_loader("openb")
+    assert len(loader.load_jobs()) == 8152
+    assert len(list(loader.nodes())) == 1213
+    assert loader.errors == []
+    assert sum(1 for j in loader.jobs() if j.event.trace_duration_s is None) == 897
+    assert len(list(get_loader("openb", node_list="all").nodes())) == 1523
