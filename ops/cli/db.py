@@ -1,0 +1,204 @@
+"""``semsched db migrate``, ``semsched sql`` and ``semsched explain``: the archive from a shell.
+
+Embedded mode (chdb) allows one process per data directory. While a worker runs it owns
+the directory and serves read-only SQL at ``POST http://127.0.0.1:<web_port>/sql`` (body:
+the query; answer: ``{"columns": [...], "rows": [...]}``). ``sql`` and ``explain`` try that
+endpoint first (1 s timeout) and fall back to opening ``Settings().clickhouse_dsn``
+themselves when no worker answers. With a ClickHouse server DSN the same applies: the
+worker answers if it runs, else the CLI talks to the server directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import json
+import sys
+import urllib.error
+import urllib.request
+from datetime import date, datetime
+from enum import StrEnum
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from storage.client import ArchiveClient, get_client
+from storage.migrate import migrate
+from storage.queries import explain, run_sql
+from streams.settings import Settings
+
+__all__ = ["WorkerSqlClient", "db_app", "explain_command", "query_via_worker", "sql_command"]
+
+db_app = typer.Typer(help="The ClickHouse archive: schema migrations.", no_args_is_help=True)
+console = Console()
+
+Rows = tuple[list[str], list[tuple[Any, ...]]]
+
+
+class WorkerUnavailable(RuntimeError):
+    """No worker answered on the web port (connection refused, timeout)."""
+
+
+def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows:
+    """Run ``sql`` through the running worker's ``/sql`` endpoint.
+
+    Raises :class:`WorkerUnavailable` when nothing answers (so the caller can open the
+    archive itself) and ``RuntimeError`` with the worker's message when the query fails.
+    """
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{settings.web_port}/sql",
+        data=sql.encode(),
+        method="POST",
+        headers={"Content-Type": "text/plain; charset=utf-8", "Accept": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            body = json.loads(resp.read().decode())
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            raise WorkerUnavailable("the worker has no /sql endpoint") from None
+        detail = e.read().decode(errors="replace")
+        with contextlib.suppress(ValueError, AttributeError):
+            detail = json.loads(detail).get("error", detail)
+        raise RuntimeError(f"query failed in the worker: {detail}") from None
+    except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+        raise WorkerUnavailable(str(e)) from None
+    except ValueError as e:
+        raise WorkerUnavailable(f"not a semsched worker on port {settings.web_port}: {e}") from None
+    if not isinstance(body, dict) or "columns" not in body or "rows" not in body:
+        raise WorkerUnavailable(f"unexpected answer from port {settings.web_port}")
+    return list(body["columns"]), [tuple(r) for r in body["rows"]]
+
+
+class WorkerSqlClient:
+    """A read-only :class:`~storage.client.ArchiveClient` that sends every query to the
+    worker's ``/sql`` endpoint (parameters bound client-side), so ``storage.queries``
+    functions run unchanged while the worker owns the chdb directory."""
+
+    kind = "worker"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.dsn = f"http://127.0.0.1:{settings.web_port}/sql"
+
+    def query_rows(self, sql: str, parameters: Any = None) -> Rows:
+        from storage.client import bind
+
+        return query_via_worker(self.settings, bind(sql, parameters), timeout=10.0)
+
+    def query_arrow(self, sql: str, parameters: Any = None) -> Any:
+        import pyarrow as pa
+
+        cols, rows = self.query_rows(sql, parameters)
+        return pa.table({c: [r[i] for r in rows] for i, c in enumerate(cols)})
+
+    def command(self, sql: str, parameters: Any = None) -> None:
+        raise RuntimeError("the worker's /sql endpoint is read-only")
+
+    def insert_arrow(self, table: str, data: Any) -> int:
+        raise RuntimeError("the worker's /sql endpoint is read-only")
+
+    def close(self) -> None:
+        return None
+
+
+def _direct(settings: Settings) -> ArchiveClient:
+    client = get_client(settings.clickhouse_dsn)
+    migrate(client)
+    return client
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+def _cell(v: Any) -> Any:
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    if isinstance(v, tuple):
+        return [_cell(x) for x in v]
+    if isinstance(v, list):
+        return [_cell(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _cell(x) for k, x in v.items()}
+    return v
+
+
+def _print(cols: list[str], rows: list[tuple[Any, ...]], fmt: OutputFormat) -> None:
+    if fmt is OutputFormat.json:
+        sys.stdout.write(json.dumps({"columns": cols, "rows": [[_cell(v) for v in r] for r in rows]}) + "\n")
+    elif fmt is OutputFormat.csv:
+        w = csv.writer(sys.stdout)
+        w.writerow(cols)
+        for r in rows:
+            w.writerow([json.dumps(_cell(v)) if isinstance(v, list | tuple | dict) else _cell(v) for v in r])
+    else:
+        t = Table(*cols, show_lines=False)
+        for r in rows:
+            t.add_row(*("NULL" if v is None else str(_cell(v)) for v in r))
+        console.print(t)
+        console.print(f"[dim]{len(rows)} row(s)[/dim]")
+
+
+@db_app.command("migrate")
+def migrate_command() -> None:
+    """Apply the archive's schema migrations to Settings().clickhouse_dsn; prints the
+    versions applied (none when the schema is up to date). In embedded mode, stop the
+    worker first: it owns the chdb directory (and migrates it itself on start)."""
+    settings = Settings()
+    applied = migrate(get_client(settings.clickhouse_dsn))
+    if applied:
+        console.print("applied migrations: " + ", ".join(f"{v:04d}" for v in applied))
+    else:
+        console.print("schema up to date (no migrations applied)")
+
+
+def sql_command(
+    query: str = typer.Argument(
+        ..., help='A ClickHouse SQL query, e.g. "SELECT count() FROM jobs_submitted FINAL".'
+    ),
+    format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table | csv | json"),  # noqa: A002
+) -> None:
+    """Run SQL against the archive. Tries the running worker first (POST
+    http://127.0.0.1:<web_port>/sql, 1 s timeout: in embedded mode the worker owns the chdb
+    directory), then opens Settings().clickhouse_dsn directly. Read tables with FINAL so
+    redelivered events count once."""
+    settings = Settings()
+    try:
+        cols, rows = query_via_worker(settings, query)
+    except WorkerUnavailable:
+        try:
+            cols, rows = run_sql(_direct(settings), query)
+        except Exception as e:  # noqa: BLE001 - show the database's message, not a traceback
+            console.print(f"[red]query failed:[/red] {e}")
+            raise typer.Exit(1) from None
+    except RuntimeError as e:
+        console.print(f"[red]{e}[/red]")
+        raise typer.Exit(1) from None
+    _print(cols, rows, format)
+
+
+def explain_command(job_id: str = typer.Argument(..., help="The job id.")) -> None:
+    """Why is JOB pending, or why did it land where it did: its submission, every decision
+    (candidates, scores, reason) and lifecycle event in time order, and a one-paragraph
+    answer. Reads through the running worker (http://127.0.0.1:<web_port>/sql) when one
+    answers, else opens Settings().clickhouse_dsn directly."""
+    settings = Settings()
+    client: Any = WorkerSqlClient(settings)
+    try:
+        client.query_rows("SELECT 1")
+    except (WorkerUnavailable, RuntimeError):
+        client = _direct(settings)
+    e = explain(client, job_id)
+    t = Table("time (UTC)", "what", "detail")
+    for entry in e.timeline:
+        t.add_row(entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], entry.source, entry.text)
+    if e.timeline:
+        console.print(t)
+    console.print(e.answer)

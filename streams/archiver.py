@@ -1,0 +1,285 @@
+"""The archiver: every event on every topic → ClickHouse, in column-wise batches.
+
+An Armada-style sink. One aiokafka consumer (group ``<prefix>archiver``, manual commits,
+``auto_offset_reset=earliest``) reads all six topics. Each message is decoded with
+:func:`scheduling.events.decode` and buffered for its table (one table per topic). A
+table's buffer is flushed — one Arrow insert — when it reaches
+``settings.archive_batch_rows`` rows or ``settings.archive_flush_s`` after its first row.
+
+Offsets: a topic's partitions are committed only after every message read from them has
+been written (topic ↔ table is one-to-one, so flushing a table's whole buffer makes every
+consumed offset of its topic safe). A failed write is retried with capped exponential
+backoff and nothing is committed past it; after a crash the uncommitted tail is re-read
+and re-written, and the ``ReplacingMergeTree`` tables (``FINAL`` reads) count it once.
+
+A message that does not decode is not archived into the event tables (the ingest path
+dead-letters it; the dead letter itself arrives on the ``deadletter`` topic and is archived
+there): it is counted in ``undecodable`` and its offset committed with its topic's next
+flush.
+
+Runs as a task inside the Faust worker (which owns the chdb directory) or standalone::
+
+    archiver = Archiver(settings)
+    await archiver.start()
+    task = asyncio.create_task(archiver.run())
+    ...
+    await archiver.stop()  # final flush + commit
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from scheduling.events import Event, decode
+from storage.client import ArchiveClient, get_client
+from storage.migrate import migrate
+from storage.rows import TOPIC_TABLES
+from storage.writer import ArchiveWriter
+from streams.settings import TOPICS, Settings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Buffer:
+    events: list[Event] = field(default_factory=list)
+    positions: list[tuple[int, int]] = field(default_factory=list)
+    first_at: float | None = None  # monotonic time of the first buffered row
+
+
+@dataclass
+class ArchiverStats:
+    """Counters, readable at any time (``Archiver.stats``)."""
+
+    archived: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TOPIC_TABLES.values(), 0))
+    consumed: int = 0
+    undecodable: int = 0
+    flushes: int = 0
+    write_failures: int = 0
+    commits: int = 0
+    lag: dict[str, int] = field(default_factory=dict)  # "topic:partition" → messages behind
+
+    @property
+    def total_lag(self) -> int:
+        return sum(self.lag.values())
+
+
+class _Rebalance(ConsumerRebalanceListener):
+    def __init__(self, archiver: Archiver) -> None:
+        self.archiver = archiver
+
+    async def on_partitions_revoked(self, revoked: Any) -> None:
+        # write and commit what we hold before the partitions move to another member
+        if revoked:
+            await self.archiver.flush_all(retry_for_s=self.archiver.settings.archive_flush_s * 10)
+
+    async def on_partitions_assigned(self, assigned: Any) -> None:
+        return None
+
+
+class Archiver:
+    """Consumes every topic and archives it; see the module docstring for the guarantees."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        client: ArchiveClient | None = None,
+        *,
+        group_id: str | None = None,
+        poll_ms: int = 200,
+        max_backoff_s: float = 5.0,
+        stop_timeout_s: float = 30.0,
+    ) -> None:
+        self.settings = settings
+        self.client = client
+        self.group_id = group_id or f"{settings.topic_prefix}archiver"
+        self.poll_ms = poll_ms
+        self.max_backoff_s = max_backoff_s
+        self.stop_timeout_s = stop_timeout_s
+        self.stats = ArchiverStats()
+        self._by_full = {settings.topic(t): t for t in TOPICS}
+        self._buffers: dict[str, _Buffer] = {TOPIC_TABLES[t]: _Buffer() for t in TOPICS}
+        self._consumed: dict[TopicPartition, int] = {}  # next offset to read, not yet committed
+        self._consumer: AIOKafkaConsumer | None = None
+        self._writer: ArchiveWriter | None = None
+        self._stopping = asyncio.Event()
+        self._flush_lock = asyncio.Lock()
+        self._last_skip_commit = 0.0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Open the archive (migrating it) and join the consumer group."""
+        if self.client is None:
+            self.client = get_client(self.settings.clickhouse_dsn)
+        await asyncio.to_thread(migrate, self.client)
+        self._writer = ArchiveWriter(self.client)
+        self._consumer = AIOKafkaConsumer(
+            bootstrap_servers=self.settings.bootstrap,
+            group_id=self.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            max_partition_fetch_bytes=max(self.settings.max_message_bytes * 4, 1024 * 1024),
+        )
+        self._consumer.subscribe(list(self._by_full), listener=_Rebalance(self))
+        await self._consumer.start()
+
+    async def run(self) -> None:
+        """Consume, buffer, flush and commit until :meth:`stop`."""
+        assert self._consumer is not None, "call start() first"
+        while not self._stopping.is_set():
+            batches = await self._consumer.getmany(
+                timeout_ms=self.poll_ms, max_records=self.settings.archive_batch_rows
+            )
+            for tp, records in batches.items():
+                self._take(tp, records)
+            await self._flush_due()
+            await self._update_lag()
+
+    async def stop(self) -> None:
+        """Stop consuming, flush every buffer and commit, then leave the group. If the
+        archive stays unwritable for ``stop_timeout_s``, leave WITHOUT committing the
+        unwritten tail (it is re-read on the next start)."""
+        self._stopping.set()
+        if self._consumer is None:
+            return
+        try:
+            await self.flush_all(retry_for_s=self.stop_timeout_s)
+        finally:
+            await self._consumer.stop()
+            self._consumer = None
+
+    # ------------------------------------------------------------------ internals
+
+    def _take(self, tp: TopicPartition, records: list[Any]) -> None:
+        topic = self._by_full[tp.topic]
+        buf = self._buffers[TOPIC_TABLES[topic]]
+        for rec in records:
+            self.stats.consumed += 1
+            self._consumed[tp] = rec.offset + 1
+            try:
+                if rec.value is None:
+                    raise ValueError("empty message (tombstone)")
+                event = decode(topic, rec.value)
+            except (ValueError, KeyError) as e:
+                self.stats.undecodable += 1
+                log.debug("archiver: undecodable %s[%d]@%d: %s", tp.topic, tp.partition, rec.offset, e)
+                continue
+            if buf.first_at is None:
+                buf.first_at = time.monotonic()
+            buf.events.append(event)
+            buf.positions.append((tp.partition, rec.offset))
+
+    def _due(self, table: str, now: float) -> bool:
+        buf = self._buffers[table]
+        if not buf.events:
+            return False
+        return len(buf.events) >= self.settings.archive_batch_rows or (
+            buf.first_at is not None and now - buf.first_at >= self.settings.archive_flush_s
+        )
+
+    async def _flush_due(self) -> None:
+        now = time.monotonic()
+        commit_skips = now - self._last_skip_commit >= self.settings.archive_flush_s
+        if commit_skips:
+            self._last_skip_commit = now
+        for table in self._buffers:
+            if self._due(table, now):
+                await self._flush(table, retry_for_s=None)
+            elif commit_skips and not self._buffers[table].events:
+                # nothing buffered: whatever was consumed from this topic is written or
+                # undecodable, so its offsets may be committed
+                await self._commit(table)
+
+    async def flush_all(self, retry_for_s: float | None = None) -> bool:
+        """Flush every table and commit; True if everything consumed is now committed."""
+        ok = True
+        for table in self._buffers:
+            ok = await self._flush(table, retry_for_s=retry_for_s) and ok
+        return ok
+
+    async def _flush(self, table: str, retry_for_s: float | None) -> bool:
+        """Write ``table``'s buffer (retrying with backoff; forever if ``retry_for_s`` is None
+        and we are not stopping), then commit its topic's consumed offsets."""
+        async with self._flush_lock:
+            buf = self._buffers[table]
+            assert self._writer is not None
+            if buf.events:
+                deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
+                delay = 0.05
+                while True:
+                    try:
+                        n = await asyncio.to_thread(self._writer.write, table, buf.events, buf.positions)
+                        break
+                    except Exception as e:  # noqa: BLE001 - any write failure is retried
+                        self.stats.write_failures += 1
+                        log.warning("archiver: writing %d rows to %s failed (%s); retrying in %.2fs",
+                                    len(buf.events), table, e, delay)  # fmt: skip
+                        if deadline is not None and time.monotonic() + delay > deadline:
+                            return False
+                        if deadline is None and self._stopping.is_set():
+                            return False  # stop() takes over with its own deadline
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, self.max_backoff_s)
+                self.stats.archived[table] += n
+                self.stats.flushes += 1
+                self._buffers[table] = _Buffer()
+            await self._commit(table)
+            return True
+
+    async def _commit(self, table: str) -> None:
+        """Commit the consumed offsets of ``table``'s topic (all written or undecodable)."""
+        if self._consumer is None:
+            return
+        offsets = {
+            tp: OffsetAndMetadata(off, "")
+            for tp, off in self._consumed.items()
+            if TOPIC_TABLES[self._by_full[tp.topic]] == table
+        }
+        if not offsets:
+            return
+        assigned = self._consumer.assignment()
+        offsets = {tp: o for tp, o in offsets.items() if tp in assigned}
+        try:
+            if offsets:
+                await self._consumer.commit(offsets)
+                self.stats.commits += 1
+        except Exception as e:  # noqa: BLE001 - a rebalance mid-commit: data is written, re-read is harmless
+            log.warning("archiver: commit for %s failed (%s); those rows may be re-archived", table, e)
+            return
+        for tp, o in offsets.items():
+            if self._consumed.get(tp) == o.offset:
+                del self._consumed[tp]
+
+    async def _update_lag(self) -> None:
+        c = self._consumer
+        if c is None:
+            return
+        lag: dict[str, int] = {}
+        for tp in c.assignment():
+            high = c.highwater(tp)
+            if high is None:
+                continue
+            with contextlib.suppress(Exception):
+                lag[f"{tp.topic}:{tp.partition}"] = max(0, high - await c.position(tp))
+        self.stats.lag = lag
+
+    # ------------------------------------------------------------------ helpers
+
+    @property
+    def buffered(self) -> dict[str, int]:
+        """Rows waiting per table."""
+        return {t: len(b.events) for t, b in self._buffers.items()}
+
+    async def committed(self) -> dict[TopicPartition, int | None]:
+        """The group's committed offset per assigned partition (for tests and ``semsched``)."""
+        assert self._consumer is not None
+        return {tp: await self._consumer.committed(tp) for tp in self._consumer.assignment()}

@@ -1,0 +1,98 @@
+"""``semsched sql`` / ``explain`` through a worker's /sql endpoint, and the direct fallback."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import date, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from storage_scenario import scenario
+from typer.testing import CliRunner
+
+from ops.cli.db import WorkerSqlClient, WorkerUnavailable, query_via_worker
+from storage.client import ArchiveClient
+from storage.queries import explain, run_sql
+from storage.writer import ArchiveWriter
+from streams.settings import Settings
+
+
+def _default(v: Any) -> Any:
+    if isinstance(v, datetime | date):
+        return v.isoformat()
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "replace")
+    raise TypeError(type(v))
+
+
+@pytest.fixture
+def worker(client: ArchiveClient) -> Iterator[int]:
+    """A stand-in for the worker's /sql endpoint, answering from the chdb archive."""
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            sql = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            try:
+                cols, rows = run_sql(client, sql)
+                body, code = json.dumps({"columns": cols, "rows": rows}, default=_default), 200
+            except Exception as e:  # noqa: BLE001
+                body, code = json.dumps({"error": str(e)}), 400
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *a: Any) -> None:
+            return None
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield srv.server_address[1]
+    srv.shutdown()
+
+
+def test_query_via_worker(client: ArchiveClient, worker: int, tmp_path: Path) -> None:
+    for table, events in scenario().items():
+        ArchiveWriter(client).write(table, events)
+    s = Settings(web_port=worker, state_dir=tmp_path)
+    cols, rows = query_via_worker(s, "SELECT job_id FROM jobs_submitted FINAL ORDER BY job_id")
+    assert cols == ["job_id"] and [r[0] for r in rows] == ["A", "B", "C", "D", "F"]
+    with pytest.raises(RuntimeError, match="query failed in the worker"):
+        query_via_worker(s, "SELECT nope")
+    # explain over JSON gives the same answer as over chdb directly
+    assert explain(WorkerSqlClient(s), "A").answer == explain(client, "A").answer
+    assert explain(WorkerSqlClient(s), "F").answer == explain(client, "F").answer
+
+
+def test_no_worker_is_unavailable(tmp_path: Path) -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(WorkerUnavailable):
+        query_via_worker(Settings(web_port=port, state_dir=tmp_path), "SELECT 1")
+
+
+def test_cli_sql_via_worker(
+    client: ArchiveClient, worker: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import typer
+
+    from ops.cli.db import explain_command, sql_command
+
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", str(worker))
+    monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path / "unused"))
+    app = typer.Typer()
+    app.command("sql")(sql_command)
+    app.command("explain")(explain_command)
+    r = CliRunner().invoke(app, ["sql", "--format", "json", "SELECT 1 AS x"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output) == {"columns": ["x"], "rows": [[1]]}
+    r = CliRunner().invoke(app, ["explain", "nope"])
+    assert r.exit_code == 0 and "not in the archive" in r.output

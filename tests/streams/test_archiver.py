@@ -1,0 +1,251 @@
+"""The archiver against a real Kafka broker and an embedded chdb archive."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from scheduling.events import (
+    DeadLetter,
+    DecisionRecord,
+    Event,
+    IsolateNodeCommand,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    PlacementCommand,
+)
+from storage.client import ArchiveClient, close_client, get_client
+from storage.rows import TOPIC_TABLES
+from streams.archiver import Archiver
+from streams.producer import EventProducer
+from streams.settings import TOPICS, Settings
+from streams.topics import ensure_topics
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Iterator[ArchiveClient]:
+    dsn = f"chdb://{tmp_path / 'chdb'}"
+    yield get_client(dsn)
+    close_client(dsn)
+
+
+def _settings(bootstrap: str, tmp_path: Path) -> Settings:
+    return Settings(bootstrap=bootstrap, topic_prefix=f"arch{uuid.uuid4().hex[:8]}.", partitions=2,
+                    state_dir=tmp_path, archive_batch_rows=40, archive_flush_s=0.2)  # fmt: skip
+
+
+def _events(n_jobs: int) -> list[tuple[str, Event]]:
+    out: list[tuple[str, Event]] = []
+    for i in range(n_jobs):
+        cluster = f"c{i % 3}"
+        out.append(("jobs.submitted", JobSubmitted(job_id=f"j{i}", cluster=cluster)))
+        out.append(
+            (
+                "nodes.telemetry",
+                NodeTelemetry(node_id=f"n{i}", cluster=cluster, cpu_milli=1000, memory_mib=100),
+            )
+        )
+        out.append(
+            (
+                "decisions",
+                DecisionRecord(
+                    decision_id=f"d{i}",
+                    event_id=f"d{i}",
+                    job_id=f"j{i}",
+                    cluster=cluster,
+                    outcome="placed",
+                    node_id=f"n{i}",
+                    policy="best-fit",
+                    latency_ms=1.0,
+                ),
+            )
+        )
+        out.append(
+            (
+                "actions",
+                PlacementCommand(
+                    decision_id=f"d{i}", job_id=f"j{i}", cluster=cluster, node_id=f"n{i}", policy="best-fit"
+                ),
+            )
+        )
+        out.append(
+            (
+                "jobs.lifecycle",
+                JobLifecycle(job_id=f"j{i}", cluster=cluster, state="started", node_id=f"n{i}"),
+            )
+        )
+        if i % 10 == 0:
+            out.append(
+                (
+                    "actions",
+                    IsolateNodeCommand(decision_id=f"iso{i}", cluster=cluster, node_id=f"n{i}", reason="xid"),
+                )
+            )
+            out.append(("deadletter", DeadLetter.of(b"\xffjunk", "bad json", topic="jobs.submitted")))
+    return out  # fmt: skip
+
+
+async def _publish(settings: Settings, events: list[tuple[str, Event]], junk: int = 0) -> None:
+    await ensure_topics(settings)
+    async with EventProducer(settings) as p:
+        for topic, e in events:
+            await p.send(topic, e)
+        for k in range(junk):  # not decodable: counted, not archived, offsets still committed
+            await p.send_raw("jobs.submitted", b"{oops", key=None, cluster=f"c{k}")
+        await p.flush()
+
+
+async def _committed(
+    settings: Settings, group: str
+) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
+    """(committed offset, end offset) per partition of every topic, for ``group``."""
+    c = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=group, enable_auto_commit=False)
+    await c.start()
+    try:
+        tps = [TopicPartition(settings.topic(t), p) for t in TOPICS for p in range(settings.partitions)]
+        ends = await c.end_offsets(tps)
+        committed = {tp: (await c.committed(tp)) or 0 for tp in tps}
+        return committed, ends
+    finally:
+        await c.stop()
+
+
+def _rows(client: ArchiveClient) -> dict[str, int]:
+    out = {}
+    for t in TOPIC_TABLES.values():
+        _, [(n,)] = client.query_rows(f"SELECT count() FROM {t}")
+        out[t] = int(n)
+    return out
+
+
+def _expected(events: list[tuple[str, Event]]) -> dict[str, int]:
+    want = dict.fromkeys(TOPIC_TABLES.values(), 0)
+    for topic, _ in events:
+        want[TOPIC_TABLES[topic]] += 1
+    return want
+
+
+async def _wait(cond, timeout: float = 60.0) -> None:  # noqa: ANN001
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not cond():
+        if loop.time() > end:
+            raise AssertionError("timed out waiting")
+        await asyncio.sleep(0.05)
+
+
+async def test_archives_every_event_once_and_commits(
+    kafka_broker, archive: ArchiveClient, tmp_path: Path
+) -> None:  # noqa: ANN001
+    settings = _settings(kafka_broker.bootstrap, tmp_path)
+    events = _events(60)
+    await _publish(settings, events, junk=3)
+    arch = Archiver(settings, client=archive)
+    await arch.start()
+    task = asyncio.create_task(arch.run())
+    try:
+        await _wait(lambda: arch.stats.consumed == len(events) + 3)
+        await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
+    finally:
+        await arch.stop()
+        await task
+    assert arch.stats.undecodable == 3
+    assert _rows(archive) == _expected(events)  # exactly N: no duplicates, nothing lost
+    committed, ends = await _committed(settings, arch.group_id)
+    assert committed == ends
+    assert sum(ends.values()) == len(events) + 3
+
+
+class FlakyClient:
+    """A real chdb client whose inserts fail while ``failing`` is set."""
+
+    def __init__(self, inner: ArchiveClient) -> None:
+        self.inner = inner
+        self.dsn, self.kind = inner.dsn, inner.kind
+        self.failing = True
+        self.failures = 0
+
+    def command(self, sql: str, parameters=None) -> None:  # noqa: ANN001
+        self.inner.command(sql, parameters)
+
+    def query_arrow(self, sql: str, parameters=None) -> pa.Table:  # noqa: ANN001
+        return self.inner.query_arrow(sql, parameters)
+
+    def query_rows(self, sql: str, parameters=None):  # noqa: ANN001, ANN201
+        return self.inner.query_rows(sql, parameters)
+
+    def insert_arrow(self, table: str, data: pa.Table) -> int:
+        if self.failing and table != "schema_migrations":
+            self.failures += 1
+            raise ConnectionError("archive unavailable")
+        return self.inner.insert_arrow(table, data)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+async def test_write_failure_never_commits_past_unwritten(
+    kafka_broker,
+    archive: ArchiveClient,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    settings = _settings(kafka_broker.bootstrap, tmp_path)
+    events = _events(30)
+    await _publish(settings, events)
+    flaky = FlakyClient(archive)
+    arch = Archiver(settings, client=flaky, max_backoff_s=0.2)  # type: ignore[arg-type]
+    await arch.start()
+    task = asyncio.create_task(arch.run())
+    try:
+        await _wait(lambda: arch.stats.consumed == len(events))
+        await _wait(lambda: flaky.failures >= 3)
+        committed, _ = await _committed(settings, arch.group_id)
+        assert sum(committed.values()) == 0, "committed offsets past data that was never written"
+        assert sum(_rows(archive).values()) == 0
+        flaky.failing = False  # the archive comes back
+        await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
+    finally:
+        await arch.stop()
+        await task
+    assert arch.stats.write_failures >= 3
+    assert _rows(archive) == _expected(events)
+    committed, ends = await _committed(settings, arch.group_id)
+    assert committed == ends
+
+
+async def test_stop_while_unwritable_does_not_commit(
+    kafka_broker,
+    archive: ArchiveClient,  # noqa: ANN001
+    tmp_path: Path,
+) -> None:
+    settings = _settings(kafka_broker.bootstrap, tmp_path)
+    events = _events(5)
+    await _publish(settings, events)
+    flaky = FlakyClient(archive)
+    arch = Archiver(settings, client=flaky, max_backoff_s=0.1, stop_timeout_s=0.5)  # type: ignore[arg-type]
+    await arch.start()
+    task = asyncio.create_task(arch.run())
+    await _wait(lambda: arch.stats.consumed == len(events) and flaky.failures >= 1)
+    await arch.stop()
+    await task
+    committed, _ = await _committed(settings, arch.group_id)
+    assert sum(committed.values()) == 0
+    # a restarted archiver (same group) re-reads and writes everything exactly once
+    arch2 = Archiver(settings, client=archive)
+    await arch2.start()
+    task2 = asyncio.create_task(arch2.run())
+    try:
+        await _wait(lambda: sum(arch2.stats.archived.values()) == len(events))
+    finally:
+        await arch2.stop()
+        await task2
+    assert _rows(archive) == _expected(events)
