@@ -63,6 +63,9 @@ class Worker:
         await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition)
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
+    def changelog_topics(self) -> tuple[str, ...]:
+        return tuple(t.changelog_topic.get_topic_name() for t in self.app.tables.values())
+
     def apply(self, t: Transition) -> None:
         for table, writes in ((self.pending, t.pending), (self.running, t.running), (self.done, t.done)):
             for key, value in writes.items():
@@ -89,7 +92,7 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         broker=f"kafka://{settings.bootstrap}",
         store="memory://",
         topic_partitions=settings.partitions,
-        topic_allow_declare=False,
+        topic_allow_declare=False,  # streams/topics.py creates every topic (Kafka 4.x)
         topic_disable_leader=True,
         value_serializer="raw",
         key_serializer="raw",
@@ -107,14 +110,15 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
                         internal=False)  # fmt: skip
         for name in ("jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions", "actions", "deadletter")
     }
-    tables = dict(key_type=str, value_type=bytes, partitions=settings.partitions,
-                  key_serializer="raw", value_serializer="json")  # fmt: skip
+    # keys and values as JSON on the changelog: str keys, dict values (pydantic dumps)
+    schema = faust.Schema(key_type=str, value_type=None, key_serializer="json", value_serializer="json")
+    tables = dict(schema=schema, partitions=settings.partitions)
     w = Worker(
         settings=settings,
         app=app,
         topics=topics,
         nodes=app.Table("nodes", default=None, help="latest telemetry per node", **tables),
-        node_util=app.Table("node_util", default=None, help="GPU/CPU utilisation, hopping window", **tables)
+        node_util=app.Table("node_util", default=list, help="GPU/CPU utilisation, hopping window", **tables)
         .hopping(size=timedelta(seconds=60), step=timedelta(seconds=10), expires=timedelta(minutes=10))
         .relative_to_stream(),
         pending=app.Table("pending", default=None, help="accepted jobs waiting for a node", **tables),
@@ -131,77 +135,70 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
 
 
 def _register_agents(w: Worker) -> None:
+    """One agent per input topic; each decodes (malformed → dead letter) then applies a
+    handler. A handler that raises dead-letters its event too: the worker keeps going."""
     s = w.settings
 
-    @w.app.agent(w.topics["jobs.submitted"], name="ingest-submitted")
-    async def ingest_submitted(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            raw, msg = event.value, event.message
-            ev = _decode_or_none(raw, "jobs.submitted", s)
-            if isinstance(ev, str):
-                await w.deadletter(raw, ev, msg, "jobs.submitted")
-                continue
-            assert isinstance(ev, JobSubmitted)
-            t = on_submitted(ev, _known(w, ev.job_id), time.time())
-            if t.deadletter:
-                await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
-                continue
-            if t.pending:
-                w.counters.accepted += 1
-            w.apply(t)
+    async def on_job(ev: JobSubmitted, raw: bytes, msg: Any) -> None:
+        t = on_submitted(ev, _known(w, ev.job_id), time.time())
+        if t.deadletter:
+            await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
+            return
+        if t.pending:
+            w.counters.accepted += 1
+        w.apply(t)
 
-    @w.app.agent(w.topics["nodes.telemetry"], name="ingest-telemetry")
-    async def ingest_telemetry(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            raw, msg = event.value, event.message
-            ev = _decode_or_none(raw, "nodes.telemetry", s)
-            if isinstance(ev, str):
-                await w.deadletter(raw, ev, msg, "nodes.telemetry")
-                continue
-            assert isinstance(ev, NodeTelemetry)
-            prev = w.nodes.get(ev.node_id)
-            if prev is not None and prev.get("event_time", "") > ev.event_time.isoformat():
-                continue  # late telemetry never overwrites newer state
-            w.nodes[ev.node_id] = ev.model_dump(mode="json")
-            w.counters.telemetry += 1
-            if ev.source == "agent":
-                cur = w.node_util[ev.node_id].value() or [0.0, 0.0, 0]
-                w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
+    async def on_telemetry(ev: NodeTelemetry, raw: bytes, msg: Any) -> None:
+        prev = w.nodes.get(ev.node_id)
+        if prev is not None and prev.get("event_time", "") > ev.event_time.isoformat():
+            return  # late telemetry never overwrites newer state
+        w.nodes[ev.node_id] = ev.model_dump(mode="json")
+        w.counters.telemetry += 1
+        if ev.source == "agent":
+            cur = w.node_util[ev.node_id].value() or [0.0, 0.0, 0]
+            w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
 
-    @w.app.agent(w.topics["jobs.lifecycle"], name="ingest-lifecycle")
-    async def ingest_lifecycle(stream: faust.StreamT) -> None:
-        async for event in stream.events():
-            raw, msg = event.value, event.message
-            ev = _decode_or_none(raw, "jobs.lifecycle", s)
-            if isinstance(ev, str):
-                await w.deadletter(raw, ev, msg, "jobs.lifecycle")
-                continue
-            assert isinstance(ev, JobLifecycle)
-            cur = w.running.get(ev.job_id)
-            t = on_lifecycle(ev, None if cur is None else RunningJob.model_validate(cur),
-                             max_retries=s.max_retries, now=time.time())  # fmt: skip
-            w.apply(t)
-            w.counters.lifecycle += 1
-            for notice in t.emit:
-                await w.topics["jobs.lifecycle"].send(key=notice.job_id.encode(), value=notice.to_bytes(),
-                                                      partition=msg.partition)  # fmt: skip
+    async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
+        cur = w.running.get(ev.job_id)
+        t = on_lifecycle(ev, None if cur is None else RunningJob.model_validate(cur),
+                         max_retries=s.max_retries, now=time.time())  # fmt: skip
+        w.apply(t)
+        w.counters.lifecycle += 1
+        for notice in t.emit:
+            await w.topics["jobs.lifecycle"].send(key=notice.job_id.encode(), value=notice.to_bytes(),
+                                                  partition=msg.partition)  # fmt: skip
 
-    @w.app.agent(w.topics["decisions"], name="apply-decisions")
-    async def apply_decisions(stream: faust.StreamT) -> None:
+    async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
+        cur = w.pending.get(ev.job_id)
+        w.apply(on_decision(ev, None if cur is None else PendingJob.model_validate(cur)))
+        held = w.inflight.get(ev.job_id)
+        if held is not None and held[0].decision_id == ev.decision_id:
+            del w.inflight[ev.job_id]
+        w.counters.decisions_applied += 1
+
+    handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
+                "decisions": on_decided}  # fmt: skip
+    for topic, handler in handlers.items():
+        _agent(w, topic, handler)
+
+
+def _agent(w: Worker, topic: str, handler: Any) -> None:
+    async def consume(stream: faust.StreamT) -> None:
         async for event in stream.events():
             raw, msg = event.value, event.message
-            w.applied_offsets[msg.partition] = msg.offset
-            ev = _decode_or_none(raw, "decisions", s)
+            if topic == "decisions":
+                w.applied_offsets[msg.partition] = msg.offset
+            ev = _decode_or_none(raw, topic, w.settings)
             if isinstance(ev, str):
-                await w.deadletter(raw, ev, msg, "decisions")
+                await w.deadletter(raw or b"", ev, msg, topic)
                 continue
-            assert isinstance(ev, DecisionRecord)
-            cur = w.pending.get(ev.job_id)
-            w.apply(on_decision(ev, None if cur is None else PendingJob.model_validate(cur)))
-            held = w.inflight.get(ev.job_id)
-            if held is not None and held[0].decision_id == ev.decision_id:
-                del w.inflight[ev.job_id]
-            w.counters.decisions_applied += 1
+            try:
+                await handler(ev, raw, msg)
+            except Exception as e:  # never crash the agent on one event: dead-letter it
+                log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
+                await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
+
+    w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
 
 
 def _decode_or_none(raw: bytes | None, topic: str, s: Settings) -> Any:

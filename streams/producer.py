@@ -22,20 +22,30 @@ class EventProducer:
 
     def __init__(self, settings: Settings, *, linger_ms: int = 5) -> None:
         self.settings = settings
-        self._producer = AIOKafkaProducer(
-            bootstrap_servers=settings.bootstrap,
-            linger_ms=linger_ms,
-            acks="all",
-            enable_idempotence=True,
-            max_request_size=max(settings.max_message_bytes * 4, 1024 * 1024),
-        )
+        self.linger_ms = linger_ms
+        self._producer: AIOKafkaProducer | None = None
 
     async def __aenter__(self) -> EventProducer:
+        self._producer = AIOKafkaProducer(
+            bootstrap_servers=self.settings.bootstrap,
+            linger_ms=self.linger_ms,
+            acks="all",
+            enable_idempotence=True,
+            max_request_size=max(self.settings.max_message_bytes * 4, 1024 * 1024),
+        )
         await self._producer.start()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        await self._producer.stop()
+        if self._producer is not None:
+            await self._producer.stop()
+            self._producer = None
+
+    @property
+    def producer(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            raise RuntimeError("use EventProducer as an async context manager")
+        return self._producer
 
     async def send(self, topic: str, event: Event, *, cluster: str | None = None) -> None:
         """Queue ``event`` on un-prefixed ``topic``; returns once it is buffered."""
@@ -43,9 +53,9 @@ class EventProducer:
                             cluster=cluster or getattr(event, "cluster", "default"))  # fmt: skip
 
     async def send_raw(self, topic: str, raw: bytes, *, key: bytes | None, cluster: str) -> None:
-        await self._producer.send(
+        await self.producer.send(
             self.settings.topic(topic), raw, key=key, partition=partition_for(cluster, self.settings.partitions)
         )
 
     async def flush(self) -> None:
-        await self._producer.flush()
+        await self.producer.flush()

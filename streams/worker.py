@@ -35,8 +35,8 @@ def _attach_archiver(w: Worker) -> None:
 
 
 def build_worker(settings: Settings, *, archive: bool = True) -> Worker:
-    asyncio.run(ensure_topics(settings))
     w = create_app(settings)
+    asyncio.run(ensure_topics(settings, w.changelog_topics()))
     if archive:
         _attach_archiver(w)
     return w
