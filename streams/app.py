@@ -63,6 +63,12 @@ class Worker:
         await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition)
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
+    async def emit(self, t: Transition, partition: int) -> None:
+        """Publish the lifecycle notices a transition produced (e.g. a rejection)."""
+        for notice in t.emit:
+            await self.topics["jobs.lifecycle"].send(key=notice.job_id.encode(), value=notice.to_bytes(),
+                                                     partition=partition)  # fmt: skip
+
     def changelog_topics(self) -> tuple[str, ...]:
         return tuple(t.changelog_topic.get_topic_name() for t in self.app.tables.values())
 
@@ -164,13 +170,13 @@ def _register_agents(w: Worker) -> None:
                          max_retries=s.max_retries, now=time.time())  # fmt: skip
         w.apply(t)
         w.counters.lifecycle += 1
-        for notice in t.emit:
-            await w.topics["jobs.lifecycle"].send(key=notice.job_id.encode(), value=notice.to_bytes(),
-                                                  partition=msg.partition)  # fmt: skip
+        await w.emit(t, msg.partition)
 
     async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
         cur = w.pending.get(ev.job_id)
-        w.apply(on_decision(ev, None if cur is None else PendingJob.model_validate(cur)))
+        t = on_decision(ev, None if cur is None else PendingJob.model_validate(cur))
+        w.apply(t)
+        await w.emit(t, msg.partition)
         held = w.inflight.get(ev.job_id)
         if held is not None and held[0].decision_id == ev.decision_id:
             del w.inflight[ev.job_id]

@@ -144,6 +144,33 @@ class Archiver:
             await self._flush_due()
             await self._update_lag()
 
+    async def run_until_caught_up(self, idle_polls: int = 3) -> int:
+        """Archive until every assigned partition has no lag for ``idle_polls`` polls in a
+        row, then flush and commit. Returns the rows written (the demo's final drain)."""
+        assert self._consumer is not None, "call start() first"
+        before = sum(self.stats.archived.values())
+        idle = 0
+        while idle < idle_polls:
+            batches = await self._consumer.getmany(timeout_ms=self.poll_ms,
+                                                   max_records=self.settings.archive_batch_rows)  # fmt: skip
+            for tp, records in batches.items():
+                self._take(tp, records)
+            await self._flush_due()
+            await self._update_lag()
+            quiet = not batches and bool(self._consumer.assignment()) and not any(self.stats.lag.values())
+            idle = idle + 1 if quiet else 0
+        await self.flush_all()
+        return sum(self.stats.archived.values()) - before
+
+    async def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run one query on the archive this process owns, serialised with the writes."""
+        from storage.queries import run_sql
+
+        if self.client is None:
+            raise RuntimeError("the archiver has not started")
+        async with self._flush_lock:
+            return await asyncio.to_thread(run_sql, self.client, sql)
+
     async def stop(self) -> None:
         """Stop consuming, flush every buffer and commit, then leave the group. If the
         archive stays unwritable for ``stop_timeout_s``, leave WITHOUT committing the

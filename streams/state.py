@@ -82,7 +82,9 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None) -> Transition:
     if rec.outcome == "rejected":
         done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected",
                        attempt=rec.attempt, reason=rec.reason)  # fmt: skip
-        return Transition(pending={rec.job_id: None}, done={rec.job_id: done})
+        notice = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="rejected", attempt=rec.attempt,
+                              decision_id=rec.decision_id, reason=rec.reason)  # fmt: skip
+        return Transition(pending={rec.job_id: None}, done={rec.job_id: done}, emit=[notice])
     assert rec.node_id is not None
     run = RunningJob(
         job=pending.job, attempt=pending.attempt, submit_ts=pending.submit_ts, decision_id=rec.decision_id,

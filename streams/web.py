@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +31,7 @@ def status(w: Worker) -> dict[str, Any]:
         "inflight": len(w.inflight),
         "steps": getattr(getattr(w, "loop", None), "steps", 0),
         "counters": dataclasses.asdict(w.counters),
-        "archiver": archiver.stats() if archiver is not None else None,
+        "archiver": dataclasses.asdict(archiver.stats) if archiver is not None else None,
     }
 
 
@@ -47,16 +46,15 @@ def register_web(w: Worker) -> None:
     @app.page("/sql")
     class SQLView(View):
         async def post(self, request: Request) -> Response:
-            from storage.queries import run_sql
-
-            body = await request.json()
+            """Body: the SQL text. ``?flush=1`` first writes what the archiver has buffered."""
+            sql = (await request.text()).strip()
             archiver = getattr(w, "archiver", None)
             if archiver is None:
                 return self.json({"error": "this worker has no archive"}, status=503)
-            if body.get("flush"):
-                await archiver.flush()
+            if request.query.get("flush"):
+                await archiver.flush_all()
             try:
-                cols, rows = await asyncio.to_thread(run_sql, archiver.client, str(body["sql"]))
+                cols, rows = await archiver.query(sql)
             except Exception as e:  # the analyst's SQL error goes back to the analyst
                 return self.json({"error": str(e)}, status=400)
             return self.json({"columns": cols, "rows": [[_jsonable(v) for v in r] for r in rows]})

@@ -172,3 +172,18 @@ def status(
         console.print(_status_table(st))
     if not st.running:
         raise typer.Exit(1)
+
+
+@kafka_app.command("jars")
+def jars() -> None:
+    """Resolve the broker's jars from Maven Central into the cached lib dir (idempotent)."""
+    from ops.kafka.broker import KafkaBroker
+
+    broker = KafkaBroker(port=DEFAULT_PORT, data_dir=default_data_dir())
+    t0 = time.time()
+    try:
+        lib = broker.ensure_jars()
+    except KafkaBrokerError as e:
+        err_console.print(f"[red]{e}[/]")
+        raise typer.Exit(1) from None
+    console.print(f"Kafka jars ready in {lib} ({time.time() - t0:.1f}s)")

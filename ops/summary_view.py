@@ -1,0 +1,71 @@
+"""Rich rendering of the archive's summary and reconciliation (the demo's last screen)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from storage.queries import Reconciliation, Summary
+
+
+def _fmt(v: float | None, unit: str, digits: int = 1) -> str:
+    return "—" if v is None else f"{v:,.{digits}f} {unit}"
+
+
+def _spark(values: list[float]) -> str:
+    bars = "▁▂▃▄▅▆▇█"
+    return "".join(bars[min(len(bars) - 1, int(v * len(bars)))] for v in values)
+
+
+def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
+    t = Table(title="semsched run — from the ClickHouse archive", show_header=False, title_justify="left")
+    t.add_column(style="bold")
+    t.add_column(justify="right")
+    for label, value in [
+        ("submitted", f"{s.submitted:,}"),
+        ("placed", f"{s.placed:,}"),
+        ("finished", f"{s.finished:,}"),
+        ("failed attempts (retried)", f"{s.failed:,}"),
+        ("rejected", f"{s.rejected:,}"),
+        ("still running", f"{s.running:,}"),
+        ("JCT mean / p95 (wall clock)", f"{_fmt(s.jct_mean_s, 's')} / {_fmt(s.jct_p95_s, 's')}"),
+        ("queueing delay mean", _fmt(s.queueing_delay_mean_s, "s", 2)),
+        ("decision latency p50 / p99", f"{_fmt(s.decision_latency_p50_ms, 'ms')} / "
+                                       f"{_fmt(s.decision_latency_p99_ms, 'ms')}"),
+        ("dead letters", f"{sum(s.deadletters_by_reason.values()):,}"),
+        ("wall time", f"{wall_s:,.0f} s"),
+    ]:  # fmt: skip
+        t.add_row(label, value)
+    console.print(t)
+    if s.rejected_by_reason:
+        r = Table(title="rejected, by reason", title_justify="left")
+        r.add_column("jobs", justify="right")
+        r.add_column("reason")
+        for reason, n in s.rejected_by_reason.items():
+            r.add_row(str(n), reason)
+        console.print(r)
+    if s.deadletters_by_reason:
+        d = Table(title="dead letters, by reason", title_justify="left")
+        d.add_column("messages", justify="right")
+        d.add_column("reason")
+        for reason, n in s.deadletters_by_reason.items():
+            d.add_row(str(n), reason)
+        console.print(d)
+    if s.gpu_allocation:
+        ratios = [ratio for _, ratio, _, _ in s.gpu_allocation]
+        console.print(f"[bold]GPU allocation over time[/] (per minute, agent telemetry): {_spark(ratios)}  "
+                      f"peak {max(ratios):.1%}, last {ratios[-1]:.1%}")  # fmt: skip
+
+
+def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> bool:
+    if r.ok:
+        console.print(f"[bold green]reconciled:[/] every one of the {submitted:,} submitted jobs is finished, "
+                      "running, or rejected with a reason; none was placed or started twice")  # fmt: skip
+        return True
+    console.print("[bold red]NOT reconciled[/]")
+    for label, items in (("unaccounted (lost)", r.unaccounted), ("placed twice", r.placed_twice),
+                         ("started twice", r.started_twice)):  # fmt: skip
+        if items:
+            console.print(f"  {label}: {len(items)}: {', '.join(map(str, items[:10]))}"
+                          + (" …" if len(items) > 10 else ""))  # fmt: skip
+    return False
