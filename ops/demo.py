@@ -115,7 +115,7 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         loader = get_loader("openb", start_offset=start_offset, limit=jobs)
         stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False))
         console.print(f"[green]✓[/] replayed {stats.nodes} nodes and {stats.jobs} jobs "
-                      f"({stats.skipped} bad lines skipped)")  # fmt: skip
+                      f"({stats.skipped_lines} bad lines skipped)")  # fmt: skip
         st = wait_until_settled(settings, stats.jobs, worker, timeout_s)
         console.print(f"[green]✓[/] settled: {st['finished']} finished, {st['rejected']} rejected")
         for c in reversed(children):
