@@ -110,6 +110,9 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         consumer_max_fetch_size=max(settings.max_message_bytes * 4, 1024 * 1024),
         datadir=str(settings.state_dir / "faust"),
         table_cleanup_interval=30.0,
+        # a crashed worker's partitions move to its replacement after this long
+        broker_session_timeout=settings.session_timeout_s,
+        broker_heartbeat_interval=max(1.0, settings.session_timeout_s / 4),
     )
     topics = {
         name: app.topic(settings.topic(name), key_type=bytes, value_type=bytes, partitions=settings.partitions,

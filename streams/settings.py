@@ -28,6 +28,7 @@ class Settings(BaseModel):
     max_message_bytes: int = Field(default_factory=lambda: int(_env("MAX_MESSAGE_BYTES", str(256 * 1024))))
     web_port: int = Field(default_factory=lambda: int(_env("WEB_PORT", "6066")))
     archive_batch_rows: int = Field(default_factory=lambda: int(_env("ARCHIVE_BATCH_ROWS", "5000")))
+    session_timeout_s: float = Field(default_factory=lambda: float(_env("SESSION_TIMEOUT", "10")))
     archive_flush_s: float = Field(default_factory=lambda: float(_env("ARCHIVE_FLUSH", "1.0")))
 
     def topic(self, name: str) -> str:
