@@ -1,0 +1,236 @@
+"""SimulatedAgents._handle without Kafka: the producer is replaced by a recorder."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ops.agents.simulated import SimulatedAgents
+from scheduling.events import (
+    Event,
+    IsolateNodeCommand,
+    JobLifecycle,
+    NodeTelemetry,
+    PlacementCommand,
+    PreemptCommand,
+    decision_id_for,
+)
+from streams.settings import Settings
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, Event]] = []
+        self.flushes = 0
+
+    async def send(self, topic: str, event: Event, **kw: Any) -> None:
+        self.sent.append((topic, event))
+
+    async def flush(self) -> None:
+        self.flushes += 1
+
+    def lifecycle(self) -> list[JobLifecycle]:
+        return [e for t, e in self.sent if t == "jobs.lifecycle"]  # type: ignore[misc]
+
+
+@pytest.fixture
+async def agents(tmp_path: Path) -> AsyncIterator[tuple[SimulatedAgents, Recorder]]:
+    s = Settings(bootstrap="127.0.0.1:1", topic_prefix=f"u{uuid.uuid4().hex[:8]}.", state_dir=tmp_path)
+    a = SimulatedAgents(s, default_duration_s=3600.0)
+    rec = Recorder()
+    a._producer = rec  # type: ignore[assignment]
+    yield a, rec
+    for h in a._timers.values():
+        h.cancel()
+
+
+def inventory(node_id: str = "n1", *, cpu: int = 4000, mem: int = 16_384, gpus: int = 2,
+              source: str = "inventory") -> bytes:  # fmt: skip
+    return NodeTelemetry(node_id=node_id, cluster="c1", source=source, cpu_milli=cpu, memory_mib=mem,
+                         num_gpu=gpus, gpu_model="T4" if gpus else None).to_bytes()  # fmt: skip
+
+
+def place(job_id: str = "j1", *, node_id: str = "n1", attempt: int = 0, cpu: int = 1000, mem: int = 1024,
+          gpus: tuple[int, ...] = (), per_gpu: int = 0, duration: float | None = None,
+          at: datetime | None = None) -> PlacementCommand:  # fmt: skip
+    return PlacementCommand(decision_id=decision_id_for(job_id, attempt), job_id=job_id, cluster="c1",
+                            attempt=attempt, node_id=node_id, gpu_indices=list(gpus), cpu_milli=cpu,
+                            memory_mib=mem, gpu_milli_per_gpu=per_gpu, policy="best-fit",
+                            trace_duration_s=duration,
+                            **({"event_time": at} if at else {}))  # fmt: skip
+
+
+async def test_inventory_creates_the_node_and_agent_telemetry_does_not(agents) -> None:
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory("n1"))
+    await a._handle("nodes.telemetry", inventory("n2", source="agent"))
+    assert set(a.nodes) == {"n1"}
+    assert a.nodes["n1"].cpu_milli == 4000 and a.nodes["n1"].gpu_alloc == [0, 0]
+    assert rec.sent == []
+
+
+async def test_placement_starts_the_job(agents) -> None:
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory())
+    c = place(cpu=1500, mem=2048, gpus=(1,), per_gpu=1000)
+    await a._handle("actions", c.to_bytes())
+    [ev] = rec.lifecycle()
+    assert (ev.state, ev.job_id, ev.cluster, ev.attempt, ev.decision_id, ev.node_id) == (
+        "started", "j1", "c1", 0, c.decision_id, "n1",
+    )  # fmt: skip
+    n = a.nodes["n1"]
+    assert (n.cpu_alloc, n.mem_alloc, n.gpu_alloc) == (1500, 2048, [0, 1000])
+    assert a.stats.commands == 1 and a.stats.started == 1 and a.stats.refused == 0
+    assert "n1" in a.dirty
+    assert "j1" in a._timers  # it runs for its duration
+
+
+async def test_duplicate_decision_id_is_ignored(agents) -> None:
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory())
+    raw = place(cpu=1000).to_bytes()
+    await a._handle("actions", raw)
+    await a._handle("actions", raw)
+    assert [e.state for e in rec.lifecycle()] == ["started"]
+    assert a.stats.duplicates == 1 and a.stats.started == 1 and a.stats.commands == 2
+    assert a.nodes["n1"].cpu_alloc == 1000  # allocated once
+
+
+async def test_overcommitting_command_yields_failed_with_the_reason(agents) -> None:
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory(cpu=4000))
+    await a._handle("actions", place("j1", cpu=3000).to_bytes())
+    big = place("j2", cpu=1500)
+    await a._handle("actions", big.to_bytes())
+    first, second = rec.lifecycle()
+    assert first.state == "started" and first.job_id == "j1"
+    assert second.state == "failed" and second.job_id == "j2"
+    assert second.decision_id == big.decision_id and second.exit_code == -1
+    assert second.reason == "agent refused: cpu over-commit on n1: 3000+1500 > 4000 milli"
+    assert a.nodes["n1"].cpu_alloc == 3000  # the refused job holds nothing
+    assert a.stats.refused == 1 and a.stats.started == 1
+    assert a.stats.first_refusals == ["j2: cpu over-commit on n1: 3000+1500 > 4000 milli"]
+
+
+async def test_gpu_overcommit_is_refused(agents) -> None:
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory(gpus=1))
+    await a._handle("actions", place("j1", gpus=(0,), per_gpu=600).to_bytes())
+    await a._handle("actions", place("j2", gpus=(0,), per_gpu=500).to_bytes())
+    assert [e.state for e in rec.lifecycle()] == ["started", "failed"]
+    assert rec.lifecycle()[1].reason == "agent refused: GPU 0 over-commit on n1: 600+500 > 1000 milli"
+
+
+async def test_command_for_an_unknown_node_waits_for_its_inventory(agents) -> None:
+    a, rec = agents
+    c = place("j1", node_id="late")
+    await a._handle("actions", c.to_bytes())
+    assert rec.sent == [] and a.stats.unknown_node_waits == 1
+    assert a.unknown_node_grace_s > 0
+    await a._handle("nodes.telemetry", inventory("late"))
+    [ev] = rec.lifecycle()
+    assert (ev.state, ev.decision_id, ev.node_id) == ("started", c.decision_id, "late")
+    assert a.nodes["late"].cpu_alloc == 1000
+    assert a._waiting == {}
+    # the waiting command counted as executed: a redelivery is a duplicate
+    await a._handle("actions", c.to_bytes())
+    assert a.stats.duplicates == 1 and len(rec.lifecycle()) == 1
+
+
+async def test_command_for_an_unknown_node_past_the_grace_is_refused(agents) -> None:
+    a, rec = agents
+    old = datetime.now(UTC) - timedelta(seconds=a.unknown_node_grace_s + 5)
+    await a._handle("actions", place("j1", node_id="ghost", at=old).to_bytes())
+    [ev] = rec.lifecycle()
+    assert ev.state == "failed" and ev.reason == "agent refused: unknown node ghost"
+    assert a.stats.unknown_node_waits == 0 and a.stats.refused == 1
+
+
+async def test_waiting_command_is_refused_by_the_telemetry_loop_after_the_grace(agents) -> None:
+    a, rec = agents
+    a.unknown_node_grace_s = 0.05
+    a.telemetry_s = 0.02
+    await a._handle("actions", place("j1", node_id="ghost").to_bytes())
+    assert rec.sent == []
+    task = asyncio.create_task(a._telemetry_loop())
+    try:
+        deadline = time.time() + 5
+        while not rec.lifecycle() and time.time() < deadline:
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    [ev] = rec.lifecycle()
+    assert ev.state == "failed" and "unknown node ghost" in ev.reason
+    assert a._waiting == {}
+
+
+async def test_job_finishes_after_its_duration_and_frees_the_node(agents) -> None:
+    a, rec = agents
+    a.speed = 100.0
+    await a._handle("nodes.telemetry", inventory())
+    await a._handle("actions", place("j1", cpu=4000, duration=1.0).to_bytes())  # 10 ms at speed 100
+    deadline = time.time() + 5
+    while len(rec.lifecycle()) < 2 and time.time() < deadline:
+        await asyncio.sleep(0.01)
+    started, finished = rec.lifecycle()
+    assert (started.state, finished.state, finished.exit_code) == ("started", "finished", 0)
+    assert finished.decision_id == started.decision_id
+    assert a.nodes["n1"].cpu_alloc == 0 and a.nodes["n1"].jobs == {}
+    assert a.stats.finished == 1
+
+
+async def test_preempt_releases_and_reports(agents) -> None:
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory())
+    c = place("j1", cpu=2000)
+    await a._handle("actions", c.to_bytes())
+    p = PreemptCommand(decision_id="p1", job_id="j1", cluster="c1", node_id="n1", reason="make room")
+    await a._handle("actions", p.to_bytes())
+    started, preempted = rec.lifecycle()
+    assert preempted.state == "preempted" and preempted.reason == "make room"
+    assert preempted.decision_id == c.decision_id  # reported against the placement it ends
+    assert a.nodes["n1"].cpu_alloc == 0 and "j1" not in a._timers
+    assert a.stats.preempted == 1
+
+
+async def test_isolated_node_refuses_new_work(agents) -> None:
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory())
+    await a._handle("actions", IsolateNodeCommand(decision_id="iso", cluster="c1", node_id="n1",
+                                                  reason="ECC errors").to_bytes())  # fmt: skip
+    await a._handle("actions", place("j1").to_bytes())
+    [ev] = rec.lifecycle()
+    assert ev.state == "failed" and ev.reason == "agent refused: node n1 is not healthy"
+
+
+async def test_malformed_input_is_ignored(agents) -> None:
+    a, rec = agents
+    await a._handle("actions", b"{not json")
+    await a._handle("nodes.telemetry", b'{"node_id": ""}')
+    assert rec.sent == [] and a.stats.commands == 0 and a.nodes == {}
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: NodeLedger.jobs and SimulatedAgents._timers are keyed by job_id: "
+                   "a second attempt of a job placed on the node that still runs the first overwrites it, "
+                   "leaking the first allocation and never reporting the second attempt's end")  # fmt: skip
+async def test_two_attempts_of_one_job_on_one_node_are_both_accounted(agents) -> None:
+    # attempt 0 was confirmed too late (the worker timed it out and re-queued the job), so
+    # both placements reach the agent
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory(cpu=4000))
+    c0, c1 = place("j1", attempt=0, cpu=1000), place("j1", attempt=1, cpu=1000)
+    await a._handle("actions", c0.to_bytes())
+    await a._handle("actions", c1.to_bytes())
+    assert a.nodes["n1"].cpu_alloc == 2000
+    await a._complete(c0, failed=False)
+    await a._complete(c1, failed=False)
+    ends = {(e.decision_id, e.state) for e in rec.lifecycle() if e.state != "started"}
+    assert ends == {(c0.decision_id, "finished"), (c1.decision_id, "finished")}
+    assert a.nodes["n1"].cpu_alloc == 0

@@ -1,0 +1,420 @@
+"""The worker's Faust agents (``streams/app.py``) in Faust's broker-free test mode.
+
+``agent.test_context()`` cannot drive these agents as they are: the agents never yield, and
+the test wrapper attaches a sink (to know when a value was processed), which Faust refuses
+with ``ImproperlyConfigured("Agent must yield to use sinks")``. :func:`drive` therefore runs
+the agent's own function unchanged inside a small generator that yields once per event the
+agent has finished with (when it asks the stream for the next one), so ``put()`` returns
+after the event was handled. Table writes happen inside the real stream iteration.
+
+Every ``send`` on the worker's topics is replaced by a recorder: nothing talks to Kafka.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduling.events import (
+    MAX_MEMORY_MIB,
+    DeadLetter,
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    decision_id_for,
+    decode,
+)
+from streams.app import Worker, create_app
+from streams.settings import Settings
+
+T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
+
+
+def _yielding(consume: Callable[[Any], Any]) -> Callable[[Any], AsyncIterator[None]]:
+    async def gen(stream: Any) -> AsyncIterator[None]:
+        processed: asyncio.Queue[None] = asyncio.Queue()
+
+        class Tap:
+            def __getattr__(self, name: str) -> Any:
+                return getattr(stream, name)
+
+            async def events(self) -> AsyncIterator[Any]:
+                async for event in stream.events():
+                    yield event
+                    processed.put_nowait(None)  # the agent came back for the next one
+
+        task = asyncio.ensure_future(consume(Tap()))
+        try:
+            while True:
+                getter = asyncio.ensure_future(processed.get())
+                done, _ = await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+                if task in done:
+                    getter.cancel()
+                    task.result()  # the agent crashed: surface it
+                    return
+                yield None
+        finally:
+            task.cancel()
+
+    return gen
+
+
+class Sent:
+    """What the worker tried to publish, per un-prefixed topic."""
+
+    def __init__(self) -> None:
+        self.by_topic: dict[str, list[dict[str, Any]]] = {}
+
+    def deadletters(self) -> list[DeadLetter]:
+        return [decode("deadletter", s["value"]) for s in self.by_topic.get("deadletter", [])]  # type: ignore[misc]
+
+    def lifecycle(self) -> list[JobLifecycle]:
+        return [decode("jobs.lifecycle", s["value"]) for s in self.by_topic.get("jobs.lifecycle", [])]  # type: ignore[misc]
+
+
+@pytest.fixture
+async def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Worker, Sent]:
+    s = Settings(bootstrap="127.0.0.1:1", topic_prefix=f"u{uuid.uuid4().hex[:8]}.", web_port=0,
+                 state_dir=tmp_path, max_retries=3)  # fmt: skip
+    w = create_app(s)
+    sent = Sent()
+    for name, topic in w.topics.items():
+
+        async def record(*, key: Any = None, value: Any = None, partition: Any = None, _n: str = name,
+                         **kw: Any) -> None:  # fmt: skip
+            sent.by_topic.setdefault(_n, []).append({"key": key, "value": value, "partition": partition, **kw})
+
+        monkeypatch.setattr(topic, "send", record)
+    return w, sent
+
+
+@asynccontextmanager
+async def drive(w: Worker, topic: str) -> AsyncIterator[Any]:
+    agent = w.app.agents[f"ingest-{topic.replace('.', '-')}"]
+    async with agent.test_context(fun=_yielding(agent.fun)) as a:
+        yield a
+
+
+async def put(a: Any, value: bytes | None, key: bytes | None = None, **kw: Any) -> None:
+    await asyncio.wait_for(a.put(value, key=key, **kw), timeout=10)
+
+
+def snapshot(w: Worker) -> dict[str, dict[str, Any]]:
+    return {name: dict(getattr(w, name).items()) for name in ("pending", "running", "done", "nodes")}
+
+
+def job(job_id: str = "j1", **kw: Any) -> JobSubmitted:
+    return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=2000,
+                        memory_mib=1024, **kw)  # fmt: skip
+
+
+def valid_job_dict(job_id: str = "j9") -> dict[str, Any]:
+    return json.loads(job(job_id).to_bytes())
+
+
+# -- jobs.submitted -------------------------------------------------------------------------
+
+
+async def test_valid_submission_lands_in_pending(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    ev = job("j1")
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, ev.to_bytes(), key=b"j1")
+    d = w.pending["j1"]
+    assert d is not None
+    assert JobSubmitted.model_validate(d["job"]) == ev
+    assert d["attempt"] == 0 and d["submit_ts"] == T0.timestamp()
+    assert "j1" not in w.running and "j1" not in w.done
+    assert w.counters.accepted == 1
+    assert sent.by_topic == {}
+
+
+async def test_redelivered_submission_is_accepted_once(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, job("j1").to_bytes(), key=b"j1")
+        await put(a, job("j1").to_bytes(), key=b"j1")
+    assert w.counters.accepted == 1
+    assert list(w.pending.keys()) == ["j1"]
+    assert sent.by_topic == {}
+
+
+async def test_reused_job_id_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    first = job("j1")
+    other = JobSubmitted(job_id="j1", event_id="ev-other", event_time=T0, cluster="c1", cpu_milli=1)
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, first.to_bytes(), key=b"j1")
+        await put(a, other.to_bytes(), key=b"j1")
+    assert JobSubmitted.model_validate(w.pending["j1"]["job"]) == first  # the first one stays
+    [dl] = sent.deadletters()
+    assert "already submitted" in dl.reason and "ev-j1" in dl.reason
+    assert dl.original() == other.to_bytes()
+
+
+def _oversized() -> bytes:
+    ev = job("big", labels={f"k{i}": "x" * 200 for i in range(2000)})  # a valid event, only too large
+    return ev.to_bytes()
+
+
+MALFORMED = [
+    pytest.param(b"{this is not json", "Invalid JSON", id="not-json"),
+    pytest.param(b"\xff\xfe\x00garbage", "invalid jobs.submitted event", id="not-utf8"),
+    pytest.param(json.dumps({k: v for k, v in valid_job_dict().items() if k != "job_id"}).encode(),
+                 "job_id: Field required", id="missing-job-id"),
+    pytest.param(json.dumps({**valid_job_dict(), "cpu_milli": "lots"}).encode(),
+                 "cpu_milli: Input should be a valid integer", id="wrong-type"),
+    pytest.param(json.dumps({**valid_job_dict(), "cpu_milli": -500}).encode(),
+                 "cpu_milli: Input should be greater than or equal to 0", id="negative-cpu"),
+    pytest.param(json.dumps({**valid_job_dict(), "memory_mib": MAX_MEMORY_MIB * 1000}).encode(),
+                 "memory_mib: Input should be less than or equal to", id="absurd-memory"),
+    pytest.param(json.dumps({**valid_job_dict(), "num_gpu": 1, "gpu_models": ["H900"]}).encode(),
+                 "unknown GPU model(s) ['H900']", id="unknown-gpu-model"),
+    pytest.param(json.dumps({**valid_job_dict(), "kind": "node_telemetry"}).encode(),
+                 "kind:", id="wrong-kind"),
+    pytest.param(_oversized(), "exceeds the 262144-byte limit", id="oversized"),
+    pytest.param(None, "empty message (null value)", id="null-value"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("raw", "reason"), MALFORMED)
+async def test_malformed_submission_is_deadlettered_and_the_agent_goes_on(
+    worker: tuple[Worker, Sent], raw: bytes | None, reason: str
+) -> None:
+    w, sent = worker
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, job("j0").to_bytes(), key=b"j0")
+        before = snapshot(w)
+        await put(a, raw, key=b"bad", partition=2)
+        assert snapshot(w) == before, "a malformed event must not touch the tables"
+        await put(a, job("j2").to_bytes(), key=b"j2")  # the agent keeps processing
+    assert set(w.pending.keys()) == {"j0", "j2"}
+    assert w.counters.accepted == 2 and w.counters.deadletters == 1
+    [s] = sent.by_topic["deadletter"]
+    assert s["key"] == b"bad" and s["partition"] == 2
+    [dl] = sent.deadletters()
+    assert reason in dl.reason, dl.reason
+    assert dl.topic == "jobs.submitted" and dl.partition == 2 and dl.offset == 1 and dl.key == "bad"
+    raw = raw or b""
+    assert dl.original_size == len(raw)
+    assert dl.original() == raw[: 64 * 1024]
+
+
+def test_the_oversized_case_is_otherwise_valid() -> None:
+    raw = _oversized()
+    assert len(raw) > Settings(bootstrap="x").max_message_bytes
+    assert decode("jobs.submitted", raw).job_id == "big"  # so only the size check can reject it
+
+
+async def test_message_at_the_size_limit_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    raw = job("edge").to_bytes()
+    s = Settings(bootstrap="127.0.0.1:1", topic_prefix=f"u{uuid.uuid4().hex[:8]}.", web_port=0,
+                 state_dir=tmp_path, max_message_bytes=len(raw))  # fmt: skip
+    w = create_app(s)
+    sends: list[Any] = []
+
+    async def record(**kw: Any) -> None:
+        sends.append(kw)
+
+    monkeypatch.setattr(w.topics["deadletter"], "send", record)
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, raw, key=b"edge")
+        await put(a, job("edge2", name="one byte longer").to_bytes(), key=b"edge2")
+    assert "edge" in w.pending and "edge2" not in w.pending
+    assert len(sends) == 1 and b"byte limit" in sends[0]["value"]
+
+
+# -- nodes.telemetry ------------------------------------------------------------------------
+
+
+def telemetry(node_id: str = "n1", at: datetime = T0, **kw: Any) -> NodeTelemetry:
+    base = dict(cluster="c1", cpu_milli=64_000, memory_mib=256_000, num_gpu=4, gpu_model="A100")
+    return NodeTelemetry(node_id=node_id, event_time=at, **{**base, **kw})
+
+
+async def test_telemetry_lands_in_nodes(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    ev = telemetry(source="inventory")
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, ev.to_bytes(), key=b"n1")
+    assert NodeTelemetry.model_validate(w.nodes["n1"]) == ev
+    assert w.counters.telemetry == 1
+    assert sent.by_topic == {}
+
+
+async def test_newer_telemetry_replaces_and_late_telemetry_does_not(worker: tuple[Worker, Sent]) -> None:
+    w, _ = worker
+    old = telemetry(at=T0, cpu_alloc_milli=1000)
+    new = telemetry(at=T0 + timedelta(seconds=30), cpu_alloc_milli=2000)
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, old.to_bytes(), key=b"n1")
+        await put(a, new.to_bytes(), key=b"n1")
+        assert w.nodes["n1"]["cpu_alloc_milli"] == 2000
+        await put(a, old.to_bytes(), key=b"n1")  # late: must not overwrite
+    assert w.nodes["n1"]["cpu_alloc_milli"] == 2000
+    assert w.counters.telemetry == 2
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: streams/app.py on_telemetry compares event times as ISO strings "
+                   "in two formats ('…:00Z' from the table vs '…:00.500000+00:00'), so a newer event in the "
+                   "same second as a whole-second one is taken for a late one and dropped")  # fmt: skip
+async def test_newer_telemetry_in_the_same_second_replaces(worker: tuple[Worker, Sent]) -> None:
+    w, _ = worker
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry(at=T0, cpu_alloc_milli=1000).to_bytes(), key=b"n1")
+        await put(a, telemetry(at=T0 + timedelta(milliseconds=500), cpu_alloc_milli=2000).to_bytes(), key=b"n1")
+    assert w.nodes["n1"]["cpu_alloc_milli"] == 2000
+
+
+async def test_malformed_telemetry_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    bad = json.loads(telemetry().to_bytes())
+    bad["gpu_model"] = "Voodoo5"
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, json.dumps(bad).encode(), key=b"n1")
+        await put(a, telemetry("n2").to_bytes(), key=b"n2")
+    assert list(w.nodes.keys()) == ["n2"]
+    [dl] = sent.deadletters()
+    assert dl.topic == "nodes.telemetry" and "unknown GPU model 'Voodoo5'" in dl.reason
+
+
+# -- decisions and lifecycle ----------------------------------------------------------------
+
+
+def placed(job_id: str = "j1", attempt: int = 0, node_id: str | None = "n1", outcome: str = "placed",
+           reason: str = "best fit") -> DecisionRecord:  # fmt: skip
+    did = decision_id_for(job_id, attempt)
+    return DecisionRecord(event_id=did, decision_id=did, job_id=job_id, cluster="c1", attempt=attempt,
+                          outcome=outcome, node_id=node_id, gpu_indices=[2] if node_id else [],
+                          policy="best-fit", latency_ms=1.0, reason=reason, event_time=T0)  # fmt: skip
+
+
+async def _submit(w: Worker, *jobs: JobSubmitted) -> None:
+    async with drive(w, "jobs.submitted") as a:
+        for j in jobs:
+            await put(a, j.to_bytes(), key=j.job_id.encode())
+
+
+async def test_placement_decision_moves_pending_to_running_and_clears_inflight(
+    worker: tuple[Worker, Sent],
+) -> None:
+    w, sent = worker
+    await _submit(w, job("j1"))
+    rec = placed("j1")
+    w.inflight["j1"] = (rec, None)  # as the loop leaves it after publishing
+    async with drive(w, "decisions") as a:
+        await put(a, rec.to_bytes(), key=b"j1", partition=1)
+        assert "j1" not in w.pending
+        r = w.running["j1"]
+        assert r["state"] == "reserved" and r["node_id"] == "n1" and r["gpu_indices"] == [2]
+        assert r["decision_id"] == rec.decision_id
+        assert w.inflight == {}
+        assert w.applied_offsets == {1: 0}
+        await put(a, rec.to_bytes(), key=b"j1", partition=1)  # the same decision again
+    assert w.running["j1"]["decision_id"] == rec.decision_id and "j1" not in w.pending
+    assert w.counters.decisions_applied == 2
+    assert w.applied_offsets == {1: 1}
+    assert sent.by_topic == {}
+
+
+async def test_decision_for_another_job_keeps_inflight(worker: tuple[Worker, Sent]) -> None:
+    w, _ = worker
+    await _submit(w, job("j1"), job("j2"))
+    mine = placed("j2")
+    w.inflight["j2"] = (mine, None)
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1").to_bytes(), key=b"j1")
+    assert "j1" in w.running and "j2" in w.pending
+    assert w.inflight == {"j2": (mine, None)}
+
+
+async def test_rejection_decision_moves_to_done_and_publishes_a_notice(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    await _submit(w, job("j1"))
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1", node_id=None, outcome="rejected", reason="needs 99 GPUs").to_bytes(),
+                  key=b"j1", partition=3)  # fmt: skip
+    assert "j1" not in w.pending
+    assert w.done["j1"]["status"] == "rejected" and w.done["j1"]["reason"] == "needs 99 GPUs"
+    [n] = sent.lifecycle()
+    assert (n.job_id, n.state, n.reason) == ("j1", "rejected", "needs 99 GPUs")
+    assert sent.by_topic["jobs.lifecycle"][0]["key"] == b"j1"
+    assert sent.by_topic["jobs.lifecycle"][0]["partition"] == 3
+
+
+async def test_handler_error_is_deadlettered_and_tables_stay(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    await _submit(w, job("j1"))
+    before = snapshot(w)
+    async with drive(w, "decisions") as a:
+        # decodes fine but a placement without a node makes on_decision fail
+        await put(a, placed("j1", node_id=None).to_bytes(), key=b"j1")
+        assert snapshot(w) == before
+        await put(a, placed("j1").to_bytes(), key=b"j1")
+    assert "j1" in w.running
+    [dl] = sent.deadletters()
+    assert dl.topic == "decisions" and dl.reason.startswith("internal error while handling: AssertionError")
+
+
+async def test_lifecycle_started_then_finished_moves_to_done(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    await _submit(w, job("j1"))
+    rec = placed("j1")
+    async with drive(w, "decisions") as a:
+        await put(a, rec.to_bytes(), key=b"j1")
+
+    def ev(state: str, **kw: Any) -> bytes:
+        return JobLifecycle(job_id="j1", cluster="c1", state=state, decision_id=rec.decision_id, node_id="n1",
+                            **kw).to_bytes()  # fmt: skip
+
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, ev("started"), key=b"j1")
+        assert w.running["j1"]["state"] == "running"
+        await put(a, ev("finished", exit_code=0), key=b"j1")
+    assert "j1" not in w.running and "j1" not in w.pending
+    assert w.done["j1"] == {"job_id": "j1", "event_id": "ev-j1", "status": "finished", "attempt": 0, "reason": ""}
+    assert w.counters.lifecycle == 2
+    assert sent.by_topic == {}
+
+
+async def test_lifecycle_failed_requeues_and_gives_up_after_max_retries(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker  # max_retries=3
+    await _submit(w, job("j1"))
+    for attempt in range(4):
+        async with drive(w, "decisions") as a:
+            await put(a, placed("j1", attempt=attempt).to_bytes(), key=b"j1")
+        assert w.running["j1"]["attempt"] == attempt
+        async with drive(w, "jobs.lifecycle") as a:
+            await put(a, JobLifecycle(job_id="j1", cluster="c1", state="failed", attempt=attempt,
+                                      decision_id=decision_id_for("j1", attempt), reason="exit 3").to_bytes(),
+                      key=b"j1")  # fmt: skip
+        if attempt < 3:
+            assert w.pending["j1"]["attempt"] == attempt + 1 and "j1" not in w.done
+    assert "j1" not in w.pending and "j1" not in w.running
+    assert w.done["j1"]["status"] == "rejected"
+    assert w.done["j1"]["reason"] == "gave up after 4 attempts; last: failed: exit 3"
+    [n] = sent.lifecycle()
+    assert n.state == "rejected" and n.reason == w.done["j1"]["reason"]
+
+
+async def test_stale_lifecycle_is_ignored(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    await _submit(w, job("j1"))
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1").to_bytes(), key=b"j1")
+    before = snapshot(w)
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, JobLifecycle(job_id="j1", cluster="c1", state="finished", decision_id="someone-else")
+                  .to_bytes(), key=b"j1")  # fmt: skip
+        await put(a, JobLifecycle(job_id="nope", cluster="c1", state="failed").to_bytes(), key=b"nope")
+    assert snapshot(w) == before
+    assert sent.by_topic == {}
