@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers.")
@@ -9,12 +11,36 @@ bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print number
 
 @bench_app.command("pipeline")
 def pipeline(
-    jobs: int = typer.Option(2000, help="Submissions to push through the pipeline."),
+    jobs: int = typer.Option(2000, help="Submissions to push through the pipeline (openb pods, cycled)."),
     port: int = typer.Option(0, help="Kafka port (0 = a free one)."),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
+    step: float = typer.Option(None, help="Seconds between scheduling steps (default: the worker's, 1 s)."),
+    timeout: float = typer.Option(900, help="Give up after this many seconds of waiting for the jobs."),
+    out: Path = typer.Option(Path("reports/bench-pipeline.json"), help="JSON result file."),
 ) -> None:
     """Sustained events/s through ingest → decision → command → archive on the local broker,
     and submission → command latency p50 / p99."""
     from ops.bench.pipeline import run_pipeline_bench
 
-    raise typer.Exit(run_pipeline_bench(jobs=jobs, port=port, policy=policy))
+    raise typer.Exit(
+        run_pipeline_bench(jobs=jobs, port=port, policy=policy, step=step, timeout_s=timeout, out=out)
+    )
+
+
+@bench_app.command("step")
+def step(
+    pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
+    policies: str = typer.Option("", help="Policies, comma-separated (default: every registered one)."),
+    repeat: int = typer.Option(7, help="Timed steps per (policy, size), after one warm-up step."),
+    out: Path = typer.Option(Path("reports/bench-step.json"), help="JSON result file."),
+) -> None:
+    """In-process compute time of one scheduling step (scheduling.assign.schedule_step) for N
+    pending openb pods on the 1,213 openb GPU nodes, per policy."""
+    from ops.bench.step import parse_sizes, run_step_bench
+
+    try:
+        sizes = parse_sizes(pending)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    names = [p.strip() for p in policies.split(",") if p.strip()] or None
+    raise typer.Exit(run_step_bench(pending=sizes, policies=names, repeat=repeat, out=out))

@@ -1,0 +1,50 @@
+"""Benchmarks behind ``semsched bench …``: they print numbers and write a JSON result.
+
+- :mod:`ops.bench.pipeline` — the whole control plane on a local broker: sustained
+  events/s through ingest → decision → command → archive, and submission → command
+  latency.
+- :mod:`ops.bench.step` — the in-process compute time of one scheduling step.
+
+Performance is measured here, never asserted in timed tests.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def percentiles(values: list[float] | np.ndarray) -> dict[str, float | int | None]:
+    """``n``, ``p50``, ``p99``, ``mean``, ``min``, ``max`` (None when there are no values)."""
+    a = np.asarray(values, dtype=float)
+    if a.size == 0:
+        return {"n": 0, "p50": None, "p99": None, "mean": None, "min": None, "max": None}
+    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
+            "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max())}  # fmt: skip
+
+
+def fmt(v: float | int | None, digits: int = 1) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, int):
+        return f"{v:,}"
+    return f"{v:,.{digits}f}"
+
+
+def environment() -> dict[str, Any]:
+    """Where the numbers come from (they only compare on the same machine)."""
+    import os
+
+    return {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
+            "platform": platform.platform(), "at": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+
+
+def write_json(path: Path, result: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=2, default=str) + "\n")
+    return path

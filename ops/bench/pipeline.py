@@ -1,0 +1,365 @@
+"""``semsched bench pipeline``: the whole control plane on one machine, as fast as it goes.
+
+On a fresh state directory ``<state>/bench-pipeline`` (wiped at the start) it starts a
+local Kafka broker, creates the topics, starts the worker (ingest, tables, scheduling
+loop, archiver → embedded chdb) and the simulated agents (``--speed 1e9
+--default-duration 0``: every job finishes as soon as it starts) as subprocesses,
+publishes the 1,213 openb GPU nodes as inventory and waits until the worker holds them,
+then pushes ``jobs`` openb pods (cycled through the trace, each with a unique job id) on
+``jobs.submitted`` as fast as one :class:`~streams.producer.EventProducer` can.
+
+Measured, all from the archive (the worker's ``POST /sql``):
+
+- **sustained events/s** — the events of this run that landed in the archive (job
+  submissions, decisions, commands, lifecycle events, agent telemetry; not the inventory,
+  which is published before the clock starts) up to the moment the archive first held,
+  for every job, its submission, its decision, its command and a terminal lifecycle row
+  (``finished``, or ``rejected``), divided by the wall time from the first submission to
+  that moment (taken from ``archived_at``). Also jobs/s end to end = jobs / that time.
+- **submission → command latency** — per job, the ``event_time`` of its first
+  ``PlacementCommand`` minus the ``event_time`` of its ``JobSubmitted`` (stamped when it
+  was published). It includes the wait for the next scheduling tick (``--step``).
+- **decision latency** — ``decisions.latency_ms`` of the placements (the worker's own
+  submit → command measure) and **step compute** — ``step_compute_ms`` per scheduling
+  step (one value per step that placed something).
+
+Everything started is stopped by PID at the end, also on failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import time
+import urllib.error
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ops.bench import environment, fmt, percentiles, write_json
+from ops.processes import Child, spawn_semsched, wait_for
+from streams.settings import Settings
+
+console = Console()
+
+AGENT_ARGS = ["--speed", "1e9", "--default-duration", "0", "--telemetry", "2"]
+TERMINAL = ("finished", "rejected")
+
+
+# --------------------------------------------------------------------------- worker HTTP
+
+
+def sql(settings: Settings, query: str, *, flush: bool = False, timeout: float = 120.0) -> list[list[Any]]:
+    """Rows of ``query`` run by the worker on the archive it owns (``POST /sql``)."""
+    url = f"http://127.0.0.1:{settings.web_port}/sql" + ("?flush=1" if flush else "")
+    req = urllib.request.Request(url, data=query.encode(), method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            body = json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        raise RuntimeError(f"/sql failed ({e.code}): {e.read().decode(errors='replace')}\n{query}") from None
+    if "error" in body:
+        raise RuntimeError(f"/sql: {body['error']}\n{query}")
+    return body["rows"]
+
+
+def _ts(seconds: float) -> str:
+    """A DateTime64(3) literal for epoch ``seconds``."""
+    return f"toDateTime64({seconds:.3f}, 3, 'UTC')"
+
+
+def _epoch(value: Any) -> float:
+    if isinstance(value, (int, float)):
+        return float(value)
+    return datetime.fromisoformat(str(value)).replace(tzinfo=UTC).timestamp()
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None = None, timeout_s: float = 900.0,
+                       out: Path | None = Path("reports/bench-pipeline.json"),
+                       state_root: Path | None = None) -> int:  # fmt: skip
+    from ops.demo import child_env, free_port, worker_status
+    from ops.kafka.broker import KafkaBroker
+    from ops.traces.registry import get_loader
+    from scheduling.policies import available_policies
+    from streams.topics import ensure_topics
+
+    if jobs < 1:
+        console.print("[red]--jobs must be >= 1")
+        return 2
+    if policy not in available_policies():
+        console.print(f"[red]unknown policy {policy!r}; available: {', '.join(available_policies())}")
+        return 2
+    base = Settings()
+    run_dir = (state_root or base.state_dir) / "bench-pipeline"
+    shutil.rmtree(run_dir, ignore_errors=True)
+    run_dir.mkdir(parents=True)
+    port = port or free_port()
+    settings = base.model_copy(update={
+        "bootstrap": f"127.0.0.1:{port}", "state_dir": run_dir, "topic_prefix": "semsched.",
+        "web_port": free_port(), "policy": policy, "clickhouse_url": "",
+        **({"step_s": step} if step is not None else {}),
+    })  # fmt: skip
+    console.rule("[bold]semsched bench pipeline")
+    console.print(
+        f"state: {run_dir}   policy: {policy}   jobs: {jobs:,} openb pods   step: {settings.step_s:g}s"
+    )
+    broker = KafkaBroker(port=port, data_dir=run_dir / "kafka")
+    children: list[Child] = []
+    try:
+        t0 = time.time()
+        with console.status("starting the Kafka broker (first run resolves its jars with mvn)…"):
+            broker.start()
+            asyncio.run(ensure_topics(settings))
+        console.print(f"[green]✓[/] Kafka broker on {broker.bootstrap} ({time.time() - t0:.1f}s)")
+        env = child_env(settings)
+        worker = spawn_semsched("worker", ["worker"], env=env, run_dir=run_dir)
+        children.append(worker)
+        with console.status("starting the worker…"):
+            wait_for(
+                lambda: worker_status(settings) is not None or not worker.alive(), 120, what="the worker"
+            )
+        if not worker.alive():
+            raise RuntimeError(f"the worker died:\n{worker.log_tail()}")
+        console.print(f"[green]✓[/] worker (pid {worker.pid}, web :{settings.web_port})")
+        agents = spawn_semsched("agents", ["agents", *AGENT_ARGS], env=env, run_dir=run_dir)
+        children.append(agents)
+        console.print(f"[green]✓[/] simulated agents (pid {agents.pid}, {' '.join(AGENT_ARGS)})")
+
+        with console.status("loading the openb trace…"):
+            loader = get_loader("openb")
+            nodes = list(loader.nodes())
+            trace = loader.load_jobs()
+        asyncio.run(_publish_nodes(settings, nodes))
+        _wait_nodes(settings, worker, len(nodes))
+        console.print(f"[green]✓[/] {len(nodes):,} openb nodes in the worker's table")
+
+        events = _make_jobs(trace, jobs)
+        push = asyncio.run(_push_jobs(settings, events))
+        console.print(f"[green]✓[/] pushed {jobs:,} submissions in {push['push_s']:.2f}s "
+                      f"({jobs / push['push_s']:,.0f}/s producer-side)")  # fmt: skip
+        t_end = _wait_archived(settings, worker, agents, jobs, push["t_first"], timeout_s)
+        with console.status("reading the results from the archive…"):
+            result = _measure(settings, jobs=jobs, t_first=push["t_first"], t_end=t_end)
+        st = worker_status(settings) or {}
+        result.update({
+            "bench": "pipeline", "policy": policy, "step_s": settings.step_s, "jobs": jobs, "nodes": len(nodes),
+            "trace": "openb", "agents": " ".join(AGENT_ARGS), "partitions": settings.partitions,
+            "archive_batch_rows": settings.archive_batch_rows, "archive_flush_s": settings.archive_flush_s,
+            "producer_push_s": push["push_s"], "producer_jobs_per_s": jobs / push["push_s"],
+            "worker_counters": st.get("counters"), "worker_steps": st.get("steps"),
+            "kafka": broker.bootstrap, "environment": environment(),
+        })  # fmt: skip
+        for c in reversed(children):
+            c.stop()
+        _print(result)
+        if out is not None:
+            console.print(f"wrote {write_json(out, result)}")
+        return 0 if result["terminal_jobs"] == jobs else 1
+    except Exception as e:  # noqa: BLE001 - report, show the logs, stop everything
+        console.print(f"[red]bench failed:[/] {e}")
+        for c in children:
+            console.print(f"[dim]--- {c.name} log tail ({c.log_path}) ---[/]\n{c.log_tail(15)}")
+        return 2
+    finally:
+        for c in reversed(children):
+            c.stop()
+        broker.stop()
+
+
+async def _publish_nodes(settings: Settings, nodes: list[Any]) -> None:
+    from streams.producer import EventProducer
+
+    async with EventProducer(settings) as p:
+        now = datetime.now(UTC)
+        for n in nodes:
+            await p.send("nodes.telemetry", n.model_copy(update={"event_time": now}))
+        await p.flush()
+
+
+def _wait_nodes(settings: Settings, worker: Child, expected: int, timeout_s: float = 120.0) -> None:
+    from ops.demo import worker_status
+
+    def ready() -> bool:
+        if not worker.alive():
+            raise RuntimeError(f"the worker died:\n{worker.log_tail()}")
+        st = worker_status(settings)
+        return st is not None and st["nodes"] >= expected
+
+    with console.status(f"waiting for the worker to ingest {expected:,} nodes…"):
+        wait_for(ready, timeout_s, what="the node inventory")
+
+
+def _make_jobs(trace: list[Any], n: int) -> list[Any]:
+    """``n`` submissions cycled from the trace, each with a unique job id and event id."""
+    from scheduling.events import new_event_id
+
+    out = []
+    for i in range(n):
+        ev = trace[i % len(trace)].event
+        out.append(ev.model_copy(update={"job_id": f"b{i:07d}-{ev.job_id}", "event_id": new_event_id()}))
+    return out
+
+
+async def _push_jobs(settings: Settings, events: list[Any]) -> dict[str, float]:
+    """Publish as fast as possible; each event is stamped with the moment it is sent."""
+    from streams.producer import EventProducer
+
+    with Progress(TextColumn("[bold]push"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:  # fmt: skip
+        task = bar.add_task("push", total=len(events))
+        async with EventProducer(settings) as p:
+            t_first = time.time()
+            for i, ev in enumerate(events):
+                await p.send("jobs.submitted", ev.model_copy(update={"event_time": datetime.now(UTC)}))
+                if i % 500 == 499:
+                    bar.update(task, completed=i + 1)
+            await p.flush()
+            bar.update(task, completed=len(events))
+            return {"t_first": t_first, "push_s": time.time() - t_first}
+
+
+#: Per job, the moment the archive first held its whole story — the submission, the decision,
+#: the command (unless the job was rejected without one) and a terminal lifecycle row —
+#: then: how many jobs are complete, and when the last of them became so.
+COMPLETE_SQL = f"""
+SELECT count(), max(t) FROM (
+    SELECT job_id, max(t) AS t, groupUniqArray(k) AS ks FROM (
+        SELECT job_id, min(archived_at) AS t, 'submitted' AS k FROM jobs_submitted GROUP BY job_id
+        UNION ALL
+        SELECT job_id, min(archived_at), 'decided' FROM decisions
+        WHERE outcome IN ('placed', 'rejected') GROUP BY job_id
+        UNION ALL
+        SELECT assumeNotNull(job_id), min(archived_at), 'commanded' FROM actions
+        WHERE kind = 'place' GROUP BY job_id
+        UNION ALL
+        SELECT job_id, min(archived_at), state FROM jobs_lifecycle WHERE state IN {TERMINAL!r} GROUP BY job_id, state
+    ) GROUP BY job_id
+) WHERE has(ks, 'submitted') AND has(ks, 'decided') AND (has(ks, 'finished') AND has(ks, 'commanded')
+                                                         OR has(ks, 'rejected'))"""
+
+
+def _wait_archived(settings: Settings, worker: Child, agents: Child, jobs: int, t_first: float,
+                   timeout_s: float) -> float:  # fmt: skip
+    """Poll until the archive holds every job's submission, decision, command and terminal
+    lifecycle row (:data:`COMPLETE_SQL`); returns the epoch second at which that first
+    became true (from ``archived_at``). The archive is probed every 2 s (and every 0.5 s
+    once the worker says every job settled); the probe is one small query."""
+    from ops.demo import worker_status
+
+    deadline = time.time() + timeout_s
+    last: dict[str, Any] = {}
+    in_archive = polls = 0
+    with Progress(TextColumn("[bold]jobs"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+                  TimeElapsedColumn(), console=console) as bar:  # fmt: skip
+        task = bar.add_task("jobs", total=jobs, detail="")
+        while time.time() < deadline:
+            for c in (worker, agents):
+                if not c.alive():
+                    raise RuntimeError(f"the {c.name} died:\n{c.log_tail()}")
+            st = worker_status(settings, timeout=10)
+            if st is not None:
+                last = st
+                settled = st["finished"] + st["rejected"]
+                bar.update(task, completed=settled, detail=(
+                    f"pending {st['pending']} reserved {st['reserved']} running {st['running']} "
+                    f"| archive {in_archive:,} | archiver lag {sum((st.get('archiver') or {}).get('lag', {}).values()):,}"
+                ))  # fmt: skip
+                polls += 1
+                if settled >= jobs or polls % 4 == 0:  # the worker may lag the archive (see the report)
+                    rows = sql(settings, COMPLETE_SQL)
+                    in_archive = int(rows[0][0])
+                    if in_archive >= jobs:
+                        return _epoch(rows[0][1])
+            time.sleep(0.5)
+    raise TimeoutError(f"the archive did not hold every job within {timeout_s:.0f}s; worker status: {last}")
+
+
+def _measure(settings: Settings, *, jobs: int, t_first: float, t_end: float) -> dict[str, Any]:
+    window = f"event_time >= {_ts(t_first - 0.001)} AND archived_at <= {_ts(t_end)}"
+    counts: dict[str, int] = {}
+    for table, extra in (("jobs_submitted", ""), ("decisions", ""), ("actions", ""), ("jobs_lifecycle", ""),
+                         ("nodes_telemetry", " AND source = 'agent'")):  # fmt: skip
+        rows = sql(settings, f"SELECT count() FROM {table} FINAL WHERE {window}{extra}", flush=not counts)
+        counts[table] = int(rows[0][0])
+    wall = t_end - t_first
+    total = sum(counts.values())
+    sub_cmd = sql(settings, """
+        SELECT toUnixTimestamp64Milli(a.t) - toUnixTimestamp64Milli(s.event_time)
+        FROM (SELECT job_id, event_time FROM jobs_submitted FINAL) AS s
+        INNER JOIN (SELECT assumeNotNull(job_id) AS job_id, min(event_time) AS t FROM actions FINAL
+                    WHERE kind = 'place' GROUP BY job_id) AS a ON a.job_id = s.job_id""")  # fmt: skip
+    decided = sql(settings, "SELECT latency_ms FROM decisions FINAL WHERE outcome = 'placed' AND attempt = 0")
+    steps = sql(settings, "SELECT step_compute_ms, count() FROM decisions FINAL WHERE outcome = 'placed' "
+                          "GROUP BY step_compute_ms")  # fmt: skip
+    states = sql(settings, "SELECT state, count() FROM jobs_lifecycle FINAL GROUP BY state ORDER BY state")
+    outcomes = sql(settings, "SELECT outcome, count() FROM decisions FINAL GROUP BY outcome ORDER BY outcome")
+    retried = sql(settings, "SELECT count(), uniqExact(job_id) FROM decisions FINAL WHERE attempt > 0")
+    multi = sql(settings, "SELECT count() FROM (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished' "
+                          "GROUP BY job_id HAVING count() > 1)")  # fmt: skip
+    terminal = sql(
+        settings, f"SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state IN {TERMINAL!r}"
+    )
+    return {
+        "wall_s": wall,
+        "events": total,
+        "events_by_table": counts,
+        "events_per_s": total / wall,
+        "jobs_per_s": jobs / wall,
+        "terminal_jobs": int(terminal[0][0]),
+        "submit_to_command_ms": percentiles([float(r[0]) for r in sub_cmd]),
+        "decision_latency_ms": percentiles([float(r[0]) for r in decided]),
+        "step_compute_ms": percentiles([float(r[0]) for r in steps]),
+        "placements_per_step": percentiles([float(r[1]) for r in steps]),
+        "retry_decisions": int(retried[0][0]),
+        "jobs_finished_more_than_once": int(multi[0][0]),
+        "lifecycle_states": {r[0]: int(r[1]) for r in states},
+        "decision_outcomes": {r[0]: int(r[1]) for r in outcomes},
+        "t_first_submit": datetime.fromtimestamp(t_first, UTC).isoformat(),
+        "t_all_archived": datetime.fromtimestamp(t_end, UTC).isoformat(),
+    }
+
+
+def _print(r: dict[str, Any]) -> None:
+    t = Table(
+        title=f"pipeline: {r['jobs']:,} openb pods, {r['nodes']:,} nodes, {r['policy']}, step {r['step_s']:g}s"
+    )
+    t.add_column("metric", no_wrap=True)
+    t.add_column("value", justify="right", no_wrap=True)
+    t.add_column("n / note", style="dim")
+    t.add_row("wall: first submit → all archived", f"{r['wall_s']:.2f} s", "")
+    t.add_row("events archived in that time", fmt(r["events"]), "excl. inventory")
+    t.add_row("[bold]sustained events/s", f"[bold]{r['events_per_s']:,.0f}", "")
+    t.add_row("[bold]jobs/s end to end", f"[bold]{r['jobs_per_s']:,.1f}", "")
+    t.add_row("producer push jobs/s", f"{r['producer_jobs_per_s']:,.0f}", "")
+    for key, label in (("submit_to_command_ms", "submit → command"), ("decision_latency_ms", "decision latency"),
+                       ("step_compute_ms", "step compute")):  # fmt: skip
+        p = r[key]
+        t.add_row(f"[bold]{label}[/] p50 / p99 ms", f"{fmt(p['p50'])} / {fmt(p['p99'])}", f"n={p['n']:,}")
+    pps = r["placements_per_step"]
+    t.add_row("placements per step p50 / max", f"{fmt(pps['p50'], 0)} / {fmt(pps['max'], 0)}", "")
+    t.add_row("terminal jobs in archive", f"{r['terminal_jobs']:,} / {r['jobs']:,}", "")
+    console.print(t)
+    console.print("[dim]events: " + ", ".join(f"{k} {v:,}" for k, v in r["events_by_table"].items()))
+    console.print(
+        "[dim]lifecycle (whole run): " + ", ".join(f"{k} {v:,}" for k, v in r["lifecycle_states"].items())
+    )
+    console.print(
+        "[dim]submit → command: JobSubmitted.event_time (stamped at publish) → first PlacementCommand.event_time. "
+        "decision latency: decisions.latency_ms of first-attempt placements (the worker's own measure). "
+        "step compute: StepResult.compute_ms, one value per step that placed jobs. "
+        f"Latency includes waiting for the next scheduling tick (step {r['step_s']:g}s).[/]"
+    )
+    if r["retry_decisions"] or r["jobs_finished_more_than_once"]:
+        console.print(f"[yellow]warning:[/] {r['retry_decisions']:,} retry decisions; "
+                      f"{r['jobs_finished_more_than_once']:,} jobs finished more than once "
+                      f"(timed_out {r['lifecycle_states'].get('timed_out', 0):,}) — see the worker's lifecycle "
+                      "handling; the numbers above count first attempts only")  # fmt: skip
