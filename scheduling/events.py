@@ -205,6 +205,9 @@ class JobLifecycle(Event):
     attempt: int = Field(default=0, ge=0)
     decision_id: str | None = None
     node_id: str | None = None
+    gpu_indices: list[Annotated[int, Field(ge=0, le=MAX_GPUS)]] = Field(
+        default_factory=list, description="The GPUs the placement holds (agents report them)."
+    )
     exit_code: int | None = None
     reason: str = Field(default="", max_length=MAX_TEXT)
     log_tail: str = Field(default="", max_length=MAX_TEXT)
@@ -230,7 +233,7 @@ class DecisionRecord(Event):
         "why no node fits right now; recorded when the reason changes)"
     )
     node_id: str | None = None
-    gpu_indices: list[int] = Field(default_factory=list)
+    gpu_indices: list[Annotated[int, Field(ge=0, le=MAX_GPUS)]] = Field(default_factory=list)
     policy: str
     model_version: str = ""
     candidates: list[Candidate] = Field(default_factory=list, description="Top-scored nodes.")
@@ -242,9 +245,9 @@ class DecisionRecord(Event):
     submit_time: AwareDatetime | None = None
     reason: str = ""
     # what the job holds once placed (the worker's reservation)
-    cpu_milli: int = 0
-    memory_mib: int = 0
-    gpu_milli_per_gpu: int = 0
+    cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
+    memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
+    gpu_milli_per_gpu: int = Field(default=0, ge=0, le=1000)
     trace_duration_s: float | None = None
     fallback: bool = Field(default=False, description="True when the configured scorer failed.")
 
@@ -256,10 +259,10 @@ class PlacementCommand(Event):
     cluster: str = "default"
     attempt: int = 0
     node_id: str
-    gpu_indices: list[int] = Field(default_factory=list)
-    cpu_milli: int = 0
-    memory_mib: int = 0
-    gpu_milli_per_gpu: int = 0
+    gpu_indices: list[Annotated[int, Field(ge=0, le=MAX_GPUS)]] = Field(default_factory=list)
+    cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
+    memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
+    gpu_milli_per_gpu: int = Field(default=0, ge=0, le=1000)
     policy: str
     model_version: str = ""
     reason: str = ""

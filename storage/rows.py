@@ -109,6 +109,7 @@ _SPECIFIC: dict[str, list[tuple[str, pa.DataType, Getter]]] = {
         ("attempt", pa.uint16(), _attr("attempt")),
         ("decision_id", STR, _attr("decision_id")),
         ("node_id", STR, _attr("node_id")),
+        ("gpu_indices", pa.list_(pa.uint8()), _attr("gpu_indices", [])),
         ("exit_code", pa.int32(), _attr("exit_code")),
         ("reason", STR, _attr("reason")),
         ("log_tail", STR, _attr("log_tail")),

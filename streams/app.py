@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import faust
@@ -159,7 +159,7 @@ def _register_agents(w: Worker) -> None:
 
     async def on_telemetry(ev: NodeTelemetry, raw: bytes, msg: Any) -> None:
         prev = w.nodes.get(ev.node_id)
-        if prev is not None and prev.get("event_time", "") > ev.event_time.isoformat():
+        if prev is not None and datetime.fromisoformat(prev["event_time"]) > ev.event_time:
             return  # late telemetry never overwrites newer state
         w.nodes[ev.node_id] = ev.model_dump(mode="json")
         w.counters.telemetry += 1
@@ -168,8 +168,9 @@ def _register_agents(w: Worker) -> None:
             w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
-        cur = w.running.get(ev.job_id)
+        cur, queued = w.running.get(ev.job_id), w.pending.get(ev.job_id)
         t = on_lifecycle(ev, None if cur is None else RunningJob.model_validate(cur),
+                         pending=None if queued is None else PendingJob.model_validate(queued),
                          max_retries=s.max_retries, now=time.time())  # fmt: skip
         w.apply(t)
         w.counters.lifecycle += 1

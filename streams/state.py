@@ -21,12 +21,13 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, decision_id_for
 
 
 class PendingJob(BaseModel):
     job: JobSubmitted
-    attempt: int = 0
+    attempt: int = 0  # placements so far (each gets its own decision id)
+    failures: int = 0  # failed or timed-out attempts: the retry budget (preemptions do not count)
     submit_ts: float  # epoch seconds of the original submission
     queued_ts: float  # when this attempt entered the queue
 
@@ -34,6 +35,7 @@ class PendingJob(BaseModel):
 class RunningJob(BaseModel):
     job: JobSubmitted
     attempt: int
+    failures: int = 0
     submit_ts: float
     decision_id: str
     node_id: str
@@ -87,18 +89,41 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None) -> Transition:
         return Transition(pending={rec.job_id: None}, done={rec.job_id: done}, emit=[notice])
     assert rec.node_id is not None
     run = RunningJob(
-        job=pending.job, attempt=pending.attempt, submit_ts=pending.submit_ts, decision_id=rec.decision_id,
+        job=pending.job, attempt=pending.attempt, failures=pending.failures, submit_ts=pending.submit_ts,
+        decision_id=rec.decision_id,
         node_id=rec.node_id, gpu_indices=list(rec.gpu_indices), reserved_ts=rec.event_time.timestamp(),
     )  # fmt: skip
     return Transition(pending={rec.job_id: None}, running={rec.job_id: run})
 
 
-def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: int, now: float) -> Transition:
-    """Agent reports (and the worker's own timeouts) move a placed job on."""
+def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: int, now: float,
+                 pending: PendingJob | None = None) -> Transition:  # fmt: skip
+    """Agent reports (and the worker's own timeouts) move a placed job on.
+
+    An agent's report can overtake the worker's own decision (they travel on different
+    topics). When the job is still pending and the report names the decision id of its
+    current attempt (decision ids are deterministic), the report stands for the decision:
+    the placement is applied from it, and the decision, when it arrives, is stale.
+    """
     if ev.state == "rejected":
         return Transition(note="rejection notice: archive only")
+    adopted: Transition | None = None
+    if (running is None and pending is not None and ev.node_id and ev.state != "timed_out"
+            and ev.decision_id == decision_id_for(pending.job.job_id, pending.attempt)):  # fmt: skip
+        running = RunningJob(job=pending.job, attempt=pending.attempt, failures=pending.failures,
+                             submit_ts=pending.submit_ts, decision_id=ev.decision_id, node_id=ev.node_id,
+                             gpu_indices=list(ev.gpu_indices), reserved_ts=ev.event_time.timestamp())  # fmt: skip
+        adopted = Transition(pending={pending.job.job_id: None})
     if running is None or (ev.decision_id and ev.decision_id != running.decision_id):
         return Transition(note=f"stale {ev.state}: no such placement")
+    t = _advance(ev, running, max_retries=max_retries, now=now)
+    if adopted is not None:
+        t.pending = {**adopted.pending, **t.pending}
+        t.running.setdefault(running.job.job_id, running)
+    return t
+
+
+def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: float) -> Transition:
     job_id = running.job.job_id
     if ev.state == "started":
         if running.state == "running":
@@ -115,12 +140,15 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
     # failed, preempted, timed_out: back to the queue, or give up
     counts = ev.state != "preempted"
     attempt = running.attempt + 1
-    if counts and attempt > max_retries:
-        reason = f"gave up after {attempt} attempts; last: {ev.state}: {ev.reason or 'no reason given'}"
+    failures = running.failures + (1 if counts else 0)
+    if counts and failures > max_retries:
+        reason = (f"gave up after {failures} failed attempt(s) (max_retries={max_retries}); "
+                  f"last: {ev.state}: {ev.reason or 'no reason given'}")  # fmt: skip
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="rejected", attempt=attempt,
                        reason=reason)  # fmt: skip
         notice = JobLifecycle(job_id=job_id, cluster=running.job.cluster, state="rejected", attempt=attempt,
                               reason=reason)  # fmt: skip
         return Transition(running={job_id: None}, done={job_id: done}, emit=[notice])
-    requeued = PendingJob(job=running.job, attempt=attempt, submit_ts=running.submit_ts, queued_ts=now)
+    requeued = PendingJob(job=running.job, attempt=attempt, failures=failures, submit_ts=running.submit_ts,
+                          queued_ts=now)  # fmt: skip
     return Transition(running={job_id: None}, pending={job_id: requeued})

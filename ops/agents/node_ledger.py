@@ -23,7 +23,7 @@ class NodeLedger:
     mem_alloc: int = 0
     healthy: bool = True
     topology: dict[str, str] = field(default_factory=dict)
-    jobs: dict[str, PlacementCommand] = field(default_factory=dict)
+    jobs: dict[str, PlacementCommand] = field(default_factory=dict)  # by decision id
 
     @classmethod
     def from_inventory(cls, t: NodeTelemetry) -> NodeLedger:
@@ -56,16 +56,20 @@ class NodeLedger:
         self.mem_alloc += cmd.memory_mib
         for g in cmd.gpu_indices:
             self.gpu_alloc[g] += cmd.gpu_milli_per_gpu
-        self.jobs[cmd.job_id] = cmd
+        self.jobs[cmd.decision_id] = cmd
 
-    def release(self, job_id: str) -> PlacementCommand | None:
-        cmd = self.jobs.pop(job_id, None)
+    def release(self, decision_id: str) -> PlacementCommand | None:
+        """Free what decision ``decision_id`` holds here (``None`` if it holds nothing)."""
+        cmd = self.jobs.pop(decision_id, None)
         if cmd is not None:
             self.cpu_alloc -= cmd.cpu_milli
             self.mem_alloc -= cmd.memory_mib
             for g in cmd.gpu_indices:
                 self.gpu_alloc[g] -= cmd.gpu_milli_per_gpu
         return cmd
+
+    def decisions_of(self, job_id: str) -> list[str]:
+        return [d for d, c in self.jobs.items() if c.job_id == job_id]
 
     def telemetry(self) -> NodeTelemetry:
         gpus = len(self.gpu_alloc)

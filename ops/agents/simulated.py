@@ -124,7 +124,8 @@ class SimulatedAgents:
 
     async def _lifecycle(self, cmd: PlacementCommand, state: str, **kw: object) -> None:
         ev = JobLifecycle(job_id=cmd.job_id, cluster=cmd.cluster, state=state, attempt=cmd.attempt,  # type: ignore[arg-type]
-                          decision_id=cmd.decision_id, node_id=cmd.node_id, **kw)  # type: ignore[arg-type]
+                          decision_id=cmd.decision_id, node_id=cmd.node_id, gpu_indices=list(cmd.gpu_indices),
+                          **kw)  # type: ignore[arg-type]
         await self._producer.send("jobs.lifecycle", ev)
 
     async def _place(self, cmd: PlacementCommand) -> None:
@@ -150,14 +151,14 @@ class SimulatedAgents:
         fails = self.fail_rate > 0 and self.rng.random() < self.fail_rate
         delay = self.run_seconds(cmd) * (0.5 if fails else 1.0)
         loop = asyncio.get_running_loop()
-        self._timers[cmd.job_id] = loop.call_later(
+        self._timers[cmd.decision_id] = loop.call_later(
             delay, lambda: asyncio.ensure_future(self._complete(cmd, failed=fails))
         )
 
     async def _complete(self, cmd: PlacementCommand, *, failed: bool) -> None:
-        self._timers.pop(cmd.job_id, None)
+        self._timers.pop(cmd.decision_id, None)
         node = self.nodes[cmd.node_id]
-        if node.release(cmd.job_id) is None:
+        if node.release(cmd.decision_id) is None:
             return
         self.dirty.add(node.node_id)
         if failed:
@@ -172,14 +173,14 @@ class SimulatedAgents:
 
     async def _preempt(self, cmd: PreemptCommand) -> None:
         node = self.nodes.get(cmd.node_id)
-        placed = node.release(cmd.job_id) if node is not None else None
-        if placed is None:
-            return
-        if (h := self._timers.pop(cmd.job_id, None)) is not None:
-            h.cancel()
-        self.stats.preempted += 1
-        self.dirty.add(cmd.node_id)
-        await self._lifecycle(placed, "preempted", reason=cmd.reason)
+        for decision_id in node.decisions_of(cmd.job_id) if node is not None else []:
+            placed = node.release(decision_id)  # type: ignore[union-attr]
+            if (h := self._timers.pop(decision_id, None)) is not None:
+                h.cancel()
+            self.stats.preempted += 1
+            self.dirty.add(cmd.node_id)
+            if placed is not None:
+                await self._lifecycle(placed, "preempted", reason=cmd.reason)
 
     async def _telemetry_loop(self) -> None:
         while True:
