@@ -107,6 +107,9 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         web_bind="127.0.0.1",
         consumer_auto_offset_reset="earliest",
         producer_max_request_size=max(settings.max_message_bytes * 4, 1024 * 1024),
+        # decisions and commands go out in bursts (one per placement): batch them
+        producer_linger=0.005,
+        producer_max_batch_size=256 * 1024,
         consumer_max_fetch_size=max(settings.max_message_bytes * 4, 1024 * 1024),
         datadir=str(settings.state_dir / "faust"),
         table_cleanup_interval=30.0,

@@ -10,11 +10,13 @@ could run a job the worker does not know it placed. Decision ids are determinist
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Awaitable
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from scheduling.assign import schedule_step
 from scheduling.events import (
@@ -145,6 +147,8 @@ class SchedulingLoop:
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
         result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts)
         part = partition_for(cluster, self.w.settings.partitions)
+        decisions: list[Awaitable[Any]] = []
+        actions: list[tuple[str, bytes]] = []
         for pl in result.placements:
             p, req = by_id[pl.job_id]
             now = time.time()
@@ -167,8 +171,8 @@ class SchedulingLoop:
             )  # fmt: skip
             self.w.inflight[p.job.job_id] = (rec, req)
             self.last_reason.pop(p.job.job_id, None)
-            await self._send("decisions", rec.job_id, rec.to_bytes(), part)
-            await self._send("actions", cmd.node_id, cmd.to_bytes(), part)
+            decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
+            actions.append((cmd.node_id, cmd.to_bytes()))
         for un in result.unschedulable:
             p, _ = by_id[un.job_id]
             if un.permanent:
@@ -180,7 +184,7 @@ class SchedulingLoop:
                     reason=f"can never run in cluster {cluster!r}: {un.reason}",
                 )  # fmt: skip
                 self.w.inflight[p.job.job_id] = (rec, None)
-                await self._send("decisions", rec.job_id, rec.to_bytes(), part)
+                decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
             elif self.last_reason.get(p.job.job_id) != un.reason:
                 self.last_reason[p.job.job_id] = un.reason
                 rec = DecisionRecord(
@@ -188,7 +192,10 @@ class SchedulingLoop:
                     attempt=p.attempt, outcome="unschedulable", policy=self.policy.name, latency_ms=0.0,
                     step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=un.reason,
                 )  # fmt: skip
-                await self._send("decisions", rec.job_id, rec.to_bytes(), part)
+                decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
+        # every decision is acknowledged by the broker before any command goes out
+        await asyncio.gather(*decisions)
+        await asyncio.gather(*[await self._send("actions", key, value, part) for key, value in actions])
 
     async def _check_timeouts(self) -> None:
         now = time.time()
@@ -203,10 +210,12 @@ class SchedulingLoop:
                                   decision_id=r.decision_id, node_id=r.node_id,
                                   reason=f"placement not confirmed by 'started' within {timeout:g}s")  # fmt: skip
                 part = partition_for(r.job.cluster, self.w.settings.partitions)
-                await self._send("jobs.lifecycle", ev.job_id, ev.to_bytes(), part)
+                await (await self._send("jobs.lifecycle", ev.job_id, ev.to_bytes(), part))
 
-    async def _send(self, topic: str, key: str, value: bytes, partition: int) -> None:
-        await self.w.topics[topic].send(key=key.encode(), value=value, partition=partition)
+    async def _send(self, topic: str, key: str, value: bytes, partition: int) -> Awaitable[Any]:
+        """Hand one message to the producer; returns the delivery future (batched by linger)."""
+        return await self.w.app.producer.send(self.w.topics[topic].get_topic_name(), key.encode(), value,
+                                              partition=partition, timestamp=None, headers=None)  # fmt: skip
 
 
 def register_loop(w: Worker) -> SchedulingLoop:

@@ -128,9 +128,12 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
     if ev.state == "started":
         if running.state == "running":
             return Transition(note="duplicate started")
+        # the agent says where it really runs (after a restart the worker may have re-decided
+        # the same attempt elsewhere; the agent executed the first command of that id)
         node = ev.node_id or running.node_id
+        gpus = list(ev.gpu_indices) if ev.node_id else running.gpu_indices
         upd = running.model_copy(update={"state": "running", "started_ts": ev.event_time.timestamp(),
-                                         "node_id": node})  # fmt: skip
+                                         "node_id": node, "gpu_indices": gpus})  # fmt: skip
         return Transition(running={job_id: upd})
     if ev.state == "finished":
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt)
