@@ -131,7 +131,8 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
         # the agent says where it really runs (after a restart the worker may have re-decided
         # the same attempt elsewhere; the agent executed the first command of that id)
         node = ev.node_id or running.node_id
-        gpus = list(ev.gpu_indices) if ev.node_id else running.gpu_indices
+        moved = bool(ev.node_id) and ev.node_id != running.node_id
+        gpus = list(ev.gpu_indices) if ev.gpu_indices or moved else running.gpu_indices
         upd = running.model_copy(update={"state": "running", "started_ts": ev.event_time.timestamp(),
                                          "node_id": node, "gpu_indices": gpus})  # fmt: skip
         return Transition(running={job_id: upd})
