@@ -1,0 +1,130 @@
+"""The event contracts: wire round trips, the validators that turn bad input into reasons,
+and the deterministic helpers (partitioning, decision ids)."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from scheduling.events import (
+    TOPIC_EVENTS,
+    DeadLetter,
+    DecisionRecord,
+    IsolateNodeCommand,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    PlacementCommand,
+    PreemptCommand,
+    RestartFromCheckpointCommand,
+    decision_id_for,
+    decode,
+    json_schemas,
+    partition_for,
+)
+
+SAMPLES = {
+    "jobs.submitted": JobSubmitted(job_id="j", cpu_milli=6000, memory_mib=12288, num_gpu=1, gpu_milli=460,
+                                   gpu_models=["T4", "V100M16"], labels={"phase": "Running"}, qos="LS"),
+    "nodes.telemetry": NodeTelemetry(node_id="n", cpu_milli=64000, memory_mib=262144, num_gpu=2, gpu_model="P100",
+                                     gpu_alloc_milli=[500, 0], topology={"rack": "r1"}),
+    "jobs.lifecycle": JobLifecycle(job_id="j", state="failed", exit_code=137, log_tail="OOM", gpu_indices=[1]),
+    "decisions": DecisionRecord(event_id="d1", decision_id="d1", job_id="j", outcome="placed", node_id="n",
+                                gpu_indices=[0], policy="best-fit", latency_ms=12.5),
+    "deadletter": DeadLetter.of(b"\xffnot json", "bad", topic="jobs.submitted", partition=1, offset=7, key=b"k"),
+}  # fmt: skip
+COMMANDS = [
+    PlacementCommand(decision_id="d", job_id="j", node_id="n", gpu_indices=[0, 1], gpu_milli_per_gpu=1000,
+                     policy="best-fit"),
+    PreemptCommand(decision_id="p", job_id="j", node_id="n", reason="priority"),
+    IsolateNodeCommand(decision_id="i", node_id="n", reason="ECC errors"),
+    RestartFromCheckpointCommand(decision_id="r", job_id="j", node_id="n", checkpoint_uri="s3://b/ck", reason="x"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("topic", list(SAMPLES))
+def test_round_trip_on_the_wire(topic: str) -> None:
+    ev = SAMPLES[topic]
+    assert decode(topic, ev.to_bytes()) == ev
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: c.kind)
+def test_actions_topic_carries_every_command_kind(cmd: object) -> None:
+    back = decode("actions", cmd.to_bytes())  # type: ignore[attr-defined]
+    assert type(back) is type(cmd) and back == cmd
+
+
+def test_every_topic_has_a_schema() -> None:
+    schemas = json_schemas()
+    assert set(schemas) == set(TOPIC_EVENTS)
+    assert "oneOf" in json.dumps(schemas["actions"]) or "anyOf" in json.dumps(schemas["actions"])
+
+
+def test_event_time_is_utc_and_ids_are_unique() -> None:
+    t = datetime(2026, 1, 1, 12, tzinfo=timezone(timedelta(hours=8)))
+    ev = JobSubmitted(job_id="j", event_time=t)
+    assert ev.event_time.tzinfo == UTC and ev.event_time == t
+    assert JobSubmitted(job_id="a").event_id != JobSubmitted(job_id="a").event_id
+    with pytest.raises(ValueError, match="timezone"):
+        JobSubmitted.model_validate({"job_id": "j", "event_time": "2026-01-01T00:00:00"})
+
+
+@pytest.mark.parametrize(
+    ("patch", "words"),
+    [
+        ({"cpu_milli": -1}, "greater than or equal to 0"),
+        ({"memory_mib": 10**12}, "less than or equal"),
+        ({"num_gpu": 65}, "less than or equal"),
+        ({"gpu_milli": 1001, "num_gpu": 1}, "less than or equal to 1000"),
+        ({"num_gpu": 2, "gpu_milli": 500}, "fractional gpu_milli is only allowed with num_gpu == 1"),
+        ({"num_gpu": 0, "gpu_milli": 500}, "asks for no GPU"),
+        ({"gpu_models": ["TPU"]}, "unknown GPU model"),
+        ({"gang_size": 4}, "needs a gang_id"),
+        ({"qos": "Gold"}, "qos"),
+        ({"surprise": 1}, "Extra inputs are not permitted"),
+        ({"schema_version": 2}, "schema_version"),
+        ({"job_id": ""}, "at least 1 character"),
+    ],
+)
+def test_bad_submissions_are_rejected_with_a_reason(patch: dict, words: str) -> None:
+    raw = json.dumps({"job_id": "j", **patch}).encode()
+    with pytest.raises(ValueError, match=words):
+        decode("jobs.submitted", raw)
+
+
+def test_not_json_is_a_reason_not_a_crash() -> None:
+    with pytest.raises(ValueError, match="Invalid JSON"):
+        decode("jobs.submitted", b"{nope")
+
+
+def test_node_telemetry_consistency() -> None:
+    with pytest.raises(ValueError, match="needs a gpu_model"):
+        NodeTelemetry(node_id="n", cpu_milli=1, memory_mib=1, num_gpu=1)
+    with pytest.raises(ValueError, match="one entry per GPU"):
+        NodeTelemetry(node_id="n", cpu_milli=1, memory_mib=1, num_gpu=2, gpu_model="T4", gpu_alloc_milli=[0])
+    with pytest.raises(ValueError, match="exceeds capacity"):
+        NodeTelemetry(node_id="n", cpu_milli=1000, memory_mib=1, cpu_alloc_milli=2000)
+
+
+def test_gpu_demand() -> None:
+    assert JobSubmitted(job_id="j", num_gpu=1, gpu_milli=460).gpu_demand_milli == 460
+    assert JobSubmitted(job_id="j", num_gpu=4).gpu_demand_milli == 4000
+    assert JobSubmitted(job_id="j", num_gpu=4, gpu_milli=1000).per_gpu_milli == 1000
+    assert JobSubmitted(job_id="j").gpu_demand_milli == 0
+
+
+def test_partitioning_and_decision_ids_are_deterministic() -> None:
+    assert partition_for("openb", 4) == partition_for("openb", 4)
+    assert {partition_for(f"c{i}", 4) for i in range(50)} == {0, 1, 2, 3}
+    assert decision_id_for("j", 0) == decision_id_for("j", 0)
+    assert decision_id_for("j", 0) != decision_id_for("j", 1) != decision_id_for("k", 1)
+
+
+def test_dead_letter_keeps_the_original_bytes() -> None:
+    dl = SAMPLES["deadletter"]
+    assert isinstance(dl, DeadLetter)
+    assert dl.original() == b"\xffnot json" and dl.original_size == 9 and dl.key == "k"
+    big = DeadLetter.of(b"x" * 100_000, "too big", topic="t", keep=1000)
+    assert big.original_size == 100_000 and len(big.original()) == 1000
