@@ -157,7 +157,7 @@ def report(settings: Settings, *, submitted: int, wall_s: float) -> int:
     from storage.queries import reconcile, summary
 
     client = get_client(settings.clickhouse_dsn)
-    s = summary(client)
+    s = summary(client, bucket_s=10.0)
     r = reconcile(client)
     print_summary(console, s, wall_s=wall_s)
     ok = print_reconcile(console, r, submitted=submitted)

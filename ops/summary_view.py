@@ -52,9 +52,11 @@ def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
             d.add_row(str(n), reason)
         console.print(d)
     if s.gpu_allocation:
-        ratios = [ratio for _, ratio, _, _ in s.gpu_allocation]
-        console.print(f"[bold]GPU allocation over time[/] (per minute, agent telemetry): {_spark(ratios)}  "
-                      f"peak {max(ratios):.1%}, last {ratios[-1]:.1%}")  # fmt: skip
+        ratios = [x.ratio for x in s.gpu_allocation]
+        step = s.gpu_allocation[1].bucket_start - s.gpu_allocation[0].bucket_start if len(ratios) > 1 else 0
+        console.print(f"[bold]GPU allocation over time[/] (share of {s.gpu_allocation[0].capacity_milli / 1000:,.0f} "
+                      f"GPUs held, mean per {step:g} s): {_spark(ratios)}  peak {max(ratios):.1%}, "
+                      f"mean {sum(ratios) / len(ratios):.1%}")  # fmt: skip
 
 
 def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> bool:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from scheduling.metrics import AllocationSample, Holding, allocation_over_time
 from storage.client import ArchiveClient
 
 __all__ = [
@@ -83,7 +84,7 @@ class Summary:
     queueing_delay_mean_s: float | None
     decision_latency_p50_ms: float | None
     decision_latency_p99_ms: float | None
-    gpu_allocation: list[tuple[datetime, float, int, int]]  # (minute, ratio, allocated, capacity)
+    gpu_allocation: list[AllocationSample]  # time-weighted per bucket
     deadletters_by_reason: dict[str, int]
 
 
@@ -129,18 +130,45 @@ SELECT
     (SELECT countIf(outcome = 'placed') FROM decisions FINAL) AS n_placed
 """
 
-_GPU_ALLOCATION = """
-SELECT toUnixTimestamp64Milli(toDateTime64(minute, 3, 'UTC')) AS minute_ms,
-       sum(alloc) AS allocated, sum(cap) AS capacity
+# What each placement held and when: from its first ``started`` to its first end
+# (finished / failed / preempted), joined to its decision for the GPUs; the metric itself
+# is scheduling.metrics.allocation_over_time.
+_GPU_HOLDINGS = """
+SELECT toUnixTimestamp64Milli(s) AS start_ms,
+       if(isNull(e), NULL, toUnixTimestamp64Milli(assumeNotNull(e))) AS end_ms,
+       toUInt32(d.gpu_milli_per_gpu) * length(d.gpu_indices) AS gpu_milli
 FROM (
-    SELECT toStartOfMinute(event_time) AS minute, node_id,
-           argMax(arraySum(gpu_alloc_milli), event_time) AS alloc,
-           argMax(toUInt32(num_gpu) * 1000, event_time) AS cap
-    FROM nodes_telemetry FINAL
-    GROUP BY minute, cluster, node_id
-)
-GROUP BY minute HAVING capacity > 0 ORDER BY minute
+    SELECT job_id, attempt,
+           minIf(event_time, state = 'started') AS s,
+           if(countIf(state IN ('finished', 'failed', 'preempted')) > 0,
+              minIf(event_time, state IN ('finished', 'failed', 'preempted')), NULL) AS e
+    FROM jobs_lifecycle FINAL
+    GROUP BY job_id, attempt
+    HAVING countIf(state = 'started') > 0
+) AS l
+INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decisions FINAL
+            WHERE outcome = 'placed') AS d
+    ON l.job_id = d.job_id AND l.attempt = d.attempt
 """
+
+_GPU_CAPACITY = """
+SELECT sum(cap) AS capacity, toUnixTimestamp64Milli(
+    (SELECT max(event_time) FROM jobs_lifecycle FINAL)) AS end_ms
+FROM (SELECT argMax(toUInt32(num_gpu) * 1000, event_time) AS cap FROM nodes_telemetry FINAL
+      GROUP BY cluster, node_id)
+"""
+
+
+def gpu_allocation(client: ArchiveClient, bucket_s: float = 60.0) -> list[AllocationSample]:
+    """GPU allocation over time (see :func:`scheduling.metrics.allocation_over_time`)."""
+    holdings = [Holding(int(r["start_ms"]) / 1000, None if r["end_ms"] is None else int(r["end_ms"]) / 1000,
+                        int(r["gpu_milli"])) for r in _dicts(client, _GPU_HOLDINGS)]  # fmt: skip
+    if not holdings:
+        return []
+    (cap,) = _dicts(client, _GPU_CAPACITY)
+    return allocation_over_time(holdings, int(cap["capacity"] or 0), bucket_s=bucket_s,
+                                end=int(cap["end_ms"]) / 1000)  # fmt: skip
+
 
 _DEADLETTERS_BY_REASON = """
 SELECT reason,
@@ -151,7 +179,7 @@ FROM deadletter FINAL GROUP BY reason ORDER BY messages DESC, reason
 """
 
 
-def summary(client: ArchiveClient) -> Summary:
+def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
     """Counts, JCT, queueing delay, GPU allocation, decision latency and dead letters."""
     (c,) = _dicts(client, _COUNTS)
     (t,) = _dicts(client, _TIMES)
@@ -171,11 +199,7 @@ def summary(client: ArchiveClient) -> Summary:
         queueing_delay_mean_s=_f(t["queue_mean_s"]),
         decision_latency_p50_ms=_f(t["lat_p50"]) if placed else None,
         decision_latency_p99_ms=_f(t["lat_p99"]) if placed else None,
-        gpu_allocation=[
-            (_dt(r["minute_ms"]), int(r["allocated"]) / int(r["capacity"]),  # type: ignore[misc]
-             int(r["allocated"]), int(r["capacity"]))
-            for r in _dicts(client, _GPU_ALLOCATION)
-        ],
+        gpu_allocation=gpu_allocation(client, bucket_s),
         deadletters_by_reason={r["reason"]: int(r["messages"]) for r in _dicts(client, _DEADLETTERS_BY_REASON)},
     )  # fmt: skip
 

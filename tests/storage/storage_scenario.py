@@ -45,7 +45,7 @@ def scenario() -> dict[str, list[Event]]:
         DecisionRecord(event_id=decision_id_for("D", 0), decision_id=decision_id_for("D", 0),
                        event_time=at(6), job_id="D", outcome="placed", node_id="n1", gpu_indices=[1],
                        policy="best-fit", candidates=cand[:1], feasible_nodes=1, latency_ms=40.0,
-                       reason="tightest GPU fit"),
+                       reason="tightest GPU fit", gpu_milli_per_gpu=1000),
         DecisionRecord(event_id="d-f-1", decision_id="d-f-1", event_time=at(7), job_id="F",
                        outcome="rejected", policy="best-fit", latency_ms=3.0, feasible_nodes=0,
                        reason="insufficient GPU: 4 GPUs on one node needed"),
