@@ -8,120 +8,63 @@ archive holds that run only) and is stopped by PID at the end, also on failure.
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
-import socket
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ops.processes import Child, spawn_semsched, wait_for
+from ops.local_stack import LocalStack
 from streams.settings import Settings
 
 console = Console()
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def worker_status(settings: Settings, timeout: float = 2.0) -> dict[str, Any] | None:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}/status", timeout=timeout) as r:
-            return json.loads(r.read())
-    except OSError:
-        return None
-
-
-def child_env(settings: Settings) -> dict[str, str]:
-    return {
-        "SEMSCHED_BOOTSTRAP": settings.bootstrap,
-        "SEMSCHED_STATE_DIR": str(settings.state_dir),
-        "SEMSCHED_TOPIC_PREFIX": settings.topic_prefix,
-        "SEMSCHED_PARTITIONS": str(settings.partitions),
-        "SEMSCHED_WEB_PORT": str(settings.web_port),
-        "SEMSCHED_POLICY": settings.policy,
-        "SEMSCHED_STEP": str(settings.step_s),
-        "SEMSCHED_CLICKHOUSE_URL": settings.clickhouse_url,
-        "SEMSCHED_SESSION_TIMEOUT": str(settings.session_timeout_s),
-        "SEMSCHED_CONFIRM_TIMEOUT": str(settings.confirm_timeout_s),
-        "SEMSCHED_MAX_RETRIES": str(settings.max_retries),
-    }
-
-
-def wait_until_settled(settings: Settings, expected: int, worker: Child, timeout_s: float) -> dict[str, Any]:
-    """Poll the worker until every accepted job is finished or rejected (progress bar)."""
-    deadline = time.time() + timeout_s
-    last: dict[str, Any] = {}
+def wait_until_settled(stack: LocalStack, expected: int, timeout_s: float) -> dict[str, Any]:
+    """Wait (progress bar) until every accepted job is finished or rejected."""
     with Progress(TextColumn("[bold]jobs settled"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console) as bar:  # fmt: skip
         task = bar.add_task("settle", total=expected, detail="")
-        while time.time() < deadline:
-            if not worker.alive():
-                raise RuntimeError(f"the worker died:\n{worker.log_tail()}")
-            st = worker_status(settings)
-            if st is not None:
-                last = st
-                settled = st["finished"] + st["rejected"]
-                bar.update(task, completed=settled,
-                           detail=f"pending {st['pending']} reserved {st['reserved']} running {st['running']}")  # fmt: skip
-                accepted = st["counters"]["accepted"]
-                if accepted >= expected and settled >= accepted and st["pending"] + st["reserved"] + st["running"] == 0:
-                    return st
-            time.sleep(1.0)
-    raise TimeoutError(f"jobs did not settle within {timeout_s:.0f}s; last status: {last}")
+
+        def show(st: dict[str, Any]) -> None:
+            bar.update(task, completed=st["finished"] + st["rejected"],
+                       detail=f"pending {st['pending']} reserved {st['reserved']} running {st['running']}")  # fmt: skip
+
+        def settled(st: dict[str, Any]) -> bool:
+            accepted = st["counters"]["accepted"]
+            return (accepted >= expected and st["finished"] + st["rejected"] >= accepted
+                    and st["pending"] + st["reserved"] + st["running"] == 0)  # fmt: skip
+
+        return stack.wait(settled, timeout_s, what="the jobs to settle", on_status=show)
 
 
 def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port: int, timeout_s: float,
              state_root: Path | None = None) -> int:  # fmt: skip
-    from ops.kafka.broker import KafkaBroker
     from ops.replay import replay
     from ops.traces.registry import get_loader
-    from streams.topics import ensure_topics
 
-    base = Settings()
-    run_dir = (state_root or base.state_dir) / "demo"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
-    settings = base.model_copy(update={
-        "bootstrap": f"127.0.0.1:{port}", "state_dir": run_dir, "topic_prefix": "semsched.",
-        "web_port": free_port(), "policy": policy,
-    })  # fmt: skip
+    stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy)
+    settings = stack.settings
     console.rule("[bold]semsched demo")
-    console.print(f"state: {run_dir}   policy: {policy}   replay: {jobs} openb pods from t={start_offset:.0f}s "
-                  f"at {speed:g}x")  # fmt: skip
-    broker = KafkaBroker(port=port, data_dir=run_dir / "kafka")
-    children: list[Child] = []
+    console.print(f"state: {stack.run_dir}   policy: {policy}   replay: {jobs} openb pods from "
+                  f"t={start_offset:.0f}s at {speed:g}x")  # fmt: skip
     t0 = time.time()
     try:
         with console.status("starting the Kafka broker (first run resolves its jars with mvn)…"):
-            broker.start()
-            asyncio.run(ensure_topics(settings))
-        console.print(f"[green]✓[/] Kafka broker on {broker.bootstrap} ({time.time() - t0:.1f}s)")
-        env = child_env(settings)
-        worker = spawn_semsched("worker", ["worker"], env=env, run_dir=run_dir)
-        children.append(worker)
-        wait_for(lambda: worker_status(settings) is not None or not worker.alive(), 120, what="the worker")
-        if not worker.alive():
-            raise RuntimeError(f"the worker died:\n{worker.log_tail()}")
+            took = stack.start_broker()
+        console.print(f"[green]✓[/] Kafka broker on {settings.bootstrap} ({took:.1f}s)")
+        worker = stack.start_worker()
         console.print(f"[green]✓[/] worker (pid {worker.pid}, policy {policy}, web :{settings.web_port})")
-        agents = spawn_semsched("agents", ["agents", "--speed", str(speed), "--telemetry", "2"], env=env,
-                                run_dir=run_dir)  # fmt: skip
-        children.append(agents)
+        agents = stack.start_agents("--speed", str(speed), "--telemetry", "2")
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid})")
         loader = get_loader("openb", start_offset=start_offset, limit=jobs)
         stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False))
         console.print(f"[green]✓[/] replayed {stats.nodes} nodes and {stats.jobs} jobs "
                       f"({stats.skipped_lines} bad lines skipped)")  # fmt: skip
-        st = wait_until_settled(settings, stats.jobs, worker, timeout_s)
+        st = wait_until_settled(stack, stats.jobs, timeout_s)
         console.print(f"[green]✓[/] settled: {st['finished']} finished, {st['rejected']} rejected")
-        for c in reversed(children):
+        for c in reversed(list(stack.children.values())):
             c.stop()
         with console.status("archiving what is still on the topics…"):
             archived = asyncio.run(_archive_catch_up(settings))
@@ -129,14 +72,10 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         return report(settings, submitted=stats.jobs, wall_s=time.time() - t0)
     except Exception as e:
         console.print(f"[red]demo failed:[/] {e}")
-        for c in children:
-            if c.alive() or c.log_path.exists():
-                console.print(f"[dim]--- {c.name} log tail ({c.log_path}) ---[/]\n{c.log_tail(15)}")
+        console.print(f"[dim]{stack.log_tails()}[/]")
         return 2
     finally:
-        for c in reversed(children):
-            c.stop()
-        broker.stop()
+        stack.stop()
 
 
 async def _archive_catch_up(settings: Settings) -> int:

@@ -29,11 +29,7 @@ Everything started is stopped by PID at the end, also on failure.
 from __future__ import annotations
 
 import asyncio
-import json
-import shutil
 import time
-import urllib.error
-import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -43,7 +39,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ops.bench import environment, fmt, percentiles, write_json
-from ops.processes import Child, spawn_semsched, wait_for
+from ops.local_stack import LocalStack
+from ops.processes import Child, wait_for
 from streams.settings import Settings
 
 console = Console()
@@ -56,17 +53,7 @@ TERMINAL = ("finished", "rejected")
 
 
 def sql(settings: Settings, query: str, *, flush: bool = False, timeout: float = 120.0) -> list[list[Any]]:
-    """Rows of ``query`` run by the worker on the archive it owns (``POST /sql``)."""
-    url = f"http://127.0.0.1:{settings.web_port}/sql" + ("?flush=1" if flush else "")
-    req = urllib.request.Request(url, data=query.encode(), method="POST")
-    try:
-        with urllib.request.urlopen(req, timeout=timeout) as r:
-            body = json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        raise RuntimeError(f"/sql failed ({e.code}): {e.read().decode(errors='replace')}\n{query}") from None
-    if "error" in body:
-        raise RuntimeError(f"/sql: {body['error']}\n{query}")
-    return body["rows"]
+    return LocalStack(settings, settings.state_dir).sql(query, flush=flush, timeout=timeout)
 
 
 def _ts(seconds: float) -> str:
@@ -86,11 +73,9 @@ def _epoch(value: Any) -> float:
 def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None = None, timeout_s: float = 900.0,
                        out: Path | None = Path("reports/bench-pipeline.json"),
                        state_root: Path | None = None) -> int:  # fmt: skip
-    from ops.demo import child_env, free_port, worker_status
-    from ops.kafka.broker import KafkaBroker
+    from ops.local_stack import worker_status
     from ops.traces.registry import get_loader
     from scheduling.policies import available_policies
-    from streams.topics import ensure_topics
 
     if jobs < 1:
         console.print("[red]--jobs must be >= 1")
@@ -98,40 +83,21 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
     if policy not in available_policies():
         console.print(f"[red]unknown policy {policy!r}; available: {', '.join(available_policies())}")
         return 2
-    base = Settings()
-    run_dir = (state_root or base.state_dir) / "bench-pipeline"
-    shutil.rmtree(run_dir, ignore_errors=True)
-    run_dir.mkdir(parents=True)
-    port = port or free_port()
-    settings = base.model_copy(update={
-        "bootstrap": f"127.0.0.1:{port}", "state_dir": run_dir, "topic_prefix": "semsched.",
-        "web_port": free_port(), "policy": policy, "clickhouse_url": "",
-        **({"step_s": step} if step is not None else {}),
-    })  # fmt: skip
+    stack = LocalStack.fresh("bench-pipeline", port=port, state_root=state_root, policy=policy,
+                             clickhouse_url="", **({"step_s": step} if step is not None else {}))  # fmt: skip
+    settings, run_dir = stack.settings, stack.run_dir
     console.rule("[bold]semsched bench pipeline")
     console.print(
         f"state: {run_dir}   policy: {policy}   jobs: {jobs:,} openb pods   step: {settings.step_s:g}s"
     )
-    broker = KafkaBroker(port=port, data_dir=run_dir / "kafka")
-    children: list[Child] = []
     try:
-        t0 = time.time()
         with console.status("starting the Kafka broker (first run resolves its jars with mvn)…"):
-            broker.start()
-            asyncio.run(ensure_topics(settings))
-        console.print(f"[green]✓[/] Kafka broker on {broker.bootstrap} ({time.time() - t0:.1f}s)")
-        env = child_env(settings)
-        worker = spawn_semsched("worker", ["worker"], env=env, run_dir=run_dir)
-        children.append(worker)
+            took = stack.start_broker()
+        console.print(f"[green]✓[/] Kafka broker on {settings.bootstrap} ({took:.1f}s)")
         with console.status("starting the worker…"):
-            wait_for(
-                lambda: worker_status(settings) is not None or not worker.alive(), 120, what="the worker"
-            )
-        if not worker.alive():
-            raise RuntimeError(f"the worker died:\n{worker.log_tail()}")
+            worker = stack.start_worker()
         console.print(f"[green]✓[/] worker (pid {worker.pid}, web :{settings.web_port})")
-        agents = spawn_semsched("agents", ["agents", *AGENT_ARGS], env=env, run_dir=run_dir)
-        children.append(agents)
+        agents = stack.start_agents(*AGENT_ARGS)
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid}, {' '.join(AGENT_ARGS)})")
 
         with console.status("loading the openb trace…"):
@@ -156,23 +122,19 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
             "archive_batch_rows": settings.archive_batch_rows, "archive_flush_s": settings.archive_flush_s,
             "producer_push_s": push["push_s"], "producer_jobs_per_s": jobs / push["push_s"],
             "worker_counters": st.get("counters"), "worker_steps": st.get("steps"),
-            "kafka": broker.bootstrap, "environment": environment(),
+            "kafka": settings.bootstrap, "environment": environment(),
         })  # fmt: skip
-        for c in reversed(children):
-            c.stop()
+        stack.stop()
         _print(result)
         if out is not None:
             console.print(f"wrote {write_json(out, result)}")
         return 0 if result["terminal_jobs"] == jobs else 1
     except Exception as e:  # noqa: BLE001 - report, show the logs, stop everything
         console.print(f"[red]bench failed:[/] {e}")
-        for c in children:
-            console.print(f"[dim]--- {c.name} log tail ({c.log_path}) ---[/]\n{c.log_tail(15)}")
+        console.print(f"[dim]{stack.log_tails()}[/]")
         return 2
     finally:
-        for c in reversed(children):
-            c.stop()
-        broker.stop()
+        stack.stop()
 
 
 async def _publish_nodes(settings: Settings, nodes: list[Any]) -> None:
@@ -186,7 +148,7 @@ async def _publish_nodes(settings: Settings, nodes: list[Any]) -> None:
 
 
 def _wait_nodes(settings: Settings, worker: Child, expected: int, timeout_s: float = 120.0) -> None:
-    from ops.demo import worker_status
+    from ops.local_stack import worker_status
 
     def ready() -> bool:
         if not worker.alive():
@@ -253,7 +215,7 @@ def _wait_archived(settings: Settings, worker: Child, agents: Child, jobs: int, 
     lifecycle row (:data:`COMPLETE_SQL`); returns the epoch second at which that first
     became true (from ``archived_at``). The archive is probed every 2 s (and every 0.5 s
     once the worker says every job settled); the probe is one small query."""
-    from ops.demo import worker_status
+    from ops.local_stack import worker_status
 
     deadline = time.time() + timeout_s
     last: dict[str, Any] = {}

@@ -11,6 +11,7 @@ import pytest
 from scheduling.events import JobSubmitted, NodeTelemetry
 from streams.producer import EventProducer
 from streams.topics import ensure_topics
+from tests.integration.conftest import FAST_AGENTS
 
 pytestmark = pytest.mark.integration
 
@@ -43,11 +44,11 @@ MALFORMED: dict[str, tuple[bytes, tuple[str, ...]]] = {
 }
 
 
-def test_malformed_events_are_dead_lettered_and_the_worker_keeps_going(make_pipeline) -> None:  # type: ignore[no-untyped-def]
-    p = make_pipeline()
+def test_malformed_events_are_dead_lettered_and_the_worker_keeps_going(make_stack) -> None:  # type: ignore[no-untyped-def]
+    p = make_stack()
     asyncio.run(ensure_topics(p.settings))
-    p.start_worker()
-    p.start_agents()
+    p.start_worker("--loglevel", "info")
+    p.start_agents(*FAST_AGENTS)
 
     async def publish() -> None:
         async with EventProducer(p.settings) as prod:

@@ -9,16 +9,17 @@ import pytest
 
 from ops.replay import replay
 from ops.traces import get_loader
+from tests.integration.conftest import FAST_AGENTS
 
 pytestmark = pytest.mark.integration
 
 N = 60
 
 
-def test_n_submitted_n_placed_n_finished_and_archived_once(make_pipeline) -> None:  # type: ignore[no-untyped-def]
-    p = make_pipeline()
-    p.start_worker()
-    p.start_agents()
+def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack) -> None:  # type: ignore[no-untyped-def]
+    p = make_stack()
+    p.start_worker("--loglevel", "info")
+    p.start_agents(*FAST_AGENTS)
     loader = get_loader("openb", start_offset=10_000_000, limit=N)
     stats = asyncio.run(replay(loader, p.settings, speed=float("inf"), limit=N, strict=True, progress=False))
     assert stats.jobs == N and stats.nodes == 1213

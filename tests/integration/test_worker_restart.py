@@ -13,6 +13,7 @@ from ops.traces import get_loader
 from storage.queries import _PLACED_TWICE, _STARTED_TWICE  # the reconciliation's own SQL
 from streams.producer import EventProducer
 from streams.topics import ensure_topics
+from tests.integration.conftest import FAST_AGENTS
 
 pytestmark = pytest.mark.integration
 
@@ -20,11 +21,11 @@ N = 150
 KILL_AFTER = 60
 
 
-def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_pipeline) -> None:  # type: ignore[no-untyped-def]
-    p = make_pipeline(agent_args=["--speed", "1000", "--max-duration", "3000", "--telemetry", "1"])
+def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_stack) -> None:  # type: ignore[no-untyped-def]
+    p = make_stack()
     asyncio.run(ensure_topics(p.settings))
-    p.start_worker()
-    p.start_agents()
+    p.start_worker("--loglevel", "info")
+    p.start_agents(*FAST_AGENTS)
     loader = get_loader("openb", start_offset=10_000_000, limit=N)
     nodes = list(loader.nodes())
     jobs = [tj.event for tj in loader.jobs()]
@@ -50,7 +51,7 @@ def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_pi
     # submissions keep coming while no worker runs
     asyncio.run(publish(jobs[KILL_AFTER:2 * KILL_AFTER], 0.02))
     time.sleep(1)
-    p.start_worker()
+    p.start_worker("--loglevel", "info")
     asyncio.run(publish(jobs[2 * KILL_AFTER:], 0.02))
 
     st = p.wait(lambda s: s["finished"] + s["rejected"] == N and s["pending"] + s["running"] + s["reserved"] == 0,

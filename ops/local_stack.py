@@ -1,0 +1,155 @@
+"""The control plane on one machine: a Kafka broker, a worker and the simulated agents as
+processes under one run directory, stopped by PID. The demo, the pipeline benchmark and
+the integration tests all run the stack this one way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+import socket
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ops.processes import Child, spawn_semsched, wait_for
+from streams.settings import Settings
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def child_env(settings: Settings) -> dict[str, str]:
+    """The ``SEMSCHED_*`` environment that makes a child process use ``settings``."""
+    return {
+        "SEMSCHED_BOOTSTRAP": settings.bootstrap,
+        "SEMSCHED_STATE_DIR": str(settings.state_dir),
+        "SEMSCHED_TOPIC_PREFIX": settings.topic_prefix,
+        "SEMSCHED_PARTITIONS": str(settings.partitions),
+        "SEMSCHED_WEB_PORT": str(settings.web_port),
+        "SEMSCHED_POLICY": settings.policy,
+        "SEMSCHED_STEP": str(settings.step_s),
+        "SEMSCHED_CLICKHOUSE_URL": settings.clickhouse_url,
+        "SEMSCHED_SESSION_TIMEOUT": str(settings.session_timeout_s),
+        "SEMSCHED_CONFIRM_TIMEOUT": str(settings.confirm_timeout_s),
+        "SEMSCHED_MAX_RETRIES": str(settings.max_retries),
+    }
+
+
+def worker_status(settings: Settings, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The worker's ``/status``, or ``None`` when no worker answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{settings.web_port}/status", timeout=timeout) as r:
+            return json.loads(r.read())
+    except OSError:
+        return None
+
+
+class LocalStack:
+    """``settings`` say where everything talks; ``run_dir`` holds logs, PID files and state."""
+
+    def __init__(self, settings: Settings, run_dir: Path) -> None:
+        self.settings = settings
+        self.run_dir = run_dir
+        self.broker: Any = None
+        self.children: dict[str, Child] = {}
+
+    @classmethod
+    def fresh(cls, name: str, *, port: int = 0, state_root: Path | None = None, **overrides: Any) -> LocalStack:
+        """A stack under ``<state>/<name>``, wiped first (its archive then holds this run only)."""
+        base = Settings()
+        run_dir = (state_root or base.state_dir) / name
+        shutil.rmtree(run_dir, ignore_errors=True)
+        run_dir.mkdir(parents=True)
+        settings = base.model_copy(update={
+            "bootstrap": f"127.0.0.1:{port or free_port()}", "state_dir": run_dir, "topic_prefix": "semsched.",
+            "web_port": free_port(), **overrides,
+        })  # fmt: skip
+        return cls(settings, run_dir)
+
+    # -- processes --------------------------------------------------------------------------
+    def start_broker(self) -> float:
+        """Start the local broker on the settings' port and create the topics; returns seconds."""
+        from ops.kafka.broker import KafkaBroker
+        from streams.topics import ensure_topics
+
+        t0 = time.time()
+        port = int(self.settings.bootstrap.rsplit(":", 1)[1])
+        self.broker = KafkaBroker(port=port, data_dir=self.run_dir / "kafka")
+        self.broker.start()
+        asyncio.run(ensure_topics(self.settings))
+        return time.time() - t0
+
+    def start_worker(self, *args: str, timeout: float = 120) -> Child:
+        w = spawn_semsched("worker", ["worker", *args], env=child_env(self.settings), run_dir=self.run_dir)
+        self.children["worker"] = w
+        wait_for(lambda: self.status() is not None or not w.alive(), timeout, what="the worker")
+        if not w.alive():
+            raise RuntimeError(f"the worker died:\n{w.log_tail()}")
+        return w
+
+    def start_agents(self, *args: str) -> Child:
+        a = spawn_semsched("agents", ["agents", *args], env=child_env(self.settings), run_dir=self.run_dir)
+        self.children["agents"] = a
+        return a
+
+    def stop(self) -> None:
+        """Stop every child (agents first) and the broker, by PID; safe to call twice."""
+        for c in reversed(list(self.children.values())):
+            c.stop()
+        if self.broker is not None:
+            self.broker.stop()
+
+    def __enter__(self) -> LocalStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def log_tails(self, lines: int = 15) -> str:
+        return "\n".join(f"--- {c.name} log tail ({c.log_path}) ---\n{c.log_tail(lines)}"
+                         for c in self.children.values())  # fmt: skip
+
+    # -- talking to the worker --------------------------------------------------------------
+    def status(self, timeout: float = 2.0) -> dict[str, Any] | None:
+        return worker_status(self.settings, timeout)
+
+    def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str,
+             on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:  # fmt: skip
+        """Poll ``/status`` until ``pred`` holds; fails fast if the worker dies."""
+        deadline = time.time() + timeout
+        last: dict[str, Any] = {}
+        while time.time() < deadline:
+            w = self.children.get("worker")
+            if w is not None and not w.alive():
+                raise RuntimeError(f"the worker died:\n{w.log_tail()}")
+            st = self.status(timeout=5)
+            if st is not None:
+                last = st
+                if on_status is not None:
+                    on_status(st)
+                if pred(st):
+                    return st
+            time.sleep(0.5)
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last status: {last}")
+
+    def sql(self, query: str, *, flush: bool = True, timeout: float = 120.0) -> list[list[Any]]:
+        """Query the archive the running worker owns (``flush``: its buffered rows first)."""
+        url = f"http://127.0.0.1:{self.settings.web_port}/sql" + ("?flush=1" if flush else "")
+        req = urllib.request.Request(url, data=query.encode(), method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                body = json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"/sql failed ({e.code}): {e.read().decode(errors='replace')}\n{query}") from None
+        return body["rows"]
+
+    def scalar(self, query: str) -> Any:
+        return self.sql(query)[0][0]
