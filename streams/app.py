@@ -63,6 +63,11 @@ class Worker:
         await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition)
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
+    def wake(self) -> None:
+        loop = getattr(self, "loop", None)
+        if loop is not None:
+            loop.wake()
+
     async def emit(self, t: Transition, partition: int) -> None:
         """Publish the lifecycle notices a transition produced (e.g. a rejection)."""
         for notice in t.emit:
@@ -159,6 +164,8 @@ def _register_agents(w: Worker) -> None:
         if t.pending:
             w.counters.accepted += 1
         w.apply(t)
+        if t.pending:
+            w.wake()
 
     async def on_telemetry(ev: NodeTelemetry, raw: bytes, msg: Any) -> None:
         prev = w.nodes.get(ev.node_id)
@@ -177,6 +184,8 @@ def _register_agents(w: Worker) -> None:
                          max_retries=s.max_retries, now=time.time())  # fmt: skip
         w.apply(t)
         w.counters.lifecycle += 1
+        if any(v is None for v in t.running.values()):  # resources freed (or the job re-queued)
+            w.wake()
         await w.emit(t, msg.partition)
 
     async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:

@@ -11,6 +11,7 @@ could run a job the worker does not know it placed. Decision ids are determinist
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import defaultdict
@@ -53,6 +54,12 @@ class SchedulingLoop:
         self._job_cache: dict[tuple[str, int], tuple[PendingJob, JobRequest]] = {}
         self._held_cache: dict[tuple[str, str], tuple[str, JobRequest, list[int]]] = {}
         self.steps = 0
+        self.woken = asyncio.Event()
+
+    def wake(self) -> None:
+        """Something changed (arrival, freed resources): step soon instead of on the clock."""
+        if self.w.settings.event_debounce_s >= 0:
+            self.woken.set()
 
     # -- reading the tables ---------------------------------------------------------------
     def _node_views(self) -> dict[str, list[NodeView]]:
@@ -219,14 +226,25 @@ class SchedulingLoop:
 
 
 def register_loop(w: Worker) -> SchedulingLoop:
+    """Run a step every ``step_s`` seconds, and sooner when something happened that can
+    change the answer (a job arrived, resources were freed): ``wake()`` starts a step
+    ``event_debounce_s`` later, so a burst of arrivals is decided together. With
+    ``event_debounce_s`` < 0 the loop ticks on the clock only."""
     loop = SchedulingLoop(w)
     w.loop = loop  # type: ignore[attr-defined]
+    step, debounce = w.settings.step_s, w.settings.event_debounce_s
 
-    @w.app.timer(w.settings.step_s, name="scheduling-step")
-    async def scheduling_step() -> None:
-        try:
-            await loop.tick()
-        except Exception:  # a bad step must not kill the worker; the next tick retries
-            log.exception("scheduling step failed")
+    @w.app.task
+    async def scheduling_loop() -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(loop.woken.wait(), timeout=step)
+            if loop.woken.is_set() and debounce > 0:
+                await asyncio.sleep(debounce)
+            loop.woken.clear()
+            try:
+                await loop.tick()
+            except Exception:  # a bad step must not kill the worker; the next one retries
+                log.exception("scheduling step failed")
 
     return loop

@@ -23,6 +23,8 @@ class Settings(BaseModel):
     clickhouse_url: str = Field(default_factory=lambda: _env("CLICKHOUSE_URL", ""))
     policy: str = Field(default_factory=lambda: _env("POLICY", "best-fit"))
     step_s: float = Field(default_factory=lambda: float(_env("STEP", "1.0")))
+    # a step also starts this long after a job arrives or resources free up (< 0: clock only)
+    event_debounce_s: float = Field(default_factory=lambda: float(_env("EVENT_DEBOUNCE", "0.05")))
     confirm_timeout_s: float = Field(default_factory=lambda: float(_env("CONFIRM_TIMEOUT", "30")))
     max_retries: int = Field(default_factory=lambda: int(_env("MAX_RETRIES", "3")))
     max_message_bytes: int = Field(default_factory=lambda: int(_env("MAX_MESSAGE_BYTES", str(256 * 1024))))
