@@ -58,6 +58,11 @@ async def test_create_topic_with_four_partitions(kafka_broker: KafkaBroker) -> N
     await admin.start()
     try:
         await admin.create_topics([NewTopic(name=name, num_partitions=4, replication_factor=1)])
+        # KRaft propagates new topics to the broker's metadata cache asynchronously
+        for _ in range(50):
+            if name in await admin.list_topics():
+                break
+            await asyncio.sleep(0.1)
         assert name in await admin.list_topics()
         (desc,) = await admin.describe_topics([name])
         assert desc["error_code"] == 0
