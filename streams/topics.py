@@ -9,6 +9,7 @@ told not to declare topics.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -34,6 +35,11 @@ async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) ->
                     [NewTopic(t, num_partitions=settings.partitions, replication_factor=1, topic_configs=c)
                      for t, c in missing.items()]  # fmt: skip
                 )
+            # KRaft propagates new topics to the brokers' metadata asynchronously: wait for it
+            for _ in range(100):
+                if set(missing) <= set(await admin.list_topics()):
+                    break
+                await asyncio.sleep(0.1)
         return sorted(missing)
     finally:
         await admin.close()
