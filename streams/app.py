@@ -12,15 +12,17 @@ import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import faust
+from pydantic import BaseModel
 
 from scheduling.events import DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decode
 from streams.settings import Settings
 from streams.state import DoneJob, PendingJob, RunningJob, Transition, on_decision, on_lifecycle, on_submitted
 
 log = logging.getLogger("semsched.worker")
+_M = TypeVar("_M", bound=BaseModel)
 
 
 @dataclass
@@ -55,6 +57,7 @@ class Worker:
     # decide those jobs again nor give their resources away (cleared when applied)
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)
     applied_offsets: dict[int, int] = field(default_factory=dict)
+    _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
@@ -78,23 +81,36 @@ class Worker:
         return tuple(t.changelog_topic.get_topic_name() for t in self.app.tables.values())
 
     def apply(self, t: Transition) -> None:
-        for table, writes in ((self.pending, t.pending), (self.running, t.running), (self.done, t.done)):
+        for name, table, writes in (("pending", self.pending, t.pending), ("running", self.running, t.running),
+                                    ("done", self.done, t.done)):  # fmt: skip
             for key, value in writes.items():
                 if value is None:
                     table.pop(key, None)
+                    self._parsed.pop((name, key), None)
                 else:
-                    table[key] = value.model_dump(mode="json")
+                    d = value.model_dump(mode="json")
+                    table[key] = d
+                    self._parsed[(name, key)] = (d, value)
         self.counters.note(t.note)
+
+    def read(self, name: str, key: str, model: type[_M]) -> _M | None:
+        """The record at ``key`` of table ``name``, parsed once: records this process wrote are
+        kept beside the table (the same dict object), others (recovered from the changelog)
+        are parsed on first read."""
+        d = getattr(self, name).get(key)
+        if d is None:
+            return None
+        hit = self._parsed.get((name, key))
+        if hit is not None and hit[0] is d:
+            return hit[1]  # type: ignore[return-value]
+        parsed = model.model_validate(d)
+        self._parsed[(name, key)] = (d, parsed)
+        return parsed
 
 
 def _known(w: Worker, job_id: str) -> PendingJob | RunningJob | DoneJob | None:
-    if (d := w.pending.get(job_id)) is not None:
-        return PendingJob.model_validate(d)
-    if (d := w.running.get(job_id)) is not None:
-        return RunningJob.model_validate(d)
-    if (d := w.done.get(job_id)) is not None:
-        return DoneJob.model_validate(d)
-    return None
+    return (w.read("pending", job_id, PendingJob) or w.read("running", job_id, RunningJob)
+            or w.read("done", job_id, DoneJob))  # fmt: skip
 
 
 def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
@@ -136,12 +152,15 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         topics=topics,
         nodes=app.Table("nodes", default=None, help="latest telemetry per node", **tables),
         node_util=app.Table("node_util", default=list, help="GPU/CPU utilisation, hopping window", **tables)
-        .hopping(size=timedelta(seconds=60), step=timedelta(seconds=10), expires=timedelta(minutes=10))
+        .hopping(size=timedelta(seconds=60), step=timedelta(seconds=30), expires=timedelta(minutes=10))
         .relative_to_stream(),
         pending=app.Table("pending", default=None, help="accepted jobs waiting for a node", **tables),
         running=app.Table("running", default=None, help="placed jobs holding resources", **tables),
         done=app.Table("done", default=None, help="finished or rejected jobs", **tables),
     )
+    # Table writes queue changelog messages; past this many queued, Faust pauses every stream
+    # until they drain (its default, 100, stalls ingest under a few hundred jobs/s).
+    app.producer.buffer.max_messages = 2000
     _register_agents(w)
     from streams.loop import register_loop
     from streams.web import register_web
@@ -178,9 +197,8 @@ def _register_agents(w: Worker) -> None:
             w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
-        cur, queued = w.running.get(ev.job_id), w.pending.get(ev.job_id)
-        t = on_lifecycle(ev, None if cur is None else RunningJob.model_validate(cur),
-                         pending=None if queued is None else PendingJob.model_validate(queued),
+        t = on_lifecycle(ev, w.read("running", ev.job_id, RunningJob),
+                         pending=w.read("pending", ev.job_id, PendingJob),
                          max_retries=s.max_retries, now=time.time())  # fmt: skip
         w.apply(t)
         w.counters.lifecycle += 1
@@ -189,8 +207,7 @@ def _register_agents(w: Worker) -> None:
         await w.emit(t, msg.partition)
 
     async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
-        cur = w.pending.get(ev.job_id)
-        t = on_decision(ev, None if cur is None else PendingJob.model_validate(cur))
+        t = on_decision(ev, w.read("pending", ev.job_id, PendingJob))
         w.apply(t)
         await w.emit(t, msg.partition)
         held = w.inflight.get(ev.job_id)

@@ -54,6 +54,8 @@ class SchedulingLoop:
         self._job_cache: dict[tuple[str, int], tuple[PendingJob, JobRequest]] = {}
         self._held_cache: dict[tuple[str, str], tuple[str, JobRequest, list[int]]] = {}
         self.steps = 0
+        self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
+                                        "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
         self.woken = asyncio.Event()
 
     def wake(self) -> None:
@@ -127,6 +129,7 @@ class SchedulingLoop:
         pending = self._pending()
         if not pending:
             return
+        t0 = time.perf_counter()
         nodes = self._node_views()
         holdings = self._holdings()
         for cluster, jobs in pending.items():
@@ -135,6 +138,9 @@ class SchedulingLoop:
                 continue  # no inventory yet for this cluster: jobs wait
             await self._step_cluster(cluster, views, jobs, holdings)
         self.steps += 1
+        self.stats["tick_s"] += time.perf_counter() - t0
+        self.stats["pending_seen"] += sum(len(j) for j in pending.values())
+        self.stats["holdings_seen"] += len(holdings)
         # forget cache entries of jobs that left the queue
         live = {(j, d["attempt"]) for j, d in list(self.w.pending.items()) if d is not None}
         for key in [k for k in self._job_cache if k not in live]:
@@ -153,6 +159,8 @@ class SchedulingLoop:
                     log.warning("cannot account %s on %s: %s", req.job_id, node_id, e)
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
         result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts)
+        self.stats["compute_s"] += result.compute_ms / 1000
+        self.stats["placed"] += len(result.placements)
         part = partition_for(cluster, self.w.settings.partitions)
         decisions: list[Awaitable[Any]] = []
         actions: list[tuple[str, bytes]] = []
@@ -201,8 +209,10 @@ class SchedulingLoop:
                 )  # fmt: skip
                 decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
         # every decision is acknowledged by the broker before any command goes out
+        t_pub = time.perf_counter()
         await asyncio.gather(*decisions)
         await asyncio.gather(*[await self._send("actions", key, value, part) for key, value in actions])
+        self.stats["publish_s"] += time.perf_counter() - t_pub
 
     async def _check_timeouts(self) -> None:
         now = time.time()

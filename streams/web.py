@@ -30,6 +30,7 @@ def status(w: Worker) -> dict[str, Any]:
         "nodes": sum(1 for d in list(w.nodes.values()) if d is not None),
         "inflight": len(w.inflight),
         "steps": getattr(getattr(w, "loop", None), "steps", 0),
+        "loop": dict(getattr(getattr(w, "loop", None), "stats", {})),
         "counters": dataclasses.asdict(w.counters),
         "archiver": dataclasses.asdict(archiver.stats) if archiver is not None else None,
     }
