@@ -95,10 +95,18 @@ SELECT
     (SELECT uniqExactIf(job_id, state = 'finished') FROM jobs_lifecycle FINAL) AS finished,
     (SELECT uniqExactIf(job_id, state = 'failed') FROM jobs_lifecycle FINAL) AS failed,
     (SELECT uniqExactIf(job_id, state = 'rejected') FROM jobs_lifecycle FINAL) AS rejected,
-    (SELECT countIf(last_state = 'started') FROM
-        (SELECT job_id, argMax(state, (event_time, event_id)) AS last_state
-         FROM jobs_lifecycle FINAL GROUP BY job_id)) AS running
+    (SELECT uniqExact(job_id) FROM (__RUNNING__)) AS running
 """
+
+# Jobs with an attempt that started and has not ended, and no final state: by the events
+# themselves, not their order (a start and an end can share a millisecond).
+_RUNNING = """
+SELECT job_id FROM jobs_lifecycle FINAL GROUP BY job_id, attempt
+HAVING countIf(state = 'started') > 0
+   AND countIf(state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')) = 0
+   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'rejected'))
+"""
+_COUNTS = _COUNTS.replace("__RUNNING__", _RUNNING)
 
 _REJECTED_BY_REASON = """
 SELECT reason, uniqExact(job_id) AS jobs FROM
@@ -225,11 +233,10 @@ _UNACCOUNTED = """
 SELECT DISTINCT job_id FROM jobs_submitted FINAL
 WHERE job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'rejected' AND reason != '')
-  AND job_id NOT IN (
-      SELECT job_id FROM jobs_lifecycle FINAL GROUP BY job_id
-      HAVING argMax(state, (event_time, event_id)) = 'started')
+  AND job_id NOT IN (__RUNNING__)
 ORDER BY job_id
 """
+_UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", _RUNNING)
 
 # Not FINAL on purpose: a re-decision of one attempt carries the same event_id (=
 # decision_id), so FINAL would collapse two different placements into one row. Raw rows

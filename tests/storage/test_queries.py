@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from storage_scenario import T0, at, scenario
 
-from scheduling.events import DecisionRecord, JobLifecycle, decision_id_for
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, decision_id_for
 from storage.client import ArchiveClient
 from storage.queries import explain, reconcile, run_sql, summary
 from storage.writer import ArchiveWriter
@@ -138,3 +138,15 @@ def test_run_sql(loaded: ArchiveClient) -> None:
     cols, rows = run_sql(loaded, "SELECT job_id, num_gpu FROM jobs_submitted FINAL ORDER BY job_id")
     assert cols == ["job_id", "num_gpu"]
     assert rows == [("A", 1), ("B", 8), ("C", 0), ("D", 1), ("F", 4)]
+
+
+def test_a_start_and_an_end_in_the_same_millisecond_is_not_running(client: ArchiveClient) -> None:
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s", event_time=T0, job_id="Z")], [(0, 0)])
+    # same time; the 'started' event id sorts last, so "the last event" would say running
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="b-end", event_time=at(1), job_id="Z", state="finished"),
+                               JobLifecycle(event_id="z-start", event_time=at(1), job_id="Z", state="started")],
+            [(0, 1), (0, 2)])  # fmt: skip
+    s = summary(client)
+    assert (s.finished, s.running) == (1, 0)
+    assert reconcile(client).ok
