@@ -80,16 +80,30 @@ class Worker:
     def changelog_topics(self) -> tuple[str, ...]:
         return tuple(t.changelog_topic.get_topic_name() for t in self.app.tables.values())
 
-    def apply(self, t: Transition) -> None:
+    def apply(self, t: Transition, *, partition: int | None = None) -> None:
+        """Write a transition to the tables. Inside an agent Faust sends each change to the
+        changelog partition of the event being processed; the scheduling loop, which runs
+        outside any stream, names the partition (its cluster's) and writes the same way
+        Faust's own ``Table.__setitem__`` does: the store, then ``send_changelog``."""
         for name, table, writes in (("pending", self.pending, t.pending), ("running", self.running, t.running),
                                     ("done", self.done, t.done)):  # fmt: skip
             for key, value in writes.items():
-                if value is None:
-                    table.pop(key, None)
+                d = None if value is None else value.model_dump(mode="json")
+                if partition is None:
+                    if d is None:
+                        table.pop(key, None)
+                    else:
+                        table[key] = d
+                elif d is None:
+                    if key in table.data:
+                        del table.data[key]
+                        table.send_changelog(partition, key, value=None, value_serializer="raw")
+                else:
+                    table.data[key] = d
+                    table.send_changelog(partition, key, d)
+                if d is None:
                     self._parsed.pop((name, key), None)
                 else:
-                    d = value.model_dump(mode="json")
-                    table[key] = d
                     self._parsed[(name, key)] = (d, value)
         self.counters.note(t.note)
 

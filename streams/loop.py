@@ -1,11 +1,14 @@
-"""The scheduling loop: every ``step`` seconds, snapshot the tables, run the policy,
-publish decisions (to ``decisions``, which the worker applies to its own tables) and
-then commands (to ``actions``, for the cluster agents).
+"""The scheduling loop: every ``step`` seconds (and soon after an arrival or freed
+resources), snapshot the tables, run the policy, publish the decisions to ``decisions``,
+apply them to the tables once the broker has acknowledged them, then publish the commands
+to ``actions`` for the cluster agents.
 
-Decisions go out before commands: if the worker dies between the two, the job is
-reserved but never started, and the confirmation timeout re-queues it; the other order
-could run a job the worker does not know it placed. Decision ids are deterministic per
-(job, attempt), so a decision repeated after a restart is the same decision.
+Order matters. A decision is durable before its job changes state, and before its
+command exists: a worker that dies in between finds the decision on the ``decisions``
+topic when it restarts (it replays that topic before it schedules again, see
+``catchup.py``) and the job reserved; if no agent ever confirms, the confirmation
+timeout re-queues it. Decision ids are deterministic per (job, attempt), so a decision
+repeated after a restart is the same decision to the agents and the archive.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from scheduling.node import NodeView
 from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
 from streams.catchup import CatchUp
-from streams.state import PendingJob, RunningJob
+from streams.state import PendingJob, RunningJob, on_decision
 
 if TYPE_CHECKING:
     from streams.app import Worker
@@ -163,6 +166,7 @@ class SchedulingLoop:
         self.stats["placed"] += len(result.placements)
         part = partition_for(cluster, self.w.settings.partitions)
         decisions: list[Awaitable[Any]] = []
+        decided: list[DecisionRecord] = []
         actions: list[tuple[str, bytes]] = []
         for pl in result.placements:
             p, req = by_id[pl.job_id]
@@ -185,6 +189,7 @@ class SchedulingLoop:
                 trace_duration_s=p.job.trace_duration_s,
             )  # fmt: skip
             self.w.inflight[p.job.job_id] = (rec, req)
+            decided.append(rec)
             self.last_reason.pop(p.job.job_id, None)
             decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
             actions.append((cmd.node_id, cmd.to_bytes()))
@@ -199,6 +204,7 @@ class SchedulingLoop:
                     reason=f"can never run in cluster {cluster!r}: {un.reason}",
                 )  # fmt: skip
                 self.w.inflight[p.job.job_id] = (rec, None)
+                decided.append(rec)
                 decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
             elif self.last_reason.get(p.job.job_id) != un.reason:
                 self.last_reason[p.job.job_id] = un.reason
@@ -208,9 +214,17 @@ class SchedulingLoop:
                     step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=un.reason,
                 )  # fmt: skip
                 decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
-        # every decision is acknowledged by the broker before any command goes out
+        # every decision is acknowledged by the broker before its job changes state and before
+        # any command goes out; the decisions topic stays the log a restarted worker replays
         t_pub = time.perf_counter()
         await asyncio.gather(*decisions)
+        for rec in decided:
+            t = on_decision(rec, self.w.read("pending", rec.job_id, PendingJob))
+            self.w.apply(t, partition=part)
+            await self.w.emit(t, part)
+            held = self.w.inflight.get(rec.job_id)
+            if held is not None and held[0].decision_id == rec.decision_id:
+                del self.w.inflight[rec.job_id]
         await asyncio.gather(*[await self._send("actions", key, value, part) for key, value in actions])
         self.stats["publish_s"] += time.perf_counter() - t_pub
 
