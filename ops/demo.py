@@ -56,7 +56,7 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         console.print(f"[green]✓[/] Kafka broker on {settings.bootstrap} ({took:.1f}s)")
         worker = stack.start_worker()
         console.print(f"[green]✓[/] worker (pid {worker.pid}, policy {policy}, web :{settings.web_port})")
-        agents = stack.start_agents("--speed", str(speed), "--telemetry", "2")
+        agents = stack.start_agents("--speed", str(speed), "--telemetry", "5")
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid})")
         loader = get_loader("openb", start_offset=start_offset, limit=jobs)
         stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False))

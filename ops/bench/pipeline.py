@@ -70,7 +70,7 @@ def _epoch(value: Any) -> float:
 # --------------------------------------------------------------------------- the run
 
 
-def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None = None, timeout_s: float = 900.0,
+def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None = None, rate: float = 0.0, timeout_s: float = 900.0,
                        out: Path | None = Path("reports/bench-pipeline.json"),
                        state_root: Path | None = None) -> int:  # fmt: skip
     from ops.local_stack import worker_status
@@ -109,7 +109,7 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
         console.print(f"[green]✓[/] {len(nodes):,} openb nodes in the worker's table")
 
         events = _make_jobs(trace, jobs)
-        push = asyncio.run(_push_jobs(settings, events))
+        push = asyncio.run(_push_jobs(settings, events, rate))
         console.print(f"[green]✓[/] pushed {jobs:,} submissions in {push['push_s']:.2f}s "
                       f"({jobs / push['push_s']:,.0f}/s producer-side)")  # fmt: skip
         t_end = _wait_archived(settings, worker, agents, jobs, push["t_first"], timeout_s)
@@ -117,7 +117,7 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
             result = _measure(settings, jobs=jobs, t_first=push["t_first"], t_end=t_end)
         st = worker_status(settings) or {}
         result.update({
-            "bench": "pipeline", "policy": policy, "step_s": settings.step_s, "jobs": jobs, "nodes": len(nodes),
+            "bench": "pipeline", "rate": rate, "policy": policy, "step_s": settings.step_s, "jobs": jobs, "nodes": len(nodes),
             "trace": "openb", "agents": " ".join(AGENT_ARGS), "partitions": settings.partitions,
             "archive_batch_rows": settings.archive_batch_rows, "archive_flush_s": settings.archive_flush_s,
             "producer_push_s": push["push_s"], "producer_jobs_per_s": jobs / push["push_s"],
@@ -171,8 +171,9 @@ def _make_jobs(trace: list[Any], n: int) -> list[Any]:
     return out
 
 
-async def _push_jobs(settings: Settings, events: list[Any]) -> dict[str, float]:
-    """Publish as fast as possible; each event is stamped with the moment it is sent."""
+async def _push_jobs(settings: Settings, events: list[Any], rate: float = 0.0) -> dict[str, float]:
+    """Publish as fast as possible (``rate`` 0) or at ``rate`` jobs/s; each event is stamped
+    with the moment it is sent."""
     from streams.producer import EventProducer
 
     with Progress(TextColumn("[bold]push"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -181,6 +182,8 @@ async def _push_jobs(settings: Settings, events: list[Any]) -> dict[str, float]:
         async with EventProducer(settings) as p:
             t_first = time.time()
             for i, ev in enumerate(events):
+                if rate > 0 and (ahead := t_first + i / rate - time.time()) > 0:
+                    await asyncio.sleep(ahead)
                 await p.send("jobs.submitted", ev.model_copy(update={"event_time": datetime.now(UTC)}))
                 if i % 500 == 499:
                     bar.update(task, completed=i + 1)

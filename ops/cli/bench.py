@@ -15,6 +15,7 @@ def pipeline(
     port: int = typer.Option(0, help="Kafka port (0 = a free one)."),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
     step: float = typer.Option(None, help="Seconds between scheduling steps (default: the worker's, 1 s)."),
+    rate: float = typer.Option(0.0, help="Submissions per second (0 = as fast as the producer goes: a burst)."),
     timeout: float = typer.Option(900, help="Give up after this many seconds of waiting for the jobs."),
     out: Path = typer.Option(Path("reports/bench-pipeline.json"), help="JSON result file."),
 ) -> None:
@@ -23,7 +24,7 @@ def pipeline(
     from ops.bench.pipeline import run_pipeline_bench
 
     raise typer.Exit(
-        run_pipeline_bench(jobs=jobs, port=port, policy=policy, step=step, timeout_s=timeout, out=out)
+        run_pipeline_bench(jobs=jobs, port=port, policy=policy, step=step, rate=rate, timeout_s=timeout, out=out)
     )
 
 
