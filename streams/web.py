@@ -1,6 +1,8 @@
 """The worker's HTTP surface (Faust's web server, 127.0.0.1 only).
 
 - ``GET  /status`` — queue sizes and counters, for the demo and operators.
+- ``GET  /nodes/{node_id}/`` — a node's latest telemetry and its mean GPU / CPU utilisation
+  over the current 60 s hopping window (the ``node_util`` table).
 - ``POST /sql``    — run one query on the archive this worker owns. In embedded mode one
   process owns the chdb directory, so while a worker runs, ``semsched sql`` and
   ``semsched explain`` are answered here; with no worker they open the directory directly.
@@ -36,6 +38,14 @@ def status(w: Worker) -> dict[str, Any]:
     }
 
 
+def node_window(w: Worker, node_id: str) -> dict[str, Any]:
+    """Mean utilisation of the hopping window that contains now (wall clock: outside a
+    stream there is no event time), from the agent reports it has seen."""
+    sums = w.node_util[node_id].now() or [0.0, 0.0, 0]
+    n = int(sums[2])
+    return {"reports": n, "gpu_util_mean": sums[0] / n if n else None, "cpu_util_mean": sums[1] / n if n else None}
+
+
 def register_web(w: Worker) -> None:
     app = w.app
 
@@ -43,6 +53,14 @@ def register_web(w: Worker) -> None:
     class StatusView(View):
         async def get(self, request: Request) -> Response:
             return self.json(status(w))
+
+    @app.page("/nodes/{node_id}/")
+    class NodeView(View):
+        async def get(self, request: Request, node_id: str) -> Response:
+            latest = w.nodes.get(node_id)
+            if latest is None:
+                return self.json({"error": f"unknown node {node_id!r}"}, status=404)
+            return self.json({"telemetry": latest, "window": node_window(w, node_id)})
 
     @app.page("/sql")
     class SQLView(View):

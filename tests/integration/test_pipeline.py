@@ -4,6 +4,8 @@ N submitted → exactly N placed → N finished, and exactly N rows per table.""
 from __future__ import annotations
 
 import asyncio
+import json
+import urllib.request
 
 import pytest
 
@@ -56,6 +58,13 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack) -> None: 
         WHERE d.outcome = 'placed' AND (n.node_id = '' OR arrayExists(g -> g >= n.num_gpu, d.gpu_indices))
     """)
     assert bad == []
+
+    # the worker serves a node's telemetry and its windowed utilisation
+    node = p.sql("SELECT node_id FROM decisions FINAL WHERE outcome = 'placed' LIMIT 1")[0][0]
+    with urllib.request.urlopen(f"http://127.0.0.1:{p.settings.web_port}/nodes/{node}/", timeout=10) as r:
+        view = json.loads(r.read())
+    assert view["telemetry"]["node_id"] == node and view["telemetry"]["num_gpu"] >= 1
+    assert set(view["window"]) == {"reports", "gpu_util_mean", "cpu_util_mean"}
 
     # the decision record carries what `explain` needs
     row = p.sql("SELECT policy, length(candidates), feasible_nodes, reason, latency_ms FROM decisions FINAL "
