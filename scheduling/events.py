@@ -276,6 +276,9 @@ class PreemptCommand(Event):
     cluster: str = "default"
     node_id: str
     reason: str
+    target_decision_id: str | None = Field(
+        default=None, description="End only this placement of the job (e.g. a superseded attempt)."
+    )
 
 
 class IsolateNodeCommand(Event):

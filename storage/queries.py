@@ -103,7 +103,7 @@ SELECT
 _RUNNING = """
 SELECT job_id FROM jobs_lifecycle FINAL GROUP BY job_id, attempt
 HAVING countIf(state = 'started') > 0
-   AND countIf(state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')) = 0
+   AND countIf(state IN ('finished', 'failed', 'preempted', 'rejected')) = 0
    AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'rejected'))
 """
 _COUNTS = _COUNTS.replace("__RUNNING__", _RUNNING)
@@ -116,8 +116,10 @@ GROUP BY reason ORDER BY jobs DESC, reason
 """
 
 _UNSCHEDULABLE_BY_REASON = """
-SELECT reason, count() AS decisions FROM decisions FINAL WHERE outcome = 'rejected'
-GROUP BY reason ORDER BY decisions DESC, reason
+SELECT reason, uniqExact(job_id) AS jobs FROM
+    (SELECT job_id, argMax(reason, event_time) AS reason FROM decisions FINAL
+     WHERE outcome = 'unschedulable' GROUP BY job_id)
+GROUP BY reason ORDER BY jobs DESC, reason
 """
 
 _TIMES = """
@@ -200,7 +202,7 @@ def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
         rejected=int(c["rejected"]),
         running=int(c["running"]),
         rejected_by_reason={r["reason"]: int(r["jobs"]) for r in _dicts(client, _REJECTED_BY_REASON)},
-        unschedulable_by_reason={r["reason"]: int(r["decisions"])
+        unschedulable_by_reason={r["reason"]: int(r["jobs"])
                                  for r in _dicts(client, _UNSCHEDULABLE_BY_REASON)},
         jct_mean_s=_f(t["jct_mean_s"]) if fin else None,
         jct_p95_s=_f(t["jct_p95_s"]) if fin else None,

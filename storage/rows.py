@@ -158,6 +158,7 @@ _SPECIFIC: dict[str, list[tuple[str, pa.DataType, Getter]]] = {
         ("model_version", STR, _attr("model_version")),
         ("trace_duration_s", pa.float64(), _attr("trace_duration_s")),
         ("checkpoint_uri", STR, _attr("checkpoint_uri")),
+        ("target_decision_id", STR, _attr("target_decision_id")),
     ],
     "deadletter": [
         ("topic", STR, _attr("topic")),

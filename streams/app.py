@@ -66,16 +66,32 @@ class Worker:
         await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition)
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
+    async def apply_decision(self, rec: DecisionRecord, partition: int, *, in_stream: bool) -> Transition:
+        """Apply one of this worker's decisions (first one wins; a repeat is a no-op): from the
+        scheduling loop once the broker acknowledged it, or from the ``decisions`` topic when
+        a restarted worker replays it. Notices go out before the tables change, so a crash
+        in between repeats a notice rather than losing it."""
+        t = on_decision(rec, self.read("pending", rec.job_id, PendingJob))
+        await self.emit(t, partition)
+        self.apply(t, partition=None if in_stream else partition)
+        held = self.inflight.get(rec.job_id)
+        if held is not None and held[0].decision_id == rec.decision_id:
+            del self.inflight[rec.job_id]
+        return t
+
     def wake(self) -> None:
         loop = getattr(self, "loop", None)
         if loop is not None:
             loop.wake()
 
     async def emit(self, t: Transition, partition: int) -> None:
-        """Publish the lifecycle notices a transition produced (e.g. a rejection)."""
+        """Publish what a transition produced: lifecycle notices (e.g. a rejection) and commands
+        for the agents (e.g. fencing a superseded placement)."""
         for notice in t.emit:
             await self.topics["jobs.lifecycle"].send(key=notice.job_id.encode(), value=notice.to_bytes(),
                                                      partition=partition)  # fmt: skip
+        for cmd in t.commands:
+            await self.topics["actions"].send(key=cmd.node_id.encode(), value=cmd.to_bytes(), partition=partition)
 
     def changelog_topics(self) -> tuple[str, ...]:
         return tuple(t.changelog_topic.get_topic_name() for t in self.app.tables.values())
@@ -214,19 +230,14 @@ def _register_agents(w: Worker) -> None:
         t = on_lifecycle(ev, w.read("running", ev.job_id, RunningJob),
                          pending=w.read("pending", ev.job_id, PendingJob),
                          max_retries=s.max_retries, now=time.time())  # fmt: skip
+        await w.emit(t, msg.partition)  # before the tables change: a crash repeats it, never loses it
         w.apply(t)
         w.counters.lifecycle += 1
         if any(v is None for v in t.running.values()):  # resources freed (or the job re-queued)
             w.wake()
-        await w.emit(t, msg.partition)
 
     async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
-        t = on_decision(ev, w.read("pending", ev.job_id, PendingJob))
-        w.apply(t)
-        await w.emit(t, msg.partition)
-        held = w.inflight.get(ev.job_id)
-        if held is not None and held[0].decision_id == ev.decision_id:
-            del w.inflight[ev.job_id]
+        await w.apply_decision(ev, msg.partition, in_stream=True)
         w.counters.decisions_applied += 1
 
     handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,

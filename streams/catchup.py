@@ -1,9 +1,14 @@
 """The gate that keeps a (re)started worker from scheduling on stale state.
 
-Until the worker has recovered its tables and applied every decision already on the
-``decisions`` topic (its own earlier output), the tables do not yet show what it placed
-before the restart; scheduling then would place those jobs again. The end offsets are
-read once, at start; after that the gate stays open.
+The tables show what this worker decided only once its decisions are applied. After a
+restart, or when partitions move to this worker, the ``decisions`` topic may hold
+decisions the tables have not seen (published, then the worker died before its changelog
+writes were flushed). Scheduling before they are replayed would decide those jobs again.
+
+For every assigned partition the gate reads, once per assignment, the topic's end offset
+and the worker group's committed offset: if the group has committed up to the end there
+is nothing to replay; otherwise the partition is caught up once the decisions agent has
+applied the message just before the end. A new assignment closes the gate again.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from streams.settings import Settings
 
@@ -18,41 +24,46 @@ log = logging.getLogger("semsched.catchup")
 
 
 class CatchUp:
-    def __init__(self, settings: Settings, topic: str) -> None:
+    def __init__(self, settings: Settings, topic: str, group_id: str) -> None:
         self.settings = settings
         self.topic = topic
-        self._targets: dict[int, int] | None = None
+        self.group_id = group_id
+        self._assigned: frozenset[int] | None = None
+        self._targets: dict[int, int] | None = None  # partition -> end offset still to apply
         self.open = False
 
-    async def _end_offsets(self) -> dict[int, int]:
+    async def _replay_targets(self, partitions: frozenset[int]) -> dict[int, int]:
+        tps = [TopicPartition(self.topic, p) for p in sorted(partitions)]
         consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap, enable_auto_commit=False)
         await consumer.start()
         try:
-            parts = consumer.partitions_for_topic(self.topic) or set()
-            if not parts:
-                await consumer._client.force_metadata_update()  # topic metadata not cached yet
-                parts = consumer.partitions_for_topic(self.topic) or set()
-            tps = [TopicPartition(self.topic, p) for p in sorted(parts)]
-            ends = await consumer.end_offsets(tps) if tps else {}
-            return {tp.partition: off for tp, off in ends.items()}
+            ends = {tp.partition: off for tp, off in (await consumer.end_offsets(tps)).items()}
         finally:
             await consumer.stop()
+        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
+        await admin.start()
+        try:
+            committed = await admin.list_consumer_group_offsets(self.group_id, partitions=tps)
+        finally:
+            await admin.close()
+        done = {tp.partition: meta.offset for tp, meta in committed.items() if meta is not None and meta.offset >= 0}
+        return {p: end for p, end in ends.items() if end > done.get(p, 0)}
 
-    async def ready(self, applied: dict[int, int], *, recovered: bool = True,
-                    assigned: set[int] | None = None) -> bool:  # fmt: skip
-        """True once every (assigned) partition's start-time end offset has been applied."""
+    async def ready(self, applied: dict[int, int], *, recovering: bool, assigned: set[int]) -> bool:
+        """True once every assigned partition's decisions up to its end offset at assignment
+        time are applied. Closed while tables recover and while nothing is assigned."""
+        now = frozenset(assigned)
+        if now != self._assigned:
+            self._assigned, self._targets, self.open = now, None, False
+            log.info("assignment of %s is now %s: scheduling waits to catch up", self.topic, sorted(now))
         if self.open:
             return True
-        if not recovered:
+        if recovering or not now:
             return False
         if self._targets is None:
-            self._targets = await self._end_offsets()
-            log.info("catch-up targets for %s: %s", self.topic, self._targets)
-        behind = {
-            p: end for p, end in self._targets.items()
-            if end > 0 and (assigned is None or p in assigned) and applied.get(p, -1) < end - 1
-        }  # fmt: skip
-        if not behind:
+            self._targets = await self._replay_targets(now)
+            log.info("decisions to replay before scheduling (partition: end offset): %s", self._targets)
+        if all(applied.get(p, -1) >= end - 1 for p, end in self._targets.items()):
             self.open = True
             log.info("caught up on %s: scheduling starts", self.topic)
         return self.open

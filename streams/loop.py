@@ -38,24 +38,31 @@ from scheduling.node import NodeView
 from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
 from streams.catchup import CatchUp
-from streams.state import PendingJob, RunningJob, on_decision
+from streams.state import PendingJob, RunningJob
 
 if TYPE_CHECKING:
     from streams.app import Worker
 
 log = logging.getLogger("semsched.loop")
 
+#: a job that fits no node of a cluster is rejected only once the cluster's node list has
+#: not changed for this long (nodes arrive one telemetry event at a time)
+INVENTORY_SETTLE_S = 10.0
+
 
 class SchedulingLoop:
     def __init__(self, w: Worker) -> None:
         self.w = w
         self.policy = get_policy(w.settings.policy)
-        self.catchup = CatchUp(w.settings, w.settings.topic("decisions"))
+        self.catchup = CatchUp(w.settings, w.settings.topic("decisions"), group_id=w.app.conf.id)
+        self.owned: set[int] = set()
+        self._inventory_size: dict[str, int] = {}
+        self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
         self.last_reason: dict[str, str] = {}
         self._node_cache: dict[str, tuple[str, NodeView]] = {}
         self._job_cache: dict[tuple[str, int], tuple[PendingJob, JobRequest]] = {}
-        self._held_cache: dict[tuple[str, str], tuple[str, JobRequest, list[int]]] = {}
+        self._held_cache: dict[tuple[str, str, tuple[int, ...]], tuple[str, JobRequest, list[int]]] = {}
         self.steps = 0
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
@@ -80,8 +87,12 @@ class SchedulingLoop:
                                 healthy=t.healthy, topology=t.topology)  # fmt: skip
                 cached = (d["event_id"], view)
                 self._node_cache[node_id] = cached
-            by_cluster[cached[1].cluster].append(cached[1])
+            if self._owns(cached[1].cluster):
+                by_cluster[cached[1].cluster].append(cached[1])
         return by_cluster
+
+    def _owns(self, cluster: str) -> bool:
+        return partition_for(cluster, self.w.settings.partitions) in self.owned
 
     def _pending(self) -> dict[str, list[tuple[PendingJob, JobRequest]]]:
         by_cluster: dict[str, list[tuple[PendingJob, JobRequest]]] = defaultdict(list)
@@ -95,7 +106,8 @@ class SchedulingLoop:
                 req = replace(JobRequest.from_event(p.job, submit_time=p.submit_ts), attempt=p.attempt)
                 cached = (p, req)
                 self._job_cache[key] = cached
-            by_cluster[cached[0].job.cluster].append(cached)
+            if self._owns(cached[0].job.cluster):
+                by_cluster[cached[0].job.cluster].append(cached)
         return by_cluster
 
     def _holdings(self) -> list[tuple[str, JobRequest, list[int]]]:
@@ -106,14 +118,15 @@ class SchedulingLoop:
         for d in list(self.w.running.values()):
             if d is None:
                 continue
-            key = (d["decision_id"], d["node_id"])
+            key = (d["decision_id"], d["node_id"], tuple(d["gpu_indices"]))
             seen.add(key)
             held = self._held_cache.get(key)
             if held is None:
                 r = RunningJob.model_validate(d)
                 held = (r.node_id, JobRequest.from_event(r.job), r.gpu_indices)
                 self._held_cache[key] = held
-            out.append(held)
+            if self._owns(held[1].cluster):
+                out.append(held)
         for key in [k for k in self._held_cache if k not in seen]:
             del self._held_cache[key]
         for rec, req in self.w.inflight.values():
@@ -124,10 +137,13 @@ class SchedulingLoop:
     # -- one step ---------------------------------------------------------------------------
     async def tick(self) -> None:
         app = self.w.app
-        recovered = app.tables.recovery.completed.is_set() if app.tables.recovery else True
+        recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set()
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic}
-        if not await self.catchup.ready(self.w.applied_offsets, recovered=recovered, assigned=assigned):
+        if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):
             return
+        # only the clusters whose partitions this worker owns: the tables may also hold
+        # standby replicas and keys of partitions that moved to another worker
+        self.owned = assigned
         await self._check_timeouts()
         pending = self._pending()
         if not pending:
@@ -137,8 +153,13 @@ class SchedulingLoop:
         holdings = self._holdings()
         for cluster, jobs in pending.items():
             views = nodes.get(cluster)
-            if not views:
-                continue  # no inventory yet for this cluster: jobs wait
+            self._track_inventory(cluster, len(views or ()))
+            if not views:  # jobs wait, and say why
+                part = partition_for(cluster, self.w.settings.partitions)
+                for p, _ in jobs:
+                    if fut := await self._note_waiting(p, f"no nodes known in cluster {cluster!r} yet", part, 0.0):
+                        await fut
+                continue
             await self._step_cluster(cluster, views, jobs, holdings)
         self.steps += 1
         self.stats["tick_s"] += time.perf_counter() - t0
@@ -148,6 +169,11 @@ class SchedulingLoop:
         live = {(j, d["attempt"]) for j, d in list(self.w.pending.items()) if d is not None}
         for key in [k for k in self._job_cache if k not in live]:
             del self._job_cache[key]
+        queued = {j for j, _ in live}
+        for job_id in [j for j in self.last_reason if j not in queued]:
+            del self.last_reason[job_id]
+        reserved = {d["decision_id"] for d in list(self.w.running.values()) if d is not None}
+        self.timed_out &= reserved
 
     async def _step_cluster(self, cluster: str, views: list[NodeView], jobs: list[tuple[PendingJob, JobRequest]],
                             holdings: list[tuple[str, JobRequest, list[int]]]) -> None:  # fmt: skip
@@ -160,11 +186,17 @@ class SchedulingLoop:
                     snap.reserve(index[node_id], req, gpus, check=False)
                 except ValueError as e:  # e.g. GPU indices that node no longer has
                     log.warning("cannot account %s on %s: %s", req.job_id, node_id, e)
+        part = partition_for(cluster, self.w.settings.partitions)
+        jobs, held_back = self._dag_gate(jobs)
+        for p, reason, permanent in held_back:
+            if permanent:
+                await self._reject(p, reason, part, 0.0)
+            elif fut := await self._note_waiting(p, reason, part, 0.0):
+                await fut
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
         result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts)
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
-        part = partition_for(cluster, self.w.settings.partitions)
         decisions: list[Awaitable[Any]] = []
         decided: list[DecisionRecord] = []
         actions: list[tuple[str, bytes]] = []
@@ -193,40 +225,91 @@ class SchedulingLoop:
             self.last_reason.pop(p.job.job_id, None)
             decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
             actions.append((cmd.node_id, cmd.to_bytes()))
+        settled = time.time() - self._inventory_since.get(cluster, 0.0) >= INVENTORY_SETTLE_S
         for un in result.unschedulable:
             p, _ = by_id[un.job_id]
-            if un.permanent:
-                did = decision_id_for(p.job.job_id, p.attempt)
-                rec = DecisionRecord(
-                    event_id=did, decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt,
-                    outcome="rejected", policy=self.policy.name, latency_ms=max(0.0, (time.time() - p.submit_ts) * 1000),
-                    step_compute_ms=result.compute_ms, submit_time=p.job.event_time,
-                    reason=f"can never run in cluster {cluster!r}: {un.reason}",
-                )  # fmt: skip
+            if un.permanent and settled:
+                rec = self._rejection(p, f"can never run in cluster {cluster!r}: {un.reason}", result.compute_ms)
                 self.w.inflight[p.job.job_id] = (rec, None)
                 decided.append(rec)
                 decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
-            elif self.last_reason.get(p.job.job_id) != un.reason:
-                self.last_reason[p.job.job_id] = un.reason
-                rec = DecisionRecord(
-                    event_id=new_event_id(), decision_id=f"u-{new_event_id()}", job_id=p.job.job_id, cluster=cluster,
-                    attempt=p.attempt, outcome="unschedulable", policy=self.policy.name, latency_ms=0.0,
-                    step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=un.reason,
-                )  # fmt: skip
-                decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
+            elif fut := await self._note_waiting(p, un.reason, part, result.compute_ms):
+                decisions.append(fut)  # may fit later (resources free up, more nodes arrive)
         # every decision is acknowledged by the broker before its job changes state and before
         # any command goes out; the decisions topic stays the log a restarted worker replays
         t_pub = time.perf_counter()
-        await asyncio.gather(*decisions)
-        for rec in decided:
-            t = on_decision(rec, self.w.read("pending", rec.job_id, PendingJob))
-            self.w.apply(t, partition=part)
-            await self.w.emit(t, part)
+        try:
+            await asyncio.gather(*decisions)
+            for rec in decided:
+                await self.w.apply_decision(rec, part, in_stream=False)
+        finally:
+            # a failed publish must not leave jobs invisible to the next step (an acked but
+            # unapplied decision is applied when it comes back, or re-decided under its id)
+            for rec in decided:
+                held = self.w.inflight.get(rec.job_id)
+                if held is not None and held[0].decision_id == rec.decision_id:
+                    del self.w.inflight[rec.job_id]
+        await asyncio.gather(*[await self._send("actions", key, value, part) for key, value in actions])
+        self.stats["publish_s"] += time.perf_counter() - t_pub
+
+    def _track_inventory(self, cluster: str, nodes: int) -> None:
+        if self._inventory_size.get(cluster) != nodes:
+            self._inventory_size[cluster] = nodes
+            self._inventory_since[cluster] = time.time()
+
+    def _dag_gate(self, jobs: list[tuple[PendingJob, JobRequest]]
+                  ) -> tuple[list[tuple[PendingJob, JobRequest]], list[tuple[PendingJob, str, bool]]]:  # fmt: skip
+        """Jobs whose DAG parents have all finished go on; the others wait (a parent still to
+        come or to finish) or are rejected (a parent was rejected, so it never will)."""
+        ready, held = [], []
+        for p, req in jobs:
+            parents = p.job.dag_parents
+            if not parents:
+                ready.append((p, req))
+                continue
+            status = {q: (self.w.done.get(q) or {}).get("status") for q in parents}
+            failed = sorted(q for q, st in status.items() if st == "rejected")
+            waiting = sorted(q for q, st in status.items() if st != "finished")
+            if failed:
+                held.append((p, f"DAG parent(s) {', '.join(failed)} were rejected", True))
+            elif waiting:
+                held.append((p, f"waiting for DAG parent(s) {', '.join(waiting)} to finish", False))
+            else:
+                ready.append((p, req))
+        return ready, held
+
+    def _rejection(self, p: PendingJob, reason: str, compute_ms: float) -> DecisionRecord:
+        did = decision_id_for(p.job.job_id, p.attempt)
+        return DecisionRecord(
+            event_id=did, decision_id=did, job_id=p.job.job_id, cluster=p.job.cluster, attempt=p.attempt,
+            outcome="rejected", policy=self.policy.name, latency_ms=max(0.0, (time.time() - p.submit_ts) * 1000),
+            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason,
+        )  # fmt: skip
+
+    async def _reject(self, p: PendingJob, reason: str, part: int, compute_ms: float) -> None:
+        """Give up on a job now (publish, then apply once acknowledged)."""
+        rec = self._rejection(p, reason, compute_ms)
+        self.w.inflight[p.job.job_id] = (rec, None)
+        try:
+            await (await self._send("decisions", rec.job_id, rec.to_bytes(), part))
+            await self.w.apply_decision(rec, part, in_stream=False)
+        finally:
             held = self.w.inflight.get(rec.job_id)
             if held is not None and held[0].decision_id == rec.decision_id:
                 del self.w.inflight[rec.job_id]
-        await asyncio.gather(*[await self._send("actions", key, value, part) for key, value in actions])
-        self.stats["publish_s"] += time.perf_counter() - t_pub
+
+    async def _note_waiting(self, p: PendingJob, reason: str, part: int, compute_ms: float) -> Awaitable[Any] | None:
+        """Record why a job is still pending, when the reason changed (for ``explain``);
+        returns the delivery future."""
+        if self.last_reason.get(p.job.job_id) == reason:
+            return None
+        self.last_reason[p.job.job_id] = reason
+        rec = DecisionRecord(
+            event_id=new_event_id(), decision_id=f"u-{new_event_id()}", job_id=p.job.job_id, cluster=p.job.cluster,
+            attempt=p.attempt, outcome="unschedulable", policy=self.policy.name, latency_ms=0.0,
+            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason,
+        )  # fmt: skip
+        return await self._send("decisions", rec.job_id, rec.to_bytes(), part)
 
     async def _check_timeouts(self) -> None:
         now = time.time()
@@ -236,12 +319,14 @@ class SchedulingLoop:
                 continue
             if now - d["reserved_ts"] > timeout:
                 r = RunningJob.model_validate(d)
-                self.timed_out.add(r.decision_id)
+                if not self._owns(r.job.cluster):
+                    continue
                 ev = JobLifecycle(job_id=r.job.job_id, cluster=r.job.cluster, state="timed_out", attempt=r.attempt,
                                   decision_id=r.decision_id, node_id=r.node_id,
                                   reason=f"placement not confirmed by 'started' within {timeout:g}s")  # fmt: skip
                 part = partition_for(r.job.cluster, self.w.settings.partitions)
                 await (await self._send("jobs.lifecycle", ev.job_id, ev.to_bytes(), part))
+                self.timed_out.add(r.decision_id)  # only once the broker has it: else retry next step
 
     async def _send(self, topic: str, key: str, value: bytes, partition: int) -> Awaitable[Any]:
         """Hand one message to the producer; returns the delivery future (batched by linger)."""

@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, decision_id_for
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, PreemptCommand, decision_id_for
 
 
 class PendingJob(BaseModel):
@@ -61,6 +61,7 @@ class Transition:
     running: dict[str, RunningJob | None] = field(default_factory=dict)
     done: dict[str, DoneJob | None] = field(default_factory=dict)
     emit: list[JobLifecycle] = field(default_factory=list)
+    commands: list[PreemptCommand] = field(default_factory=list)  # for the agents (actions topic)
     note: str = ""  # why nothing happened (idempotent no-op), for logs and tests
     deadletter: str | None = None  # reason, when the event must go to the dead-letter topic
 
@@ -114,7 +115,14 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
                              submit_ts=pending.submit_ts, decision_id=ev.decision_id, node_id=ev.node_id,
                              gpu_indices=list(ev.gpu_indices), reserved_ts=ev.event_time.timestamp())  # fmt: skip
         adopted = Transition(pending={pending.job.job_id: None})
-    if running is None or (ev.decision_id and ev.decision_id != running.decision_id):
+    if running is None or ev.decision_id != running.decision_id:
+        if ev.state == "started" and ev.decision_id and ev.node_id:
+            # a placement the worker already gave up on (timed out, re-queued) started after
+            # all: fence it, or the job runs twice and holds resources nobody accounts for
+            fence = PreemptCommand(decision_id=f"fence-{ev.decision_id}", job_id=ev.job_id, cluster=ev.cluster,
+                                   node_id=ev.node_id, target_decision_id=ev.decision_id,
+                                   reason="superseded placement: it started after the worker had re-queued it")  # fmt: skip
+            return Transition(commands=[fence], note="stale started: fenced")
         return Transition(note=f"stale {ev.state}: no such placement")
     t = _advance(ev, running, max_retries=max_retries, now=now)
     if adopted is not None:

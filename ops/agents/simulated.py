@@ -173,7 +173,10 @@ class SimulatedAgents:
 
     async def _preempt(self, cmd: PreemptCommand) -> None:
         node = self.nodes.get(cmd.node_id)
-        for decision_id in node.decisions_of(cmd.job_id) if node is not None else []:
+        held = node.decisions_of(cmd.job_id) if node is not None else []
+        if cmd.target_decision_id is not None:
+            held = [d for d in held if d == cmd.target_decision_id]
+        for decision_id in held:
             placed = node.release(decision_id)  # type: ignore[union-attr]
             if (h := self._timers.pop(decision_id, None)) is not None:
                 h.cancel()

@@ -70,3 +70,42 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack) -> None: 
     row = p.sql("SELECT policy, length(candidates), feasible_nodes, reason, latency_ms FROM decisions FINAL "
                 "WHERE outcome = 'placed' LIMIT 1")[0]  # fmt: skip
     assert row[0] == "best-fit" and row[1] >= 1 and row[2] >= 1 and "best-fit" in row[3] and row[4] >= 0
+
+
+def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_stack) -> None:  # type: ignore[no-untyped-def]
+    from scheduling.events import JobSubmitted, NodeTelemetry
+    from streams.producer import EventProducer
+    from streams.topics import ensure_topics
+
+    p = make_stack()
+    asyncio.run(ensure_topics(p.settings))
+    p.start_worker()
+    p.start_agents("--speed", "1", "--telemetry", "1")
+    node = NodeTelemetry(node_id="n1", source="inventory", cpu_milli=8000, memory_mib=16384, num_gpu=1, gpu_model="T4")
+    jobs = [
+        JobSubmitted(job_id="child", cpu_milli=1000, dag_parents=["parent"], trace_duration_s=0.5),
+        JobSubmitted(job_id="parent", cpu_milli=1000, trace_duration_s=2),
+        JobSubmitted(job_id="huge", cpu_milli=1000, num_gpu=8),  # never fits a 1-GPU cluster
+        JobSubmitted(job_id="elsewhere", cluster="nowhere", cpu_milli=1000),  # no nodes in its cluster
+    ]  # fmt: skip
+
+    async def publish() -> None:
+        async with EventProducer(p.settings) as prod:
+            await prod.send("nodes.telemetry", node)
+            for j in jobs:
+                await prod.send("jobs.submitted", j)
+            await prod.flush()
+
+    asyncio.run(publish())
+    p.wait(lambda s: s["finished"] == 2 and s["rejected"] == 1, timeout=90, what="parent, child and the rejection")
+    started = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'started' "
+                         "GROUP BY job_id"))  # fmt: skip
+    finished = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'finished' "
+                          "GROUP BY job_id"))  # fmt: skip
+    assert started["child"] >= finished["parent"]  # ISO strings of one format compare as times
+    reasons = dict(p.sql("SELECT job_id, groupArray(reason) FROM decisions FINAL WHERE outcome != 'placed' "
+                         "GROUP BY job_id"))  # fmt: skip
+    assert any("waiting for DAG parent(s) parent" in r for r in reasons["child"])
+    assert any("can never run" in r and "GPU" in r for r in reasons["huge"])
+    assert any("no nodes known in cluster 'nowhere'" in r for r in reasons["elsewhere"])
+    assert p.status()["pending"] == 1  # 'elsewhere' waits, it is not lost

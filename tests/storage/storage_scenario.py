@@ -47,7 +47,7 @@ def scenario() -> dict[str, list[Event]]:
                        policy="best-fit", candidates=cand[:1], feasible_nodes=1, latency_ms=40.0,
                        reason="tightest GPU fit", gpu_milli_per_gpu=1000),
         DecisionRecord(event_id="d-f-1", decision_id="d-f-1", event_time=at(7), job_id="F",
-                       outcome="rejected", policy="best-fit", latency_ms=3.0, feasible_nodes=0,
+                       outcome="unschedulable", policy="best-fit", latency_ms=3.0, feasible_nodes=0,
                        reason="insufficient GPU: 4 GPUs on one node needed"),
     ]  # fmt: skip
     life = [

@@ -331,3 +331,17 @@ def test_report_of_another_attempt_does_not_adopt() -> None:
                       node_id="n7")  # fmt: skip
     t = on_lifecycle(ev, None, pending=pending(1), max_retries=3, now=NOW)
     assert t.pending == {} and t.running == {} and t.note.startswith("stale")
+
+
+def test_a_placement_that_starts_after_it_was_requeued_is_fenced() -> None:
+    # attempt 0 timed out and the job was re-queued; then attempt 0's agent reports started
+    t = on_lifecycle(life("started", attempt=0, node_id="n3"), None, pending=pending(1), max_retries=3, now=NOW)
+    assert t.pending == {} and t.running == {} and t.note == "stale started: fenced"
+    (fence,) = t.commands
+    assert (fence.kind, fence.job_id, fence.node_id, fence.target_decision_id) == (
+        "preempt", "j1", "n3", decision_id_for("j1", 0))
+
+
+def test_a_report_without_decision_id_is_stale() -> None:
+    t = on_lifecycle(life("finished", decision_id=None), running(attempt=1, state="running"), max_retries=3, now=NOW)
+    assert t.done == {} and t.running == {} and t.note.startswith("stale")

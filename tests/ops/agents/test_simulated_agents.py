@@ -231,3 +231,16 @@ async def test_two_attempts_of_one_job_on_one_node_are_both_accounted(agents) ->
     ends = {(e.decision_id, e.state) for e in rec.lifecycle() if e.state != "started"}
     assert ends == {(c0.decision_id, "finished"), (c1.decision_id, "finished")}
     assert a.nodes["n1"].cpu_alloc == 0
+
+
+async def test_a_targeted_preemption_ends_only_that_placement(agents) -> None:  # type: ignore[no-untyped-def]
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory(cpu=4000))
+    c0, c1 = place("j1", attempt=0, cpu=1000), place("j1", attempt=1, cpu=1000)
+    await a._handle("actions", c0.to_bytes())
+    await a._handle("actions", c1.to_bytes())
+    fence = PreemptCommand(decision_id="fence", job_id="j1", cluster="c1", node_id="n1",
+                           target_decision_id=c0.decision_id, reason="superseded")  # fmt: skip
+    await a._handle("actions", fence.to_bytes())
+    assert a.nodes["n1"].cpu_alloc == 1000 and set(a.nodes["n1"].jobs) == {c1.decision_id}
+    assert [(e.state, e.decision_id) for e in rec.lifecycle() if e.state == "preempted"] == [("preempted", c0.decision_id)]

@@ -1,0 +1,43 @@
+"""The restart gate's rules, without a broker (the replay targets are given)."""
+
+from __future__ import annotations
+
+from streams.catchup import CatchUp
+from streams.settings import Settings
+
+
+class Gate(CatchUp):
+    def __init__(self, targets: dict[int, int]) -> None:
+        super().__init__(Settings(), "t.decisions", group_id="g")
+        self.given = targets
+        self.reads = 0
+
+    async def _replay_targets(self, partitions: frozenset[int]) -> dict[int, int]:
+        self.reads += 1
+        return {p: e for p, e in self.given.items() if p in partitions}
+
+
+async def test_closed_while_recovering_or_unassigned() -> None:
+    g = Gate({})
+    assert not await g.ready({}, recovering=True, assigned={0})
+    assert not await g.ready({}, recovering=False, assigned=set())
+    assert await g.ready({}, recovering=False, assigned={0})
+
+
+async def test_nothing_to_replay_opens_at_once() -> None:
+    # the group committed up to the end: no decision will come back, the gate must not wait for one
+    assert await Gate({}).ready({}, recovering=False, assigned={0, 1})
+
+
+async def test_waits_for_the_last_decision_before_the_end() -> None:
+    g = Gate({0: 10})
+    assert not await g.ready({0: 8}, recovering=False, assigned={0})
+    assert await g.ready({0: 9}, recovering=False, assigned={0})
+    assert await g.ready({0: 9}, recovering=False, assigned={0}) and g.reads == 1
+
+
+async def test_a_new_assignment_closes_the_gate_again() -> None:
+    g = Gate({0: 0, 1: 5})
+    assert await g.ready({}, recovering=False, assigned={0})
+    assert not await g.ready({}, recovering=False, assigned={0, 1})  # partition 1 moved here
+    assert await g.ready({1: 4}, recovering=False, assigned={0, 1}) and g.reads == 2
