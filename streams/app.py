@@ -1,9 +1,11 @@
 """The Faust app: topics, changelogged tables and the agents that keep them.
 
-``create_app(settings)`` builds one worker's app. Every table write happens inside an
-agent, from an event (see ``streams/state.py``); the scheduling loop (``streams/loop.py``)
-only reads the tables and publishes decisions, which come back through the ``decisions``
-topic and are applied here.
+``create_app(settings)`` builds one worker's app. Every table write is a transition of
+``streams/state.py`` caused by an event: the agents here apply submissions, telemetry and
+lifecycle reports; the scheduling loop (``streams/loop.py``) applies its own decisions once
+the broker has acknowledged them on the ``decisions`` topic (writing the cluster's changelog
+partition itself, since it runs outside any stream), and the decisions agent applies the
+ones a restarted worker finds there that its tables have not seen.
 """
 
 from __future__ import annotations
@@ -53,8 +55,8 @@ class Worker:
     running: Any
     done: Any
     counters: Counters = field(default_factory=Counters)
-    # decisions published but not yet seen back on the decisions topic: the loop must not
-    # decide those jobs again nor give their resources away (cleared when applied)
+    # decisions being published (not yet acknowledged and applied): the loop must not
+    # decide those jobs again nor give their resources away meanwhile
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)
     applied_offsets: dict[int, int] = field(default_factory=dict)
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)

@@ -1,9 +1,10 @@
 """Job state transitions, as pure functions over the records the Faust tables hold.
 
-The worker keeps four changelogged tables (see ``streams/app.py``); every change to them
-comes from an event on a topic (Faust allows table writes only inside stream iteration,
-and it makes the state event-sourced: a restarted worker rebuilds it from changelogs and
-re-reads uncommitted events, and every transition here is idempotent).
+The worker keeps these changelogged tables (see ``streams/app.py``); every change to them
+is one of the transitions below, caused by an event that is on a topic before the change
+is made (a submission, a telemetry or lifecycle report, or one of the worker's own
+decisions). The state is event-sourced: a restarted worker rebuilds it from changelogs
+and re-reads uncommitted events, and every transition here is idempotent.
 
 - ``pending[job_id]``  = :class:`PendingJob`   (accepted, waiting for a placement)
 - ``running[job_id]``  = :class:`RunningJob`   (placed: ``reserved`` until its agent confirms
@@ -11,7 +12,7 @@ re-reads uncommitted events, and every transition here is idempotent).
 - ``done[job_id]``     = :class:`DoneJob`      (finished, or rejected with a reason)
 
 Each function returns a :class:`Transition` naming the table writes to perform, so the
-same logic is unit-tested without Faust and applied by the agents.
+same logic is unit-tested without Faust and applied by the worker.
 """
 
 from __future__ import annotations
