@@ -21,7 +21,16 @@ from pydantic import BaseModel
 
 from scheduling.events import DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decode
 from streams.settings import Settings
-from streams.state import DoneJob, PendingJob, RunningJob, Transition, on_decision, on_lifecycle, on_submitted
+from streams.state import (
+    DoneJob,
+    PendingJob,
+    RunningJob,
+    Transition,
+    gang_fences,
+    on_decision,
+    on_lifecycle,
+    on_submitted,
+)
 
 log = logging.getLogger("semsched.worker")
 _M = TypeVar("_M", bound=BaseModel)
@@ -232,6 +241,11 @@ def _register_agents(w: Worker) -> None:
         t = on_lifecycle(ev, w.read("running", ev.job_id, RunningJob),
                          pending=w.read("pending", ev.job_id, PendingJob),
                          max_retries=s.max_retries, now=time.time())  # fmt: skip
+        left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"
+        if left and (gone := w.read("running", ev.job_id, RunningJob)) is not None and gone.job.gang_id:
+            members = [w.read("running", k, RunningJob) for k, d in list(w.running.items())
+                       if d is not None and d["job"].get("gang_id") == gone.job.gang_id]  # fmt: skip
+            t.commands += gang_fences(gone.job, [m for m in members if m is not None], f"left the gang: {ev.state}")
         await w.emit(t, msg.partition)  # before the tables change: a crash repeats it, never loses it
         w.apply(t)
         w.counters.lifecycle += 1

@@ -165,3 +165,18 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
     requeued = PendingJob(job=running.job, attempt=attempt, failures=failures, submit_ts=running.submit_ts,
                           queued_ts=now)  # fmt: skip
     return Transition(running={job_id: None}, pending={job_id: requeued})
+
+
+def gang_fences(job: JobSubmitted, running: list[RunningJob], why: str) -> list[PreemptCommand]:
+    """A gang runs all together or not at all: when one member goes back to the queue (or is
+    given up), the members still placed are preempted too, so the whole gang is placed
+    again together (preemptions do not use up their retry budget)."""
+    if not job.gang_id:
+        return []
+    return [
+        PreemptCommand(decision_id=f"gang-{r.decision_id}", job_id=r.job.job_id, cluster=r.job.cluster,
+                       node_id=r.node_id, target_decision_id=r.decision_id,
+                       reason=f"gang {job.gang_id}: member {job.job_id} {why}")  # fmt: skip
+        for r in running
+        if r.job.gang_id == job.gang_id and r.job.cluster == job.cluster and r.job.job_id != job.job_id
+    ]

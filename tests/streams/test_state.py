@@ -345,3 +345,18 @@ def test_a_placement_that_starts_after_it_was_requeued_is_fenced() -> None:
 def test_a_report_without_decision_id_is_stale() -> None:
     t = on_lifecycle(life("finished", decision_id=None), running(attempt=1, state="running"), max_retries=3, now=NOW)
     assert t.done == {} and t.running == {} and t.note.startswith("stale")
+
+
+def test_a_gang_member_leaving_fences_the_other_placed_members() -> None:
+    from streams.state import gang_fences
+
+    def member(jid: str, gang: str | None = "g") -> RunningJob:
+        j = JobSubmitted(job_id=jid, cluster="c1", gang_id=gang, gang_size=3 if gang else 1)
+        return RunningJob(job=j, attempt=0, submit_ts=0, decision_id=f"d-{jid}", node_id=f"n-{jid}",
+                          gpu_indices=[], reserved_ts=0)  # fmt: skip
+
+    a, b, c, other = member("a"), member("b"), member("c"), member("x", gang=None)
+    fences = gang_fences(a.job, [a, b, c, other], "left the gang: failed")
+    assert [(f.job_id, f.node_id, f.target_decision_id) for f in fences] == [("b", "n-b", "d-b"), ("c", "n-c", "d-c")]
+    assert all(f.reason == "gang g: member a left the gang: failed" for f in fences)
+    assert gang_fences(other.job, [a, b], "failed") == []
