@@ -17,9 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Awaitable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from scheduling.assign import schedule_step
@@ -27,7 +25,6 @@ from scheduling.events import (
     Candidate,
     DecisionRecord,
     JobLifecycle,
-    NodeTelemetry,
     PlacementCommand,
     decision_id_for,
     new_event_id,
@@ -39,6 +36,7 @@ from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
 from streams.catchup import CatchUp
 from streams.state import PendingJob, RunningJob
+from streams.table_views import TableViews
 
 if TYPE_CHECKING:
     from streams.app import Worker
@@ -60,9 +58,7 @@ class SchedulingLoop:
         self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
         self.last_reason: dict[str, str] = {}
-        self._node_cache: dict[str, tuple[str, NodeView]] = {}
-        self._job_cache: dict[tuple[str, int], tuple[PendingJob, JobRequest]] = {}
-        self._held_cache: dict[tuple[str, str, tuple[int, ...]], tuple[str, JobRequest, list[int]]] = {}
+        self.views = TableViews(w)
         self.steps = 0
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
@@ -72,67 +68,6 @@ class SchedulingLoop:
         """Something changed (arrival, freed resources): step soon instead of on the clock."""
         if self.w.settings.event_debounce_s >= 0:
             self.woken.set()
-
-    # -- reading the tables ---------------------------------------------------------------
-    def _node_views(self) -> dict[str, list[NodeView]]:
-        by_cluster: dict[str, list[NodeView]] = defaultdict(list)
-        for node_id, d in list(self.w.nodes.items()):
-            if d is None:
-                continue
-            cached = self._node_cache.get(node_id)
-            if cached is None or cached[0] != d["event_id"]:
-                t = NodeTelemetry.model_validate(d)
-                view = NodeView(node_id=t.node_id, cluster=t.cluster, cpu_milli=t.cpu_milli,
-                                memory_mib=t.memory_mib, num_gpu=t.num_gpu, gpu_model=t.gpu_model,
-                                healthy=t.healthy, topology=t.topology)  # fmt: skip
-                cached = (d["event_id"], view)
-                self._node_cache[node_id] = cached
-            if self._owns(cached[1].cluster):
-                by_cluster[cached[1].cluster].append(cached[1])
-        return by_cluster
-
-    def _owns(self, cluster: str) -> bool:
-        return partition_for(cluster, self.w.settings.partitions) in self.owned
-
-    def _pending(self) -> dict[str, list[tuple[PendingJob, JobRequest]]]:
-        by_cluster: dict[str, list[tuple[PendingJob, JobRequest]]] = defaultdict(list)
-        for job_id, d in list(self.w.pending.items()):
-            if d is None or job_id in self.w.inflight:
-                continue
-            key = (job_id, d["attempt"])
-            cached = self._job_cache.get(key)
-            if cached is None:
-                p = PendingJob.model_validate(d)
-                req = replace(JobRequest.from_event(p.job, submit_time=p.submit_ts), attempt=p.attempt)
-                cached = (p, req)
-                self._job_cache[key] = cached
-            if self._owns(cached[0].job.cluster):
-                by_cluster[cached[0].job.cluster].append(cached)
-        return by_cluster
-
-    def _holdings(self) -> list[tuple[str, JobRequest, list[int]]]:
-        """(node, job, gpus) of everything that holds resources: placed jobs and in-flight
-        placements."""
-        out = []
-        seen = set()
-        for d in list(self.w.running.values()):
-            if d is None:
-                continue
-            key = (d["decision_id"], d["node_id"], tuple(d["gpu_indices"]))
-            seen.add(key)
-            held = self._held_cache.get(key)
-            if held is None:
-                r = RunningJob.model_validate(d)
-                held = (r.node_id, JobRequest.from_event(r.job), r.gpu_indices)
-                self._held_cache[key] = held
-            if self._owns(held[1].cluster):
-                out.append(held)
-        for key in [k for k in self._held_cache if k not in seen]:
-            del self._held_cache[key]
-        for rec, req in self.w.inflight.values():
-            if rec.outcome == "placed" and rec.node_id and req is not None:
-                out.append((rec.node_id, req, list(rec.gpu_indices)))
-        return out
 
     # -- one step ---------------------------------------------------------------------------
     async def tick(self) -> None:
@@ -145,12 +80,12 @@ class SchedulingLoop:
         # standby replicas and keys of partitions that moved to another worker
         self.owned = assigned
         await self._check_timeouts()
-        pending = self._pending()
+        pending = self.views.pending(self.owned)
         if not pending:
             return
         t0 = time.perf_counter()
-        nodes = self._node_views()
-        holdings = self._holdings()
+        nodes = self.views.nodes(self.owned)
+        holdings = self.views.holdings(self.owned)
         for cluster, jobs in pending.items():
             views = nodes.get(cluster)
             self._track_inventory(cluster, len(views or ()))
@@ -166,10 +101,7 @@ class SchedulingLoop:
         self.stats["pending_seen"] += sum(len(j) for j in pending.values())
         self.stats["holdings_seen"] += len(holdings)
         # forget cache entries of jobs that left the queue
-        live = {(j, d["attempt"]) for j, d in list(self.w.pending.items()) if d is not None}
-        for key in [k for k in self._job_cache if k not in live]:
-            del self._job_cache[key]
-        queued = {j for j, _ in live}
+        queued = self.views.forget_left_jobs()
         for job_id in [j for j in self.last_reason if j not in queued]:
             del self.last_reason[job_id]
         reserved = {d["decision_id"] for d in list(self.w.running.values()) if d is not None}
@@ -319,7 +251,7 @@ class SchedulingLoop:
                 continue
             if now - d["reserved_ts"] > timeout:
                 r = RunningJob.model_validate(d)
-                if not self._owns(r.job.cluster):
+                if not self.views.owns(r.job.cluster, self.owned):
                     continue
                 ev = JobLifecycle(job_id=r.job.job_id, cluster=r.job.cluster, state="timed_out", attempt=r.attempt,
                                   decision_id=r.decision_id, node_id=r.node_id,
