@@ -16,7 +16,8 @@ ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 
 # 1) The dependencies alone, from pyproject.toml: this layer is rebuilt only when they change.
 COPY pyproject.toml /tmp/pyproject.toml
-RUN --mount=type=cache,target=/root/.cache/pip \
+ENV PIP_CACHE_DIR=/var/cache/pip
+RUN --mount=type=cache,target=/var/cache/pip \
     python -c "import tomllib; print('\n'.join(tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
  && pip install --extra-index-url "$TORCH_INDEX_URL" -r /tmp/requirements.txt \
