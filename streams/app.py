@@ -19,7 +19,15 @@ from typing import Any, TypeVar
 import faust
 from pydantic import BaseModel
 
-from scheduling.events import DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decode
+from scheduling.events import (
+    DeadLetter,
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    decode,
+    partition_for,
+)
 from streams.settings import Settings
 from streams.state import (
     DoneJob,
@@ -269,6 +277,8 @@ def _agent(w: Worker, topic: str, handler: Any) -> None:
             if topic == "decisions":
                 w.applied_offsets[msg.partition] = msg.offset
             ev = _decode_or_none(raw, topic, w.settings)
+            if not isinstance(ev, str):
+                ev = _misplaced(ev, msg.partition, w.settings) or ev
             if isinstance(ev, str):
                 await w.deadletter(raw or b"", ev, msg, topic)
                 continue
@@ -279,6 +289,20 @@ def _agent(w: Worker, topic: str, handler: Any) -> None:
                 await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
 
     w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
+
+
+def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:
+    """Every topic is partitioned by cluster (tables and their changelogs rely on it): an
+    event on another partition is refused with a reason rather than split the state."""
+    cluster = getattr(ev, "cluster", None)
+    if cluster is None or partition < 0:
+        return None
+    want = partition_for(cluster, s.partitions)
+    if partition == want:
+        return None
+    return (f"event of cluster {cluster!r} arrived on partition {partition}, but that cluster's events "
+            f"belong on partition {want} (crc32(cluster) % {s.partitions}): publish with "
+            "scheduling.events.partition_for, as streams.producer.EventProducer does")  # fmt: skip
 
 
 def _decode_or_none(raw: bytes | None, topic: str, s: Settings) -> Any:

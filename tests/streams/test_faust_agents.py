@@ -13,6 +13,7 @@ Every ``send`` on the worker's topics is replaced by a recorder: nothing talks t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -32,6 +33,7 @@ from scheduling.events import (
     NodeTelemetry,
     decision_id_for,
     decode,
+    partition_for,
 )
 from streams.app import Worker, create_app
 from streams.settings import Settings
@@ -105,6 +107,11 @@ async def drive(w: Worker, topic: str) -> AsyncIterator[Any]:
 
 
 async def put(a: Any, value: bytes | None, key: bytes | None = None, **kw: Any) -> None:
+    """Deliver ``value`` to the agent on its cluster's partition (as a real producer must),
+    unless the test names another."""
+    if "partition" not in kw and value is not None:
+        with contextlib.suppress(ValueError, AttributeError, TypeError):
+            kw["partition"] = partition_for(json.loads(value)["cluster"], 4)
     await asyncio.wait_for(a.put(value, key=key, **kw), timeout=10)
 
 
@@ -339,13 +346,13 @@ async def test_rejection_decision_moves_to_done_and_publishes_a_notice(worker: t
     await _submit(w, job("j1"))
     async with drive(w, "decisions") as a:
         await put(a, placed("j1", node_id=None, outcome="rejected", reason="needs 99 GPUs").to_bytes(),
-                  key=b"j1", partition=3)  # fmt: skip
+                  key=b"j1", partition=partition_for("c1", 4))  # fmt: skip
     assert "j1" not in w.pending
     assert w.done["j1"]["status"] == "rejected" and w.done["j1"]["reason"] == "needs 99 GPUs"
     [n] = sent.lifecycle()
     assert (n.job_id, n.state, n.reason) == ("j1", "rejected", "needs 99 GPUs")
     assert sent.by_topic["jobs.lifecycle"][0]["key"] == b"j1"
-    assert sent.by_topic["jobs.lifecycle"][0]["partition"] == 3
+    assert sent.by_topic["jobs.lifecycle"][0]["partition"] == partition_for("c1", 4)
 
 
 async def test_handler_error_is_deadlettered_and_tables_stay(worker: tuple[Worker, Sent]) -> None:
@@ -415,3 +422,14 @@ async def test_stale_lifecycle_is_ignored(worker: tuple[Worker, Sent]) -> None:
         await put(a, JobLifecycle(job_id="nope", cluster="c1", state="failed").to_bytes(), key=b"nope")
     assert snapshot(w) == before
     assert sent.by_topic == {}
+
+
+async def test_an_event_on_another_clusters_partition_is_dead_lettered(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    wrong = (partition_for("c1", 4) + 1) % 4
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, job("j1").to_bytes(), key=b"j1", partition=wrong)
+        await put(a, job("j2").to_bytes(), key=b"j2")
+    assert "j1" not in w.pending and "j2" in w.pending
+    [dl] = sent.deadletters()
+    assert f"arrived on partition {wrong}" in dl.reason and "partition_for" in dl.reason
