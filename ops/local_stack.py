@@ -88,10 +88,14 @@ class LocalStack:
         asyncio.run(ensure_topics(self.settings))
         return time.time() - t0
 
-    def start_worker(self, *args: str, timeout: float = 120) -> Child:
-        w = spawn_semsched("worker", ["worker", *args], env=child_env(self.settings), run_dir=self.run_dir)
-        self.children["worker"] = w
-        wait_for(lambda: self.status() is not None or not w.alive(), timeout, what="the worker")
+    def start_worker(self, *args: str, timeout: float = 120, name: str = "worker",
+                     settings: Settings | None = None) -> Child:  # fmt: skip
+        """Start a worker; a second one (another ``name``) needs its own ``settings`` (web
+        port, state dir) and, in embedded mode, ``--no-archive`` (one process owns chdb)."""
+        s = settings or self.settings
+        w = spawn_semsched(name, ["worker", *args], env=child_env(s), run_dir=self.run_dir)
+        self.children[name] = w
+        wait_for(lambda: worker_status(s) is not None or not w.alive(), timeout, what=f"the {name}")
         if not w.alive():
             raise RuntimeError(f"the worker died:\n{w.log_tail()}")
         return w

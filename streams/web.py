@@ -33,6 +33,7 @@ def status(w: Worker) -> dict[str, Any]:
         "inflight": len(w.inflight),
         "steps": getattr(getattr(w, "loop", None), "steps", 0),
         "loop": dict(getattr(getattr(w, "loop", None), "stats", {})),
+        "owned_partitions": sorted(getattr(getattr(w, "loop", None), "owned", ())),
         "counters": dataclasses.asdict(w.counters),
         "archiver": dataclasses.asdict(archiver.stats) if archiver is not None else None,
     }
