@@ -77,6 +77,8 @@ class Worker:
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)
     applied_offsets: dict[int, int] = field(default_factory=dict)
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
+    # gangs with a rejected member (rebuilt from the done table once after recovery)
+    rejected_gangs: set[str] = field(default_factory=set)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
@@ -140,6 +142,8 @@ class Worker:
                     self._parsed.pop((name, key), None)
                 else:
                     self._parsed[(name, key)] = (d, value)
+                    if name == "done" and d["status"] == "rejected" and d.get("gang_id"):
+                        self.rejected_gangs.add(d["gang_id"])
         self.counters.note(t.note)
 
     def read(self, name: str, key: str, model: type[_M]) -> _M | None:

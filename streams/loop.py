@@ -54,6 +54,7 @@ class SchedulingLoop:
         self.policy = get_policy(w.settings.policy)
         self.catchup = CatchUp(w.settings, w.settings.topic("decisions"), group_id=w.app.conf.id)
         self.owned: set[int] = set()
+        self._gangs_scanned = False
         self._inventory_size: dict[str, int] = {}
         self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
@@ -79,6 +80,10 @@ class SchedulingLoop:
         # only the clusters whose partitions this worker owns: the tables may also hold
         # standby replicas and keys of partitions that moved to another worker
         self.owned = assigned
+        if not self._gangs_scanned:  # once the recovered done table is there
+            self.w.rejected_gangs |= {d["gang_id"] for d in list(self.w.done.values())
+                                      if d and d["status"] == "rejected" and d.get("gang_id")}  # fmt: skip
+            self._gangs_scanned = True
         await self._check_timeouts()
         pending = self.views.pending(self.owned)
         if not pending:
@@ -192,9 +197,13 @@ class SchedulingLoop:
     def _dag_gate(self, jobs: list[tuple[PendingJob, JobRequest]]
                   ) -> tuple[list[tuple[PendingJob, JobRequest]], list[tuple[PendingJob, str, bool]]]:  # fmt: skip
         """Jobs whose DAG parents have all finished go on; the others wait (a parent still to
-        come or to finish) or are rejected (a parent was rejected, so it never will)."""
+        come or to finish) or are rejected (a parent was rejected, so it never will; or a
+        member of their gang was, so the gang can never run whole)."""
         ready, held = [], []
         for p, req in jobs:
+            if p.job.gang_id and p.job.gang_id in self.w.rejected_gangs:
+                held.append((p, f"gang {p.job.gang_id}: another member was rejected", True))
+                continue
             parents = p.job.dag_parents
             if not parents:
                 ready.append((p, req))

@@ -52,6 +52,7 @@ class DoneJob(BaseModel):
     status: Literal["finished", "rejected"]
     attempt: int
     reason: str = ""
+    gang_id: str | None = None  # a rejected member takes its gang down with it
 
 
 @dataclass
@@ -84,7 +85,7 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None) -> Transition:
     if pending is None or pending.attempt != rec.attempt:
         return Transition(note="stale decision: job no longer pending at this attempt")
     if rec.outcome == "rejected":
-        done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected",
+        done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected", gang_id=pending.job.gang_id,
                        attempt=rec.attempt, reason=rec.reason)  # fmt: skip
         notice = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="rejected", attempt=rec.attempt,
                               decision_id=rec.decision_id, reason=rec.reason)  # fmt: skip
@@ -158,6 +159,7 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
         reason = (f"gave up after {failures} failed attempt(s) (max_retries={max_retries}); "
                   f"last: {ev.state}: {ev.reason or 'no reason given'}")  # fmt: skip
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="rejected", attempt=attempt,
+                       gang_id=running.job.gang_id,
                        reason=reason)  # fmt: skip
         notice = JobLifecycle(job_id=job_id, cluster=running.job.cluster, state="rejected", attempt=attempt,
                               reason=reason)  # fmt: skip

@@ -87,6 +87,11 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
         JobSubmitted(job_id="parent", cpu_milli=1000, trace_duration_s=2),
         JobSubmitted(job_id="huge", cpu_milli=1000, num_gpu=8),  # never fits a 1-GPU cluster
         JobSubmitted(job_id="elsewhere", cluster="nowhere", cpu_milli=1000),  # no nodes in its cluster
+        # a gang that fits runs whole; a gang with a member that never fits is rejected whole
+        JobSubmitted(job_id="g-0", gang_id="g", gang_size=2, cpu_milli=1000, trace_duration_s=0.5),
+        JobSubmitted(job_id="g-1", gang_id="g", gang_size=2, cpu_milli=1000, trace_duration_s=0.5),
+        JobSubmitted(job_id="h-0", gang_id="h", gang_size=2, cpu_milli=1000),
+        JobSubmitted(job_id="h-1", gang_id="h", gang_size=2, cpu_milli=1000, num_gpu=4),
     ]  # fmt: skip
 
     async def publish() -> None:
@@ -97,7 +102,7 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
             await prod.flush()
 
     asyncio.run(publish())
-    p.wait(lambda s: s["finished"] == 2 and s["rejected"] == 1, timeout=90, what="parent, child and the rejection")
+    p.wait(lambda s: s["finished"] == 4 and s["rejected"] == 3, timeout=90, what="parent, child, gangs, rejections")
     started = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'started' "
                          "GROUP BY job_id"))  # fmt: skip
     finished = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'finished' "
@@ -109,3 +114,6 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
     assert any("can never run" in r and "GPU" in r for r in reasons["huge"])
     assert any("no nodes known in cluster 'nowhere'" in r for r in reasons["elsewhere"])
     assert p.status()["pending"] == 1  # 'elsewhere' waits, it is not lost
+    assert started["g-0"] and started["g-1"]
+    assert {"h-0", "h-1"} <= set(reasons) and all(
+        any("can never run" in r for r in reasons[j]) for j in ("h-0", "h-1"))

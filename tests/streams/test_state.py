@@ -360,3 +360,11 @@ def test_a_gang_member_leaving_fences_the_other_placed_members() -> None:
     assert [(f.job_id, f.node_id, f.target_decision_id) for f in fences] == [("b", "n-b", "d-b"), ("c", "n-c", "d-c")]
     assert all(f.reason == "gang g: member a left the gang: failed" for f in fences)
     assert gang_fences(other.job, [a, b], "failed") == []
+
+
+def test_a_member_given_up_marks_its_gang() -> None:
+    j = JobSubmitted(job_id="j1", cluster="c1", gang_id="g", gang_size=2)
+    r = RunningJob(job=j, attempt=0, submit_ts=0, decision_id=decision_id_for("j1", 0), node_id="n1",
+                   gpu_indices=[], reserved_ts=0)  # fmt: skip
+    t = on_lifecycle(life("failed", reason="exit 1"), r, max_retries=0, now=NOW)
+    assert t.done["j1"] is not None and t.done["j1"].gang_id == "g" and t.done["j1"].status == "rejected"
