@@ -44,6 +44,13 @@ def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
         for reason, n in s.rejected_by_reason.items():
             r.add_row(str(n), reason)
         console.print(r)
+    if s.unschedulable_by_reason:
+        u = Table(title="jobs that had to wait for a node, by their last reason", title_justify="left")
+        u.add_column("jobs", justify="right")
+        u.add_column("reason")
+        for reason, n in list(s.unschedulable_by_reason.items())[:5]:
+            u.add_row(str(n), reason)
+        console.print(u)
     if s.deadletters_by_reason:
         d = Table(title="dead letters, by reason", title_justify="left")
         d.add_column("messages", justify="right")
