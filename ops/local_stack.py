@@ -6,8 +6,11 @@ the integration tests all run the stack this one way.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import shutil
+import signal
 import socket
 import time
 import urllib.error
@@ -53,6 +56,21 @@ def worker_status(settings: Settings, timeout: float = 2.0) -> dict[str, Any] | 
         return None
 
 
+def stop_leftovers(run_dir: Path) -> None:
+    """Stop what an earlier run under ``run_dir`` left running (it was killed before it
+    could clean up): its worker and agents by their PID files, its broker by its own."""
+    from ops.kafka.broker import KafkaBroker
+
+    for pid_file in run_dir.glob("*.pid"):
+        with contextlib.suppress(ValueError, OSError):
+            pid = int(pid_file.read_text().strip())
+            # only if that PID is still one of ours (PIDs get reused)
+            if b"ops.cli.main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                os.killpg(pid, signal.SIGKILL)
+    if (run_dir / "kafka" / "broker.pid").exists():
+        KafkaBroker(port=free_port(), data_dir=run_dir / "kafka").stop()
+
+
 class LocalStack:
     """``settings`` say where everything talks; ``run_dir`` holds logs, PID files and state."""
 
@@ -67,6 +85,8 @@ class LocalStack:
         """A stack under ``<state>/<name>``, wiped first (its archive then holds this run only)."""
         base = Settings()
         run_dir = (state_root or base.state_dir) / name
+        if run_dir.exists():
+            stop_leftovers(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         settings = base.model_copy(update={
