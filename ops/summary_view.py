@@ -17,6 +17,17 @@ def _spark(values: list[float]) -> str:
     return "".join(bars[min(len(bars) - 1, int(v * len(bars)))] for v in values)
 
 
+def _by_reason(title: str, unit: str, counts: dict[str, int], most: int = 5) -> Table:
+    t = Table(title=title, title_justify="left")
+    t.add_column(unit, justify="right")
+    t.add_column("reason")
+    for reason, n in list(counts.items())[:most]:
+        t.add_row(f"{n:,}", reason)
+    if len(counts) > most:
+        t.add_row(f"{sum(list(counts.values())[most:]):,}", f"… {len(counts) - most} more reasons")
+    return t
+
+
 def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
     t = Table(title="semsched run — from the ClickHouse archive", show_header=False, title_justify="left")
     t.add_column(style="bold")
@@ -37,27 +48,12 @@ def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
     ]:  # fmt: skip
         t.add_row(label, value)
     console.print(t)
-    if s.rejected_by_reason:
-        r = Table(title="rejected, by reason", title_justify="left")
-        r.add_column("jobs", justify="right")
-        r.add_column("reason")
-        for reason, n in s.rejected_by_reason.items():
-            r.add_row(str(n), reason)
-        console.print(r)
-    if s.unschedulable_by_reason:
-        u = Table(title="jobs that had to wait for a node, by their last reason", title_justify="left")
-        u.add_column("jobs", justify="right")
-        u.add_column("reason")
-        for reason, n in list(s.unschedulable_by_reason.items())[:5]:
-            u.add_row(str(n), reason)
-        console.print(u)
-    if s.deadletters_by_reason:
-        d = Table(title="dead letters, by reason", title_justify="left")
-        d.add_column("messages", justify="right")
-        d.add_column("reason")
-        for reason, n in s.deadletters_by_reason.items():
-            d.add_row(str(n), reason)
-        console.print(d)
+    for title, unit, counts in (("rejected, by reason", "jobs", s.rejected_by_reason),
+                                ("jobs that had to wait for a node, by their last reason", "jobs",
+                                 s.unschedulable_by_reason),
+                                ("dead letters, by reason", "messages", s.deadletters_by_reason)):  # fmt: skip
+        if counts:
+            console.print(_by_reason(title, unit, counts))
     if s.gpu_allocation:
         ratios = [x.ratio for x in s.gpu_allocation]
         step = s.gpu_allocation[1].bucket_start - s.gpu_allocation[0].bucket_start if len(ratios) > 1 else 0
