@@ -2,7 +2,8 @@
 
 There is no Kafka distribution to download: the broker's jars are resolved from Maven
 Central with ``mvn dependency:copy-dependencies`` against ``ops/kafka/pom.xml`` into a
-cached lib directory, and ``kafka.Kafka`` is run from that class path.
+cached lib directory (:mod:`ops.kafka.jars`), and ``kafka.Kafka`` is run from that class
+path with a generated server.properties (:mod:`ops.kafka.config`).
 
 Typical use::
 
@@ -13,31 +14,39 @@ Typical use::
 
 The broker runs detached (own session / process group) and its PID is kept in
 ``<data_dir>/broker.pid``, so a different process (e.g. ``semsched kafka stop``) can stop it.
+This module is the package's public entry point: it re-exports the errors and helpers of
+:mod:`ops.kafka.jars` and :mod:`ops.kafka.config`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import concurrent.futures
 import contextlib
-import fcntl
-import hashlib
-import json
 import os
-import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
-import tempfile
 import time
-import uuid
-from collections.abc import Coroutine, Iterator
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from ops.kafka import config, jars
+from ops.kafka.config import HOST, LOG4J2_CONFIG, NODE_ID  # noqa: F401  (re-exported)
+from ops.kafka.jars import (  # noqa: F401  (re-exported: the package's public API lives here)
+    DEFAULT_KAFKA_VERSION,
+    KAFKA_POM,
+    LIB_ENV,
+    MARKER_NAME,
+    JarResolutionError,
+    KafkaBrokerError,
+    default_lib_dir,
+    kafka_version,
+    output_tail,
+)
 
 __all__ = [
     "BrokerStatus",
@@ -50,28 +59,7 @@ __all__ = [
     "kafka_version",
 ]
 
-KAFKA_POM = Path(__file__).with_name("pom.xml")
-LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
-DEFAULT_KAFKA_VERSION = "4.1.1"
-LIB_ENV = "SEMSCHED_KAFKA_LIB"
-MARKER_NAME = ".semsched-kafka-lib.json"
-NODE_ID = 1
-HOST = "127.0.0.1"
-
 _T = TypeVar("_T")
-
-
-class KafkaBrokerError(RuntimeError):
-    """The local broker could not be started, reached or stopped."""
-
-
-class JarResolutionError(KafkaBrokerError):
-    """``mvn dependency:copy-dependencies`` failed; carries the command and its output tail."""
-
-    def __init__(self, message: str, command: list[str], stderr_tail: str) -> None:
-        super().__init__(message)
-        self.command = command
-        self.stderr_tail = stderr_tail
 
 
 @dataclass(frozen=True)
@@ -88,27 +76,6 @@ class BrokerStatus:
     log_file: Path
 
 
-def kafka_version(pom: Path = KAFKA_POM) -> str:
-    """The ``<kafka.version>`` property of the pom (falls back to the version we ship)."""
-    try:
-        match = re.search(r"<kafka\.version>\s*([^<\s]+)\s*</kafka\.version>", pom.read_text())
-    except OSError:
-        match = None
-    return match.group(1) if match else DEFAULT_KAFKA_VERSION
-
-
-def default_lib_dir(pom: Path = KAFKA_POM) -> Path:
-    """``$SEMSCHED_KAFKA_LIB`` or ``~/.cache/semsched/kafka-<version>/lib``."""
-    env = os.environ.get(LIB_ENV)
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "semsched" / f"kafka-{kafka_version(pom)}" / "lib"
-
-
-def _tail(text: str, lines: int = 40) -> str:
-    return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
 def _file_tail(path: Path, lines: int = 60) -> str:
     try:
         with path.open("rb") as fh:
@@ -118,7 +85,7 @@ def _file_tail(path: Path, lines: int = 60) -> str:
             data = fh.read().decode("utf-8", errors="replace")
     except OSError:
         return "<no log>"
-    return _tail(data, lines) or "<empty log>"
+    return output_tail(data, lines) or "<empty log>"
 
 
 def _port_open(port: int, host: str = HOST, timeout: float = 0.5) -> bool:
@@ -135,14 +102,6 @@ def _port_free(port: int, host: str = HOST) -> bool:
         except OSError:
             return False
     return True
-
-
-def _new_cluster_id() -> str:
-    """A Kafka cluster id: url-safe base64 of a random UUID, no padding, no leading '-'."""
-    while True:
-        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        if not cid.startswith("-"):
-            return cid
 
 
 def _run_coroutine(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -171,17 +130,6 @@ async def _fetch_metadata(bootstrap: str, timeout: float) -> int:
     finally:
         with contextlib.suppress(Exception):
             await admin.close()
-
-
-@contextlib.contextmanager
-def _flock(path: Path) -> Iterator[None]:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 class KafkaBroker:
@@ -244,211 +192,45 @@ class KafkaBroker:
 
     def _previous_controller_port(self) -> int | None:
         """Controller port of an earlier run from this data dir with the same client port."""
-        try:
-            text = self.config_file.read_text()
-        except OSError:
-            return None
-        if not re.search(rf"^listeners=.*PLAINTEXT://[^,\s]*:{self.port}(,|$)", text, re.M):
-            return None
-        match = re.search(r"^listeners=.*CONTROLLER://[^,\s]*:(\d+)", text, re.M)
-        return int(match.group(1)) if match else None
+        return config.previous_controller_port(self.config_file, self.port)
 
     def __repr__(self) -> str:
         return f"KafkaBroker(bootstrap={self.bootstrap!r}, data_dir={str(self.data_dir)!r})"
 
-    # ------------------------------------------------------------------ jars
-    def _pom_digest(self) -> str:
-        return hashlib.sha256(self.pom.read_bytes()).hexdigest()
-
-    def _marker(self) -> Path:
-        return self.lib_dir / MARKER_NAME
-
+    # ------------------------------------------------------------------ jars (ops.kafka.jars)
     def jars_ready(self) -> bool:
         """True when the lib dir holds a complete resolution of the current pom."""
-        try:
-            marker = json.loads(self._marker().read_text())
-            if marker.get("pom_sha256") != self._pom_digest():
-                return False
-            jars = marker.get("jars") or []
-        except (OSError, ValueError):
-            return False
-        if not any(j.startswith("kafka_2.13-") for j in jars):
-            return False
-        return all((self.lib_dir / j).is_file() for j in jars)
+        return jars.jars_ready(self.lib_dir, self.pom)
 
     def mvn_command(self, output_dir: Path) -> list[str]:
         """The exact Maven command used to resolve the broker class path."""
-        return [
-            "mvn",
-            "-q",
-            "-B",
-            "-f",
-            str(self.pom),
-            "dependency:copy-dependencies",
-            f"-DoutputDirectory={output_dir}",
-        ]
+        return jars.mvn_command(self.pom, output_dir)
 
     def ensure_jars(self, timeout: float = 900) -> Path:
         """Resolve the Kafka jars into :attr:`lib_dir` unless already complete; return the dir.
 
         Raises :class:`JarResolutionError` (quoting the command and its output tail) on failure.
         """
-        if self.jars_ready():
-            return self.lib_dir
-        self.lib_dir.parent.mkdir(parents=True, exist_ok=True)
-        with _flock(self.lib_dir.parent / f".{self.lib_dir.name}.lock"):
-            if self.jars_ready():  # resolved by a concurrent process while we waited
-                return self.lib_dir
-            tmp = Path(tempfile.mkdtemp(prefix=f".{self.lib_dir.name}-", dir=self.lib_dir.parent))
-            try:
-                cmd = self.mvn_command(tmp)
-                try:
-                    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
-                except FileNotFoundError as exc:
-                    raise JarResolutionError(
-                        f"Cannot resolve Kafka jars: `mvn` is not on PATH.\n  command: {shlex.join(cmd)}",
-                        cmd,
-                        str(exc),
-                    ) from exc
-                except subprocess.TimeoutExpired as exc:
-                    raw = exc.stderr or exc.stdout or ""
-                    out = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
-                    raise JarResolutionError(
-                        f"Resolving Kafka jars timed out after {timeout:.0f}s.\n"
-                        f"  command: {shlex.join(cmd)}\n{_tail(out)}",
-                        cmd,
-                        _tail(out),
-                    ) from exc
-                jars = sorted(p.name for p in tmp.glob("*.jar"))
-                if proc.returncode != 0 or not any(j.startswith("kafka_2.13-") for j in jars):
-                    # Maven writes [ERROR] lines to stdout; show stderr first, then stdout.
-                    tail = _tail(proc.stderr, 30)
-                    out_tail = _tail(proc.stdout, 30)
-                    details = "\n".join(
-                        part
-                        for part in (
-                            f"  stderr (tail):\n{tail}" if tail else "",
-                            f"  stdout (tail):\n{out_tail}" if out_tail else "",
-                        )
-                        if part
-                    )
-                    raise JarResolutionError(
-                        f"Resolving Kafka jars into {self.lib_dir} failed (exit {proc.returncode}, "
-                        f"{len(jars)} jars).\n"
-                        f"  command: {shlex.join(cmd)}\n{details or '  (no output)'}",
-                        cmd,
-                        tail or out_tail,
-                    )
-                self.lib_dir.mkdir(parents=True, exist_ok=True)
-                for stale in self.lib_dir.glob("*.jar"):  # e.g. a different slf4j-api version
-                    stale.unlink()
-                for jar in jars:
-                    os.replace(tmp / jar, self.lib_dir / jar)
-                self._marker().write_text(
-                    json.dumps({"pom_sha256": self._pom_digest(), "jars": jars, "resolved_at": time.time()})
-                )
-            finally:
-                shutil.rmtree(tmp, ignore_errors=True)
-        return self.lib_dir
+        return jars.ensure_jars(self.lib_dir, self.pom, timeout)
 
-    # ------------------------------------------------------------------ config / storage
+    # ------------------------------------------------------------------ config / storage (ops.kafka.config)
     def server_properties(self) -> str:
         """The KRaft server.properties for a single combined broker+controller node."""
-        props: dict[str, object] = {
-            "process.roles": "broker,controller",
-            "node.id": NODE_ID,
-            # Static quorum: works with `kafka-storage format` without --standalone and lets
-            # the controller port change between runs.
-            "controller.quorum.voters": f"{NODE_ID}@{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
-            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
-            "inter.broker.listener.name": "PLAINTEXT",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-            "log.dirs": str(self.log_dirs),
-            "num.partitions": 4,
-            "default.replication.factor": 1,
-            "min.insync.replicas": 1,
-            "auto.create.topics.enable": "false",
-            "delete.topic.enable": "true",
-            "message.max.bytes": 1048588,
-            "replica.fetch.max.bytes": 1048588,
-            "offsets.topic.replication.factor": 1,
-            "offsets.topic.num.partitions": 8,
-            "transaction.state.log.replication.factor": 1,
-            "transaction.state.log.min.isr": 1,
-            "transaction.state.log.num.partitions": 8,
-            "share.coordinator.state.topic.replication.factor": 1,
-            "share.coordinator.state.topic.min.isr": 1,
-            "group.initial.rebalance.delay.ms": 0,
-            # Lean: this is a dev/test broker on a 2-core budget.
-            "num.network.threads": 2,
-            "num.io.threads": 2,
-            "background.threads": 2,
-            "num.recovery.threads.per.data.dir": 1,
-            "num.replica.fetchers": 1,
-            "log.cleaner.threads": 1,
-            "log.retention.hours": 168,
-            "log.segment.bytes": 64 * 1024 * 1024,
-        }
-        header = "# Generated by ops/kafka/broker.py (semsched) -- rewritten on every start.\n"
-        return header + "".join(f"{k}={v}\n" for k, v in props.items())
-
-    def _java(self) -> str:
-        if self.java:
-            return self.java
-        java_home = os.environ.get("JAVA_HOME")
-        if java_home and (Path(java_home) / "bin" / "java").is_file():
-            return str(Path(java_home) / "bin" / "java")
-        found = shutil.which("java")
-        if not found:
-            raise KafkaBrokerError("`java` (17+) is not on PATH and JAVA_HOME is not set")
-        return found
+        return config.server_properties(self.port, self.controller_port, self.log_dirs)
 
     def _jvm_args(self, heap: str) -> list[str]:
-        return [
-            self._java(),
-            f"-Xmx{heap}",
-            "-Xms64m",
-            "-XX:+UseSerialGC",
-            "-XX:ActiveProcessorCount=2",
-            "-XX:TieredStopAtLevel=1",
-            "-Xss512k",
-            "-Djava.awt.headless=true",
-            f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
-            "-Dlog4j2.disable.jmx=true",
-            f"-Dkafka.logs.dir={self.data_dir}",
-            "-cp",
-            f"{self.lib_dir}/*",  # the JVM expands the wildcard itself
-        ]
-
-    def _is_formatted(self) -> bool:
-        return (self.log_dirs / "meta.properties").is_file()
+        return config.jvm_command(self.java, heap, self.data_dir, self.lib_dir)
 
     def format_storage(self) -> None:
         """Format the KRaft log dir (first start only); the cluster id is kept in ``cluster.id``."""
-        if self._is_formatted():
-            return
-        if self.cluster_id_file.is_file():
-            cluster_id = self.cluster_id_file.read_text().strip()
-        else:
-            cluster_id = _new_cluster_id()
-            self.cluster_id_file.write_text(cluster_id + "\n")
-        cmd = [
-            *self._jvm_args("256m"),
-            "kafka.tools.StorageTool",
-            "format",
-            "-t",
-            cluster_id,
-            "-c",
-            str(self.config_file),
-        ]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
-        if proc.returncode != 0 or not self._is_formatted():
-            raise KafkaBrokerError(
-                f"Formatting Kafka storage failed (exit {proc.returncode}).\n"
-                f"  command: {shlex.join(cmd)}\n{_tail(proc.stderr + proc.stdout)}"
-            )
+        config.format_storage(
+            config_file=self.config_file,
+            log_dirs=self.log_dirs,
+            cluster_id_file=self.cluster_id_file,
+            java=self.java,
+            data_dir=self.data_dir,
+            lib_dir=self.lib_dir,
+        )
 
     # ------------------------------------------------------------------ process
     def read_pid(self) -> int | None:
