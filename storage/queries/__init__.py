@@ -1,0 +1,50 @@
+"""The SQL analysts, reports and the demo use, each as a function with a typed result.
+
+Every read goes through ``FINAL`` so a redelivered event (same ``event_id``) counts once.
+Times are selected as epoch milliseconds (``toUnixTimestamp64Milli``) and turned into
+``datetime`` here, so the same SQL gives the same answer over chdb, a ClickHouse server,
+or the worker's ``/sql`` endpoint (JSON). Quantiles use ``quantileExactInclusive``
+(linear interpolation, the same as ``numpy.percentile``'s default).
+
+Definitions:
+
+- submitted / placed / finished / failed / rejected: distinct job ids with a
+  submission / a ``placed`` decision / a ``finished`` / ``failed`` / ``rejected`` lifecycle
+  event. running: jobs whose latest lifecycle event is ``started``.
+- JCT = first ``finished`` event time − submission event time (jobs that finished).
+- queueing delay = first ``started`` event time − submission event time.
+- GPU allocation per minute, from node telemetry (the agents' own account of what they
+  hold): for every node, its last report inside the minute; ratio = Σ allocated milli-GPU
+  (Σ ``gpu_alloc_milli``) / Σ capacity (``num_gpu`` × 1000). Nodes that did not report in
+  a minute are not counted in it, so the series is exact when agents report at least once
+  a minute (inventory rows carry capacity and no allocation).
+- decision latency: ``latency_ms`` of ``placed`` decisions (submit or tick → command).
+- dead letters by reason: distinct original messages (topic, partition, offset) when the
+  position is known, else distinct dead-letter events.
+"""
+
+# Re-exports: the public API, plus the private names other code imports (helpers, and the
+# reconciliation's own SQL, which tests/integration reuses).
+from storage.queries._common import _RUNNING as _RUNNING
+from storage.queries._common import _dicts as _dicts
+from storage.queries._common import _dt as _dt
+from storage.queries._common import _f as _f
+from storage.queries._common import run_sql
+from storage.queries.explain import Explanation, TimelineEntry, explain
+from storage.queries.reconcile import _PLACED_TWICE as _PLACED_TWICE
+from storage.queries.reconcile import _STARTED_TWICE as _STARTED_TWICE
+from storage.queries.reconcile import _UNACCOUNTED as _UNACCOUNTED
+from storage.queries.reconcile import Reconciliation, reconcile
+from storage.queries.summary import Summary, summary
+from storage.queries.summary import gpu_allocation as gpu_allocation
+
+__all__ = [
+    "Explanation",
+    "Reconciliation",
+    "Summary",
+    "TimelineEntry",
+    "explain",
+    "reconcile",
+    "run_sql",
+    "summary",
+]

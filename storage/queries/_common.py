@@ -1,0 +1,41 @@
+"""Helpers every query module shares: row dicts, epoch-ms times, NaN-safe floats, the
+"running" job set, and ``run_sql``."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from storage.client import ArchiveClient
+
+
+def _dt(ms: Any) -> datetime | None:
+    return None if ms is None else datetime.fromtimestamp(int(ms) / 1000, UTC)
+
+
+def _f(x: Any) -> float | None:
+    """A float, or None for NULL / NaN (ClickHouse aggregates over nothing give NaN)."""
+    if x is None:
+        return None
+    v = float(x)
+    return None if v != v else v
+
+
+def _dicts(client: ArchiveClient, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    cols, rows = client.query_rows(sql, params)
+    return [dict(zip(cols, r, strict=True)) for r in rows]
+
+
+def run_sql(client: ArchiveClient, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Any query (for ``semsched sql``): column names and rows."""
+    return client.query_rows(sql)
+
+
+# Jobs with an attempt that started and has not ended, and no final state: by the events
+# themselves, not their order (a start and an end can share a millisecond).
+_RUNNING = """
+SELECT job_id FROM jobs_lifecycle FINAL GROUP BY job_id, attempt
+HAVING countIf(state = 'started') > 0
+   AND countIf(state IN ('finished', 'failed', 'preempted', 'rejected')) = 0
+   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'rejected'))
+"""

@@ -1,0 +1,154 @@
+"""One job's story: its events in time order and a human answer to "why is it pending /
+why did it land there"."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from storage.client import ArchiveClient
+from storage.queries._common import _dicts, _dt
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    time: datetime
+    source: str  # "submitted" | "decision" | "action" | "lifecycle"
+    text: str
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Explanation:
+    job_id: str
+    submission: dict[str, Any] | None
+    decisions: list[dict[str, Any]]
+    lifecycle: list[dict[str, Any]]
+    timeline: list[TimelineEntry]
+    answer: str
+
+
+_SUBMISSION = """
+SELECT job_id, cluster, tenant, user, priority, qos, cpu_milli, memory_mib, num_gpu, gpu_milli,
+       gpu_models, gang_id, gang_size, name, toUnixTimestamp64Milli(event_time) AS t_ms
+FROM jobs_submitted FINAL WHERE job_id = %(job)s ORDER BY event_time LIMIT 1
+"""
+
+_DECISIONS = """
+SELECT decision_id, attempt, outcome, node_id, gpu_indices, policy, model_version, candidates,
+       feasible_nodes, predicted_duration_s, predicted_cost, latency_ms, reason, fallback,
+       toUnixTimestamp64Milli(event_time) AS t_ms
+FROM decisions FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
+"""
+
+_ACTIONS = """
+SELECT kind, decision_id, node_id, reason, toUnixTimestamp64Milli(event_time) AS t_ms
+FROM actions FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
+"""
+
+_LIFECYCLE = """
+SELECT state, attempt, node_id, exit_code, reason, log_tail, toUnixTimestamp64Milli(event_time) AS t_ms
+FROM jobs_lifecycle FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
+"""
+
+
+def _candidates_text(cands: list[Any], n: int = 3) -> str:
+    parts = []
+    for c in cands[:n]:
+        node, score = (c["node_id"], c["score"]) if isinstance(c, dict) else (c[0], c[1])
+        parts.append(f"{node} ({float(score):.3g})")
+    return ", ".join(parts)
+
+
+def _answer(
+    job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]], life: list[dict[str, Any]]
+) -> str:
+    if sub is None and not decs and not life:
+        return f"Job {job_id} is not in the archive: no submission, decision or lifecycle event."
+    last_life = life[-1] if life else None
+    placed = [d for d in decs if d["outcome"] == "placed"]
+    last_dec = decs[-1] if decs else None
+    where = ""
+    if placed:
+        p = placed[-1]
+        why = f" because {p['reason']}" if p["reason"] else ""
+        cands = _candidates_text(p["candidates"] or [])
+        top = f" (top candidates: {cands}; {p['feasible_nodes']} feasible nodes)" if cands else ""
+        fb = " (heuristic fallback: the configured scorer failed)" if p["fallback"] else ""
+        mv = f" model {p['model_version']}" if p["model_version"] else ""
+        where = f"placed on node {p['node_id']} by policy {p['policy']}{mv}{why}{top}{fb}"
+    if last_life is not None:
+        state, t = last_life["state"], last_life["time"].isoformat()
+        node = last_life["node_id"] or (placed[-1]["node_id"] if placed else "?")
+        if state == "finished":
+            jct = ""
+            if sub is not None:
+                jct = f" (JCT {(last_life['time'] - sub['time']).total_seconds():.1f}s)"
+            return f"Job {job_id} finished on node {node} at {t}{jct}; it was {where or 'placed'}."
+        if state == "rejected":
+            return f"Job {job_id} was rejected at {t}: {last_life['reason'] or 'no reason recorded'}."
+        if state == "started":
+            return f"Job {job_id} is running on node {node} since {t}; it was {where or 'placed'}."
+        if state in ("failed", "preempted", "timed_out") and (
+            last_dec is None or last_dec["time"] <= last_life["time"]
+        ):
+            extra = f" (exit code {last_life['exit_code']})" if last_life["exit_code"] is not None else ""
+            reason = f": {last_life['reason']}" if last_life["reason"] else ""
+            return (
+                f"Job {job_id} {state.replace('_', ' ')} on node {node} at {t}{extra}{reason}; "
+                f"it is waiting to be re-placed (attempt {int(last_life['attempt']) + 1})."
+            )
+    if last_dec is not None and last_dec["outcome"] == "placed":
+        return f"Job {job_id} was {where}; no agent has confirmed the start yet."
+    if last_dec is not None:
+        reason = last_dec["reason"] or "no reason recorded"
+        return (
+            f"Job {job_id} is pending because {reason} (policy {last_dec['policy']}, "
+            f"{last_dec['feasible_nodes']} feasible nodes, last tried {last_dec['time'].isoformat()}, "
+            f"{len(decs)} decision(s) so far)."
+        )
+    since = f" since {sub['time'].isoformat()}" if sub is not None else ""
+    return f"Job {job_id} is pending{since}: no scheduling decision has been recorded for it yet."
+
+
+def explain(client: ArchiveClient, job_id: str) -> Explanation:
+    """Everything the archive knows about one job, in time order, and a human answer to
+    "why is it pending / why did it land there"."""
+    p = {"job": job_id}
+    subs = _dicts(client, _SUBMISSION, p)
+    decs = _dicts(client, _DECISIONS, p)
+    acts = _dicts(client, _ACTIONS, p)
+    life = _dicts(client, _LIFECYCLE, p)
+    for rows in (subs, decs, acts, life):
+        for r in rows:
+            r["time"] = _dt(r.pop("t_ms"))
+    sub = subs[0] if subs else None
+    timeline: list[TimelineEntry] = []
+    if sub is not None:
+        gpu = f", {sub['num_gpu']} GPU" if sub["num_gpu"] else ""
+        timeline.append(TimelineEntry(sub["time"], "submitted",
+                                      f"submitted by {sub['user'] or sub['tenant']} to {sub['cluster']}: "
+                                      f"{sub['cpu_milli']}m CPU, {sub['memory_mib']} MiB{gpu}, "
+                                      f"priority {sub['priority']} {sub['qos']}", sub))  # fmt: skip
+    for d in decs:
+        cands = _candidates_text(d["candidates"] or [])
+        head = f"placed on {d['node_id']}" if d["outcome"] == "placed" else "not placed"
+        text = f"{head} by {d['policy']} (attempt {d['attempt']}, {d['latency_ms']:.1f} ms)"
+        if d["reason"]:
+            text += f": {d['reason']}"
+        if cands:
+            text += f"; candidates {cands}"
+        timeline.append(TimelineEntry(d["time"], "decision", text, d))
+    for a in acts:
+        timeline.append(TimelineEntry(a["time"], "action", f"{a['kind']} → {a['node_id']}", a))
+    for e in life:
+        text = f"{e['state']}" + (f" on {e['node_id']}" if e["node_id"] else "")
+        if e["exit_code"] is not None:
+            text += f" (exit {e['exit_code']})"
+        if e["reason"]:
+            text += f": {e['reason']}"
+        timeline.append(TimelineEntry(e["time"], "lifecycle", text, e))
+    order = {"submitted": 0, "decision": 1, "action": 2, "lifecycle": 3}
+    timeline.sort(key=lambda x: (x.time, order[x.source]))
+    return Explanation(job_id, sub, decs, life, timeline, _answer(job_id, sub, decs, life))
