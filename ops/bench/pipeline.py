@@ -41,12 +41,12 @@ from rich.table import Table
 from ops.bench import environment, fmt, percentiles, write_json
 from ops.local_stack import LocalStack
 from ops.processes import Child, wait_for
+from storage.queries import bench_pipeline as q
 from streams.settings import Settings
 
 console = Console()
 
 AGENT_ARGS = ["--speed", "1e9", "--default-duration", "0", "--telemetry", "2"]
-TERMINAL = ("finished", "rejected")
 
 
 # --------------------------------------------------------------------------- worker HTTP
@@ -54,11 +54,6 @@ TERMINAL = ("finished", "rejected")
 
 def sql(settings: Settings, query: str, *, flush: bool = False, timeout: float = 120.0) -> list[list[Any]]:
     return LocalStack(settings, settings.state_dir).sql(query, flush=flush, timeout=timeout)
-
-
-def _ts(seconds: float) -> str:
-    """A DateTime64(3) literal for epoch ``seconds``."""
-    return f"toDateTime64({seconds:.3f}, 3, 'UTC')"
 
 
 def _epoch(value: Any) -> float:
@@ -192,30 +187,10 @@ async def _push_jobs(settings: Settings, events: list[Any], rate: float = 0.0) -
             return {"t_first": t_first, "push_s": time.time() - t_first}
 
 
-#: Per job, the moment the archive first held its whole story — the submission, the decision,
-#: the command (unless the job was rejected without one) and a terminal lifecycle row —
-#: then: how many jobs are complete, and when the last of them became so.
-COMPLETE_SQL = f"""
-SELECT count(), max(t) FROM (
-    SELECT job_id, max(t) AS t, groupUniqArray(k) AS ks FROM (
-        SELECT job_id, min(archived_at) AS t, 'submitted' AS k FROM jobs_submitted GROUP BY job_id
-        UNION ALL
-        SELECT job_id, min(archived_at), 'decided' FROM decisions
-        WHERE outcome IN ('placed', 'rejected') GROUP BY job_id
-        UNION ALL
-        SELECT assumeNotNull(job_id), min(archived_at), 'commanded' FROM actions
-        WHERE kind = 'place' GROUP BY job_id
-        UNION ALL
-        SELECT job_id, min(archived_at), state FROM jobs_lifecycle WHERE state IN {TERMINAL!r} GROUP BY job_id, state
-    ) GROUP BY job_id
-) WHERE has(ks, 'submitted') AND has(ks, 'decided') AND (has(ks, 'finished') AND has(ks, 'commanded')
-                                                         OR has(ks, 'rejected'))"""
-
-
 def _wait_archived(settings: Settings, worker: Child, agents: Child, jobs: int, t_first: float,
                    timeout_s: float) -> float:  # fmt: skip
     """Poll until the archive holds every job's submission, decision, command and terminal
-    lifecycle row (:data:`COMPLETE_SQL`); returns the epoch second at which that first
+    lifecycle row (:data:`storage.queries.bench_pipeline.COMPLETE`); returns the epoch second at which that first
     became true (from ``archived_at``). The archive is probed every 2 s (and every 0.5 s
     once the worker says every job settled); the probe is one small query."""
     from ops.local_stack import worker_status
@@ -240,7 +215,7 @@ def _wait_archived(settings: Settings, worker: Child, agents: Child, jobs: int, 
                 ))  # fmt: skip
                 polls += 1
                 if settled >= jobs or polls % 4 == 0:  # the worker may lag the archive (see the report)
-                    rows = sql(settings, COMPLETE_SQL)
+                    rows = sql(settings, q.COMPLETE)
                     in_archive = int(rows[0][0])
                     if in_archive >= jobs:
                         return _epoch(rows[0][1])
@@ -249,30 +224,21 @@ def _wait_archived(settings: Settings, worker: Child, agents: Child, jobs: int, 
 
 
 def _measure(settings: Settings, *, jobs: int, t_first: float, t_end: float) -> dict[str, Any]:
-    window = f"event_time >= {_ts(t_first - 0.001)} AND archived_at <= {_ts(t_end)}"
     counts: dict[str, int] = {}
-    for table, extra in (("jobs_submitted", ""), ("decisions", ""), ("actions", ""), ("jobs_lifecycle", ""),
-                         ("nodes_telemetry", " AND source = 'agent'")):  # fmt: skip
-        rows = sql(settings, f"SELECT count() FROM {table} FINAL WHERE {window}{extra}", flush=not counts)
+    for table, where in (("jobs_submitted", ""), ("decisions", ""), ("actions", ""), ("jobs_lifecycle", ""),
+                         ("nodes_telemetry", "source = 'agent'")):  # fmt: skip
+        rows = sql(settings, q.rows_in_window(table, t_first - 0.001, t_end, where), flush=not counts)
         counts[table] = int(rows[0][0])
     wall = t_end - t_first
     total = sum(counts.values())
-    sub_cmd = sql(settings, """
-        SELECT toUnixTimestamp64Milli(a.t) - toUnixTimestamp64Milli(s.event_time)
-        FROM (SELECT job_id, event_time FROM jobs_submitted FINAL) AS s
-        INNER JOIN (SELECT assumeNotNull(job_id) AS job_id, min(event_time) AS t FROM actions FINAL
-                    WHERE kind = 'place' GROUP BY job_id) AS a ON a.job_id = s.job_id""")  # fmt: skip
-    decided = sql(settings, "SELECT latency_ms FROM decisions FINAL WHERE outcome = 'placed' AND attempt = 0")
-    steps = sql(settings, "SELECT step_compute_ms, count() FROM decisions FINAL WHERE outcome = 'placed' "
-                          "GROUP BY step_compute_ms")  # fmt: skip
-    states = sql(settings, "SELECT state, count() FROM jobs_lifecycle FINAL GROUP BY state ORDER BY state")
-    outcomes = sql(settings, "SELECT outcome, count() FROM decisions FINAL GROUP BY outcome ORDER BY outcome")
-    retried = sql(settings, "SELECT count(), uniqExact(job_id) FROM decisions FINAL WHERE attempt > 0")
-    multi = sql(settings, "SELECT count() FROM (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished' "
-                          "GROUP BY job_id HAVING count() > 1)")  # fmt: skip
-    terminal = sql(
-        settings, f"SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state IN {TERMINAL!r}"
-    )
+    sub_cmd = sql(settings, q.SUBMIT_TO_COMMAND_MS)
+    decided = sql(settings, q.FIRST_ATTEMPT_LATENCY_MS)
+    steps = sql(settings, q.STEP_COMPUTE_MS)
+    states = sql(settings, q.LIFECYCLE_STATES)
+    outcomes = sql(settings, q.DECISION_OUTCOMES)
+    retried = sql(settings, q.RETRIED)
+    multi = sql(settings, q.FINISHED_MORE_THAN_ONCE)
+    terminal = sql(settings, q.TERMINAL_JOBS)
     return {
         "wall_s": wall,
         "events": total,
