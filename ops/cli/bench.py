@@ -45,3 +45,25 @@ def step(
         raise typer.BadParameter(str(e)) from None
     names = [p.strip() for p in policies.split(",") if p.strip()] or None
     raise typer.Exit(run_step_bench(pending=sizes, policies=names, repeat=repeat, out=out))
+
+
+@bench_app.command("fill")
+def fill(
+    pods: Path = typer.Option(None, help="A pod list in the openb format (default: the shared default list)."),
+    nodes: Path = typer.Option(None, help="A node list in the openb format (default: the 1,213 GPU nodes)."),
+    policies: str = typer.Option("", help="Policies, comma-separated (default: every registered one)."),
+    seeds: str = typer.Option("42-51", help="Seeds: a range 'a-b' or a comma-separated list."),
+    out: Path = typer.Option(Path("reports"), help="Directory for bench-fill.json and bench-fill.md."),
+) -> None:
+    """The openb fill benchmark (FGD's method): pods arrive until 130% of the GPU capacity,
+    none departs; GPU allocated at 100% arrived demand per policy, beside the published figures."""
+    from ops.bench.fill import run_fill_bench
+    from scheduling.policies import available_policies
+
+    if "-" in seeds:
+        a, b = (int(x) for x in seeds.split("-", 1))
+        seed_list = list(range(a, b + 1))
+    else:
+        seed_list = [int(x) for x in seeds.split(",") if x]
+    names = [p for p in policies.split(",") if p] or available_policies()
+    raise typer.Exit(run_fill_bench(pods=pods, nodes=nodes, policies=names, seeds=seed_list, out_dir=out))
