@@ -19,6 +19,7 @@ from aiokafka import AIOKafkaConsumer
 
 from ops.agents.node_ledger import NodeLedger
 from scheduling.events import (
+    DeadLetter,
     IsolateNodeCommand,
     JobLifecycle,
     NodeTelemetry,
@@ -42,6 +43,7 @@ class AgentStats:
     failed_injected: int = 0
     preempted: int = 0
     unknown_node_waits: int = 0
+    malformed_commands: int = 0
     first_refusals: list[str] = field(default_factory=list)
 
 
@@ -87,7 +89,7 @@ class SimulatedAgents:
                 for tp, msgs in batch.items():
                     topic = tp.topic.removeprefix(self.settings.topic_prefix)
                     for m in msgs:
-                        await self._handle(topic, m.value)
+                        await self._handle(topic, m.value, partition=m.partition, offset=m.offset, key=m.key)
         finally:
             telemetry.cancel()
             for h in self._timers.values():
@@ -98,11 +100,20 @@ class SimulatedAgents:
     def stop(self) -> None:
         self._stopping.set()
 
-    async def _handle(self, topic: str, raw: bytes) -> None:
+    async def _handle(self, topic: str, raw: bytes | None, *, partition: int = -1, offset: int = -1,
+                      key: bytes | None = None) -> None:  # fmt: skip
         try:
+            if raw is None:
+                raise ValueError("empty message (null value)")
             ev = decode(topic, raw)
-        except ValueError:
-            return  # not ours to judge: the worker dead-letters malformed events
+        except ValueError as e:
+            if topic == "actions":  # no worker reads this topic: the agents are its last reader
+                self.stats.malformed_commands += 1
+                log.warning("dead-lettering a malformed command at %s:%s: %s", partition, offset, e)
+                await self._producer.send("deadletter", DeadLetter.of(
+                    raw or b"", f"invalid actions command: {e}", topic="actions", partition=partition,
+                    offset=offset, key=key))  # fmt: skip
+            return  # malformed telemetry: the worker, which reads that topic, dead-letters it
         if isinstance(ev, NodeTelemetry):
             if ev.source == "inventory" and ev.node_id not in self.nodes:
                 self.nodes[ev.node_id] = NodeLedger.from_inventory(ev)

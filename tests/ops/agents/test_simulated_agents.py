@@ -210,11 +210,14 @@ async def test_isolated_node_refuses_new_work(agents) -> None:
     assert ev.state == "failed" and ev.reason == "agent refused: node n1 is not healthy"
 
 
-async def test_malformed_input_is_ignored(agents) -> None:
+async def test_a_malformed_command_is_dead_lettered_and_malformed_telemetry_left_to_the_worker(agents) -> None:
     a, rec = agents
-    await a._handle("actions", b"{not json")
-    await a._handle("nodes.telemetry", b'{"node_id": ""}')
-    assert rec.sent == [] and a.stats.commands == 0 and a.nodes == {}
+    await a._handle("actions", b"{not json", partition=2, offset=7, key=b"n1")
+    await a._handle("nodes.telemetry", b'{"node_id": ""}')  # the worker reads this topic and dead-letters it
+    [(topic, dl)] = rec.sent
+    assert topic == "deadletter" and dl.topic == "actions" and (dl.partition, dl.offset, dl.key) == (2, 7, "n1")
+    assert dl.original() == b"{not json" and dl.reason.startswith("invalid actions command: ")
+    assert a.stats.malformed_commands == 1 and a.stats.commands == 0 and a.nodes == {}
 
 
 async def test_two_attempts_of_one_job_on_one_node_are_both_accounted(agents) -> None:
