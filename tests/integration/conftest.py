@@ -4,16 +4,37 @@ their own; stopped by PID at teardown."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
 from ops.local_stack import LocalStack, free_port
+from scheduling.events import Event
+from streams.producer import EventProducer
 from streams.settings import Settings
 
 FAST_AGENTS = ("--speed", "1000", "--max-duration", "2000", "--telemetry", "1")
+
+TOPIC_OF = {"job_submitted": "jobs.submitted", "node_telemetry": "nodes.telemetry"}
+
+
+def publish(settings: Settings, events: Iterable[Event], *, pause: float = 0.0) -> None:
+    """Publish submissions and telemetry as a producer would (``EventProducer``), each stamped
+    with the moment it is sent, ``pause`` seconds apart."""
+
+    async def run() -> None:
+        async with EventProducer(settings) as prod:
+            for ev in events:
+                await prod.send(TOPIC_OF[ev.kind], ev.model_copy(update={"event_time": datetime.now(UTC)}))
+                if pause:
+                    await asyncio.sleep(pause)
+            await prod.flush()
+
+    asyncio.run(run())
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 
 from ops.replay import replay
 from ops.traces import get_loader
-from tests.integration.conftest import FAST_AGENTS
+from tests.integration.conftest import FAST_AGENTS, publish
 
 pytestmark = pytest.mark.integration
 
@@ -74,7 +74,6 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack) -> None: 
 
 def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_stack) -> None:  # type: ignore[no-untyped-def]
     from scheduling.events import JobSubmitted, NodeTelemetry
-    from streams.producer import EventProducer
     from streams.topics import ensure_topics
 
     p = make_stack()
@@ -94,14 +93,7 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
         JobSubmitted(job_id="h-1", gang_id="h", gang_size=2, cpu_milli=1000, num_gpu=4),
     ]  # fmt: skip
 
-    async def publish() -> None:
-        async with EventProducer(p.settings) as prod:
-            await prod.send("nodes.telemetry", node)
-            for j in jobs:
-                await prod.send("jobs.submitted", j)
-            await prod.flush()
-
-    asyncio.run(publish())
+    publish(p.settings, [node, *jobs])
     p.wait(lambda s: s["finished"] == 4 and s["rejected"] == 3, timeout=90, what="parent, child, gangs, rejections")
     started = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'started' "
                          "GROUP BY job_id"))  # fmt: skip

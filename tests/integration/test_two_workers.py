@@ -9,9 +9,8 @@ import pytest
 
 from ops.local_stack import free_port, worker_status
 from scheduling.events import JobSubmitted, NodeTelemetry, partition_for
-from streams.producer import EventProducer
 from streams.topics import ensure_topics
-from tests.integration.conftest import FAST_AGENTS
+from tests.integration.conftest import FAST_AGENTS, publish
 
 pytestmark = pytest.mark.integration
 
@@ -33,20 +32,10 @@ def test_two_workers_split_the_clusters_and_place_each_job_once(make_stack) -> N
     p.start_worker("--no-archive", name="worker2", settings=second)
     p.start_agents(*FAST_AGENTS)
 
-    async def publish() -> None:
-        async with EventProducer(p.settings) as prod:
-            for c in clusters:
-                for n in range(2):
-                    await prod.send("nodes.telemetry", NodeTelemetry(
-                        node_id=f"{c}-n{n}", cluster=c, source="inventory", cpu_milli=16000, memory_mib=65536,
-                        num_gpu=2, gpu_model="T4"))  # fmt: skip
-            for c in clusters:
-                for j in range(PER_CLUSTER):
-                    await prod.send("jobs.submitted", JobSubmitted(
-                        job_id=f"{c}-j{j}", cluster=c, cpu_milli=2000, memory_mib=1024, num_gpu=1, gpu_milli=500,
-                        trace_duration_s=1))  # fmt: skip
-            await prod.flush()
-
+    inventory = [NodeTelemetry(node_id=f"{c}-n{n}", cluster=c, source="inventory", cpu_milli=16000,
+                               memory_mib=65536, num_gpu=2, gpu_model="T4") for c in clusters for n in range(2)]
+    jobs = [JobSubmitted(job_id=f"{c}-j{j}", cluster=c, cpu_milli=2000, memory_mib=1024, num_gpu=1, gpu_milli=500,
+                         trace_duration_s=1) for c in clusters for j in range(PER_CLUSTER)]  # fmt: skip
     total = PER_CLUSTER * len(clusters)
 
     def both() -> tuple[dict, dict]:  # type: ignore[type-arg]
@@ -60,7 +49,7 @@ def test_two_workers_split_the_clusters_and_place_each_job_once(make_stack) -> N
 
     # the group rebalanced: the partitions are split between the two, none owned twice
     p.wait(split, timeout=90, what="the two workers to share the partitions")
-    asyncio.run(publish())
+    publish(p.settings, [*inventory, *jobs])
 
     p.wait(lambda _: sum(s["finished"] for s in both()) == total, timeout=180, what="all jobs, on two workers")
     a, b = both()

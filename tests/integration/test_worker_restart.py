@@ -11,9 +11,8 @@ import pytest
 
 from ops.traces import get_loader
 from storage.queries import _PLACED_TWICE, _STARTED_TWICE  # the reconciliation's own SQL
-from streams.producer import EventProducer
 from streams.topics import ensure_topics
-from tests.integration.conftest import FAST_AGENTS
+from tests.integration.conftest import FAST_AGENTS, publish
 
 pytestmark = pytest.mark.integration
 
@@ -31,28 +30,15 @@ def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_st
     jobs = [tj.event for tj in loader.jobs()]
     assert len(jobs) == N
 
-    async def publish(batch: list, pause: float) -> None:  # type: ignore[type-arg]
-        async with EventProducer(p.settings) as prod:
-            for ev in batch:
-                await prod.send("jobs.submitted", ev.model_copy(update={"event_time": ev.event_time.now(ev.event_time.tzinfo)}))
-                await asyncio.sleep(pause)
-            await prod.flush()
-
-    async def publish_nodes() -> None:
-        async with EventProducer(p.settings) as prod:
-            for n in nodes:
-                await prod.send("nodes.telemetry", n)
-            await prod.flush()
-
-    asyncio.run(publish_nodes())
-    asyncio.run(publish(jobs[:KILL_AFTER], 0.05))
+    publish(p.settings, nodes)
+    publish(p.settings, jobs[:KILL_AFTER], pause=0.05)
     p.wait(lambda s: s["counters"]["decisions_applied"] >= 20, timeout=60, what="the first placements")
     p.children["worker"].kill()  # no goodbye: no flush, no commit
     # submissions keep coming while no worker runs
-    asyncio.run(publish(jobs[KILL_AFTER:2 * KILL_AFTER], 0.02))
+    publish(p.settings, jobs[KILL_AFTER:2 * KILL_AFTER], pause=0.02)
     time.sleep(1)
     p.start_worker("--loglevel", "info")
-    asyncio.run(publish(jobs[2 * KILL_AFTER:], 0.02))
+    publish(p.settings, jobs[2 * KILL_AFTER:], pause=0.02)
 
     st = p.wait(lambda s: s["finished"] + s["rejected"] == N and s["pending"] + s["running"] + s["reserved"] == 0,
                 timeout=240, what=f"all {N} jobs to settle after the restart")  # fmt: skip
@@ -77,19 +63,11 @@ def test_a_cleanly_restarted_worker_schedules_again(make_stack) -> None:  # type
     loader = get_loader("openb", start_offset=10_000_000, limit=10)
     jobs = [tj.event for tj in loader.jobs()]
 
-    async def publish(batch: list, with_nodes: bool) -> None:  # type: ignore[type-arg]
-        async with EventProducer(p.settings) as prod:
-            for n in loader.nodes() if with_nodes else []:
-                await prod.send("nodes.telemetry", n)
-            for ev in batch:
-                await prod.send("jobs.submitted", ev)
-            await prod.flush()
-
-    asyncio.run(publish(jobs[:5], with_nodes=True))
+    publish(p.settings, [*loader.nodes(), *jobs[:5]])
     p.wait(lambda s: s["finished"] == 5, timeout=60, what="the first five jobs")
     p.children["worker"].stop()  # SIGTERM: Faust commits its offsets on the way out
     time.sleep(4)  # past Faust's commit interval either way
     p.start_worker()
-    asyncio.run(publish(jobs[5:], with_nodes=False))
+    publish(p.settings, jobs[5:])
     st = p.wait(lambda s: s["finished"] == 10, timeout=90, what="the jobs submitted after the restart")
     assert st["pending"] == 0
