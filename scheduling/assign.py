@@ -22,6 +22,7 @@ from scheduling.filters.framework import never_fits, run_filters
 from scheduling.gang import gang_problem, group_gangs
 from scheduling.gpu_select import select_gpus
 from scheduling.job import JobRequest
+from scheduling.order_context import OrderContext
 from scheduling.policies.base import Policy
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.step_result import Placement, StepResult, Unschedulable
@@ -31,19 +32,20 @@ __all__ = ["Placement", "StepResult", "Unschedulable", "place_one", "schedule_st
 
 def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], policy: Policy, *, now: float,
                   top_k: int = 3, max_placements: int | None = None,
-                  filters: Sequence[Filter] | None = None) -> StepResult:  # fmt: skip
+                  filters: Sequence[Filter] | None = None, context: OrderContext | None = None) -> StepResult:  # fmt: skip
     """Place as many of ``pending`` as fit, conflict-free. ``snapshot`` is not modified.
 
     ``max_placements`` caps the placements of this step; jobs not considered because of
     it are listed in ``StepResult.deferred`` (a gang is never split by the cap, but one
-    larger than the cap may still go first in a step).
+    larger than the cap may still go first in a step). ``context`` is handed to the policy's
+    ordering (tenant shares, attained service, a duration predictor).
     """
     started = time.perf_counter()
     snap = snapshot.copy()
     unique: dict[str, JobRequest] = {}
     for job in pending:
         unique.setdefault(job.job_id, job)
-    ordered = policy.order(list(unique.values()), now)
+    ordered = policy.order(list(unique.values()), now, context)
     gangs = group_gangs(ordered)
     handled: set[str] = set()
     result = StepResult()
@@ -92,11 +94,12 @@ def place_one(snap: ClusterSnapshot, job: JobRequest, policy: Policy, *, top_k: 
         raise ValueError(f"policy {policy.name} returned scores of shape {scores.shape}, "
                          f"expected {feasible.shape}")  # fmt: skip
     masked = np.where(feasible & ~np.isnan(scores), scores, -np.inf)
+    choose_gpus = getattr(policy, "select_gpus", None) or select_gpus  # a policy may pick GPUs itself
     while True:
         best = int(np.argmax(masked))
         if masked[best] == -np.inf:
             return Unschedulable(job.job_id, f"{policy.name}: all {count} feasible node(s) scored -inf (vetoed)")
-        gpus = select_gpus(snap, best, job)
+        gpus = choose_gpus(snap, best, job)
         if gpus is not None:
             break
         masked[best] = -np.inf  # only reachable with a custom filter chain lacking gpu_share

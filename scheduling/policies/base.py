@@ -1,9 +1,12 @@
 """The policy contract: queue order plus a vectorised node score.
 
-``order(jobs, now)`` decides which pending job is considered first; ``score(job,
+``order(jobs, now, context)`` decides which pending job is considered first (``context``:
+an :class:`~scheduling.order_context.OrderContext` or ``None``); ``score(job,
 snapshot, feasible_mask)`` returns one float per node (higher is better; entries outside
 ``feasible_mask`` are ignored, ``-inf`` vetoes a node). Scores are computed for all
-nodes at once with numpy — never a Python loop over nodes.
+nodes at once with numpy — never a Python loop over nodes. A policy may also define
+``select_gpus(snapshot, node_index, job) -> tuple[int, ...] | None`` to choose the GPUs
+inside the chosen node (default: :func:`scheduling.gpu_select.select_gpus`, best-fit per GPU).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from typing import ClassVar, Protocol, runtime_checkable
 import numpy as np
 
 from scheduling.job import JobRequest
+from scheduling.order_context import OrderContext
 from scheduling.snapshot import ClusterSnapshot
 
 
@@ -21,7 +25,7 @@ from scheduling.snapshot import ClusterSnapshot
 class Policy(Protocol):
     name: str
 
-    def order(self, jobs: Sequence[JobRequest], now: float) -> list[JobRequest]: ...
+    def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]: ...
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray: ...
 
@@ -36,7 +40,7 @@ class BasePolicy:
 
     name: ClassVar[str] = "base"
 
-    def order(self, jobs: Sequence[JobRequest], now: float) -> list[JobRequest]:
+    def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
         return sorted(jobs, key=fifo_key)
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
