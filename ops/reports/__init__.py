@@ -1,0 +1,7 @@
+"""Benchmark reports: a markdown file, a JSON results file and PNG plots in one directory,
+plus rich tables on the console. Every ``semsched bench …`` command writes through
+:class:`Report`."""
+
+from ops.reports.report import Report
+
+__all__ = ["Report"]
