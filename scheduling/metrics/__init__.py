@@ -2,5 +2,18 @@
 all go through these definitions."""
 
 from scheduling.metrics.allocation import AllocationSample, Holding, allocation_over_time
+from scheduling.metrics.distribution import Distribution
+from scheduling.metrics.jobs import JobMetrics, JobOutcome, job_metrics
+from scheduling.metrics.stability import order_agreement, placement_stability
 
-__all__ = ["AllocationSample", "Holding", "allocation_over_time"]
+__all__ = [
+    "AllocationSample",
+    "Distribution",
+    "Holding",
+    "JobMetrics",
+    "JobOutcome",
+    "allocation_over_time",
+    "job_metrics",
+    "order_agreement",
+    "placement_stability",
+]
