@@ -32,6 +32,9 @@ class Settings(BaseModel):
     archive_batch_rows: int = Field(default_factory=lambda: int(_env("ARCHIVE_BATCH_ROWS", "5000")))
     session_timeout_s: float = Field(default_factory=lambda: float(_env("SESSION_TIMEOUT", "10")))
     archive_flush_s: float = Field(default_factory=lambda: float(_env("ARCHIVE_FLUSH", "1.0")))
+    # OpenTelemetry spans and metrics (streams/telemetry): console | otlp | none | file:DIR. The
+    # OTLP endpoint, sampler, batch sizes and metric interval come from the standard OTEL_* names.
+    otel_exporter: str = Field(default_factory=lambda: _env("OTEL_EXPORTER", "console"))
 
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"

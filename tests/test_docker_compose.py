@@ -179,3 +179,21 @@ def test_dockerfile_shape() -> None:
     users = re.findall(r"^USER\s+(\S+)", text, re.M)
     assert users and users[-1] not in {"root", "0"}, "the image runs as a non-root user"
     assert re.search(r'^ENTRYPOINT \["semsched"\]', text, re.M)
+
+
+def test_otel_collector_receives_from_worker_and_agents(compose: dict) -> None:
+    services = compose["services"]
+    col = services["otel-collector"]
+    image, _, tag = col["image"].partition(":")
+    assert image == "otel/opentelemetry-collector-contrib"
+    assert re.match(r"\d+\.\d+\.\d+", tag), f"pin a release, not {tag or 'latest'!r}"
+    mounts = [v for v in col.get("volumes", []) if v["type"] == "bind"]
+    config = next(v for v in mounts if v["target"] == "/etc/otelcol-contrib/config.yaml")
+    text = Path(config["source"]).read_text()
+    assert "otlp:" in text and "4318" in text
+    for name in ("worker", "agents"):
+        env = _env(services[name])
+        assert env["SEMSCHED_OTEL_EXPORTER"] == "otlp", name
+        endpoint = urlparse(env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+        assert (endpoint.hostname, endpoint.port) == ("otel-collector", 4318), name
+        assert services[name]["depends_on"]["otel-collector"]["condition"] == "service_started"
