@@ -3,7 +3,9 @@
 ``schedule_step`` works on a copy of the snapshot and takes the jobs in the policy's
 order. For each: filter (all nodes at once), score (vectorised), take the best node
 (ties → lowest index), pick its GPUs (best-fit per GPU) and reserve them, so later jobs
-in the same step see the reduced capacity. Gangs are all-or-nothing within the step:
+in the same step see the reduced capacity. Within a step, free capacity only shrinks, so
+once a job's shape (resources, GPU models, cluster, app limits) has no feasible node, a
+later job of the same shape is not filtered again: it gets the same reason. Gangs are all-or-nothing within the step:
 members are placed one after another and, if one fails, the partial reservations are
 rolled back. A job with no feasible node is reported with the kube-style filter reason;
 ``permanent`` when it could not fit even the empty cluster.
@@ -48,7 +50,8 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
     ordered = policy.order(list(unique.values()), now, context)
     gangs = group_gangs(ordered)
     handled: set[str] = set()
-    result = StepResult()
+    result = StepResult(order=[j.job_id for j in ordered])
+    no_fit: dict[tuple, Unschedulable] = {}  # shape -> the first such job's outcome
 
     def over_budget(need: int) -> bool:
         if max_placements is None:
@@ -61,8 +64,18 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
             if over_budget(1):
                 result.deferred.append(job.job_id)
                 continue
+            shape = _shape(job)
+            known = no_fit.get(shape)
+            if known is not None:
+                result.unschedulable.append(dataclasses.replace(known, job_id=job.job_id))
+                continue
             outcome = place_one(snap, job, policy, top_k=top_k, filters=filters)
-            (result.placements if isinstance(outcome, Placement) else result.unschedulable).append(outcome)
+            if isinstance(outcome, Placement):
+                result.placements.append(outcome)
+            else:
+                result.unschedulable.append(outcome)
+                if outcome.filtered_out:
+                    no_fit[shape] = outcome
             continue
         gang_id = job.gang_id
         assert gang_id is not None
@@ -88,7 +101,7 @@ def place_one(snap: ClusterSnapshot, job: JobRequest, policy: Policy, *, top_k: 
     feasible = run_filters(job, snap, filters, explain=False).feasible_mask
     count = int(np.count_nonzero(feasible))
     if count == 0:
-        return _unschedulable(job, snap, filters)
+        return dataclasses.replace(_unschedulable(job, snap, filters), filtered_out=True)
     scores = np.asarray(policy.score(job, snap, feasible), dtype=np.float64)
     if scores.shape != feasible.shape:
         raise ValueError(f"policy {policy.name} returned scores of shape {scores.shape}, "
@@ -115,6 +128,12 @@ def place_one(snap: ClusterSnapshot, job: JobRequest, policy: Policy, *, top_k: 
         feasible_nodes=count,
         reason=f"{policy.name}: highest score {score:.4g} of {count} feasible node(s)",
     )
+
+
+def _shape(job: JobRequest) -> tuple:
+    """Everything the filters look at (two jobs of one shape pass the same nodes)."""
+    return (job.cluster, job.cpu_milli, job.memory_mib, job.num_gpu, job.per_gpu_milli, job.gpu_models,
+            job.app, job.max_instances_per_node)  # fmt: skip
 
 
 def top_candidates(masked: np.ndarray, node_ids: np.ndarray, k: int) -> list[tuple[str, float]]:

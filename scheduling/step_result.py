@@ -21,21 +21,25 @@ class Placement:
 
 @dataclass(frozen=True, slots=True)
 class Unschedulable:
-    """No node for ``job_id`` this step. ``permanent``: it can never run in this cluster."""
+    """No node for ``job_id`` this step. ``permanent``: it can never run in this cluster;
+    ``filtered_out``: no node passed the filters (rather than all scored ``-inf``)."""
 
     job_id: str
     reason: str
     permanent: bool = False
+    filtered_out: bool = False
 
 
 @dataclass(slots=True)
 class StepResult:
-    """``deferred``: job ids not considered this step (``max_placements`` reached)."""
+    """``deferred``: job ids not considered this step (``max_placements`` reached);
+    ``order``: every job id in the order the policy considered them."""
 
     placements: list[Placement] = field(default_factory=list)
     unschedulable: list[Unschedulable] = field(default_factory=list)
     compute_ms: float = 0.0
     deferred: list[str] = field(default_factory=list)
+    order: list[str] = field(default_factory=list)
 
     @property
     def placed_ids(self) -> set[str]:

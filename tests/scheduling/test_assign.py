@@ -141,3 +141,15 @@ def test_top_candidates_ties_lowest_index_and_excludes_vetoed():
     assert top_candidates(masked, ids, 3) == [("b", 0.9), ("e", 0.9), ("a", 0.5)]
     assert top_candidates(masked, ids, 10) == [("b", 0.9), ("e", 0.9), ("a", 0.5), ("c", 0.5)]
     assert masked.tolist()[1] == 0.9  # caller's array restored
+
+
+def test_same_shape_is_not_filtered_twice_but_gets_the_same_reason():
+    s = snap(node("a", cpu=8000))
+    jobs = [job("big1", cpu=9000), job("small", cpu=1000, submit_time=1), job("big2", cpu=9000, submit_time=2)]
+    r = schedule_step(s, jobs, FF, now=0)
+    assert r.order == ["big1", "small", "big2"]
+    assert [p.job_id for p in r.placements] == ["small"]
+    big1, big2 = r.unschedulable
+    assert (big1.job_id, big2.job_id) == ("big1", "big2")
+    assert big1.reason == big2.reason and "cpu" in big1.reason.lower()
+    assert big1.permanent and big2.permanent and big2.filtered_out
