@@ -1,0 +1,25 @@
+"""Where the shared workflows live: ``<data dir>/workflows`` (``$SEMSCHED_DATA_DIR`` or
+``<repo>/../shared/data``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ops.traces.paths import data_dir
+
+
+def workflows_dir() -> Path:
+    return data_dir() / "workflows"
+
+
+def topcuoglu_dir() -> Path:
+    return workflows_dir() / "heft-topcuoglu-2002"
+
+
+def wfinstances_dir() -> Path:
+    return workflows_dir() / "wfinstances"
+
+
+def wfinstance_files(directory: Path | None = None) -> list[Path]:
+    """The WfInstances JSON files, sorted by name."""
+    return sorted((directory or wfinstances_dir()).glob("*.json"))
