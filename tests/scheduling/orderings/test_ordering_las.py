@@ -1,0 +1,77 @@
+import pytest
+from sched_builders import job
+
+from scheduling.order_context import OrderContext, service_rate
+from scheduling.orderings import get_ordering
+
+
+def ids(jobs):
+    return [j.job_id for j in jobs]
+
+
+def gpu_job(job_id, submit, gpus=1, share=0, **kw):
+    return job(job_id, gpus=gpus, share=share, submit_time=submit, **kw)
+
+
+def test_demoted_job_waits_behind_later_fresh_jobs():
+    las = get_ordering("las", thresholds=(100.0,), promote_knob=None)
+    jobs = [gpu_job("old", 0.0), gpu_job("new", 5.0)]
+    ctx = OrderContext(attained_service={"old": 150.0})
+    assert ids(las.order(jobs, 10.0, ctx)) == ["new", "old"]
+    # below the threshold it is still in queue 0: plain FIFO
+    assert ids(las.order(jobs, 10.0, OrderContext(attained_service={"old": 99.0}))) == ["old", "new"]
+
+
+def test_k_queues_by_thresholds_fifo_inside_each():
+    las = get_ordering("las", thresholds=(100.0, 1000.0), promote_knob=None)
+    jobs = [gpu_job("q2", 0.0), gpu_job("q1a", 1.0), gpu_job("q0", 9.0), gpu_job("q1b", 2.0)]
+    ctx = OrderContext(attained_service={"q2": 1000.0, "q1a": 100.0, "q1b": 999.0})
+    assert ids(las.order(jobs, 10.0, ctx)) == ["q0", "q1a", "q1b", "q2"]
+
+
+def test_starvation_guard_promotes_after_knob_times_executed_time():
+    las = get_ordering("las", thresholds=(100.0,), promote_knob=2.0)
+    jobs = [gpu_job("starved", 0.0), gpu_job("fresh", 50.0)]
+    # 1 GPU, 150 GPU-s attained → executed 150 s; re-queued at t=1000 → promoted from t=1300
+    ctx = OrderContext(attained_service={"starved": 150.0}, queued_since={"starved": 1000.0})
+    assert ids(las.order(jobs, 1299.0, ctx)) == ["fresh", "starved"]
+    assert ids(las.order(jobs, 1300.0, ctx)) == ["starved", "fresh"]  # queue 0, and earlier in FIFO
+
+
+def test_executed_time_uses_the_service_rate():
+    las = get_ordering("las", thresholds=(100.0,), promote_knob=1.0)
+    half = gpu_job("half", 0.0, share=500)  # 0.5 GPU: 150 GPU-s = 300 s executed
+    cpu = job("cpu", cpu=4000, submit_time=0.5)  # 4 cores: 400 core-s = 100 s executed
+    fresh = gpu_job("fresh", 1.0)
+    assert service_rate(half) == 0.5 and service_rate(cpu) == 4.0
+    ctx = OrderContext(attained_service={"half": 150.0, "cpu": 400.0}, queued_since={"half": 0.0, "cpu": 0.0})
+    assert ids(las.order([half, cpu, fresh], 150.0, ctx)) == ["cpu", "fresh", "half"]  # cpu promoted, half not
+    assert ids(las.order([half, cpu, fresh], 300.0, ctx)) == ["half", "cpu", "fresh"]  # both promoted
+
+
+def test_wait_defaults_to_submit_time_and_guard_can_be_disabled():
+    jobs = [gpu_job("ran", 0.0), gpu_job("fresh", 1.0)]
+    ctx = OrderContext(attained_service={"ran": 200.0})
+    assert ids(get_ordering("las", thresholds=(100.0,), promote_knob=8.0).order(jobs, 1600.0, ctx)) == ["ran", "fresh"]
+    assert ids(get_ordering("las", thresholds=(100.0,), promote_knob=8.0).order(jobs, 1599.0, ctx)) == ["fresh", "ran"]
+    assert ids(get_ordering("las", thresholds=(100.0,), promote_knob=None).order(jobs, 1e9, ctx)) == ["fresh", "ran"]
+
+
+def test_without_context_las_is_fifo():
+    jobs = [gpu_job("b", 2.0), gpu_job("a", 1.0)]
+    assert ids(get_ordering("las").order(jobs, 0.0)) == ["a", "b"]
+
+
+def test_gang_attained_service_is_summed():
+    las = get_ordering("las", thresholds=(100.0,), promote_knob=None)
+    m1 = gpu_job("g-1", 0.0, gang_id="g", gang_size=2)
+    m2 = gpu_job("g-2", 0.0, gang_id="g", gang_size=2)
+    solo = gpu_job("solo", 5.0)
+    ctx = OrderContext(attained_service={"g-1": 60.0, "g-2": 60.0, "solo": 90.0})
+    assert ids(las.order([m2, solo, m1], 10.0, ctx)) == ["solo", "g-1", "g-2"]
+
+
+@pytest.mark.parametrize("kw", [{"thresholds": (100.0, 50.0)}, {"thresholds": (0.0,)}, {"promote_knob": -1.0}])
+def test_invalid_knobs(kw):
+    with pytest.raises(ValueError):
+        get_ordering("las", **kw)
