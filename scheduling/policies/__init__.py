@@ -4,7 +4,15 @@ Adding a policy is one new module here that decorates its factory with
 ``@register("name")``, plus one import line below.
 """
 
-from scheduling.policies import best_fit, fgd, fifo_first_fit  # noqa: F401  (registers on import)
+from scheduling.policies import (  # noqa: F401  (registers on import)
+    best_fit,
+    dot_product,
+    fgd,
+    fifo_first_fit,
+    gpu_clustering,
+    gpu_packing,
+    random_policy,
+)
 from scheduling.policies.base import BasePolicy, Policy, fifo_key
 from scheduling.policies.registry import (
     UnknownPolicyError,

@@ -14,6 +14,7 @@ import numpy as np
 from scheduling.job import JobRequest
 from scheduling.policies.base import BasePolicy
 from scheduling.policies.registry import register
+from scheduling.policies.sim_conventions import MAX_NODE_SCORE, MAX_SPEC_CPU, MAX_SPEC_GPU, request_cpu
 from scheduling.snapshot import ClusterSnapshot
 
 
@@ -52,3 +53,27 @@ class BestFit(BasePolicy):
         score += wm * utilisation_after(snapshot.mem_free, inv_mem, job.memory_mib)
         score += wg * utilisation_after(snapshot.gpu_free_milli, inv_gpu, job.gpu_demand_milli)
         return score
+
+
+@register("best-fit-leftover")
+class BestFitLeftover(BasePolicy):
+    """``best-fit-leftover``: the FGD authors' ``BestFit`` — the node left with the least free
+    cpu and GPU milli in absolute terms after placement.
+
+    ``⌊100 × (1 − ½·(free cpu − request)/128 cores − ½·(free GPU milli − request)/8 GPUs)⌋``
+    (normalised by the largest node, not by each node's capacity; memory is not scored;
+    integer scores, ties to the node priority). GPUs inside the node: best fit. Their
+    min–max rescaling of the scores to 0..100 keeps the order (the range never exceeds 100),
+    so it is left out.
+    """
+
+    name = "best-fit-leftover"
+
+    def __init__(self, quantize: bool = True) -> None:
+        self.quantize = quantize
+
+    def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
+        cpu_left = (snapshot.cpu_free - request_cpu(job)) / MAX_SPEC_CPU
+        gpu_left = (snapshot.gpu_free_milli - job.gpu_demand_milli) / MAX_SPEC_GPU
+        score = MAX_NODE_SCORE * (1.0 - 0.5 * cpu_left - 0.5 * gpu_left)
+        return np.floor(score) if self.quantize else score
