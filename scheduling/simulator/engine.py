@@ -1,0 +1,191 @@
+"""The discrete-event engine.
+
+Events on a virtual clock: arrivals (the workload's submit times, scaled by the load
+factor), departures (a job placed at ``t`` on node ``n`` leaves at ``t + duration /
+speed[n]``) and scheduling steps. A step runs at the first point of the ``step_s`` grid at
+or after an arrival or a departure — the same trigger as the worker's loop — and calls
+:func:`scheduling.assign.schedule_step` with the policy, exactly as the worker does. At
+equal times departures come first, then arrivals, then the step. Without an event nothing
+can change, so there is no step (the queue may wait for the next departure).
+
+A job enters the queue once all its DAG parents finished; a job whose parent was
+rejected is rejected. A job no node of the empty cluster can hold is rejected with the
+filters' reason (``permanent``), like the worker does. Deterministic: the only
+randomness is the seeded node speeds (and a seeded policy's own).
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduling.assign import schedule_step
+from scheduling.job import JobRequest
+from scheduling.metrics import Holding, JobOutcome
+from scheduling.node import NodeView
+from scheduling.order_context import LearningDurationPredictor, OrderContext
+from scheduling.policies.base import Policy
+from scheduling.simulator.config import SimConfig
+from scheduling.simulator.result import SimResult, StepRecord
+from scheduling.simulator.speeds import node_speeds
+from scheduling.simulator.workload import SimJob
+from scheduling.snapshot import ClusterSnapshot
+
+Progress = Callable[[int, int], None]  # (jobs done, jobs total)
+
+
+@dataclass
+class _Running:
+    job: SimJob
+    node: int
+    gpus: tuple[int, ...]
+    start: float
+
+
+class Simulator:
+    def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[SimJob], policy: Policy,
+                 config: SimConfig | None = None, *, estimator: LearningDurationPredictor | None = None) -> None:  # fmt: skip
+        self.config = config or SimConfig()
+        self.policy = policy
+        self.estimator = estimator
+        self.snapshot = ClusterSnapshot.from_nodes(nodes)
+        self.speeds = node_speeds(len(nodes), self.config.speed_spread, self.config.seed)
+        self.jobs = sorted(jobs, key=lambda j: (j.request.submit_time, j.job_id))
+        ids = [j.job_id for j in self.jobs]
+        if len(set(ids)) != len(ids):
+            raise ValueError("job ids must be unique in a simulation")
+        snap = self.snapshot
+        self.capacity = (float(snap.cpu_cap.sum()), float(snap.mem_cap.sum()), float(snap.gpu_cap_milli.sum()))
+
+    def run(self, progress: Progress | None = None) -> SimResult:
+        cfg, snap = self.config, self.snapshot
+        started_wall = time.perf_counter()
+        by_id = {j.job_id: j for j in self.jobs}
+        children: dict[str, list[str]] = {}
+        waiting_on: dict[str, int] = {}
+        for j in self.jobs:
+            known = [p for p in j.parents if p in by_id]
+            waiting_on[j.job_id] = len(known)
+            for p in known:
+                children.setdefault(p, []).append(j.job_id)
+
+        pending: dict[str, JobRequest] = {}  # eligible, in the queue
+        running: dict[str, _Running] = {}
+        departures: list[tuple[float, int, str]] = []
+        tenant_held: dict[str, list[float]] = {}
+        outcome: dict[str, dict] = {j.job_id: {"state": "pending"} for j in self.jobs}
+        holdings: list[Holding] = []
+        steps: list[StepRecord] = []
+        orders: list[list[str]] = []
+        rejected_reasons: dict[str, int] = {}
+        seq = 0
+        next_arrival = 0
+        next_step: float | None = None
+        done = events = 0
+        now = self.jobs[0].request.submit_time if self.jobs else 0.0
+
+        def due(t: float) -> None:
+            nonlocal next_step
+            grid = float(np.ceil(t / cfg.step_s - 1e-9) * cfg.step_s) + 0.0  # no -0.0
+            next_step = grid if next_step is None or next_step < t else min(next_step, grid)
+
+        def reject(job_id: str, reason: str) -> None:
+            nonlocal done
+            outcome[job_id].update(state="rejected", reason=reason)
+            rejected_reasons[reason] = rejected_reasons.get(reason, 0) + 1
+            done += 1
+            for c in children.get(job_id, []):
+                if outcome[c]["state"] == "pending":
+                    reject(c, f"DAG parent {job_id} was rejected")
+
+        def hold(tenant: str, job: JobRequest, sign: int) -> None:
+            held = tenant_held.setdefault(tenant, [0.0, 0.0, 0.0])
+            held[0] += sign * job.cpu_milli
+            held[1] += sign * job.memory_mib
+            held[2] += sign * job.gpu_demand_milli
+
+        while True:
+            t_dep = departures[0][0] if departures else np.inf
+            t_arr = self.jobs[next_arrival].request.submit_time if next_arrival < len(self.jobs) else np.inf
+            t_step = next_step if next_step is not None and pending else np.inf
+            t = min(t_dep, t_arr, t_step)
+            if t == np.inf:
+                break
+            now = t
+            if t_dep == now:
+                _, _, job_id = heapq.heappop(departures)
+                r = running.pop(job_id)
+                snap.free(r.node, r.job.request, r.gpus)
+                hold(r.job.request.tenant, r.job.request, -1)
+                outcome[job_id].update(state="finished", finish=now)
+                done += 1
+                if self.estimator is not None:
+                    self.estimator.observe(r.job.request, now - r.start)  # the measured run time
+                for c in children.get(job_id, []):
+                    waiting_on[c] -= 1
+                    if waiting_on[c] == 0 and outcome[c]["state"] == "pending" and outcome[c].get("arrived"):
+                        pending[c] = by_id[c].request
+                due(now)
+            elif t_arr == now:
+                job = self.jobs[next_arrival]
+                next_arrival += 1
+                outcome[job.job_id]["arrived"] = True
+                if waiting_on[job.job_id] == 0 and outcome[job.job_id]["state"] == "pending":
+                    pending[job.job_id] = job.request
+                due(now)
+            else:
+                next_step = None
+                context = OrderContext(
+                    tenant_held={k: (v[0], v[1], v[2]) for k, v in tenant_held.items()},
+                    capacity=self.capacity, estimator=self.estimator,
+                )  # fmt: skip
+                result = schedule_step(snap, list(pending.values()), self.policy, now=now, top_k=0,
+                                       context=context)  # fmt: skip
+                if cfg.record_orders:
+                    orders.append(result.order[: cfg.order_head])
+                steps.append(StepRecord(now, len(pending), len(result.placements), result.compute_ms))
+                for p in result.placements:
+                    job = by_id[p.job_id]
+                    del pending[p.job_id]
+                    snap.reserve(p.node_index, job.request, p.gpu_indices)
+                    hold(job.request.tenant, job.request, +1)
+                    running[p.job_id] = _Running(job, p.node_index, p.gpu_indices, now)
+                    end = now + job.duration_s / float(self.speeds[p.node_index])
+                    seq += 1
+                    heapq.heappush(departures, (end, seq, p.job_id))
+                    o = outcome[p.job_id]
+                    o.update(state="running", start=o.get("start", now), placements=o.get("placements", 0) + 1)
+                    if job.request.gpu_demand_milli:
+                        holdings.append(Holding(now, end, job.request.gpu_demand_milli))
+                for u in result.unschedulable:
+                    if u.permanent:
+                        del pending[u.job_id]
+                        reject(u.job_id, u.reason)
+            events += 1
+            if progress is not None and events % 500 == 0:
+                progress(done, len(self.jobs))
+        if progress is not None:
+            progress(done, len(self.jobs))
+
+        outcomes = [
+            JobOutcome(job_id=j.job_id, submit=j.request.submit_time, state=outcome[j.job_id]["state"],
+                       start=outcome[j.job_id].get("start"), finish=outcome[j.job_id].get("finish"),
+                       placements=outcome[j.job_id].get("placements", 0), gpu_milli=j.request.gpu_demand_milli,
+                       tenant=j.request.tenant)  # fmt: skip
+            for j in self.jobs
+        ]
+        return SimResult(
+            policy=self.policy.name, config=cfg, outcomes=outcomes, steps=steps, holdings=holdings,
+            gpu_capacity_milli=int(self.capacity[2]), rejected_reasons=rejected_reasons, orders=orders,
+            wall_s=time.perf_counter() - started_wall, end_time=now,
+        )  # fmt: skip
+
+
+def simulate(nodes: Sequence[NodeView], jobs: Sequence[SimJob], policy: Policy, config: SimConfig | None = None,
+             *, estimator: LearningDurationPredictor | None = None, progress: Progress | None = None) -> SimResult:  # fmt: skip
+    """Run one simulation (see :class:`Simulator`)."""
+    return Simulator(nodes, jobs, policy, config, estimator=estimator).run(progress)
