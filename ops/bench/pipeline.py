@@ -71,11 +71,12 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
     from ops.local_stack import worker_status
     from ops.traces.registry import get_loader
     from scheduling.policies import available_policies
+    from scheduling.policies.registry import is_policy_name
 
     if jobs < 1:
         console.print("[red]--jobs must be >= 1")
         return 2
-    if policy not in available_policies():
+    if not is_policy_name(policy):
         console.print(f"[red]unknown policy {policy!r}; available: {', '.join(available_policies())}")
         return 2
     stack = LocalStack.fresh("bench-pipeline", port=port, state_root=state_root, policy=policy,

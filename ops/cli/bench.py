@@ -22,6 +22,9 @@ def pipeline(
     """Sustained events/s through ingest → decision → command → archive on the local broker,
     and submission → command latency p50 / p99."""
     from ops.bench.pipeline import run_pipeline_bench
+    from ops.cli.options import policy_names
+
+    policy_names(policy)
 
     raise typer.Exit(
         run_pipeline_bench(jobs=jobs, port=port, policy=policy, step=step, rate=rate, timeout_s=timeout, out=out)
@@ -43,7 +46,9 @@ def step(
         sizes = parse_sizes(pending)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    names = [p.strip() for p in policies.split(",") if p.strip()] or None
+    from ops.cli.options import policy_names
+
+    names = policy_names(policies)
     raise typer.Exit(run_step_bench(pending=sizes, policies=names, repeat=repeat, out=out))
 
 
@@ -58,12 +63,7 @@ def fill(
     """The openb fill benchmark (FGD's method): pods arrive until 130% of the GPU capacity,
     none departs; GPU allocated at 100% arrived demand per policy, beside the published figures."""
     from ops.bench.fill import run_fill_bench
-    from scheduling.policies import available_policies
+    from ops.cli.options import policy_names, seed_list
 
-    if "-" in seeds:
-        a, b = (int(x) for x in seeds.split("-", 1))
-        seed_list = list(range(a, b + 1))
-    else:
-        seed_list = [int(x) for x in seeds.split(",") if x]
-    names = [p for p in policies.split(",") if p] or available_policies()
-    raise typer.Exit(run_fill_bench(pods=pods, nodes=nodes, policies=names, seeds=seed_list, out_dir=out))
+    raise typer.Exit(run_fill_bench(pods=pods, nodes=nodes, policies=policy_names(policies),
+                                    seeds=seed_list(seeds), out_dir=out))  # fmt: skip

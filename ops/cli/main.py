@@ -49,14 +49,13 @@ def worker(
     loglevel: str = typer.Option("warning", help="Faust log level."),
 ) -> None:
     """Run a Faust worker: ingest, cluster-state tables, the scheduling loop and the archiver."""
-    from scheduling.policies import available_policies
+    from ops.cli.options import policy_names
     from streams.worker import run_worker
 
     s = Settings()
     upd = {k: v for k, v in {"policy": policy, "step_s": step, "web_port": web_port}.items() if v is not None}
     s = s.model_copy(update=upd)
-    if s.policy not in available_policies():
-        raise typer.BadParameter(f"unknown policy {s.policy!r}; available: {', '.join(available_policies())}")
+    policy_names(s.policy)
     run_worker(s, archive=not no_archive, loglevel=loglevel)
 
 

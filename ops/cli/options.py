@@ -1,0 +1,34 @@
+"""Option parsing shared by the CLI's commands."""
+
+from __future__ import annotations
+
+import typer
+
+
+def policy_names(text: str | None, default: list[str] | None = None) -> list[str]:
+    """A comma-separated list of policy names — placements (``best-fit``) or
+    ``<ordering>+<placement>`` (``drf+fgd``) — checked against the registries;
+    ``default`` (every placement when ``None``) when ``text`` is empty."""
+    from scheduling.policies import available_policies
+    from scheduling.policies.registry import UnknownPolicyError, get_policy
+
+    names = [p.strip() for p in (text or "").split(",") if p.strip()]
+    if not names:
+        return list(default) if default is not None else available_policies()
+    for name in names:
+        try:
+            get_policy(name)
+        except UnknownPolicyError as e:
+            raise typer.BadParameter(str(e)) from None
+    return names
+
+
+def seed_list(text: str) -> list[int]:
+    """Seeds: a range ``a-b`` or a comma-separated list."""
+    try:
+        if "-" in text:
+            a, b = (int(x) for x in text.split("-", 1))
+            return list(range(a, b + 1))
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"seeds must be 'a-b' or a comma-separated list, not {text!r}") from None
