@@ -17,6 +17,7 @@ from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import faust
+from opentelemetry import trace
 from pydantic import BaseModel
 
 from scheduling.events import (
@@ -28,6 +29,7 @@ from scheduling.events import (
     decode,
     partition_for,
 )
+from streams import telemetry
 from streams.settings import Settings
 from streams.state import (
     DoneJob,
@@ -79,12 +81,17 @@ class Worker:
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     # gangs with a rejected member (rebuilt from the done table once after recovery)
     rejected_gangs: set[str] = field(default_factory=set)
+    # job id → its ingest span (the parent of the worker's later spans of that job)
+    traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
                            key=message.key)  # fmt: skip
         self.counters.deadletters += 1
-        await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition)
+        telemetry.count_deadletter(reason, topic=topic, source="worker")
+        trace.get_current_span().set_attribute("semsched.deadletter.reason", reason[:500])
+        await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition,
+                                             headers=telemetry.inject() or None)  # fmt: skip
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
     async def apply_decision(self, rec: DecisionRecord, partition: int, *, in_stream: bool) -> Transition:
@@ -235,6 +242,9 @@ def _register_agents(w: Worker) -> None:
             return
         if t.pending:
             w.counters.accepted += 1
+            span = trace.get_current_span()
+            span.set_attribute("semsched.job_id", ev.job_id)
+            w.traces.remember(ev.job_id, span)
         w.apply(t)
         if t.pending:
             w.wake()
@@ -261,6 +271,9 @@ def _register_agents(w: Worker) -> None:
         await w.emit(t, msg.partition)  # before the tables change: a crash repeats it, never loses it
         w.apply(t)
         w.counters.lifecycle += 1
+        trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
+        if ev.state == "finished":
+            w.traces.forget(ev.job_id)
         if any(v is None for v in t.running.values()):  # resources freed (or the job re-queued)
             w.wake()
 
@@ -275,22 +288,28 @@ def _register_agents(w: Worker) -> None:
 
 
 def _agent(w: Worker, topic: str, handler: Any) -> None:
+    async def one(raw: bytes | None, msg: Any) -> None:
+        if topic == "decisions":
+            w.applied_offsets[msg.partition] = msg.offset
+        ev = _decode_or_none(raw, topic, w.settings)
+        if not isinstance(ev, str):
+            ev = _misplaced(ev, msg.partition, w.settings) or ev
+        if isinstance(ev, str):
+            await w.deadletter(raw or b"", ev, msg, topic)
+            return
+        try:
+            await handler(ev, raw, msg)
+        except Exception as e:  # never crash the agent on one event: dead-letter it
+            log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
+            await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
+
     async def consume(stream: faust.StreamT) -> None:
         async for event in stream.events():
-            raw, msg = event.value, event.message
-            if topic == "decisions":
-                w.applied_offsets[msg.partition] = msg.offset
-            ev = _decode_or_none(raw, topic, w.settings)
-            if not isinstance(ev, str):
-                ev = _misplaced(ev, msg.partition, w.settings) or ev
-            if isinstance(ev, str):
-                await w.deadletter(raw or b"", ev, msg, topic)
-                continue
-            try:
-                await handler(ev, raw, msg)
-            except Exception as e:  # never crash the agent on one event: dead-letter it
-                log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
-                await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
+            # submissions and traced lifecycle reports are handled inside their span (the
+            # trace context rides in the message headers; Faust gives them as a dict)
+            msg = event.message
+            with telemetry.consume_span(msg.topic, topic, event.headers, msg.partition, msg.offset):
+                await one(event.value, msg)
 
     w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
 

@@ -17,6 +17,10 @@ dead-letters it; the dead letter itself arrives on the ``deadletter`` topic and 
 there): it is counted in ``undecodable`` and its offset committed with its topic's next
 flush.
 
+Telemetry: each batch write is an ``archive write`` span linked to the records of the batch
+that carried a trace context in their headers (capped by ``OTEL_SPAN_LINK_COUNT_LIMIT``), and
+:meth:`Archiver.lag_snapshot` feeds the ``semsched.archive.lag`` gauges.
+
 Runs as a task inside the Faust worker (which owns the chdb directory) or standalone::
 
     archiver = Archiver(settings)
@@ -37,13 +41,16 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
+from opentelemetry.trace import SpanContext
 
 from scheduling.events import Event, decode
 from storage.client import ArchiveClient, get_client
 from storage.migrate import migrate
 from storage.rows import TOPIC_TABLES
 from storage.writer import ArchiveWriter
+from streams import telemetry
 from streams.settings import TOPICS, Settings
+from streams.telemetry.metrics import ARCHIVES
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +60,7 @@ class _Buffer:
     events: list[Event] = field(default_factory=list)
     positions: list[tuple[int, int]] = field(default_factory=list)
     first_at: float | None = None  # monotonic time of the first buffered row
+    links: list[SpanContext] = field(default_factory=list)  # trace contexts of the buffered records
 
 
 @dataclass
@@ -113,6 +121,7 @@ class Archiver:
         self._stopping = asyncio.Event()
         self._flush_lock = asyncio.Lock()
         self._last_skip_commit = 0.0
+        ARCHIVES.add(self)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -189,6 +198,7 @@ class Archiver:
     def _take(self, tp: TopicPartition, records: list[Any]) -> None:
         topic = self._by_full[tp.topic]
         buf = self._buffers[TOPIC_TABLES[topic]]
+        traced = telemetry.configured() is not None
         for rec in records:
             self.stats.consumed += 1
             self._consumed[tp] = rec.offset + 1
@@ -204,6 +214,8 @@ class Archiver:
                 buf.first_at = time.monotonic()
             buf.events.append(event)
             buf.positions.append((tp.partition, rec.offset))
+            if traced and rec.headers and (sc := telemetry.span_context(rec.headers)) is not None:
+                buf.links.append(sc)
 
     def _due(self, table: str, now: float) -> bool:
         buf = self._buffers[table]
@@ -242,20 +254,22 @@ class Archiver:
             if buf.events:
                 deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
                 delay = 0.05
-                while True:
-                    try:
-                        n = await asyncio.to_thread(self._writer.write, table, buf.events, buf.positions)
-                        break
-                    except Exception as e:  # noqa: BLE001 - any write failure is retried
-                        self.stats.write_failures += 1
-                        log.warning("archiver: writing %d rows to %s failed (%s); retrying in %.2fs",
-                                    len(buf.events), table, e, delay)  # fmt: skip
-                        if deadline is not None and time.monotonic() + delay > deadline:
-                            return False
-                        if deadline is None and self._stopping.is_set():
-                            return False  # stop() takes over with its own deadline
-                        await asyncio.sleep(delay)
-                        delay = min(delay * 2, self.max_backoff_s)
+                with telemetry.archive_span(table, len(buf.events), buf.links) as span:
+                    while True:
+                        try:
+                            n = await asyncio.to_thread(self._writer.write, table, buf.events, buf.positions)
+                            break
+                        except Exception as e:  # noqa: BLE001 - any write failure is retried
+                            self.stats.write_failures += 1
+                            span.add_event("write failed", {"error": f"{type(e).__name__}: {e}"[:500]})
+                            log.warning("archiver: writing %d rows to %s failed (%s); retrying in %.2fs",
+                                        len(buf.events), table, e, delay)  # fmt: skip
+                            if deadline is not None and time.monotonic() + delay > deadline:
+                                return False
+                            if deadline is None and self._stopping.is_set():
+                                return False  # stop() takes over with its own deadline
+                            await asyncio.sleep(delay)
+                            delay = min(delay * 2, self.max_backoff_s)
                 self.stats.archived[table] += n
                 self.stats.flushes += 1
                 self._buffers[table] = _Buffer()
@@ -300,6 +314,15 @@ class Archiver:
         self.stats.lag = lag
 
     # ------------------------------------------------------------------ helpers
+
+    def lag_snapshot(self) -> tuple[int, int, float]:
+        """(messages on the topics not read yet, rows read but not written, age in seconds of
+        the oldest unwritten row): the ``semsched.archive.lag`` gauges, read from the metric
+        reader's thread (a replaced dict and list lengths only)."""
+        now = time.monotonic()
+        bufs = list(self._buffers.values())
+        ages = [now - b.first_at for b in bufs if b.first_at is not None and b.events]
+        return self.stats.total_lag, sum(len(b.events) for b in bufs), max(ages, default=0.0)
 
     @property
     def buffered(self) -> dict[str, int]:

@@ -34,6 +34,7 @@ from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
+from streams import telemetry
 from streams.catchup import CatchUp
 from streams.state import PendingJob, RunningJob
 from streams.table_views import TableViews
@@ -64,6 +65,7 @@ class SchedulingLoop:
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
         self.woken = asyncio.Event()
+        self.step_trace: telemetry.StepTrace | None = None  # spans of the cluster step under way
 
     def wake(self) -> None:
         """Something changed (arrival, freed resources): step soon instead of on the clock."""
@@ -86,6 +88,7 @@ class SchedulingLoop:
             self._gangs_scanned = True
         await self._check_timeouts()
         pending = self.views.pending(self.owned)
+        telemetry.observe_queue(pending)
         if not pending:
             return
         t0 = time.perf_counter()
@@ -100,7 +103,8 @@ class SchedulingLoop:
                     if fut := await self._note_waiting(p, f"no nodes known in cluster {cluster!r} yet", part, 0.0):
                         await fut
                 continue
-            await self._step_cluster(cluster, views, jobs, holdings)
+            with telemetry.step_trace(cluster, self.policy.name, self.w.traces, len(jobs)) as self.step_trace:
+                await self._step_cluster(cluster, views, jobs, holdings)
         self.steps += 1
         self.stats["tick_s"] += time.perf_counter() - t0
         self.stats["pending_seen"] += sum(len(j) for j in pending.values())
@@ -124,10 +128,12 @@ class SchedulingLoop:
                 except ValueError as e:  # e.g. GPU indices that node no longer has
                     log.warning("cannot account %s on %s: %s", req.job_id, node_id, e)
         part = partition_for(cluster, self.w.settings.partitions)
+        st = self.step_trace  # opened by tick() around this call
+        assert st is not None
         jobs, held_back = self._dag_gate(jobs)
         for p, reason, permanent in held_back:
             if permanent:
-                await self._reject(p, reason, part, 0.0)
+                await self._reject(p, reason, part, 0.0, st)
             elif fut := await self._note_waiting(p, reason, part, 0.0):
                 await fut
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
@@ -136,7 +142,7 @@ class SchedulingLoop:
         self.stats["placed"] += len(result.placements)
         decisions: list[Awaitable[Any]] = []
         decided: list[DecisionRecord] = []
-        actions: list[tuple[str, bytes]] = []
+        actions: list[tuple[str, bytes, list[tuple[str, bytes]]]] = []
         for pl in result.placements:
             p, req = by_id[pl.job_id]
             now = time.time()
@@ -160,8 +166,9 @@ class SchedulingLoop:
             self.w.inflight[p.job.job_id] = (rec, req)
             decided.append(rec)
             self.last_reason.pop(p.job.job_id, None)
-            decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
-            actions.append((cmd.node_id, cmd.to_bytes()))
+            hs = st.decide(rec.job_id, did, outcome="placed", latency_ms=rec.latency_ms, node_id=pl.node_id)
+            decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part, hs))
+            actions.append((cmd.node_id, cmd.to_bytes(), hs))
         settled = time.time() - self._inventory_since.get(cluster, 0.0) >= INVENTORY_SETTLE_S
         for un in result.unschedulable:
             p, _ = by_id[un.job_id]
@@ -169,7 +176,8 @@ class SchedulingLoop:
                 rec = self._rejection(p, f"can never run in cluster {cluster!r}: {un.reason}", result.compute_ms)
                 self.w.inflight[p.job.job_id] = (rec, None)
                 decided.append(rec)
-                decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part))
+                hs = st.decide(rec.job_id, rec.decision_id, outcome="rejected", latency_ms=rec.latency_ms)
+                decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part, hs))
             elif fut := await self._note_waiting(p, un.reason, part, result.compute_ms):
                 decisions.append(fut)  # may fit later (resources free up, more nodes arrive)
         # every decision is acknowledged by the broker before its job changes state and before
@@ -177,6 +185,7 @@ class SchedulingLoop:
         t_pub = time.perf_counter()
         try:
             await asyncio.gather(*decisions)
+            st.acknowledged()
             for rec in decided:
                 await self.w.apply_decision(rec, part, in_stream=False)
         finally:
@@ -186,7 +195,7 @@ class SchedulingLoop:
                 held = self.w.inflight.get(rec.job_id)
                 if held is not None and held[0].decision_id == rec.decision_id:
                     del self.w.inflight[rec.job_id]
-        await asyncio.gather(*[await self._send("actions", key, value, part) for key, value in actions])
+        await asyncio.gather(*[await self._send("actions", key, value, part, hs) for key, value, hs in actions])
         self.stats["publish_s"] += time.perf_counter() - t_pub
 
     def _track_inventory(self, cluster: str, nodes: int) -> None:
@@ -227,12 +236,14 @@ class SchedulingLoop:
             step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason,
         )  # fmt: skip
 
-    async def _reject(self, p: PendingJob, reason: str, part: int, compute_ms: float) -> None:
+    async def _reject(self, p: PendingJob, reason: str, part: int, compute_ms: float,
+                      st: telemetry.StepTrace) -> None:  # fmt: skip
         """Give up on a job now (publish, then apply once acknowledged)."""
         rec = self._rejection(p, reason, compute_ms)
         self.w.inflight[p.job.job_id] = (rec, None)
+        hs = st.decide(rec.job_id, rec.decision_id, outcome="rejected", latency_ms=rec.latency_ms)
         try:
-            await (await self._send("decisions", rec.job_id, rec.to_bytes(), part))
+            await (await self._send("decisions", rec.job_id, rec.to_bytes(), part, hs))
             await self.w.apply_decision(rec, part, in_stream=False)
         finally:
             held = self.w.inflight.get(rec.job_id)
@@ -269,10 +280,12 @@ class SchedulingLoop:
                 await (await self._send("jobs.lifecycle", ev.job_id, ev.to_bytes(), part))
                 self.timed_out.add(r.decision_id)  # only once the broker has it: else retry next step
 
-    async def _send(self, topic: str, key: str, value: bytes, partition: int) -> Awaitable[Any]:
-        """Hand one message to the producer; returns the delivery future (batched by linger)."""
+    async def _send(self, topic: str, key: str, value: bytes, partition: int,
+                    headers: list[tuple[str, bytes]] | None = None) -> Awaitable[Any]:  # fmt: skip
+        """Hand one message to the producer (``headers``: the job's trace context); returns the
+        delivery future (batched by linger)."""
         return await self.w.app.producer.send(self.w.topics[topic].get_topic_name(), key.encode(), value,
-                                              partition=partition, timestamp=None, headers=None)  # fmt: skip
+                                              partition=partition, timestamp=None, headers=headers or None)  # fmt: skip
 
 
 def register_loop(w: Worker) -> SchedulingLoop:

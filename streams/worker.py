@@ -1,11 +1,12 @@
-"""Run one semsched worker: migrate the archive, create the topics, then the Faust app
-(ingest agents, tables, the scheduling loop, the archiver, the web views) until SIGTERM."""
+"""Run one semsched worker: set telemetry up, migrate the archive, create the topics, then the
+Faust app (ingest agents, tables, the scheduling loop, the archiver, the web views) until SIGTERM."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 
+from streams import telemetry
 from streams.app import Worker, create_app
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -46,5 +47,11 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
     from faust.worker import Worker as FaustWorker
 
     settings.state_dir.mkdir(parents=True, exist_ok=True)
+    # before Faust starts: its worker redirects stdout into logging, the console exporter
+    # keeps the real stdout (the worker's log file under the local stack)
+    try:
+        log.warning(telemetry.configure(settings, "semsched-worker"))
+    except telemetry.TelemetryConfigError as e:
+        raise SystemExit(f"semsched worker: {e}") from None
     w = build_worker(settings, archive=archive)
     FaustWorker(w.app, loglevel=loglevel, quiet=True).execute_from_commandline()

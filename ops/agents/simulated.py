@@ -5,6 +5,11 @@ It learns the nodes from the inventory telemetry, executes commands from ``actio
 over-commit a node (a ``failed`` lifecycle event with the reason), runs each job for its
 trace duration divided by ``speed``, reports ``started`` / ``finished``, and publishes
 telemetry for the nodes whose allocation changed every ``telemetry_s`` seconds.
+
+Tracing: each placement command is executed inside an ``execute job`` span, a child of the
+trace context the command carries in its headers (the worker's ``schedule job`` span); it
+lasts from the command's receipt to finished / failed / preempted / refused, and the lifecycle
+events it publishes carry its context back (``streams/telemetry/spans.py``).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import time
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer
+from opentelemetry.trace import Span
 
 from ops.agents.node_ledger import NodeLedger
 from scheduling.events import (
@@ -29,6 +35,14 @@ from scheduling.events import (
 )
 from streams.producer import EventProducer
 from streams.settings import Settings
+from streams.telemetry import (
+    TelemetryConfigError,
+    configure,
+    count_deadletter,
+    end_execute,
+    inject,
+    start_execute,
+)
 
 log = logging.getLogger("semsched.agents")
 
@@ -64,6 +78,7 @@ class SimulatedAgents:
         self.stats = AgentStats()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._waiting: dict[str, list[PlacementCommand]] = {}
+        self._spans: dict[str, Span] = {}  # decision id → its open ``execute job`` span
         self.unknown_node_grace_s = 10.0
         self._producer = EventProducer(settings)
         self._stopping = asyncio.Event()
@@ -89,11 +104,15 @@ class SimulatedAgents:
                 for tp, msgs in batch.items():
                     topic = tp.topic.removeprefix(self.settings.topic_prefix)
                     for m in msgs:
-                        await self._handle(topic, m.value, partition=m.partition, offset=m.offset, key=m.key)
+                        await self._handle(topic, m.value, partition=m.partition, offset=m.offset, key=m.key,
+                                           headers=m.headers)  # fmt: skip
         finally:
             telemetry.cancel()
             for h in self._timers.values():
                 h.cancel()
+            for span in self._spans.values():
+                end_execute(span, "agent stopped")
+            self._spans.clear()
             await consumer.stop()
             await self._producer.__aexit__(None, None, None)
 
@@ -101,7 +120,7 @@ class SimulatedAgents:
         self._stopping.set()
 
     async def _handle(self, topic: str, raw: bytes | None, *, partition: int = -1, offset: int = -1,
-                      key: bytes | None = None) -> None:  # fmt: skip
+                      key: bytes | None = None, headers: object = None) -> None:  # fmt: skip
         try:
             if raw is None:
                 raise ValueError("empty message (null value)")
@@ -109,6 +128,7 @@ class SimulatedAgents:
         except ValueError as e:
             if topic == "actions":  # no worker reads this topic: the agents are its last reader
                 self.stats.malformed_commands += 1
+                count_deadletter(f"invalid actions command: {e}", topic="actions", source="agents")
                 log.warning("dead-lettering a malformed command at %s:%s: %s", partition, offset, e)
                 await self._producer.send("deadletter", DeadLetter.of(
                     raw or b"", f"invalid actions command: {e}", topic="actions", partition=partition,
@@ -126,6 +146,8 @@ class SimulatedAgents:
             return
         self.executed.add(ev.decision_id)
         if isinstance(ev, PlacementCommand):
+            self._spans[ev.decision_id] = start_execute(self.settings.topic(topic), headers, job_id=ev.job_id,
+                                                        decision_id=ev.decision_id, node_id=ev.node_id)  # fmt: skip
             await self._place(ev)
         elif isinstance(ev, PreemptCommand):
             await self._preempt(ev)
@@ -134,10 +156,18 @@ class SimulatedAgents:
             self.dirty.add(ev.node_id)
 
     async def _lifecycle(self, cmd: PlacementCommand, state: str, **kw: object) -> None:
+        """Report ``state`` in the command's ``execute job`` span (ended unless ``started``)."""
         ev = JobLifecycle(job_id=cmd.job_id, cluster=cmd.cluster, state=state, attempt=cmd.attempt,  # type: ignore[arg-type]
                           decision_id=cmd.decision_id, node_id=cmd.node_id, gpu_indices=list(cmd.gpu_indices),
                           **kw)  # type: ignore[arg-type]
-        await self._producer.send("jobs.lifecycle", ev)
+        span = self._spans.get(cmd.decision_id) if state == "started" else self._spans.pop(cmd.decision_id, None)
+        if span is not None and state == "started":
+            span.add_event("started")
+        try:
+            await self._producer.send("jobs.lifecycle", ev, headers=inject(span) if span is not None else [])
+        finally:
+            if state != "started":
+                end_execute(span, state, str(kw.get("reason") or "") or None)
 
     async def _place(self, cmd: PlacementCommand) -> None:
         node = self.nodes.get(cmd.node_id)
@@ -212,6 +242,10 @@ class SimulatedAgents:
 
 
 def run_agents(settings: Settings, **kw: object) -> None:
+    try:
+        log.warning(configure(settings, "semsched-agents"))
+    except TelemetryConfigError as e:
+        raise SystemExit(f"semsched agents: {e}") from None
     agents = SimulatedAgents(settings, **kw)  # type: ignore[arg-type]
     import signal
 
