@@ -1,0 +1,29 @@
+"""``bench fill`` end to end on a tiny pod list: the report beside the authors' figures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ops.bench.fill import REFERENCE, run_fill_bench
+
+NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},32000,65536,2,T4\n" for i in range(4))
+POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+              "deletion_time,scheduled_time\n")  # fmt: skip
+
+
+def test_writes_markdown_json_and_plot_with_the_reference_beside(tmp_path: Path) -> None:
+    (tmp_path / "nodes.csv").write_text(NODES)
+    pods = "".join(f"p{i:02d},1000,1024,1,{(300, 500, 1000)[i % 3]},,BE,Running,{i},,\n" for i in range(12))
+    (tmp_path / "pods.csv").write_text(POD_HEADER + pods)
+    out = tmp_path / "out"
+    assert run_fill_bench(pods=tmp_path / "pods.csv", nodes=tmp_path / "nodes.csv", policies=["fgd", "random"],
+                          seeds=[1, 2], out_dir=out) == 0  # fmt: skip
+    result = json.loads((out / "bench-fill.json").read_text())
+    rows = {r["policy"]: r for r in result["policies"]}
+    assert rows["fgd"]["theirs"] == "FGD" and rows["fgd"]["theirs %"] == REFERENCE["fgd"][1]
+    assert rows["fgd"]["Δ pp"] == rows["fgd"]["ours %"] - REFERENCE["fgd"][1]
+    assert 0 < rows["random"]["ours %"] <= 100
+    assert len(result["runs"]) == 4 and len(result["runs"][0]["curve"]) == 130
+    assert (out / "bench-fill-allocation.png").stat().st_size > 0
+    assert "| fgd | FGD |" in (out / "bench-fill.md").read_text()
