@@ -1,0 +1,50 @@
+"""``semsched bench dag`` end to end on a few small DAGs: report files, JSON content, option errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from rich.console import Console
+from typer.testing import CliRunner
+
+from ops.bench.dag import DagBenchOptions, run_dag_bench
+from ops.cli.bench_dag import dag
+from ops.workflows import topcuoglu_dir, wfinstance_files
+
+
+def test_bench_writes_report_json_and_plots(tmp_path: Path) -> None:
+    if not topcuoglu_dir().is_dir() or not wfinstance_files():
+        pytest.skip("shared workflows not found (set SEMSCHED_DATA_DIR)")
+    console = Console(record=True, width=200)
+    options = DagBenchOptions(dags=3, seed=1, tasks_min=20, tasks_max=40, processors=3)
+    assert run_dag_bench(options, tmp_path, "semsched bench dag --dags 3", console=console) == 0
+    data = json.loads((tmp_path / "bench-dag.json").read_text())
+    results = data["results"]
+    assert results["topcuoglu"]["heft"]["makespan"] == 80.0 and results["topcuoglu"]["cpop"]["makespan"] == 86.0
+    assert len(results["wfinstances"]) == 2 * len(wfinstance_files())  # recorded and hetero-16 platforms
+    assert all(r["recorded_makespan_s"] > 0 for r in results["wfinstances"])
+    assert [d["dag"] for d in results["random"]] == ["held-out-1-0", "held-out-1-1", "held-out-1-2"]
+    assert all(20 <= d["tasks"] <= 40 and d["schedulers"]["heft"]["slr"] >= 1.0 for d in results["random"])
+    md = (tmp_path / "bench-dag.md").read_text()
+    assert "Topcuoglu" in md and "| heft | 80.00 | 80.00 |" in md and "3 held-out random DAGs" in md
+    for plot in ("wfinstances", "slr", "slr-cdf"):
+        assert (tmp_path / f"bench-dag-{plot}.png").read_bytes()[:4] == b"\x89PNG"
+    assert "SLR p95" in console.export_text()
+
+
+def test_random_dags_only_and_bad_options(tmp_path: Path) -> None:
+    app = typer.Typer()
+    app.command()(dag)
+    runner = CliRunner(env={"COLUMNS": "200"})  # error boxes on one line
+    ok = runner.invoke(app, ["--dags", "2", "--tasks-max", "25", "--no-workflows", "--out", str(tmp_path)])
+    assert ok.exit_code == 0, ok.output
+    data = json.loads((tmp_path / "bench-dag.json").read_text())
+    assert data["results"]["topcuoglu"] is None and len(data["results"]["random"]) == 2
+    assert data["command"].startswith("semsched bench dag --dags 2 ")
+    bad = runner.invoke(app, ["--tasks-min", "50", "--tasks-max", "20", "--out", str(tmp_path)])
+    assert bad.exit_code == 2 and "tasks_min <= tasks_max" in bad.output
+    unknown = runner.invoke(app, ["--schedulers", "heft,nope", "--out", str(tmp_path)])
+    assert unknown.exit_code == 2 and "unknown DAG scheduler 'nope'" in unknown.output
