@@ -129,7 +129,9 @@ def _write_report(report: Report, options: DagBenchOptions, results: dict[str, A
         "Schedules of every scheduler pass the validity checker (precedence with communication "
         "delays, no overlap on a processor). Metrics (`scheduling/metrics/dag.py`): speedup = "
         "min over processors of the summed task costs / makespan; SLR = makespan / the minimum-cost "
-        "critical path (>= 1, lower is better)."
+        "critical path (>= 1, lower is better). WfInstances: tasks take their recorded runtimes, scaled "
+        "by clock speed; one processor per core; communication is free inside a machine and costs "
+        "bytes / 1 Gbit/s between machines (all assumptions: `ops/workflows/wfinstances.py`)."
     )
     if results["topcuoglu"]:
         rows = [{"scheduler": n, "makespan": m["makespan"], "paper": PAPER_TOPCUOGLU.get(n), "speedup": m["speedup"],

@@ -29,6 +29,9 @@ class TaskGraph:
     level: np.ndarray = field(init=False, repr=False)
     #: hop heights: longest number of edges to any exit task (exit tasks are height 0)
     height: np.ndarray = field(init=False, repr=False)
+    # edge indices grouped by destination / source (CSR), for O(degree) neighbour lookups
+    _in: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
+    _out: tuple[np.ndarray, np.ndarray] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -51,6 +54,8 @@ class TaskGraph:
         for name, value in (("src", src), ("dst", dst), ("data", data)):
             value.setflags(write=False)
             object.__setattr__(self, name, value)
+        object.__setattr__(self, "_in", _csr(dst, n))
+        object.__setattr__(self, "_out", _csr(src, n))
         object.__setattr__(self, "level", _hop_depth(n, src, dst, self.names))
         object.__setattr__(self, "height", _hop_depth(n, dst, src, self.names))
 
@@ -85,15 +90,25 @@ class TaskGraph:
         return np.flatnonzero(self.out_degree == 0)
 
     def in_edges(self, task: int) -> np.ndarray:
-        """Indices of the edges into ``task``."""
-        return np.flatnonzero(self.dst == task)
+        """Indices of the edges into ``task``, ascending."""
+        ptr, idx = self._in
+        return idx[ptr[task]:ptr[task + 1]]
 
     def out_edges(self, task: int) -> np.ndarray:
-        return np.flatnonzero(self.src == task)
+        """Indices of the edges out of ``task``, ascending."""
+        ptr, idx = self._out
+        return idx[ptr[task]:ptr[task + 1]]
 
     def topological_order(self) -> np.ndarray:
         """Tasks by hop level, ties by index: every edge goes forward in this order."""
         return np.lexsort((np.arange(self.n_tasks), self.level))
+
+
+def _csr(key: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    order = np.argsort(key, kind="stable")
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(key, minlength=n))])
+    order.setflags(write=False)
+    return ptr, order
 
 
 def _hop_depth(n: int, src: np.ndarray, dst: np.ndarray, names: tuple[str, ...]) -> np.ndarray:
