@@ -67,3 +67,36 @@ def fill(
 
     raise typer.Exit(run_fill_bench(pods=pods, nodes=nodes, policies=policy_names(policies),
                                     seeds=seed_list(seeds), out_dir=out))  # fmt: skip
+
+
+@bench_app.command("trace")
+def trace(
+    trace: str = typer.Option("openb", help="Trace: openb, dlrm2025, google2011 or jsonl."),
+    path: Path = typer.Option(None, help="Trace file (default: the shared copy; required for jsonl)."),
+    policies: str = typer.Option("", help="Policies, comma-separated; '<ordering>+<placement>' composes "
+                                 "(default: every placement and every ordering on best-fit)."),
+    load: str = typer.Option("extreme", help="Load: native, low, medium, high, extreme (peak utilisation bands) "
+                             "or an arrival factor like 250x."),
+    step: float = typer.Option(1.0, help="Scheduling step (virtual seconds)."),
+    heterogeneity: str = typer.Option("none", help="Node speed spread: none, low, medium, high, extreme or 0..1."),
+    seed: int = typer.Option(0, help="Seed (node speeds)."),
+    limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
+    out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
+) -> None:
+    """Replay a real trace with departures in the offline simulator, once per policy: JCT,
+    queueing delay, GPU allocation, step latency and stability side by side."""
+    import sys
+
+    from ops.bench.simulation import DEFAULT_POLICIES
+    from ops.bench.trace import run_trace_bench
+    from ops.cli.options import policy_names
+
+    names = policy_names(policies, DEFAULT_POLICIES)
+    raise typer.Exit(run_trace_bench(trace=trace, path=path, policies=names, load=load, step=step,
+                                     heterogeneity=heterogeneity, seed=seed, limit=limit, out_dir=out,
+                                     command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+
+
+from ops.cli.bench_dag import dag as bench_dag  # noqa: E402  (its own module, registered here)
+
+bench_app.command("dag")(bench_dag)

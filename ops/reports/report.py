@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import platform
+import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -45,6 +46,12 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
+def wide_console() -> Console:
+    """A console for report tables: the terminal's width, or 160 columns when the output
+    is not a terminal (a log file or a pipe would otherwise get 80 and truncated cells)."""
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
@@ -68,7 +75,7 @@ class Report:
         self.name = name
         self.title = title
         self.command = command
-        self.console = console or Console()
+        self.console = console or wide_console()
         self._md: list[str] = []
         self._data: dict[str, Any] = {}
         self._plots: list[Path] = []

@@ -2,12 +2,28 @@
 all go through these definitions."""
 
 from scheduling.metrics.allocation import AllocationSample, Holding, allocation_over_time
+from scheduling.metrics.dag import (
+    DagMetrics,
+    critical_path_min,
+    critical_path_min_length,
+    dag_metrics,
+    sequential_time,
+    slr,
+    speedup,
+)
 from scheduling.metrics.distribution import Distribution
 from scheduling.metrics.jobs import JobMetrics, JobOutcome, job_metrics
 from scheduling.metrics.stability import order_agreement, placement_stability
 
 __all__ = [
     "AllocationSample",
+    "DagMetrics",
+    "critical_path_min",
+    "critical_path_min_length",
+    "dag_metrics",
+    "sequential_time",
+    "slr",
+    "speedup",
     "Distribution",
     "Holding",
     "JobMetrics",

@@ -1,0 +1,93 @@
+"""What ``bench trace`` and ``bench sweep`` share: a trace turned into the simulator's
+workload, load levels and heterogeneity levels parsed from the command line, and one
+simulated run per policy under a rich progress bar."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from scheduling.duration_estimate import HistoryDurationPredictor
+from scheduling.policies import get_policy
+from scheduling.simulator import (
+    HETEROGENEITY_LEVELS,
+    LOAD_LEVELS,
+    LoadPlan,
+    SimConfig,
+    SimJob,
+    SimResult,
+    Workload,
+    build_workload,
+    offered_peak,
+    plan_load,
+    simulate,
+)
+
+#: the default comparison: every placement under FIFO, and the orderings on best-fit
+DEFAULT_POLICIES = ["random", "fifo-first-fit", "dot-product", "gpu-packing", "gpu-clustering", "best-fit", "fgd",
+                    "sjf-oracle+best-fit", "sjf-predicted+best-fit", "las+best-fit", "priority+best-fit",
+                    "drf+best-fit"]  # fmt: skip
+
+
+def load_trace_workload(trace: str, path: Path | None = None, limit: int | None = None) -> Workload:
+    """The simulator's workload from a registered trace loader (``semsched replay`` names)."""
+    from ops.traces.registry import get_loader
+
+    loader = get_loader(trace, path, limit=limit)
+    jobs = loader.load_jobs()
+    return build_workload(loader.nodes(), ((j.offset_s, j.event) for j in jobs))
+
+
+def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:
+    """``native``, a level name (``low`` … ``extreme``) or a factor like ``250x``."""
+    text = text.strip().lower()
+    if text == "native":
+        return "native", LoadPlan(1.0, 1, offered_peak(workload.nodes, workload.jobs))
+    if text in LOAD_LEVELS:
+        return text, plan_load(workload.nodes, workload.jobs, LOAD_LEVELS[text])
+    if text.endswith("x"):
+        factor = float(text[:-1])
+        jobs = workload.scaled(factor)
+        return text, LoadPlan(factor, 1, offered_peak(workload.nodes, jobs))
+    raise ValueError(f"load must be native, one of {', '.join(LOAD_LEVELS)}, or a factor like 250x; not {text!r}")
+
+
+def parse_heterogeneity(text: str) -> tuple[str, float]:
+    """A level name (``none`` … ``extreme``) or a spread like ``0.25``."""
+    text = text.strip().lower()
+    if text in HETEROGENEITY_LEVELS:
+        return text, HETEROGENEITY_LEVELS[text]
+    try:
+        spread = float(text)
+    except ValueError:
+        raise ValueError(f"heterogeneity must be one of {', '.join(HETEROGENEITY_LEVELS)} or a spread in "
+                         f"[0, 1); not {text!r}") from None  # fmt: skip
+    return f"±{spread:.0%}", spread
+
+
+@dataclass
+class Run:
+    label: str  # what varies (policy, or policy @ sweep point)
+    result: SimResult
+
+
+def run_policies(nodes: Sequence, jobs: Sequence[SimJob], policies: Sequence[str], config: SimConfig,
+                 console: Console, *, label: str = "") -> list[SimResult]:  # fmt: skip
+    """One simulation per policy, each with a fresh duration predictor, under one progress bar."""
+    results: list[SimResult] = []
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console, transient=True) as bar:
+        for name in policies:
+            task = bar.add_task(f"{label}{name}", total=len(jobs))
+            result = simulate(nodes, jobs, get_policy(name), config, estimator=HistoryDurationPredictor(),
+                              progress=lambda done, total, t=task: bar.update(t, completed=done))  # fmt: skip
+            bar.update(task, completed=len(jobs))
+            bar.remove_task(task)
+            results.append(result)
+            console.print(f"  {label}{name}: {result.metrics.finished:,} finished, "
+                          f"{len(result.steps):,} steps, {result.wall_s:.1f} s")  # fmt: skip
+    return results

@@ -1,0 +1,35 @@
+import json
+
+from typer.testing import CliRunner
+
+from ops.bench.simulation import load_trace_workload
+from ops.cli.main import app
+from scheduling.simulator import offered_peak
+
+
+def test_bench_trace_writes_report_json_and_plots(tmp_path):
+    result = CliRunner().invoke(app, ["bench", "trace", "--trace", "openb", "--limit", "400", "--load", "high",
+                                      "--policies", "best-fit,sjf-oracle+best-fit", "--heterogeneity", "low",
+                                      "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "bench-trace-openb.json").read_text())
+    rows = {r["policy"]: r for r in data["results"]}
+    assert set(rows) == {"best-fit", "sjf-oracle+best-fit"}
+    jobs = data["setting"]["jobs"]
+    for r in rows.values():
+        assert r["finished"] + r["rejected"] == jobs  # nothing lost
+        assert r["jct_mean"] >= r["queue_mean"] >= 0
+    native = load_trace_workload("openb", limit=400)
+    assert data["setting"]["offered_peak"] > 10 * offered_peak(native.nodes, native.jobs)  # the load was raised
+    for name in ("jct-cdf", "queue-cdf", "queue", "gpu-allocation"):
+        assert (tmp_path / f"bench-trace-openb-{name}.png").stat().st_size > 1000
+    assert "| best-fit |" in (tmp_path / "bench-trace-openb.md").read_text()
+
+
+def test_bench_trace_rejects_a_bad_load_and_an_unknown_policy(tmp_path):
+    runner = CliRunner()
+    bad = runner.invoke(app, ["bench", "trace", "--limit", "50", "--load", "lots", "--policies", "best-fit",
+                              "--out", str(tmp_path)])  # fmt: skip
+    assert bad.exit_code == 2 and "load must be" in bad.output
+    unknown = runner.invoke(app, ["bench", "trace", "--policies", "nope", "--out", str(tmp_path)])
+    assert unknown.exit_code == 2 and "nope" in unknown.output
