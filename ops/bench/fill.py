@@ -1,8 +1,9 @@
 """``semsched bench fill``: the openb fill benchmark (method in ``scheduling/fill.py`` and
 ``../shared/benchmarks/openb-fill.md``), every policy over every seed, beside the FGD
 authors' checked-in figures. Writes its report through :class:`ops.reports.Report`:
-``bench-fill.md``, ``bench-fill.json`` and ``bench-fill-allocation.png`` (allocated GPU %
-against arrived demand %, mean over seeds)."""
+``bench-fill.md``, ``bench-fill.json``, ``bench-fill-allocation.png`` (allocated GPU %
+against arrived demand %, mean over seeds) and ``bench-fill-allocation-80-130.png`` (the
+part where the policies differ)."""
 
 from __future__ import annotations
 
@@ -101,6 +102,10 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
                  [{"policy": n, **{f"{x}%": float(curves[n][x - 1]) for x in CHECKPOINTS}} for n in policies])
     report.line_plot("allocation", "GPU allocated vs arrived demand (mean over seeds)", "arrived GPU demand (%)",
                      "GPU allocated (%)", {n: (list(CURVE), curves[n].tolist()) for n in policies})  # fmt: skip
+    tail = CURVE.index(80)
+    report.line_plot("allocation-80-130", "GPU allocated vs arrived demand, 80–130 % (mean over seeds)",
+                     "arrived GPU demand (%)", "GPU allocated (%)",
+                     {n: (list(CURVE[tail:]), curves[n][tail:].tolist()) for n in policies})  # fmt: skip
     report.data("seeds", seeds)
     report.data("policies", rows)
     report.data("runs", runs)

@@ -7,7 +7,11 @@ least. As in the authors' simulator (``FGDScore``):
 
 - score = ``sigmoid((F_before − F_after) / 1000) × 100``, truncated to an integer
   (``quantize=True``, the default; equal scores then go to the node priority — the fill
-  benchmark's seeded node order); ``quantize=False`` keeps the continuous value;
+  benchmark's seeded node order); ``quantize=False`` keeps the continuous value. The
+  truncation matters: it makes placements whose fragmentation differs by less than ~40
+  milli-GPU tie, and the node priority then packs them onto the same nodes; on the openb
+  fill benchmark the continuous variant allocates 92.1 % at 100 % arrived demand (seeds
+  42–44) against 95.2 % quantised;
 - a sharing pod (one GPU, < 1000 milli) is tried on every GPU with room; the node's score
   is its best GPU's, and :meth:`select_gpus` takes that GPU (ties → lowest index);
 - a whole-GPU pod takes the lowest-index fully free GPUs, a CPU-only pod only changes the
