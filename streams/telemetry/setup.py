@@ -2,9 +2,12 @@
 
 =============  ==============================================================================
 ``console``    the default: one compact JSON line per span and per metric export. A service
-               (``semsched worker``, ``semsched agents``) writes them to its stdout, which the
-               local stack sends to ``<run dir>/worker.log`` / ``agents.log``; a process that
-               only publishes (``semsched replay``, the demo, benches, tests: the producer sets
+               (``semsched worker``, ``semsched agents``) run in a terminal prints them there;
+               one whose stdout is not a terminal (the demo's, benches' and tests' workers and
+               agents, whose stdout is their log file) writes them beside it, to
+               ``<state dir>/telemetry/<service>-<pid>.jsonl``, so that the log stays readable
+               and the demo's failure report shows errors, not spans. A process that only
+               publishes (``semsched replay``, the demo, benches, tests: the producer sets
                telemetry up itself) writes them to ``<state dir>/telemetry/<service>.jsonl`` so
                they never cover a terminal or a progress bar.
 ``otlp``       OTLP to a collector: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (default
@@ -84,6 +87,13 @@ def on_meter(listener: Any) -> None:
     listener(_state.meter)
 
 
+def _is_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 def _compact_span(span: Any) -> str:
     return span.to_json(indent=None) + "\n"
 
@@ -143,9 +153,12 @@ def _exporters(choice: str, service: str, console_file: Path | None) -> tuple[An
 
 def configure(settings: Settings, service: str, *, console_file: Path | None = None) -> str:
     """Set this process's telemetry up from ``settings.otel_exporter`` (replacing an earlier
-    set-up). ``console_file``: where ``console`` writes instead of stdout. Returns a one-line
-    description; raises :class:`TelemetryConfigError` for a setting it cannot honour."""
+    set-up). ``console_file``: where ``console`` writes (default: stdout if it is a terminal,
+    else ``<state dir>/telemetry/<service>-<pid>.jsonl``). Returns a one-line description;
+    raises :class:`TelemetryConfigError` for a setting it cannot honour."""
     choice = (settings.otel_exporter or "none").strip()
+    if choice == "console" and console_file is None and not _is_terminal(sys.stdout):
+        console_file = settings.state_dir / "telemetry" / f"{service}-{os.getpid()}.jsonl"
     if choice.lower() in ("none", "off", ""):
         shutdown()
         return "telemetry off (SEMSCHED_OTEL_EXPORTER=none)"

@@ -205,3 +205,17 @@ def test_unknown_exporter_and_missing_otlp_package_are_clear_errors(tmp_path: Pa
             assert "otlp" in telemetry.configure(_settings(tmp_path, "otlp"), "svc")
         finally:
             telemetry.shutdown()
+
+
+def test_console_of_a_service_without_a_terminal_goes_beside_its_log(tmp_path: Path, capsys) -> None:
+    """The local stack's worker writes its log to a file: its spans must not bury that log."""
+    try:
+        where = telemetry.configure(_settings(tmp_path, "console"), "svc")  # pytest's stdout is no terminal
+        with telemetry.send_span("t", "j1"):
+            pass
+    finally:
+        telemetry.shutdown()
+    path = tmp_path / "telemetry" / f"svc-{os.getpid()}.jsonl"
+    assert str(path) in where
+    assert json.loads(path.read_text().splitlines()[0])["name"] == "send jobs.submitted"
+    assert "send jobs.submitted" not in capsys.readouterr().out
