@@ -11,14 +11,15 @@ Definitions:
 - submitted / placed / finished / failed / rejected: distinct job ids with a
   submission / a ``placed`` decision / a ``finished`` / ``failed`` / ``rejected`` lifecycle
   event. running: jobs whose latest lifecycle event is ``started``.
-- JCT = first ``finished`` event time − submission event time (jobs that finished).
+- JCT = last ``finished`` event time − first submission event time (jobs that finished).
 - queueing delay = first ``started`` event time − submission event time.
-- GPU allocation per minute, from node telemetry (the agents' own account of what they
-  hold): for every node, its last report inside the minute; ratio = Σ allocated milli-GPU
-  (Σ ``gpu_alloc_milli``) / Σ capacity (``num_gpu`` × 1000). Nodes that did not report in
-  a minute are not counted in it, so the series is exact when agents report at least once
-  a minute (inventory rows carry capacity and no allocation).
+- GPU allocation over time: what each placement held from its first ``started`` to its first
+  end, as a time-weighted share of the cluster's GPU capacity per bucket
+  (``scheduling.metrics.allocation_over_time``).
 - decision latency: ``latency_ms`` of ``placed`` decisions (submit or tick → command).
+- every metric of ``scheduling/metrics`` (JCT, queueing delay, makespan, throughput, placement
+  rate, decision latency, step compute time, placement stability, GPU allocation), overall or
+  per policy: :mod:`storage.queries.metrics`; the dashboards' panels: :mod:`storage.queries.panels`.
 - dead letters by reason: distinct original messages (topic, partition, offset) when the
   position is known, else distinct dead-letter events.
 """
@@ -31,15 +32,21 @@ from storage.queries._common import _dt as _dt
 from storage.queries._common import _f as _f
 from storage.queries._common import run_sql
 from storage.queries.explain import Explanation, TimelineEntry, explain
+from storage.queries.metrics import PolicyMetrics, Stability, archive_metrics, gpu_allocation
+from storage.queries.outcomes import job_outcomes
 from storage.queries.reconcile import _PLACED_TWICE as _PLACED_TWICE
 from storage.queries.reconcile import _STARTED_TWICE as _STARTED_TWICE
 from storage.queries.reconcile import _UNACCOUNTED as _UNACCOUNTED
 from storage.queries.reconcile import Reconciliation, reconcile
 from storage.queries.summary import Summary, summary
-from storage.queries.summary import gpu_allocation as gpu_allocation
 
 __all__ = [
     "Explanation",
+    "PolicyMetrics",
+    "Stability",
+    "archive_metrics",
+    "gpu_allocation",
+    "job_outcomes",
     "Reconciliation",
     "Summary",
     "TimelineEntry",

@@ -1,0 +1,182 @@
+"""The metrics SQL (storage/queries/metrics.py) on hand-written archive rows whose answers are
+known, and against scheduling.metrics on outcomes rebuilt from the same rows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from scheduling.events import (
+    DeadLetter,
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    decision_id_for,
+)
+from scheduling.metrics import Distribution, job_metrics, placement_stability
+from storage.client import ArchiveClient
+from storage.queries import metrics as m
+from storage.queries.outcomes import job_outcomes, job_outcomes_by_policy
+from storage.writer import ArchiveWriter
+
+T0 = datetime(2026, 2, 1, tzinfo=UTC)
+BF, FF = "best-fit", "fifo-first-fit"
+
+
+def at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+def placed(job: str, attempt: int, t: float, policy: str, latency: float, step: float, gpus: int = 1) -> DecisionRecord:
+    did = decision_id_for(job, attempt)
+    return DecisionRecord(event_id=did, decision_id=did, event_time=at(t), job_id=job, attempt=attempt,
+                          outcome="placed", node_id="n1", gpu_indices=list(range(gpus)), policy=policy,
+                          latency_ms=latency, step_compute_ms=step, gpu_milli_per_gpu=1000)  # fmt: skip
+
+
+def life(job: str, attempt: int, state: str, t: float) -> JobLifecycle:
+    return JobLifecycle(event_id=f"{job}-{attempt}-{state}-{t}", event_time=at(t), job_id=job, attempt=attempt,
+                        state=state, node_id="n1")  # type: ignore[arg-type]  # fmt: skip
+
+
+# best-fit: J1 runs once; J2 fails and runs again; J3's timeout raced with its start (kept
+# running: no reversal); J4 is rejected. fifo-first-fit: K1 is preempted and re-placed (still
+# running); K2 times out and is re-placed; K3 waits (unschedulable).
+SUBMIT = {"J1": 0, "J2": 0, "J3": 2, "J4": 3, "K1": 10, "K2": 10, "K3": 12}
+DECISIONS = [
+    placed("J1", 0, 1, BF, 1000, 5.0), placed("J2", 0, 1, BF, 1000, 5.0), placed("J2", 1, 6, BF, 1000, 7.0),
+    placed("J3", 0, 4, BF, 2000, 6.0, gpus=2),
+    DecisionRecord(event_id="r-j4", decision_id="r-j4", event_time=at(4), job_id="J4", outcome="rejected",
+                   policy=BF, latency_ms=1000, step_compute_ms=6.0, reason="can never run"),
+    placed("K1", 0, 11, FF, 1000, 2.0), placed("K2", 0, 11, FF, 1000, 2.0), placed("K1", 1, 15, FF, 1000, 3.0),
+    placed("K2", 1, 42, FF, 4000, 4.0),
+    DecisionRecord(event_id="u-k3", decision_id="u-k3", event_time=at(11), job_id="K3", outcome="unschedulable",
+                   policy=FF, latency_ms=0, step_compute_ms=2.0, reason="insufficient GPU"),
+]  # fmt: skip
+LIFE = [
+    life("J1", 0, "started", 2), life("J1", 0, "finished", 12),
+    life("J2", 0, "started", 3), life("J2", 0, "failed", 5), life("J2", 1, "started", 7), life("J2", 1, "finished", 20),
+    life("J3", 0, "started", 5), life("J3", 0, "timed_out", 6), life("J3", 0, "finished", 10),
+    life("J4", 0, "rejected", 4),
+    life("K1", 0, "started", 12), life("K1", 0, "preempted", 14), life("K1", 1, "started", 16),
+    life("K2", 0, "timed_out", 41), life("K2", 1, "started", 43), life("K2", 1, "finished", 50),
+]  # fmt: skip
+JCT = {"J1": 12, "J2": 20, "J3": 8, "K2": 40}
+WAIT = {"J1": 2, "J2": 3, "J3": 3, "K1": 2, "K2": 33}
+
+
+@pytest.fixture
+def archive(client: ArchiveClient) -> ArchiveClient:
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{j}", event_time=at(t), job_id=j, num_gpu=1)
+                               for j, t in SUBMIT.items()])  # fmt: skip
+    w.write("decisions", DECISIONS)
+    w.write("jobs_lifecycle", LIFE)
+    w.write("nodes_telemetry", [NodeTelemetry(event_id=f"t-{n}", event_time=at(0), node_id=n, source="inventory",
+                                              cpu_milli=64000, memory_mib=512000, num_gpu=4, gpu_model="A100")
+                                for n in ("n1", "n2")])  # fmt: skip
+    w.write("deadletter", [DeadLetter.of(b"{x", "bad json", topic="jobs.submitted", partition=0, offset=1),
+                           DeadLetter.of(b"{y", "bad json", topic="jobs.submitted", partition=0, offset=2),
+                           DeadLetter.of(b"z", "too large", topic="nodes.telemetry", partition=1, offset=1)])
+    return client
+
+
+def test_job_metrics_known_answers(archive: ArchiveClient) -> None:
+    a = m.job_metrics(archive)["all"]
+    assert (a.jobs, a.finished, a.rejected, a.unfinished) == (7, 4, 1, 2)
+    assert a.jct == Distribution.of(JCT.values())
+    assert a.jct.mean == pytest.approx(20) and a.jct.p50 == pytest.approx(16) and a.jct.p95 == pytest.approx(37)
+    assert a.queueing_delay == Distribution.of(WAIT.values())
+    assert a.makespan_s == pytest.approx(50)
+    assert a.throughput_jobs_per_s == pytest.approx(4 / 50)
+    assert a.placement_rate_per_s == pytest.approx(8 / 50)  # J2, K1, K2 were placed twice
+
+
+def test_job_metrics_per_policy(archive: ArchiveClient) -> None:
+    by = m.job_metrics(archive, "policy")
+    assert set(by) == {BF, FF}
+    bf, ff = by[BF], by[FF]
+    assert (bf.jobs, bf.finished, bf.rejected, bf.unfinished) == (4, 3, 1, 0)
+    assert (ff.jobs, ff.finished, ff.rejected, ff.unfinished) == (3, 1, 0, 2)
+    assert bf.makespan_s == pytest.approx(20) and ff.makespan_s == pytest.approx(40)
+    assert ff.jct == Distribution.of([40]) and ff.placement_rate_per_s == pytest.approx(4 / 40)
+
+
+def test_sql_agrees_with_scheduling_metrics_on_rebuilt_outcomes(archive: ArchiveClient) -> None:
+    outcomes = job_outcomes(archive)
+    assert {o.job_id: o.state for o in outcomes} == {"J1": "finished", "J2": "finished", "J3": "finished",
+                                                     "J4": "rejected", "K1": "running", "K2": "finished",
+                                                     "K3": "pending"}  # fmt: skip
+    assert m.job_metrics(archive)["all"] == job_metrics(outcomes)
+    by = job_outcomes_by_policy(archive)
+    assert {p: job_metrics(o) for p, o in by.items()} == m.job_metrics(archive, "policy")
+
+
+def test_decision_latency_and_step_compute(archive: ArchiveClient) -> None:
+    lat = m.decision_latency(archive, "policy")
+    assert lat[BF] == Distribution.of([1000, 1000, 1000, 2000])
+    assert lat[FF] == Distribution.of([1000, 1000, 1000, 4000])
+    assert m.decision_latency(archive)["all"].n == 8
+    steps = m.step_compute(archive, "policy")
+    assert steps[BF] == Distribution.of([5.0, 6.0, 7.0])  # J3's placement and J4's rejection: one step
+    assert steps[FF] == Distribution.of([2.0, 3.0, 4.0])
+    assert m.step_compute(archive)["all"].n == 6
+
+
+def test_placement_stability(archive: ArchiveClient) -> None:
+    s = m.stability(archive, "policy")
+    assert (s[BF].placements, s[BF].reversals, s[BF].reversals_by_cause) == (4, 1, {"failed": 1})
+    assert (s[FF].placements, s[FF].reversals, s[FF].reversals_by_cause) == (4, 2, {"preempted": 1, "timed_out": 1})
+    assert s[BF].placement_stability == pytest.approx(placement_stability(4, 1)) == pytest.approx(0.75)
+    a = m.stability(archive)["all"]
+    assert a.placement_stability == pytest.approx(placement_stability(8, 3))
+
+
+@pytest.mark.parametrize("bucket_s", [10.0, 7.0, 60.0])
+def test_gpu_allocation_sql_equals_allocation_over_time(archive: ArchiveClient, bucket_s: float) -> None:
+    py = m.gpu_allocation(archive, bucket_s)
+    sql = m.gpu_allocation_in_sql(archive, bucket_s)
+    assert [s.bucket_start for s in sql] == pytest.approx([s.bucket_start for s in py])
+    assert [s.ratio for s in sql] == pytest.approx([s.ratio for s in py])
+    assert all(0 <= s.ratio <= 1 for s in sql) and py[0].capacity_milli == 8000
+
+
+def test_gpu_allocation_known_values(archive: ArchiveClient) -> None:
+    # in [0, 10): J1 holds 1 GPU over [2, 10), J2 over [3, 5), J3 2 GPUs over [5, 10), J2 again over [7, 10)
+    first = m.gpu_allocation_in_sql(archive, 10.0)[0]
+    assert first.ratio == pytest.approx((8 + 2 + 10 + 3) * 1000 / 10 / 8000)
+    # [40, 50): K1's second placement, still running, holds until the last lifecycle event (50); K2 over [43, 50)
+    last = m.gpu_allocation_in_sql(archive, 10.0)[-1]
+    assert last.bucket_start == pytest.approx(at(40).timestamp())
+    assert last.ratio == pytest.approx((10 + 7) * 1000 / 10 / 8000)
+
+
+def test_gpu_allocation_fills_idle_buckets_with_zero(client: ArchiveClient) -> None:
+    w = ArchiveWriter(client)
+    w.write("nodes_telemetry", [NodeTelemetry(event_id="t", event_time=at(0), node_id="n1", source="inventory",
+                                              cpu_milli=8000, memory_mib=1024, num_gpu=2, gpu_model="A100")])
+    w.write("decisions", [placed("A", 0, 0, BF, 1, 1.0), placed("B", 0, 0, BF, 1, 1.0, gpus=2)])
+    w.write("jobs_lifecycle", [life("A", 0, "started", 1), life("A", 0, "finished", 3),
+                               life("B", 0, "started", 25), life("B", 0, "finished", 28)])  # fmt: skip
+    sql = m.gpu_allocation_in_sql(client, 5.0)
+    assert [round(s.ratio, 6) for s in sql] == [0.2, 0, 0, 0, 0, 1.0]  # [25, 28): the last bucket is cut at 28
+    assert [s.ratio for s in sql] == pytest.approx([s.ratio for s in m.gpu_allocation(client, 5.0)])
+
+
+def test_deadletters_by_reason(archive: ArchiveClient) -> None:
+    assert m.deadletters_by_reason(archive) == {"bad json": 2, "too large": 1}
+
+
+def test_archive_metrics_bundle(archive: ArchiveClient) -> None:
+    by = m.archive_metrics(archive, "policy")
+    assert by[FF].stability is not None and by[FF].stability.reversals == 2
+    assert by[BF].decision_latency_ms.p99 == pytest.approx(float(np.percentile([1000, 1000, 1000, 2000], 99)))
+
+
+def test_empty_archive(client: ArchiveClient) -> None:
+    assert m.job_metrics(client) == {} and m.decision_latency(client) == {} and m.stability(client) == {}
+    assert m.gpu_allocation(client) == [] and m.gpu_allocation_in_sql(client) == []
+    assert job_metrics(job_outcomes(client)).jobs == 0
