@@ -100,3 +100,33 @@ def trace(
 from ops.cli.bench_dag import dag as bench_dag  # noqa: E402  (its own module, registered here)
 
 bench_app.command("dag")(bench_dag)
+
+
+@bench_app.command("sweep")
+def sweep(
+    trace: str = typer.Option("openb", help="Trace: openb, dlrm2025, google2011 or jsonl."),
+    path: Path = typer.Option(None, help="Trace file (default: the shared copy)."),
+    policies: str = typer.Option("fifo-first-fit,best-fit,fgd,sjf-predicted+best-fit",
+                                 help="Policies, comma-separated ('<ordering>+<placement>' composes)."),
+    sweeps: str = typer.Option("step,load,heterogeneity", help="Which sweeps, comma-separated."),
+    steps: str = typer.Option("1,2,4,8", help="Scheduling step sizes (virtual seconds) for the step sweep."),
+    base_load: str = typer.Option("extreme", help="Load of the step and heterogeneity sweeps."),
+    seed: int = typer.Option(0, help="Seed (node speeds)."),
+    limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
+    out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
+) -> None:
+    """The seed paper's sensitivity sweeps (step size 1–8, load Low–Extreme, node heterogeneity
+    Low–Extreme): makespan, scheduling latency, throughput and stability per policy."""
+    import sys
+
+    from ops.bench.sweep import run_sweep_bench
+    from ops.cli.options import policy_names
+
+    try:
+        step_list = [float(s) for s in steps.split(",") if s.strip()]
+    except ValueError:
+        raise typer.BadParameter(f"--steps must be numbers, not {steps!r}") from None
+    raise typer.Exit(run_sweep_bench(trace=trace, path=path, policies=policy_names(policies),
+                                     sweeps=[s.strip() for s in sweeps.split(",") if s.strip()], steps=step_list,
+                                     base_load=base_load, seed=seed, limit=limit, out_dir=out,
+                                     command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip

@@ -12,6 +12,14 @@ from scheduling.metrics.dag import (
     speedup,
 )
 from scheduling.metrics.distribution import Distribution
+from scheduling.metrics.fragmentation import (
+    PodType,
+    Workload,
+    cluster_fragmentation,
+    fragmentation_rate,
+    node_fragmentation,
+    partial_gpu_ratio,
+)
 from scheduling.metrics.jobs import JobMetrics, JobOutcome, job_metrics
 from scheduling.metrics.stability import order_agreement, placement_stability
 
@@ -26,6 +34,12 @@ __all__ = [
     "speedup",
     "Distribution",
     "Holding",
+    "PodType",
+    "Workload",
+    "cluster_fragmentation",
+    "fragmentation_rate",
+    "node_fragmentation",
+    "partial_gpu_ratio",
     "JobMetrics",
     "JobOutcome",
     "allocation_over_time",

@@ -17,6 +17,7 @@ class SimConfig:
     - ``seed``: node speeds (and anything else random in the run) derive from it.
     - ``record_orders``: keep each step's queue order (head) for the order-agreement
       stability metric.
+    - ``fragmentation_every``: sample GPU fragmentation after every n-th step (0 = never).
     """
 
     step_s: float = 1.0
@@ -25,6 +26,7 @@ class SimConfig:
     seed: int = 0
     record_orders: bool = True
     order_head: int = 200
+    fragmentation_every: int = 10
 
     def __post_init__(self) -> None:
         if self.step_s <= 0:

@@ -26,6 +26,8 @@ import numpy as np
 from scheduling.assign import schedule_step
 from scheduling.job import JobRequest
 from scheduling.metrics import Holding, JobOutcome
+from scheduling.metrics.fragmentation import Workload as TargetWorkload
+from scheduling.metrics.fragmentation import fragmentation_rate, partial_gpu_ratio
 from scheduling.node import NodeView
 from scheduling.order_context import LearningDurationPredictor, OrderContext
 from scheduling.policies.base import Policy
@@ -79,6 +81,9 @@ class Simulator:
         tenant_held: dict[str, list[float]] = {}
         outcome: dict[str, dict] = {j.job_id: {"state": "pending"} for j in self.jobs}
         holdings: list[Holding] = []
+        fragmentation: list[tuple[float, float, float]] = []
+        gpu_jobs = [j.request for j in self.jobs if j.request.num_gpu]
+        target = TargetWorkload.from_jobs(gpu_jobs) if gpu_jobs and cfg.fragmentation_every else None
         steps: list[StepRecord] = []
         orders: list[list[str]] = []
         rejected_reasons: dict[str, int] = {}
@@ -161,6 +166,8 @@ class Simulator:
                     o.update(state="running", start=o.get("start", now), placements=o.get("placements", 0) + 1)
                     if job.request.gpu_demand_milli:
                         holdings.append(Holding(now, end, job.request.gpu_demand_milli))
+                if target is not None and len(steps) % cfg.fragmentation_every == 1 % cfg.fragmentation_every:
+                    fragmentation.append((now, fragmentation_rate(snap, target), partial_gpu_ratio(snap)))
                 for u in result.unschedulable:
                     if u.permanent:
                         del pending[u.job_id]
@@ -181,6 +188,7 @@ class Simulator:
         return SimResult(
             policy=self.policy.name, config=cfg, outcomes=outcomes, steps=steps, holdings=holdings,
             gpu_capacity_milli=int(self.capacity[2]), rejected_reasons=rejected_reasons, orders=orders,
+            fragmentation=fragmentation,
             wall_s=time.perf_counter() - started_wall, end_time=now,
         )  # fmt: skip
 

@@ -38,6 +38,7 @@ class SimResult:
     rejected_reasons: dict[str, int] = field(default_factory=dict)
     orders: list[list[str]] = field(default_factory=list)
     reversals: int = 0
+    fragmentation: list[tuple[float, float, float]] = field(default_factory=list)  # (time, rate, partial ratio)
     wall_s: float = 0.0
     end_time: float = 0.0
 
@@ -81,6 +82,8 @@ class SimResult:
             **m.as_row(),
             "gpu_alloc_mean": float(alloc.mean()) if alloc.size else None,
             "gpu_alloc_peak": float(alloc.max()) if alloc.size else None,
+            "gpu_frag_rate_mean": float(np.mean([f[1] for f in self.fragmentation])) if self.fragmentation else None,
+            "gpu_partial_ratio_mean": float(np.mean([f[2] for f in self.fragmentation])) if self.fragmentation else None,
             "steps": len(self.steps),
             **self.step_compute_ms.as_dict("step_ms_"),
             "placement_stability": placement_stability(placements, self.reversals),

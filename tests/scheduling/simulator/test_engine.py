@@ -62,3 +62,13 @@ def test_gpu_allocation_and_summary_row():
     assert list(alloc) == pytest.approx([0.5, 0.5])  # x holds 1 of 2 GPUs over the arrival span [0, 10)
     row = r.summary()
     assert row["policy"] == "fifo-first-fit" and row["finished"] == 2 and row["placement_stability"] == 1.0
+
+
+def test_fragmentation_is_sampled_after_steps():
+    nodes = [node("a", gpus=2)]
+    jobs = [sj("half", 0, 10, gpus=1, share=500), sj("whole", 1, 10, gpus=1)]
+    r = simulate(nodes, jobs, FF, SimConfig(fragmentation_every=1))
+    assert [t for t, _, _ in r.fragmentation] == [0, 1]
+    _, _, partial_after_first = r.fragmentation[0]
+    assert partial_after_first == pytest.approx(500 / 1500)  # 500 free on the shared GPU, 1000 on the other
+    assert r.summary()["gpu_partial_ratio_mean"] is not None
