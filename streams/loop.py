@@ -32,6 +32,7 @@ from scheduling.events import (
 )
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
+from scheduling.order_context import OrderContext, cluster_capacity, tenant_usage
 from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
 from streams import telemetry
@@ -137,7 +138,12 @@ class SchedulingLoop:
             elif fut := await self._note_waiting(p, reason, part, 0.0):
                 await fut
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
-        result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts)
+        context = OrderContext(
+            tenant_held=tenant_usage(req for _, req, _ in holdings if req.cluster == cluster),
+            capacity=cluster_capacity(snap),
+            queued_since={p.job.job_id: p.queued_ts for p, _ in jobs if p.attempt > 0},
+        )  # orderings (drf, las, priority, sjf) read it; placements ignore it
+        result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts, context=context)
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
         decisions: list[Awaitable[Any]] = []
