@@ -131,9 +131,9 @@ def decision_latency_sql(group: Group = "all", time_filter: str = "1") -> str:
 
 
 def steps_sql(time_filter: str = "1") -> str:
-    """One row per recorded scheduling step: (cluster, policy, compute ms, its time)."""
+    """One row per recorded scheduling step: (cluster, policy, compute ms, ``step_time``)."""
     return f"""
-SELECT cluster, policy, step_compute_ms, min(event_time) AS event_time FROM decisions FINAL
+SELECT cluster, policy, step_compute_ms, min(event_time) AS step_time FROM decisions FINAL
 WHERE step_compute_ms > 0 AND {time_filter} GROUP BY cluster, policy, step_compute_ms
 """
 
@@ -248,26 +248,30 @@ def gpu_allocation(client: ArchiveClient, bucket_s: float = 60.0) -> list[Alloca
                                 end=int(cap["end_ms"]) / 1000)  # fmt: skip
 
 
-def gpu_allocation_sql(bucket_s: str = "60", bucket_filter: str = "1") -> str:
+def gpu_allocation_sql(bucket_s: str = "60", lo_ms: str = "0", hi_ms: str | None = None) -> str:
     """:func:`scheduling.metrics.allocation_over_time` in SQL: per bucket of ``bucket_s``
     seconds (an expression), ``bucket_ms`` (epoch ms), ``allocated_milli`` (time-weighted
-    mean) and ``ratio``; empty buckets are filled with 0; ``bucket_filter`` may use
-    ``bucket_ms``."""
+    mean) and ``ratio``; empty buckets are filled with 0. Only the buckets that meet
+    ``[lo_ms, hi_ms]`` (expressions, epoch ms; default: the whole run) are computed — their
+    values do not depend on the range, buckets are aligned on multiples of ``bucket_s``."""
+    hi = hi_ms or "stop"
     return f"""
-WITH toInt64(({bucket_s}) * 1000) AS w,
+WITH toInt64(({bucket_s}) * 1000) AS w, intDiv(toInt64({lo_ms}), w) * w AS lo,  -- the bucket of lo_ms
      (SELECT capacity FROM ({GPU_CAPACITY})) AS capacity,
      toInt64(ifNull((SELECT end_ms FROM ({GPU_CAPACITY})), 0)) AS stop,
-     toInt64(ifNull((SELECT minOrNull(start_ms) FROM ({GPU_HOLDINGS})), stop)) AS first_start
+     toInt64(ifNull((SELECT minOrNull(start_ms) FROM ({GPU_HOLDINGS})), stop)) AS first_start,
+     least(toInt64({hi}), stop) AS hi
 SELECT bucket_ms, allocated_milli, if(capacity > 0, allocated_milli / capacity, 0) AS ratio FROM (
     SELECT b AS bucket_ms,
            sum(greatest(0, least(e, least(b + w, stop)) - greatest(start_ms, b)) * gpu_milli)
                / (least(b + w, stop) - b) AS allocated_milli
     FROM (SELECT start_ms, ifNull(end_ms, stop) AS e, gpu_milli FROM ({GPU_HOLDINGS}))
-    ARRAY JOIN arrayMap(i -> i * w, range(intDiv(start_ms, w), intDiv(e, w) + 1)) AS b
-    WHERE b < stop
+    ARRAY JOIN arrayMap(i -> toInt64(i) * w,
+                        range(intDiv(greatest(start_ms, lo), w), intDiv(least(e, hi), w) + 1)) AS b
+    WHERE e > lo AND start_ms <= hi AND b < stop AND b + w > lo AND b <= hi
     GROUP BY b
-    ORDER BY b WITH FILL FROM intDiv(first_start, w) * w TO stop STEP w
-) WHERE {bucket_filter} ORDER BY bucket_ms
+    ORDER BY b WITH FILL FROM intDiv(greatest(first_start, lo), w) * w TO least(stop, hi + 1) STEP w
+) ORDER BY bucket_ms
 """
 
 

@@ -154,6 +154,14 @@ def test_gpu_allocation_known_values(archive: ArchiveClient) -> None:
     assert last.ratio == pytest.approx((10 + 7) * 1000 / 10 / 8000)
 
 
+def test_gpu_allocation_sql_clipped_to_a_range(archive: ArchiveClient) -> None:
+    ms = lambda s: str(int(at(s).timestamp() * 1000))  # noqa: E731
+    full = {r[0]: r[2] for r in archive.query_rows(m.gpu_allocation_sql("10"))[1]}
+    clipped = {r[0]: r[2] for r in archive.query_rows(m.gpu_allocation_sql("10", ms(15), ms(35)))[1]}
+    assert sorted(clipped) == [int(at(s).timestamp() * 1000) for s in (10, 20, 30)]
+    assert clipped == {b: full[b] for b in clipped}
+
+
 def test_gpu_allocation_fills_idle_buckets_with_zero(client: ArchiveClient) -> None:
     w = ArchiveWriter(client)
     w.write("nodes_telemetry", [NodeTelemetry(event_id="t", event_time=at(0), node_id="n1", source="inventory",

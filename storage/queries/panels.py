@@ -1,0 +1,231 @@
+"""Every Grafana panel's SQL, one definition per panel (``dashboards/`` is generated from it).
+
+The SQL uses the macros of the Grafana ClickHouse data source (grafana-clickhouse-datasource):
+``$__timeFilter(col)``, ``$__fromTime``, ``$__toTime``, ``$__timeInterval(col)`` and
+``$__interval_s``. :func:`expand_macros` substitutes them exactly as the plugin does (its
+``pkg/macros``), so the tests run every panel on a chdb archive for a given time range.
+
+Where a panel shows a metric of :mod:`scheduling.metrics`, its SQL is built from the
+builders of :mod:`storage.queries.metrics` (the same SQL the agreement test checks), with
+the dashboard's time range as the filter. Time-series panels return a ``time`` column.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Literal
+
+from storage.queries import metrics as m
+
+Kind = Literal["timeseries", "table", "stat"]
+Range = tuple[float | None, float | None]
+
+RATIO: Range = (0.0, 1.0)
+NONNEG: Range = (0.0, None)
+
+#: dashboard uid → title
+DASHBOARDS: dict[str, str] = {
+    "semsched-utilisation": "semsched · cluster utilisation",
+    "semsched-queue": "semsched · queue and JCT",
+    "semsched-decisions": "semsched · decision latency",
+    "semsched-policies": "semsched · policy comparison",
+    "semsched-deadletters": "semsched · dead letters",
+}
+
+
+@dataclass(frozen=True)
+class Panel:
+    """One panel: ``id`` is stable (tests and the README name panels by it)."""
+
+    id: str
+    dashboard: str
+    title: str
+    kind: Kind
+    sql: str
+    unit: str = "short"
+    description: str = ""
+    #: column → allowed (min, max) of its values (``None`` = open); the panel test checks them
+    ranges: dict[str, Range] = field(default_factory=dict)
+    width: int = 12
+
+
+
+
+def _flat(dist: str) -> str:
+    """``<dist>_q`` arrays of :mod:`metrics` as scalar p50 / p95 / p99 columns."""
+    return f"{dist}_q[1] AS {dist}_p50, {dist}_q[2] AS {dist}_p95, {dist}_q[3] AS {dist}_p99"
+
+
+def _job_columns() -> str:
+    return (f"jobs, finished, rejected, unfinished, jct_mean, {_flat('jct')}, queue_mean, {_flat('queue')}, "
+            "makespan_s, throughput_jobs_per_s, placement_rate_per_s")  # fmt: skip
+
+
+def _percentiles_over_time(value: str, time_col: str, source: str) -> str:
+    return f"""
+SELECT $__timeInterval({time_col}) AS time, avg({value}) AS mean,
+       quantileExactInclusive(0.5)({value}) AS p50, quantileExactInclusive(0.95)({value}) AS p95,
+       quantileExactInclusive(0.99)({value}) AS p99
+FROM ({source}) WHERE $__timeFilter({time_col}) GROUP BY time ORDER BY time
+"""
+
+
+_FINISHED_JOBS = f"""
+SELECT fromUnixTimestamp64Milli(finish_ms) AS finished_at, (finish_ms - submit_ms) / 1000 AS jct_s
+FROM ({m.jobs_sql()}) WHERE state = 'finished'
+"""
+_STARTED_JOBS = f"""
+SELECT fromUnixTimestamp64Milli(start_ms) AS started_at, (start_ms - submit_ms) / 1000 AS wait_s
+FROM ({m.jobs_sql()}) WHERE started
+"""
+
+#: Each wait in the queue: attempt 0 from its submission, attempt a > 0 from the reversal of
+#: attempt a - 1, until the placed / rejected decision (or the rejection) of that attempt.
+_WAITS = f"""
+SELECT w.since AS since, d.until AS until, d.decided AS decided FROM (
+    SELECT job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted FINAL GROUP BY job_id
+    UNION ALL
+    SELECT job_id, toUInt16(attempt + 1) AS attempt, assumeNotNull(reversed_at) AS since
+    FROM ({m.PLACEMENTS}) WHERE reversed AND reversed_at IS NOT NULL
+) AS w
+LEFT JOIN (
+    SELECT job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
+        SELECT job_id, attempt, event_time FROM decisions FINAL WHERE outcome IN ('placed', 'rejected')
+        UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle FINAL WHERE state = 'rejected')
+    GROUP BY job_id, attempt
+) AS d ON w.job_id = d.job_id AND w.attempt = d.attempt
+"""
+
+PANELS: list[Panel] = [
+    # -- cluster utilisation ----------------------------------------------------------------
+    Panel("utilisation.gpu_allocation", "semsched-utilisation", "GPU allocation (time-weighted)", "timeseries",
+          f"""
+SELECT fromUnixTimestamp64Milli(toInt64(bucket_ms)) AS time, ratio AS gpu_allocation
+FROM ({m.gpu_allocation_sql("$__interval_s", "toUnixTimestamp($__fromTime) * 1000",
+                            "toUnixTimestamp($__toTime) * 1000")})
+ORDER BY time
+""", unit="percentunit", ranges={"gpu_allocation": RATIO},
+          description="Share of the cluster's GPU capacity (milli-GPU) held by placed jobs, time-weighted per "
+                      "interval: scheduling.metrics.allocation_over_time in SQL."),  # fmt: skip
+    Panel("utilisation.capacity", "semsched-utilisation", "Cluster capacity", "stat", """
+SELECT count() AS nodes, sum(num_gpu) AS gpus, sum(cpu_milli) / 1000 AS cpus FROM (
+    SELECT argMax(num_gpu, event_time) AS num_gpu, argMax(cpu_milli, event_time) AS cpu_milli
+    FROM nodes_telemetry FINAL WHERE event_time <= $__toTime GROUP BY cluster, node_id)
+""", ranges={"nodes": NONNEG, "gpus": NONNEG, "cpus": NONNEG}, width=6,
+          description="Nodes and their GPUs and CPUs, from every node's latest telemetry."),  # fmt: skip
+    Panel("utilisation.throughput", "semsched-utilisation", "Placements and finished jobs per second",
+          "timeseries", """
+SELECT time, series, value FROM (
+    SELECT $__timeInterval(event_time) AS time, 'placed' AS series, count() / $__interval_s AS value
+    FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time
+    UNION ALL
+    SELECT $__timeInterval(event_time) AS time, 'finished' AS series, count() / $__interval_s AS value
+    FROM jobs_lifecycle FINAL WHERE state = 'finished' AND $__timeFilter(event_time) GROUP BY time
+) ORDER BY time, series
+""", unit="reqps", ranges={"value": NONNEG}, width=18,
+          description="Placement rate and throughput (jobs finished per second) per interval."),  # fmt: skip
+    # -- queue and JCT ---------------------------------------------------------------------------
+    Panel("queue.pending", "semsched-queue", "Pending jobs", "timeseries", f"""
+SELECT toDateTime(b) AS time, countIf(since <= toDateTime64(b, 3) AND (decided = 0 OR until > toDateTime64(b, 3)))
+       AS pending
+FROM (SELECT arrayJoin(range(toUInt32(intDiv(toUnixTimestamp($__fromTime), $__interval_s) * $__interval_s),
+                             toUInt32(toUnixTimestamp($__toTime)) + 1, toUInt32($__interval_s))) AS b) AS buckets
+CROSS JOIN (SELECT * FROM ({_WAITS}) WHERE since <= $__toTime AND (decided = 0 OR until >= $__fromTime)) AS waits
+GROUP BY b ORDER BY b
+""", ranges={"pending": NONNEG},
+          description="Jobs waiting for a placement at each instant (including re-queued ones)."),  # fmt: skip
+    Panel("queue.jct", "semsched-queue", "JCT of the jobs finishing (s)", "timeseries",
+          _percentiles_over_time("jct_s", "finished_at", _FINISHED_JOBS), unit="s",
+          ranges={c: NONNEG for c in ("mean", "p50", "p95", "p99")},
+          description="Job completion time = finish − submit, mean and percentiles per interval of finish time."),
+    Panel("queue.queueing_delay", "semsched-queue", "Queueing delay of the jobs starting (s)", "timeseries",
+          _percentiles_over_time("wait_s", "started_at", _STARTED_JOBS), unit="s",
+          ranges={c: NONNEG for c in ("mean", "p50", "p95", "p99")},
+          description="First start − submit, per interval of first start."),
+    Panel("queue.summary", "semsched-queue", "Jobs submitted in the range", "table",
+          f"SELECT {_job_columns()} FROM ({m.job_metrics_sql('all', '$__timeFilter(event_time)')})",
+          ranges={"jobs": NONNEG, "jct_mean": NONNEG, "jct_p99": NONNEG, "queue_mean": NONNEG,
+                  "makespan_s": NONNEG, "throughput_jobs_per_s": NONNEG}, width=24,
+          description="scheduling.metrics.job_metrics over the jobs submitted in the range."),  # fmt: skip
+    # -- decision latency --------------------------------------------------------------------------
+    Panel("decisions.latency", "semsched-decisions", "Decision latency, submit → command (ms)", "timeseries", """
+SELECT $__timeInterval(event_time) AS time, quantileExactInclusive(0.5)(latency_ms) AS p50,
+       quantileExactInclusive(0.99)(latency_ms) AS p99
+FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time ORDER BY time
+""", unit="ms", ranges={"p50": NONNEG, "p99": NONNEG},
+          description="decisions.latency_ms of placements (from submission, or re-queue)."),  # fmt: skip
+    Panel("decisions.step_compute", "semsched-decisions", "Compute time per scheduling step (ms)", "timeseries",
+          f"""
+SELECT $__timeInterval(step_time) AS time, quantileExactInclusive(0.5)(step_compute_ms) AS p50,
+       quantileExactInclusive(0.99)(step_compute_ms) AS p99, count() AS steps
+FROM ({m.steps_sql('$__timeFilter(event_time)')}) GROUP BY time ORDER BY time
+""", unit="ms", ranges={"p50": NONNEG, "p99": NONNEG, "steps": NONNEG},
+          description="Per recorded step (a step that wrote at least one decision), not per decision."),  # fmt: skip
+    Panel("decisions.stability", "semsched-decisions", "Placement stability", "table",
+          f"SELECT grp AS policy, placements, reversals, preempted, failed, timed_out, placement_stability "
+          f"FROM ({m.stability_sql('policy', '$__timeFilter(event_time)')})",
+          ranges={"placements": NONNEG, "reversals": NONNEG, "placement_stability": RATIO},
+          description="Share of placements not reversed by preemption, failure re-queue or timeout."),
+    # -- policy comparison -------------------------------------------------------------------------
+    Panel("policies.jobs", "semsched-policies", "JCT and queueing delay by policy (s)", "table",
+          f"SELECT grp AS policy, {_job_columns()} "
+          f"FROM ({m.job_metrics_sql('policy', '$__timeFilter(event_time)')})",
+          ranges={"jobs": NONNEG, "jct_mean": NONNEG, "jct_p95": NONNEG, "queue_mean": NONNEG}, width=24,
+          description="Jobs submitted in the range, by the policy that decided them."),
+    Panel("policies.latency", "semsched-policies", "Decision latency, step compute and stability by policy",
+          "table", f"""
+SELECT l.grp AS policy, l.q[1] AS latency_p50_ms, l.q[3] AS latency_p99_ms, s.q[1] AS step_p50_ms,
+       s.q[3] AS step_p99_ms, st.placement_stability AS placement_stability
+FROM ({m.decision_latency_sql('policy', '$__timeFilter(event_time)')}) AS l
+LEFT JOIN ({m.step_compute_sql('policy', '$__timeFilter(event_time)')}) AS s ON l.grp = s.grp
+LEFT JOIN ({m.stability_sql('policy', '$__timeFilter(event_time)')}) AS st ON l.grp = st.grp
+ORDER BY policy
+""", ranges={"latency_p50_ms": NONNEG, "latency_p99_ms": NONNEG, "step_p50_ms": NONNEG,
+             "placement_stability": RATIO}, width=24),  # fmt: skip
+    Panel("policies.jct_p95", "semsched-policies", "JCT p95 by policy (s)", "timeseries", f"""
+SELECT $__timeInterval(finished_at) AS time, policy, quantileExactInclusive(0.95)(jct_s) AS jct_p95
+FROM (SELECT fromUnixTimestamp64Milli(finish_ms) AS finished_at, (finish_ms - submit_ms) / 1000 AS jct_s, policy
+      FROM ({m.jobs_sql()}) WHERE state = 'finished')
+WHERE $__timeFilter(finished_at) GROUP BY time, policy ORDER BY time, policy
+""", unit="s", ranges={"jct_p95": NONNEG}, width=24),  # fmt: skip
+    # -- dead letters --------------------------------------------------------------------------------
+    Panel("deadletters.over_time", "semsched-deadletters", "Dead letters by reason", "timeseries", f"""
+SELECT $__timeInterval(event_time) AS time, reason, uniqExact({m.DEADLETTER_KEY}) AS messages
+FROM deadletter FINAL WHERE $__timeFilter(event_time) GROUP BY time, reason ORDER BY time, reason
+""", ranges={"messages": NONNEG}, width=24),  # fmt: skip
+    Panel("deadletters.by_reason", "semsched-deadletters", "Dead letters in the range", "table",
+          m.deadletters_sql("$__timeFilter(event_time)"), ranges={"messages": NONNEG}, width=24),
+]
+
+PANELS_BY_ID: dict[str, Panel] = {p.id: p for p in PANELS}
+assert len(PANELS_BY_ID) == len(PANELS), "panel ids must be unique"
+
+
+# -- the data source's macros ----------------------------------------------------------------
+
+_MACRO = re.compile(r"\$__(\w+)(?:\(([^()]*)\))?")
+
+
+def expand_macros(sql: str, start: datetime, end: datetime, interval_s: int) -> str:
+    """Substitute the Grafana ClickHouse macros the way the plugin does (seconds precision for
+    ``$__timeFilter`` / ``$__fromTime`` / ``$__toTime``; ``$__interval_s`` at least 1)."""
+    f, t, iv = int(start.timestamp()), int(end.timestamp()), max(int(interval_s), 1)
+    f_ms, t_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+
+    def one(mt: re.Match[str]) -> str:
+        name, arg = mt.group(1), (mt.group(2) or "").strip()
+        table = {
+            "fromTime": f"toDateTime({f})", "toTime": f"toDateTime({t})",
+            "fromTime_ms": f"fromUnixTimestamp64Milli({f_ms})", "toTime_ms": f"fromUnixTimestamp64Milli({t_ms})",
+            "interval_s": str(iv),
+            "timeFilter": f"{arg} >= toDateTime({f}) AND {arg} <= toDateTime({t})",
+            "timeFilter_ms": f"{arg} >= fromUnixTimestamp64Milli({f_ms}) AND {arg} <= fromUnixTimestamp64Milli({t_ms})",
+            "timeInterval": f"toStartOfInterval(toDateTime({arg}), INTERVAL {iv} second)",
+        }  # fmt: skip
+        if name not in table:
+            raise ValueError(f"unknown macro $__{name}")
+        return table[name]
+
+    return _MACRO.sub(one, sql)

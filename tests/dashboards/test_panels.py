@@ -1,0 +1,116 @@
+"""Every dashboard panel's SQL (storage/queries/panels.py), with the Grafana macros expanded
+for the run's time range, on the chdb archive of a short live replay (the one the metrics
+agreement test uses): each returns rows, its values are in range, and its counts match."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from storage.queries import metrics as m
+from storage.queries.panels import PANELS, expand_macros
+from tests.integration.archive_replay import ReplayedArchive, replayed_archive
+
+pytestmark = pytest.mark.integration
+
+INTERVAL_S = 2
+
+
+@pytest.fixture(scope="module")
+def archive(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplayedArchive]:
+    a = replayed_archive(kafka_broker, tmp_path_factory)
+    yield a
+    a.close()
+
+
+@pytest.fixture(scope="module")
+def results(archive: ReplayedArchive) -> dict[str, list[dict[str, Any]]]:
+    """Each panel's rows for a range one second wider than the run, on both sides."""
+    start = archive.first_event.replace(microsecond=0) - timedelta(seconds=1)
+    end = archive.last_event.replace(microsecond=0) + timedelta(seconds=2)
+    out = {}
+    for p in PANELS:
+        cols, rows = archive.client.query_rows(expand_macros(p.sql, start, end, INTERVAL_S))
+        out[p.id] = [dict(zip(cols, r, strict=True)) for r in rows]
+    return out
+
+
+def _scalar(archive: ReplayedArchive, sql: str) -> Any:
+    return archive.client.query_rows(sql)[1][0][0]
+
+
+@pytest.mark.parametrize("panel", PANELS, ids=[p.id for p in PANELS])
+def test_panel_returns_rows_in_range(results: dict[str, list[dict[str, Any]]], panel: Any) -> None:
+    rows = results[panel.id]
+    assert rows, f"{panel.id} returned no rows"
+    for col, (lo, hi) in panel.ranges.items():
+        for r in rows:
+            v = r[col]
+            assert v is not None and not math.isnan(v), (panel.id, col, r)
+            assert (lo is None or v >= lo) and (hi is None or v <= hi), (panel.id, col, r)
+    if panel.kind == "timeseries":
+        assert all("time" in r for r in rows)
+
+
+def test_job_panels_count_the_submissions(results: dict[str, list[dict[str, Any]]], archive: ReplayedArchive) -> None:
+    (s,) = results["queue.summary"]
+    a = m.job_metrics(archive.client)["all"]
+    assert s["jobs"] == archive.submitted == a.jobs and s["finished"] + s["rejected"] == archive.submitted
+    assert s["jct_mean"] == pytest.approx(a.jct.mean) and s["jct_p99"] == pytest.approx(a.jct.p99)
+    assert s["queue_p95"] == pytest.approx(a.queueing_delay.p95) and s["makespan_s"] == pytest.approx(a.makespan_s)
+    by = results["policies.jobs"]
+    assert {r["policy"] for r in by} == set(archive.policies)
+    assert sum(r["jobs"] for r in by) == archive.submitted
+    per = m.job_metrics(archive.client, "policy")
+    for r in by:
+        assert r["jct_p95"] == pytest.approx(per[r["policy"]].jct.p95)
+    assert {r["policy"] for r in results["policies.jct_p95"]} == set(archive.policies)
+
+
+def test_rates_add_up_to_the_counts(results: dict[str, list[dict[str, Any]]], archive: ReplayedArchive) -> None:
+    series = results["utilisation.throughput"]
+    placed = _scalar(archive, "SELECT count() FROM decisions FINAL WHERE outcome = 'placed'")
+    finished = _scalar(archive, "SELECT count() FROM jobs_lifecycle FINAL WHERE state = 'finished'")
+    assert sum(r["value"] for r in series if r["series"] == "placed") * INTERVAL_S == pytest.approx(placed)
+    assert sum(r["value"] for r in series if r["series"] == "finished") * INTERVAL_S == pytest.approx(finished)
+    assert finished == archive.submitted
+
+
+def test_pending_rises_and_drains(results: dict[str, list[dict[str, Any]]], archive: ReplayedArchive) -> None:
+    pending = [r["pending"] for r in results["queue.pending"]]
+    assert pending[0] == 0 and pending[-1] == 0  # before the first submission, after the last job settled
+    assert 0 < max(pending) <= archive.submitted
+
+
+def test_capacity_and_allocation(results: dict[str, list[dict[str, Any]]], archive: ReplayedArchive) -> None:
+    (cap,) = results["utilisation.capacity"]
+    assert (cap["nodes"], cap["gpus"]) == (1213, 6212)  # the openb cluster
+    panel = results["utilisation.gpu_allocation"]
+    mine = m.gpu_allocation_in_sql(archive.client, INTERVAL_S)
+    assert [r["gpu_allocation"] for r in panel] == pytest.approx([s.ratio for s in mine])
+    assert max(r["gpu_allocation"] for r in panel) > 0
+
+
+def test_decision_panels_agree_with_the_metrics(results: dict[str, list[dict[str, Any]]],
+                                                archive: ReplayedArchive) -> None:  # fmt: skip
+    client = archive.client
+    assert sum(r["steps"] for r in results["decisions.step_compute"]) == m.step_compute(client)["all"].n
+    lat = m.decision_latency(client, "policy")
+    stab = m.stability(client, "policy")
+    for r in results["policies.latency"]:
+        assert r["latency_p50_ms"] == pytest.approx(lat[r["policy"]].p50)
+        assert r["placement_stability"] == pytest.approx(stab[r["policy"]].placement_stability)
+    table = {r["policy"]: r for r in results["decisions.stability"]}
+    assert set(table) == set(archive.policies)
+    assert sum(r["placements"] for r in table.values()) == _scalar(
+        archive, "SELECT count() FROM decisions FINAL WHERE outcome = 'placed'")
+    assert max(r["p99"] for r in results["decisions.latency"]) <= m.decision_latency(client)["all"].max
+
+
+def test_deadletter_panels(results: dict[str, list[dict[str, Any]]], archive: ReplayedArchive) -> None:
+    assert sum(r["messages"] for r in results["deadletters.by_reason"]) == archive.deadletters
+    assert sum(r["messages"] for r in results["deadletters.over_time"]) == archive.deadletters
