@@ -197,3 +197,33 @@ def test_otel_collector_receives_from_worker_and_agents(compose: dict) -> None:
         endpoint = urlparse(env["OTEL_EXPORTER_OTLP_ENDPOINT"])
         assert (endpoint.hostname, endpoint.port) == ("otel-collector", 4318), name
         assert services[name]["depends_on"]["otel-collector"]["condition"] == "service_started"
+
+
+def test_grafana_provisions_the_clickhouse_source_and_the_dashboards(compose: dict) -> None:
+    services = compose["services"]
+    gf = services["grafana"]
+    image, _, tag = gf["image"].partition(":")
+    assert image == "grafana/grafana"
+    assert re.match(r"\d+\.\d+\.\d+", tag), f"pin a release, not {tag or 'latest'!r}"
+    env = _env(gf)
+    assert "grafana-clickhouse-datasource" in env["GF_INSTALL_PLUGINS"]
+    assert gf["depends_on"]["clickhouse"]["condition"] == "service_healthy"
+    assert any(p["target"] == 3000 and p.get("host_ip") == "127.0.0.1" for p in gf["ports"])
+    mounts = {v["target"]: Path(v["source"]) for v in gf.get("volumes", []) if v["type"] == "bind"}
+    datasources = mounts["/etc/grafana/provisioning/datasources"]
+    providers = mounts["/etc/grafana/provisioning/dashboards"]
+    assert datasources == ROOT / "dashboards/provisioning/datasources"
+    # the data source: the compose ClickHouse, as the user and database it creates
+    ds = (datasources / "clickhouse.yaml").read_text()
+    assert "type: grafana-clickhouse-datasource" in ds and "uid: semsched-clickhouse" in ds
+    ch = _env(services["clickhouse"])
+    for var, value in {"CLICKHOUSE_HOST": "clickhouse", "CLICKHOUSE_USER": ch["CLICKHOUSE_USER"],
+                       "CLICKHOUSE_DB": ch["CLICKHOUSE_DB"], "CLICKHOUSE_PASSWORD": ch["CLICKHOUSE_PASSWORD"]}.items():
+        assert f"${var}" in ds and env[var] == value, var
+    # the dashboards: the provider's path is where the generated JSON files are mounted
+    provider = (providers / "semsched.yaml").read_text()
+    path = re.search(r"path:\s*(\S+)", provider).group(1)  # type: ignore[union-attr]
+    assert mounts[path] == ROOT / "dashboards/grafana" and list(mounts[path].glob("semsched-*.json"))
+    assert env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"].startswith(path + "/")
+    home = Path(env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]).name
+    assert (mounts[path] / home).exists()
