@@ -18,6 +18,8 @@ class SimConfig:
     - ``record_orders``: keep each step's queue order (head) for the order-agreement
       stability metric.
     - ``fragmentation_every``: sample GPU fragmentation after every n-th step (0 = never).
+    - ``preemption_checks``: with a preemptive ordering (``las+…``), how many blocked jobs
+      per step (from the head of the queue) may try to evict lower-priority ones.
     """
 
     step_s: float = 1.0
@@ -27,6 +29,7 @@ class SimConfig:
     record_orders: bool = True
     order_head: int = 200
     fragmentation_every: int = 10
+    preemption_checks: int = 32
 
     def __post_init__(self) -> None:
         if self.step_s <= 0:

@@ -29,9 +29,10 @@ from scheduling.metrics import Holding, JobOutcome
 from scheduling.metrics.fragmentation import Workload as TargetWorkload
 from scheduling.metrics.fragmentation import fragmentation_rate, partial_gpu_ratio
 from scheduling.node import NodeView
-from scheduling.order_context import LearningDurationPredictor, OrderContext
+from scheduling.order_context import LearningDurationPredictor, OrderContext, service_rate
 from scheduling.policies.base import Policy
 from scheduling.simulator.config import SimConfig
+from scheduling.simulator.preemption import Victim, VictimSet, preempt_for, queue_function
 from scheduling.simulator.result import SimResult, StepRecord
 from scheduling.simulator.speeds import node_speeds
 from scheduling.simulator.workload import SimJob
@@ -46,6 +47,8 @@ class _Running:
     node: int
     gpus: tuple[int, ...]
     start: float
+    seq: int  # its departure event (a preempted job's stale departure is skipped)
+    holding: int  # index into holdings, -1 without GPUs
 
 
 class Simulator:
@@ -87,6 +90,10 @@ class Simulator:
         steps: list[StepRecord] = []
         orders: list[list[str]] = []
         rejected_reasons: dict[str, int] = {}
+        attained: dict[str, float] = {}  # service received in preempted runs
+        queued_since: dict[str, float] = {}
+        queue_of = queue_function(self.policy)
+        reversals = 0
         seq = 0
         next_arrival = 0
         next_step: float | None = None
@@ -113,6 +120,63 @@ class Simulator:
             held[1] += sign * job.memory_mib
             held[2] += sign * job.gpu_demand_milli
 
+        def start(job_id: str, node: int, gpus: tuple[int, ...]) -> None:
+            """Book keeping of a placement already reserved on ``snap``."""
+            nonlocal seq
+            job = by_id[job_id]
+            del pending[job_id]
+            queued_since.pop(job_id, None)
+            hold(job.request.tenant, job.request, +1)
+            end = now + job.duration_s / float(self.speeds[node])
+            seq += 1
+            heapq.heappush(departures, (end, seq, job_id))
+            holding = -1
+            if job.request.gpu_demand_milli:
+                holding = len(holdings)
+                holdings.append(Holding(now, end, job.request.gpu_demand_milli))
+            running[job_id] = _Running(job, node, gpus, now, seq, holding)
+            o = outcome[job_id]
+            o.update(state="running", start=o.get("start", now), placements=o.get("placements", 0) + 1)
+
+        def preempt(order: list[str], context: OrderContext) -> int:
+            """Let blocked higher-priority jobs evict lower-priority running ones; the count."""
+            assert queue_of is not None
+            blocked = [j for j in order if j in pending and not pending[j].is_gang][: cfg.preemption_checks]
+            if not blocked or not running:
+                return 0
+            now_attained = {**attained, **{j: attained.get(j, 0.0) + service_rate(r.job.request) * (now - r.start)
+                                           for j, r in running.items()}}  # fmt: skip
+            ctx_now = OrderContext(attained_service=now_attained, queued_since=queued_since)
+            victims = VictimSet(snap, [
+                Victim(r.job.request, r.node, r.gpus, queue_of((r.job.request,), now, ctx_now), r.start)
+                for r in running.values()])  # fmt: skip
+            evictions = 0
+            hopeless: set[tuple] = set()  # (shape, queue) that found no node this step
+            for job_id in blocked:
+                req = pending[job_id]
+                queue = queue_of((req,), now, context)
+                key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.per_gpu_milli, req.gpu_models, queue)
+                if key in hopeless:
+                    continue
+                got = preempt_for(snap, req, queue, victims, self.policy)
+                if got is None:
+                    hopeless.add(key)
+                    continue
+                placement, evicted = got
+                for v in evicted:
+                    r = running.pop(v.job.job_id)
+                    attained[v.job.job_id] = now_attained[v.job.job_id]
+                    hold(v.job.tenant, v.job, -1)
+                    if r.holding >= 0:
+                        h = holdings[r.holding]
+                        holdings[r.holding] = Holding(h.start, now, h.gpu_milli)
+                    pending[v.job.job_id] = v.job
+                    queued_since[v.job.job_id] = now
+                    outcome[v.job.job_id]["state"] = "pending"
+                    evictions += 1
+                start(job_id, placement.node_index, placement.gpu_indices)
+            return evictions
+
         while True:
             t_dep = departures[0][0] if departures else np.inf
             t_arr = self.jobs[next_arrival].request.submit_time if next_arrival < len(self.jobs) else np.inf
@@ -122,7 +186,9 @@ class Simulator:
                 break
             now = t
             if t_dep == now:
-                _, _, job_id = heapq.heappop(departures)
+                _, dep_seq, job_id = heapq.heappop(departures)
+                if job_id not in running or running[job_id].seq != dep_seq:
+                    continue  # the departure of a run that was preempted
                 r = running.pop(job_id)
                 snap.free(r.node, r.job.request, r.gpus)
                 hold(r.job.request.tenant, r.job.request, -1)
@@ -146,7 +212,8 @@ class Simulator:
                 next_step = None
                 context = OrderContext(
                     tenant_held={k: (v[0], v[1], v[2]) for k, v in tenant_held.items()},
-                    capacity=self.capacity, estimator=self.estimator,
+                    capacity=self.capacity, estimator=self.estimator, attained_service=attained,
+                    queued_since=queued_since,
                 )  # fmt: skip
                 result = schedule_step(snap, list(pending.values()), self.policy, now=now, top_k=0,
                                        context=context)  # fmt: skip
@@ -154,24 +221,20 @@ class Simulator:
                     orders.append(result.order[: cfg.order_head])
                 steps.append(StepRecord(now, len(pending), len(result.placements), result.compute_ms))
                 for p in result.placements:
-                    job = by_id[p.job_id]
-                    del pending[p.job_id]
-                    snap.reserve(p.node_index, job.request, p.gpu_indices)
-                    hold(job.request.tenant, job.request, +1)
-                    running[p.job_id] = _Running(job, p.node_index, p.gpu_indices, now)
-                    end = now + job.duration_s / float(self.speeds[p.node_index])
-                    seq += 1
-                    heapq.heappush(departures, (end, seq, p.job_id))
-                    o = outcome[p.job_id]
-                    o.update(state="running", start=o.get("start", now), placements=o.get("placements", 0) + 1)
-                    if job.request.gpu_demand_milli:
-                        holdings.append(Holding(now, end, job.request.gpu_demand_milli))
-                if target is not None and len(steps) % cfg.fragmentation_every == 1 % cfg.fragmentation_every:
-                    fragmentation.append((now, fragmentation_rate(snap, target), partial_gpu_ratio(snap)))
+                    snap.reserve(p.node_index, by_id[p.job_id].request, p.gpu_indices)
+                    start(p.job_id, p.node_index, p.gpu_indices)
                 for u in result.unschedulable:
                     if u.permanent:
                         del pending[u.job_id]
                         reject(u.job_id, u.reason)
+                if queue_of is not None:  # preemption is part of the step's compute time
+                    t0 = time.perf_counter()
+                    reversals += preempt(result.order, context)
+                    last = steps[-1]
+                    steps[-1] = StepRecord(last.time, last.pending, last.placed,
+                                           last.compute_ms + (time.perf_counter() - t0) * 1000)  # fmt: skip
+                if target is not None and len(steps) % cfg.fragmentation_every == 1 % cfg.fragmentation_every:
+                    fragmentation.append((now, fragmentation_rate(snap, target), partial_gpu_ratio(snap)))
             events += 1
             if progress is not None and events % 500 == 0:
                 progress(done, len(self.jobs))
@@ -188,7 +251,7 @@ class Simulator:
         return SimResult(
             policy=self.policy.name, config=cfg, outcomes=outcomes, steps=steps, holdings=holdings,
             gpu_capacity_milli=int(self.capacity[2]), rejected_reasons=rejected_reasons, orders=orders,
-            fragmentation=fragmentation,
+            fragmentation=fragmentation, reversals=reversals,
             wall_s=time.perf_counter() - started_wall, end_time=now,
         )  # fmt: skip
 
