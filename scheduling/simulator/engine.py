@@ -16,6 +16,7 @@ randomness is the seeded node speeds (and a seeded policy's own).
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import time
 from collections.abc import Callable, Sequence
@@ -230,9 +231,9 @@ class Simulator:
                 if queue_of is not None:  # preemption is part of the step's compute time
                     t0 = time.perf_counter()
                     reversals += preempt(result.order, context)
-                    last = steps[-1]
-                    steps[-1] = StepRecord(last.time, last.pending, last.placed,
-                                           last.compute_ms + (time.perf_counter() - t0) * 1000)  # fmt: skip
+                    steps[-1] = dataclasses.replace(steps[-1], compute_ms=steps[-1].compute_ms
+                                                    + (time.perf_counter() - t0) * 1000)  # fmt: skip
+                steps[-1] = dataclasses.replace(steps[-1], left=len(pending))
                 if target is not None and len(steps) % cfg.fragmentation_every == 1 % cfg.fragmentation_every:
                     fragmentation.append((now, fragmentation_rate(snap, target), partial_gpu_ratio(snap)))
             events += 1

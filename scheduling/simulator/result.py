@@ -25,6 +25,7 @@ class StepRecord:
     pending: int  # eligible jobs the step considered
     placed: int
     compute_ms: float
+    left: int = 0  # jobs still pending after the step (preemption may re-queue some)
 
 
 @dataclass
@@ -70,7 +71,7 @@ class SimResult:
     def queue_length(self) -> tuple[np.ndarray, np.ndarray]:
         """``(step time, pending jobs left after the step)``."""
         return (np.array([s.time for s in self.steps]),
-                np.array([s.pending - s.placed for s in self.steps]))  # fmt: skip
+                np.array([s.left for s in self.steps]))  # fmt: skip
 
     def summary(self) -> dict[str, float | int | str | None]:
         """One row for a report table: job metrics, GPU allocation, latency, stability."""
