@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -33,13 +34,21 @@ DEFAULT_POLICIES = ["random", "fifo-first-fit", "dot-product", "gpu-packing", "g
                     "drf+best-fit"]  # fmt: skip
 
 
-def load_trace_workload(trace: str, path: Path | None = None, limit: int | None = None) -> Workload:
-    """The simulator's workload from a registered trace loader (``semsched replay`` names)."""
+def load_trace_workload(trace: str, path: Path | None = None, limit: int | None = None,
+                        nodes: int | None = None, seed: int = 0) -> Workload:  # fmt: skip
+    """The simulator's workload from a registered trace loader (``semsched replay`` names).
+    ``nodes``: keep a seeded sample of that many nodes (in their order) — for a trace slice
+    far smaller than its cluster (one Google 2011 file holds 1/500 of the task events but
+    every machine)."""
     from ops.traces.registry import get_loader
 
     loader = get_loader(trace, path, limit=limit)
     jobs = loader.load_jobs()
-    return build_workload(loader.nodes(), ((j.offset_s, j.event) for j in jobs))
+    workload = build_workload(loader.nodes(), ((j.offset_s, j.event) for j in jobs))
+    if nodes is not None and 0 < nodes < len(workload.nodes):
+        keep = np.sort(np.random.default_rng([seed, 104729]).choice(len(workload.nodes), nodes, replace=False))
+        workload.nodes = [workload.nodes[i] for i in keep]
+    return workload
 
 
 def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:

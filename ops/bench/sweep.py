@@ -35,14 +35,15 @@ COLUMNS = ["policy", "point", "finished", "makespan_s", "jct_mean", "queue_mean"
 
 
 def run_sweep_bench(*, trace: str, path: Path | None, policies: Sequence[str], sweeps: Sequence[str],
-                    steps: Sequence[float], base_load: str, seed: int, limit: int | None, out_dir: Path,
+                    steps: Sequence[float], base_load: str, seed: int, limit: int | None, nodes: int | None,
+                    out_dir: Path,
                     command: str) -> int:  # fmt: skip
     unknown = [s for s in sweeps if s not in SWEEPS]
     if unknown:
         console.print(f"[red]unknown sweeps {unknown}; choose from {', '.join(SWEEPS)}")
         return 2
     with console.status(f"loading {trace}…"):
-        workload = load_trace_workload(trace, path, limit)
+        workload = load_trace_workload(trace, path, limit, nodes, seed)
     if not workload.jobs:
         console.print(f"[red]{trace}: no job with a run time to replay")
         return 1

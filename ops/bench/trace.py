@@ -22,9 +22,9 @@ CLUSTER_COLUMNS = ["policy", "gpu_alloc_mean", "gpu_alloc_peak", "gpu_frag_rate_
 
 
 def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], load: str, step: float,
-                    heterogeneity: str, seed: int, limit: int | None, out_dir: Path, command: str) -> int:  # fmt: skip
+                    heterogeneity: str, seed: int, limit: int | None, nodes: int | None, out_dir: Path, command: str) -> int:  # fmt: skip
     with console.status(f"loading {trace}…"):
-        workload = load_trace_workload(trace, path, limit)
+        workload = load_trace_workload(trace, path, limit, nodes, seed)
     if not workload.jobs:
         console.print(f"[red]{trace}: no job with a run time to replay")
         return 1

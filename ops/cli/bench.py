@@ -81,6 +81,7 @@ def trace(
     heterogeneity: str = typer.Option("none", help="Node speed spread: none, low, medium, high, extreme or 0..1."),
     seed: int = typer.Option(0, help="Seed (node speeds)."),
     limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
+    nodes: int = typer.Option(None, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
     out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
 ) -> None:
     """Replay a real trace with departures in the offline simulator, once per policy: JCT,
@@ -93,7 +94,7 @@ def trace(
 
     names = policy_names(policies, DEFAULT_POLICIES)
     raise typer.Exit(run_trace_bench(trace=trace, path=path, policies=names, load=load, step=step,
-                                     heterogeneity=heterogeneity, seed=seed, limit=limit, out_dir=out,
+                                     heterogeneity=heterogeneity, seed=seed, limit=limit, nodes=nodes, out_dir=out,
                                      command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
 
 
@@ -113,6 +114,7 @@ def sweep(
     base_load: str = typer.Option("extreme", help="Load of the step and heterogeneity sweeps."),
     seed: int = typer.Option(0, help="Seed (node speeds)."),
     limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
+    nodes: int = typer.Option(None, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
     out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
 ) -> None:
     """The seed paper's sensitivity sweeps (step size 1–8, load Low–Extreme, node heterogeneity
@@ -128,5 +130,5 @@ def sweep(
         raise typer.BadParameter(f"--steps must be numbers, not {steps!r}") from None
     raise typer.Exit(run_sweep_bench(trace=trace, path=path, policies=policy_names(policies),
                                      sweeps=[s.strip() for s in sweeps.split(",") if s.strip()], steps=step_list,
-                                     base_load=base_load, seed=seed, limit=limit, out_dir=out,
+                                     base_load=base_load, seed=seed, limit=limit, nodes=nodes, out_dir=out,
                                      command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
