@@ -16,42 +16,31 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from scheduling.policies.base import Policy
+from scheduling.registry import Registry, UnknownNameError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_REGISTRY: dict[str, Callable[..., Policy]] = {}
 
-
-class UnknownPolicyError(LookupError):
+class UnknownPolicyError(UnknownNameError):
     """No policy registered under that name; the message lists the available ones."""
 
-    def __str__(self) -> str:  # LookupError would repr() a single argument
-        return str(self.args[0]) if self.args else ""
+
+PLACEMENTS: Registry[Policy] = Registry("policy", UnknownPolicyError, reserved="+")
 
 
 def register(name: str) -> Callable[[F], F]:
     """Decorator: register ``factory`` under ``name`` (a second, different one is an error)."""
-    if not name or name != name.strip():
-        raise ValueError(f"invalid policy name {name!r}")
-
-    def deco(factory: F) -> F:
-        existing = _REGISTRY.get(name)
-        if existing is not None and existing is not factory:
-            raise ValueError(f"policy {name!r} is already registered by {existing!r}")
-        _REGISTRY[name] = factory
-        return factory
-
-    return deco
+    return PLACEMENTS.register(name)
 
 
 def unregister(name: str) -> None:
     """Remove ``name`` (tests, plug-ins)."""
-    _REGISTRY.pop(name, None)
+    PLACEMENTS.unregister(name)
 
 
 def available_policies() -> list[str]:
     """The registered placement policies (each usable alone, or after ``<ordering>+``)."""
-    return sorted(_REGISTRY)
+    return PLACEMENTS.names()
 
 
 def available_orderings() -> list[str]:
@@ -63,18 +52,15 @@ def available_orderings() -> list[str]:
 
 def is_policy_name(name: str) -> bool:
     """Whether :func:`get_policy` knows ``name`` (a placement, or ``<ordering>+<placement>``)."""
-    if name in _REGISTRY:
+    if name in PLACEMENTS:
         return True
     ordering, plus, placement = name.partition("+")
-    return bool(plus) and placement in _REGISTRY and ordering in available_orderings()
+    return bool(plus) and placement in PLACEMENTS and ordering in available_orderings()
 
 
-def _unknown(name: str) -> UnknownPolicyError:
-    return UnknownPolicyError(
-        f"unknown policy {name!r}; available: {', '.join(available_policies()) or '(none)'}; "
-        f"orderings: {', '.join(available_orderings())} (compose as '<ordering>+<placement>', "
-        f"e.g. 'drf+best-fit')"
-    )
+def _unknown(name: str) -> UnknownNameError:
+    return PLACEMENTS.unknown(name, f"; orderings: {', '.join(available_orderings())} (compose as "
+                                    f"'<ordering>+<placement>', e.g. 'drf+best-fit')")  # fmt: skip
 
 
 def get_policy(name: str, *, ordering_options: Mapping[str, Any] | None = None, **kwargs: Any) -> Policy:
@@ -83,8 +69,7 @@ def get_policy(name: str, *, ordering_options: Mapping[str, Any] | None = None, 
     ``kwargs`` go to the placement's factory; ``ordering_options`` to the ordering's
     (only for a composed name, e.g. ``get_policy("las+best-fit", ordering_options={"promote_knob": 4})``).
     """
-    factory = _REGISTRY.get(name)
-    if factory is None:
+    if name not in PLACEMENTS:
         if not is_policy_name(name):
             raise _unknown(name)
         from scheduling.orderings import ComposedPolicy, get_ordering
@@ -94,7 +79,7 @@ def get_policy(name: str, *, ordering_options: Mapping[str, Any] | None = None, 
                               get_policy(placement_name, **kwargs))  # fmt: skip
     if ordering_options:
         raise TypeError(f"policy {name!r} is a plain placement: ordering_options need '<ordering>+{name}'")
-    policy = factory(**kwargs)
+    policy = PLACEMENTS.get(name, **kwargs)
     if getattr(policy, "name", None) != name:
         with contextlib.suppress(AttributeError):  # a factory registered under an alias
             policy.name = name
