@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.local_stack import LocalStack
+from streams.archiver import archive_catch_up
 from streams.settings import Settings
 
 console = Console()
@@ -67,7 +68,7 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         for c in reversed(list(stack.children.values())):
             c.stop()
         with console.status("archiving what is still on the topics…"):
-            archived = asyncio.run(_archive_catch_up(settings))
+            archived = asyncio.run(archive_catch_up(settings))
         console.print(f"[green]✓[/] archive caught up ({archived} more rows)")
         return report(settings, submitted=stats.jobs, wall_s=time.time() - t0)
     except Exception as e:
@@ -76,17 +77,6 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         return 2
     finally:
         stack.stop()
-
-
-async def _archive_catch_up(settings: Settings) -> int:
-    from streams.archiver import Archiver
-
-    archiver = Archiver(settings)
-    await archiver.start()
-    try:
-        return await archiver.run_until_caught_up()
-    finally:
-        await archiver.stop()
 
 
 def report(settings: Settings, *, submitted: int, wall_s: float) -> int:

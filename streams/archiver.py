@@ -333,3 +333,13 @@ class Archiver:
         """The group's committed offset per assigned partition (for tests and ``semsched``)."""
         assert self._consumer is not None
         return {tp: await self._consumer.committed(tp) for tp in self._consumer.assignment()}
+
+
+async def archive_catch_up(settings: Settings) -> int:
+    """Run an archiver until it has written everything on the topics now; rows written."""
+    archiver = Archiver(settings)
+    await archiver.start()
+    try:
+        return await archiver.run_until_caught_up()
+    finally:
+        await archiver.stop()

@@ -25,6 +25,7 @@ from ops.local_stack import LocalStack, free_port
 from ops.replay import replay
 from ops.traces import get_loader
 from storage.client import ArchiveClient, close_client, get_client
+from streams.archiver import archive_catch_up
 from streams.producer import EventProducer
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -64,17 +65,6 @@ def _settled(expected: int):  # type: ignore[no-untyped-def]
     return pred
 
 
-async def _drain(settings: Settings) -> int:
-    from streams.archiver import Archiver
-
-    archiver = Archiver(settings)
-    await archiver.start()
-    try:
-        return await archiver.run_until_caught_up()
-    finally:
-        await archiver.stop()
-
-
 async def _publish_malformed(settings: Settings) -> None:
     async with EventProducer(settings) as prod:
         for raw, key in MALFORMED.items():
@@ -107,7 +97,7 @@ def replayed_archive(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory
             stack.wait(_settled(submitted), timeout=240, what=f"phase {policy}: {submitted} jobs to settle")
             stack.children.pop("worker").stop()
         stack.children.pop("agents").stop()
-        asyncio.run(_drain(settings))
+        asyncio.run(archive_catch_up(settings))
     except BaseException:
         print(stack.log_tails(40))
         raise
