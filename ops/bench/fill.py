@@ -49,6 +49,8 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
                    out_dir: Path, command: str | None = None) -> int:  # fmt: skip
     from ops.reports import Report
     from ops.traces import get_loader
+
+    started = time.perf_counter()
     from scheduling.fill import fill_sequence, gpu_demand, run_fill
     from scheduling.job import JobRequest
     from scheduling.metrics.fragmentation import Workload
@@ -82,7 +84,7 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
     command = command or ("semsched bench fill" + (f" --pods {pods}" if pods else "")
                           + (f" --nodes {nodes}" if nodes else "")
                           + f" --policies {','.join(policies)} --seeds {','.join(map(str, seeds))}")  # fmt: skip
-    report = Report(out_dir, "bench-fill", "openb fill benchmark: GPU allocated as pods arrive", command,
+    report = Report(out_dir, "bench-fill", "openb fill benchmark: GPU allocated as pods arrive", command, started=started,
                     console=console)  # fmt: skip
     report.text(f"{len(node_views):,} nodes, {capacity // 1000:,} GPUs; {len(pod_list):,} pods demanding "
                 f"{demand:.1%} of the GPU capacity, inflated to 130 %; none departs. Seeds {seeds}. "

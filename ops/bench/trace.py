@@ -6,6 +6,7 @@ latency and stability (definitions in ``scheduling/metrics``). Writes ``bench-tr
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -23,6 +24,7 @@ CLUSTER_COLUMNS = ["policy", "gpu_alloc_mean", "gpu_alloc_peak", "gpu_frag_rate_
 
 def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], load: str, step: float,
                     heterogeneity: str, seed: int, limit: int | None, nodes: int | None, out_dir: Path, command: str) -> int:  # fmt: skip
+    started = time.perf_counter()
     with console.status(f"loading {trace}…"):
         workload = load_trace_workload(trace, path, limit, nodes, seed)
     if not workload.jobs:
@@ -45,7 +47,8 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
                f"node speeds {het_name} (seed {seed}).")  # fmt: skip
     console.print(setting)
     results = run_policies(workload.nodes, jobs, policies, config, console)
-    report = Report(out_dir, f"bench-trace-{trace}", f"Trace replay: {trace}", command, console=console)
+    report = Report(out_dir, f"bench-trace-{trace}", f"Trace replay: {trace}", command, console=console,
+                    started=started)  # fmt: skip
     report.text(setting)
     report.text("Times in seconds of trace time. JCT = finish − submit; queueing delay = first start − "
                 "submit; GPU allocation = time-weighted share of GPU capacity over the arrival span; "

@@ -70,7 +70,9 @@ def _jsonable(value: Any) -> Any:
 
 class Report:
     def __init__(self, out_dir: Path, name: str, title: str, command: str, *,
-                 console: Console | None = None) -> None:  # fmt: skip
+                 console: Console | None = None, started: float | None = None) -> None:  # fmt: skip
+        """``started``: ``time.perf_counter()`` when the work began (default: now) — the
+        report states the elapsed time."""
         self.out_dir = Path(out_dir)
         self.name = name
         self.title = title
@@ -79,7 +81,7 @@ class Report:
         self._md: list[str] = []
         self._data: dict[str, Any] = {}
         self._plots: list[Path] = []
-        self._started = time.perf_counter()
+        self._started = time.perf_counter() if started is None else started
 
     # -- content ---------------------------------------------------------------------------
     def text(self, markdown: str) -> None:
