@@ -35,6 +35,8 @@ class JobRequest:
     attempt: int = 0
     runtime_estimate_s: float | None = None
     trace_duration_s: float | None = None
+    user: str = ""
+    text: str = ""  # the submission's free text (name, command, app, labels): what a semantic encoder reads
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.num_gpu < 0:
@@ -70,6 +72,8 @@ class JobRequest:
             submit_time=event.event_time.timestamp() if submit_time is None else float(submit_time),
             runtime_estimate_s=event.runtime_estimate_s,
             trace_duration_s=event.trace_duration_s,
+            user=event.user,
+            text=job_text(event),
         )
 
     @property
@@ -86,3 +90,11 @@ class JobRequest:
 
     def describe(self) -> str:
         return format_resources(self.cpu_milli, self.memory_mib, self.num_gpu, self.per_gpu_milli)
+
+
+def job_text(event: JobSubmitted) -> str:
+    """One line of the submission's free text, fields in a fixed order (empty ones left out):
+    ``name``, ``command``, ``app``, then ``key=value`` labels sorted by key."""
+    parts = [event.name, event.command, event.app or ""]
+    parts += [f"{k}={v}" for k, v in sorted(event.labels.items())]
+    return " | ".join(p for p in parts if p)
