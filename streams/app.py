@@ -20,6 +20,7 @@ import faust
 from opentelemetry import trace
 from pydantic import BaseModel
 
+from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.events import (
     DeadLetter,
     DecisionRecord,
@@ -29,6 +30,7 @@ from scheduling.events import (
     decode,
     partition_for,
 )
+from scheduling.job import JobRequest
 from streams import telemetry
 from streams.settings import Settings
 from streams.state import (
@@ -83,6 +85,8 @@ class Worker:
     rejected_gangs: set[str] = field(default_factory=set)
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
+    # run times of finished jobs, for sjf-predicted (in memory: it relearns after a restart)
+    durations: HistoryDurationPredictor = field(default_factory=HistoryDurationPredictor)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
@@ -260,7 +264,12 @@ def _register_agents(w: Worker) -> None:
             w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
-        t = on_lifecycle(ev, w.read("running", ev.job_id, RunningJob),
+        was = w.read("running", ev.job_id, RunningJob)
+        if ev.state == "finished" and was is not None and was.started_ts is not None:
+            ran = ev.event_time.timestamp() - was.started_ts
+            if ran >= 0:
+                w.durations.observe(JobRequest.from_event(was.job), ran)
+        t = on_lifecycle(ev, was,
                          pending=w.read("pending", ev.job_id, PendingJob),
                          max_retries=s.max_retries, now=time.time())  # fmt: skip
         left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"

@@ -142,6 +142,7 @@ class SchedulingLoop:
             tenant_held=tenant_usage(req for _, req, _ in holdings if req.cluster == cluster),
             capacity=cluster_capacity(snap),
             queued_since={p.job.job_id: p.queued_ts for p, _ in jobs if p.attempt > 0},
+            estimator=self.w.durations,
         )  # orderings (drf, las, priority, sjf) read it; placements ignore it
         result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts, context=context)
         self.stats["compute_s"] += result.compute_ms / 1000

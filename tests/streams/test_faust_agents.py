@@ -391,6 +391,23 @@ async def test_lifecycle_started_then_finished_moves_to_done(worker: tuple[Worke
     assert sent.by_topic == {}
 
 
+async def test_a_finished_job_teaches_the_duration_predictor_its_run_time(worker: tuple[Worker, Sent]) -> None:
+    from scheduling.job import JobRequest
+
+    w, _ = worker
+    submitted = job("j1")
+    await _submit(w, submitted)
+    rec = placed("j1")
+    async with drive(w, "decisions") as a:
+        await put(a, rec.to_bytes(), key=b"j1")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    async with drive(w, "jobs.lifecycle") as a:
+        for state, at in (("started", t0), ("finished", t0 + timedelta(seconds=42))):
+            await put(a, JobLifecycle(job_id="j1", cluster="c1", state=state, decision_id=rec.decision_id,
+                                      node_id="n1", event_time=at).to_bytes(), key=b"j1")  # fmt: skip
+    assert w.durations.predict(JobRequest.from_event(submitted)) == pytest.approx(42.0)
+
+
 async def test_lifecycle_failed_requeues_and_gives_up_after_max_retries(worker: tuple[Worker, Sent]) -> None:
     w, sent = worker  # max_retries=3
     await _submit(w, job("j1"))
