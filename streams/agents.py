@@ -1,0 +1,160 @@
+"""The worker's Faust agents, one per input topic (``jobs.submitted``, ``nodes.telemetry``,
+``jobs.lifecycle``, ``decisions``): each decodes its event — a malformed one, or one on
+another cluster's partition, goes to the dead-letter topic with its reason — then applies
+the ``streams/state.py`` transition it causes to the worker's tables (``streams/app.py``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+import faust
+from opentelemetry import trace
+
+from scheduling.events import (
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    decode,
+    partition_for,
+)
+from scheduling.job import JobRequest
+from streams import telemetry
+from streams.app import Worker
+from streams.settings import Settings
+from streams.state import (
+    DoneJob,
+    PendingJob,
+    RunningJob,
+    gang_fences,
+    on_lifecycle,
+    on_submitted,
+)
+
+log = logging.getLogger("semsched.worker")
+
+
+def _known(w: Worker, job_id: str) -> PendingJob | RunningJob | DoneJob | None:
+    return (w.read("pending", job_id, PendingJob) or w.read("running", job_id, RunningJob)
+            or w.read("done", job_id, DoneJob))  # fmt: skip
+
+
+def register_agents(w: Worker) -> None:
+    """One agent per input topic; each decodes (malformed → dead letter) then applies a
+    handler. A handler that raises dead-letters its event too: the worker keeps going."""
+    s = w.settings
+
+    async def on_job(ev: JobSubmitted, raw: bytes, msg: Any) -> None:
+        t = on_submitted(ev, _known(w, ev.job_id), time.time())
+        if t.deadletter:
+            await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
+            return
+        if t.pending:
+            w.counters.accepted += 1
+            span = trace.get_current_span()
+            span.set_attribute("semsched.job_id", ev.job_id)
+            w.traces.remember(ev.job_id, span)
+        w.apply(t)
+        if t.pending:
+            w.wake()
+
+    async def on_telemetry(ev: NodeTelemetry, raw: bytes, msg: Any) -> None:
+        prev = w.nodes.get(ev.node_id)
+        if prev is not None and datetime.fromisoformat(prev["event_time"]) > ev.event_time:
+            return  # late telemetry never overwrites newer state
+        w.nodes[ev.node_id] = ev.model_dump(mode="json")
+        w.counters.telemetry += 1
+        if ev.source == "agent":
+            cur = w.node_util[ev.node_id].value() or [0.0, 0.0, 0]
+            w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
+
+    async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
+        was = w.read("running", ev.job_id, RunningJob)
+        if ev.state == "finished" and was is not None and was.started_ts is not None:
+            ran = ev.event_time.timestamp() - was.started_ts
+            if ran >= 0:
+                w.durations.observe(JobRequest.from_event(was.job), ran)
+        t = on_lifecycle(ev, was,
+                         pending=w.read("pending", ev.job_id, PendingJob),
+                         max_retries=s.max_retries, now=time.time())  # fmt: skip
+        left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"
+        if left and (gone := w.read("running", ev.job_id, RunningJob)) is not None and gone.job.gang_id:
+            members = [w.read("running", k, RunningJob) for k, d in list(w.running.items())
+                       if d is not None and d["job"].get("gang_id") == gone.job.gang_id]  # fmt: skip
+            t.commands += gang_fences(gone.job, [m for m in members if m is not None], f"left the gang: {ev.state}")
+        await w.emit(t, msg.partition)  # before the tables change: a crash repeats it, never loses it
+        w.apply(t)
+        w.counters.lifecycle += 1
+        trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
+        if ev.state == "finished":
+            w.traces.forget(ev.job_id)
+        if any(v is None for v in t.running.values()):  # resources freed (or the job re-queued)
+            w.wake()
+
+    async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
+        await w.apply_decision(ev, msg.partition, in_stream=True)
+        w.counters.decisions_applied += 1
+
+    handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
+                "decisions": on_decided}  # fmt: skip
+    for topic, handler in handlers.items():
+        _agent(w, topic, handler)
+
+
+def _agent(w: Worker, topic: str, handler: Any) -> None:
+    async def one(raw: bytes | None, msg: Any) -> None:
+        if topic == "decisions":
+            w.applied_offsets[msg.partition] = msg.offset
+        ev = _decode_or_none(raw, topic, w.settings)
+        if not isinstance(ev, str):
+            ev = _misplaced(ev, msg.partition, w.settings) or ev
+        if isinstance(ev, str):
+            await w.deadletter(raw or b"", ev, msg, topic)
+            return
+        try:
+            await handler(ev, raw, msg)
+        except Exception as e:  # never crash the agent on one event: dead-letter it
+            log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
+            await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
+
+    async def consume(stream: faust.StreamT) -> None:
+        async for event in stream.events():
+            # submissions and traced lifecycle reports are handled inside their span (the
+            # trace context rides in the message headers; Faust gives them as a dict)
+            msg = event.message
+            with telemetry.consume_span(msg.topic, topic, event.headers, msg.partition, msg.offset):
+                await one(event.value, msg)
+
+    w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
+
+
+def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:
+    """Every topic is partitioned by cluster (tables and their changelogs rely on it): an
+    event on another partition is refused with a reason rather than split the state."""
+    cluster = getattr(ev, "cluster", None)
+    if cluster is None or partition < 0:
+        return None
+    want = partition_for(cluster, s.partitions)
+    if partition == want:
+        return None
+    return (f"event of cluster {cluster!r} arrived on partition {partition}, but that cluster's events "
+            f"belong on partition {want} (crc32(cluster) % {s.partitions}): publish with "
+            "scheduling.events.partition_for, as streams.producer.EventProducer does")  # fmt: skip
+
+
+def _decode_or_none(raw: bytes | None, topic: str, s: Settings) -> Any:
+    """The decoded event, or a human-readable reason string when it is malformed."""
+    if raw is None:
+        return "empty message (null value)"
+    if len(raw) > s.max_message_bytes:
+        return f"message of {len(raw)} bytes exceeds the {s.max_message_bytes}-byte limit"
+    try:
+        return decode(topic, raw)
+    except ValueError as e:
+        return f"invalid {topic} event: {e}"
+    except UnicodeDecodeError as e:
+        return f"not UTF-8: {e}"
