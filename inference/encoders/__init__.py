@@ -1,0 +1,30 @@
+"""Text encoders for job free text (issue 4 point 2): a protocol, the hashed n-gram encoder,
+a per-text cache, and the hook for all-MiniLM-L6-v2.
+
+``get_encoder(spec)`` builds one from a name: ``"hashed"`` / ``"hashed-ngram-<dim>"`` (the
+name a model's config records) or ``"minilm"`` (not available yet).
+"""
+
+from __future__ import annotations
+
+from inference.encoders.base import TextEncoder, l2_normalise
+from inference.encoders.cache import EncoderCache
+from inference.encoders.hashed import HashedNgramEncoder
+from inference.encoders.text import OUTCOME_LABELS, clean_text
+
+
+def get_encoder(name: str = "hashed", dim: int = 64) -> TextEncoder:
+    """An encoder by name (see the module docstring)."""
+    if name == "hashed":
+        return HashedNgramEncoder(dim)
+    if name.startswith("hashed-ngram-"):
+        return HashedNgramEncoder(int(name.rsplit("-", 1)[1]))
+    if name in ("minilm", "all-MiniLM-L6-v2"):
+        from inference.encoders.minilm import MiniLMEncoder
+
+        return MiniLMEncoder()
+    raise ValueError(f"unknown text encoder {name!r}; available: hashed, hashed-ngram-<dim>, minilm (pending)")
+
+
+__all__ = ["OUTCOME_LABELS", "EncoderCache", "HashedNgramEncoder", "TextEncoder", "clean_text", "get_encoder",
+           "l2_normalise"]  # fmt: skip

@@ -1,0 +1,49 @@
+"""``EncoderCache``: each distinct (cleaned) text is encoded once per process.
+
+Jobs of one application or one user repeat their text; fill clones repeat it exactly. The
+cache wraps any :class:`~inference.encoders.base.TextEncoder`, strips outcome labels
+(:func:`inference.encoders.text.clean_text`) and encodes only the texts it has not seen, in
+one batch. Bounded: when it holds ``max_entries`` texts it is cleared (simple, and the
+working set of a scheduling loop is far smaller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from inference.encoders.base import TextEncoder
+from inference.encoders.text import clean_text
+
+
+class EncoderCache:
+    def __init__(self, encoder: TextEncoder, max_entries: int = 100_000) -> None:
+        self.encoder = encoder
+        self.max_entries = max_entries
+        self._vectors: dict[str, np.ndarray] = {}
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
+    @property
+    def name(self) -> str:
+        return self.encoder.name
+
+    def encode(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 ``[len(texts), dim]``, the encoder's vectors of the cleaned texts."""
+        cleaned = [clean_text(t) for t in texts]
+        new = [t for t in dict.fromkeys(cleaned) if t not in self._vectors]
+        self.misses += len(new)
+        self.hits += len(cleaned) - len(new)
+        if new:
+            if len(self._vectors) + len(new) > self.max_entries:
+                self._vectors.clear()
+            for text, vec in zip(new, self.encoder.encode(new), strict=True):
+                self._vectors[text] = vec
+        if not cleaned:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vectors[t] for t in cleaned]).astype(np.float32, copy=False)

@@ -1,0 +1,33 @@
+"""``ModelConfig``: the scorer's architecture plus the featurisation it was trained on."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from inference.features.spec import FeatureSpec
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    spec: FeatureSpec = field(default_factory=FeatureSpec)
+    hidden: int = 32
+    depth: int = 2  # fusion layers, 2..10
+    knn: int = 8  # neighbours per node when the topology is a k-NN graph
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.depth <= 10:
+            raise ValueError("depth must be within 2..10")
+        if self.hidden < 4:
+            raise ValueError("hidden must be >= 4")
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["spec"] = self.spec.to_json()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ModelConfig:
+        d = dict(d)
+        d["spec"] = FeatureSpec.from_json(d.get("spec", {}))
+        return cls(**d)

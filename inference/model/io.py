@@ -1,0 +1,64 @@
+"""A model directory: ``model.pt`` (state dict), ``config.json`` (:class:`ModelConfig` and the
+version string) and, from training, ``train.json`` (losses, data sizes, timings).
+
+``models/<version>/`` is written by ``semsched train``; ``models/latest`` is a symlink to the
+newest. Loading checks that the weights match the config (shapes), so a mismatched or
+corrupt directory fails loudly and the policy can fall back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from inference.model.config import ModelConfig
+from inference.model.scorer import Scorer
+
+FORMAT = 1
+
+
+@dataclass
+class LoadedModel:
+    model: Scorer
+    config: ModelConfig
+    version: str
+    path: Path
+
+
+def save_model(directory: Path, model: Scorer, version: str, train_info: dict[str, Any] | None = None) -> Path:
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), directory / "model.pt")
+    config = {"format": FORMAT, "version": version, "model": model.config.to_json()}
+    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+    if train_info is not None:
+        (directory / "train.json").write_text(json.dumps(train_info, indent=2, default=str) + "\n")
+    return directory
+
+
+def load_model(directory: Path) -> LoadedModel:
+    """The model in ``directory`` (eval mode); raises ``FileNotFoundError`` / ``ValueError`` / torch errors."""
+    directory = Path(directory)
+    meta = json.loads((directory / "config.json").read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{directory}: unknown model format {meta.get('format')!r}")
+    config = ModelConfig.from_json(meta["model"])
+    model = Scorer(config)
+    model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
+    model.eval()
+    return LoadedModel(model, config, str(meta["version"]), directory.resolve())
+
+
+def point_latest(root: Path, version: str) -> Path:
+    """``root/latest`` → ``version`` (a relative symlink, replaced atomically)."""
+    link = Path(root) / "latest"
+    tmp = Path(root) / f".latest-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(version)
+    os.replace(tmp, link)
+    return link
