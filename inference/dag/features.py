@@ -1,0 +1,130 @@
+"""Features of a :class:`~scheduling.dag.env.ListSchedulingEnv` state for the two-stage
+learned DAG policy (issue 4, point 7): one row per ready task (stage one) and one row per
+processor for the chosen task (stage two).
+
+Everything is normalised per DAG so that one model serves DAGs of 10 or 1,000 tasks and
+any time unit: times are divided by ``T`` = the largest HEFT upward rank (the mean-cost
+critical path length), costs by the DAG's mean task cost, counts by their maximum in the
+DAG. Earliest start/finish times come from the environment itself
+(``env.start_times`` / ``env.finish_times``), so they follow its insertion rule exactly.
+
+Pure numpy (the model turns the arrays into tensors); vectorised over tasks and
+processors — the only loop is over the ready tasks, one ``env.start_times`` call each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from scheduling.dag import DagProblem, ListSchedulingEnv
+from scheduling.dag.ranks import downward_ranks, upward_ranks
+
+#: per-task features that do not change while the DAG is scheduled
+STATIC_FEATURES = ("rank_u", "rank_d", "rank_sum", "mean_cost", "min_cost", "cost_cv", "out_degree",
+                   "in_degree", "out_comm", "in_comm", "level", "height")  # fmt: skip
+#: stage one: static features plus these, per ready task
+TASK_DYNAMIC = ("rank_u_rel_ready", "is_top_rank", "eft_min_vs_makespan", "eft_min_vs_best_ready",
+                "est_min_vs_now", "eft_gap_second", "waited", "unlocks", "n_ready", "progress")  # fmt: skip
+#: stage two: per processor, for the chosen task
+PROC_FEATURES = ("eft_vs_min", "eft_vs_makespan", "est_vs_ready", "cost_rel", "avail_vs_makespan",
+                 "speed", "is_min_eft", "eft_order", "idle_before", "data_wait")  # fmt: skip
+TASK_DIM = len(STATIC_FEATURES) + len(TASK_DYNAMIC)
+PROC_DIM = len(PROC_FEATURES)
+
+
+@dataclass(frozen=True)
+class DagContext:
+    """Per-problem precomputation: ranks, the time scale and the static feature matrix."""
+
+    problem: DagProblem
+    rank_u: np.ndarray  # (n,) HEFT upward rank (mean costs)
+    scale: float  # T: the time unit of every time feature
+    static: np.ndarray  # (n, len(STATIC_FEATURES)) float32
+    speed: np.ndarray  # (P,) mean over tasks of w̄_i / W[i, p], centred on 1
+
+
+def dag_context(problem: DagProblem) -> DagContext:
+    g = problem.graph
+    w, c = problem.mean_costs(), problem.mean_comm_costs()
+    rank_u = upward_ranks(g, w, c)
+    rank_d = downward_ranks(g, w, c)
+    scale = max(float(rank_u.max(initial=0.0)), 1e-12)
+    w_mean = max(float(w.mean()) if len(w) else 0.0, 1e-12)
+    out_comm = np.bincount(g.src, weights=c, minlength=g.n_tasks)
+    in_comm = np.bincount(g.dst, weights=c, minlength=g.n_tasks)
+    safe_w = np.maximum(w, 1e-12)
+    static = np.stack([
+        rank_u / scale, rank_d / scale, (rank_u + rank_d) / scale,
+        w / w_mean, problem.costs.min(axis=1) / w_mean, problem.costs.std(axis=1) / safe_w,
+        g.out_degree / max(1, int(g.out_degree.max(initial=0))),
+        g.in_degree / max(1, int(g.in_degree.max(initial=0))),
+        out_comm / w_mean / np.maximum(g.out_degree, 1), in_comm / w_mean / np.maximum(g.in_degree, 1),
+        g.level / max(1, int(g.level.max(initial=0))), g.height / max(1, int(g.height.max(initial=0))),
+    ], axis=1)  # fmt: skip
+    ratio = safe_w[:, None] / np.maximum(problem.costs, 1e-12)
+    speed = ratio.mean(axis=0)
+    speed = speed / max(float(speed.mean()), 1e-12)
+    return DagContext(problem, rank_u, scale, _clean(static), speed)
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """Stage one's input: the ready tasks, their feature rows, and their EST/EFT per processor
+    (kept so that stage two does not recompute them)."""
+
+    ready: np.ndarray  # (R,) task indices
+    x: np.ndarray  # (R, TASK_DIM) float32
+    est: np.ndarray  # (R, P)
+    eft: np.ndarray  # (R, P)
+    data_ready: np.ndarray  # (R, P)
+
+
+def task_view(ctx: DagContext, env: ListSchedulingEnv) -> TaskView:
+    p = ctx.problem
+    ready = env.ready
+    data_ready = np.stack([env.data_ready_times(int(t)) for t in ready])
+    est = np.stack([env.start_times(int(t)) for t in ready])
+    eft = est + p.costs[ready]
+    T, n = ctx.scale, p.n_tasks
+    makespan = env.makespan
+    now = float(env.proc_available.min())
+    ru = ctx.rank_u[ready]
+    eft_min = eft.min(axis=1)
+    eft_sorted = np.sort(eft, axis=1)
+    second = eft_sorted[:, 1] if eft.shape[1] > 1 else eft_sorted[:, 0]
+    g = p.graph
+    unlocks = np.array([np.sum(env.missing_parents[g.dst[g.out_edges(int(t))]] == 1) for t in ready])
+    dyn = np.stack([
+        ru / max(float(ru.max()), 1e-12), (ru >= ru.max() - 1e-9 * T).astype(float),
+        (eft_min - makespan) / T, (eft_min - eft_min.min()) / T, (est.min(axis=1) - now) / T,
+        (second - eft_min) / T, (env.steps - env.ready_since[ready]) / n,
+        unlocks / max(1, int(g.out_degree.max(initial=0))),
+        np.full(len(ready), len(ready) / p.n_procs), np.full(len(ready), env.steps / n),
+    ], axis=1)  # fmt: skip
+    x = np.concatenate([ctx.static[ready], dyn], axis=1)
+    return TaskView(ready, _clean(x), est, eft, data_ready)
+
+
+def proc_features(ctx: DagContext, env: ListSchedulingEnv, view: TaskView, row: int) -> np.ndarray:
+    """(P, PROC_DIM) features of placing ``view.ready[row]`` on each processor."""
+    p = ctx.problem
+    task = int(view.ready[row])
+    T = ctx.scale
+    est, eft, ready_t = view.est[row], view.eft[row], view.data_ready[row]
+    makespan = env.makespan
+    cost = p.costs[task]
+    order = np.argsort(np.argsort(eft, kind="stable"), kind="stable")
+    x = np.stack([
+        (eft - eft.min()) / T, (eft - makespan) / T, (est - ready_t) / T,
+        cost / max(float(cost.mean()), 1e-12), (env.proc_available - makespan) / T, ctx.speed,
+        (order == 0).astype(float), order / max(1, p.n_procs - 1),
+        (est - env.proc_available) / T, (ready_t - ready_t.min()) / T,
+    ], axis=1)  # fmt: skip
+    return _clean(x)
+
+
+def _clean(x: np.ndarray) -> np.ndarray:
+    """float32, no NaN/inf, clipped to a range a small network handles."""
+    return np.clip(np.nan_to_num(x, nan=0.0, posinf=10.0, neginf=-10.0), -10.0, 10.0).astype(np.float32)

@@ -1,0 +1,175 @@
+"""Train the two-stage DAG policy: imitation of the rollout teacher, then REINFORCE.
+
+1. **Imitation.** Cross-entropy on the teacher's task (among the ready tasks) and on its
+   processor (given that task), on the teacher's decisions over ``--dags`` generated
+   *training* DAGs (:mod:`inference.dag.dataset`).
+2. **Reinforcement.** REINFORCE on fresh training DAGs (a different training seed): per DAG,
+   ``--rl-samples`` sampled schedules; reward = −makespan / HEFT makespan; the baseline is
+   the mean reward of that DAG's samples. Every ``--eval-every`` updates the greedy policy
+   is scored on validation DAGs (yet another training seed, never the held-out stream) and
+   the best checkpoint is kept.
+
+Deterministic for a seed (single-threaded torch, seeded generators). Writes
+``models/dag/<version>/{policy.pt,config.json}`` and points ``models/dag/latest`` at it::
+
+    .venv/bin/python -m inference.dag.train --dags 120 --rl-dags 200
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import typer
+from torch import nn
+
+from inference.dag.dataset import TeacherData, build_teacher_data, progress
+from inference.dag.features import dag_context
+from inference.dag.model import DagPolicyNet, NetConfig, save_model
+from inference.dag.policy import DEFAULT_MODEL_DIR, NetPolicy, schedule_with
+from inference.dag.teacher import Sample
+from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, training_dags
+from scheduling.dag.schedulers import get_dag_scheduler, run_policy
+
+MODELS = DEFAULT_MODEL_DIR.parent
+VALIDATION_SEED_OFFSET, RL_SEED_OFFSET = 1000, 2000
+
+
+def _pad(arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+    width = max(a.shape[0] for a in arrays)
+    x = np.zeros((len(arrays), width, arrays[0].shape[1]), dtype=np.float32)
+    mask = np.zeros((len(arrays), width), dtype=bool)
+    for i, a in enumerate(arrays):
+        x[i, : len(a)], mask[i, : len(a)] = a, True
+    return torch.from_numpy(x), torch.from_numpy(mask)
+
+
+def imitation_loss(net: DagPolicyNet, batch: list[Sample]) -> torch.Tensor:
+    """Mean cross-entropy of the teacher's task and processor choices."""
+    xt, mt = _pad([s.x_task for s in batch])
+    xp, mp = _pad([s.x_proc for s in batch])
+    task = torch.tensor([s.task for s in batch])
+    proc = torch.tensor([s.proc for s in batch])
+    logits, emb = net.task_logits(xt, mt)
+    chosen = emb[torch.arange(len(batch)), task]
+    proc_logits = net.proc_logits(xp, chosen, mp)
+    ce = nn.functional.cross_entropy
+    return ce(logits, task) + ce(proc_logits, proc)
+
+
+def train_imitation(net: DagPolicyNet, data: list[Sample], *, epochs: int, seed: int, batch_size: int = 256,
+                    lr: float = 2e-3, show: bool = True) -> list[float]:  # fmt: skip
+    """Epoch mean losses."""
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    rng = np.random.default_rng(seed)
+    losses = []
+    with progress() as bar:
+        job = bar.add_task("imitation", total=epochs, info="", visible=show)
+        for _ in range(epochs):
+            order = rng.permutation(len(data))
+            total = 0.0
+            for lo in range(0, len(order), batch_size):
+                loss = imitation_loss(net, [data[i] for i in order[lo:lo + batch_size]])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss.item() * len(order[lo:lo + batch_size])
+            losses.append(total / max(1, len(data)))
+            bar.update(job, advance=1, info=f"loss {losses[-1]:.4f}")
+    return losses
+
+
+def heft_makespan(problem: DagProblem) -> float:
+    return get_dag_scheduler("heft").schedule(problem).makespan
+
+
+def greedy_ratio(net: DagPolicyNet, problems: list[DagProblem], heft: list[float]) -> float:
+    """Mean greedy makespan / HEFT makespan."""
+    with torch.no_grad():
+        return float(np.mean([schedule_with(net, p).makespan / h for p, h in zip(problems, heft, strict=True)]))
+
+
+def train_reinforce(net: DagPolicyNet, config: DagGeneratorConfig, *, dags: int, samples: int, seed: int,
+                    valid: list[DagProblem], lr: float = 1e-4, eval_every: int = 25) -> dict[str, object]:  # fmt: skip
+    """REINFORCE with a per-DAG mean baseline; keeps (loads back) the best validation checkpoint."""
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    valid_heft = [heft_makespan(p) for p in valid]
+    best = greedy_ratio(net, valid, valid_heft)
+    best_state = {k: v.clone() for k, v in net.state_dict().items()}
+    curve = [(0, best)]
+    with progress() as bar:
+        job = bar.add_task("reinforce", total=dags, info=f"valid/HEFT {best:.4f}")
+        for it, problem in enumerate(training_dags(config, dags, seed + RL_SEED_OFFSET), start=1):
+            ctx, heft = dag_context(problem), heft_makespan(problem)
+            rewards, logps = [], []
+            for _ in range(samples):
+                policy = NetPolicy(net, ctx, generator=gen, record=True)
+                span = run_policy(ListSchedulingEnv(problem, insertion=True), policy).makespan
+                rewards.append(-span / heft)
+                logps.append(torch.stack(policy.log_probs).sum())
+            r = torch.tensor(rewards)
+            adv = (r - r.mean()) / (r.std() + 1e-3) if samples > 1 else r + 1.0
+            loss = -(adv * torch.stack(logps)).mean() / problem.n_tasks
+            opt.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+            opt.step()
+            if it % eval_every == 0 or it == dags:
+                score = greedy_ratio(net, valid, valid_heft)
+                curve.append((it, score))
+                if score < best:
+                    best, best_state = score, {k: v.clone() for k, v in net.state_dict().items()}
+            bar.update(job, advance=1, info=f"valid/HEFT best {best:.4f} last {curve[-1][1]:.4f}")
+    net.load_state_dict(best_state)
+    return {"valid_vs_heft": best, "curve": curve}
+
+
+def next_version(root: Path) -> str:
+    taken = [int(p.name[1:]) for p in root.glob("v[0-9][0-9][0-9]") if p.is_dir()]
+    return f"v{max(taken, default=0) + 1:03d}"
+
+
+def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (imitation)"),
+         k: int = typer.Option(3, help="teacher: ready tasks of highest rank tried per step"),
+         epochs: int = typer.Option(30, help="imitation epochs"),
+         rl_dags: int = typer.Option(200, help="REINFORCE updates (one fresh training DAG each)"),
+         rl_samples: int = typer.Option(6, help="sampled schedules per DAG (baseline: their mean)"),
+         valid_dags: int = typer.Option(30, help="validation DAGs (a training seed, not held-out)"),
+         seed: int = typer.Option(0),
+         hidden: int = typer.Option(64),
+         out: Path = typer.Option(MODELS, help="models root; the model goes to <out>/<version>"),
+         version: str = typer.Option("", help="default: the next vNNN")) -> None:  # fmt: skip
+    """Train the learned DAG policy and write a versioned model directory."""
+    torch.set_num_threads(1)
+    torch.manual_seed(seed)
+    config = DagGeneratorConfig()
+    t0 = time.perf_counter()
+    data: TeacherData = build_teacher_data(config, dags, seed, k, out / "cache" / f"teacher-{dags}-{seed}-{k}.pkl")
+    t_teacher = time.perf_counter() - t0
+    net = DagPolicyNet(NetConfig(hidden=hidden))
+    losses = train_imitation(net, data.samples, epochs=epochs, seed=seed)
+    valid = list(training_dags(config, valid_dags, seed + VALIDATION_SEED_OFFSET))
+    imitation_valid = greedy_ratio(net, valid, [heft_makespan(p) for p in valid])
+    rl = train_reinforce(net, config, dags=rl_dags, samples=rl_samples, seed=seed, valid=valid) if rl_dags else {}
+    total = time.perf_counter() - t0
+    version = version or next_version(out)
+    meta = {"version": version, "seed": seed, "teacher_dags": dags, "teacher_k": k,
+            "teacher_vs_heft": float(np.mean(data.teacher_vs_heft)), "imitation_epochs": epochs,
+            "imitation_losses": losses, "imitation_valid_vs_heft": imitation_valid, "rl_dags": rl_dags,
+            "rl_samples": rl_samples, "rl": rl, "generator": config.__dict__, "teacher_seconds": t_teacher,
+            "train_seconds": total}  # fmt: skip
+    directory = save_model(net, out / version, meta)
+    latest = out / "latest"
+    if latest.is_symlink() or not latest.exists():
+        latest.unlink(missing_ok=True)
+        latest.symlink_to(version)
+    print(f"model {directory} (latest -> {version}); teacher/HEFT {meta['teacher_vs_heft']:.4f}, "
+          f"imitation valid/HEFT {imitation_valid:.4f}, after RL {rl.get('valid_vs_heft', imitation_valid):.4f}; "
+          f"{total:.0f} s")
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+import inference.dag  # noqa: F401 - registers the schedulers
+from inference.dag.features import PROC_DIM, TASK_DIM
+from inference.dag.model import DagPolicyNet, NetConfig, load_model, save_model
+from inference.dag.policy import MODEL_ENV, LearnedDagScheduler, schedule_with
+from scheduling.dag import check_schedule
+from scheduling.dag.schedulers import available_dag_schedulers, get_dag_scheduler
+
+
+def test_schedules_are_valid_greedy_and_sampled(small_dags, topcuoglu):
+    net = DagPolicyNet(NetConfig(hidden=16))
+    gen = torch.Generator().manual_seed(3)
+    for problem in [*small_dags, topcuoglu]:
+        for schedule in (schedule_with(net, problem), schedule_with(net, problem, generator=gen)):
+            assert check_schedule(problem, schedule) == []
+
+
+def test_masked_tasks_and_processors_are_never_chosen():
+    net = DagPolicyNet(NetConfig(hidden=8))
+    x = torch.zeros(2, 5, TASK_DIM)
+    x[:, 3:] = 9.0  # the padded rows look very different; the mask must still exclude them
+    mask = torch.tensor([[True, True, True, False, False], [True, False, False, False, False]])
+    logits, _ = net.task_logits(x, mask)
+    assert torch.isinf(logits[~mask]).all() and torch.isfinite(logits[mask]).all()
+    probs = torch.softmax(logits, dim=-1)
+    assert torch.all(probs[~mask] == 0)
+    draws = torch.multinomial(probs, 200, replacement=True, generator=torch.Generator().manual_seed(0))
+    assert draws[0].max() <= 2 and torch.all(draws[1] == 0)
+    pmask = torch.tensor([[True, False, True], [False, False, True]])
+    plogits = net.proc_logits(torch.randn(2, 3, PROC_DIM), torch.randn(2, 8), pmask)
+    assert torch.isinf(plogits[~pmask]).all() and torch.argmax(plogits[1]) == 2
+
+
+def test_save_load_round_trip(tmp_path, small_dags):
+    net = DagPolicyNet(NetConfig(hidden=12))
+    save_model(net, tmp_path / "v001", {"note": "test"})
+    back = load_model(tmp_path / "v001")
+    assert back.config == net.config
+    x, mask = torch.randn(1, 4, TASK_DIM), torch.ones(1, 4, dtype=torch.bool)
+    torch.testing.assert_close(back.task_logits(x, mask)[0], net.task_logits(x, mask)[0])
+    assert schedule_with(back, small_dags[0]).makespan == schedule_with(net, small_dags[0]).makespan
+
+
+def test_learned_scheduler_loads_from_the_env_var(tmp_path, monkeypatch, small_dags):
+    net = DagPolicyNet(NetConfig(hidden=12))
+    save_model(net, tmp_path / "m")
+    monkeypatch.setenv(MODEL_ENV, str(tmp_path / "m"))
+    assert "learned" in available_dag_schedulers() and "learned-sample" in available_dag_schedulers()
+    scheduler = get_dag_scheduler("learned")
+    assert scheduler.fallback is None and scheduler.model_dir == tmp_path / "m"
+    assert scheduler.schedule(small_dags[1]).makespan == schedule_with(net, small_dags[1]).makespan
+    best = get_dag_scheduler("learned-sample", samples=4).schedule(small_dags[1])
+    assert check_schedule(small_dags[1], best) == [] and best.makespan <= schedule_with(net, small_dags[1]).makespan
+
+
+def test_without_a_model_it_falls_back_to_heft_and_says_so(tmp_path, small_dags):
+    with pytest.warns(RuntimeWarning, match="HEFT"):
+        scheduler = LearnedDagScheduler(tmp_path / "missing")
+    assert scheduler.net is None and "missing" in scheduler.fallback
+    heft = get_dag_scheduler("heft")
+    for problem in small_dags:
+        assert scheduler.schedule(problem).makespan == heft.schedule(problem).makespan
+    with pytest.raises(FileNotFoundError, match="no DAG policy model"):
+        LearnedDagScheduler(tmp_path / "missing", strict=True)
