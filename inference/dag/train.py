@@ -2,7 +2,9 @@
 
 1. **Imitation.** Cross-entropy on the teacher's task (among the ready tasks) and on its
    processor (given that task), on the teacher's decisions over ``--dags`` generated
-   *training* DAGs (:mod:`inference.dag.dataset`).
+   *training* DAGs (:mod:`inference.dag.dataset`); then one DAgger round: the teacher
+   labels the states the student visits on ``--dagger-dags`` more training DAGs, and
+   imitation continues on both.
 2. **Reinforcement.** REINFORCE on fresh training DAGs (a different training seed): per DAG,
    ``--rl-samples`` sampled schedules; reward = −makespan / HEFT makespan; the baseline is
    the mean reward of that DAG's samples. Every ``--eval-every`` updates the greedy policy
@@ -17,6 +19,7 @@ Deterministic for a seed (single-threaded torch, seeded generators). Writes
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -26,15 +29,15 @@ import typer
 from torch import nn
 
 from inference.dag.dataset import TeacherData, build_teacher_data, progress
-from inference.dag.features import dag_context
+from inference.dag.features import dag_context, proc_features, task_view
 from inference.dag.model import DagPolicyNet, NetConfig, save_model
 from inference.dag.policy import DEFAULT_MODEL_DIR, NetPolicy, schedule_with
-from inference.dag.teacher import Sample
+from inference.dag.teacher import Sample, teacher_action
 from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler, run_policy
 
 MODELS = DEFAULT_MODEL_DIR.parent
-VALIDATION_SEED_OFFSET, RL_SEED_OFFSET = 1000, 2000
+VALIDATION_SEED_OFFSET, RL_SEED_OFFSET, DAGGER_SEED_OFFSET = 1000, 2000, 3000
 
 
 def _pad(arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,6 +82,27 @@ def train_imitation(net: DagPolicyNet, data: list[Sample], *, epochs: int, seed:
             losses.append(total / max(1, len(data)))
             bar.update(job, advance=1, info=f"loss {losses[-1]:.4f}")
     return losses
+
+
+def dagger_samples(net: DagPolicyNet, problems: list[DagProblem], k: int) -> list[Sample]:
+    """DAgger: the teacher's labels on the states the *student* visits (it follows its own
+    greedy choices), so imitation also covers the student's own mistakes."""
+    samples: list[Sample] = []
+    with progress() as bar, torch.no_grad():
+        job = bar.add_task("dagger labels", total=len(problems), info="")
+        for problem in problems:
+            ctx = dag_context(problem)
+            env = ListSchedulingEnv(problem, insertion=True)
+            student = NetPolicy(net, ctx)
+            while not env.done:
+                view = task_view(ctx, env)
+                t_task, t_proc, _ = teacher_action(ctx, env, k, math.inf)
+                row = int(np.flatnonzero(view.ready == t_task)[0])
+                samples.append(Sample(view.x, row, proc_features(ctx, env, view, row), t_proc))
+                task = student.select_task(env)
+                env.step(task, student.select_processor(env, task))
+            bar.advance(job)
+    return samples
 
 
 def heft_makespan(problem: DagProblem) -> float:
@@ -135,6 +159,7 @@ def next_version(root: Path) -> str:
 def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (imitation)"),
          k: int = typer.Option(3, help="teacher: ready tasks of highest rank tried per step"),
          epochs: int = typer.Option(30, help="imitation epochs"),
+         dagger_dags: int = typer.Option(40, help="DAgger: training DAGs run by the student, labelled by the teacher"),
          rl_dags: int = typer.Option(200, help="REINFORCE updates (one fresh training DAG each)"),
          rl_samples: int = typer.Option(6, help="sampled schedules per DAG (baseline: their mean)"),
          valid_dags: int = typer.Option(30, help="validation DAGs (a training seed, not held-out)"),
@@ -151,6 +176,9 @@ def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (i
     t_teacher = time.perf_counter() - t0
     net = DagPolicyNet(NetConfig(hidden=hidden))
     losses = train_imitation(net, data.samples, epochs=epochs, seed=seed)
+    if dagger_dags:
+        extra = dagger_samples(net, list(training_dags(config, dagger_dags, seed + DAGGER_SEED_OFFSET)), k)
+        losses += train_imitation(net, data.samples + extra, epochs=max(1, epochs // 2), seed=seed + 1)
     valid = list(training_dags(config, valid_dags, seed + VALIDATION_SEED_OFFSET))
     imitation_valid = greedy_ratio(net, valid, [heft_makespan(p) for p in valid])
     rl = train_reinforce(net, config, dags=rl_dags, samples=rl_samples, seed=seed, valid=valid) if rl_dags else {}
@@ -158,7 +186,7 @@ def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (i
     version = version or next_version(out)
     meta = {"version": version, "seed": seed, "teacher_dags": dags, "teacher_k": k,
             "teacher_vs_heft": float(np.mean(data.teacher_vs_heft)), "imitation_epochs": epochs,
-            "imitation_losses": losses, "imitation_valid_vs_heft": imitation_valid, "rl_dags": rl_dags,
+            "imitation_losses": losses, "dagger_dags": dagger_dags, "imitation_valid_vs_heft": imitation_valid, "rl_dags": rl_dags,
             "rl_samples": rl_samples, "rl": rl, "generator": config.__dict__, "teacher_seconds": t_teacher,
             "train_seconds": total}  # fmt: skip
     directory = save_model(net, out / version, meta)

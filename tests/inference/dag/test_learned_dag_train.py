@@ -5,7 +5,7 @@ import math
 from inference.dag.dataset import build_teacher_data
 from inference.dag.model import DagPolicyNet, NetConfig
 from inference.dag.teacher import teacher_trajectory
-from inference.dag.train import train_imitation, train_reinforce
+from inference.dag.train import dagger_samples, train_imitation, train_reinforce
 from scheduling.dag import DagGeneratorConfig, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler
 
@@ -41,3 +41,10 @@ def test_reinforce_runs_and_keeps_the_best_checkpoint():
     curve = out["curve"]
     assert len(curve) == 3 and math.isfinite(out["valid_vs_heft"])
     assert out["valid_vs_heft"] == min(score for _, score in curve)
+
+
+def test_dagger_labels_every_state_the_student_visits():
+    problems = list(training_dags(TINY, 2, seed=4))
+    samples = dagger_samples(DagPolicyNet(NetConfig(hidden=8)), problems, k=2)
+    assert len(samples) == sum(p.n_tasks for p in problems)
+    assert all(0 <= s.task < len(s.x_task) and 0 <= s.proc < len(s.x_proc) for s in samples)
