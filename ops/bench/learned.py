@@ -1,0 +1,128 @@
+"""``semsched bench learned``: decision latency of the learned scorer, in-process on CPU.
+
+On the 1,213 openb GPU nodes, loaded to ~70 % of their GPUs (the openb fill sequence of
+seed 0 placed by best-fit), with N pending openb pods, ``repeat`` times after a warm-up:
+
+- **model step** (the issue's "decision latency per scheduling step"): everything the learned
+  policy computes for one step, batched over the N jobs — node features and the fusion
+  encoder once, job features, the pair features of every (job, node), the policy head over
+  all N × nodes — as one would call a model server once per step. Broken down into
+  encoder, featurisation (jobs + pairs) and head; the filters' feasibility masks are
+  timed separately (they are the scheduling core's, shared with every policy).
+- **schedule_step**: :func:`scheduling.assign.schedule_step` with the ``learned`` policy and,
+  for comparison, other policies — the sequential path the worker runs (filter, score,
+  reserve, one job after another), which re-scores every job on the reduced capacity.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from ops.bench import environment, percentiles
+
+console = Console()
+
+
+def loaded_cluster(fraction: float = 0.7, seed: int = 0) -> tuple[Any, list[Any]]:
+    """The openb snapshot after best-fit placed the fill sequence up to ``fraction`` of the GPUs; the pods."""
+    from ops.cli.train import openb_fill_inputs
+    from scheduling.assign import place_one
+    from scheduling.fill import fill_sequence, gpu_demand
+    from scheduling.policies import get_policy
+    from scheduling.snapshot import ClusterSnapshot
+
+    nodes, pods = openb_fill_inputs()
+    snap = ClusterSnapshot.from_nodes(nodes)
+    capacity = int(snap.gpu_cap_milli.sum())
+    policy, arrived = get_policy("best-fit"), 0
+    for pod in fill_sequence(pods, capacity, seed):
+        if arrived + gpu_demand(pod) > fraction * capacity:
+            break
+        arrived += gpu_demand(pod)
+        place_one(snap, pod, policy, top_k=0)
+    return snap, pods
+
+
+def model_step(policy: Any, snap: Any, jobs: list[Any]) -> dict[str, float]:
+    """One batched model step (ms per part)."""
+    import torch
+
+    from inference.features.jobs import job_demand
+    from inference.features.pairs import pair_features
+    from inference.features.step import feasibility
+
+    t0 = time.perf_counter()
+    policy.order(jobs, 0.0)
+    node_part = policy.node_part(snap)
+    t1 = time.perf_counter()
+    job_x = torch.from_numpy(job_demand(jobs, 0.0, policy.spec, policy.encoder))
+    pairs = torch.from_numpy(np.stack([pair_features(j, snap) for j in jobs]))
+    t2 = time.perf_counter()
+    with torch.inference_mode():
+        scores = policy.loaded.model.head.score(node_part[None], job_x, pairs).numpy()
+    t3 = time.perf_counter()
+    feasible = feasibility(jobs, snap)
+    np.where(feasible, scores, -np.inf).argmax(axis=1)
+    t4 = time.perf_counter()
+    ms = 1000.0
+    return {"encoder": (t1 - t0) * ms, "features": (t2 - t1) * ms, "head": (t3 - t2) * ms,
+            "model step": (t3 - t0) * ms, "filters": (t4 - t3) * ms}  # fmt: skip
+
+
+def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int, compare: list[str], out_dir: Path,
+                      command: str) -> int:  # fmt: skip
+    import torch
+
+    import inference  # noqa: F401  (registers "learned")
+    from inference.policy import LearnedPolicy
+    from ops.reports import Report
+    from scheduling.assign import schedule_step
+    from scheduling.policies import get_policy
+
+    started = time.perf_counter()
+    policy = LearnedPolicy(model_dir)
+    if policy.fell_back:
+        console.print(f"[red]no model: {policy.fallback_reason}[/red]")
+        return 1
+    snap, pods = loaded_cluster()
+    used = 1 - snap.gpu_free_milli.sum() / snap.gpu_cap_milli.sum()
+    rows: list[dict[str, Any]] = []
+    raw: dict[str, Any] = {}
+    for n in pending:
+        jobs = [pods[i % len(pods)] for i in range(n)]
+        samples: dict[str, list[float]] = {}
+        for r in range(repeat + 1):
+            parts = model_step(policy, snap, jobs)
+            if r:
+                for k, v in parts.items():
+                    samples.setdefault(k, []).append(v)
+        for name in ["learned", *compare]:
+            p = policy if name == "learned" else get_policy(name)
+            times = [schedule_step(snap, jobs, p, now=0.0, top_k=0).compute_ms for _ in range(min(repeat, 5) + 1)][1:]
+            samples[f"schedule_step {name}"] = times
+        for what, values in samples.items():
+            stats = percentiles(values)
+            rows.append({"pending": n, "what": what, "p50 ms": stats["p50"], "p99 ms": stats["p99"],
+                         "mean ms": stats["mean"], "n": stats["n"]})  # fmt: skip
+        raw[str(n)] = samples
+    report = Report(out_dir, "bench-learned", "Learned scorer: decision latency per step (in-process, CPU)", command,
+                    started=started, console=console)  # fmt: skip
+    report.text(f"Model {policy.model_version} ({sum(p.numel() for p in policy.loaded.model.parameters()):,} "
+                f"parameters, torch {torch.__version__}, {torch.get_num_threads()} thread). 1,213 openb GPU nodes "
+                f"with {used:.0%} of their GPUs allocated (best-fit on the fill sequence of seed 0); N pending openb "
+                "pods. 'model step' = encoder once + job and pair features + the head over N × 1,213, batched (the "
+                "decision latency of the issue's target); 'filters' = the feasibility masks (the scheduling core's); "
+                "'schedule_step <policy>' = the worker's sequential path (filter, score, reserve per job).")  # fmt: skip
+    report.table("Per-step latency (ms)", rows, ["pending", "what", "p50 ms", "p99 ms", "mean ms", "n"])
+    report.data("rows", rows)
+    report.data("samples", raw)
+    report.data("model_version", policy.model_version)
+    report.data("environment", environment())
+    for path in report.write():
+        console.print(f"wrote {path}")
+    return 0

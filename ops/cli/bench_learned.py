@@ -1,0 +1,29 @@
+"""``semsched bench learned`` (typer command function; the lead wires it into ``bench_app``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def learned(
+    model: Path = typer.Option(None, help="Model directory (default: $SEMSCHED_MODEL_DIR, else models/latest)."),
+    pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
+    repeat: int = typer.Option(30, help="Timed model steps per size (after one warm-up)."),
+    compare: str = typer.Option("fgd,best-fit", help="Policies whose schedule_step time is shown beside."),
+    out: Path = typer.Option(Path("reports"), help="Directory for bench-learned.md/.json."),
+) -> None:
+    """Decision latency of the learned scorer per scheduling step (p50 / p99), in-process on CPU."""
+    import sys
+
+    from ops.bench.learned import run_learned_bench
+    from ops.bench.step import parse_sizes
+
+    try:
+        sizes = parse_sizes(pending)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    names = [p.strip() for p in compare.split(",") if p.strip()]
+    raise typer.Exit(run_learned_bench(model_dir=model, pending=sizes, repeat=repeat, compare=names, out_dir=out,
+                                       command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip

@@ -1,0 +1,126 @@
+"""``semsched train``: imitation of a heuristic on the openb fill sequence (typer command
+function; the lead wires it into the app).
+
+Collects (state, expert action) pairs by running the expert (``fgd`` by default) through the
+fill benchmark's arrival sequences of the TRAINING seeds (default 0–7; 42–51 are the
+benchmark's held-out evaluation seeds and are refused), validates on other seeds (default
+8–9), trains the scorer with the listwise loss and writes ``<out>/<version>/`` (``model.pt``,
+``config.json``, ``train.json``), then points ``<out>/latest`` at it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+HELD_OUT = frozenset(range(42, 52))  # the fill benchmark's evaluation seeds
+
+
+def openb_fill_inputs(pods: Path | None = None, nodes: Path | None = None) -> tuple[list[Any], list[Any]]:
+    """The fill benchmark's nodes and pod list (one cluster, as ``ops.bench.fill`` builds them)."""
+    from ops.traces import get_loader
+    from scheduling.job import JobRequest
+    from scheduling.node import NodeView
+
+    loader = get_loader("openb", path=pods, **({"nodes_path": nodes} if nodes else {}))
+    node_views = [NodeView(node_id=n.node_id, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, num_gpu=n.num_gpu,
+                           gpu_model=n.gpu_model) for n in loader.nodes()]  # fmt: skip
+    pod_list = [JobRequest.from_event(tj.event.model_copy(update={"cluster": "default"})) for tj in loader.jobs()]
+    return node_views, pod_list
+
+
+def expert_factory(name: str, pod_list: list[Any]) -> Any:
+    """A fresh expert per seed, configured as the fill benchmark configures it."""
+    from ops.bench.fill import policy_kwargs
+    from scheduling.metrics.fragmentation import Workload
+    from scheduling.policies import get_policy
+
+    workload = Workload.from_jobs(pod_list)
+    return lambda seed: get_policy(name, **policy_kwargs(name, seed, workload))
+
+
+def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate: float, epochs: int, batch: int,
+              lr: float, hidden: int, depth: int, text_dim: int, seed: int, out: Path, version: str | None,
+              pods: Path | None = None, nodes: Path | None = None) -> Path:  # fmt: skip
+    import torch
+
+    from inference.encoders import EncoderCache, HashedNgramEncoder
+    from inference.features.spec import FeatureSpec
+    from inference.model import ModelConfig, point_latest, save_model
+    from inference.training import TrainOptions, collect_fill, train_imitation
+
+    leak = HELD_OUT & set(train_seeds + val_seeds)
+    if leak:
+        raise typer.BadParameter(f"seeds {sorted(leak)} are the fill benchmark's held-out seeds (42-51)")
+    torch.set_num_threads(1)  # small ops: on a shared 2-core machine one thread is several times faster
+    started = time.perf_counter()
+    node_views, pod_list = openb_fill_inputs(pods, nodes)
+    spec = FeatureSpec(gpu_models=tuple(sorted({n.gpu_model for n in node_views if n.gpu_model})),
+                       encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim)  # fmt: skip
+    config = ModelConfig(spec=spec, hidden=hidden, depth=depth)
+    encoder = EncoderCache(HashedNgramEncoder(text_dim))
+    factory = expert_factory(expert, pod_list)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=console) as bar:  # fmt: skip
+        task = bar.add_task(f"collect ({expert})", total=len(train_seeds) + len(val_seeds), what="")
+
+        def seed_done(s: int, n: int) -> None:
+            bar.update(task, advance=1, what=f"seed {s}: {n} states")
+
+        t0 = time.perf_counter()
+        train = collect_fill(node_views, pod_list, factory, train_seeds, spec, encoder, rate=rate, seed=seed,
+                             on_seed=seed_done)  # fmt: skip
+        val = collect_fill(node_views, pod_list, factory, val_seeds, spec, encoder, rate=rate, seed=seed,
+                           on_seed=seed_done)  # fmt: skip
+        collect_s = time.perf_counter() - t0
+        per_epoch = sum(-(-list(train.group).count(g) // batch) for g in set(train.group))
+        fit = bar.add_task("train", total=epochs * per_epoch, what="")
+        model, history = train_imitation(
+            train, config, TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), val=val,
+            on_batch=lambda e, done, loss: bar.update(fit, completed=done, what=f"epoch {e + 1} loss {loss:.3f}"))
+    version = version or f"imitation-{expert}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{seed}"
+    info = {"version": version, "method": "imitation (listwise cross-entropy over feasible nodes, target = the "
+            "expert's best-scoring set)", "expert": expert, "data": "openb fill sequences",
+            "train_seeds": train_seeds, "val_seeds": val_seeds, "held_out_seeds": sorted(HELD_OUT),
+            "sample_rate": rate, "train_states": len(train), "val_states": len(val), "epochs": epochs, "batch": batch,
+            "lr": lr, "seed": seed, "collect_seconds": collect_s, "train_seconds": history.seconds,
+            "total_seconds": time.perf_counter() - started, "history": history.to_json(),
+            "parameters": sum(p.numel() for p in model.parameters())}  # fmt: skip
+    directory = save_model(out / version, model, version, info)
+    point_latest(out, version)
+    summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters")}
+    console.print(json.dumps(summary | {"train_loss": history.loss[-1], "train_agreement": history.agreement[-1],
+                                        "val_agreement": history.val_agreement[-1] if history.val_agreement else None}))
+    console.print(f"wrote {directory} ({out / 'latest'} → {version})")
+    return directory
+
+
+def train(
+    expert: str = typer.Option("fgd", help="The heuristic to imitate."),
+    train_seeds: str = typer.Option("0-7", help="Fill seeds to learn from ('a-b' or a list; never 42-51)."),
+    val_seeds: str = typer.Option("8-9", help="Fill seeds for the validation agreement."),
+    rate: float = typer.Option(0.03, help="Share of the expert's placements recorded as training states."),
+    epochs: int = typer.Option(12, help="Passes over the recorded states."),
+    batch: int = typer.Option(16, help="States per gradient step."),
+    lr: float = typer.Option(3e-3, help="Peak learning rate (one-cycle)."),
+    hidden: int = typer.Option(32, help="Width of the node and job embeddings."),
+    depth: int = typer.Option(2, help="Fusion-encoder layers (2-10)."),
+    text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
+    seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
+    out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/ and <out>/latest."),
+    version: str = typer.Option(None, help="Version name (default: imitation-<expert>-<UTC time>-s<seed>)."),
+) -> None:
+    """Train the learned scorer by imitation of a heuristic on the openb fill sequences."""
+    from ops.cli.options import seed_list
+
+    run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
+              epochs=epochs, batch=batch, lr=lr, hidden=hidden, depth=depth, text_dim=text_dim, seed=seed, out=out,
+              version=version)  # fmt: skip

@@ -1,0 +1,66 @@
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from inference.encoders import EncoderCache, HashedNgramEncoder, TextEncoder, clean_text, get_encoder
+from inference.encoders.hashed import ngrams, stable_bucket
+
+TEXTS = ["train resnet50 | python train.py --epochs 90", "bert-large finetune | app=nlp", "", "x"]
+
+
+def test_shape_dtype_and_unit_norm():
+    enc = HashedNgramEncoder(64)
+    assert isinstance(enc, TextEncoder)
+    v = enc.encode(TEXTS)
+    assert v.shape == (4, 64) and v.dtype == np.float32
+    norms = np.linalg.norm(v, axis=1)
+    np.testing.assert_allclose(norms[[0, 1, 3]], 1.0, rtol=1e-6)
+    assert norms[2] == 0.0  # the empty text is the zero vector
+    assert not np.isnan(v).any()
+
+
+def test_tokens_and_similarity():
+    toks = list(ngrams("Train ResNet"))
+    assert "w:train" in toks and "b:train resnet" in toks and "c: tr" in toks
+    enc = HashedNgramEncoder(256)
+    a, b, c = enc.encode(["train resnet50 on imagenet", "train resnet101 on imagenet", "serve bert qa api"])
+    assert a @ b > a @ c  # shared n-grams make texts closer
+
+
+def test_stable_across_processes():
+    """BLAKE2b, not Python's salted hash: another interpreter with another hash seed agrees."""
+    code = ("from inference.encoders import HashedNgramEncoder; import sys; "
+            "sys.stdout.write(HashedNgramEncoder(32).encode(['train resnet50 | app=cv']).tobytes().hex())")  # fmt: skip
+    outs = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={"PYTHONHASHSEED": seed, "PATH": ""}).stdout for seed in ("1", "2")}  # fmt: skip
+    assert len(outs) == 1
+    here = HashedNgramEncoder(32).encode(["train resnet50 | app=cv"]).tobytes().hex()
+    assert outs == {here}
+    assert stable_bucket("w:train", 32) == stable_bucket("w:train", 32)
+
+
+def test_outcome_labels_are_stripped():
+    assert clean_text("openb-pod-0001 | pod_phase=Failed | trace=openb") == "openb-pod-0001 | trace=openb"
+    assert clean_text("inst-1 | app-7 | lifetime=complete | role=HN") == "inst-1 | app-7 | role=HN"
+    enc = EncoderCache(HashedNgramEncoder(32))
+    a, b = enc.encode(["p | pod_phase=Running | trace=openb", "p | pod_phase=Failed | trace=openb"])
+    np.testing.assert_array_equal(a, b)  # the outcome cannot reach the features
+
+
+def test_cache_encodes_each_distinct_text_once():
+    enc = EncoderCache(HashedNgramEncoder(32))
+    v = enc.encode(["a b", "c", "a b", "a b"])
+    assert enc.misses == 2 and enc.hits == 2
+    np.testing.assert_array_equal(v[0], v[2])
+    np.testing.assert_array_equal(v, HashedNgramEncoder(32).encode(["a b", "c", "a b", "a b"]))
+    assert enc.encode([]).shape == (0, 32)
+
+
+def test_get_encoder_names_and_minilm_hook():
+    assert get_encoder("hashed-ngram-48").dim == 48
+    with pytest.raises(NotImplementedError):
+        get_encoder("minilm")
+    with pytest.raises(ValueError):
+        get_encoder("word2vec")

@@ -1,0 +1,68 @@
+import numpy as np
+import pytest
+import torch
+from inference_helpers import pod_mix, small_nodes
+
+from inference.encoders import EncoderCache, HashedNgramEncoder
+from inference.features.spec import FeatureSpec
+from inference.model import ModelConfig
+from inference.model.io import LoadedModel
+from inference.policy import LearnedPolicy
+from inference.training import Demonstrations, RecordingPolicy, TrainOptions, evaluate, train_imitation
+from inference.training.imitation import _Data
+from scheduling.fill import run_fill
+from scheduling.policies import get_policy
+
+SPEC = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=8, encoder="hashed-ngram-8")
+CONFIG = ModelConfig(spec=SPEC, hidden=16, depth=2, knn=3)
+
+
+def demos(expert: str, seeds=(0, 1), pods: int = 70) -> Demonstrations:
+    out = Demonstrations()
+    for s in seeds:
+        rec = RecordingPolicy(get_policy(expert), SPEC, EncoderCache(HashedNgramEncoder(8)), rate=1.0, seed=s)
+        run_fill(small_nodes(16), pod_mix(pods, seed=s), rec, s)
+        out.extend(rec.demos)
+    return out
+
+
+@pytest.fixture(scope="module")
+def best_fit_demos() -> Demonstrations:
+    return demos("best-fit")
+
+
+def test_recording_keeps_only_informative_states(best_fit_demos):
+    d = best_fit_demos
+    assert len(d) > 40 and len(d.snapshots) == 2  # one node table per fill seed (nodes permuted)
+    a = d.arrays()
+    assert a["nodes"].shape == (len(d), 16, SPEC.node_dim) and a["pairs"].shape == (len(d), 16, SPEC.pair_dim)
+    assert (a["target"] <= a["feasible"]).all()  # targets are feasible
+    assert (a["feasible"].sum(1) >= 2).all() and (a["target"].sum(1) < a["feasible"].sum(1)).all()
+
+
+def test_training_reduces_the_loss_and_agrees_with_the_expert(best_fit_demos):
+    model, history = train_imitation(best_fit_demos, CONFIG, TrainOptions(epochs=25, batch=8, lr=1e-2, seed=0))
+    assert history.loss[-1] < 0.5 * history.loss[0]
+    loss, agree = evaluate(model, _Data(best_fit_demos, CONFIG))
+    assert agree >= 0.8, f"agreement with best-fit on its own training states: {agree:.2f}"
+    # as a policy, the trained model places most training-sequence pods where the expert would
+    policy = LearnedPolicy(loaded=LoadedModel(model, CONFIG, "test", None))  # type: ignore[arg-type]
+    run = run_fill(small_nodes(16), pod_mix(70, seed=0), policy, 0)
+    expert = run_fill(small_nodes(16), pod_mix(70, seed=0), get_policy("best-fit"), 0)
+    assert run.placed >= expert.placed - 3
+
+
+def test_training_is_deterministic(best_fit_demos):
+    small = best_fit_demos.subset(np.arange(len(best_fit_demos)) < 24)
+    a, ha = train_imitation(small, CONFIG, TrainOptions(epochs=2, batch=8, seed=5))
+    b, hb = train_imitation(small, CONFIG, TrainOptions(epochs=2, batch=8, seed=5))
+    assert ha.loss == hb.loss
+    for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True):
+        assert torch.equal(x, y)
+
+
+def test_fgd_demonstrations_are_learnable():
+    d = demos("fgd", seeds=(0,), pods=60)
+    model, history = train_imitation(d, CONFIG, TrainOptions(epochs=20, batch=8, lr=1e-2, seed=0))
+    assert history.loss[-1] < history.loss[0]
+    assert history.agreement[-1] >= 0.6
