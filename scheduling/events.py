@@ -250,6 +250,7 @@ class DecisionRecord(Event):
     gpu_milli_per_gpu: int = Field(default=0, ge=0, le=1000)
     trace_duration_s: float | None = None
     fallback: bool = Field(default=False, description="True when the configured scorer failed.")
+    step_id: str = Field(default="", max_length=256, description="The scheduling step that decided.")
 
 
 class PlacementCommand(Event):

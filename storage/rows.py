@@ -141,6 +141,7 @@ _SPECIFIC: dict[str, list[tuple[str, pa.DataType, Getter]]] = {
         ("gpu_milli_per_gpu", pa.uint16(), _attr("gpu_milli_per_gpu")),
         ("trace_duration_s", pa.float64(), _attr("trace_duration_s")),
         ("fallback", pa.bool_(), _attr("fallback")),
+        ("step_id", STR, _attr("step_id")),
     ],
     "actions": [
         ("kind", STR, _attr("kind")),

@@ -63,6 +63,7 @@ class SchedulingLoop:
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
         self.steps = 0
+        self.step_id = ""  # the step being decided (on its decision records)
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
         self.woken = asyncio.Event()
@@ -120,6 +121,7 @@ class SchedulingLoop:
     async def _step_cluster(self, cluster: str, views: list[NodeView], jobs: list[tuple[PendingJob, JobRequest]],
                             holdings: list[tuple[str, JobRequest, list[int]]]) -> None:  # fmt: skip
         tick_ts = time.time()
+        self.step_id = f"{cluster}:{self.steps}:{tick_ts:.3f}"  # on every decision of this step
         snap = ClusterSnapshot.from_nodes(views)
         index = {v.node_id: i for i, v in enumerate(views)}
         for node_id, req, gpus in holdings:
@@ -162,7 +164,7 @@ class SchedulingLoop:
                 feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
                 step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=pl.reason,
                 cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
-                trace_duration_s=p.job.trace_duration_s,
+                trace_duration_s=p.job.trace_duration_s, step_id=self.step_id,
             )  # fmt: skip
             cmd = PlacementCommand(
                 decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt, node_id=pl.node_id,
@@ -240,7 +242,7 @@ class SchedulingLoop:
         return DecisionRecord(
             event_id=did, decision_id=did, job_id=p.job.job_id, cluster=p.job.cluster, attempt=p.attempt,
             outcome="rejected", policy=self.policy.name, latency_ms=max(0.0, (time.time() - p.submit_ts) * 1000),
-            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason,
+            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason, step_id=self.step_id,
         )  # fmt: skip
 
     async def _reject(self, p: PendingJob, reason: str, part: int, compute_ms: float,
@@ -266,7 +268,7 @@ class SchedulingLoop:
         rec = DecisionRecord(
             event_id=new_event_id(), decision_id=f"u-{new_event_id()}", job_id=p.job.job_id, cluster=p.job.cluster,
             attempt=p.attempt, outcome="unschedulable", policy=self.policy.name, latency_ms=0.0,
-            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason,
+            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason, step_id=self.step_id,
         )  # fmt: skip
         return await self._send("decisions", rec.job_id, rec.to_bytes(), part)
 

@@ -131,10 +131,15 @@ def decision_latency_sql(group: Group = "all", time_filter: str = "1") -> str:
 
 
 def steps_sql(time_filter: str = "1") -> str:
-    """One row per recorded scheduling step: (cluster, policy, compute ms, ``step_time``)."""
+    """One row per recorded scheduling step: (cluster, policy, compute ms, ``step_time``). A
+    step is its ``step_id``; records from before it existed (empty) fall back to one step
+    per distinct (cluster, policy, compute ms)."""
     return f"""
-SELECT cluster, policy, step_compute_ms, min(event_time) AS step_time FROM decisions FINAL
-WHERE step_compute_ms > 0 AND {time_filter} GROUP BY cluster, policy, step_compute_ms
+SELECT cluster, policy, ms AS step_compute_ms, step_time FROM (
+    SELECT cluster, policy, any(step_compute_ms) AS ms, min(event_time) AS step_time,
+           if(step_id != '', step_id, toString(step_compute_ms)) AS step_key
+    FROM decisions FINAL WHERE step_compute_ms > 0 AND {time_filter}
+    GROUP BY cluster, policy, step_key)
 """
 
 
