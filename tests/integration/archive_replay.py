@@ -79,7 +79,8 @@ def replayed_archive(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory
     run_dir = tmp_path_factory.mktemp("metrics-archive")
     settings = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"it{uuid.uuid4().hex[:8]}.",
                         state_dir=run_dir, web_port=free_port(), partitions=4, step_s=0.5,
-                        confirm_timeout_s=20, policy=PHASES[0][0])  # fmt: skip
+                        confirm_timeout_s=20, policy=PHASES[0][0],
+                        max_retries=12)  # 0.15^13: no job is rejected by bad luck  # fmt: skip
     stack = LocalStack(settings, run_dir)
     submitted = 0
     try:

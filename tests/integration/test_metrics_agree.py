@@ -127,6 +127,8 @@ def test_gpu_allocation_sql_equals_allocation_over_time(archive: ReplayedArchive
     sql = m.gpu_allocation_in_sql(client, bucket_s)
     assert len(py) > 1
     assert [s.bucket_start for s in sql] == pytest.approx([s.bucket_start for s in py])
-    assert [s.ratio for s in sql] == pytest.approx([s.ratio for s in py], rel=1e-6, abs=1e-12)
+    # SQL cuts buckets on whole milliseconds, Python on float seconds: a bucket edge that
+    # splits a holding can differ by a fraction of a millisecond of it
+    assert [s.ratio for s in sql] == pytest.approx([s.ratio for s in py], rel=1e-4, abs=1e-12)
     assert all(0 <= s.ratio <= 1 for s in sql) and max(s.ratio for s in sql) > 0
     assert sql[0].capacity_milli == 6212 * 1000  # the openb cluster's GPUs
