@@ -14,12 +14,16 @@ class ModelConfig:
     hidden: int = 32
     depth: int = 2  # fusion layers, 2..10
     knn: int = 8  # neighbours per node when the topology is a k-NN graph
+    head_hidden: int = 32  # width of the policy head's (job, node) layers: its cost is pending × nodes × this
+    head_layers: int = 2  # hidden layers of the policy head (1 or 2)
 
     def __post_init__(self) -> None:
         if not 2 <= self.depth <= 10:
             raise ValueError("depth must be within 2..10")
-        if self.hidden < 4:
-            raise ValueError("hidden must be >= 4")
+        if self.hidden < 4 or self.head_hidden < 4:
+            raise ValueError("hidden and head_hidden must be >= 4")
+        if self.head_layers not in (1, 2):
+            raise ValueError("head_layers must be 1 or 2")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

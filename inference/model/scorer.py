@@ -82,12 +82,13 @@ class FusionEncoder(nn.Module):
 
 
 class PolicyHead(nn.Module):
-    def __init__(self, hidden: int, job_dim: int, pair_dim: int) -> None:
+    def __init__(self, hidden: int, job_dim: int, pair_dim: int, width: int, layers: int = 2) -> None:
         super().__init__()
-        self.job = nn.Sequential(nn.Linear(job_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden, bias=False))
-        self.node = nn.Linear(hidden, hidden)
-        self.pair = nn.Linear(pair_dim, hidden, bias=False)
-        self.out = nn.Sequential(nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, 1))
+        self.job = nn.Sequential(nn.Linear(job_dim, hidden), nn.ReLU(), nn.Linear(hidden, width, bias=False))
+        self.node = nn.Linear(hidden, width)
+        self.pair = nn.Linear(pair_dim, width, bias=False)
+        deep = [nn.Linear(width, width), nn.ReLU()] if layers == 2 else []
+        self.out = nn.Sequential(nn.ReLU(), *deep, nn.Linear(width, 1))
 
     def precompute(self, z: torch.Tensor) -> torch.Tensor:
         """The node embeddings' part of the first layer (once per step)."""
@@ -105,7 +106,7 @@ class Scorer(nn.Module):
         spec = config.spec
         self.config = config
         self.encoder = FusionEncoder(spec.node_dim, spec.job_dim, config.hidden, config.depth)
-        self.head = PolicyHead(config.hidden, spec.job_dim, spec.pair_dim)
+        self.head = PolicyHead(config.hidden, spec.job_dim, spec.pair_dim, config.head_hidden, config.head_layers)
 
     def node_part(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor) -> torch.Tensor:
         """Step-level: ``[B, N, hidden]`` (encoder + the head's node projection)."""

@@ -47,9 +47,16 @@ def expert_factory(name: str, pod_list: list[Any]) -> Any:
     return lambda seed: get_policy(name, **policy_kwargs(name, seed, workload))
 
 
+def chance(demos: Any) -> float | None:
+    """Mean |expert's best set| / |feasible| over the states: the agreement of a random feasible pick."""
+    if not len(demos):
+        return None
+    return float(sum(t.sum() / f.sum() for t, f in zip(demos.target, demos.feasible, strict=True)) / len(demos))
+
+
 def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate: float, epochs: int, batch: int,
               lr: float, hidden: int, depth: int, text_dim: int, seed: int, out: Path, version: str | None,
-              pods: Path | None = None, nodes: Path | None = None) -> Path:  # fmt: skip
+              head_hidden: int = 32, head_layers: int = 2, pods: Path | None = None, nodes: Path | None = None) -> Path:  # fmt: skip
     import torch
 
     from inference.encoders import EncoderCache, HashedNgramEncoder
@@ -65,7 +72,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     node_views, pod_list = openb_fill_inputs(pods, nodes)
     spec = FeatureSpec(gpu_models=tuple(sorted({n.gpu_model for n in node_views if n.gpu_model})),
                        encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim)  # fmt: skip
-    config = ModelConfig(spec=spec, hidden=hidden, depth=depth)
+    config = ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden, head_layers=head_layers)
     encoder = EncoderCache(HashedNgramEncoder(text_dim))
     factory = expert_factory(expert, pod_list)
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -93,7 +100,9 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
             "sample_rate": rate, "train_states": len(train), "val_states": len(val), "epochs": epochs, "batch": batch,
             "lr": lr, "seed": seed, "collect_seconds": collect_s, "train_seconds": history.seconds,
             "total_seconds": time.perf_counter() - started, "history": history.to_json(),
-            "parameters": sum(p.numel() for p in model.parameters())}  # fmt: skip
+            "parameters": sum(p.numel() for p in model.parameters()),
+            # what a uniformly random feasible choice would score on the agreement (FGD ties often)
+            "chance_agreement_train": chance(train), "chance_agreement_val": chance(val)}  # fmt: skip
     directory = save_model(out / version, model, version, info)
     point_latest(out, version)
     summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters")}
@@ -114,6 +123,8 @@ def train(
     hidden: int = typer.Option(32, help="Width of the node and job embeddings."),
     depth: int = typer.Option(2, help="Fusion-encoder layers (2-10)."),
     text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
+    head_hidden: int = typer.Option(32, help="Width of the policy head (its cost: pending × nodes × width)."),
+    head_layers: int = typer.Option(2, help="Hidden layers of the policy head (1 or 2)."),
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
     out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/ and <out>/latest."),
     version: str = typer.Option(None, help="Version name (default: imitation-<expert>-<UTC time>-s<seed>)."),
@@ -123,4 +134,4 @@ def train(
 
     run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
               epochs=epochs, batch=batch, lr=lr, hidden=hidden, depth=depth, text_dim=text_dim, seed=seed, out=out,
-              version=version)  # fmt: skip
+              version=version, head_hidden=head_hidden, head_layers=head_layers)  # fmt: skip

@@ -62,6 +62,9 @@ def test_save_load_round_trip(tmp_path):
         assert torch.equal(a, b)
     p = LearnedPolicy(tmp_path / "m")
     assert not p.fell_back and p.model_version == "v7"
+    fast = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=4, head_layers=1))
+    save_model(tmp_path / "fast", fast, "v8")
+    assert load_model(tmp_path / "fast").config.head_layers == 1
 
 
 def test_infeasible_nodes_are_never_chosen(tmp_path):
