@@ -125,6 +125,31 @@ class LearnedPolicy(BasePolicy):
         scores[~feasible_mask] = -np.inf
         return scores
 
+    def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
+        """float32 ``[J, N]``: every job against every node on the snapshot as it is (unmasked) —
+        one batched model call per step, as a model server would take it. Pair features are
+        computed once per distinct job shape (resources), the head's pair term likewise. Call
+        :meth:`order` first at the start of a step (as ``schedule_step`` does)."""
+        import torch
+
+        node_part = self.node_part(snapshot)
+        head = self.loaded.model.head
+        shapes: dict[tuple[int, int, int, int], int] = {}
+        first: list[JobRequest] = []
+        which = np.empty(len(jobs), dtype=np.int64)
+        for i, j in enumerate(jobs):
+            key = (j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli)
+            if key not in shapes:
+                shapes[key] = len(first)
+                first.append(j)
+            which[i] = shapes[key]
+        pairs = torch.from_numpy(np.stack([pair_features(j, snapshot) for j in first]))
+        job_x = torch.from_numpy(job_demand(jobs, now, self.spec, self.encoder))
+        with torch.inference_mode():
+            base = node_part + head.pair(pairs)  # [S, N, W]
+            x = base[torch.from_numpy(which)] + head.job(job_x).unsqueeze(1)
+            return head.out(x).squeeze(-1).numpy()
+
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
         if self.fell_back and hasattr(self.fallback, "select_gpus"):
             return self.fallback.select_gpus(snapshot, node_index, job)  # type: ignore[union-attr]

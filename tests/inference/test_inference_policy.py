@@ -107,3 +107,14 @@ def test_encoder_runs_once_per_step_and_scores_track_reservations(tmp_path):
     for _ in range(4):
         q.score(j, live, mask)
     assert q.encodes == 2
+
+
+def test_batched_scores_equal_one_by_one(tmp_path):
+    p = LearnedPolicy(loaded=untrained(tmp_path))
+    snap = small_snapshot()
+    jobs = pod_mix(12)
+    p.order(jobs, 5.0)
+    batched = p.score_all(jobs, snap, now=5.0)
+    everywhere = np.ones(snap.num_nodes, bool)
+    for row, j in zip(batched, jobs, strict=True):
+        np.testing.assert_allclose(row, p.score(j, snap, everywhere), rtol=1e-5, atol=1e-6)
