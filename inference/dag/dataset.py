@@ -21,6 +21,9 @@ from inference.dag.teacher import Sample, teacher_trajectory
 from scheduling.dag import DagGeneratorConfig, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler
 
+#: bumped when the teacher or the features change, so old caches are not reused
+TEACHER_VERSION = 2
+
 
 @dataclass(frozen=True)
 class TeacherData:
@@ -40,7 +43,7 @@ def build_teacher_data(config: DagGeneratorConfig, n_dags: int, seed: int = 0, k
                        cache: Path | None = None) -> TeacherData:  # fmt: skip
     """Teacher decisions on ``n_dags`` training DAGs; read from / written to ``cache`` when given
     (the cache is only reused for the same ``n_dags``, ``seed``, ``k`` and generator config)."""
-    key = (n_dags, seed, k, repr(config))
+    key = (TEACHER_VERSION, n_dags, seed, k, repr(config))
     if cache is not None and cache.exists():
         with cache.open("rb") as f:
             stored_key, data = pickle.load(f)

@@ -42,32 +42,63 @@ def heft_complete(env: ListSchedulingEnv, rank: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Sample:
-    """One teacher decision: stage-one rows and the chosen row, stage-two rows and the chosen processor."""
+    """One teacher decision: stage-one rows and the chosen row, stage-two rows and the chosen
+    processor, and which rows / processors are as good as the choice (equal best completion)."""
 
     x_task: np.ndarray  # (R, TASK_DIM)
     task: int
     x_proc: np.ndarray  # (P, PROC_DIM)
     proc: int
+    task_good: np.ndarray | None = None  # (R,) bool: rows whose best completion ties the best
+    proc_good: np.ndarray | None = None  # (P,) bool: processors (for ``task``) that tie the best
 
 
-def teacher_action(ctx: DagContext, env: ListSchedulingEnv, k: int, best: float) -> tuple[int, int, float]:
-    """The (task, processor) whose HEFT completion is shortest, and that makespan; ``best`` is
-    the makespan the current trajectory is already known to reach (kept on ties)."""
+@dataclass(frozen=True)
+class TeacherChoice:
+    task: int
+    proc: int
+    makespan: float
+    spans: np.ndarray  # (k', P) HEFT-completion makespan of each tried (task, processor)
+    tasks: np.ndarray  # (k',) the tried tasks, HEFT's first
+
+
+def teacher_action(ctx: DagContext, env: ListSchedulingEnv, k: int, best: float) -> TeacherChoice:
+    """The (task, processor) whose HEFT completion is shortest. Ties go to HEFT's own action
+    (the top-rank task on its earliest-finish processor), then to higher rank and earlier
+    finish, so the teacher deviates from HEFT only for a strictly shorter completion. ``best``
+    is the makespan the current trajectory is already known to reach."""
     ready = env.ready
     cands = ready[np.argsort(-ctx.rank_u[ready], kind="stable")[:k]]
+    tol = 1e-9 * ctx.scale
+    spans = np.full((len(cands), ctx.problem.n_procs), np.inf)
     choice: tuple[int, int, float] | None = None
-    for task in cands:
-        for proc in range(ctx.problem.n_procs):
+    for i, task in enumerate(cands):
+        for proc in np.argsort(env.finish_times(int(task)), kind="stable"):
             twin = clone_env(env)
-            twin.step(int(task), proc)
-            span = heft_complete(twin, ctx.rank_u)
-            if choice is None or span < choice[2] - 1e-9 * ctx.scale:
-                choice = (int(task), proc, span)
+            twin.step(int(task), int(proc))
+            spans[i, proc] = heft_complete(twin, ctx.rank_u)
+            if choice is None or spans[i, proc] < choice[2] - tol:
+                choice = (int(task), int(proc), float(spans[i, proc]))
     assert choice is not None
-    if choice[2] > best + 1e-9 * ctx.scale:  # never drift away from a known better completion
+    if choice[2] > best + tol:  # never drift away from a known better completion
         heft_task = int(cands[0])
-        return heft_task, int(np.argmin(env.finish_times(heft_task))), best
-    return choice
+        return TeacherChoice(heft_task, int(np.argmin(env.finish_times(heft_task))), best, spans, cands)
+    return TeacherChoice(*choice, spans, cands)
+
+
+def make_sample(ctx: DagContext, env: ListSchedulingEnv, choice: TeacherChoice) -> Sample:
+    """The training sample of ``choice`` at ``env``'s state (before the step)."""
+    view = task_view(ctx, env)
+    row = int(np.flatnonzero(view.ready == choice.task)[0])
+    tol = 1e-9 * ctx.scale
+    task_good = np.zeros(len(view.ready), dtype=bool)
+    good_rows = np.searchsorted(view.ready, choice.tasks[choice.spans.min(axis=1) <= choice.makespan + tol])
+    task_good[good_rows] = True
+    task_good[row] = True
+    i = int(np.flatnonzero(choice.tasks == choice.task)[0])
+    proc_good = choice.spans[i] <= choice.makespan + tol
+    proc_good[choice.proc] = True
+    return Sample(view.x, row, proc_features(ctx, env, view, row), choice.proc, task_good, proc_good)
 
 
 def teacher_trajectory(problem: DagProblem, k: int = 3) -> tuple[list[Sample], float]:
@@ -77,9 +108,8 @@ def teacher_trajectory(problem: DagProblem, k: int = 3) -> tuple[list[Sample], f
     best = heft_complete(clone_env(env), ctx.rank_u)
     samples = []
     while not env.done:
-        view = task_view(ctx, env)
-        task, proc, best = teacher_action(ctx, env, k, best)
-        row = int(np.flatnonzero(view.ready == task)[0])
-        samples.append(Sample(view.x, row, proc_features(ctx, env, view, row), proc))
-        env.step(task, proc)
+        choice = teacher_action(ctx, env, k, best)
+        samples.append(make_sample(ctx, env, choice))
+        best = choice.makespan
+        env.step(choice.task, choice.proc)
     return samples, env.makespan

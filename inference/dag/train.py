@@ -29,10 +29,10 @@ import typer
 from torch import nn
 
 from inference.dag.dataset import TeacherData, build_teacher_data, progress
-from inference.dag.features import dag_context, proc_features, task_view
+from inference.dag.features import dag_context
 from inference.dag.model import DagPolicyNet, NetConfig, save_model
 from inference.dag.policy import DEFAULT_MODEL_DIR, NetPolicy, schedule_with
-from inference.dag.teacher import Sample, teacher_action
+from inference.dag.teacher import Sample, make_sample, teacher_action
 from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler, run_policy
 
@@ -50,16 +50,31 @@ def _pad(arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def imitation_loss(net: DagPolicyNet, batch: list[Sample]) -> torch.Tensor:
-    """Mean cross-entropy of the teacher's task and processor choices."""
+    """Negative log-likelihood of the teacher's task and processor, counting every action whose
+    completion ties the teacher's as right (the network need not guess an arbitrary tie-break)."""
     xt, mt = _pad([s.x_task for s in batch])
     xp, mp = _pad([s.x_proc for s in batch])
     task = torch.tensor([s.task for s in batch])
-    proc = torch.tensor([s.proc for s in batch])
     logits, emb = net.task_logits(xt, mt)
     chosen = emb[torch.arange(len(batch)), task]
     proc_logits = net.proc_logits(xp, chosen, mp)
-    ce = nn.functional.cross_entropy
-    return ce(logits, task) + ce(proc_logits, proc)
+    task_good, _ = _pad([_good(s.task_good, s.task, len(s.x_task)) for s in batch])
+    proc_good, _ = _pad([_good(s.proc_good, s.proc, len(s.x_proc)) for s in batch])
+    return _set_nll(logits, task_good[..., 0] > 0) + _set_nll(proc_logits, proc_good[..., 0] > 0)
+
+
+def _good(mask: np.ndarray | None, chosen: int, n: int) -> np.ndarray:
+    out = np.zeros((n, 1), dtype=np.float32)
+    if mask is not None:
+        out[mask, 0] = 1.0
+    out[chosen, 0] = 1.0
+    return out
+
+
+def _set_nll(logits: torch.Tensor, good: torch.Tensor) -> torch.Tensor:
+    """−log of the probability mass on the equally good actions (plain cross-entropy when one is)."""
+    logp = torch.log_softmax(logits, dim=-1)
+    return -torch.logsumexp(logp.masked_fill(~good, float("-inf")), dim=-1).mean()
 
 
 def train_imitation(net: DagPolicyNet, data: list[Sample], *, epochs: int, seed: int, batch_size: int = 256,
@@ -95,10 +110,7 @@ def dagger_samples(net: DagPolicyNet, problems: list[DagProblem], k: int) -> lis
             env = ListSchedulingEnv(problem, insertion=True)
             student = NetPolicy(net, ctx)
             while not env.done:
-                view = task_view(ctx, env)
-                t_task, t_proc, _ = teacher_action(ctx, env, k, math.inf)
-                row = int(np.flatnonzero(view.ready == t_task)[0])
-                samples.append(Sample(view.x, row, proc_features(ctx, env, view, row), t_proc))
+                samples.append(make_sample(ctx, env, teacher_action(ctx, env, k, math.inf)))
                 task = student.select_task(env)
                 env.step(task, student.select_processor(env, task))
             bar.advance(job)
