@@ -20,6 +20,8 @@ self-correction signal Δ_t, the duration predictor.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -38,16 +40,26 @@ class TorchTopology:
             self.num_groups = int(self.groups.max().item()) + 1 if len(self.groups) else 0
             counts = torch.bincount(self.groups, minlength=self.num_groups).clamp(min=1)
             self.inv_counts = (1.0 / counts.float())[:, None]
-        else:
+        else:  # the neighbour mean as a row-normalised sparse matrix: 5x faster than a gather + mean
             assert topology.neighbours is not None
-            self.neighbours = torch.as_tensor(topology.neighbours, dtype=torch.long)
+            nbr = torch.as_tensor(topology.neighbours, dtype=torch.long)
+            n, k = nbr.shape
+            rows = torch.arange(n).repeat_interleave(k)
+            self.mean = torch.sparse_coo_tensor(torch.stack([rows, nbr.reshape(-1)]), torch.full((n * k,), 1.0 / k),
+                                                (n, n), check_invariants=False).coalesce()  # fmt: skip
+            with warnings.catch_warnings():  # "sparse CSR support is in beta"
+                warnings.simplefilter("ignore", UserWarning)
+                self.mean_csr = self.mean.to_sparse_csr()
 
     def aggregate(self, h: torch.Tensor) -> torch.Tensor:
         """``[B, N, H]`` → the mean of each node's neighbours ``[B, N, H]``."""
         if self.kind == "labels":
             sums = h.new_zeros(h.shape[0], self.num_groups, h.shape[2]).index_add_(1, self.groups, h)
             return (sums * self.inv_counts)[:, self.groups]
-        return h[:, self.neighbours].mean(dim=2)
+        b, n, width = h.shape
+        x = h.permute(1, 0, 2).reshape(n, b * width)
+        m = self.mean if torch.is_grad_enabled() and h.requires_grad else self.mean_csr
+        return torch.sparse.mm(m, x).reshape(n, b, width).permute(1, 0, 2)
 
 
 class FusionLayer(nn.Module):
