@@ -30,7 +30,7 @@ from torch import nn
 
 from inference.dag.dataset import TeacherData, build_teacher_data, progress
 from inference.dag.features import dag_context
-from inference.dag.model import DagPolicyNet, NetConfig, save_model
+from inference.dag.model import DagPolicyNet, NetConfig, load_model, save_model
 from inference.dag.policy import DEFAULT_MODEL_DIR, NetPolicy, schedule_with
 from inference.dag.teacher import Sample, make_sample, teacher_action
 from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, training_dags
@@ -175,6 +175,7 @@ def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (i
          rl_dags: int = typer.Option(200, help="REINFORCE updates (one fresh training DAG each)"),
          rl_samples: int = typer.Option(6, help="sampled schedules per DAG (baseline: their mean)"),
          valid_dags: int = typer.Option(30, help="validation DAGs (a training seed, not held-out)"),
+         init: Path = typer.Option(None, help="start from this model dir (skips the teacher and imitation)"),
          seed: int = typer.Option(0),
          hidden: int = typer.Option(64),
          out: Path = typer.Option(MODELS, help="models root; the model goes to <out>/<version>"),
@@ -184,10 +185,14 @@ def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (i
     torch.manual_seed(seed)
     config = DagGeneratorConfig()
     t0 = time.perf_counter()
-    data: TeacherData = build_teacher_data(config, dags, seed, k, out / "cache" / f"teacher-{dags}-{seed}-{k}.pkl")
-    t_teacher = time.perf_counter() - t0
-    net = DagPolicyNet(NetConfig(hidden=hidden))
-    losses = train_imitation(net, data.samples, epochs=epochs, seed=seed)
+    if init is not None:
+        net, losses, teacher_ratio, t_teacher, dagger_dags = load_model(init), [], float("nan"), 0.0, 0
+        net.train()
+    else:
+        data: TeacherData = build_teacher_data(config, dags, seed, k, out / "cache" / f"teacher-{dags}-{seed}-{k}.pkl")
+        teacher_ratio, t_teacher = float(np.mean(data.teacher_vs_heft)), time.perf_counter() - t0
+        net = DagPolicyNet(NetConfig(hidden=hidden))
+        losses = train_imitation(net, data.samples, epochs=epochs, seed=seed)
     if dagger_dags:
         extra = dagger_samples(net, list(training_dags(config, dagger_dags, seed + DAGGER_SEED_OFFSET)), k)
         losses += train_imitation(net, data.samples + extra, epochs=max(1, epochs // 2), seed=seed + 1)
@@ -197,7 +202,7 @@ def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (i
     total = time.perf_counter() - t0
     version = version or next_version(out)
     meta = {"version": version, "seed": seed, "teacher_dags": dags, "teacher_k": k,
-            "teacher_vs_heft": float(np.mean(data.teacher_vs_heft)), "imitation_epochs": epochs,
+            "teacher_vs_heft": teacher_ratio, "init": str(init or ""), "imitation_epochs": epochs,
             "imitation_losses": losses, "dagger_dags": dagger_dags, "imitation_valid_vs_heft": imitation_valid, "rl_dags": rl_dags,
             "rl_samples": rl_samples, "rl": rl, "generator": config.__dict__, "teacher_seconds": t_teacher,
             "train_seconds": total}  # fmt: skip
