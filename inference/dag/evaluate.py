@@ -13,6 +13,7 @@ itself keeps to its layer).
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,13 +79,14 @@ def print_table(results: list[SetResult], schedulers: tuple[str, ...], console: 
             table.add_row(r.name, s, f"{r.mean(s, 'makespan'):.4g}", f"{r.mean(s, 'speedup'):.3f}", f"{slr:.4f}",
                           f"{slr / heft - 1:+.1%}" if heft else "", f"{1000 * r.mean(s, 'seconds'):.1f}")  # fmt: skip
         table.add_section()
-    (console or Console()).print(table)
+    (console or Console(width=140)).print(table)
 
 
 def main(dags: int = typer.Option(100), seed: int = typer.Option(0),
          model_dir: Path = typer.Option(None, help="default: $SEMSCHED_DAG_MODEL or models/dag/latest"),
          schedulers: str = typer.Option(",".join(DEFAULT_SCHEDULERS)),
-         workflows: bool = typer.Option(True, help="also the WfInstances workflows")) -> dict[str, object]:  # fmt: skip
+         workflows: bool = typer.Option(True, help="also the WfInstances workflows"),
+         out: Path = typer.Option(None, help="also write the means as JSON here")) -> dict[str, object]:  # fmt: skip
     """Print the comparison table; returns {set name: {scheduler: {metric: mean}}}."""
     torch.set_num_threads(1)
     names = tuple(s for s in schedulers.split(",") if s)
@@ -105,8 +107,11 @@ def main(dags: int = typer.Option(100), seed: int = typer.Option(0),
                 results.append(evaluate_problems(f"{wf.name.split('-')[0]} ({platform})", [wf.problem], names,
                                                  model_dir, show=False))  # fmt: skip
     print_table(results, names)
-    return {r.name: {s: {m: r.mean(s, m) for m in ("makespan", "speedup", "slr", "seconds")} for s in names}
-            for r in results}  # fmt: skip
+    means = {r.name: {s: {m: r.mean(s, m) for m in ("makespan", "speedup", "slr", "seconds")} for s in names}
+             for r in results}  # fmt: skip
+    if out is not None:
+        out.write_text(json.dumps(means, indent=2))
+    return means
 
 
 if __name__ == "__main__":

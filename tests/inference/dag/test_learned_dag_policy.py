@@ -66,3 +66,13 @@ def test_without_a_model_it_falls_back_to_heft_and_says_so(tmp_path, small_dags)
         assert scheduler.schedule(problem).makespan == heft.schedule(problem).makespan
     with pytest.raises(FileNotFoundError, match="no DAG policy model"):
         LearnedDagScheduler(tmp_path / "missing", strict=True)
+
+
+def test_evaluate_problems_reports_every_scheduler_on_every_problem(tmp_path, small_dags):
+    from inference.dag.evaluate import evaluate_problems
+
+    save_model(DagPolicyNet(NetConfig(hidden=8)), tmp_path / "m")
+    result = evaluate_problems("small", small_dags[:2], ("heft", "learned"), tmp_path / "m", show=False)
+    for name in ("heft", "learned"):
+        assert all(len(v) == 2 for v in result.metrics[name].values())
+        assert result.mean(name, "slr") >= 1.0
