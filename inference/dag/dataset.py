@@ -22,7 +22,7 @@ from scheduling.dag import DagGeneratorConfig, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler
 
 #: bumped when the teacher or the features change, so old caches are not reused
-TEACHER_VERSION = 2
+TEACHER_VERSION = 3
 
 
 @dataclass(frozen=True)

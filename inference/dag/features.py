@@ -29,7 +29,9 @@ TASK_DYNAMIC = ("rank_u_rel_ready", "is_top_rank", "eft_min_vs_makespan", "eft_m
                 "est_min_vs_now", "eft_gap_second", "waited", "unlocks", "n_ready", "progress")  # fmt: skip
 #: stage two: per processor, for the chosen task
 PROC_FEATURES = ("eft_vs_min", "eft_vs_makespan", "est_vs_ready", "cost_rel", "avail_vs_makespan",
-                 "speed", "is_min_eft", "eft_order", "idle_before", "data_wait")  # fmt: skip
+                 "speed", "is_min_eft", "eft_order", "idle_before", "data_wait",
+                 # locality (feature set 2; a model trained on set 1 reads only the first 10 columns)
+                 "parent_comm_here", "child_pull_here", "speed_x_rank", "is_fastest")  # fmt: skip
 TASK_DIM = len(STATIC_FEATURES) + len(TASK_DYNAMIC)
 PROC_DIM = len(PROC_FEATURES)
 
@@ -43,6 +45,7 @@ class DagContext:
     scale: float  # T: the time unit of every time feature
     static: np.ndarray  # (n, len(STATIC_FEATURES)) float32
     speed: np.ndarray  # (P,) mean over tasks of w̄_i / W[i, p], centred on 1
+    edge_comm: np.ndarray  # (E,) mean communication cost of each edge (c̄)
 
 
 def dag_context(problem: DagProblem) -> DagContext:
@@ -66,7 +69,7 @@ def dag_context(problem: DagProblem) -> DagContext:
     ratio = safe_w[:, None] / np.maximum(problem.costs, 1e-12)
     speed = ratio.mean(axis=0)
     speed = speed / max(float(speed.mean()), 1e-12)
-    return DagContext(problem, rank_u, scale, _clean(static), speed)
+    return DagContext(problem, rank_u, scale, _clean(static), speed, c)
 
 
 @dataclass(frozen=True)
@@ -116,11 +119,20 @@ def proc_features(ctx: DagContext, env: ListSchedulingEnv, view: TaskView, row: 
     makespan = env.makespan
     cost = p.costs[task]
     order = np.argsort(np.argsort(eft, kind="stable"), kind="stable")
+    g, n_procs = p.graph, p.n_procs
+    into = g.in_edges(task)
+    here = np.bincount(env.proc[g.src[into]], weights=ctx.edge_comm[into], minlength=n_procs)
+    kids = g.dst[g.out_edges(task)]
+    co = np.concatenate([g.in_edges(int(c)) for c in kids]) if len(kids) else np.zeros(0, dtype=np.int64)
+    co = co[(g.src[co] != task) & env.scheduled[g.src[co]]]
+    pull = np.bincount(env.proc[g.src[co]], weights=ctx.edge_comm[co], minlength=n_procs)
     x = np.stack([
         (eft - eft.min()) / T, (eft - makespan) / T, (est - ready_t) / T,
         cost / max(float(cost.mean()), 1e-12), (env.proc_available - makespan) / T, ctx.speed,
         (order == 0).astype(float), order / max(1, p.n_procs - 1),
         (est - env.proc_available) / T, (ready_t - ready_t.min()) / T,
+        here / max(float(here.sum()), 1e-12), pull / max(float(pull.sum()), 1e-12),
+        ctx.speed * ctx.rank_u[task] / T, (cost <= cost.min()).astype(float),
     ], axis=1)  # fmt: skip
     return _clean(x)
 

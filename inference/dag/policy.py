@@ -76,7 +76,8 @@ class NetPolicy:
         if view is None or emb is None or task not in view.ready:
             raise RuntimeError("select_processor must follow select_task for the same task")
         row = int(np.flatnonzero(view.ready == task)[0])
-        x = torch.from_numpy(proc_features(self.ctx, env, view, row)).unsqueeze(0)
+        x = proc_features(self.ctx, env, view, row)[:, : self.net.config.proc_dim]  # older models: fewer
+        x = torch.from_numpy(np.ascontiguousarray(x)).unsqueeze(0)
         with torch.set_grad_enabled(self.record):
             logits = self.net.proc_logits(x, emb.unsqueeze(0), torch.ones(1, x.shape[1], dtype=torch.bool))
             return self._choose(logits[0])
