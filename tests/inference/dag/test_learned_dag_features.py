@@ -2,7 +2,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference.dag.features import PROC_DIM, STATIC_FEATURES, TASK_DIM, dag_context, proc_features, task_view
+from inference.dag.features import (
+    PROC_DIM,
+    PROC_FEATURES,
+    STATIC_FEATURES,
+    TASK_DIM,
+    dag_context,
+    proc_features,
+    task_view,
+)
 from scheduling.dag import DagProblem, ListSchedulingEnv, Platform, TaskGraph
 from scheduling.dag.schedulers import get_dag_scheduler
 
@@ -56,3 +64,13 @@ def test_features_do_not_depend_on_the_time_unit(small_dags):
     for (ca, ea, va), (cb, eb, vb) in zip(_walk(a), _walk(b), strict=True):
         np.testing.assert_allclose(va.x, vb.x, rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose(proc_features(ca, ea, va, 0), proc_features(cb, eb, vb, 0), rtol=1e-4, atol=1e-5)
+
+
+def test_locality_points_at_the_parents_processor():
+    """A chain a → b: once a sits on processor 2, b's data is all on processor 2."""
+    g = TaskGraph(("a", "b"), np.array([0]), np.array([1]), np.array([5.0]))
+    problem = DagProblem(g, Platform.uniform(3), np.ones((2, 3)))
+    ctx, env = dag_context(problem), ListSchedulingEnv(problem)
+    env.step(0, 2)
+    here = proc_features(ctx, env, task_view(ctx, env), 0)[:, PROC_FEATURES.index("parent_comm_here")]
+    np.testing.assert_allclose(here, [0.0, 0.0, 1.0])
