@@ -14,7 +14,12 @@
 Deterministic for a seed (single-threaded torch, seeded generators). Writes
 ``models/dag/<version>/{policy.pt,config.json}`` and points ``models/dag/latest`` at it::
 
-    .venv/bin/python -m inference.dag.train --dags 120 --rl-dags 200
+    .venv/bin/python -m inference.dag.train                 # the shipped recipe (v003): imitation only
+    .venv/bin/python -m inference.dag.train --init models/dag/v003 --rl-dags 120 --rl-lr 3e-4
+
+The defaults are the recipe that produced the best model measured: 80 teacher DAGs,
+imitation only. DAgger (20 DAGs) and REINFORCE (80–120 updates, lr 1e-4 and 3e-4) did not
+change the greedy policy's validation makespan (it stayed at HEFT's, ratio 1.0000).
 """
 
 from __future__ import annotations
@@ -155,11 +160,11 @@ def next_version(root: Path) -> str:
     return f"v{max(taken, default=0) + 1:03d}"
 
 
-def main(dags: int = typer.Option(120, help="training DAGs the teacher labels (imitation)"),
+def main(dags: int = typer.Option(80, help="training DAGs the teacher labels (imitation)"),
          k: int = typer.Option(3, help="teacher: ready tasks of highest rank tried per step"),
          epochs: int = typer.Option(30, help="imitation epochs"),
-         dagger_dags: int = typer.Option(40, help="DAgger: training DAGs run by the student, labelled by the teacher"),
-         rl_dags: int = typer.Option(200, help="REINFORCE updates (one fresh training DAG each)"),
+         dagger_dags: int = typer.Option(0, help="DAgger: training DAGs run by the student, labelled by the teacher"),
+         rl_dags: int = typer.Option(0, help="REINFORCE updates (one fresh training DAG each)"),
          rl_samples: int = typer.Option(6, help="sampled schedules per DAG (baseline: their mean)"),
          rl_lr: float = typer.Option(1e-4, help="REINFORCE learning rate (Adam)"),
          valid_dags: int = typer.Option(30, help="validation DAGs (a training seed, not held-out)"),
