@@ -4,4 +4,12 @@ Importing :mod:`inference` registers the ``learned`` placement policy
 (:mod:`inference.policy`; torch is imported only when a model is loaded).
 """
 
-from inference import policy as _policy  # noqa: F401  (registers "learned")
+import contextlib
+
+# chdb's native runtime must be loaded before torch's in a process that uses both: with torch
+# loaded first, a chdb query that fails hangs or crashes the process (C++ exception
+# unwinding). The worker archives to chdb and may score with torch, so load chdb first.
+with contextlib.suppress(ImportError):
+    import chdb  # noqa: F401
+
+from inference import policy as _policy  # noqa: E402, F401  (registers "learned")
