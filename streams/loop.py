@@ -53,6 +53,8 @@ INVENTORY_SETTLE_S = 10.0
 class SchedulingLoop:
     def __init__(self, w: Worker) -> None:
         self.w = w
+        import inference  # noqa: F401  (registers "learned"; torch loads only with a model)
+
         self.policy = get_policy(w.settings.policy)
         self.catchup = CatchUp(w.settings, w.settings.topic("decisions"), group_id=w.app.conf.id)
         self.owned: set[int] = set()

@@ -15,7 +15,8 @@ def dag(
     processors: int = typer.Option(4, help="Processors of the random DAGs' platform."),
     ccr: float = typer.Option(1.0, help="Communication-to-computation ratio of the random DAGs."),
     beta: float = typer.Option(0.5, help="Processor heterogeneity of the random DAGs (Topcuoglu's beta, 0..2)."),
-    schedulers: str = typer.Option("heft,cpop,fifo", help="DAG schedulers, comma-separated."),
+    schedulers: str = typer.Option("heft,cpop,fifo", help="DAG schedulers, comma-separated (also learned, "
+                                   "learned-sample: the trained policy of inference/dag)."),
     workflows: bool = typer.Option(True, help="Also the Topcuoglu graph and the WfInstances workflows."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-dag.md, bench-dag.json and the plots."),
 ) -> None:
@@ -24,6 +25,8 @@ def dag(
     from ops.bench.dag import DagBenchOptions, run_dag_bench
 
     names = tuple(s.strip() for s in schedulers.split(",") if s.strip())
+    if any(n.startswith("learned") for n in names):
+        import inference.dag  # noqa: F401  (registers "learned" and "learned-sample"; loads torch)
     try:
         options = DagBenchOptions(dags=dags, seed=seed, tasks_min=tasks_min, tasks_max=tasks_max,
                                   processors=processors, ccr=ccr, beta=beta, schedulers=names,

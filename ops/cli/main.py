@@ -12,6 +12,7 @@ from ops.cli.bench import bench_app
 from ops.cli.db import db_app, explain_command, sql_command
 from ops.cli.kafka import kafka_app
 from ops.cli.replay import replay_command
+from ops.cli.train import train as train_command
 from streams.settings import Settings
 
 app = typer.Typer(
@@ -26,6 +27,7 @@ app.add_typer(bench_app, name="bench", help="Benchmarks that print numbers.")
 app.command("replay")(replay_command)
 app.command("sql")(sql_command)
 app.command("explain")(explain_command)
+app.command("train")(train_command)
 
 
 @app.command()

@@ -9,6 +9,7 @@ def policy_names(text: str | None, default: list[str] | None = None) -> list[str
     """A comma-separated list of policy names — placements (``best-fit``) or
     ``<ordering>+<placement>`` (``drf+fgd``) — checked against the registries;
     ``default`` (every placement when ``None``) when ``text`` is empty."""
+    import inference  # noqa: F401  (registers "learned")
     from scheduling.policies import available_policies
     from scheduling.policies.registry import UnknownPolicyError, get_policy
 
