@@ -145,8 +145,10 @@ def test_reason_class(reason: str, cls: str) -> None:
 
 def test_archive_gauges_read_the_archivers(otel, tmp_path: Path) -> None:
     from streams.archiver import Archiver
+    from streams.telemetry.metrics import ARCHIVES
 
     _, reader = otel
+    ARCHIVES.clear()  # archivers other tests left alive would count too (the gauge sums them all)
     a = Archiver(Settings(state_dir=tmp_path))
     a.stats.lag = {"t:0": 5, "t:1": 2}
     pts = _points(reader)
