@@ -1,8 +1,8 @@
 """Text encoders for job free text (issue 4 point 2): a protocol, the hashed n-gram encoder,
-a per-text cache, and the hook for all-MiniLM-L6-v2.
+a per-text cache, and all-MiniLM-L6-v2.
 
 ``get_encoder(spec)`` builds one from a name: ``"hashed"`` / ``"hashed-ngram-<dim>"`` (the
-name a model's config records) or ``"minilm"`` (not available yet).
+name a model's config records) or ``"minilm"`` (all-MiniLM-L6-v2, offline).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def get_encoder(name: str = "hashed", dim: int = 64) -> TextEncoder:
         from inference.encoders.minilm import MiniLMEncoder
 
         return MiniLMEncoder()
-    raise ValueError(f"unknown text encoder {name!r}; available: hashed, hashed-ngram-<dim>, minilm (pending)")
+    raise ValueError(f"unknown text encoder {name!r}; available: hashed, hashed-ngram-<dim>, minilm")
 
 
 __all__ = ["OUTCOME_LABELS", "EncoderCache", "HashedNgramEncoder", "TextEncoder", "clean_text", "get_encoder",

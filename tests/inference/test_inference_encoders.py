@@ -58,9 +58,23 @@ def test_cache_encodes_each_distinct_text_once():
     assert enc.encode([]).shape == (0, 32)
 
 
-def test_get_encoder_names_and_minilm_hook():
+def test_get_encoder_names():
     assert get_encoder("hashed-ngram-48").dim == 48
-    with pytest.raises(NotImplementedError):
-        get_encoder("minilm")
     with pytest.raises(ValueError):
         get_encoder("word2vec")
+
+
+def test_minilm_encodes_offline_and_puts_similar_jobs_close(monkeypatch: pytest.MonkeyPatch):
+    import socket
+
+    def no_network(*a, **kw):
+        raise AssertionError("MiniLM tried to reach the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    enc = get_encoder("minilm")
+    v = enc.encode(["train resnet50 on imagenet with 8 GPUs", "resnet-50 imagenet training job",
+                    "nightly database backup to object storage"])  # fmt: skip
+    assert v.shape == (3, 384) and v.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.2  # the two training jobs are much closer than the backup
+    assert enc.encode([]).shape == (0, 384)
