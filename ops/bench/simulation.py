@@ -12,6 +12,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ops.traces.base import TraceLineError
 from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.policies import get_policy
 from scheduling.simulator import (
@@ -39,15 +40,35 @@ def load_trace_workload(trace: str, path: Path | None = None, limit: int | None 
     """The simulator's workload from a registered trace loader (``semsched replay`` names).
     ``nodes``: keep a seeded sample of that many nodes (in their order) — for a trace slice
     far smaller than its cluster (one Google 2011 file holds 1/500 of the task events but
-    every machine)."""
+    every machine). Strict: a bad line raises :class:`~ops.traces.base.TraceLineError`
+    (FILE:LINE: reason) — a benchmark does not run on a silently thinned trace."""
     from ops.traces.registry import get_loader
 
-    loader = get_loader(trace, path, limit=limit)
+    loader = get_loader(trace, path, limit=limit, strict=True)
     jobs = loader.load_jobs()
     workload = build_workload(loader.nodes(), ((j.offset_s, j.event) for j in jobs))
     if nodes is not None and 0 < nodes < len(workload.nodes):
         keep = np.sort(np.random.default_rng([seed, 104729]).choice(len(workload.nodes), nodes, replace=False))
         workload.nodes = [workload.nodes[i] for i in keep]
+    return workload
+
+
+def load_for_bench(console: Console, trace: str, path: Path | None, limit: int | None, nodes: int | None,
+                   seed: int) -> Workload | int:  # fmt: skip
+    """:func:`load_trace_workload`, or the exit code after saying why it could not (a bad
+    line: FILE:LINE: reason, exit 1; an unknown trace or a missing file: exit 2)."""
+    try:
+        with console.status(f"loading {trace}…"):
+            workload = load_trace_workload(trace, path, limit, nodes, seed)
+    except TraceLineError as e:
+        console.print(f"[red]bad trace line: {e}")
+        return 1
+    except (ValueError, OSError) as e:
+        console.print(f"[red]{e}")
+        return 2
+    if not workload.jobs:
+        console.print(f"[red]{trace}: no job with a run time to replay")
+        return 1
     return workload
 
 

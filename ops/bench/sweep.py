@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ops.bench.simulation import load_trace_workload, parse_load, run_policies
+from ops.bench.simulation import load_for_bench, parse_load, run_policies
 from ops.reports import Report, wide_console
 from scheduling.simulator import HETEROGENEITY_LEVELS, LOAD_LEVELS, SimConfig, Workload
 
@@ -42,11 +42,9 @@ def run_sweep_bench(*, trace: str, path: Path | None, policies: Sequence[str], s
     if unknown:
         console.print(f"[red]unknown sweeps {unknown}; choose from {', '.join(SWEEPS)}")
         return 2
-    with console.status(f"loading {trace}…"):
-        workload = load_trace_workload(trace, path, limit, nodes, seed)
-    if not workload.jobs:
-        console.print(f"[red]{trace}: no job with a run time to replay")
-        return 1
+    workload = load_for_bench(console, trace, path, limit, nodes, seed)
+    if isinstance(workload, int):
+        return workload
     try:
         with console.status("planning the base load…"):
             base_name, base_plan = parse_load(base_load, workload)

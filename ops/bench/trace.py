@@ -10,7 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from ops.bench.simulation import load_trace_workload, parse_heterogeneity, parse_load, run_policies
+from ops.bench.simulation import load_for_bench, parse_heterogeneity, parse_load, run_policies
 from ops.reports import Report, wide_console
 from scheduling.simulator import SimConfig, SimResult
 
@@ -25,11 +25,9 @@ CLUSTER_COLUMNS = ["policy", "gpu_alloc_mean", "gpu_alloc_peak", "gpu_frag_rate_
 def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], load: str, step: float,
                     heterogeneity: str, seed: int, limit: int | None, nodes: int | None, out_dir: Path, command: str) -> int:  # fmt: skip
     started = time.perf_counter()
-    with console.status(f"loading {trace}…"):
-        workload = load_trace_workload(trace, path, limit, nodes, seed)
-    if not workload.jobs:
-        console.print(f"[red]{trace}: no job with a run time to replay")
-        return 1
+    workload = load_for_bench(console, trace, path, limit, nodes, seed)
+    if isinstance(workload, int):
+        return workload
     with console.status("planning the load…"):
         try:
             load_name, plan = parse_load(load, workload)

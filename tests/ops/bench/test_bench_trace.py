@@ -33,3 +33,12 @@ def test_bench_trace_rejects_a_bad_load_and_an_unknown_policy(tmp_path):
     assert bad.exit_code == 2 and "load must be" in bad.output
     unknown = runner.invoke(app, ["bench", "trace", "--policies", "nope", "--out", str(tmp_path)])
     assert unknown.exit_code == 2 and "nope" in unknown.output
+
+
+def test_bench_trace_names_the_bad_line_and_exits_non_zero(tmp_path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"kind": "job_submitted", "job_id": "a", "cpu_milli": 1000}\nnot json\n')
+    result = CliRunner().invoke(app, ["bench", "trace", "--trace", "jsonl", "--path", str(bad),
+                                      "--policies", "best-fit", "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 1
+    assert f"{bad}:2:" in result.output.replace("\n", "")
