@@ -1,14 +1,13 @@
 """Evaluate the learned DAG policy beside HEFT and CPOP: makespan, speedup and SLR on the
-held-out random DAGs (``scheduling.dag.held_out_dags``, as ``semsched bench dag`` draws them)
-and on the WfInstances workflows (recorded platform and hetero-16, as the bench builds them).
+held-out random DAGs (``scheduling.dag.held_out_dags``, as ``semsched bench dag`` draws them).
+The WfInstances workflows and the Topcuoglu graph are ``semsched bench dag --schedulers
+heft,cpop,learned,learned-sample`` (ops/ loads those files; inference/ stays below ops/).
 
 Every schedule passes ``scheduling.dag.check_schedule`` or the evaluation stops::
 
     .venv/bin/python -m inference.dag.evaluate --dags 100 --seed 0
 
-:func:`evaluate_problems` depends only on ``scheduling``; the command line loads the
-WfInstances files through ``ops.workflows`` (imported inside :func:`main`, so the package
-itself keeps to its layer).
+:func:`evaluate_problems` depends only on ``scheduling``.
 """
 
 from __future__ import annotations
@@ -31,7 +30,6 @@ from scheduling.dag.schedulers import get_dag_scheduler
 from scheduling.metrics.dag import dag_metrics
 
 DEFAULT_SCHEDULERS = ("heft", "cpop", "learned", "learned-sample")
-HETERO_FACTORS = (0.5, 1.0, 1.5, 2.0)
 
 
 @dataclass(frozen=True)
@@ -85,27 +83,12 @@ def print_table(results: list[SetResult], schedulers: tuple[str, ...], console: 
 def main(dags: int = typer.Option(100), seed: int = typer.Option(0),
          model_dir: Path = typer.Option(None, help="default: $SEMSCHED_DAG_MODEL or models/dag/latest"),
          schedulers: str = typer.Option(",".join(DEFAULT_SCHEDULERS)),
-         workflows: bool = typer.Option(True, help="also the WfInstances workflows"),
          out: Path = typer.Option(None, help="also write the means as JSON here")) -> dict[str, object]:  # fmt: skip
     """Print the comparison table; returns {set name: {scheduler: {metric: mean}}}."""
     torch.set_num_threads(1)
     names = tuple(s for s in schedulers.split(",") if s)
     results = [evaluate_problems(f"held-out random ({dags}, seed {seed})",
                                  list(held_out_dags(DagGeneratorConfig(), dags, seed)), names, model_dir)]  # fmt: skip
-    if workflows:
-        from ops.workflows import MachineSpec, load_wfinstance, wfinstance_files
-
-        for path in wfinstance_files():
-            rec = load_wfinstance(path)
-            speeds = [m.speed_mhz for m in rec.machines if m.speed_mhz]
-            variants = [("recorded", rec)]
-            if speeds:
-                base = float(np.mean(speeds))
-                machines = [MachineSpec(f"x{f:g}", 4, base * f) for f in HETERO_FACTORS]
-                variants.append(("hetero-16", load_wfinstance(path, machines=machines)))
-            for platform, wf in variants:
-                results.append(evaluate_problems(f"{wf.name.split('-')[0]} ({platform})", [wf.problem], names,
-                                                 model_dir, show=False))  # fmt: skip
     print_table(results, names)
     means = {r.name: {s: {m: r.mean(s, m) for m in ("makespan", "speedup", "slr", "seconds")} for s in names}
              for r in results}  # fmt: skip
