@@ -1,38 +1,43 @@
-"""``learned``: the torch scorer as a scheduling policy, in-process (issue 4 point 4).
+"""``learned``: the trained scorer as a scheduling policy (issue 4), in-process or on Triton.
 
-FIFO order; ``score(job, snapshot, feasible_mask)`` = the policy head over every node, with
-infeasible nodes at ``-inf``. Registered in the placement registry as ``learned`` when
+FIFO order; ``score(job, snapshot, feasible_mask)`` = the policy head's scores over every
+node, infeasible nodes at ``-inf``. Registered in the placement registry as ``learned`` when
 :mod:`inference` is imported (``scheduling`` never imports ``inference``).
 
-**The model.** ``model_dir`` (default: ``$SEMSCHED_MODEL_DIR``, else ``models/latest``) holds
-``model.pt`` + ``config.json`` (:mod:`inference.model.io`). If it is missing or fails to
-load, the policy falls back to a heuristic (``fallback="fgd"``; its kwargs in
-``fallback_kwargs``) for every call, and says so: ``fell_back`` is True, ``fallback_reason``
-the error, ``model_version`` ``None``.
+**The model** comes from ``model_dir`` (default ``$SEMSCHED_MODEL_DIR``, else
+``models/latest``) and runs on a backend (:mod:`inference.backends`: ``in-process``, the
+default, or ``triton``; ``$SEMSCHED_INFERENCE``). If it cannot be loaded at all, the policy
+falls back to a heuristic (``fallback="fgd"``, its kwargs in ``fallback_kwargs``) for every
+call and says so: ``fell_back``, ``fallback_reason``, ``model_version = None``.
 
-**When node embeddings are recomputed** (the fusion encoder runs once per step; the head
-then sees each node's current free capacity through the pair features, so scores stay
-right while ``place_one`` reserves jobs one by one):
+**One model call per step.** The step's inputs (:func:`inference.model.step.build_inputs`:
+node state, topology, every pending job, pair features per distinct resource shape) go to
+the backend once; it answers the scores of every (job, node) on the step-start state and
+the head's node term. Then, while ``schedule_step`` reserves jobs one by one, a node that an
+earlier placement of the same step changed is re-scored for each later job with the local
+copy of the head (a few ``[M, W]`` ops), so every score sees the node's current free
+capacity, exactly as if the head had been run on the whole cluster again.
 
-- ``order()`` marks the start of a step (``schedule_step`` calls it once per step, on its
-  own copy of the snapshot): the next ``score`` re-encodes, and the embeddings are kept for
-  every later call on that same snapshot object until the next ``order()``;
-- a different snapshot object always re-encodes (identity: the policy holds a reference to
-  the snapshot it encoded, so the id cannot be recycled);
-- a caller that scores jobs one by one on one long-lived snapshot without ever calling
-  ``order()`` (the fill benchmark, ``scheduling.fill.run_fill``) gets a re-encode every
-  ``refresh_every`` calls (default 1: each placement sees embeddings of the current state,
-  as in training). A caller that mutates a snapshot some other way between steps must call
-  ``order()`` (or pass a copy).
+- The worker awaits :meth:`prepare_step` before ``schedule_step`` (async: the Triton call
+  has a deadline and must not block the event loop). If the backend fails — Triton down,
+  the deadline missed — the step is decided by the fallback heuristic and
+  :attr:`last_step` says so (the worker writes it on the step's decision records).
+- Callers without an event loop (the simulator, the benchmarks) skip ``prepare_step``: the
+  first ``score`` of a step (``order()`` marks the start) calls the backend synchronously.
+- A caller that never calls ``order()`` and scores jobs one by one on one long-lived
+  snapshot (the fill benchmark, ``scheduling.fill.run_fill``) gets a fresh model call every
+  ``refresh_every`` scores (default 1: each placement sees embeddings of the current state,
+  as in training), with the job's own time as ``now`` and no queue summary.
 
 GPUs inside the chosen node: best fit (:func:`scheduling.gpu_select.select_gpus`) — what the
-pair features assume; after a fallback, the fallback's own choice.
+pair features assume; in a fallen-back step, the fallback's own choice.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +45,7 @@ import numpy as np
 
 from inference.encoders import EncoderCache, get_encoder
 from inference.features.jobs import job_demand
-from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
-from inference.features.topology import build_topology
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext
@@ -58,130 +61,214 @@ def default_model_dir() -> Path:
     return Path(os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
 
 
+@dataclass
+class StepStatus:
+    """How the last step was decided (the worker copies it onto the step's decision records)."""
+
+    backend: str = ""
+    version: str | None = None
+    fallback: bool = False
+    reason: str = ""
+
+
+@dataclass(eq=False)
+class PreparedStep:
+    """The backend's answer for one step, on the step-start state of one node table."""
+
+    index: dict[str, int]  # job id -> row
+    jobs: np.ndarray  # float32 [J, job_dim]
+    scores: np.ndarray  # float32 [J, N]
+    node_part: np.ndarray  # float32 [N, W]
+    table: Any
+    free: tuple[np.ndarray, np.ndarray, np.ndarray]  # cpu, memory, GPUs at the step start
+    version: str
+    outputs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, jobs: Sequence[JobRequest], rows: np.ndarray, snapshot: ClusterSnapshot,
+           out: dict[str, Any]) -> PreparedStep:  # fmt: skip
+        return cls({j.job_id: i for i, j in enumerate(jobs)}, rows, np.asarray(out["scores"], np.float32),
+                   np.asarray(out["node_part"], np.float32), snapshot.table,
+                   (snapshot.cpu_free.copy(), snapshot.mem_free.copy(), snapshot.gpu_free.copy()),
+                   str(out.get("version", "")), out)  # fmt: skip
+
+    def changed(self, s: ClusterSnapshot) -> np.ndarray:
+        """bool ``[N]``: nodes whose free capacity differs from the step start."""
+        cpu, mem, gpu = self.free
+        return (s.cpu_free != cpu) | (s.mem_free != mem) | (s.gpu_free != gpu).any(axis=1)
+
+
 @register("learned")
 class LearnedPolicy(BasePolicy):
     name = "learned"
 
-    def __init__(self, model_dir: str | Path | None = None, *, fallback: str = "fgd",
-                 fallback_kwargs: dict[str, Any] | None = None, refresh_every: int = 1,
-                 loaded: Any = None) -> None:  # fmt: skip
-        """``loaded``: an :class:`inference.model.io.LoadedModel` to use instead of a directory (tests, training)."""
+    def __init__(self, model_dir: str | Path | None = None, *, backend: str | None = None, fallback: str = "fgd",
+                 fallback_kwargs: dict[str, Any] | None = None, refresh_every: int = 1, loaded: Any = None,
+                 backend_kwargs: dict[str, Any] | None = None) -> None:  # fmt: skip
+        """``loaded``: an :class:`inference.model.io.LoadedModel` to serve in-process instead of a directory."""
+        from inference.backends import InProcessBackend, get_backend
+
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         self.refresh_every = max(1, int(refresh_every))
         self.fallback_name = fallback
+        self.fallback: Policy = get_policy(fallback, **dict(fallback_kwargs or {}))
         self.fell_back = False
         self.fallback_reason: str | None = None
-        self.fallback: Policy | None = None
-        self.model_version: str | None = None
-        self.loaded = loaded
-        if self.loaded is None:
-            try:
-                from inference.model.io import load_model
-
-                self.loaded = load_model(self.model_dir)
-            except Exception as e:  # missing, corrupt or mismatched: any failure means "use the heuristic"
-                self.fell_back = True
-                self.fallback_reason = f"{type(e).__name__}: {e}"
-                self.fallback = get_policy(fallback, **dict(fallback_kwargs or {}))
-        if self.loaded is not None:
-            import torch
-
-            torch.set_num_threads(1)  # many tiny ops: threads cost more than they give
-            self.model_version = self.loaded.version
-            self.spec = self.loaded.config.spec
-            self.encoder = EncoderCache(get_encoder(self.spec.encoder))
-        self._snap: ClusterSnapshot | None = None
-        self._node_part: Any = None
-        self._calls = 0
+        self.backend: Any = None
+        try:
+            self.backend = (InProcessBackend(loaded=loaded) if loaded is not None
+                            else get_backend(backend, self.model_dir, **dict(backend_kwargs or {})))  # fmt: skip
+        except Exception as e:  # missing, corrupt or mismatched: any failure means "use the heuristic"
+            self.fell_back = True
+            self.fallback_reason = f"{type(e).__name__}: {e}"
+        self._encoders: dict[str, EncoderCache] = {}
+        self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
+                                    reason=self.fallback_reason or "")  # fmt: skip
+        self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
+        self._step: PreparedStep | None = None
+        self._step_fallback: str | None = None
         self._in_step = False
-        self._order_seen = False
-        self._now: float | None = None
-        self._queue = None
-        self._topologies: dict[int, Any] = {}
+        self._ordered: list[JobRequest] = []
+        self._now = 0.0
+        self._calls = 0
+        self.model_calls = 0  # backend calls (one per step)
 
-    # -- the Policy protocol -------------------------------------------------------------------
+    # -- what is serving ---------------------------------------------------------------------
+    @property
+    def loaded(self) -> Any:
+        return None if self.backend is None else self.backend.loaded
+
+    @property
+    def model_version(self) -> str | None:
+        return None if self.backend is None else str(self.backend.loaded.version)
+
+    @property
+    def spec(self) -> Any:
+        return self.backend.loaded.config.spec
+
+    def encoder(self) -> EncoderCache:
+        name = self.spec.encoder
+        if name not in self._encoders:
+            self._encoders[name] = EncoderCache(get_encoder(name))
+        return self._encoders[name]
+
+    # -- the step ----------------------------------------------------------------------------
+    async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float) -> StepStatus:
+        """Call the backend for the coming step (awaited by the worker before ``schedule_step``)."""
+        from inference.backends import BackendError
+        from inference.model.step import build_inputs
+
+        if self.fell_back:
+            return self.last_step
+        self.backend.refresh()
+        cache = self.encoder()
+        try:
+            missing = cache.missing([j.text for j in jobs])
+            if missing:
+                cache.put(missing, await self.backend.encode_async(missing))
+            inputs = build_inputs(snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn)
+            out = await self.backend.policy_async(inputs)
+            self._prepared = PreparedStep.of(jobs, inputs.jobs, snapshot, out)
+        except BackendError as e:
+            self._prepared = StepStatus(self.backend.name, self.model_version, True, str(e))
+        self.model_calls += 1
+        return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
+
+    def _status(self, step: PreparedStep) -> StepStatus:
+        return StepStatus(self.backend.name, step.version or self.model_version, False, "")
+
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
         ordered = super().order(jobs, now, context)
         if self.fell_back:
             return ordered
-        self._now = now
-        self._order_seen = True
-        self._snap = None
-        self._queue = job_demand(ordered, now, self.spec, self.encoder).mean(axis=0) if ordered else None
+        prepared, self._prepared = self._prepared, None
+        self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
+        if isinstance(prepared, StepStatus):
+            self._step_fallback = prepared.reason
+            self.last_step = prepared
+        elif prepared is not None:
+            self._step = prepared
+            self.last_step = self._status(prepared)
         return ordered
 
-    def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
-        if self.fell_back:
-            assert self.fallback is not None
-            return self.fallback.score(job, snapshot, feasible_mask)
-        import torch
+    def _call(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
+              queue: np.ndarray | None) -> PreparedStep | None:  # fmt: skip
+        """A synchronous backend call; None (and the step falls back) when the backend fails."""
+        from inference.backends import BackendError
+        from inference.model.step import build_inputs
 
-        node_part = self.node_part(snapshot)
-        now = self._now if self._now is not None else job.submit_time
-        jobs = torch.from_numpy(job_demand([job], now, self.spec, self.encoder)[0])
-        pairs = torch.from_numpy(pair_features(job, snapshot))
-        with torch.inference_mode():
-            scores = self.loaded.model.head.score(node_part, jobs, pairs).numpy().astype(np.float64)
+        self.backend.refresh()
+        inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue)
+        self.model_calls += 1
+        try:
+            step = PreparedStep.of(jobs, inputs.jobs, snapshot, self.backend.policy(inputs))
+        except BackendError as e:
+            self._step_fallback = str(e)
+            self.last_step = StepStatus(self.backend.name, self.model_version, True, str(e))
+            return None
+        self.last_step = self._status(step)
+        return step
+
+    def _step_for(self, job: JobRequest, snapshot: ClusterSnapshot) -> PreparedStep | None:
+        step = self._step
+        if self._in_step:
+            if step is None or step.table is not snapshot.table or job.job_id not in step.index:
+                jobs = self._ordered if any(j.job_id == job.job_id for j in self._ordered) else [job]
+                step = self._step = self._call(snapshot, jobs, self._now, None)
+            return step
+        # no order(): one long-lived snapshot scored job by job (the fill benchmark)
+        if step is None or step.table is not snapshot.table or self._calls >= self.refresh_every:
+            zeros = np.zeros(self.spec.job_dim, np.float32)
+            step = self._step = self._call(snapshot, [job], job.submit_time, zeros)
+            self._calls = 0
+        self._calls += 1
+        return step
+
+    def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
+        if self.fell_back or self._step_fallback is not None:
+            return self.fallback.score(job, snapshot, feasible_mask)
+        step = self._step_for(job, snapshot)
+        if step is None:  # the backend failed just now
+            return self.fallback.score(job, snapshot, feasible_mask)
+        scores = self._row(step, job, snapshot)
         scores[~feasible_mask] = -np.inf
         return scores
 
-    def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
-        """float32 ``[J, N]``: every job against every node on the snapshot as it is (unmasked) —
-        one batched model call per step, as a model server would take it. Pair features are
-        computed once per distinct job shape (resources), the head's pair term likewise. Call
-        :meth:`order` first at the start of a step (as ``schedule_step`` does)."""
-        import torch
+    def _row(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
+        """float64 ``[N]``: the step's scores of ``job``, re-scored where the free capacity moved."""
+        i = step.index.get(job.job_id)
+        if i is None:  # scored on this step's embeddings, all nodes on the current state
+            job_row = job_demand([job], self._now if self._in_step else job.submit_time, self.spec, self.encoder())[0]
+            everything = np.ones(snapshot.num_nodes, dtype=bool)
+            return self._rescore(step, job, job_row, snapshot, everything, np.zeros(snapshot.num_nodes, np.float64))
+        return self._rescore(step, job, step.jobs[i], snapshot, step.changed(snapshot), step.scores[i].astype(np.float64))
 
-        node_part = self.node_part(snapshot)
-        head = self.loaded.model.head
-        shapes: dict[tuple[int, int, int, int], int] = {}
-        first: list[JobRequest] = []
-        which = np.empty(len(jobs), dtype=np.int64)
-        for i, j in enumerate(jobs):
-            key = (j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli)
-            if key not in shapes:
-                shapes[key] = len(first)
-                first.append(j)
-            which[i] = shapes[key]
-        pairs = torch.from_numpy(np.stack([pair_features(j, snapshot) for j in first]))
-        job_x = torch.from_numpy(job_demand(jobs, now, self.spec, self.encoder))
-        with torch.inference_mode():
-            base = node_part + head.pair(pairs)  # [S, N, W]
-            x = base[torch.from_numpy(which)] + head.job(job_x).unsqueeze(1)
-            return head.out(x).squeeze(-1).numpy()
+    def _rescore(self, step: PreparedStep, job: JobRequest, job_row: np.ndarray, snapshot: ClusterSnapshot,
+                 nodes: np.ndarray, scores: np.ndarray) -> np.ndarray:  # fmt: skip
+        from inference.model.step import score_nodes
+
+        if nodes.any():
+            if step.version and step.version != self.model_version:
+                self.backend.refresh(force=True)  # the server answered with a version we do not hold yet
+            if step.version and step.version != self.model_version:
+                self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
+                return scores
+            pairs = pair_features(job, snapshot)[nodes]
+            scores[nodes] = score_nodes(self.loaded.model, step.node_part[nodes], job_row, pairs)
+        return scores
+
+    def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
+        """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (unmasked), the
+        way the worker calls the backend once per step."""
+        step = self._call(snapshot, jobs, now, None)
+        if step is None:
+            raise RuntimeError(self.last_step.reason)
+        return step.scores
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
-        if self.fell_back and hasattr(self.fallback, "select_gpus"):
+        if (self.fell_back or self._step_fallback is not None) and hasattr(self.fallback, "select_gpus"):
             return self.fallback.select_gpus(snapshot, node_index, job)  # type: ignore[union-attr]
         return best_fit_gpus(snapshot, node_index, job)
-
-    # -- the step-level part -------------------------------------------------------------------
-    def node_part(self, snapshot: ClusterSnapshot) -> Any:
-        """The head's node term ``[N, hidden]`` for ``snapshot`` (recomputed per the module docstring)."""
-        stale = snapshot is not self._snap or (not self._in_step and self._calls >= self.refresh_every)
-        if stale:
-            self._node_part = self.encode(snapshot)
-            self._snap = snapshot
-            self._calls = 0
-            self._in_step = self._order_seen
-            self._order_seen = False
-        self._calls += 1
-        return self._node_part
-
-    def encode(self, snapshot: ClusterSnapshot) -> Any:
-        import torch
-
-        from inference.model.scorer import TorchTopology
-
-        key = id(snapshot.table)
-        topo = self._topologies.get(key)
-        if topo is None or topo[0] is not snapshot.table:
-            topo = self._topologies[key] = (snapshot.table, TorchTopology(build_topology(snapshot, self.spec,
-                                                                                         self.loaded.config.knn)))
-        nodes = torch.from_numpy(node_state(snapshot, self.spec))[None]
-        queue = np.zeros(self.spec.job_dim, np.float32) if self._queue is None else self._queue
-        with torch.inference_mode():
-            return self.loaded.model.node_part(nodes, topo[1], torch.from_numpy(queue)[None])[0]
 
     def __repr__(self) -> str:
         what = f"fallback {self.fallback_name}: {self.fallback_reason}" if self.fell_back else self.model_version

@@ -33,6 +33,19 @@ class EncoderCache:
     def name(self) -> str:
         return self.encoder.name
 
+    def missing(self, texts: Sequence[str]) -> list[str]:
+        """The distinct cleaned texts of ``texts`` not cached yet (to encode elsewhere, e.g. on Triton)."""
+        return [t for t in dict.fromkeys(clean_text(t) for t in texts) if t not in self._vectors]
+
+    def put(self, cleaned: Sequence[str], vectors: np.ndarray) -> None:
+        """Cache vectors computed elsewhere for CLEANED texts (as :meth:`missing` returns them)."""
+        if len(cleaned) != len(vectors) or (len(vectors) and vectors.shape[1] != self.dim):
+            raise ValueError(f"put: {len(cleaned)} texts, vectors {vectors.shape}, dim {self.dim}")
+        if len(self._vectors) + len(cleaned) > self.max_entries:
+            self._vectors.clear()
+        for text, vec in zip(cleaned, np.asarray(vectors, dtype=np.float32), strict=True):
+            self._vectors[text] = vec
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """float32 ``[len(texts), dim]``, the encoder's vectors of the cleaned texts."""
         cleaned = [clean_text(t) for t in texts]

@@ -7,8 +7,8 @@ seed 0 placed by best-fit), with N pending openb pods, ``repeat`` times after a 
   policy computes for one step, batched over the N jobs — node features and the fusion
   encoder once, job features, the pair features of every (job, node), the policy head over
   all N × nodes — as one would call a model server once per step. Broken down into
-  encoder and features + head (pair features once per distinct job shape); the filters' masks are
-  timed separately (they are the scheduling core's, shared with every policy).
+  the inputs (features; pair features once per distinct job shape) and the model; the filters'
+  masks are timed separately (they are the scheduling core's, shared with every policy).
 - **schedule_step**: :func:`scheduling.assign.schedule_step` with the ``learned`` policy and,
   for comparison, other policies — the sequential path the worker runs (filter, score,
   reserve, one job after another), which re-scores every job on the reduced capacity.
@@ -49,21 +49,23 @@ def loaded_cluster(fraction: float = 0.7, seed: int = 0) -> tuple[Any, list[Any]
 
 
 def model_step(policy: Any, snap: Any, jobs: list[Any]) -> dict[str, float]:
-    """One batched model step (ms): the encoder, then the head over every (job, node) with pair
-    features per distinct job shape (:meth:`LearnedPolicy.score_all`), then the filters' masks."""
+    """One step's model call (ms), as the worker makes it once per step: the inputs
+    (:func:`inference.model.step.build_inputs`: node state, topology, job rows, pair features per
+    distinct job shape), then the backend (the fusion encoder and the head over every
+    (job, node)); the filters' masks are timed apart (the scheduling core's, every policy's)."""
     from inference.features.step import feasibility
+    from inference.model.step import build_inputs
 
     t0 = time.perf_counter()
-    policy.order(jobs, 0.0)
-    policy.node_part(snap)
+    inputs = build_inputs(snap, jobs, 0.0, policy.spec, policy.encoder(), knn=policy.loaded.config.knn)
     t1 = time.perf_counter()
-    scores = policy.score_all(jobs, snap)  # reuses the step's node embeddings
+    scores = policy.backend.policy(inputs)["scores"]
     t2 = time.perf_counter()
     feasible = feasibility(jobs, snap)
     np.where(feasible, scores, -np.inf).argmax(axis=1)
     t3 = time.perf_counter()
     ms = 1000.0
-    return {"encoder": (t1 - t0) * ms, "features + head": (t2 - t1) * ms, "model step": (t2 - t0) * ms,
+    return {"inputs": (t1 - t0) * ms, "model": (t2 - t1) * ms, "model step": (t2 - t0) * ms,
             "filters": (t3 - t2) * ms}  # fmt: skip
 
 
@@ -108,7 +110,7 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
     report.text(f"Model {policy.model_version} ({sum(p.numel() for p in policy.loaded.model.parameters()):,} "
                 f"parameters, torch {torch.__version__}, {torch.get_num_threads()} thread). 1,213 openb GPU nodes "
                 f"with {used:.0%} of their GPUs allocated (best-fit on the fill sequence of seed 0); N pending openb "
-                "pods. 'model step' = encoder once + job and pair features + the head over N × 1,213, batched (the "
+                "pods. 'model step' = the step's inputs (features) + one model call (fusion encoder once, the head over N × 1,213) (the "
                 "decision latency of the issue's target); 'filters' = the feasibility masks (the scheduling core's); "
                 "'schedule_step <policy>' = the worker's sequential path (filter, score, reserve per job).")  # fmt: skip
     report.table("Per-step latency (ms)", rows, ["pending", "what", "p50 ms", "p99 ms", "mean ms", "n"])

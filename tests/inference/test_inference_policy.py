@@ -20,16 +20,6 @@ def untrained(tmp_path, seed: int = 0) -> LoadedModel:
     return load_model(tmp_path / "m")
 
 
-class CountingPolicy(LearnedPolicy):
-    """Counts fusion-encoder runs."""
-
-    encodes = 0
-
-    def encode(self, snapshot):
-        self.encodes += 1
-        return super().encode(snapshot)
-
-
 def test_missing_model_falls_back_to_fgd(tmp_path):
     p = get_policy("learned", model_dir=tmp_path / "nothing")
     assert isinstance(p, LearnedPolicy) and p.fell_back and p.model_version is None
@@ -87,14 +77,14 @@ def test_infeasible_nodes_are_never_chosen(tmp_path):
 
 def test_encoder_runs_once_per_step_and_scores_track_reservations(tmp_path):
     loaded = untrained(tmp_path)
-    p = CountingPolicy(loaded=loaded)
+    p = LearnedPolicy(loaded=loaded)
     snap = small_snapshot()
     result = schedule_step(snap, pod_mix(15), p, now=0.0)
-    assert len(result.placements) > 1 and p.encodes == 1  # one step: one encoder run
+    assert len(result.placements) > 1 and p.model_calls == 1  # one step: one model call
     schedule_step(snap, pod_mix(15), p, now=1.0)
-    assert p.encodes == 2  # a new step (order() + a new snapshot copy)
+    assert p.model_calls == 2  # a new step (order() + a new snapshot copy)
     # without order() on one long-lived snapshot (the fill benchmark): every refresh_every calls
-    q = CountingPolicy(loaded=loaded, refresh_every=3)
+    q = LearnedPolicy(loaded=loaded, refresh_every=3)
     live = small_snapshot()
     j = job(gpus=1, per=250)
     mask = run_filters(j, live, explain=False).feasible_mask
@@ -102,11 +92,11 @@ def test_encoder_runs_once_per_step_and_scores_track_reservations(tmp_path):
     i = int(np.argmax(before))
     live.reserve(i, j, [0])
     after = q.score(j, live, mask)
-    assert q.encodes == 1 and after[i] != before[i]  # the head sees the reservation without re-encoding
+    assert q.model_calls == 1 and after[i] != before[i]  # the head sees the reservation without re-encoding
     np.testing.assert_array_equal(np.delete(after, i), np.delete(before, i))
     for _ in range(4):
         q.score(j, live, mask)
-    assert q.encodes == 2
+    assert q.model_calls == 2
 
 
 def test_batched_scores_equal_one_by_one(tmp_path):
@@ -118,3 +108,82 @@ def test_batched_scores_equal_one_by_one(tmp_path):
     everywhere = np.ones(snap.num_nodes, bool)
     for row, j in zip(batched, jobs, strict=True):
         np.testing.assert_allclose(row, p.score(j, snap, everywhere), rtol=1e-5, atol=1e-6)
+
+
+def test_in_step_rescoring_equals_the_head_on_the_current_state(tmp_path):
+    from inference.features.pairs import pair_features
+    from inference.model.step import score_nodes
+    from scheduling.gpu_select import select_gpus
+
+    p = LearnedPolicy(loaded=untrained(tmp_path, seed=3))
+    snap = small_snapshot()
+    jobs = [j for j in pod_mix(20, seed=4) if j.num_gpu][:6]
+    ordered = p.order(jobs, 2.0)
+    everywhere = np.ones(snap.num_nodes, bool)
+    p.score(ordered[0], snap, everywhere)  # the step's one model call
+    step = p._step
+    for node, j in ((0, ordered[0]), (4, ordered[1])):  # earlier placements of the step change two nodes
+        snap.reserve(node, j, select_gpus(snap, node, j))
+    got = p.score(ordered[2], snap, everywhere)
+    assert p.model_calls == 1
+    # the reference: the head over EVERY node on the current free capacity, with the step's embeddings
+    expected = score_nodes(p.loaded.model, step.node_part, step.jobs[2], pair_features(ordered[2], snap))
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    moved = np.abs(got - step.scores[2]) > 1e-6
+    assert moved[[0, 4]].all() and not moved[[1, 2, 3, 5]].any()
+
+
+class FailingBackend:
+    """An in-process backend whose step calls fail the way a missed Triton deadline does."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.loaded = inner, "triton", inner.loaded
+
+    def refresh(self, force=False):
+        return False
+
+    async def encode_async(self, texts):
+        return await self.inner.encode_async(texts)
+
+    async def policy_async(self, inputs):
+        from inference.backends import BackendError
+
+        raise BackendError("triton: DEADLINE_EXCEEDED after 50 ms")
+
+    def policy(self, inputs):
+        return self.inner.policy(inputs)
+
+
+def test_a_failed_step_is_decided_by_the_fallback_and_says_so(tmp_path):
+    import asyncio
+
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="best-fit")
+    p.backend = FailingBackend(p.backend)
+    snap = small_snapshot()
+    jobs = pod_mix(12)
+    status = asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    assert status.fallback and "DEADLINE_EXCEEDED" in status.reason
+    got = schedule_step(snap, jobs, p, now=1.0)
+    want = schedule_step(snap, jobs, get_policy("best-fit"), now=1.0)
+    assert [(x.job_id, x.node_index) for x in got.placements] == [(x.job_id, x.node_index) for x in want.placements]
+    assert p.last_step.fallback and p.last_step.backend == "triton"
+    # the next step that the backend answers is the model's again
+    p.backend = p.backend.inner
+    ok = asyncio.run(p.prepare_step(snap, jobs, 2.0))
+    schedule_step(snap, jobs, p, now=2.0)
+    assert not ok.fallback and not p.last_step.fallback and p.last_step.version == "test-v1"
+
+
+def test_prepared_step_gives_the_same_decisions_as_the_synchronous_path(tmp_path):
+    import asyncio
+
+    loaded = untrained(tmp_path, seed=5)
+    snap = small_snapshot()
+    jobs = pod_mix(30, seed=6)
+    a, b = LearnedPolicy(loaded=loaded), LearnedPolicy(loaded=loaded)
+    asyncio.run(a.prepare_step(snap, jobs, 3.0))
+    got = schedule_step(snap, jobs, a, now=3.0)
+    want = schedule_step(snap, jobs, b, now=3.0)
+    assert a.model_calls == 1 and b.model_calls == 1
+    assert [(x.job_id, x.node_index, x.gpu_indices) for x in got.placements] == \
+        [(x.job_id, x.node_index, x.gpu_indices) for x in want.placements]

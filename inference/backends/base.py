@@ -1,0 +1,44 @@
+"""The backend contract the ``learned`` policy calls once per scheduling step.
+
+A backend holds a local copy of the serving model version (``loaded``): its feature spec
+builds the step's inputs, and its policy head re-scores, within a step, the nodes that earlier
+placements of that step changed (a few ``[M, W]`` ops; the step's heavy part — the fusion
+encoder and the head over every (job, node) — is the backend's call).
+
+``policy`` / ``policy_async`` return :func:`inference.model.step.run_policy`'s arrays plus
+``version`` (the model version that answered). A failure — Triton down, a missed deadline,
+a malformed answer — raises :class:`BackendError` with a reason; the policy then decides that
+step with its fallback heuristic and the decision records say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from inference.model.step import PolicyInputs
+
+
+class BackendError(RuntimeError):
+    """The backend could not answer this step (the message is the reason recorded on decisions)."""
+
+
+class Backend(Protocol):
+    name: str
+    loaded: Any  # inference.model.io.LoadedModel: the local copy of the serving version
+
+    def refresh(self) -> bool:
+        """Pick up a new model version if one was published; True when it changed."""
+        ...
+
+    def policy(self, inputs: PolicyInputs) -> dict[str, Any]: ...
+
+    async def policy_async(self, inputs: PolicyInputs) -> dict[str, Any]: ...
+
+    async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
+        """float32 ``[len(texts), text_dim]``: the job encoder on texts already cleaned."""
+        ...
+
+    def close(self) -> None: ...

@@ -1,0 +1,88 @@
+"""The embedded default: the scorer runs in the worker's own process (torch, CPU or CUDA).
+
+**New versions without a restart.** ``model_dir`` is usually the ``models/latest`` symlink
+that ``semsched train`` and promotion repoint. ``refresh()`` (called by the policy at the
+start of a step, at most every ``watch_s`` seconds) resolves it again; when it points to
+another directory the new version is loaded and swapped in between steps. A version that
+fails to load is reported once (``reload_error``) and the current one keeps serving.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inference.backends.base import BackendError
+from inference.encoders import EncoderCache, get_encoder
+from inference.model.step import PolicyInputs, TopologyCache, run_policy
+
+
+class InProcessBackend:
+    name = "in-process"
+
+    def __init__(self, model_dir: Path | None = None, *, loaded: Any = None, watch_s: float = 2.0) -> None:
+        import torch
+
+        from inference.model.io import load_model
+
+        torch.set_num_threads(1)  # many tiny ops: threads cost more than they give
+        self.model_dir = Path(model_dir) if model_dir is not None else None
+        self.loaded = loaded if loaded is not None else load_model(self._require_dir())
+        self.watch_s = watch_s
+        self.reload_error: str | None = None
+        self._checked = time.monotonic()
+        self._topologies = TopologyCache()
+        self._encoder = EncoderCache(get_encoder(self.loaded.config.spec.encoder))
+
+    def _require_dir(self) -> Path:
+        if self.model_dir is None:
+            raise ValueError("InProcessBackend needs a model_dir or a loaded model")
+        return self.model_dir
+
+    @property
+    def version(self) -> str:
+        return str(self.loaded.version)
+
+    def refresh(self, force: bool = False) -> bool:
+        if self.model_dir is None or (not force and time.monotonic() - self._checked < self.watch_s):
+            return False
+        self._checked = time.monotonic()
+        try:
+            target = self.model_dir.resolve(strict=True)
+        except OSError as e:
+            self.reload_error = f"{type(e).__name__}: {e}"
+            return False
+        if self.loaded.path is not None and target == Path(self.loaded.path):
+            return False
+        from inference.model.io import load_model
+
+        try:
+            fresh = load_model(target)
+        except Exception as e:  # a half-written or broken version: keep serving the current one
+            self.reload_error = f"{target}: {type(e).__name__}: {e}"
+            return False
+        self.loaded, self.reload_error = fresh, None
+        if fresh.config.spec.encoder != self._encoder.name:
+            self._encoder = EncoderCache(get_encoder(fresh.config.spec.encoder))
+        return True
+
+    def policy(self, inputs: PolicyInputs) -> dict[str, Any]:
+        try:
+            out: dict[str, Any] = run_policy(self.loaded.model, inputs, self._topologies)
+        except Exception as e:  # shapes that do not match this version's spec, say
+            raise BackendError(f"in-process model failed: {type(e).__name__}: {e}") from e
+        out["version"] = self.version
+        return out
+
+    async def policy_async(self, inputs: PolicyInputs) -> dict[str, Any]:
+        return self.policy(inputs)
+
+    async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
+        return self._encoder.encoder.encode(list(cleaned_texts))
+
+    def close(self) -> None:
+        pass

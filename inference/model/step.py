@@ -1,0 +1,165 @@
+"""One scheduling step's model call, numpy in, numpy out: the contract every backend runs.
+
+The ``learned`` policy calls its model once per scheduling step. The call is the same
+whether the model runs in this process (:class:`inference.backends.InProcessBackend`) or
+on a Triton server (the ``policy`` model of :mod:`inference.serving`): both build a
+:class:`PolicyInputs` with :func:`build_inputs` and both evaluate it with
+:func:`run_policy`, so the two can only differ by what the transport does to the arrays.
+
+**Inputs** (the names are the Triton tensor names, lower case here):
+
+- ``nodes`` float32 ``[N, node_dim]``: the node state s_t;
+- ``neighbours`` int64 ``[N, K]`` and ``groups`` int64 ``[N]``: the topology G_t. A k-NN
+  graph sets ``neighbours`` and ``groups = -1``; rack/zone labels set ``groups`` and
+  ``K = 0``;
+- ``queue`` float32 ``[job_dim]``: the mean demand of the step's pending jobs;
+- ``jobs`` float32 ``[J, job_dim]``: the demand q_t of each job of the step;
+- ``pairs`` float32 ``[S, N, pair_dim]``: pair features on the step-start free capacity, once
+  per distinct resource shape;
+- ``which`` int64 ``[J]``: each job's row in ``pairs``.
+
+**Outputs**: ``scores`` float32 ``[J, N]`` (unmasked: the filters mask), ``node_part`` float32
+``[N, W]`` (the head's node term; the policy re-scores nodes that earlier placements of the
+same step changed with it). Models with the optional heads add ``cost`` and ``delta``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+
+from inference.encoders.base import TextEncoder
+from inference.features.jobs import job_demand
+from inference.features.nodes import node_state
+from inference.features.pairs import pair_features
+from inference.features.spec import FeatureSpec
+from inference.features.topology import Topology, build_topology
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+Shape = tuple[int, int, int, int]
+
+
+def shape_of(job: JobRequest) -> Shape:
+    """What the pair features depend on: the job's resources."""
+    return (job.cpu_milli, job.memory_mib, job.num_gpu, job.per_gpu_milli)
+
+
+@dataclass(frozen=True, eq=False)
+class PolicyInputs:
+    nodes: np.ndarray
+    neighbours: np.ndarray
+    groups: np.ndarray
+    queue: np.ndarray
+    jobs: np.ndarray
+    pairs: np.ndarray
+    which: np.ndarray
+
+    DTYPES = {"nodes": np.float32, "neighbours": np.int64, "groups": np.int64, "queue": np.float32,
+              "jobs": np.float32, "pairs": np.float32, "which": np.int64}  # fmt: skip
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> PolicyInputs:
+        """From named arrays (a Triton request's, say), checked for names, dtypes and agreeing shapes."""
+        missing = [name for name in cls.DTYPES if name not in arrays]
+        if missing:
+            raise ValueError(f"policy inputs missing: {', '.join(missing)}")
+        a = {name: np.ascontiguousarray(arrays[name], dtype=dtype) for name, dtype in cls.DTYPES.items()}
+        n = a["nodes"].shape[0]
+        ok = (a["nodes"].ndim == 2 and a["neighbours"].ndim == 2 and a["neighbours"].shape[0] == n
+              and a["groups"].shape == (n,) and a["queue"].ndim == 1 and a["jobs"].ndim == 2
+              and a["pairs"].ndim == 3 and a["pairs"].shape[1] == n and a["which"].shape == (a["jobs"].shape[0],))  # fmt: skip
+        if not ok:
+            raise ValueError("policy inputs: inconsistent shapes " + str({k: v.shape for k, v in a.items()}))
+        if len(a["which"]) and (a["which"].min() < 0 or a["which"].max() >= a["pairs"].shape[0]):
+            raise ValueError("policy inputs: 'which' points outside 'pairs'")
+        return cls(**a)
+
+    def topology(self) -> Topology:
+        if self.neighbours.shape[1] > 0:
+            return Topology("knn", None, self.neighbours)
+        return Topology("labels", self.groups, None)
+
+
+def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec,
+                 encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None) -> PolicyInputs:  # fmt: skip
+    """The step's inputs on ``snapshot`` as it is now. ``queue``: the pending jobs' mean demand
+    (default: the mean of ``jobs``' own rows, zeros for an empty step)."""
+    shapes: dict[Shape, int] = {}
+    first: list[JobRequest] = []
+    which = np.empty(len(jobs), dtype=np.int64)
+    for i, job in enumerate(jobs):
+        key = shape_of(job)
+        if key not in shapes:
+            shapes[key] = len(first)
+            first.append(job)
+        which[i] = shapes[key]
+    n = snapshot.num_nodes
+    job_rows = job_demand(jobs, now, spec, encoder)
+    if queue is None:
+        queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
+    pairs = (np.stack([pair_features(j, snapshot) for j in first]) if first
+             else np.zeros((0, n, spec.pair_dim), np.float32))  # fmt: skip
+    topo = build_topology(snapshot, spec, knn)
+    if topo.kind == "knn":
+        assert topo.neighbours is not None
+        neighbours, groups = topo.neighbours, np.full(n, -1, dtype=np.int64)
+    else:
+        assert topo.groups is not None
+        neighbours, groups = np.zeros((n, 0), dtype=np.int64), topo.groups
+    return PolicyInputs(nodes=node_state(snapshot, spec), neighbours=neighbours, groups=groups,
+                        queue=np.asarray(queue, np.float32), jobs=job_rows, pairs=pairs, which=which)  # fmt: skip
+
+
+class TopologyCache:
+    """Torch topology tensors by content (a server sees the same node table step after step)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._items: dict[tuple[int, bytes, bytes], Any] = {}
+
+    def get(self, inputs: PolicyInputs) -> Any:
+        from inference.model.scorer import TorchTopology
+
+        key = (len(inputs.nodes), inputs.neighbours.tobytes(), inputs.groups.tobytes())
+        topo = self._items.get(key)
+        if topo is None:
+            if len(self._items) >= self.size:
+                self._items.pop(next(iter(self._items)))
+            topo = self._items[key] = TorchTopology(inputs.topology())
+        return topo
+
+
+def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | None = None) -> dict[str, np.ndarray]:
+    """Evaluate the scorer (:class:`inference.model.scorer.Scorer`) on one step's inputs."""
+    import torch
+
+    topo = (topologies or TopologyCache(1)).get(inputs)
+    head = model.head
+    with torch.inference_mode():
+        node_part = model.node_part(torch.from_numpy(inputs.nodes)[None], topo, torch.from_numpy(inputs.queue)[None])[0]
+        if len(inputs.jobs):
+            base = node_part + head.pair(torch.from_numpy(inputs.pairs))  # [S, N, W]
+            x = base[torch.from_numpy(inputs.which)] + head.job(torch.from_numpy(inputs.jobs)).unsqueeze(1)
+            scores = head.out(x).squeeze(-1)
+        else:
+            scores = node_part.new_zeros((0, node_part.shape[0]))
+    return {"scores": scores.numpy().astype(np.float32, copy=False),
+            "node_part": node_part.numpy().astype(np.float32, copy=False)}  # fmt: skip
+
+
+def score_nodes(model: Any, node_part: np.ndarray, job_row: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """float32 ``[M]``: the head on ``M`` nodes for one job — ``node_part [M, W]`` (rows of a step's
+    ``node_part`` output) and ``pairs [M, pair_dim]`` on the nodes' current free capacity.
+    Used within a step for the nodes earlier placements changed (the rest keep their step scores)."""
+    import torch
+
+    with torch.inference_mode():
+        return model.head.score(torch.from_numpy(node_part), torch.from_numpy(job_row),
+                                torch.from_numpy(pairs)).numpy().astype(np.float32, copy=False)  # fmt: skip

@@ -1,0 +1,54 @@
+import os
+
+import torch
+from inference_helpers import pod_mix, small_snapshot
+from test_inference_policy import SPEC
+
+from inference.backends import InProcessBackend, get_backend
+from inference.model import ModelConfig, Scorer, point_latest, save_model
+from inference.model.step import PolicyInputs, build_inputs
+
+
+def publish(root, version, seed):
+    torch.manual_seed(seed)
+    save_model(root / version, Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2)), version)
+    point_latest(root, version)
+
+
+def test_a_new_version_is_picked_up_without_a_restart(tmp_path):
+    publish(tmp_path, "v1", 0)
+    backend = get_backend("in-process", tmp_path / "latest", watch_s=0.0)
+    inputs = build_inputs(small_snapshot(), pod_mix(5), 0.0, SPEC, backend._encoder)
+    first = backend.policy(inputs)
+    assert first["version"] == "v1" and first["scores"].shape == (5, 12)
+    assert not backend.refresh()  # nothing new
+    publish(tmp_path, "v2", 1)
+    assert backend.refresh()
+    second = backend.policy(inputs)
+    assert second["version"] == "v2" and not (second["scores"] == first["scores"]).all()
+
+
+def test_a_broken_new_version_keeps_the_current_one_serving(tmp_path):
+    publish(tmp_path, "v1", 0)
+    backend = InProcessBackend(tmp_path / "latest", watch_s=0.0)
+    os.makedirs(tmp_path / "v2")
+    (tmp_path / "v2" / "config.json").write_text("{not json")
+    point_latest(tmp_path, "v2")
+    assert not backend.refresh()
+    assert backend.version == "v1" and "v2" in backend.reload_error
+
+
+def test_inputs_survive_a_round_trip_through_named_arrays_and_are_checked(tmp_path):
+    publish(tmp_path, "v1", 0)
+    backend = InProcessBackend(tmp_path / "latest")
+    inputs = build_inputs(small_snapshot(), pod_mix(7), 0.0, SPEC, backend._encoder)
+    again = PolicyInputs.from_arrays(inputs.arrays())
+    assert (backend.policy(again)["scores"] == backend.policy(inputs)["scores"]).all()
+    bad = inputs.arrays()
+    bad["which"] = bad["which"] + 100
+    try:
+        PolicyInputs.from_arrays(bad)
+    except ValueError as e:
+        assert "which" in str(e)
+    else:
+        raise AssertionError("an out-of-range 'which' was accepted")
