@@ -1,0 +1,215 @@
+"""Training data from the ClickHouse archive: the cluster state at every archived placement.
+
+The archive holds what the live system did — submissions (``jobs_submitted``), the node
+inventory (``nodes_telemetry``), every decision (``decisions``: node, GPUs and the
+resources the worker reserved) and what became of it (``jobs_lifecycle``). Replaying those
+events in time order rebuilds, for each placed decision, the state the policy saw:
+
+- one :class:`~scheduling.snapshot.ClusterSnapshot` per cluster from the nodes' latest
+  telemetry (capacity, GPU model, topology; every node healthy, empty at the start);
+- a placement reserves the decision's resources on its node and GPUs (``gpu_indices``);
+- the end of that attempt (``finished``, ``failed``, ``preempted``, ``timed_out``; or a
+  ``rejected`` while it is still held) releases them; at one millisecond, releases of
+  earlier placements come before new placements, and a placement's own end after it;
+- the pending queue: a job is pending from its submission (or the end of a failed attempt
+  that is retried) until its placement; the queue summary of a decision is the mean demand
+  of the jobs pending when its scheduling step (``step_id``) began, as
+  :class:`~inference.training.collect.RecordingPolicy` records it. Decisions of one step
+  are replayed in their Kafka order (they may share a millisecond).
+
+A decision becomes a demonstration when its OUTCOME is kept (default: the attempt
+``finished`` — placements that ended in failure, preemption or a timeout are not imitated),
+its chosen node is feasible in the rebuilt state and at least ``min_feasible`` nodes were
+(one feasible node teaches nothing). The target is the one chosen node. Features are those
+of :class:`~inference.training.collect.RecordingPolicy` (node state, pair features on the
+current free capacity, job demand at the decision time, queue summary), so
+:func:`~inference.training.imitation.train_imitation` trains on them unchanged.
+
+The client is anything with ``query_rows`` (reads also work through a worker's ``/sql``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from inference.encoders import EncoderCache, get_encoder
+from inference.features.jobs import job_demand
+from inference.features.nodes import node_state
+from inference.features.pairs import pair_features
+from inference.features.spec import FeatureSpec
+from inference.training.archive_events import ArchiveEvents, Placed, read_archive
+from inference.training.collect import Demonstrations
+from scheduling.filters.framework import run_filters
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+RELEASING = ("finished", "failed", "preempted", "timed_out", "rejected")
+
+
+class QueryClient(Protocol):
+    def query_rows(self, sql: str, parameters: Any = None) -> tuple[list[str], list[tuple[Any, ...]]]: ...
+
+
+@dataclass(frozen=True)
+class _Hold:
+    """What a placement holds (the decision's reservation), as :meth:`ClusterSnapshot.reserve` wants it."""
+
+    job_id: str
+    cpu_milli: int
+    memory_mib: int
+    num_gpu: int
+    per_gpu_milli: int
+    app: str | None
+
+
+@dataclass
+class ArchiveDemonstrations:
+    """The demonstrations and an account of every placed decision that did not become one."""
+
+    demos: Demonstrations
+    decision_ids: list[str] = field(default_factory=list)  # one per demonstration
+    times: list[float] = field(default_factory=list)  # decision time (epoch s) per demonstration
+    placed: int = 0  # placed decisions in the archive
+    skipped: Counter[str] = field(default_factory=Counter)  # reason -> decisions
+    policies: Counter[str] = field(default_factory=Counter)  # policy of the kept decisions
+
+    def summary(self) -> dict[str, Any]:
+        return {"placed_decisions": self.placed, "demonstrations": len(self.demos), "skipped": dict(self.skipped),
+                "policies": dict(self.policies)}  # fmt: skip
+
+
+def archive_spec(events: ArchiveEvents, text_dim: int = 32) -> FeatureSpec:
+    """A feature spec for the archive's clusters (their GPU models; hashed n-gram text)."""
+    models = sorted({n.gpu_model for nodes in events.nodes.values() for n in nodes if n.gpu_model})
+    return FeatureSpec(gpu_models=tuple(models), encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim)
+
+
+def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
+    """(time, order, kind, payload) sorted: submissions, releases of earlier placements,
+    placements, then releases of a placement at its own millisecond."""
+    out: list[tuple[float, int, str, Any]] = []
+    retried = {(p.cluster, p.job_id, a) for p in events.placed for a in range(p.attempt)}
+    for job in events.jobs.values():
+        out.append((job.submit_time, 0, "submit", job))
+    for p in events.placed:
+        out.append((p.time, 2, "place", p))
+        if p.end_time is not None:
+            t = max(p.end_time, p.time)
+            requeue = (p.cluster, p.job_id, p.attempt) in retried and p.end_state != "finished"
+            out.append((t, 1 if t > p.time else 3, "release", (p, requeue)))
+    for (cluster, job_id), t in events.rejected.items():
+        out.append((t, 1, "reject", (cluster, job_id)))
+    out.sort(key=lambda e: (e[0], e[1]))
+    return out
+
+
+def reconstruct(client: QueryClient | None = None, *, events: ArchiveEvents | None = None,
+                spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
+                policies: Iterable[str] | None = None, min_feasible: int = 2, max_samples: int | None = None,
+                seed: int = 0) -> ArchiveDemonstrations:  # fmt: skip
+    """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
+    states to learn from (``running`` = no end yet); ``policies``: only decisions of these
+    policies (None = all); ``max_samples``: a seeded sample of the eligible decisions."""
+    if events is None:
+        assert client is not None, "reconstruct needs a client or events"
+        events = read_archive(client)
+    spec = spec or archive_spec(events)
+    encoder = EncoderCache(get_encoder(spec.encoder))
+    keep_outcomes, keep_policies = set(outcomes), None if policies is None else set(policies)
+    result = ArchiveDemonstrations(Demonstrations(), placed=len(events.placed))
+    eligible = []
+    for p in events.placed:
+        if (p.end_state or "running") not in keep_outcomes:
+            result.skipped[f"outcome {p.end_state or 'running'}"] += 1
+        elif keep_policies is not None and p.policy not in keep_policies:
+            result.skipped[f"policy {p.policy}"] += 1
+        else:
+            eligible.append(p.decision_id)
+    if max_samples is not None and len(eligible) > max_samples:
+        rng = np.random.default_rng(seed)
+        chosen = set(rng.choice(np.array(eligible, dtype=object), max_samples, replace=False).tolist())
+        result.skipped["not sampled"] += len(eligible) - len(chosen)
+    else:
+        chosen = set(eligible)
+
+    snaps = {c: ClusterSnapshot.from_nodes(nodes) for c, nodes in events.nodes.items()}
+    index = {c: {nid: i for i, nid in enumerate(s.node_ids)} for c, s in snaps.items()}
+    group: dict[str, int] = {}
+    pending: dict[tuple[str, str], JobRequest] = {}
+    held: set[str] = set()
+    queues: dict[str, np.ndarray | None] = {}
+    for t, _, kind, what in _timeline(events):
+        if kind == "submit":
+            pending[(what.cluster, what.job_id)] = what
+        elif kind == "reject":
+            pending.pop(what, None)
+        elif kind == "release":
+            p, requeue = what
+            if p.decision_id in held:
+                held.discard(p.decision_id)
+                snaps[p.cluster].free(index[p.cluster][p.node_id], _hold(p, events), p.gpu_indices, check=False)
+            if requeue and (p.cluster, p.job_id) in events.jobs:
+                pending[(p.cluster, p.job_id)] = events.jobs[(p.cluster, p.job_id)]
+        else:
+            d: Placed = what
+            snap = snaps.get(d.cluster)
+            i = index.get(d.cluster, {}).get(d.node_id or "")
+            if snap is None or i is None:
+                result.skipped["node not in the inventory"] += int(d.decision_id in chosen)
+                pending.pop((d.cluster, d.job_id), None)
+                continue
+            if d.step_id not in queues or not d.step_id:  # the step's queue: pending when it began
+                jobs = [j for (c, _), j in pending.items() if c == d.cluster]
+                queues[d.step_id] = job_demand(jobs, t, spec, encoder).mean(axis=0) if jobs else None
+            if d.decision_id in chosen:
+                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group)
+            pending.pop((d.cluster, d.job_id), None)
+            snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
+            held.add(d.decision_id)
+    return result
+
+
+def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
+    job = events.jobs.get((p.cluster, p.job_id))
+    return _Hold(p.job_id, p.cpu_milli, p.memory_mib, len(p.gpu_indices), p.gpu_milli_per_gpu,
+                 job.app if job else None)  # fmt: skip
+
+
+def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSnapshot, i: int,
+            events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
+            min_feasible: int, group: dict[str, int]) -> None:  # fmt: skip
+    job = events.jobs.get((p.cluster, p.job_id))
+    if job is None:
+        result.skipped["no submission archived"] += 1
+        return
+    feasible = run_filters(job, snap, explain=False).feasible_mask
+    if not feasible[i]:
+        result.skipped["chosen node infeasible in the rebuilt state"] += 1
+        return
+    if int(feasible.sum()) < min_feasible:
+        result.skipped[f"fewer than {min_feasible} feasible nodes"] += 1
+        return
+    d = result.demos
+    d.nodes.append(node_state(snap, spec))
+    d.pairs.append(pair_features(job, snap))
+    d.jobs.append(job_demand([job], t, spec, encoder)[0])
+    d.queues.append(job_demand([job], t, spec, encoder)[0] if queue is None else queue)
+    d.feasible.append(feasible.copy())
+    target = np.zeros(snap.num_nodes, dtype=bool)
+    target[i] = True
+    d.target.append(target)
+    if hasattr(d, "choice"):  # the node actually picked (optional field of newer Demonstrations)
+        d.choice.append(i)
+    d.source.append(f"archive {p.policy} {p.decision_id}")
+    if p.cluster not in group:
+        group[p.cluster] = len(d.snapshots)
+        d.snapshots.append(snap.copy())
+    d.group.append(group[p.cluster])
+    result.decision_ids.append(p.decision_id)
+    result.times.append(t)
+    result.policies[p.policy] += 1

@@ -1,0 +1,70 @@
+"""``train_from_archive``: retrain the scorer from what the archive recorded.
+
+Demonstrations come from :func:`inference.training.archive.reconstruct` (the state at every
+placed decision whose attempt finished, target = the node the live policy chose); the
+latest ``val_share`` of them in time is the validation set (a time split: the model is
+judged on decisions after the ones it learned from). The model is written as
+``<out_root>/<version>/`` with ``source: archive`` in its ``train.json``; ``latest`` is NOT
+moved — promotion (:func:`inference.training.promotion.promote`) decides whether it serves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inference.features.spec import FeatureSpec
+from inference.model.config import ModelConfig
+from inference.training.archive import QueryClient, archive_spec, reconstruct
+from inference.training.archive_events import read_archive
+from inference.training.imitation import TrainOptions, train_imitation
+
+
+def train_from_archive(client: QueryClient, out_root: Path, *, options: TrainOptions | None = None,
+                       config: ModelConfig | None = None, hidden: int = 32, depth: int = 2, text_dim: int = 32,
+                       head_hidden: int = 32, head_layers: int = 2, outcomes: Iterable[str] = ("finished",),
+                       policies: Iterable[str] | None = None, max_samples: int | None = 4000,
+                       min_feasible: int = 2, val_share: float = 0.15, version: str | None = None,
+                       archive: str = "", on_batch: Any = None) -> Path:  # fmt: skip
+    """Reconstruct, train, save; returns the model directory. ``config``: the architecture
+    and featurisation (default: built from the archive's GPU models and the size options)."""
+    from inference.model.io import save_model
+
+    options = options or TrainOptions()
+    started = time.perf_counter()
+    events = read_archive(client)
+    spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim)
+    config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
+                                   head_layers=head_layers)  # fmt: skip
+    rebuilt = reconstruct(events=events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
+                          max_samples=max_samples, seed=options.seed)  # fmt: skip
+    n = len(rebuilt.demos)
+    if n == 0:
+        raise ValueError(f"the archive has no usable placed decisions: {rebuilt.summary()}")
+    reconstruct_s = time.perf_counter() - started
+    order = np.argsort(np.asarray(rebuilt.times), kind="stable")
+    n_val = int(round(n * val_share)) if n >= 10 else 0
+    is_val = np.zeros(n, dtype=bool)
+    is_val[order[n - n_val:]] = True
+    train, val = rebuilt.demos.subset(~is_val), rebuilt.demos.subset(is_val)
+    model, history = train_imitation(train, config, options, val=val if len(val) else None, on_batch=on_batch)
+    experts = sorted(rebuilt.policies)
+    version = version or f"archive-{'+'.join(experts)}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{options.seed}"
+    times = np.asarray(rebuilt.times)
+    info = {"version": version, "source": "archive", "archive": archive,
+            "method": "imitation of the archived placements (listwise cross-entropy over the feasible nodes of the "
+                      "rebuilt state; target = the chosen node)",
+            "expert": "+".join(experts), "outcomes": sorted(outcomes), "policies": None if policies is None
+            else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
+            "val_states": len(val), "val_split": f"latest {val_share:.0%} of the decisions in time",
+            "decisions_from": float(times.min()), "decisions_to": float(times.max()),
+            "epochs": options.epochs, "batch": options.batch, "lr": options.lr, "seed": options.seed,
+            "reconstruct_seconds": reconstruct_s, "train_seconds": history.seconds,
+            "total_seconds": time.perf_counter() - started, "history": history.to_json(),
+            "parameters": sum(p.numel() for p in model.parameters())}  # fmt: skip
+    return save_model(Path(out_root) / version, model, version, info)

@@ -1,0 +1,91 @@
+"""Training data from a real chdb archive, filled through the archive's own write path."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from training_helpers import SPEC, cluster_nodes, live_run
+
+from inference.model import ModelConfig, load_model
+from inference.training import TrainOptions, train_imitation
+from inference.training.archive import reconstruct
+from inference.training.archive_events import read_archive
+from inference.training.archive_train import train_from_archive
+from storage.writer import ArchiveWriter
+
+CONFIG = ModelConfig(spec=SPEC, hidden=16, depth=2, knn=3, head_hidden=16)
+
+
+@pytest.fixture
+def filled(archive):
+    truths = live_run(ArchiveWriter(archive))
+    return archive, truths
+
+
+def test_read_archive_pairs_each_placement_with_its_outcome(filled):
+    client, truths = filled
+    ev = read_archive(client)
+    assert [n.node_id for n in ev.nodes["default"]] == [n.node_id for n in cluster_nodes()]
+    by_id = {p.decision_id: p for p in ev.placed}
+    assert set(by_id) == {t.decision_id for t in truths}  # placed decisions only (not the rejection)
+    for t in truths:
+        assert (by_id[t.decision_id].end_state or "running") == t.outcome
+    assert ev.rejected == {("default", "huge"): pytest.approx(ev.jobs[("default", "huge")].submit_time + 0.5)}
+
+
+def test_one_demonstration_per_placed_and_finished_decision(filled):
+    client, truths = filled
+    finished = [t for t in truths if t.outcome == "finished"]
+    assert {t.outcome for t in truths} == {"finished", "failed", "running"}  # the scenario covers each case
+    got = reconstruct(client, spec=SPEC, min_feasible=1)
+    assert got.decision_ids == [t.decision_id for t in finished]  # in decision order
+    assert got.placed == len(truths)
+    assert got.skipped == {"outcome failed": sum(t.outcome == "failed" for t in truths),
+                           "outcome running": sum(t.outcome == "running" for t in truths)}  # fmt: skip
+    a = got.demos.arrays()
+    for k, t in enumerate(finished):
+        assert np.flatnonzero(a["target"][k]).tolist() == [t.node_index]  # the chosen node is the target
+        # the rebuilt cluster state is the one the live policy saw: capacities consistent with
+        # every archived placement and release before this decision (node and pair features
+        # are functions of the free cpu, memory and per-GPU milli of every node)
+        np.testing.assert_array_equal(a["nodes"][k], t.nodes)
+        np.testing.assert_array_equal(a["pairs"][k], t.pairs)
+        np.testing.assert_array_equal(a["feasible"][k], t.feasible)
+        np.testing.assert_allclose(a["queues"][k], t.queue, atol=1e-6)
+    assert len(got.demos.snapshots) == 1 and set(got.demos.group) == {0}
+
+
+def test_outcome_filter_sampling_and_informative_states(filled):
+    client, truths = filled
+    both = reconstruct(client, spec=SPEC, min_feasible=1, outcomes=("finished", "failed"))
+    assert len(both.demos) == sum(t.outcome in ("finished", "failed") for t in truths)
+    informative = reconstruct(client, spec=SPEC)  # default: at least 2 feasible nodes
+    singles = sum(t.outcome == "finished" and t.feasible.sum() < 2 for t in truths)
+    assert len(informative.demos) == sum(t.outcome == "finished" for t in truths) - singles
+    sample = reconstruct(client, spec=SPEC, min_feasible=1, max_samples=5, seed=3)
+    assert len(sample.demos) == 5 and set(sample.decision_ids) <= {t.decision_id for t in truths}
+    assert reconstruct(client, spec=SPEC, policies=["fgd"]).demos.target == []
+
+
+def test_archive_demonstrations_train_the_scorer(filled):
+    client, _ = filled
+    demos = reconstruct(client, spec=SPEC).demos
+    model, history = train_imitation(demos, CONFIG, TrainOptions(epochs=15, batch=8, lr=1e-2, seed=0))
+    assert history.loss[-1] < 0.7 * history.loss[0]
+    assert history.agreement[-1] > 0.6
+
+
+def test_train_from_archive_writes_a_versioned_archive_model(filled, tmp_path):
+    client, truths = filled
+    out = tmp_path / "models"
+    directory = train_from_archive(client, out, config=CONFIG, options=TrainOptions(epochs=3, batch=8, seed=1),
+                                   version="archive-test", archive="chdb://test")  # fmt: skip
+    assert directory == out / "archive-test" and not (out / "latest").exists()  # promotion decides what serves
+    info = json.loads((directory / "train.json").read_text())
+    assert info["source"] == "archive" and info["expert"] == "best-fit"
+    assert info["train_states"] + info["val_states"] == info["reconstruction"]["demonstrations"] > 0
+    assert info["val_states"] >= 1
+    loaded = load_model(directory)
+    assert loaded.version == "archive-test" and loaded.config == CONFIG
