@@ -179,8 +179,13 @@ class LearnedPolicy(BasePolicy):
 
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
         ordered = super().order(jobs, now, context)
+        self.begin_step(ordered, now)
+        return ordered
+
+    def begin_step(self, ordered: list[JobRequest], now: float) -> None:
+        """A step starts with these jobs in this order (from ``order``, or a composed ordering's)."""
         if self.fell_back:
-            return ordered
+            return
         prepared, self._prepared = self._prepared, None
         self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
         if isinstance(prepared, StepStatus):
@@ -189,7 +194,6 @@ class LearnedPolicy(BasePolicy):
         elif prepared is not None:
             self._step = prepared
             self.last_step = self._status(prepared)
-        return ordered
 
     def _call(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
               queue: np.ndarray | None) -> PreparedStep | None:  # fmt: skip

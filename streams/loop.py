@@ -148,7 +148,18 @@ class SchedulingLoop:
             queued_since={p.job.job_id: p.queued_ts for p, _ in jobs if p.attempt > 0},
             estimator=self.w.durations,
         )  # orderings (drf, las, priority, sjf) read it; placements ignore it
-        result = schedule_step(snap, [r for _, r in jobs], self.policy, now=tick_ts, context=context)
+        requests = [r for _, r in jobs]
+        prepare = getattr(self.policy, "prepare_step", None)  # a model-backed placement: one call per step
+        model_s = time.perf_counter()
+        if prepare is not None and requests:
+            await prepare(snap, requests, tick_ts)  # async: a model server's deadline does not block the loop
+        model_s = time.perf_counter() - model_s
+        result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
+        result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
+        model = getattr(self.policy, "last_step", None)  # which model version decided, or why not
+        fallback = bool(model and model.fallback)
+        version = (model.version or "") if model else ""
+        why = f"; {model.backend} fell back to {self.policy.fallback_name}: {model.reason}" if fallback else ""
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
         decisions: list[Awaitable[Any]] = []
@@ -164,9 +175,10 @@ class SchedulingLoop:
                 outcome="placed", node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), policy=self.policy.name,
                 candidates=[Candidate(node_id=n, score=float(s)) for n, s in pl.candidates],
                 feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
-                step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=pl.reason,
+                step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=pl.reason + why,
                 cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
-                trace_duration_s=p.job.trace_duration_s, step_id=self.step_id,
+                trace_duration_s=p.job.trace_duration_s, step_id=self.step_id, model_version=version,
+                fallback=fallback,
             )  # fmt: skip
             cmd = PlacementCommand(
                 decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt, node_id=pl.node_id,

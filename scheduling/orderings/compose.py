@@ -22,7 +22,11 @@ from scheduling.snapshot import ClusterSnapshot
 
 
 class ComposedPolicy:
-    """``order`` from ``ordering``, ``score`` / ``select_gpus`` from ``placement``."""
+    """``order`` from ``ordering``, ``score`` / ``select_gpus`` from ``placement``.
+
+    A placement that keeps per-step state (the learned one: one model call per step) defines
+    ``begin_step(ordered, now)``; it is told the step's order here, as its own ``order`` would.
+    """
 
     def __init__(self, ordering: Ordering, placement: Policy) -> None:
         self.ordering = ordering
@@ -30,7 +34,11 @@ class ComposedPolicy:
         self.name = f"{ordering.name}+{placement.name}"
 
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
-        return self.ordering.order(jobs, now, context)
+        ordered = self.ordering.order(jobs, now, context)
+        begin = getattr(self.placement, "begin_step", None)
+        if begin is not None:
+            begin(ordered, now)
+        return ordered
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
         return self.placement.score(job, snapshot, feasible_mask)

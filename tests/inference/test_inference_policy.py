@@ -187,3 +187,15 @@ def test_prepared_step_gives_the_same_decisions_as_the_synchronous_path(tmp_path
     assert a.model_calls == 1 and b.model_calls == 1
     assert [(x.job_id, x.node_index, x.gpu_indices) for x in got.placements] == \
         [(x.job_id, x.node_index, x.gpu_indices) for x in want.placements]
+
+
+def test_a_composed_ordering_starts_the_learned_step(tmp_path):
+    import dataclasses
+
+    loaded = untrained(tmp_path, seed=7)
+    p = get_policy("sjf-oracle+learned", loaded=loaded)
+    snap = small_snapshot()
+    jobs = [dataclasses.replace(j, trace_duration_s=float(100 - i)) for i, j in enumerate(pod_mix(20, seed=8))]
+    result = schedule_step(snap, jobs, p, now=0.0)
+    assert result.placements and p.placement.model_calls == 1  # one model call for the whole step
+    assert result.order[0] == jobs[-1].job_id  # the ordering's, not FIFO
