@@ -1,0 +1,237 @@
+"""``TritonBackend``: the learned policy's model calls on a Triton server (gRPC, with a deadline).
+
+Implements :class:`inference.backends.base.Backend`. Settings (keyword arguments win):
+
+- ``SEMSCHED_TRITON_URL`` — the server's gRPC endpoint (default ``localhost:8001``);
+- ``SEMSCHED_TRITON_DEADLINE_MS`` — the deadline of one step's ``policy`` call (default 50 ms);
+- ``SEMSCHED_TRITON_ENCODE_DEADLINE_MS`` — of a ``job_encoder`` call (default 500 ms: new texts
+  only, in chunks of at most 256).
+
+Any failure — the server down (``UNAVAILABLE``), the deadline missed (``DEADLINE_EXCEEDED``),
+an error from the model, an answer without the expected outputs — raises
+:class:`~inference.backends.base.BackendError` with a reason naming it; the policy then
+decides the step with its fallback heuristic and the decision records say so.
+
+**The local copy** (``loaded``): the policy needs the serving version's feature spec (to build
+the inputs) and its head (to re-score, within a step, the nodes earlier placements changed).
+It is loaded from ``model_dir`` — the directory the server serves — and follows the server:
+when an answer names a version the local copy is not, the client loads that version
+(``model_dir`` re-resolved, else its sibling ``<models>/<version>``) before it returns the
+answer, so the answer and ``loaded`` always agree; if that version cannot be found locally the
+call raises ``BackendError``. ``refresh()`` reports (once) that such a swap happened.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inference.backends.base import BackendError
+from inference.model.step import PolicyInputs
+
+log = logging.getLogger("semsched.serving")
+
+URL_ENV = "SEMSCHED_TRITON_URL"
+DEADLINE_ENV = "SEMSCHED_TRITON_DEADLINE_MS"
+ENCODE_DEADLINE_ENV = "SEMSCHED_TRITON_ENCODE_DEADLINE_MS"
+ENCODE_CHUNK = 256  # the job_encoder's max_batch_size
+
+
+def _env_float(name: str, default: float) -> float:
+    raw = os.environ.get(name)
+    return float(raw) if raw else default
+
+
+def policy_request(inputs: PolicyInputs) -> list[Any]:
+    """The ``policy`` model's inputs for one step (batch 1; empty dimensions encoded, see ``to_wire``)."""
+    from inference.serving.models import to_wire
+
+    if len(inputs.nodes) == 0:
+        raise BackendError("triton policy: a step without nodes (a zero-size tensor cannot be sent)")
+    return make_inputs({name: value[None] for name, value in to_wire(inputs).items()})
+
+
+def make_inputs(arrays: dict[str, np.ndarray]) -> list[Any]:
+    from tritonclient.grpc import InferInput
+    from tritonclient.utils import np_to_triton_dtype
+
+    out = []
+    for name, value in arrays.items():
+        x = InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
+        x.set_data_from_numpy(value)
+        out.append(x)
+    return out
+
+
+def parse_answer(result: Any, model: str) -> dict[str, Any]:
+    """``{output name lower-case: array of row 0, ..., "version": str}`` of a batch-1 answer."""
+    names = [o.name for o in result.get_response().outputs]
+    if "VERSION" not in names:
+        raise BackendError(f"triton {model}: malformed answer, no VERSION output (outputs: {names})")
+    out: dict[str, Any] = {name.lower(): result.as_numpy(name)[0] for name in names if name != "VERSION"}
+    version = result.as_numpy("VERSION").reshape(-1)[0]
+    out["version"] = version.decode() if isinstance(version, bytes) else str(version)
+    return out
+
+
+def check_policy(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
+    j, n = len(inputs.jobs), len(inputs.nodes)
+    if j == 0:  # the dummy row of an empty step (and of any per-job output)
+        out = {k: (v[:0] if isinstance(v, np.ndarray) and k != "node_part" and v.ndim >= 1 else v) for k, v in out.items()}
+    scores, node_part = out.get("scores"), out.get("node_part")
+    if scores is None or node_part is None or scores.shape != (j, n) or node_part.shape[0] != n:
+        shapes = {k: getattr(v, "shape", None) for k, v in out.items()}
+        raise BackendError(f"triton policy: malformed answer {shapes} for {j} jobs x {n} nodes")
+    return out
+
+
+class TritonBackend:
+    name = "triton"
+
+    def __init__(self, model_dir: Path | None = None, *, url: str | None = None, deadline_ms: float | None = None,
+                 encode_deadline_ms: float | None = None, loaded: Any = None) -> None:  # fmt: skip
+        from inference.model.io import load_model
+
+        if loaded is None and model_dir is None:
+            raise ValueError("TritonBackend needs a model_dir or a loaded model (the local copy)")
+        self.model_dir = Path(model_dir) if model_dir is not None else None
+        self.loaded = loaded if loaded is not None else load_model(Path(model_dir))  # type: ignore[arg-type]
+        self.url = url or os.environ.get(URL_ENV) or "localhost:8001"
+        self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, 50.0)
+        self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
+                                   else _env_float(ENCODE_DEADLINE_ENV, 500.0))  # fmt: skip
+        self.reload_error: str | None = None
+        self._swapped = False
+        self._sync: Any = None
+        self._aio: tuple[Any, Any] | None = None  # (event loop, aio client): a grpc.aio channel is per loop
+
+    @property
+    def version(self) -> str:
+        return str(self.loaded.version)
+
+    # -- clients -----------------------------------------------------------------------------
+    def _sync_client(self) -> Any:
+        if self._sync is None:
+            import tritonclient.grpc as grpcclient
+
+            self._sync = grpcclient.InferenceServerClient(self.url)
+        return self._sync
+
+    def _aio_client(self) -> Any:
+        loop = asyncio.get_running_loop()
+        if self._aio is None or self._aio[0] is not loop:
+            import tritonclient.grpc.aio as aioclient
+
+            self._aio = (loop, aioclient.InferenceServerClient(self.url))
+        return self._aio[1]
+
+    def _error(self, model: str, e: Exception, deadline_ms: float) -> BackendError:
+        status = e.status() if hasattr(e, "status") and callable(e.status) else None
+        message = e.message() if hasattr(e, "message") and callable(e.message) else str(e)
+        if status and "DEADLINE_EXCEEDED" in str(status):
+            return BackendError(f"triton {model} at {self.url}: DEADLINE_EXCEEDED after {deadline_ms:g} ms")
+        return BackendError(f"triton {model} at {self.url}: {status or type(e).__name__}: {message}".strip())
+
+    def _infer(self, model: str, inputs: list[Any], deadline_ms: float) -> Any:
+        try:
+            return self._sync_client().infer(model, inputs, client_timeout=deadline_ms / 1000.0)
+        except Exception as e:
+            raise self._error(model, e, deadline_ms) from e
+
+    async def _infer_async(self, model: str, inputs: list[Any], deadline_ms: float) -> Any:
+        try:
+            return await self._aio_client().infer(model, inputs, client_timeout=deadline_ms / 1000.0)
+        except Exception as e:
+            raise self._error(model, e, deadline_ms) from e
+
+    # -- the Backend protocol ------------------------------------------------------------------
+    def refresh(self, force: bool = False) -> bool:
+        """True once after the local copy followed the server to a new version (see the module docstring)."""
+        swapped, self._swapped = self._swapped, False
+        return swapped
+
+    def policy(self, inputs: PolicyInputs) -> dict[str, Any]:
+        out = parse_answer(self._infer("policy", policy_request(inputs), self.deadline_ms), "policy")
+        return self._follow(check_policy(out, inputs))
+
+    async def policy_async(self, inputs: PolicyInputs) -> dict[str, Any]:
+        result = await self._infer_async("policy", policy_request(inputs), self.deadline_ms)
+        return self._follow(check_policy(parse_answer(result, "policy"), inputs))
+
+    async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
+        texts = list(cleaned_texts)
+        if not texts:
+            return np.zeros((0, self.loaded.config.spec.text_dim), np.float32)
+        parts = []
+        for lo in range(0, len(texts), ENCODE_CHUNK):
+            chunk = np.array([[t.encode("utf-8")] for t in texts[lo:lo + ENCODE_CHUNK]], dtype=np.object_)
+            result = await self._infer_async("job_encoder", make_inputs({"TEXT": chunk}), self.encode_deadline_ms)
+            vectors = result.as_numpy("EMBEDDING")
+            if vectors is None or vectors.shape[0] != len(chunk):
+                raise BackendError(f"triton job_encoder: malformed answer for {len(chunk)} texts")
+            parts.append(vectors.astype(np.float32, copy=False))
+        return np.concatenate(parts)
+
+    def close(self) -> None:
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+        if self._aio is not None:
+            loop, client = self._aio
+            self._aio = None
+            if not loop.is_closed():
+                try:
+                    if loop.is_running():
+                        loop.create_task(client.close())
+                    else:
+                        loop.run_until_complete(client.close())
+                except RuntimeError:
+                    pass
+
+    # -- the predictor model -------------------------------------------------------------------
+    async def duration_async(self, text_vecs: np.ndarray, shapes: np.ndarray) -> tuple[np.ndarray, str]:
+        """Predicted run times (s, NaN = no duration model) of feature rows, and what answered."""
+        inputs = make_inputs({"TEXT_VEC": np.asarray(text_vecs, np.float32), "SHAPE": np.asarray(shapes, np.float32)})
+        result = await self._infer_async("predictor", inputs, self.encode_deadline_ms)
+        return result.as_numpy("DURATION_S")[:, 0], result.as_numpy("SOURCE").reshape(-1)[0].decode()
+
+    async def transition_async(self, h: np.ndarray, jobs: np.ndarray, nodes: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        """``h [N, H]`` after the k actions (the served scorer's T, k steps); BackendError when absent."""
+        inputs = make_inputs({"H": np.asarray(h, np.float32)[None], "ACTION_JOB": np.asarray(jobs, np.float32)[None],
+                              "ACTION_NODE": np.asarray(nodes, np.int64)[None],
+                              "ACTION_PAIR": np.asarray(pairs, np.float32)[None]})  # fmt: skip
+        result = await self._infer_async("predictor", inputs, self.encode_deadline_ms)
+        return result.as_numpy("H_NEXT")[0]
+
+    # -- following the server's version ----------------------------------------------------------
+    def _follow(self, out: dict[str, Any]) -> dict[str, Any]:
+        version = out["version"]
+        if version != self.version:
+            self._load_version(version)
+        return out
+
+    def _load_version(self, version: str) -> None:
+        from inference.model.io import load_model
+
+        candidates: list[Path] = []
+        if self.model_dir is not None:
+            candidates.append(self.model_dir)
+            candidates.append(self.model_dir.resolve().parent / version)
+        for directory in candidates:
+            try:
+                fresh = load_model(directory)
+            except Exception as e:
+                self.reload_error = f"{directory}: {type(e).__name__}: {e}"
+                continue
+            if fresh.version == version:
+                log.info("local model copy %s -> %s (%s)", self.version, version, fresh.path)
+                self.loaded, self._swapped, self.reload_error = fresh, True, None
+                return
+        raise BackendError(f"triton answered with model version {version}, which this worker cannot load locally "
+                           f"(local copy {self.version}; looked in {', '.join(map(str, candidates)) or 'nothing'})")

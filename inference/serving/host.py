@@ -1,0 +1,94 @@
+"""``ModelHost``: the model version a Triton server answers with, swapped without a restart.
+
+PyTriton cannot serve several native versions under one model name (each version would need
+its own proxy socket), so the server serves ONE version per model name and swaps it inside
+the inference callables: the host re-resolves ``model_dir`` (usually the ``models/latest``
+symlink that ``semsched train`` and promotion repoint) at most every ``watch_s`` seconds and,
+when it points at another directory, loads it and answers every later request with it. Every
+answer carries a ``VERSION`` output, so the client records which version decided and keeps
+its local copy of the same version. A version that fails to load is logged once
+(``reload_error``) and the current one keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("semsched.serving")
+
+
+def pick_device(requested: str = "auto") -> str:
+    """``cuda`` when asked for (or ``auto``) and torch sees a GPU, else ``cpu``; logs the choice."""
+    import torch
+
+    if requested not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda, not {requested!r}")
+    has_cuda = torch.cuda.is_available()
+    if requested == "cuda" and not has_cuda:
+        log.warning("device cuda requested but torch sees no GPU (torch %s): using cpu", torch.__version__)
+    device = "cuda" if requested in ("auto", "cuda") and has_cuda else "cpu"
+    log.info("serving device: %s%s", device, f" ({torch.cuda.get_device_name(0)})" if device == "cuda" else "")
+    return device
+
+
+class ModelHost:
+    """The serving :class:`~inference.model.io.LoadedModel` of ``model_dir``, hot-swapped (thread-safe)."""
+
+    def __init__(self, model_dir: Path, *, watch_s: float = 1.0) -> None:
+        from inference.model.io import load_model
+
+        self.model_dir = Path(model_dir)
+        self.watch_s = watch_s
+        self.loaded = load_model(self.model_dir)
+        self.reload_error: str | None = None
+        self.swaps = 0
+        self._checked = time.monotonic()
+        self._lock = threading.Lock()
+        self._listeners: list[Any] = []
+
+    @property
+    def version(self) -> str:
+        return str(self.loaded.version)
+
+    def on_swap(self, listener: Any) -> None:
+        """Call ``listener(loaded)`` after every swap (the models rebuild their caches)."""
+        self._listeners.append(listener)
+
+    def current(self) -> Any:
+        """The loaded model to answer this request with (checks ``model_dir`` every ``watch_s``)."""
+        if time.monotonic() - self._checked >= self.watch_s:
+            with self._lock:
+                if time.monotonic() - self._checked >= self.watch_s:
+                    self._check()
+                    self._checked = time.monotonic()
+        return self.loaded
+
+    def _check(self) -> None:
+        try:
+            target = self.model_dir.resolve(strict=True)
+        except OSError as e:
+            self._failed(f"{type(e).__name__}: {e}")
+            return
+        if target == Path(self.loaded.path):
+            return
+        from inference.model.io import load_model
+
+        try:
+            fresh = load_model(target)
+        except Exception as e:  # a half-written or broken version: keep serving the current one
+            self._failed(f"{target}: {type(e).__name__}: {e}")
+            return
+        old, self.loaded, self.reload_error = self.version, fresh, None
+        self.swaps += 1
+        for listener in self._listeners:
+            listener(fresh)
+        log.info("model version %s -> %s (%s)", old, fresh.version, target)
+
+    def _failed(self, reason: str) -> None:
+        if reason != self.reload_error:
+            log.error("cannot load a new model version, still serving %s: %s", self.version, reason)
+        self.reload_error = reason

@@ -1,0 +1,192 @@
+"""The ``predictor`` Triton model: job durations and (once the scorer has one) the transition T.
+
+**Duration** — inputs ``TEXT_VEC`` f32 ``[D]`` (the duration model's encoder on
+:func:`inference.duration.features.duration_text`) and ``SHAPE`` f32 ``[S]``
+(:func:`inference.duration.features.shape_features`) per batch row → ``DURATION_S`` f32 ``[1]``:
+the trained duration predictor (:mod:`inference.duration`, a ``models/duration/<version>/``
+directory) answering in its configured mode — the MLP regression, the retrieval over the
+finished jobs saved with the model, or their blend. The worker's own predictor also learns
+online from jobs that finish after training; the served one answers with the saved index.
+With no duration model the answer is NaN and ``SOURCE`` says ``absent: ...`` — no made-up
+baseline.
+
+**Transition** (k-step lookahead) — inputs ``H`` f32 ``[N, H]`` (a step's fusion-encoder node
+embeddings, ``Scorer.encode``) and k actions ``ACTION_JOB`` f32 ``[k, Dj]``, ``ACTION_NODE``
+i64 ``[k]``, ``ACTION_PAIR`` f32 ``[k, P]`` (each action's pair row) → ``H_NEXT`` f32 ``[N, H]``
+= T applied k times (``Scorer.transition``), only when the served scorer has a transition
+head. Without one such a request fails with "transition model absent" (the client raises
+:class:`~inference.backends.base.BackendError`): nothing is invented.
+
+Every answer has ``VERSION`` (the policy model's version) and ``SOURCE`` (what answered, e.g.
+``duration blend <duration version>``).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from inference.serving.host import ModelHost
+from inference.serving.models import version_rows
+
+log = logging.getLogger("semsched.serving")
+
+
+TRANSITION_ORDER = ("H", "ACTION_JOB", "ACTION_NODE", "ACTION_PAIR")
+TRANSITION_INPUTS = frozenset(TRANSITION_ORDER)
+
+
+def has_transition(model: Any) -> bool:
+    return getattr(model, "transition_head", None) is not None
+
+
+def rollout(model: Any, h: np.ndarray, jobs: np.ndarray, nodes: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+    """``h [N, H]`` after the k actions (``jobs [k, Dj]``, ``nodes [k]``, ``pairs [k, P]``), T applied in turn."""
+    import torch
+
+    from inference.model.scorer import Action
+
+    if not (len(jobs) == len(nodes) == len(pairs)):
+        raise ValueError(f"transition: {len(jobs)} jobs, {len(nodes)} nodes, {len(pairs)} pair rows")
+    if len(nodes) and (nodes.min() < 0 or nodes.max() >= len(h)):
+        raise ValueError("transition: an action's node is outside H")
+    with torch.inference_mode():
+        x = torch.from_numpy(np.ascontiguousarray(h, np.float32))[None]
+        for j, n, p in zip(jobs, nodes, pairs, strict=True):
+            action = Action(torch.from_numpy(np.asarray(j, np.float32))[None], torch.tensor([int(n)]),
+                            torch.from_numpy(np.asarray(p, np.float32))[None])  # fmt: skip
+            x = model.transition(x, action)
+        return x[0].numpy().astype(np.float32, copy=False)
+
+
+def default_duration_dir(model_dir: Path) -> Path:
+    """``models/duration/latest`` beside ``models/latest``."""
+    return Path(model_dir).parent / "duration" / "latest"
+
+
+def duration_seconds(predictor: Any, text: np.ndarray, shape: np.ndarray) -> np.ndarray:
+    """float64 ``[n]`` seconds from feature rows, exactly as ``predictor.predict_many`` answers
+    from jobs (:meth:`LearnedDurationPredictor.components`; a test keeps the two equal)."""
+    cfg, n = predictor.config, len(text)
+    if n == 0:
+        return np.zeros(0)
+    reg = (predictor.regressor.predict(np.concatenate([text, shape], axis=1)).astype(np.float64)
+           if predictor.regressor is not None else np.full(n, np.nan))  # fmt: skip
+    if cfg.mode == "regression":
+        return np.exp(reg)
+    nb = predictor.index.query(text, shape)
+    retr = nb.log_duration.astype(np.float64)
+    have = ~np.isnan(retr)
+    if predictor.regressor is None:
+        alpha = np.where(have, 1.0, 0.0)
+    else:
+        alpha = np.where(have, cfg.blend_max * np.exp(-nb.mean_d2.astype(np.float64) / cfg.blend_scale), 0.0)
+    blend = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
+    return np.exp(retr if cfg.mode == "retrieval" else blend)
+
+
+class DurationHost:
+    """The duration predictor in ``directory`` (a ``latest`` symlink), re-resolved every ``watch_s``."""
+
+    def __init__(self, directory: Path | None, watch_s: float = 1.0) -> None:
+        self.directory, self.watch_s = directory, watch_s
+        self.predictor: Any = None
+        self.path: Path | None = None
+        self.error: str | None = "no duration model directory" if directory is None else None
+        self._checked = -float("inf")
+        self._lock = threading.Lock()
+        self.current()
+
+    def current(self) -> Any:
+        if self.directory is None or time.monotonic() - self._checked < self.watch_s:
+            return self.predictor
+        with self._lock:
+            self._checked = time.monotonic()
+            try:
+                target = self.directory.resolve(strict=True)
+                if target != self.path:
+                    from inference.duration.io import load_predictor
+
+                    self.predictor, self.path, self.error = load_predictor(target), target, None
+                    log.info("duration model %s (%s)", self.predictor.version, target)
+            except Exception as e:  # absent or broken: keep what serves (maybe nothing)
+                reason = f"{self.directory}: {type(e).__name__}: {e}"
+                if reason != self.error and self.predictor is not None:
+                    log.error("cannot load duration model, keeping %s: %s", self.predictor.version, reason)
+                self.error = reason
+        return self.predictor
+
+
+class PredictorModel:
+    """The ``predictor`` callable (see the module docstring)."""
+
+    def __init__(self, host: ModelHost, duration_dir: Path | None = None, watch_s: float | None = None) -> None:
+        self.host = host
+        if duration_dir is None:
+            guess = default_duration_dir(host.model_dir)
+            duration_dir = guess if guess.exists() else None
+        self.duration = DurationHost(duration_dir, host.watch_s if watch_s is None else watch_s)
+
+    @staticmethod
+    def inputs() -> list[Any]:
+        from pytriton.model_config import Tensor
+
+        return [Tensor(name="TEXT_VEC", dtype=np.float32, shape=(-1,), optional=True),
+                Tensor(name="SHAPE", dtype=np.float32, shape=(-1,), optional=True),
+                Tensor(name="H", dtype=np.float32, shape=(-1, -1), optional=True),
+                Tensor(name="ACTION_JOB", dtype=np.float32, shape=(-1, -1), optional=True),
+                Tensor(name="ACTION_NODE", dtype=np.int64, shape=(-1,), optional=True),
+                Tensor(name="ACTION_PAIR", dtype=np.float32, shape=(-1, -1), optional=True)]  # fmt: skip
+
+    @staticmethod
+    def outputs() -> list[Any]:
+        from pytriton.model_config import Tensor
+
+        return [Tensor(name="DURATION_S", dtype=np.float32, shape=(1,)),
+                Tensor(name="H_NEXT", dtype=np.float32, shape=(-1, -1)),
+                Tensor(name="VERSION", dtype=np.bytes_, shape=(1,)),
+                Tensor(name="SOURCE", dtype=np.bytes_, shape=(1,))]  # fmt: skip
+
+    def describe(self) -> str:
+        p = self.duration.predictor
+        dur = f"duration {p.config.mode} {p.version}" if p is not None else f"duration absent ({self.duration.error})"
+        has_t = has_transition(self.host.loaded.model)
+        return f"{dur}; transition {'of ' + self.host.version if has_t else 'absent (the scorer has no transition model)'}"
+
+    def __call__(self, requests: list[Any]) -> list[dict[str, np.ndarray]]:
+        loaded = self.host.current()
+        return [self._one(r, loaded) for r in requests]
+
+    def _one(self, request: Any, loaded: Any) -> dict[str, np.ndarray]:
+        names = set(request.keys())
+        if names >= TRANSITION_INPUTS:
+            if not has_transition(loaded.model):
+                raise ValueError(f"transition model absent: scorer version {loaded.version} has no transition head")
+            h_next = np.stack([rollout(loaded.model, *(np.asarray(request[k][b]) for k in TRANSITION_ORDER))
+                               for b in range(len(request["H"]))])  # fmt: skip
+            rows = len(h_next)
+            return {"DURATION_S": np.full((rows, 1), np.nan, np.float32), "H_NEXT": h_next,
+                    "VERSION": version_rows(loaded.version, rows),
+                    "SOURCE": np.array([[f"transition {loaded.version}".encode()]] * rows, dtype=np.object_)}  # fmt: skip
+        if not {"TEXT_VEC", "SHAPE"} <= names:
+            raise ValueError("predictor: send TEXT_VEC + SHAPE (duration) or H + ACTION_JOB + ACTION_NODE + ACTION_PAIR "
+                             "(transition)")  # fmt: skip
+        text = np.asarray(request["TEXT_VEC"], np.float32)
+        shape = np.asarray(request["SHAPE"], np.float32)
+        rows = len(text)
+        predictor = self.duration.current()
+        if predictor is None:
+            seconds = np.full(rows, np.nan)
+            source = f"absent: {self.duration.error}"
+        else:
+            seconds = duration_seconds(predictor, text, shape)
+            source = f"duration {predictor.config.mode} {predictor.version}"
+        return {"DURATION_S": seconds.astype(np.float32).reshape(rows, 1),
+                "H_NEXT": np.zeros((rows, 0, 0), np.float32),
+                "VERSION": version_rows(loaded.version, rows),
+                "SOURCE": np.array([[source.encode()]] * rows, dtype=np.object_)}  # fmt: skip

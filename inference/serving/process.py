@@ -1,0 +1,121 @@
+"""Run the Triton server as a subprocess and wait until its models are ready (tests, demo, bench).
+
+``start_server(model_dir)`` starts ``python -m inference.serving.server`` in its own session
+(so that it and its tritonserver child form one process group), waits until
+``is_model_ready`` answers for the three models, and returns a :class:`ServerHandle`.
+``handle.stop()`` sends SIGTERM to that PID (the server stops tritonserver and removes its
+workspace), then, if it has not exited within ``grace_s``, SIGKILLs its process group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from inference.serving.server import MODEL_NAMES, prepare_environment
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ServerHandle:
+    process: subprocess.Popen[bytes]
+    grpc_port: int
+    http_port: int
+    metrics_port: int
+    log_path: Path
+    stopped: bool = field(default=False)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def url(self) -> str:
+        """The gRPC endpoint (``host:port``), as ``SEMSCHED_TRITON_URL`` takes it."""
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def stop(self, grace_s: float = 15.0) -> int | None:
+        """Stop the server (SIGTERM, then SIGKILL to its process group); returns its exit code."""
+        if self.stopped:
+            return self.process.returncode
+        self.stopped = True
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(grace_s)
+        with contextlib.suppress(ProcessLookupError, PermissionError):  # what is left of its group (tritonserver)
+            os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(5)
+        return self.process.returncode
+
+    def __enter__(self) -> ServerHandle:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> None:
+    """Until ``is_model_ready`` for every model (raises ``TimeoutError`` / ``RuntimeError``)."""
+    import tritonclient.grpc as grpcclient
+
+    deadline = time.monotonic() + timeout_s
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        while True:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"the Triton server exited with code {process.returncode}")
+            try:
+                if all(client.is_model_ready(name, client_timeout=2.0) for name in MODEL_NAMES):
+                    return
+            except Exception:  # not listening yet
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Triton models at {url} were not ready within {timeout_s:.0f} s")
+            time.sleep(0.2)
+    finally:
+        client.close()
+
+
+def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: int | None = None,
+                 metrics_port: int | None = None, device: str = "cpu", watch_s: float = 0.5,
+                 duration_dir: Path | None = None, timeout_s: float = 120.0,
+                 log_path: Path | None = None) -> ServerHandle:  # fmt: skip
+    """Start a Triton server for ``model_dir`` in a subprocess; returns once its models are ready."""
+    prepare_environment()  # the child inherits LD_LIBRARY_PATH with libpython first
+    ports = [p or free_port() for p in (grpc_port, http_port, metrics_port)]
+    if log_path is None:
+        log_path = Path(tempfile.mkdtemp(prefix="semsched-triton-log-", dir="/tmp")) / "server.log"
+    cmd = [sys.executable, "-m", "inference.serving.server", "--model-dir", str(model_dir),
+           "--grpc-port", str(ports[0]), "--http-port", str(ports[1]), "--metrics-port", str(ports[2]),
+           "--device", device, "--watch", str(watch_s)]  # fmt: skip
+    if duration_dir is not None:
+        cmd += ["--duration-dir", str(duration_dir)]
+    with open(log_path, "wb") as out:
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ.copy())
+    handle = ServerHandle(process, ports[0], ports[1], ports[2], log_path)
+    try:
+        wait_ready(handle.url, timeout_s, process)
+    except BaseException as e:
+        handle.stop()
+        raise RuntimeError(f"{e}; server log {log_path}:\n{handle.log_tail()}") from e
+    return handle

@@ -1,0 +1,144 @@
+"""TritonBackend against a real tritonserver: same answers as in-process, deadlines, a dead server,
+a new version without a restart."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+
+import numpy as np
+import pytest
+from inference_helpers import pod_mix, small_snapshot
+from serving_helpers import SPEC, publish
+
+from inference.backends import BackendError, InProcessBackend, get_backend
+from inference.encoders import get_encoder
+from inference.model import load_model
+from inference.model.step import build_inputs
+from inference.serving.client import TritonBackend
+from inference.serving.process import free_port
+
+
+def step_inputs(jobs: int = 20, nodes: int = 12):
+    return build_inputs(small_snapshot(nodes), pod_mix(jobs), 5.0, SPEC, get_encoder(SPEC.encoder))
+
+
+def backend(served, **kw) -> TritonBackend:
+    kw.setdefault("deadline_ms", 5000)
+    return TritonBackend(served.latest, url=served.url, **kw)
+
+
+def assert_same_as_in_process(served, inputs, out: dict) -> None:
+    """Triton's answer equals the in-process backend's on the version that answered, to 1e-5."""
+    local = InProcessBackend(loaded=load_model(served.root / out["version"])).policy(inputs)
+    assert out["scores"].dtype == np.float32 and out["scores"].shape == local["scores"].shape
+    np.testing.assert_allclose(out["scores"], local["scores"], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(out["node_part"], local["node_part"], atol=1e-5, rtol=0)
+
+
+def test_policy_scores_equal_in_process(served):
+    inputs = step_inputs()
+    b = get_backend("triton", served.latest, url=served.url, deadline_ms=5000)
+    assert isinstance(b, TritonBackend)
+    out = b.policy(inputs)
+    assert out["version"] == b.loaded.version
+    assert_same_as_in_process(served, inputs, out)
+    assert np.abs(out["scores"]).sum() > 0  # a real answer, not zeros
+    b.close()
+
+
+async def test_policy_async_equals_sync(served):
+    inputs = step_inputs()
+    b = backend(served)
+    out = await b.policy_async(inputs)
+    assert_same_as_in_process(served, inputs, out)
+    np.testing.assert_array_equal(out["scores"], b.policy(inputs)["scores"])
+    b.close()
+
+
+def test_a_step_without_jobs_and_a_large_one(served):
+    b = backend(served)
+    empty = build_inputs(small_snapshot(), [], 0.0, SPEC, get_encoder(SPEC.encoder))
+    out = b.policy(empty)
+    assert out["scores"].shape == (0, 12) and out["node_part"].shape[0] == 12
+    big = step_inputs(jobs=300, nodes=400)
+    assert_same_as_in_process(served, big, b.policy(big))
+    b.close()
+
+
+async def test_job_encoder_equals_local_encoder(served):
+    b = backend(served, encode_deadline_ms=5000)
+    texts = ["pod-1 | train resnet", "", "ünïcode jöb | app=x", *[f"job {i}" for i in range(300)]]  # > one chunk
+    got = await b.encode_async(texts)
+    want = get_encoder(SPEC.encoder).encode(texts)
+    assert got.shape == want.shape == (len(texts), SPEC.text_dim)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    b.close()
+
+
+async def test_a_deadline_that_cannot_be_met(served):
+    b = backend(served, deadline_ms=0.001)
+    with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
+        await b.policy_async(step_inputs())
+    with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
+        b.policy(step_inputs())
+    b.close()
+
+
+async def test_a_stopped_server_raises_instead_of_hanging():
+    b = TritonBackend(None, loaded=_tiny(), url=f"127.0.0.1:{free_port()}", deadline_ms=2000)
+    t0 = time.monotonic()
+    with pytest.raises(BackendError, match="triton policy"):
+        b.policy(step_inputs())
+    with pytest.raises(BackendError, match="triton policy"):
+        await b.policy_async(step_inputs())
+    with pytest.raises(BackendError, match="triton job_encoder"):
+        await b.encode_async(["x"])
+    assert time.monotonic() - t0 < 10
+    b.close()
+
+
+def _tiny():
+    import torch
+
+    from inference.model import ModelConfig, Scorer
+    from inference.model.io import LoadedModel
+
+    torch.manual_seed(0)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8)).eval()
+    return LoadedModel(model, model.config, "local", None)  # type: ignore[arg-type]
+
+
+async def test_a_server_that_accepts_but_never_answers_misses_the_deadline():
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        stop = threading.Event()
+        threading.Thread(target=lambda: (listener.accept(), stop.wait(10)), daemon=True).start()
+        b = TritonBackend(None, loaded=_tiny(), url=f"127.0.0.1:{listener.getsockname()[1]}", deadline_ms=300)
+        t0 = time.monotonic()
+        with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
+            await b.policy_async(step_inputs())
+        assert time.monotonic() - t0 < 5
+        stop.set()
+        b.close()
+
+
+async def test_a_new_version_is_served_without_a_restart(served):
+    b = backend(served)
+    inputs = step_inputs()
+    before = (await b.policy_async(inputs))["version"]
+    publish(served.root, "v2", seed=7)
+    try:
+        deadline = time.monotonic() + 20
+        while (out := await b.policy_async(inputs))["version"] != "v2":
+            assert time.monotonic() < deadline, "the server kept answering " + out["version"]
+            await asyncio.sleep(0.2)
+        assert before != "v2"
+        assert b.loaded.version == "v2" and b.refresh() and not b.refresh()  # the local copy followed, once
+        assert_same_as_in_process(served, inputs, out)
+    finally:
+        publish(served.root, "v1", seed=0)
+    b.close()

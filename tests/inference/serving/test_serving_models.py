@@ -1,0 +1,85 @@
+"""The Triton models' callables, called directly (no server): wire encoding, policy, job encoder, host."""
+
+from __future__ import annotations
+
+import numpy as np
+from inference_helpers import pod_mix, small_snapshot
+from serving_helpers import SPEC, publish
+
+from inference.encoders import get_encoder
+from inference.model import load_model
+from inference.model.step import build_inputs, run_policy
+from inference.serving.host import ModelHost
+from inference.serving.models import JobEncoderModel, PolicyModel, from_wire, to_wire
+
+
+def inputs_for(jobs: int, spec=SPEC):
+    return build_inputs(small_snapshot(), pod_mix(jobs), 1.0, spec, get_encoder(spec.encoder))
+
+
+def test_wire_round_trip_keeps_every_array_and_encodes_empty_dimensions():
+    for jobs in (0, 3):
+        x = inputs_for(jobs)
+        wire = to_wire(x)
+        assert all(v.size > 0 for v in wire.values())  # PyTriton cannot carry zero-size tensors
+        back = from_wire(wire)
+        for name, value in x.arrays().items():
+            got = getattr(back, name)
+            assert got.shape == value.shape and got.dtype == value.dtype, name
+            np.testing.assert_array_equal(got, value)
+    labels = inputs_for(2)
+    labels = type(labels)(**{**labels.arrays(), "neighbours": np.zeros((12, 0), np.int64),
+                             "groups": np.arange(12, dtype=np.int64) % 3})  # fmt: skip
+    back = from_wire(to_wire(labels))
+    assert back.neighbours.shape == (12, 0) and back.topology().kind == "labels"
+
+
+def test_policy_model_answers_run_policy_per_batch_row_with_its_version(tmp_path):
+    publish(tmp_path, "v1", seed=3)
+    host = ModelHost(tmp_path / "latest")
+    model = PolicyModel(host)
+    assert {"SCORES", "NODE_PART"} <= set(model.outputs)
+    a, empty = inputs_for(4), inputs_for(0)
+    request = {k: v[None] for k, v in to_wire(a).items()}
+    answers = model([request, {k: v[None] for k, v in to_wire(empty).items()}])
+    want = run_policy(host.loaded.model, a)
+    np.testing.assert_array_equal(answers[0]["SCORES"][0], want["scores"])
+    np.testing.assert_array_equal(answers[0]["NODE_PART"][0], want["node_part"])
+    assert answers[0]["VERSION"].tolist() == [[b"v1"]]
+    assert answers[1]["SCORES"].shape == (1, 1, 12)  # the empty step's dummy row
+
+
+def test_host_swaps_to_the_new_latest_and_keeps_serving_on_a_broken_one(tmp_path):
+    publish(tmp_path, "v1", seed=1)
+    host = ModelHost(tmp_path / "latest", watch_s=0.0)
+    seen = []
+    host.on_swap(lambda loaded: seen.append(loaded.version))
+    publish(tmp_path, "v2", seed=2)
+    assert host.current().version == "v2" and seen == ["v2"]
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "latest").unlink()
+    (tmp_path / "latest").symlink_to("broken")
+    assert host.current().version == "v2" and "broken" in (host.reload_error or "")
+
+
+def test_job_encoder_model_batches_all_requests_in_one_encode(tmp_path):
+    publish(tmp_path, "v1", seed=0)
+    calls = []
+
+    class Counting:
+        def __init__(self, name):
+            self.inner, self.name, self.dim = get_encoder(name), name, get_encoder(name).dim
+
+        def encode(self, texts):
+            calls.append(len(texts))
+            return self.inner.encode(texts)
+
+    model = JobEncoderModel(ModelHost(tmp_path / "latest"), encoder_factory=lambda name, device: Counting(name))
+    r1 = {"TEXT": np.array([[b"a b c"], ["d é".encode()]], dtype=np.object_)}
+    r2 = {"TEXT": np.array([[b""]], dtype=np.object_)}
+    out = model([r1, r2])
+    assert calls == [3]
+    want = get_encoder(SPEC.encoder).encode(["a b c", "d é", ""])
+    np.testing.assert_array_equal(np.concatenate([out[0]["EMBEDDING"], out[1]["EMBEDDING"]]), want)
+    assert out[1]["VERSION"].tolist() == [[b"v1"]]
+    assert load_model(tmp_path / "latest").config.spec.encoder == model.encoder_name
