@@ -163,6 +163,15 @@ SELECT $__timeInterval(step_time) AS time, quantileExactInclusive(0.5)(step_comp
 FROM ({m.steps_sql('$__timeFilter(event_time)')}) GROUP BY time ORDER BY time
 """, unit="ms", ranges={"p50": NONNEG, "p99": NONNEG, "steps": NONNEG},
           description="Per recorded step (a step that wrote at least one decision), not per decision."),  # fmt: skip
+    Panel("decisions.models", "semsched-decisions", "Placements by model version and fallback", "timeseries", """
+SELECT $__timeInterval(event_time) AS time,
+       if(fallback, concat('fallback (', if(model_version = '', 'no model', model_version), ')'),
+          if(model_version = '', policy, model_version)) AS series, count() AS placements
+FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time, series ORDER BY time, series
+""", ranges={"placements": NONNEG},
+          description="Which model version decided each placement, and the placements a failed model call "
+                      "(Triton down, deadline missed) left to the fallback heuristic; heuristic policies "
+                      "show under their name."),  # fmt: skip
     Panel("decisions.stability", "semsched-decisions", "Placement stability", "table",
           f"SELECT grp AS policy, placements, reversals, preempted, failed, timed_out, placement_stability "
           f"FROM ({m.stability_sql('policy', '$__timeFilter(event_time)')})",
