@@ -1,0 +1,106 @@
+"""The held-out replay a model version is judged on before promotion.
+
+**Primary metric**: the openb fill benchmark's number (GPU allocated at 100 % arrived
+demand, :mod:`scheduling.fill`) on dedicated PROMOTION seeds (default 100–104) that neither
+``semsched train`` (0–9 by default) nor ``semsched bench fill`` (42–51) uses; mean over
+the seeds. Higher is better. When no event of a short sequence rounds to 100 % (tiny test
+clusters), the value is interpolated on the arrived/allocated curve.
+
+The same :class:`HeldOutReplay` on both models makes the comparison fair; its
+:meth:`HeldOutReplay.key` is stored with every evaluation so that a recorded evaluation of
+the serving version can be reused when the replay is the same.
+
+The caller supplies the nodes and pods (``inference`` does not read traces): the CLI passes
+the fill benchmark's openb inputs (:func:`ops.cli.models.openb_held_out_inputs`, where
+``pod_sample`` takes a seeded subset of the pod list: faster, noisier), tests a tiny cluster.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scheduling.fill import fill_sequence, run_fill
+from scheduling.job import JobRequest
+from scheduling.node import NodeView
+
+PROMOTION_SEEDS: tuple[int, ...] = (100, 101, 102, 103, 104)
+RESERVED_SEEDS = frozenset(range(0, 10)) | frozenset(range(42, 52))  # training (default) and the benchmark
+PRIMARY_METRIC = "fill_gpu_allocated_pct_at_100"
+
+
+@dataclass(frozen=True)
+class HeldOutReplay:
+    seeds: tuple[int, ...] = PROMOTION_SEEDS
+    target: float = 1.3  # fill until this share of the GPU capacity has arrived
+    pod_sample: int | None = None  # a seeded sample of the pod list (None = all)
+    pods_path: str | None = None  # openb pod list (None = the loader's default)
+    nodes_path: str | None = None
+    inputs: str = "openb"  # a name for the node/pod inputs ("openb", or what a caller passes)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clash = RESERVED_SEEDS & set(self.seeds)
+        if clash:
+            raise ValueError(f"seeds {sorted(clash)} are used by training (0-9) or the fill benchmark (42-51)")
+        if not self.seeds:
+            raise ValueError("a held-out replay needs at least one seed")
+
+    def key(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["seeds"] = list(self.seeds)
+        return d
+
+
+def allocated_at_100(run: Any) -> float:
+    """The benchmark's value at 100 % arrived; interpolated when no event rounds to 99–101 %."""
+    v = run.allocated_at(100)
+    if v == v:
+        return float(v)
+    arrived = run.arrived / run.capacity_milli * 100
+    alloc = run.allocated / run.capacity_milli * 100
+    return float(np.interp(100.0, arrived, alloc))
+
+
+def load_policy(model: Any) -> Any:
+    """A :class:`~inference.policy.LearnedPolicy` for a model directory, a loaded model or a policy."""
+    from inference.model.io import LoadedModel
+    from inference.policy import LearnedPolicy
+
+    if isinstance(model, str | Path):
+        return LearnedPolicy(Path(model))
+    if isinstance(model, LoadedModel):
+        return LearnedPolicy(loaded=model)
+    return model
+
+
+def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobRequest],
+                      replay: HeldOutReplay | None = None) -> dict[str, Any]:
+    """Run the held-out fill replay with ``model`` (a model directory, a ``LoadedModel`` or any
+    policy). Returns JSON-able results: ``score`` (the primary metric), per-seed values, the
+    replay's key, and ``loaded`` / ``error`` (a model that does not load is not evaluated: its
+    policy would be the heuristic fallback)."""
+    replay = replay or HeldOutReplay()
+    policy = load_policy(model)
+    out: dict[str, Any] = {"primary_metric": PRIMARY_METRIC, "replay": replay.key(),
+                           "model_version": getattr(policy, "model_version", None)}  # fmt: skip
+    if getattr(policy, "fell_back", False):
+        return out | {"loaded": False, "error": policy.fallback_reason, "score": None}
+    capacity = sum(n.num_gpu for n in nodes) * 1000
+    started = time.perf_counter()
+    per_seed = []
+    for seed in replay.seeds:
+        t0 = time.perf_counter()
+        run = run_fill(nodes, fill_sequence(pods, capacity, seed, replay.target), policy, seed)
+        per_seed.append({"seed": seed, "allocated_pct_at_100": allocated_at_100(run), "pods": len(run.arrived),
+                         "placed": run.placed, "dropped": run.dropped,
+                         "seconds": round(time.perf_counter() - t0, 3)})  # fmt: skip
+    values = np.array([s["allocated_pct_at_100"] for s in per_seed])
+    return out | {"loaded": True, "score": float(values.mean()), "std": float(values.std()),
+                  "nodes": len(nodes), "pod_list": len(pods), "per_seed": per_seed,
+                  "seconds": round(time.perf_counter() - started, 3)}  # fmt: skip

@@ -1,0 +1,162 @@
+"""Model promotion: a new version serves only if it beats the serving one on the held-out replay.
+
+:func:`promote` (``semsched models promote DIR``):
+
+1. records the candidate in ``model_versions`` with status ``candidate`` (where it came
+   from, its config and training metrics);
+2. evaluates it and the serving version (what ``<models_root>/latest`` points to) on the
+   same :class:`~inference.training.heldout.HeldOutReplay`; a recorded evaluation of the
+   serving version on an identical replay is reused instead of re-running it;
+3. records the serving version too if it was never recorded (it was promoted before the
+   registry existed, or by hand);
+4. repoints ``latest`` at the candidate (:func:`inference.model.io.point_latest`) only if its
+   primary metric is STRICTLY higher — or there is no serving version ("first version"), or
+   the serving version does not load — and records the decision (``promoted`` or
+   ``rejected`` with the reason, both evaluations, ``decided_at``): a new revision of the
+   candidate's row.
+
+A candidate that does not load is rejected (its "evaluation" would be the heuristic fallback).
+``latest`` is repointed before the decision row is written: if the write fails, the version
+serves unrecorded and the next promotion records it as the serving version.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out
+from inference.training.registry import ModelVersion, RegistryClient, get_version, record
+from scheduling.job import JobRequest
+from scheduling.node import NodeView
+
+
+@dataclass
+class PromotionResult:
+    version: str
+    status: str  # promoted | rejected
+    reason: str
+    serving_version: str | None  # the version compared against (None: there was none)
+    candidate: dict[str, Any]  # evaluation
+    serving: dict[str, Any] | None
+    latest: str | None  # what latest points to afterwards
+    row: ModelVersion
+
+    @property
+    def promoted(self) -> bool:
+        return self.status == "promoted"
+
+
+def model_meta(directory: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """``(version, model config, train.json)`` of a model directory (train.json may be absent)."""
+    meta = json.loads((directory / "config.json").read_text())
+    train_path = directory / "train.json"
+    train = json.loads(train_path.read_text()) if train_path.exists() else {}
+    return str(meta["version"]), dict(meta.get("model", {})), train
+
+
+def serving_dir(models_root: Path) -> Path | None:
+    """The directory ``<models_root>/latest`` points to, or None."""
+    link = Path(models_root) / "latest"
+    if not link.exists():
+        return None
+    return link.resolve()
+
+
+def _source(train: dict[str, Any]) -> str:
+    return "archive" if train.get("source") == "archive" else "simulator"
+
+
+def _row_for(directory: Path, status: str, **kw: Any) -> ModelVersion:
+    version, config, train = model_meta(directory)
+    return ModelVersion(version=version, source=_source(train), status=status,  # type: ignore[arg-type]
+                        expert=str(train.get("expert", "")), path=str(directory.resolve()), config=config,
+                        train_metrics=train, primary_metric=PRIMARY_METRIC, **kw)  # fmt: skip
+
+
+def _install(candidate_dir: Path, models_root: Path, version: str) -> Path:
+    """The candidate as ``<models_root>/<version>`` (copied there if it lives elsewhere)."""
+    target = models_root / version
+    if candidate_dir.resolve() == target.resolve():
+        return target
+    if target.exists():
+        raise FileExistsError(f"{target} exists and is not {candidate_dir}: version names must be unique")
+    models_root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(candidate_dir, target)
+    return target
+
+
+def _serving_evaluation(client: RegistryClient, serving: Path, version: str, replay: HeldOutReplay,
+                        nodes: Sequence[NodeView], pods: Sequence[JobRequest],
+                        reuse: bool) -> tuple[dict[str, Any], ModelVersion | None]:  # fmt: skip
+    """The serving version's evaluation (reused when recorded on the same replay) and its row."""
+    row = get_version(client, version)
+    if reuse and row is not None:
+        own = row.evaluation.get("candidate") or {}
+        if own.get("replay") == replay.key() and own.get("loaded"):
+            return own | {"reused_from_registry": True}, row
+    return evaluate_held_out(serving, nodes, pods, replay), row
+
+
+def _decide(cand: dict[str, Any], serv: dict[str, Any] | None, serving_version: str | None) -> tuple[str, str]:
+    if not cand.get("loaded"):
+        return "rejected", f"the candidate does not load: {cand.get('error')}"
+    c = cand["score"]
+    if serv is None:
+        return "promoted", "first version"
+    if not serv.get("loaded"):
+        return "promoted", f"the serving version {serving_version} does not load ({serv.get('error')})"
+    s = serv["score"]
+    if c > s:
+        return "promoted", f"held-out fill {c:.3f} % > serving {serving_version} {s:.3f} %"
+    return "rejected", f"not better than serving {serving_version}: held-out fill {c:.3f} % <= {s:.3f} %"
+
+
+def promote(candidate_dir: Path, models_root: Path, client: RegistryClient, nodes: Sequence[NodeView],
+            pods: Sequence[JobRequest], replay: HeldOutReplay | None = None, *,
+            reuse_serving_evaluation: bool = True) -> PromotionResult:  # fmt: skip
+    """Evaluate ``candidate_dir`` against the serving version of ``models_root`` on the held-out
+    fill replay of ``nodes`` / ``pods``, record both in ``model_versions`` and move ``latest``
+    only if the candidate is strictly better (module docstring)."""
+    replay = replay or HeldOutReplay()
+    models_root = Path(models_root)
+    version, _, _ = model_meta(Path(candidate_dir))
+    candidate = _install(Path(candidate_dir), models_root, version)
+    serving = serving_dir(models_root)
+    serving_version = model_meta(serving)[0] if serving is not None and (serving / "config.json").exists() else (
+        serving.name if serving is not None else None)  # fmt: skip
+    if serving is not None and serving.resolve() == candidate.resolve():
+        raise ValueError(f"{version} is already the serving version ({models_root / 'latest'})")
+    created = datetime.now(UTC)
+    record(client, _row_for(candidate, "candidate", created_at=created, parent_version=serving_version or ""))
+
+    cand_eval = evaluate_held_out(candidate, nodes, pods, replay)
+    serv_eval: dict[str, Any] | None = None
+    if serving is not None:
+        serv_eval, serving_row = _serving_evaluation(client, serving, serving_version or "", replay, nodes, pods,
+                                                     reuse_serving_evaluation)  # fmt: skip
+        if serving_row is None and (serving / "config.json").exists():
+            record(client, _row_for(
+                serving, "promoted", reason="serving before it was recorded (evaluated at the next promotion)",
+                evaluation={"replay": replay.key(), "candidate": serv_eval, "serving": None},
+                candidate_score=serv_eval.get("score"), decided_at=datetime.now(UTC)))  # fmt: skip
+    status, reason = _decide(cand_eval, serv_eval, serving_version)
+    if status == "promoted":
+        from inference.model.io import point_latest
+
+        point_latest(models_root, candidate.name)
+    row = record(client, _row_for(
+        candidate, status, created_at=created, parent_version=serving_version or "", reason=reason,
+        evaluation={"replay": replay.key(), "candidate": cand_eval, "serving": serv_eval,
+                    "serving_version": serving_version},
+        candidate_score=cand_eval.get("score"), serving_score=None if serv_eval is None else serv_eval.get("score"),
+        decided_at=datetime.now(UTC)))  # fmt: skip
+    latest = serving_dir(models_root)
+    return PromotionResult(version=version, status=status, reason=reason, serving_version=serving_version,
+                           candidate=cand_eval, serving=serv_eval, latest=latest.name if latest else None,
+                           row=row)  # fmt: skip

@@ -1,0 +1,143 @@
+"""Model promotion against a real chdb archive, with tiny models trained in a few seconds.
+
+"good" imitates best-fit; "bad" is trained AWAY from best-fit's choices (the target set is
+every other feasible node), so it spreads pods and strands GPUs: on the held-out fill
+replay it allocates far less. Both are real trained scorers, evaluated by the real replay.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from inference_helpers import pod_mix, small_nodes
+from training_helpers import SPEC
+
+from inference.encoders import EncoderCache, HashedNgramEncoder
+from inference.model import ModelConfig, point_latest, save_model
+from inference.training import Demonstrations, RecordingPolicy, TrainOptions, train_imitation
+from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out
+from inference.training.promotion import promote
+from inference.training.registry import get_version, list_versions
+from scheduling.fill import run_fill
+from scheduling.policies import get_policy
+
+CONFIG = ModelConfig(spec=SPEC, hidden=16, depth=2, knn=3, head_hidden=16)
+REPLAY = HeldOutReplay(seeds=(100, 101), inputs="test: 24 small nodes, 120 pods")
+NODES, PODS = small_nodes(24), pod_mix(120, seed=3)
+
+
+def _demos(anti: bool) -> Demonstrations:
+    out = Demonstrations()
+    for s in (0, 1):
+        rec = RecordingPolicy(get_policy("best-fit"), SPEC, EncoderCache(HashedNgramEncoder(8)), rate=1.0, seed=s)
+        run_fill(small_nodes(16), pod_mix(70, seed=s), rec, s)
+        out.extend(rec.demos)
+    if anti:
+        out.target = [f & ~t for f, t in zip(out.feasible, out.target, strict=True)]
+    return out
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Model directories outside any models root: good, bad, and good's weights under another version."""
+    root = tmp_path_factory.mktemp("trained")
+    out = {}
+    for name, anti in (("good", False), ("bad", True)):
+        model, _ = train_imitation(_demos(anti), CONFIG, TrainOptions(epochs=6, batch=8, lr=1e-2, seed=0))
+        out[name] = save_model(root / name, model, name, {"expert": "best-fit", "anti": anti})
+        if name == "good":
+            out["good-twin"] = save_model(root / "good-twin", model, "good-twin", {"expert": "best-fit"})
+    return out
+
+
+def _run(candidate: Path, root: Path, archive, **kw):  # noqa: ANN001, ANN202
+    return promote(candidate, root, archive, NODES, PODS, REPLAY, **kw)
+
+
+def _serve(trained: dict[str, Path], name: str, root: Path) -> None:
+    """``name`` serves in ``root`` without ever having been recorded (promoted by hand)."""
+    shutil.copytree(trained[name], root / name)
+    point_latest(root, name)
+
+
+def test_the_held_out_replay_separates_the_models(trained):
+    good = evaluate_held_out(trained["good"], NODES, PODS, REPLAY)
+    bad = evaluate_held_out(trained["bad"], NODES, PODS, REPLAY)
+    assert good["loaded"] and good["primary_metric"] == PRIMARY_METRIC and len(good["per_seed"]) == 2
+    assert good["score"] > bad["score"] + 5  # percentage points of GPU allocated
+    with pytest.raises(ValueError, match="42"):
+        HeldOutReplay(seeds=(42, 100))
+    with pytest.raises(ValueError, match="training"):
+        HeldOutReplay(seeds=(3,))
+
+
+def test_first_version_is_promoted_and_recorded(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    r = _run(trained["good"], root, archive)
+    assert r.promoted and r.reason == "first version" and r.serving is None and r.serving_version is None
+    assert (root / "latest").resolve() == (root / "good").resolve() and r.latest == "good"
+    row = get_version(archive, "good")
+    assert row is not None and row.status == "promoted" and row.source == "simulator" and row.expert == "best-fit"
+    assert row.evaluation["candidate"]["score"] == pytest.approx(r.candidate["score"])
+    assert row.candidate_score == pytest.approx(r.candidate["score"]) and row.serving_score is None
+    assert row.config == json.loads((root / "good" / "config.json").read_text())["model"]
+    assert row.decided_at is not None
+    # the status update replaced the 'candidate' row: two revisions stored, one read back
+    _, [(revisions,)] = archive.query_rows("SELECT count() FROM model_versions WHERE version = 'good'")
+    assert revisions == 2 and [v.version for v in list_versions(archive)] == ["good"]
+
+
+def test_a_worse_candidate_is_rejected_and_latest_stays(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    _serve(trained, "good", root)
+    r = _run(trained["bad"], root, archive)
+    assert r.status == "rejected" and "not better than serving good" in r.reason
+    assert (root / "latest").resolve() == (root / "good").resolve()
+    bad, good = get_version(archive, "bad"), get_version(archive, "good")
+    assert bad is not None and bad.status == "rejected" and bad.parent_version == "good"
+    assert bad.candidate_score < bad.serving_score  # type: ignore[operator]
+    assert bad.evaluation["serving"]["score"] == pytest.approx(r.serving["score"])  # type: ignore[index]
+    # the serving version was never recorded: it is now, with its own evaluation
+    assert good is not None and good.status == "promoted" and "before it was recorded" in good.reason
+    assert good.evaluation["candidate"]["score"] == pytest.approx(bad.serving_score)
+
+
+def test_a_better_candidate_is_promoted(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    _serve(trained, "bad", root)
+    r = _run(trained["good"], root, archive)
+    assert r.promoted and r.serving_version == "bad" and r.candidate["score"] > r.serving["score"]  # type: ignore[index]
+    assert (root / "latest").resolve() == (root / "good").resolve()
+    rows = {v.version: v for v in list_versions(archive)}
+    assert rows["good"].status == "promoted" and rows["good"].parent_version == "bad"
+    assert rows["good"].evaluation["serving_version"] == "bad"
+    assert rows["bad"].status == "promoted"  # it served (recorded on the way)
+
+
+def test_an_equal_candidate_is_not_promoted_and_the_serving_evaluation_is_reused(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    first = _run(trained["good"], root, archive)
+    r = _run(trained["good-twin"], root, archive)  # the same weights under another version
+    assert r.status == "rejected" and r.candidate["score"] == pytest.approx(first.candidate["score"])
+    assert r.serving is not None and r.serving.get("reused_from_registry") is True
+    assert (root / "latest").resolve() == (root / "good").resolve()
+    fresh = _run(trained["bad"], root, archive, reuse_serving_evaluation=False)
+    assert "reused_from_registry" not in (fresh.serving or {}) and fresh.status == "rejected"
+
+
+def test_a_candidate_that_does_not_load_is_rejected(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    _serve(trained, "good", root)
+    broken = tmp_path / "broken"
+    shutil.copytree(trained["bad"], broken)
+    meta = json.loads((broken / "config.json").read_text())
+    meta["version"] = "broken"
+    (broken / "config.json").write_text(json.dumps(meta))
+    (broken / "model.pt").write_bytes(b"not a state dict")
+    r = _run(broken, root, archive)
+    assert r.status == "rejected" and "does not load" in r.reason
+    assert (root / "latest").resolve() == (root / "good").resolve()
+    assert get_version(archive, "broken").status == "rejected"  # type: ignore[union-attr]
