@@ -17,6 +17,7 @@ i64 ``[k]``, ``ACTION_PAIR`` f32 ``[k, P]`` (each action's pair row) → ``H_NEX
 head. Without one such a request fails with "transition model absent" (the client raises
 :class:`~inference.backends.base.BackendError`): nothing is invented.
 
+An answer to one question fills the other's output with NaN (``H_NEXT`` then ``[1, 1]``).
 Every answer has ``VERSION`` (the policy model's version) and ``SOURCE`` (what answered, e.g.
 ``duration blend <duration version>``).
 """
@@ -187,6 +188,6 @@ class PredictorModel:
             seconds = duration_seconds(predictor, text, shape)
             source = f"duration {predictor.config.mode} {predictor.version}"
         return {"DURATION_S": seconds.astype(np.float32).reshape(rows, 1),
-                "H_NEXT": np.zeros((rows, 0, 0), np.float32),
+                "H_NEXT": np.full((rows, 1, 1), np.nan, np.float32),  # no zero-size tensors on the wire
                 "VERSION": version_rows(loaded.version, rows),
                 "SOURCE": np.array([[source.encode()]] * rows, dtype=np.object_)}  # fmt: skip

@@ -14,6 +14,7 @@ from inference_helpers import pod_mix, small_snapshot
 from serving_helpers import SPEC, publish
 
 from inference.backends import BackendError, InProcessBackend, get_backend
+from inference.duration.features import SHAPE_DIM
 from inference.encoders import get_encoder
 from inference.model import load_model
 from inference.model.step import build_inputs
@@ -141,4 +142,15 @@ async def test_a_new_version_is_served_without_a_restart(served):
         assert_same_as_in_process(served, inputs, out)
     finally:
         publish(served.root, "v1", seed=0)
+    b.close()
+
+
+async def test_the_predictor_through_triton_says_what_is_absent(served):
+    b = backend(served, encode_deadline_ms=5000)
+    seconds, source = await b.duration_async(np.zeros((3, 16), np.float32), np.zeros((3, SHAPE_DIM), np.float32))
+    assert seconds.shape == (3,) and np.isnan(seconds).all() and source.startswith("absent:")
+    h = np.zeros((5, 8), np.float32)
+    with pytest.raises(BackendError, match="transition model absent"):
+        await b.transition_async(h, np.zeros((2, SPEC.job_dim), np.float32), np.array([0, 1]),
+                                 np.zeros((2, SPEC.pair_dim), np.float32))  # fmt: skip
     b.close()
