@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -36,6 +37,7 @@ class ServerHandle:
     http_port: int
     metrics_port: int
     log_path: Path
+    scratch: Path | None = None  # removed on stop (the default log's directory)
     stopped: bool = field(default=False)
 
     @property
@@ -65,6 +67,8 @@ class ServerHandle:
         with contextlib.suppress(ProcessLookupError, PermissionError):  # what is left of its group (tritonserver)
             os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(5)
+        if self.scratch is not None:
+            shutil.rmtree(self.scratch, ignore_errors=True)
         return self.process.returncode
 
     def __enter__(self) -> ServerHandle:
@@ -103,8 +107,10 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
     """Start a Triton server for ``model_dir`` in a subprocess; returns once its models are ready."""
     prepare_environment()  # the child inherits LD_LIBRARY_PATH with libpython first
     ports = [p or free_port() for p in (grpc_port, http_port, metrics_port)]
+    scratch = None
     if log_path is None:
-        log_path = Path(tempfile.mkdtemp(prefix="semsched-triton-log-", dir="/tmp")) / "server.log"
+        scratch = Path(tempfile.mkdtemp(prefix="semsched-triton-log-", dir="/tmp"))
+        log_path = scratch / "server.log"
     cmd = [sys.executable, "-m", "inference.serving.server", "--model-dir", str(model_dir),
            "--grpc-port", str(ports[0]), "--http-port", str(ports[1]), "--metrics-port", str(ports[2]),
            "--device", device, "--watch", str(watch_s)]  # fmt: skip
@@ -112,10 +118,11 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
         cmd += ["--duration-dir", str(duration_dir)]
     with open(log_path, "wb") as out:
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ.copy())
-    handle = ServerHandle(process, ports[0], ports[1], ports[2], log_path)
+    handle = ServerHandle(process, ports[0], ports[1], ports[2], log_path, scratch)
     try:
         wait_ready(handle.url, timeout_s, process)
     except BaseException as e:
+        tail = handle.log_tail()
         handle.stop()
-        raise RuntimeError(f"{e}; server log {log_path}:\n{handle.log_tail()}") from e
+        raise RuntimeError(f"{e}; the server's log ended with:\n{tail}") from e
     return handle

@@ -1,0 +1,43 @@
+"""``semsched serve``: a Triton Inference Server with the learned policy's models (typer command
+function; the lead wires it into the app: ``app.command("serve")(serve_command)``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def serve_command(
+    model: Path = typer.Option(None, help="Model directory (default: $SEMSCHED_MODEL_DIR, else models/latest); "
+                                          "a `latest` symlink is watched and new versions are served without a restart."),
+    grpc_port: int = typer.Option(8001, help="gRPC port (the worker's SEMSCHED_TRITON_URL)."),
+    http_port: int = typer.Option(8000, help="HTTP port (/v2/health/ready)."),
+    metrics_port: int = typer.Option(8002, help="Prometheus metrics port."),
+    device: str = typer.Option("auto", help="auto (cuda when torch sees a GPU), cpu or cuda."),
+    watch: float = typer.Option(1.0, help="Seconds between checks of the model directory for a new version."),
+    duration: Path = typer.Option(None, help="Duration-model directory for the predictor model "
+                                             "(default: models/duration/latest beside the model, when it exists)."),
+    workspace: Path = typer.Option(None, help="PyTriton workspace; must not exist yet (default: a fresh /tmp dir)."),
+) -> None:  # fmt: skip
+    """Serve the policy, job_encoder and predictor models on Triton (PyTriton) until Ctrl-C."""
+    import logging
+
+    from inference.policy import default_model_dir
+    from inference.serving.server import ServeOptions, serve
+
+    model_dir = model if model is not None else default_model_dir()
+    if not (model_dir / "config.json").is_file():
+        typer.echo(f"error: no model in {model_dir} (config.json missing): train one with `semsched train` "
+                   "or pass --model DIR", err=True)  # fmt: skip
+        raise typer.Exit(2)
+    if device not in ("auto", "cpu", "cuda"):
+        raise typer.BadParameter("device must be auto, cpu or cuda")
+    if duration is not None and not (duration / "config.json").is_file():
+        typer.echo(f"error: no duration model in {duration} (config.json missing)", err=True)
+        raise typer.Exit(2)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("pytriton").setLevel(logging.WARNING)
+    options = ServeOptions(model_dir=model_dir, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
+                           device=device, watch_s=watch, workspace=workspace, duration_dir=duration)  # fmt: skip
+    raise typer.Exit(serve(options))
