@@ -12,7 +12,8 @@ the serving version can be reused when the replay is the same.
 
 The caller supplies the nodes and pods (``inference`` does not read traces): the CLI passes
 the fill benchmark's openb inputs (:func:`ops.cli.models.openb_held_out_inputs`, where
-``pod_sample`` takes a seeded subset of the pod list: faster, noisier), tests a tiny cluster.
+``node_sample`` / ``pod_sample`` take seeded subsets: a sequence fills a share of the GPU
+capacity, so fewer nodes make it shorter — faster, noisier), tests a tiny cluster.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class HeldOutReplay:
     seeds: tuple[int, ...] = PROMOTION_SEEDS
     target: float = 1.3  # fill until this share of the GPU capacity has arrived
     pod_sample: int | None = None  # a seeded sample of the pod list (None = all)
+    node_sample: int | None = None  # a seeded sample of the nodes: shorter sequences (they fill to `target`)
     pods_path: str | None = None  # openb pod list (None = the loader's default)
     nodes_path: str | None = None
     inputs: str = "openb"  # a name for the node/pod inputs ("openb", or what a caller passes)

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
-from inference_helpers import pod_mix, small_nodes
 
 from inference.encoders import EncoderCache, HashedNgramEncoder
 from inference.features.jobs import job_demand
@@ -33,6 +32,7 @@ from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.step_result import Placement
 from storage.writer import ArchiveWriter
+from tests.inference.inference_helpers import pod_mix, small_nodes
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 SPEC = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=8, encoder="hashed-ngram-8")

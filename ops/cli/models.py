@@ -1,0 +1,159 @@
+"""``semsched models list|promote``: the model registry (``model_versions``) and promotion
+(typer app; the lead wires it: ``app.add_typer(models_app, name="models")``).
+
+``promote DIR`` evaluates DIR and the serving version (``<models>/latest``) on the held-out
+fill replay (openb, promotion seeds 100–104; :mod:`inference.training.heldout`), records
+both in the archive's ``model_versions`` table and repoints ``latest`` only if DIR is
+strictly better (:mod:`inference.training.promotion`).
+
+The archive: ``--archive DSN`` (``chdb:///path`` or ``http(s)://…``), default
+``Settings().clickhouse_dsn``. Reading (``list``) goes through a running worker's ``/sql``
+when one answers (in embedded mode it owns the chdb directory); ``promote`` writes, so in
+embedded mode the worker must be stopped first (or use a ClickHouse server).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+models_app = typer.Typer(help="Model versions: the registry and promotion.", no_args_is_help=True)
+
+
+def archive_client(archive: str | None, *, write: bool) -> Any:
+    """The archive to use: the running worker's read-only ``/sql`` for reads when it answers
+    (and no ``--archive`` was given), else a direct client on the DSN (migrated)."""
+    from ops.cli.db import WorkerSqlClient, WorkerUnavailable
+    from storage.client import get_client
+    from storage.migrate import migrate
+    from streams.settings import Settings
+
+    settings = Settings()
+    dsn = archive or settings.clickhouse_dsn
+    if archive is None:
+        worker = WorkerSqlClient(settings)
+        try:
+            worker.query_rows("SELECT 1")
+            if not write:
+                return worker
+            if dsn.startswith("chdb://"):
+                raise typer.BadParameter(
+                    f"a worker on port {settings.web_port} owns the embedded archive ({dsn}) and serves it "
+                    "read-only: stop it first, or point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server")
+        except (WorkerUnavailable, RuntimeError):
+            pass
+    client = get_client(dsn)
+    migrate(client)
+    return client
+
+
+def _sample(items: list, n: int | None) -> list:
+    import numpy as np
+
+    if n is None or n >= len(items):
+        return items
+    keep = np.sort(np.random.default_rng(1_000_000 + n).choice(len(items), n, replace=False))
+    return [items[i] for i in keep]
+
+
+def openb_held_out_inputs(pods: Path | None, nodes: Path | None, pod_sample: int | None = None,
+                          node_sample: int | None = None) -> tuple[list, list]:  # fmt: skip
+    """The fill benchmark's openb nodes and pods; ``*_sample`` keep seeded subsets (a fill
+    sequence fills a share of the GPU capacity: fewer nodes make it shorter)."""
+    from ops.cli.train import openb_fill_inputs
+
+    node_views, pod_list = openb_fill_inputs(pods, nodes)
+    return _sample(node_views, node_sample), _sample(pod_list, pod_sample)
+
+
+def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: int | None = None,
+                node_sample: int | None = None, pods: Path | None = None, nodes: Path | None = None,
+                archive: str | None = None, reuse: bool = True) -> Any:  # fmt: skip
+    """Promote ``candidate`` into ``models`` (prints the comparison); returns the PromotionResult."""
+    from inference.training.heldout import HeldOutReplay
+    from inference.training.promotion import promote
+
+    if not (candidate / "config.json").exists():
+        raise typer.BadParameter(f"{candidate} is not a model directory (no config.json)")
+    try:
+        replay = HeldOutReplay(seeds=tuple(seeds), pod_sample=pod_sample, node_sample=node_sample,
+                               pods_path=str(pods) if pods else None,
+                               nodes_path=str(nodes) if nodes else None)  # fmt: skip
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    client = archive_client(archive, write=True)
+    node_views, pod_list = openb_held_out_inputs(pods, nodes, pod_sample, node_sample)
+    console.print(f"held-out replay: openb fill, {len(node_views):,} nodes, {len(pod_list):,} pods, seeds {seeds}")
+    with console.status("evaluating the candidate and the serving version on the held-out replay"):
+        result = promote(candidate, models, client, node_views, pod_list, replay, reuse_serving_evaluation=reuse)
+    table = Table("seed", f"{result.version} (candidate)", f"{result.serving_version or '-'} (serving)",
+                  title="GPU allocated at 100 % arrived demand (%)")  # fmt: skip
+    serving = {s["seed"]: s for s in (result.serving or {}).get("per_seed", [])}
+    for s in result.candidate.get("per_seed", []):
+        other = serving.get(s["seed"])
+        table.add_row(str(s["seed"]), f"{s['allocated_pct_at_100']:.3f}",
+                      "-" if other is None else f"{other['allocated_pct_at_100']:.3f}")  # fmt: skip
+    table.add_row("mean", _pct(result.candidate.get("score")), _pct((result.serving or {}).get("score")))
+    console.print(table)
+    colour = "green" if result.promoted else "yellow"
+    console.print(f"[{colour}]{result.status}[/{colour}]: {result.reason}; {models / 'latest'} → {result.latest}")
+    return result
+
+
+def _pct(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+@models_app.command("promote")
+def promote_command(
+    candidate: Path = typer.Argument(..., help="The model directory to promote (e.g. models/<version>)."),
+    models: Path = typer.Option(Path("models"), help="Model root: <models>/latest is the serving version."),
+    seeds: str = typer.Option("100-104", help="Held-out fill seeds (never 0-9 or 42-51)."),
+    pod_sample: int = typer.Option(None, help="Evaluate on a seeded sample of this many openb pods."),
+    node_sample: int = typer.Option(None, help="Evaluate on a seeded sample of this many openb nodes (faster)."),
+    pods: Path = typer.Option(None, help="openb pod list (default: the shared data)."),
+    nodes: Path = typer.Option(None, help="openb node list (default: the shared data)."),
+    archive: str = typer.Option(None, help="Archive DSN (default SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
+    reuse: bool = typer.Option(True, help="Reuse the serving version's recorded evaluation on the same replay."),
+) -> None:
+    """Promote CANDIDATE if it beats the serving version on the held-out replay; record both."""
+    from ops.cli.options import seed_list
+
+    run_promote(candidate, models, seeds=seed_list(seeds), pod_sample=pod_sample, node_sample=node_sample, pods=pods,
+                nodes=nodes, archive=archive, reuse=reuse)  # fmt: skip
+
+
+@models_app.command("list")
+def list_command(
+    models: Path = typer.Option(Path("models"), help="Model root (marks the serving version)."),
+    archive: str = typer.Option(None, help="Archive DSN (default SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+) -> None:
+    """Every recorded model version: source, status, held-out scores, the reason; `*` = serving now."""
+    from inference.training.promotion import serving_dir
+    from inference.training.registry import list_versions
+
+    rows = list_versions(archive_client(archive, write=False))
+    serving = serving_dir(models)
+    recorded = {r.version for r in rows}
+    unrecorded = sorted(p.name for p in models.glob("*") if (p / "config.json").exists()
+                        and not p.is_symlink() and p.name not in recorded) if models.is_dir() else []  # fmt: skip
+    if as_json:
+        typer.echo(json.dumps({"versions": [r.to_json() for r in rows], "serving": serving.name if serving else None,
+                               "unrecorded": unrecorded}, default=str))  # fmt: skip
+        return
+    t = Table("", "version", "created (UTC)", "source", "expert", "status", "held-out %", "serving %", "vs",
+              "reason", title="model_versions")  # fmt: skip
+    for r in rows:
+        t.add_row("*" if serving is not None and serving.name == r.version else "", r.version,
+                  r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.source, r.expert, r.status,
+                  _pct(r.candidate_score), _pct(r.serving_score), r.parent_version or "-", r.reason)  # fmt: skip
+    console.print(t)
+    if unrecorded:
+        console.print(f"[dim]in {models} but never recorded: {', '.join(unrecorded)}[/dim]")

@@ -1,0 +1,87 @@
+"""``semsched train --from-archive``: retrain the learned scorer from what the archive recorded.
+
+:func:`run_train_from_archive` is the plain function the ``train`` command calls when
+``--from-archive`` is given (the lead wires it); :func:`train_archive_command` is the same as
+a stand-alone typer command function. The archive is read through a running worker's
+``/sql`` when one answers (embedded mode), else opened directly (``--archive DSN`` or
+``Settings().clickhouse_dsn``). The new version is written to ``<out>/<version>/`` with
+``source: archive``; ``latest`` moves only through promotion (``--promote``, or later
+``semsched models promote``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+
+
+def run_train_from_archive(*, archive: str | None = None, out: Path = Path("models"), epochs: int = 12,
+                           batch: int = 16, lr: float = 3e-3, hidden: int = 32, depth: int = 2, text_dim: int = 32,
+                           head_hidden: int = 32, head_layers: int = 2, seed: int = 0, version: str | None = None,
+                           max_samples: int | None = 4000, outcomes: str = "finished", policies: str | None = None,
+                           promote: bool = False, promotion_seeds: str = "100-104",
+                           pod_sample: int | None = None) -> Path:  # fmt: skip
+    import torch
+
+    from inference.training import TrainOptions
+    from inference.training.archive_train import train_from_archive
+    from ops.cli.models import archive_client, run_promote
+    from ops.cli.options import seed_list
+
+    torch.set_num_threads(1)
+    client = archive_client(archive, write=False)
+    with Progress(TextColumn("[bold]train from the archive"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=console) as bar:  # fmt: skip
+        task = bar.add_task("train", total=None, what="reading the archive, rebuilding the states")
+
+        def on_batch(epoch: int, done: int, loss: float) -> None:
+            bar.update(task, completed=done, what=f"epoch {epoch + 1}/{epochs} loss {loss:.3f}")
+
+        directory = train_from_archive(
+            client, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), hidden=hidden,
+            depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers,
+            outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
+            policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
+            max_samples=max_samples, version=version, archive=getattr(client, "dsn", archive or ""),
+            on_batch=on_batch)  # fmt: skip
+    info = json.loads((directory / "train.json").read_text())
+    history = info["history"]
+    console.print(json.dumps({"reconstruction": info["reconstruction"], "train_states": info["train_states"],
+                              "val_states": info["val_states"], "train_loss": history["loss"][-1],
+                              "val_agreement": (history.get("val_agreement") or [None])[-1],
+                              "seconds": round(info["total_seconds"], 1)}))  # fmt: skip
+    console.print(f"wrote {directory} (not serving until promoted: semsched models promote {directory})")
+    if promote:
+        run_promote(directory, out, seeds=seed_list(promotion_seeds), pod_sample=pod_sample, archive=archive)
+    return directory
+
+
+def train_archive_command(
+    archive: str = typer.Option(None, help="Archive DSN (default: the running worker's /sql, else "
+                                           "SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
+    out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/."),
+    epochs: int = typer.Option(12, help="Passes over the rebuilt states."),
+    batch: int = typer.Option(16, help="States per gradient step."),
+    lr: float = typer.Option(3e-3, help="Peak learning rate (one-cycle)."),
+    hidden: int = typer.Option(32, help="Width of the node and job embeddings."),
+    depth: int = typer.Option(2, help="Fusion-encoder layers (2-10)."),
+    text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
+    seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
+    version: str = typer.Option(None, help="Version name (default: archive-<policies>-<UTC time>-s<seed>)."),
+    max_samples: int = typer.Option(4000, help="At most this many decisions (a seeded sample)."),
+    outcomes: str = typer.Option("finished", help="Attempt outcomes to learn from (finished, failed, preempted, "
+                                                  "timed_out, running)."),
+    policies: str = typer.Option(None, help="Only decisions of these policies (comma-separated; default all)."),
+    promote: bool = typer.Option(False, help="Then promote it if it beats the serving version (held-out replay)."),
+) -> Any:
+    """Retrain the learned scorer from the archive's placed decisions and their outcomes."""
+    return run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr, hidden=hidden,
+                                  depth=depth, text_dim=text_dim, seed=seed, version=version,
+                                  max_samples=max_samples, outcomes=outcomes, policies=policies, promote=promote)  # fmt: skip

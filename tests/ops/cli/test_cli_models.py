@@ -1,0 +1,81 @@
+"""`semsched models list|promote` and `train --from-archive` (ops/cli/models.py,
+ops/cli/train_archive.py) on a real chdb archive filled through the archive's write path,
+with the openb excerpt of tests/fixtures as the held-out replay's inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from ops.cli.models import models_app
+from ops.cli.train_archive import train_archive_command
+from storage.client import close_client, get_client
+from storage.migrate import migrate
+from storage.writer import ArchiveWriter
+from tests.inference.training.training_helpers import live_run
+
+OPENB = Path(__file__).parents[2] / "fixtures" / "traces" / "alibaba-gpu-2023"
+runner = CliRunner()
+
+
+@pytest.fixture
+def dsn(tmp_path: Path):  # noqa: ANN201
+    dsn = f"chdb://{tmp_path / 'chdb'}"
+    client = get_client(dsn)
+    migrate(client)
+    live_run(ArchiveWriter(client))
+    yield dsn
+    close_client(dsn)
+
+
+def _flat(text: str) -> str:
+    """The output without whitespace and box drawing (rich wraps long messages in a box)."""
+    return "".join(text.split()).replace("│", "")
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.add_typer(models_app, name="models")
+    app.command("train-archive")(train_archive_command)
+    return app
+
+
+def test_train_from_archive_then_promote_then_list(dsn: str, tmp_path: Path) -> None:
+    app, models = _app(), tmp_path / "models"
+    r = runner.invoke(app, ["train-archive", "--archive", dsn, "--out", str(models), "--epochs", "2", "--hidden", "8",
+                            "--text-dim", "8", "--version", "arch-1"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert (models / "arch-1" / "model.pt").exists() and not (models / "latest").exists()
+    assert json.loads((models / "arch-1" / "train.json").read_text())["source"] == "archive"
+
+    promote = ["models", "promote", str(models / "arch-1"), "--models", str(models), "--archive", dsn, "--seeds",
+               "100", "--pods", str(OPENB / "openb_pod_list_default.csv"), "--nodes",
+               str(OPENB / "openb_node_list_gpu_node.csv")]  # fmt: skip
+    r = runner.invoke(app, promote)
+    assert r.exit_code == 0, r.output
+    assert "promoted" in r.output and "first version" in r.output
+    assert (models / "latest").resolve() == (models / "arch-1").resolve()
+
+    r = runner.invoke(app, ["models", "list", "--archive", dsn, "--models", str(models), "--json"])
+    assert r.exit_code == 0, r.output
+    listed = json.loads(r.output)
+    assert listed["serving"] == "arch-1" and listed["unrecorded"] == []
+    [row] = listed["versions"]
+    assert row["version"] == "arch-1" and row["status"] == "promoted" and row["source"] == "archive"
+    assert row["evaluation"]["candidate"]["loaded"] and row["candidate_score"] is not None
+    r = runner.invoke(app, ["models", "list", "--archive", dsn, "--models", str(models)])
+    assert r.exit_code == 0 and "arch-1" in r.output
+
+
+def test_promote_refuses_what_is_not_a_model_or_a_benchmark_seed(dsn: str, tmp_path: Path) -> None:
+    app = _app()
+    r = runner.invoke(app, ["models", "promote", str(tmp_path), "--archive", dsn])
+    assert r.exit_code == 2 and "notamodeldirectory" in _flat(r.output)
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{}")
+    r = runner.invoke(app, ["models", "promote", str(tmp_path / "m"), "--archive", dsn, "--seeds", "42-43"])
+    assert r.exit_code == 2 and "seeds[42,43]areusedbytraining" in _flat(r.output)
