@@ -1,0 +1,78 @@
+"""A duration-model directory: ``config.json`` (format, version, :class:`DurationConfig`) and
+``duration.pt`` (the MLP's state and standardisation, and the retrieval index: text vectors,
+shape rows and log run times of the finished jobs it was built from).
+
+``models/duration/<version>/`` by convention, ``models/duration/latest`` a symlink to the
+newest (:func:`inference.model.io.point_latest` semantics; gitignored). Loading checks the
+format and the shapes, so a stale or corrupt directory fails loudly and ``sjf-learned`` can
+fall back with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from inference.duration.config import DurationConfig
+from inference.duration.features import SHAPE_DIM
+from inference.duration.predictor import LearnedDurationPredictor
+from inference.duration.regression import MlpRegressor
+from inference.encoders.base import TextEncoder
+
+FORMAT = 1
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "duration.pt"
+
+
+def save_predictor(directory: str | Path, predictor: LearnedDurationPredictor) -> Path:
+    """Write the predictor (its current index included) into ``directory``."""
+    import torch
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    idx = predictor.index
+    state = {
+        "regressor": predictor.regressor.state() if predictor.regressor is not None else None,
+        "index_text": torch.from_numpy(idx.text.copy()),
+        "index_shape": torch.from_numpy(idx.shape.copy()),
+        "index_log_duration": torch.from_numpy(idx.log_durations.copy()),
+    }
+    torch.save(state, directory / WEIGHTS_FILE)
+    meta = {"format": FORMAT, "version": predictor.config.version, "config": predictor.config.to_json()}
+    (directory / CONFIG_FILE).write_text(json.dumps(meta, indent=2, default=str) + "\n")
+    return directory
+
+
+def load_predictor(directory: str | Path, *, encoder: TextEncoder | None = None) -> LearnedDurationPredictor:
+    """The predictor saved in ``directory``; raises ``FileNotFoundError`` / ``ValueError``."""
+    import torch
+
+    directory = Path(directory)
+    meta = json.loads((directory / CONFIG_FILE).read_text())
+    if meta.get("format") != FORMAT:
+        raise ValueError(f"{directory}: unknown duration-model format {meta.get('format')!r}")
+    config = DurationConfig.from_json(meta["config"])
+    state = torch.load(directory / WEIGHTS_FILE, map_location="cpu", weights_only=True)
+    text, shape = state["index_text"].numpy(), state["index_shape"].numpy()
+    if text.shape[1:] != (config.text_dim,) or shape.shape[1:] != (SHAPE_DIM,):
+        raise ValueError(f"{directory}: index shapes {tuple(text.shape)} / {tuple(shape.shape)} do not match "
+                         f"text_dim {config.text_dim} / {SHAPE_DIM} shape features")  # fmt: skip
+    regressor = None
+    if state["regressor"] is not None:
+        torch.set_num_threads(1)  # tiny MLP: threads cost more than they give
+        regressor = MlpRegressor(config.text_dim + SHAPE_DIM, config.hidden, config.layers, seed=config.seed)
+        regressor.load_state(state["regressor"])
+    predictor = LearnedDurationPredictor(config, encoder=encoder, regressor=regressor)
+    predictor.index.add(text, shape, state["index_log_duration"].numpy())
+    return predictor
+
+
+def point_latest(root: str | Path, version: str) -> Path:
+    """``root/latest`` → ``version`` (relative symlink, replaced atomically)."""
+    link = Path(root) / "latest"
+    tmp = Path(root) / f".latest-{os.getpid()}"
+    tmp.unlink(missing_ok=True)
+    tmp.symlink_to(version)
+    os.replace(tmp, link)
+    return link

@@ -1,0 +1,100 @@
+"""``sjf-learned``: ``sjf-predicted`` with the learned duration predictor as its estimator.
+
+Registered in the ordering registry when this module is imported (from :mod:`inference`;
+``scheduling`` never imports torch or ``inference``), so ``sjf-learned+best-fit`` composes
+like any ordering.
+
+**The model**: ``model_dir`` (default ``$SEMSCHED_DURATION_MODEL_DIR``, else
+``models/duration/latest``) holds ``config.json`` + ``duration.pt``
+(:mod:`inference.duration.io`). If it is missing or fails to load, the ordering falls back to
+plain ``sjf-predicted`` behaviour — the host's estimator from the :class:`OrderContext` (the
+worker's and the simulator's :class:`~scheduling.duration_estimate.HistoryDurationPredictor`)
+— and says so: ``fell_back`` is True and ``fallback_reason`` holds the error.
+
+**Online learning**: the loaded predictor is ``self.predictor``; a host that wants it to learn
+from finishing jobs passes it as the estimator it calls ``observe`` on (the simulator's
+``estimator=``); otherwise its retrieval index stays as saved.
+
+Each :meth:`order` predicts every pending job in one batch (one index query and one MLP call
+for the jobs not seen before), then ranks exactly as ``sjf-predicted`` does: a declared
+``runtime_estimate_s`` first, gangs by their longest member, ties FIFO.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from scheduling.job import JobRequest
+from scheduling.order_context import OrderContext
+from scheduling.orderings.base import sort_units
+from scheduling.orderings.registry import ORDERINGS, register_ordering
+from scheduling.orderings.sjf_predicted import DEFAULT_DURATION_S, predicted_duration
+
+MODEL_DIR_ENV = "SEMSCHED_DURATION_MODEL_DIR"
+DEFAULT_MODEL_DIR = Path("models/duration/latest")
+NAME = "sjf-learned"
+
+
+def default_model_dir() -> Path:
+    return Path(os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
+
+
+class _Batch:
+    """A ``DurationPredictor`` answering from one batch prediction (``job_id`` → seconds)."""
+
+    def __init__(self, answers: dict[str, float]) -> None:
+        self.answers = answers
+
+    def predict(self, job: JobRequest) -> float | None:
+        return self.answers.get(job.job_id)
+
+
+class SjfLearned:
+    name = NAME
+
+    def __init__(self, model_dir: str | Path | None = None, *, default_s: float = DEFAULT_DURATION_S,
+                 predictor: Any = None) -> None:  # fmt: skip
+        """``predictor``: a :class:`~inference.duration.predictor.LearnedDurationPredictor` to
+        use instead of loading a directory (tests, benchmarks)."""
+        if not default_s >= 0:
+            raise ValueError(f"{NAME}: default_s must be >= 0")
+        self.default_s = float(default_s)
+        self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+        self.predictor = predictor
+        self.fell_back = False
+        self.fallback_reason: str | None = None
+        if self.predictor is None:
+            try:
+                from inference.duration.io import load_predictor
+
+                self.predictor = load_predictor(self.model_dir)
+            except Exception as e:  # missing, corrupt or mismatched: use the host's estimator
+                self.fell_back = True
+                self.fallback_reason = f"{type(e).__name__}: {e}"
+
+    @property
+    def model_version(self) -> str | None:
+        return None if self.predictor is None else self.predictor.version
+
+    def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
+        if self.predictor is None:
+            estimator = context.estimator if context is not None else None
+        else:
+            ask = [j for j in jobs if j.runtime_estimate_s is None]
+            values = self.predictor.predict_many(ask) if ask else np.zeros(0)
+            estimator = _Batch({j.job_id: float(v) for j, v in zip(ask, values, strict=True) if not np.isnan(v)})
+        memo = {j.job_id: predicted_duration(j, estimator, self.default_s) for j in jobs}
+        return sort_units(jobs, lambda unit: max(memo[j.job_id] for j in unit))
+
+    def __repr__(self) -> str:
+        what = f"fallback sjf-predicted: {self.fallback_reason}" if self.fell_back else self.model_version
+        return f"<ordering {NAME} ({what})>"
+
+
+if NAME not in ORDERINGS.names():  # re-importing (tests reload modules) must not raise
+    register_ordering(NAME)(SjfLearned)

@@ -1,0 +1,153 @@
+"""``LearnedDurationPredictor``: regression on the job's embedding and resources, blended with
+the run times of the most similar finished jobs (issue 4 point 3).
+
+Implements :class:`scheduling.order_context.LearningDurationPredictor`: ``predict(job)``
+answers in seconds; ``observe(job, run_time_s)`` adds a finished job to the retrieval index,
+so the predictor keeps learning online (the MLP is fixed between trainings; the index is
+not). ``sjf-learned`` (:mod:`inference.duration.ordering`) ranks pending jobs by it.
+
+The answer, in log seconds (``mode`` picks one; :meth:`components` returns all three):
+
+- ``regression``: the MLP (:mod:`inference.duration.regression`);
+- ``retrieval``: the weighted median of the k nearest finished jobs
+  (:mod:`inference.duration.retrieval`);
+- ``blend`` (default): ``a · retrieval + (1 − a) · regression`` with
+  ``a = blend_max · exp(−mean d² / blend_scale)`` — retrieval counts when its neighbours are
+  close (the same app, user or program with the same shape), the regression otherwise. Both
+  blend parameters are chosen on a time-ordered validation split by :func:`train_predictor`.
+
+Before anything is observed, retrieval has no answer and the blend is the regression; a
+predictor without a regression (``mode="retrieval"``, untrained) answers ``None`` until its
+first observation (``sjf-predicted`` then uses its default).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inference.duration.config import DurationConfig
+from inference.duration.features import SHAPE_DIM, JobFeaturiser
+from inference.duration.regression import MlpRegressor
+from inference.duration.retrieval import NeighbourIndex
+from inference.encoders import EncoderCache, get_encoder
+from inference.encoders.base import TextEncoder
+from scheduling.job import JobRequest
+
+
+@dataclass
+class Components:
+    """Per job, log seconds: the regression, the retrieval (NaN: no neighbours), the blend
+    weight ``a`` and the blended answer; and the mean d² of the neighbours."""
+
+    regression: np.ndarray
+    retrieval: np.ndarray
+    alpha: np.ndarray
+    blend: np.ndarray
+    mean_d2: np.ndarray
+
+    def answer(self, mode: str) -> np.ndarray:
+        return {"regression": self.regression, "retrieval": self.retrieval, "blend": self.blend}[mode]
+
+
+def make_encoder(name: str, dim: int) -> EncoderCache:
+    """The (cached) text encoder a config names."""
+    return EncoderCache(get_encoder(name, dim))
+
+
+class LearnedDurationPredictor:
+    def __init__(self, config: DurationConfig, *, encoder: TextEncoder | None = None,
+                 regressor: MlpRegressor | None = None) -> None:  # fmt: skip
+        self.config = config
+        self.encoder = encoder if encoder is not None else make_encoder(config.encoder, config.text_dim)
+        if self.encoder.dim != config.text_dim:
+            raise ValueError(f"encoder dim {self.encoder.dim} != config text_dim {config.text_dim}")
+        self.featuriser = JobFeaturiser(self.encoder)
+        self.regressor = regressor
+        self.index = NeighbourIndex(config.text_dim, SHAPE_DIM, k=config.k, tau=config.tau,
+                                    text_weight=config.text_weight, shape_weight=config.shape_weight,
+                                    recency=config.recency, max_rows=config.max_rows)  # fmt: skip
+        self._features: dict[JobRequest, tuple[np.ndarray, np.ndarray, float]] = {}
+
+    @property
+    def version(self) -> str:
+        return self.config.version
+
+    # -- features, cached per job ---------------------------------------------------------------
+    def features(self, jobs: Sequence[JobRequest]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(text [n, D], shape [n, S], regression log-seconds [n])``; cached per job."""
+        missing = [j for j in dict.fromkeys(jobs) if j not in self._features]
+        if missing:
+            text, shape = self.featuriser(missing)
+            reg = (self.regressor.predict(np.concatenate([text, shape], axis=1))
+                   if self.regressor is not None else np.full(len(missing), np.nan))  # fmt: skip
+            if len(self._features) + len(missing) > 200_000:
+                self._features.clear()
+            for j, t, s, r in zip(missing, text, shape, reg, strict=True):
+                self._features[j] = (t, s, float(r))
+        rows = [self._features[j] for j in jobs]
+        if not rows:
+            return (np.zeros((0, self.config.text_dim), np.float32), np.zeros((0, SHAPE_DIM), np.float32),
+                    np.zeros(0))  # fmt: skip
+        return (np.stack([r[0] for r in rows]), np.stack([r[1] for r in rows]),
+                np.array([r[2] for r in rows], dtype=np.float64))  # fmt: skip
+
+    def log_target(self, durations: Sequence[float] | np.ndarray) -> np.ndarray:
+        return np.log(np.maximum(np.asarray(durations, np.float64), self.config.min_duration_s))
+
+    # -- the LearningDurationPredictor protocol -------------------------------------------------
+    def observe(self, job: JobRequest, duration_s: float) -> None:
+        """Add a finished job (its run time in seconds) to the retrieval index."""
+        self.observe_many([job], [duration_s])
+
+    def observe_many(self, jobs: Sequence[JobRequest], durations: Sequence[float]) -> None:
+        d = np.asarray(durations, np.float64)
+        if len(d) != len(jobs):
+            raise ValueError("one duration per job")
+        if not np.all(np.isfinite(d) & (d >= 0)):
+            raise ValueError("durations must be finite numbers >= 0")
+        text, shape, _ = self.features(jobs)
+        self.index.add(text, shape, self.log_target(d))
+
+    def predict(self, job: JobRequest) -> float | None:
+        """Predicted run time in seconds, ``None`` when there is nothing to go on."""
+        v = float(self.predict_many([job])[0])
+        return None if math.isnan(v) else v
+
+    # -- batch API -------------------------------------------------------------------------------
+    def components(self, jobs: Sequence[JobRequest]) -> Components:
+        text, shape, reg = self.features(jobs)
+        nb = self.index.query(text, shape)
+        retr = nb.log_duration.astype(np.float64)
+        have = ~np.isnan(retr)
+        alpha = np.where(have, self.config.blend_max * np.exp(-nb.mean_d2 / self.config.blend_scale), 0.0)
+        if self.regressor is None:
+            alpha = np.where(have, 1.0, 0.0)
+        blend = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
+        return Components(reg, retr, alpha, blend, nb.mean_d2.astype(np.float64))
+
+    def predict_many(self, jobs: Sequence[JobRequest], mode: str | None = None) -> np.ndarray:
+        """float64 ``[n]`` seconds (NaN = no answer) under ``mode`` (default: the config's)."""
+        if not jobs:
+            return np.zeros(0)
+        mode = mode or self.config.mode
+        if mode == "regression" and self.regressor is None:
+            return np.full(len(jobs), np.nan)
+        return np.exp(self.components(jobs).answer(mode))
+
+    def explain(self, job: JobRequest) -> tuple[float | None, str]:
+        """``(prediction, where it came from)`` for ``semsched explain`` and the tests."""
+        c = self.components([job])
+        parts = [f"{self.config.mode} ({self.version})"]
+        if self.regressor is not None:
+            parts.append(f"regression {math.exp(c.regression[0]):.0f} s")
+        if not math.isnan(c.retrieval[0]):
+            parts.append(f"{self.index.k} nearest of {len(self.index)} finished: median {math.exp(c.retrieval[0]):.0f} s "
+                         f"(mean d² {c.mean_d2[0]:.3f}), weight {c.alpha[0]:.2f}")  # fmt: skip
+        return self.predict(job), ", ".join(parts)
+
+    def __repr__(self) -> str:
+        return f"<LearnedDurationPredictor {self.version} {self.config.mode} index={len(self.index)}>"

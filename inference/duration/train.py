@@ -1,0 +1,144 @@
+"""Training a :class:`~inference.duration.predictor.LearnedDurationPredictor` from finished jobs.
+
+:func:`train_predictor` takes jobs **in submission order** with their run times and:
+
+1. splits them in time: the first ``1 − val_fraction`` fit the model, the latest
+   ``val_fraction`` validate it (never a random split: that would let the model see the
+   future of the jobs it is judged on); with ``submit_times``, the split and the validation
+   are those of :mod:`inference.duration.evaluate` (fit on what had finished by the cut,
+   validate online), the regime the predictor is used in;
+2. trains the MLP on the fit part with early stopping on the validation part;
+3. chooses the retrieval settings (``k``, ``tau``) and the blend (``blend_max``,
+   ``blend_scale``) on the validation part, retrieving from an index of the fit part only,
+   by the mean absolute error in log space (symmetric: over- and under-prediction by the same
+   factor cost the same — the "within 100 % relative error" share is not a training target,
+   since predicting 0 s would maximise it);
+4. refits the MLP on **every** training job for the number of epochs validation chose, and
+   indexes every training job for retrieval.
+
+The sources of jobs are a trace's training split (``semsched bench duration``) or the
+archive's finished jobs (:mod:`inference.duration.archive`).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from inference.duration.config import DurationConfig
+from inference.duration.evaluate import Finished, Split, replay_online, time_split
+from inference.duration.predictor import LearnedDurationPredictor, make_encoder
+from inference.duration.regression import MlpRegressor
+from inference.encoders.base import TextEncoder
+from scheduling.job import JobRequest
+
+K_GRID = (4, 8, 16, 32)
+TAU_GRID = (0.01, 0.05, 0.2)
+BLEND_MAX_GRID = (0.0, 0.25, 0.5, 0.7, 0.85, 1.0)
+BLEND_SCALE_GRID = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+
+def _mae(pred: np.ndarray, true: np.ndarray) -> float:
+    ok = ~np.isnan(pred)
+    return float(np.mean(np.abs(pred[ok] - true[ok]))) if ok.any() else float("inf")
+
+
+def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], config: DurationConfig | None = None,
+                    *, submit_times: Sequence[float] | None = None, encoder: TextEncoder | None = None,
+                    val_fraction: float = 0.15, progress: Progress | None = None,
+                    tune: bool = True) -> LearnedDurationPredictor:  # fmt: skip
+    """A trained predictor (see the module docstring); ``encoder`` reuses a cache across calls.
+
+    ``submit_times`` (seconds, one per job): validate the way the predictor is used — the fit
+    part is what had *finished* by the validation cut, and the validation jobs are predicted
+    online while earlier ones finish (:func:`inference.duration.evaluate.replay_online`).
+    Without them, ``jobs`` must be in submission order and the validation is offline."""
+    t0 = time.perf_counter()
+    config = replace(config or DurationConfig())
+    if len(jobs) != len(durations) or (submit_times is not None and len(submit_times) != len(jobs)):
+        raise ValueError("one duration (and submit time) per job")
+    if len(jobs) < 10:
+        raise ValueError(f"need at least 10 finished jobs to train, got {len(jobs)}")
+    encoder = encoder if encoder is not None else make_encoder(config.encoder, config.text_dim)
+    config.text_dim, config.encoder = encoder.dim, encoder.name
+    shell = LearnedDurationPredictor(config, encoder=encoder)
+    text, shape, _ = shell.features(jobs)
+    y = shell.log_target(durations)
+    x = np.concatenate([text, shape], axis=1)
+    if submit_times is not None:
+        recs = [Finished(float(t), j, float(d)) for t, j, d in zip(submit_times, jobs, durations, strict=True)]
+        split = time_split(recs, 1 - val_fraction)
+        pos = {id(r): i for i, r in enumerate(recs)}
+        fit_i = np.array([pos[id(r)] for r in split.train], dtype=np.int64)
+        val_i = np.array([pos[id(r)] for r in split.test], dtype=np.int64)
+    else:
+        split = None
+        n_fit = max(1, min(len(jobs) - 1, round(len(jobs) * (1 - val_fraction))))
+        fit_i, val_i = np.arange(n_fit), np.arange(n_fit, len(jobs))
+    if len(fit_i) == 0 or len(val_i) == 0:
+        raise ValueError("the validation split left no job to fit or to validate on")
+
+    reg = MlpRegressor(x.shape[1], config.hidden, config.layers, seed=config.seed)
+    report = reg.fit(x[fit_i], y[fit_i], x[val_i], y[val_i], epochs=config.epochs,
+                     progress=(lambda e, n: progress("regression", e, n)) if progress else None)  # fmt: skip
+    reg_val = reg.predict(x[val_i])
+    info: dict[str, object] = {"jobs": len(jobs), "fit_jobs": len(fit_i), "val_jobs": len(val_i),
+                               "validation": "online" if split is not None else "offline",
+                               "epochs": report.epochs, "best_epoch": report.best_epoch,
+                               "val_huber": report.val_loss,
+                               "median_train_s": float(np.exp(np.median(y)))}  # fmt: skip
+    maes: dict[str, float] = {"regression": _mae(reg_val, y[val_i])}
+    if tune:
+        best = (float("inf"), config.k, config.tau, config.blend_max, config.blend_scale)
+        grid = list(itertools.product(K_GRID, TAU_GRID))
+        maes["retrieval"] = float("inf")
+        for i, (k, tau) in enumerate(grid):
+            probe = LearnedDurationPredictor(replace(config, k=k, tau=tau), encoder=encoder)
+            probe.index.add(text[fit_i], shape[fit_i], y[fit_i])
+            retr, d2 = _retrieve(probe, split, val_i, text, shape)
+            maes["retrieval"] = min(maes["retrieval"], _mae(retr, y[val_i]))
+            for bmax, bscale in itertools.product(BLEND_MAX_GRID, BLEND_SCALE_GRID):
+                a = bmax * np.exp(-d2 / bscale)
+                blend = np.where(np.isnan(retr), reg_val, a * np.nan_to_num(retr) + (1 - a) * reg_val)
+                err = _mae(blend, y[val_i])
+                if err < best[0] - 1e-9:
+                    best = (err, k, tau, bmax, bscale)
+            if progress:
+                progress("tuning", i + 1, len(grid))
+        maes["blend"], config.k, config.tau, config.blend_max, config.blend_scale = best
+    info["val_mae_log"] = maes
+    info["train_s"] = round(time.perf_counter() - t0, 2)
+    config.train_info = info
+    # refit on every training job for the epochs validation chose: the fit part alone can be
+    # small (with submit_times it holds only what had finished by the validation cut)
+    final = MlpRegressor(x.shape[1], config.hidden, config.layers, seed=config.seed)
+    final.fit(x, y, epochs=max(5, report.best_epoch),
+              progress=(lambda e, n: progress("refit", e, n)) if progress else None)  # fmt: skip
+    out = LearnedDurationPredictor(config, encoder=encoder, regressor=final)
+    order = np.argsort(np.asarray(submit_times, np.float64) + np.asarray(durations, np.float64), kind="stable") \
+        if submit_times is not None else np.arange(len(jobs))  # fmt: skip
+    out.observe_many([jobs[i] for i in order], [float(durations[i]) for i in order])
+    return out
+
+
+def _retrieve(probe: LearnedDurationPredictor, split: Split | None, val_i: np.ndarray, text: np.ndarray,
+              shape: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Log-seconds answers and mean d² of ``probe``'s retrieval for the validation jobs:
+    offline (one query), or online along ``split`` (observing what finishes meanwhile)."""
+    if split is None:
+        nb = probe.index.query(text[val_i], shape[val_i])
+        return nb.log_duration.astype(np.float64), nb.mean_d2.astype(np.float64)
+
+    def predict(batch: list[JobRequest]) -> dict[str, np.ndarray]:
+        t, s, _ = probe.features(batch)
+        nb = probe.index.query(t, s)
+        return {"retr": nb.log_duration.astype(np.float64), "d2": nb.mean_d2.astype(np.float64)}
+
+    res = replay_online(split, probe.observe_many, predict)
+    return res["retr"], res["d2"]

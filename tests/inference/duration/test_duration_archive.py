@@ -1,0 +1,80 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from inference.duration.archive import finished_jobs, train_from_archive
+from inference.duration.config import DurationConfig
+from scheduling.events import JobLifecycle, JobSubmitted
+from storage.client import ArchiveClient, close_client, get_client
+from storage.migrate import migrate
+from storage.writer import ArchiveWriter
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+@pytest.fixture
+def archive(tmp_path: Path) -> Iterator[ArchiveClient]:
+    dsn = f"chdb://{tmp_path / 'chdb'}"
+    client = get_client(dsn)
+    migrate(client)
+    yield client
+    close_client(dsn)
+
+
+def _write(client: ArchiveClient, n_apps: int = 0) -> None:
+    sub = [
+        JobSubmitted(event_id="s-a", event_time=at(0), job_id="A", app="etl", user="u1", cpu_milli=2000,
+                     trace_duration_s=123456.0),  # the replay's answer: must never be read
+        JobSubmitted(event_id="s-b", event_time=at(1), job_id="B", app="web"),
+        JobSubmitted(event_id="s-c", event_time=at(2), job_id="C", app="web"),
+    ]
+    life = [
+        # A: attempt 0 failed after 10 s, attempt 1 ran 40 s
+        JobLifecycle(event_id="l1", event_time=at(5), job_id="A", state="started", attempt=0),
+        JobLifecycle(event_id="l2", event_time=at(15), job_id="A", state="failed", attempt=0),
+        JobLifecycle(event_id="l3", event_time=at(20), job_id="A", state="started", attempt=1),
+        JobLifecycle(event_id="l4", event_time=at(60), job_id="A", state="finished", attempt=1),
+        # B still running, C never started
+        JobLifecycle(event_id="l5", event_time=at(3), job_id="B", state="started"),
+    ]
+    for i in range(n_apps * 10):  # more finished jobs: two apps of very different run times
+        app, run = ("short-app", 10.0) if i % 2 else ("long-app", 5000.0)
+        t = 100.0 + 10 * i
+        sub.append(JobSubmitted(event_id=f"s{i}", event_time=at(t), job_id=f"J{i}", app=app, name=app))
+        life += [JobLifecycle(event_id=f"a{i}", event_time=at(t + 1), job_id=f"J{i}", state="started"),
+                 JobLifecycle(event_id=f"b{i}", event_time=at(t + 1 + run), job_id=f"J{i}", state="finished")]
+    w = ArchiveWriter(client)
+    for table, events in (("jobs_submitted", sub), ("jobs_lifecycle", life)):
+        w.write(table, events, [(0, i) for i in range(len(events))])
+        w.write(table, events, [(0, i) for i in range(len(events))])  # redelivered: counts once
+
+
+def test_reads_finished_jobs_with_the_run_time_of_their_last_attempt(archive: ArchiveClient) -> None:
+    _write(archive)
+    done = finished_jobs(archive)
+    assert [d.job.job_id for d in done] == ["A"]
+    a = done[0]
+    assert a.run_s == pytest.approx(40.0)
+    assert a.submit_s == pytest.approx(T0.timestamp())
+    assert a.job.trace_duration_s is None  # not selected
+    assert (a.job.app, a.job.user, a.job.cpu_milli) == ("etl", "u1", 2000)
+
+
+def test_trains_from_the_archive(archive: ArchiveClient) -> None:
+    _write(archive, n_apps=4)
+    cfg = DurationConfig(encoder="hashed-ngram-32", text_dim=32, hidden=16, epochs=5, version="archive")
+    model = train_from_archive(archive, cfg)
+    assert len(model.index) == 41
+    from scheduling.job import JobRequest
+
+    short = model.predict(JobRequest(job_id="new1", app="short-app", text="short-app | short-app"))
+    long = model.predict(JobRequest(job_id="new2", app="long-app", text="long-app | long-app"))
+    assert short is not None and long is not None and long > 10 * short

@@ -1,0 +1,44 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import inference.duration.ordering  # noqa: F401  (registers sjf-learned)
+from inference.duration.config import DurationConfig
+from inference.duration.ordering import MODEL_DIR_ENV, SjfLearned
+from inference.duration.predictor import LearnedDurationPredictor
+from scheduling.duration_estimate import HistoryDurationPredictor
+from scheduling.job import JobRequest
+from scheduling.order_context import OrderContext
+from scheduling.orderings import available_orderings, get_ordering
+from scheduling.policies import get_policy
+
+
+def _job(i: int, app: str, submit: float) -> JobRequest:
+    return JobRequest(job_id=f"{app}-{i}", app=app, text=app, cpu_milli=1000, submit_time=submit)
+
+
+def test_registers_and_falls_back_with_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "sjf-learned" in available_orderings()
+    monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / "nowhere"))
+    ordering = get_ordering("sjf-learned")
+    assert ordering.fell_back and "FileNotFoundError" in ordering.fallback_reason
+    assert ordering.model_dir == tmp_path / "nowhere"
+    # falls back to sjf-predicted on the host's estimator
+    hist = HistoryDurationPredictor(min_samples=1)
+    hist.observe(_job(0, "long", 0), 9000.0)
+    hist.observe(_job(0, "short", 0), 5.0)
+    jobs = [_job(1, "long", 1.0), _job(1, "short", 2.0)]
+    assert [j.app for j in ordering.order(jobs, 3.0, OrderContext(estimator=hist))] == ["short", "long"]
+    assert get_policy("sjf-learned+best-fit").name == "sjf-learned+best-fit"
+
+
+def test_ranks_by_the_learned_predictor() -> None:
+    p = LearnedDurationPredictor(DurationConfig(encoder="hashed-ngram-32", text_dim=32, mode="retrieval", k=2))
+    p.observe_many([_job(0, "nightly-etl", 0), _job(0, "unit-tests", 0)], [20_000.0, 30.0])
+    ordering = SjfLearned(predictor=p)
+    assert not ordering.fell_back and ordering.model_version == "untrained"
+    jobs = [_job(1, "nightly-etl", 1.0), _job(1, "unit-tests", 2.0)]
+    # the host's estimator (none here) is not needed: the learned one answers
+    assert [j.app for j in ordering.order(jobs, 3.0, None)] == ["unit-tests", "nightly-etl"]

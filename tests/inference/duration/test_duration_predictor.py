@@ -1,0 +1,67 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from inference.duration.config import DurationConfig
+from inference.duration.evaluate import Finished, accuracy, replay_online, time_split
+from inference.duration.io import load_predictor, save_predictor
+from inference.duration.train import train_predictor
+from scheduling.order_context import LearningDurationPredictor
+
+
+@pytest.fixture(scope="module")
+def trained(google_finished: list[Finished]) -> tuple[object, object]:
+    split = time_split(google_finished, 0.75)
+    cfg = DurationConfig(encoder="hashed-ngram-32", text_dim=32, hidden=32, epochs=15, version="test")
+    model = train_predictor([r.job for r in split.train], [r.duration for r in split.train], cfg,
+                            submit_times=[r.submit for r in split.train])  # fmt: skip
+    return model, split
+
+
+def test_learns_something_on_held_out_jobs(trained: tuple) -> None:
+    model, split = trained
+    as_protocol: LearningDurationPredictor = model  # what sjf-predicted and the simulator accept
+    assert callable(as_protocol.observe) and callable(as_protocol.predict)
+    true = np.array([r.duration for r in split.test])
+    constant = np.full(len(true), np.median([r.duration for r in split.train]))
+    res = replay_online(split, model.observe_many, lambda jobs: {"blend": model.predict_many(jobs)})
+    learned, base = accuracy(res["blend"], true), accuracy(constant, true)
+    assert learned["answered"] == 1.0
+    assert learned["mae_log"] < 0.8 * base["mae_log"], (learned, base)
+    assert learned["within_2x"] > base["within_2x"]
+    info = model.config.train_info
+    assert info["validation"] == "online" and info["fit_jobs"] + info["val_jobs"] <= info["jobs"]
+
+
+def test_observe_changes_predictions(trained: tuple) -> None:
+    model, split = trained
+    job = split.test[0].job
+    before = model.predict(job)
+    for _ in range(3):
+        model.observe(job, 50_000.0)  # the same job, run very long, three times
+    after = model.predict(job)
+    assert before is not None and after is not None and after > 1.5 * before
+    _, why = model.explain(job)
+    assert "nearest" in why and "regression" in why
+
+
+def test_save_load_round_trip(trained: tuple, tmp_path: Path) -> None:
+    model, split = trained
+    jobs = [r.job for r in split.test[:50]]
+    save_predictor(tmp_path / "m", model)
+    assert {p.name for p in (tmp_path / "m").iterdir()} == {"config.json", "duration.pt"}
+    loaded = load_predictor(tmp_path / "m")
+    assert loaded.version == "test" and len(loaded.index) == len(model.index)
+    assert loaded.config.k == model.config.k and loaded.config.blend_scale == model.config.blend_scale
+    np.testing.assert_allclose(loaded.predict_many(jobs), model.predict_many(jobs), rtol=1e-5)
+
+
+def test_load_rejects_a_foreign_directory(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text('{"format": 99}')
+    with pytest.raises(ValueError, match="format"):
+        load_predictor(tmp_path)
+    with pytest.raises(FileNotFoundError):
+        load_predictor(tmp_path / "missing")
