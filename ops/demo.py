@@ -40,11 +40,32 @@ def wait_until_settled(stack: LocalStack, expected: int, timeout_s: float) -> di
         return stack.wait(settled, timeout_s, what="the jobs to settle", on_status=show)
 
 
+def learned_env(policy: str, inference: str, model_dir: Path | None) -> tuple[dict[str, str], str | None]:
+    """The worker's environment for the learned policy, or an error message (no model, a bad flag)."""
+    from inference.backends import BACKENDS
+    from inference.policy import default_model_dir
+
+    if inference not in BACKENDS:
+        return {}, f"--inference must be one of {', '.join(BACKENDS)}, not {inference!r}"
+    uses_model = policy.split("+")[-1] == "learned"
+    if not uses_model:
+        return {}, (f"--inference {inference} needs the learned policy (--policy learned)" if inference != "in-process"
+                    else None)  # fmt: skip
+    model = (model_dir or default_model_dir()).absolute()
+    if not (model / "config.json").exists():
+        return {}, f"no model at {model}: train one first with `semsched train` (about 6 minutes on 2 cores)"
+    return {"SEMSCHED_MODEL_DIR": str(model), "SEMSCHED_INFERENCE": inference}, None
+
+
 def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port: int, timeout_s: float,
-             state_root: Path | None = None) -> int:  # fmt: skip
+             state_root: Path | None = None, inference: str = "in-process", model_dir: Path | None = None) -> int:  # fmt: skip
     from ops.replay import replay
     from ops.traces.registry import get_loader
 
+    env, problem = learned_env(policy, inference, model_dir)
+    if problem:
+        console.print(f"[red]demo:[/] {problem}")
+        return 2
     stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy)
     settings = stack.settings
     console.rule("[bold]semsched demo")
@@ -55,8 +76,14 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         with console.status("starting the Kafka broker (first run resolves its jars with mvn)…"):
             took = stack.start_broker()
         console.print(f"[green]✓[/] Kafka broker on {settings.bootstrap} ({took:.1f}s)")
-        worker = stack.start_worker()
-        console.print(f"[green]✓[/] worker (pid {worker.pid}, policy {policy}, web :{settings.web_port})")
+        if env.get("SEMSCHED_INFERENCE") == "triton":
+            with console.status("starting the Triton inference server…"):
+                server, url, took = stack.start_triton(Path(env["SEMSCHED_MODEL_DIR"]))
+            env["SEMSCHED_TRITON_URL"] = url
+            console.print(f"[green]✓[/] Triton (pid {server.pid}, gRPC {url}, {took:.1f}s)")
+        worker = stack.start_worker(env=env)
+        model = f", model {env['SEMSCHED_MODEL_DIR']} ({env['SEMSCHED_INFERENCE']})" if env else ""
+        console.print(f"[green]✓[/] worker (pid {worker.pid}, policy {policy}{model}, web :{settings.web_port})")
         agents = stack.start_agents("--speed", str(speed), "--telemetry", "5")
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid})")
         loader = get_loader("openb", start_offset=start_offset, limit=jobs)

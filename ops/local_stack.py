@@ -66,7 +66,8 @@ def stop_leftovers(run_dir: Path) -> None:
         with contextlib.suppress(ValueError, OSError):
             pid = int(pid_file.read_text().strip())
             # only if that PID is still one of ours (PIDs get reused)
-            if b"ops.cli.main" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            if b"ops.cli.main" in cmdline or b"inference.serving.server" in cmdline:
                 os.killpg(pid, signal.SIGKILL)
     if (run_dir / "kafka" / "broker.pid").exists():
         KafkaBroker(port=free_port(), data_dir=run_dir / "kafka").stop()
@@ -80,6 +81,7 @@ class LocalStack:
         self.run_dir = run_dir
         self.broker: Any = None
         self.children: dict[str, Child] = {}
+        self.servers: list[Any] = []  # Triton servers (inference.serving.process.ServerHandle)
 
     @classmethod
     def fresh(cls, name: str, *, port: int = 0, state_root: Path | None = None, **overrides: Any) -> LocalStack:
@@ -110,16 +112,28 @@ class LocalStack:
         return time.time() - t0
 
     def start_worker(self, *args: str, timeout: float = 120, name: str = "worker",
-                     settings: Settings | None = None) -> Child:  # fmt: skip
+                     settings: Settings | None = None, env: dict[str, str] | None = None) -> Child:  # fmt: skip
         """Start a worker; a second one (another ``name``) needs its own ``settings`` (web
-        port, state dir) and, in embedded mode, ``--no-archive`` (one process owns chdb)."""
+        port, state dir) and, in embedded mode, ``--no-archive`` (one process owns chdb).
+        ``env``: more variables, e.g. the learned policy's ``SEMSCHED_INFERENCE`` / ``SEMSCHED_MODEL_DIR``."""
         s = settings or self.settings
-        w = spawn_semsched(name, ["worker", *args], env=child_env(s), run_dir=self.run_dir)
+        w = spawn_semsched(name, ["worker", *args], env={**child_env(s), **(env or {})}, run_dir=self.run_dir)
         self.children[name] = w
         wait_for(lambda: worker_status(s) is not None or not w.alive(), timeout, what=f"the {name}")
         if not w.alive():
             raise RuntimeError(f"the worker died:\n{w.log_tail()}")
         return w
+
+    def start_triton(self, model_dir: Path, device: str = "cpu") -> tuple[Any, str, float]:
+        """Start a Triton server (``inference.serving``) for ``model_dir``, ready when this
+        returns; stopped with the stack. Returns the handle, its gRPC URL and the seconds it took."""
+        from inference.serving.process import start_server
+
+        t0 = time.time()
+        handle = start_server(model_dir, device=device, log_path=self.run_dir / "triton.log")
+        self.servers.append(handle)
+        (self.run_dir / "triton.pid").write_text(str(handle.pid))  # for stop_leftovers
+        return handle, handle.url, time.time() - t0
 
     def start_agents(self, *args: str) -> Child:
         a = spawn_semsched("agents", ["agents", *args], env=child_env(self.settings), run_dir=self.run_dir)
@@ -130,6 +144,8 @@ class LocalStack:
         """Stop every child (agents first) and the broker, by PID; safe to call twice."""
         for c in reversed(list(self.children.values())):
             c.stop()
+        for server in self.servers:
+            server.stop()
         if self.broker is not None:
             self.broker.stop()
 

@@ -17,14 +17,14 @@ def _spark(values: list[float]) -> str:
     return "".join(bars[min(len(bars) - 1, int(v * len(bars)))] for v in values)
 
 
-def _by_reason(title: str, unit: str, counts: dict[str, int], most: int = 5) -> Table:
+def _by_reason(title: str, unit: str, counts: dict[str, int], most: int = 5, key: str = "reason") -> Table:
     t = Table(title=title, title_justify="left")
     t.add_column(unit, justify="right")
-    t.add_column("reason")
+    t.add_column(key)
     for reason, n in list(counts.items())[:most]:
         t.add_row(f"{n:,}", reason)
     if len(counts) > most:
-        t.add_row(f"{sum(list(counts.values())[most:]):,}", f"… {len(counts) - most} more reasons")
+        t.add_row(f"{sum(list(counts.values())[most:]):,}", f"… {len(counts) - most} more")
     return t
 
 
@@ -48,12 +48,14 @@ def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
     ]:  # fmt: skip
         t.add_row(label, value)
     console.print(t)
-    for title, unit, counts in (("rejected, by reason", "jobs", s.rejected_by_reason),
-                                ("jobs that had to wait for a node, by their last reason", "jobs",
-                                 s.unschedulable_by_reason),
-                                ("dead letters, by reason", "messages", s.deadletters_by_reason)):  # fmt: skip
+    for title, unit, counts, key in (("rejected, by reason", "jobs", s.rejected_by_reason, "reason"),
+                                     ("jobs that had to wait for a node, by their last reason", "jobs",
+                                      s.unschedulable_by_reason, "reason"),
+                                     ("dead letters, by reason", "messages", s.deadletters_by_reason, "reason"),
+                                     ("placements, by the model that decided them", "placements",
+                                      s.placed_by_model, "model version")):  # fmt: skip
         if counts:
-            console.print(_by_reason(title, unit, counts))
+            console.print(_by_reason(title, unit, counts, key=key))
     if s.gpu_allocation:
         ratios = [x.ratio for x in s.gpu_allocation]
         step = s.gpu_allocation[1].bucket_start - s.gpu_allocation[0].bucket_start if len(ratios) > 1 else 0

@@ -87,13 +87,18 @@ def demo(
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
     port: int = typer.Option(19092, help="Port of the local Kafka broker."),
     timeout: float = typer.Option(900, help="Give up waiting for the jobs after this many seconds."),
+    inference: str = typer.Option("in-process", help="Where the learned policy's model runs: in-process, or "
+                                  "triton (the demo starts `semsched serve` and the worker calls it)."),
+    model: Path = typer.Option(None, help="Model directory for the learned policy (default: models/latest, "
+                               "written by `semsched train`)."),
 ) -> None:
     """The main job, end to end on one machine: broker, worker, agents, a replay of the openb trace,
-    then a reconciled summary from ClickHouse. Exits non-zero if any job is lost or placed twice."""
+    then a reconciled summary from ClickHouse. Exits non-zero if any job is lost or placed twice.
+    ``--policy learned --inference triton`` runs the learned policy served by Triton."""
     from ops.demo import run_demo
 
     raise typer.Exit(run_demo(jobs=jobs, speed=speed, start_offset=start_offset, policy=policy, port=port,
-                              timeout_s=timeout))  # fmt: skip
+                              timeout_s=timeout, inference=inference, model_dir=model))  # fmt: skip
 
 
 if __name__ == "__main__":

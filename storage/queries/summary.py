@@ -4,7 +4,7 @@ dead letters (definitions in :mod:`storage.queries`; the metrics come from
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from scheduling.metrics import AllocationSample
 from storage.client import ArchiveClient
@@ -29,6 +29,9 @@ class Summary:
     decision_latency_p99_ms: float | None
     gpu_allocation: list[AllocationSample]  # time-weighted per bucket
     deadletters_by_reason: dict[str, int]
+    #: placements per deciding model ("<version>", or "fallback (<version>)" when the model call
+    #: failed and the fallback heuristic decided); empty when no model-backed policy ran
+    placed_by_model: dict[str, int] = field(default_factory=dict)
 
 
 _COUNTS = """
@@ -56,6 +59,14 @@ SELECT reason, uniqExact(job_id) AS jobs FROM
 GROUP BY reason ORDER BY jobs DESC, reason
 """
 
+_PLACED_BY_MODEL = """
+SELECT if(fallback, concat('fallback (', if(model_version = '', 'no model', model_version), ')'), model_version) AS model,
+       uniqExact(job_id, attempt) AS placements
+FROM decisions FINAL WHERE outcome = 'placed' AND (model_version != '' OR fallback)
+GROUP BY model ORDER BY placements DESC, model
+"""
+
+
 def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
     """Counts, JCT, queueing delay, GPU allocation, decision latency and dead letters."""
     (c,) = _dicts(client, _COUNTS)
@@ -78,4 +89,5 @@ def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
         decision_latency_p99_ms=lat.p99 if lat else None,
         gpu_allocation=gpu_allocation(client, bucket_s),
         deadletters_by_reason=deadletters_by_reason(client),
+        placed_by_model={r["model"]: int(r["placements"]) for r in _dicts(client, _PLACED_BY_MODEL)},
     )  # fmt: skip

@@ -62,3 +62,14 @@ def test_a_model_server_that_is_down_means_fallback_decisions_that_say_so(make_s
     assert len(rows) == N
     assert all(f for _, f, _ in rows), rows[:3]
     assert all("fell back to fgd" in r and "triton" in r.lower() for _, _, r in rows), rows[:3]
+
+
+def test_the_worker_decides_through_a_real_triton_server(make_stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from inference.serving.process import start_server
+
+    latest = tiny_model(tmp_path)
+    with start_server(latest, log_path=tmp_path / "triton.log") as server:
+        rows = run(make_stack, {"SEMSCHED_MODEL_DIR": str(latest), "SEMSCHED_INFERENCE": "triton",
+                                "SEMSCHED_TRITON_URL": server.url, "SEMSCHED_TRITON_DEADLINE_MS": "2000"})  # fmt: skip
+    assert len(rows) == N
+    assert {(v, f) for v, f, _ in rows} == {("it-v1", False)}, rows[:3]
