@@ -1,0 +1,179 @@
+"""``semsched bench triton``: decision latency per scheduling step, via Triton beside in-process.
+
+For each cluster size (the 1,213 openb GPU nodes loaded to ~70 % of their GPUs as
+``semsched bench learned`` loads them; 5,000 nodes = that node list and its allocations
+replicated) and each pending-queue size (openb pods), ``repeat`` times after one warm-up:
+
+- **features**: :func:`inference.model.step.build_inputs` (node state, topology, job rows,
+  pair features per distinct job shape) — the worker computes these either way;
+- **in-process**: :class:`~inference.backends.InProcessBackend` ``policy`` (fusion encoder
+  once, the head over pending × nodes);
+- **triton**: :class:`~inference.serving.client.TritonBackend` ``policy_async`` (async gRPC, as
+  the worker's loop awaits it): serialisation, the round trip, PyTriton's shared-memory hand-over,
+  the same ``run_policy`` on the server, the answer back;
+- **step** = features + the model call, per backend (the issue's decision latency per step).
+
+The server runs on the same machine (2 shared cores here) unless ``--url`` points elsewhere;
+the client's deadline is set high so that every call is timed, and the report counts the calls
+that would have missed the worker's default deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from ops.bench import environment, percentiles
+
+console = Console()
+
+
+def replicated_cluster(snap: Any, nodes: list[Any], count: int) -> Any:
+    """``count`` nodes: ``nodes`` (the openb list, in ``snap``'s order) repeated with their allocations in ``snap``."""
+    from scheduling.node import NodeView
+    from scheduling.snapshot import ClusterSnapshot
+
+    out = []
+    for i in range(count):
+        b = i % len(nodes)
+        nd = nodes[b]
+        gpu_alloc = tuple(int(1000 - f) for f in snap.gpu_free[b, : nd.num_gpu])
+        out.append(NodeView(node_id=f"{nd.node_id}-r{i // len(nodes)}", cpu_milli=nd.cpu_milli,
+                            memory_mib=nd.memory_mib, num_gpu=nd.num_gpu, gpu_model=nd.gpu_model,
+                            cpu_alloc_milli=int(snap.table.cpu_cap[b] - snap.cpu_free[b]),
+                            memory_alloc_mib=int(snap.table.mem_cap[b] - snap.mem_free[b]),
+                            gpu_alloc_milli=gpu_alloc if any(gpu_alloc) else ()))  # fmt: skip
+    return ClusterSnapshot.from_nodes(out)
+
+
+def clusters(sizes: list[int]) -> tuple[dict[int, Any], list[Any]]:
+    from ops.bench.learned import loaded_cluster
+    from ops.cli.train import openb_fill_inputs
+
+    snap, pods = loaded_cluster()
+    nodes = openb_fill_inputs()[0]
+    assert [n.node_id for n in nodes] == list(snap.node_ids), "the openb node order changed"
+    return {n: snap if n == len(nodes) else replicated_cluster(snap, nodes, n) for n in sizes}, pods
+
+
+def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], pending: list[int], repeat: int,
+               deadline_ms: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+    from inference.encoders import EncoderCache, get_encoder
+    from inference.model.step import build_inputs
+
+    spec = local.loaded.config.spec
+    encoder = EncoderCache(get_encoder(spec.encoder))
+    rows: list[dict[str, Any]] = []
+    raw: dict[str, Any] = {}
+    loop = asyncio.new_event_loop()
+    try:
+        for n_nodes, snap in snaps.items():
+            for n in pending:
+                jobs = [pods[i % len(pods)] for i in range(n)]
+                samples: dict[str, list[float]] = {"features": [], "in-process": [], "triton": []}
+                payload = 0.0
+                for r in range(repeat + 1):
+                    t0 = time.perf_counter()
+                    inputs = build_inputs(snap, jobs, 0.0, spec, encoder, knn=local.loaded.config.knn)
+                    t1 = time.perf_counter()
+                    want = local.policy(inputs)
+                    t2 = time.perf_counter()
+                    got = loop.run_until_complete(remote.policy_async(inputs))
+                    t3 = time.perf_counter()
+                    if r == 0:  # warm-up; check the answers agree once per size
+                        np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
+                        payload = sum(a.nbytes for a in inputs.arrays().values()) + got["scores"].nbytes
+                        continue
+                    for key, dt in (("features", t1 - t0), ("in-process", t2 - t1), ("triton", t3 - t2)):
+                        samples[key].append(dt * 1000.0)
+                samples["step in-process"] = [a + b for a, b in zip(samples["features"], samples["in-process"], strict=True)]
+                samples["step triton"] = [a + b for a, b in zip(samples["features"], samples["triton"], strict=True)]
+                misses = sum(t > deadline_ms for t in samples["triton"])
+                for what, values in samples.items():
+                    stats = percentiles(values)
+                    rows.append({"nodes": n_nodes, "pending": n, "what": what, "p50 ms": stats["p50"],
+                                 "p99 ms": stats["p99"], "mean ms": stats["mean"], "n": stats["n"],
+                                 "payload MB": payload / 1e6 if what == "triton" else None,
+                                 f"> {deadline_ms:g} ms": misses if what == "triton" else None})  # fmt: skip
+                raw[f"{n_nodes}x{n}"] = samples
+                console.print(f"{n_nodes:,} nodes x {n:,} pending: in-process p50 {np.median(samples['in-process']):.1f} ms, "
+                              f"triton p50 {np.median(samples['triton']):.1f} ms")  # fmt: skip
+    finally:
+        loop.close()
+    return rows, raw
+
+
+def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[int], nodes: list[int], repeat: int,
+                     deadline_ms: float, out_dir: Path, command: str) -> int:  # fmt: skip
+    import torch
+
+    from inference.backends import InProcessBackend
+    from inference.policy import default_model_dir
+    from inference.serving.client import TritonBackend
+    from ops.reports import Report
+
+    started = time.perf_counter()
+    model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+    if not (model_dir / "config.json").is_file():
+        console.print(f"[red]no model in {model_dir}: run `semsched train` or pass --model[/red]")
+        return 2
+    local = InProcessBackend(model_dir)
+    handle = None
+    if url is None:
+        from inference.serving.process import start_server
+
+        console.print("starting a Triton server (PyTriton) ...")
+        t0 = time.perf_counter()
+        handle = start_server(model_dir, device="cpu")
+        startup_s = time.perf_counter() - t0
+        url = handle.url
+    try:
+        remote = TritonBackend(model_dir, url=url, deadline_ms=60_000)
+        snaps, pods = clusters(nodes)
+        rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms)
+        remote.close()
+    finally:
+        if handle is not None:
+            handle.stop()
+    report = Report(out_dir, "bench-triton", "Decision latency per step: Triton (gRPC) beside in-process", command,
+                    started=started, console=console)  # fmt: skip
+    where = (f"a local Triton server started for the run (PyTriton {_version('nvidia-pytriton')}, CPU, ready in "
+             f"{startup_s:.1f} s) on the same 2 shared cores as the client" if handle is not None else f"the server at {url}")  # fmt: skip
+    report.text(f"Model {local.version} ({sum(p.numel() for p in local.loaded.model.parameters()):,} parameters, "
+                f"torch {torch.__version__}, {torch.get_num_threads()} thread). Clusters: the 1,213 openb GPU nodes with "
+                "~70 % of their GPUs allocated (best-fit on the fill sequence of seed 0), and 5,000 nodes = that node "
+                "list with its allocations replicated. N pending openb pods. 'features' = build_inputs (the same for "
+                "both backends); 'in-process' / 'triton' = the model call (fusion encoder once + the head over "
+                f"N x nodes) in this process / via {where}, async gRPC; 'step …' = features + the call. "
+                f"The last column counts Triton calls slower than the worker's default deadline ({deadline_ms:g} ms), "
+                "which would have been decided by the fallback heuristic.")  # fmt: skip
+    columns = ["nodes", "pending", "what", "p50 ms", "p99 ms", "mean ms", "n", "payload MB", f"> {deadline_ms:g} ms"]
+    report.table("Per-step latency (ms)", rows, columns)
+    for n_nodes in nodes:
+        series = {}
+        for what in ("step in-process", "step triton"):
+            pts = [(r["pending"], r["p50 ms"]) for r in rows if r["nodes"] == n_nodes and r["what"] == what]
+            series[f"{what} ({n_nodes:,} nodes)"] = ([p for p, _ in pts], [v for _, v in pts])
+        report.line_plot(f"triton-p50-{n_nodes}", f"Step latency p50, {n_nodes:,} nodes", "pending jobs", "ms", series)
+    report.data("rows", rows)
+    report.data("samples", raw)
+    report.data("model_version", local.version)
+    report.data("url", url)
+    report.data("environment", environment())
+    for path in report.write():
+        console.print(f"wrote {path}")
+    return 0
+
+
+def _version(dist: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "?"

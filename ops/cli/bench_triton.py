@@ -1,0 +1,31 @@
+"""``semsched bench triton`` (typer command function; the lead wires it into ``bench_app``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+
+def triton(
+    model: Path = typer.Option(None, help="Model directory (default: $SEMSCHED_MODEL_DIR, else models/latest)."),
+    url: str = typer.Option(None, help="gRPC host:port of a running Triton (`semsched serve`); default: start one."),
+    pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
+    nodes: str = typer.Option("1213,5000", help="Cluster sizes (1,213 = openb; more = its nodes replicated)."),
+    repeat: int = typer.Option(20, help="Timed steps per size (after one warm-up)."),
+    deadline_ms: float = typer.Option(50.0, help="Count the Triton calls slower than this (the worker's deadline)."),
+    out: Path = typer.Option(Path("reports"), help="Directory for bench-triton.md/.json and plots."),
+) -> None:
+    """Decision latency per scheduling step (p50 / p99) via Triton (gRPC) beside in-process."""
+    import sys
+
+    from ops.bench.step import parse_sizes
+    from ops.bench.triton import run_triton_bench
+
+    try:
+        sizes, node_counts = parse_sizes(pending), parse_sizes(nodes)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    raise typer.Exit(run_triton_bench(model_dir=model, url=url, pending=sizes, nodes=node_counts, repeat=repeat,
+                                      deadline_ms=deadline_ms, out_dir=out,
+                                      command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
