@@ -106,6 +106,10 @@ from ops.cli.bench_learned import learned as bench_learned  # noqa: E402
 
 bench_app.command("learned")(bench_learned)
 
+from ops.cli.bench_duration import duration as bench_duration  # noqa: E402
+
+bench_app.command("duration")(bench_duration)
+
 
 @bench_app.command("sweep")
 def sweep(

@@ -11,7 +11,9 @@ import typer
 from ops.cli.bench import bench_app
 from ops.cli.db import db_app, explain_command, sql_command
 from ops.cli.kafka import kafka_app
+from ops.cli.models import models_app
 from ops.cli.replay import replay_command
+from ops.cli.serve import serve_command
 from ops.cli.train import train as train_command
 from streams.settings import Settings
 
@@ -28,6 +30,8 @@ app.command("replay")(replay_command)
 app.command("sql")(sql_command)
 app.command("explain")(explain_command)
 app.command("train")(train_command)
+app.command("serve")(serve_command)
+app.add_typer(models_app, name="models", help="Model versions: the registry (model_versions) and promotion.")
 
 
 @app.command()
