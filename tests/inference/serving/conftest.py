@@ -7,6 +7,7 @@ at the end of the session (its process group is killed if it does not exit).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,3 +44,6 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield Served(handle, root)
     finally:
         handle.stop()
+    # stopped by PID: the server, tritonserver and the Python backend stubs (one process group) are gone
+    with pytest.raises(ProcessLookupError):
+        os.killpg(handle.pid, 0)
