@@ -20,7 +20,8 @@ events in time order rebuilds, for each placed decision, the state the policy sa
 A decision becomes a demonstration when its OUTCOME is kept (default: the attempt
 ``finished`` — placements that ended in failure, preemption or a timeout are not imitated),
 its chosen node is feasible in the rebuilt state and at least ``min_feasible`` nodes were
-(one feasible node teaches nothing). The target is the one chosen node. Features are those
+(one feasible node teaches nothing). The target is the chosen node, plus the archived top
+candidates (``decisions.candidates``) that scored as high (ties; ``tied_targets``). Features are those
 of :class:`~inference.training.collect.RecordingPolicy` (node state, pair features on the
 current free capacity, job demand at the decision time, queue summary), so
 :func:`~inference.training.imitation.train_imitation` trains on them unchanged.
@@ -111,10 +112,13 @@ def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
 def reconstruct(client: QueryClient | None = None, *, events: ArchiveEvents | None = None,
                 spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
                 policies: Iterable[str] | None = None, min_feasible: int = 2, max_samples: int | None = None,
-                seed: int = 0) -> ArchiveDemonstrations:  # fmt: skip
+                seed: int = 0, tied_targets: bool = True) -> ArchiveDemonstrations:  # fmt: skip
     """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
     states to learn from (``running`` = no end yet); ``policies``: only decisions of these
-    policies (None = all); ``max_samples``: a seeded sample of the eligible decisions."""
+    policies (None = all); ``max_samples``: a seeded sample of the eligible decisions;
+    ``tied_targets``: the target set also holds the archived top candidates that scored as
+    high as the chosen node (heuristics like FGD tie often; the worker's pick among equals is
+    arbitrary, so imitating only it teaches noise)."""
     if events is None:
         assert client is not None, "reconstruct needs a client or events"
         events = read_archive(client)
@@ -167,7 +171,8 @@ def reconstruct(client: QueryClient | None = None, *, events: ArchiveEvents | No
                 jobs = [j for (c, _), j in pending.items() if c == d.cluster]
                 queues[d.step_id] = job_demand(jobs, t, spec, encoder).mean(axis=0) if jobs else None
             if d.decision_id in chosen:
-                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group)
+                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
+                        tied_targets)  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
             held.add(d.decision_id)
@@ -182,7 +187,7 @@ def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
 
 def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSnapshot, i: int,
             events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
-            min_feasible: int, group: dict[str, int]) -> None:  # fmt: skip
+            min_feasible: int, group: dict[str, int], tied: bool) -> None:  # fmt: skip
     job = events.jobs.get((p.cluster, p.job_id))
     if job is None:
         result.skipped["no submission archived"] += 1
@@ -194,14 +199,23 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     if int(feasible.sum()) < min_feasible:
         result.skipped[f"fewer than {min_feasible} feasible nodes"] += 1
         return
+    target = np.zeros(snap.num_nodes, dtype=bool)
+    target[i] = True
+    chosen = dict(p.candidates).get(p.node_id or "")
+    if tied and chosen is not None:  # archived candidates that scored as high as the chosen node: equally right
+        for nid, score in p.candidates:
+            k = snap.table.index.get(nid)
+            if k is not None and feasible[k] and score >= chosen:
+                target[k] = True
+    if min_feasible > 1 and target.sum() == feasible.sum():
+        result.skipped["every feasible node tied"] += 1
+        return
     d = result.demos
     d.nodes.append(node_state(snap, spec))
     d.pairs.append(pair_features(job, snap))
     d.jobs.append(job_demand([job], t, spec, encoder)[0])
     d.queues.append(job_demand([job], t, spec, encoder)[0] if queue is None else queue)
     d.feasible.append(feasible.copy())
-    target = np.zeros(snap.num_nodes, dtype=bool)
-    target[i] = True
     d.target.append(target)
     if hasattr(d, "choice"):  # the node actually picked (optional field of newer Demonstrations)
         d.choice.append(i)

@@ -36,6 +36,7 @@ class Placed:
     cpu_milli: int
     memory_mib: int
     gpu_milli_per_gpu: int
+    candidates: tuple[tuple[str, float], ...] = ()  # the archived top-scored nodes
     end_state: str | None = None
     end_time: float | None = None
 
@@ -58,7 +59,7 @@ _JOBS = """SELECT cluster, job_id, toUnixTimestamp64Milli(event_time) AS t, tena
 FROM jobs_submitted FINAL ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
 # decisions of one step may share a millisecond: the Kafka offset (per cluster partition) is their order
 _PLACED = """SELECT decision_id, job_id, cluster, attempt, node_id, gpu_indices, policy, model_version, fallback,
-    step_id, toUnixTimestamp64Milli(event_time) AS t, cpu_milli, memory_mib, gpu_milli_per_gpu
+    step_id, toUnixTimestamp64Milli(event_time) AS t, cpu_milli, memory_mib, gpu_milli_per_gpu, candidates
 FROM decisions FINAL WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT cluster, job_id, attempt, state, exit_code, toUnixTimestamp64Milli(event_time) AS t
 FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')
@@ -77,6 +78,15 @@ def _job(r: tuple[Any, ...]) -> JobRequest:
                       gpu_models=frozenset(models or ()), gang_id=gang_id, gang_size=int(gang_size), app=app,
                       max_instances_per_node=max_inst, submit_time=int(t) / 1000, runtime_estimate_s=est,
                       trace_duration_s=dur, user=user, text=text)  # fmt: skip
+
+
+def _candidates(values: Any) -> tuple[tuple[str, float], ...]:
+    """``[(node_id, score)]`` from Arrow structs (dicts) or the worker's JSON (dicts or pairs)."""
+    out = []
+    for c in values or ():
+        node, score = (c["node_id"], c["score"]) if isinstance(c, dict) else (c[0], c[1])
+        out.append((str(node), float(score)))
+    return tuple(out)
 
 
 def read_archive(client: QueryClient) -> ArchiveEvents:
@@ -99,13 +109,13 @@ def read_archive(client: QueryClient) -> ArchiveEvents:
         key = (cluster, job_id, int(attempt))
         if key not in ends or (ends[key][0] == "rejected" and state != "rejected"):
             ends[key] = (state, t)  # the attempt's first end (rows come in time order)
-    for (dec, job_id, cluster, attempt, node_id, gpus, policy, mv, fallback, step, t, cpu, mem, per) in client.query_rows(
+    for (dec, job_id, cluster, attempt, node_id, gpus, policy, mv, fallback, step, t, cpu, mem, per, cands) in client.query_rows(
             _PLACED)[1]:  # fmt: skip
         end = ends.get((cluster, job_id, int(attempt)))
         ev.placed.append(Placed(
             decision_id=dec, job_id=job_id, cluster=cluster, attempt=int(attempt), node_id=node_id,
             gpu_indices=tuple(int(g) for g in gpus or ()), policy=policy, model_version=mv or "",
             fallback=bool(fallback), step_id=step or "", time=int(t) / 1000, cpu_milli=int(cpu), memory_mib=int(mem),
-            gpu_milli_per_gpu=int(per), end_state=end[0] if end else None,
+            gpu_milli_per_gpu=int(per), candidates=_candidates(cands), end_state=end[0] if end else None,
             end_time=end[1] if end else None))  # fmt: skip
     return ev

@@ -39,7 +39,7 @@ def test_one_demonstration_per_placed_and_finished_decision(filled):
     client, truths = filled
     finished = [t for t in truths if t.outcome == "finished"]
     assert {t.outcome for t in truths} == {"finished", "failed", "running"}  # the scenario covers each case
-    got = reconstruct(client, spec=SPEC, min_feasible=1)
+    got = reconstruct(client, spec=SPEC, min_feasible=1, tied_targets=False)
     assert got.decision_ids == [t.decision_id for t in finished]  # in decision order
     assert got.placed == len(truths)
     assert got.skipped == {"outcome failed": sum(t.outcome == "failed" for t in truths),
@@ -57,13 +57,24 @@ def test_one_demonstration_per_placed_and_finished_decision(filled):
     assert len(got.demos.snapshots) == 1 and set(got.demos.group) == {0}
 
 
+def test_targets_include_the_archived_candidates_tied_with_the_choice(filled):
+    client, truths = filled
+    finished = [t for t in truths if t.outcome == "finished"]
+    got = reconstruct(client, spec=SPEC, min_feasible=1)
+    assert got.decision_ids == [t.decision_id for t in finished]
+    targets = [set(np.flatnonzero(x).tolist()) for x in got.demos.target]
+    assert targets == [set(t.tied) | {t.node_index} for t in finished]
+    assert any(len(x) > 1 for x in targets)  # best-fit ties between identical empty nodes
+
+
 def test_outcome_filter_sampling_and_informative_states(filled):
     client, truths = filled
     both = reconstruct(client, spec=SPEC, min_feasible=1, outcomes=("finished", "failed"))
     assert len(both.demos) == sum(t.outcome in ("finished", "failed") for t in truths)
-    informative = reconstruct(client, spec=SPEC)  # default: at least 2 feasible nodes
-    singles = sum(t.outcome == "finished" and t.feasible.sum() < 2 for t in truths)
-    assert len(informative.demos) == sum(t.outcome == "finished" for t in truths) - singles
+    informative = reconstruct(client, spec=SPEC)  # default: at least 2 feasible nodes, not all of them tied
+    useless = sum(t.outcome == "finished" and (t.feasible.sum() < 2 or len(t.tied | {t.node_index}) == t.feasible.sum())
+                  for t in truths)  # fmt: skip
+    assert len(informative.demos) == sum(t.outcome == "finished" for t in truths) - useless
     sample = reconstruct(client, spec=SPEC, min_feasible=1, max_samples=5, seed=3)
     assert len(sample.demos) == 5 and set(sample.decision_ids) <= {t.decision_id for t in truths}
     assert reconstruct(client, spec=SPEC, policies=["fgd"]).demos.target == []

@@ -24,7 +24,14 @@ from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
 from scheduling.assign import place_one
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decision_id_for
+from scheduling.events import (
+    Candidate,
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    decision_id_for,
+)
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
@@ -54,6 +61,7 @@ class Truth:
     feasible: np.ndarray
     queue: np.ndarray
     time: float
+    tied: frozenset[int]  # nodes among the archived candidates that scored as high as the chosen one
 
 
 def cluster_nodes(n: int = 10) -> list[NodeView]:
@@ -105,7 +113,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
         for job, attempt in pending:
             before = snap.copy()
             feasible = run_filters(job, before, explain=False).feasible_mask
-            res = place_one(snap, job, expert, top_k=2)
+            res = place_one(snap, job, expert, top_k=3)
             if not isinstance(res, Placement):
                 if job.job_id == "huge":
                     decisions.append(DecisionRecord(event_id="d-huge", decision_id="d-huge", event_time=at(t),
@@ -125,12 +133,14 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
                 event_id=did, decision_id=did, event_time=at(t), job_id=job.job_id, attempt=attempt, outcome="placed",
                 node_id=res.node_id, gpu_indices=list(res.gpu_indices), policy=policy, latency_ms=1.0,
                 cpu_milli=job.cpu_milli, memory_mib=job.memory_mib, gpu_milli_per_gpu=job.per_gpu_milli,
-                step_id=f"s{step}", feasible_nodes=res.feasible_nodes))  # fmt: skip
+                step_id=f"s{step}", feasible_nodes=res.feasible_nodes,
+                candidates=[Candidate(node_id=n, score=v) for n, v in res.candidates]))  # fmt: skip
             life.append(JobLifecycle(event_id=f"b-{job.job_id}-{attempt}", event_time=at(t + 0.2), job_id=job.job_id,
                                      attempt=attempt, state="started", node_id=res.node_id))  # fmt: skip
             running.append((t + duration, job.job_id, attempt, res.node_index, tuple(res.gpu_indices), fails))
             truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, node_state(before, SPEC),
-                                pair_features(job, before), feasible, queue, at(t).timestamp()))  # fmt: skip
+                                pair_features(job, before), feasible, queue, at(t).timestamp(),
+                                frozenset(int(n[-2:]) for n, v in res.candidates if v >= res.score)))  # fmt: skip
         pending = still
     for table, events in (("jobs_submitted", subs), ("nodes_telemetry", tel), ("decisions", decisions),
                           ("jobs_lifecycle", life)):  # fmt: skip
