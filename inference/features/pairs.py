@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from inference.features.nodes import cpu_per_free_gpu
-from inference.features.spec import FULL, PAIR
+from inference.features.spec import FULL, PAIR, FeatureSpec
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
@@ -29,8 +29,29 @@ def _inverses(s: ClusterSnapshot) -> np.ndarray:
     return out
 
 
-def pair_features(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
-    """float32 ``[N, len(PAIR)]`` (names: :data:`inference.features.spec.PAIR`)."""
+def pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec | None = None) -> np.ndarray:
+    """float32 ``[N, spec.pair_dim]`` (names: ``spec.pair_names``; :data:`PAIR` first).
+
+    Without ``spec`` (callers older than the fragmentation columns): the spec of the latest
+    :func:`inference.features.nodes.node_state` call on this node table, else of the latest
+    model loaded (:func:`inference.features.cluster.remembered_spec`); none: just ``PAIR``.
+    Pass ``spec`` to be explicit."""
+    base = _base_pairs(job, snapshot)
+    if spec is None:
+        from inference.features.cluster import remembered_spec
+
+        spec = remembered_spec(snapshot)
+    if spec is None or not (spec.cluster or spec.workload):
+        return base
+    from inference.features.cluster import frag_pair_features, priority
+
+    parts = [base] + ([priority(snapshot)] if spec.cluster else [])
+    if spec.workload:
+        parts.append(frag_pair_features(job, snapshot, spec))
+    return np.concatenate(parts, axis=1)
+
+
+def _base_pairs(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
     s = snapshot
     n = s.num_nodes
     inv_cpu, inv_mem, inv_gpu, inv_num = s.static_cache("inference:pair-inverses", _inverses)

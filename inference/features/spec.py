@@ -13,6 +13,19 @@ Three groups:
 - **job** (``JOB_BASE`` + one-hot QoS + the text embedding): the demand q_t;
 - **pair** (``PAIR``): one (job, node) action computed on the node's CURRENT free
   capacity — what is left after placing the job there (see :mod:`inference.features.pairs`).
+
+Two optional extensions (off by default, so a ``config.json`` without the keys means the
+original layout and old models keep loading):
+
+- ``cluster=True`` appends ``CLUSTER`` to the node row (:mod:`inference.features.cluster`):
+  the node's priority (its index: ties go to the lowest) and cluster-level context broadcast
+  to every node (share of whole free nodes of the node's GPU model, …), and the priority to
+  the pair row too (``CLUSTER_PAIR``: the head then sees it directly, not through the encoder);
+- ``workload=((cpu, per_gpu_milli, num_gpu, models, weight), …)`` — the target workload FGD
+  uses (:class:`scheduling.metrics.fragmentation.Workload`), saved with the model — appends
+  ``FRAG_NODE`` to the node row and ``FRAG_PAIR`` to the pair row: the node's fragmentation
+  and the fragmentation change of placing the job there, FGD's own score and pick included
+  (the model starts from FGD's decision and can learn where to deviate from it).
 """
 
 from __future__ import annotations
@@ -47,6 +60,26 @@ PAIR: tuple[str, ...] = (
     "cpu_used_frac", "gpu_used_frac",  # before placement
 )  # fmt: skip
 QOS_CLASSES: tuple[str, ...] = ("LS", "BE", "Burstable", "Guaranteed")
+CLUSTER: tuple[str, ...] = (
+    "priority",  # index / (N - 1): the scheduler's tie-break (lowest index first) — the node order
+    "model_empty_share",  # share of the nodes of this node's GPU model that are entirely free
+    "model_gpu_free_share",  # free GPU milli / GPU capacity over the nodes of this node's model
+    "cluster_gpu_used",  # allocated share of the cluster's GPUs
+    "cluster_empty_big_share",  # share of the largest (8-GPU) nodes that are entirely free
+)  # fmt: skip
+FRAG_NODE: tuple[str, ...] = (
+    "frag_frac",  # F_n(M) / the node's GPU capacity
+    "cluster_frag_rate",  # Σ F_n / free GPU milli (broadcast)
+)  # fmt: skip
+FRAG_PAIR: tuple[str, ...] = (
+    "frag_delta",  # (F_after - F_before) / 8000: the fragmentation this placement adds (GPU-fit only)
+    "fgd_score",  # FGD's quantised score / 100 (0 where the job's GPUs do not fit)
+    "fgd_best",  # FGD's score equals the best over the nodes the job fits (FGD's tie set)
+    "fgd_first",  # the first node of that tie set: FGD's own pick (ties go to the lowest index)
+)  # fmt: skip
+CLUSTER_PAIR: tuple[str, ...] = ("priority",)  # the node's index / (N - 1), beside the pair features
+#: one target-workload type: (cpu_milli, per_gpu_milli, num_gpu, gpu_models, weight)
+WorkloadRow = tuple[int, int, int, tuple[str, ...], float]
 
 
 @dataclass(frozen=True)
@@ -57,11 +90,14 @@ class FeatureSpec:
     text_dim: int = 32
     utilisation: bool = False  # a hopping-window utilisation column in s_t
     extra: dict[str, Any] = field(default_factory=dict)
+    cluster: bool = False  # append CLUSTER to s_t
+    workload: tuple[WorkloadRow, ...] = ()  # FGD's target workload: append FRAG_NODE / FRAG_PAIR
 
     @property
     def node_names(self) -> tuple[str, ...]:
         models = tuple(f"model={m}" for m in self.gpu_models) + ("model=other",)
-        return NODE_BASE + models + (("utilisation",) if self.utilisation else ())
+        return (NODE_BASE + models + (("utilisation",) if self.utilisation else ())
+                + (CLUSTER if self.cluster else ()) + (FRAG_NODE if self.workload else ()))  # fmt: skip
 
     @property
     def job_names(self) -> tuple[str, ...]:
@@ -70,7 +106,7 @@ class FeatureSpec:
 
     @property
     def pair_names(self) -> tuple[str, ...]:
-        return PAIR
+        return PAIR + (CLUSTER_PAIR if self.cluster else ()) + (FRAG_PAIR if self.workload else ())
 
     @property
     def node_dim(self) -> int:
@@ -82,11 +118,12 @@ class FeatureSpec:
 
     @property
     def pair_dim(self) -> int:
-        return len(PAIR)
+        return len(self.pair_names)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
         d["gpu_models"], d["qos_classes"] = list(self.gpu_models), list(self.qos_classes)
+        d["workload"] = [[c, p, n, list(m), w] for c, p, n, m, w in self.workload]
         return d
 
     @classmethod
@@ -94,4 +131,11 @@ class FeatureSpec:
         d = dict(d)
         d["gpu_models"] = tuple(d.get("gpu_models", ()))
         d["qos_classes"] = tuple(d.get("qos_classes", QOS_CLASSES))
+        d["workload"] = tuple((int(c), int(p), int(n), tuple(m), float(w)) for c, p, n, m, w in d.get("workload", ()))
         return cls(**d)
+
+    @staticmethod
+    def workload_rows(workload: Any) -> tuple[WorkloadRow, ...]:
+        """A :class:`scheduling.metrics.fragmentation.Workload` as the spec stores it."""
+        return tuple((t.cpu_milli, t.per_gpu_milli, t.num_gpu, tuple(t.gpu_models), float(w))
+                     for t, w in zip(workload.types, workload.weights, strict=True))  # fmt: skip

@@ -16,6 +16,10 @@ class ModelConfig:
     knn: int = 8  # neighbours per node when the topology is a k-NN graph
     head_hidden: int = 32  # width of the policy head's (job, node) layers: its cost is pending × nodes × this
     head_layers: int = 2  # hidden layers of the policy head (1 or 2)
+    # optional heads (issue 4 point 3); a config.json without these keys = heads absent (old models load)
+    cost_dim: int = 0  # outputs of the cost estimator ψ(h, a) (0 = no cost head); 1 = fragmentation added
+    transition: bool = False  # the transition model T(h, a) and the self-correction signal Δ
+    stability: float = 0.0  # decision time: score − stability · Δ (with the transition model)
 
     def __post_init__(self) -> None:
         if not 2 <= self.depth <= 10:
@@ -24,6 +28,8 @@ class ModelConfig:
             raise ValueError("hidden and head_hidden must be >= 4")
         if self.head_layers not in (1, 2):
             raise ValueError("head_layers must be 1 or 2")
+        if self.cost_dim < 0 or self.stability < 0:
+            raise ValueError("cost_dim and stability must be >= 0")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)

@@ -51,6 +51,9 @@ def load_model(directory: Path) -> LoadedModel:
     model = Scorer(config)
     model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
     model.eval()
+    from inference.features.cluster import remember_loaded
+
+    remember_loaded(config.spec)  # for spec-less pair_features callers (inference.features.pairs)
     return LoadedModel(model, config, str(meta["version"]), directory.resolve())
 
 

@@ -14,19 +14,41 @@ free capacity (:mod:`inference.features.pairs`) and ``e_j`` a job embedding. ``A
 precomputed once per step (:meth:`PolicyHead.precompute`), so scoring one job costs a few
 ``[N, hidden]`` ops and stays valid while earlier jobs of the step reserve capacity.
 
-Not here yet (issue 4 point 3): the cost estimator ψ(h, a), the transition model T and the
-self-correction signal Δ_t, the duration predictor.
+**Optional heads** (``ModelConfig.cost_dim`` / ``transition``; absent in old model dirs):
+
+- cost estimator ψ(h, a) (:class:`CostHead`, :meth:`Scorer.cost`): ``[..., N, cost_dim]`` per
+  (job, node) from the policy head's node term, the job and the pair features — trained as an
+  auxiliary regression on the fragmentation each placement adds (column 0, in GPUs);
+- transition model T (:class:`TransitionHead`, :meth:`Scorer.transition`):
+  ``h_{t+1} = T(h_t, a_t)`` — the acted node's embedding gets a local update, every node a
+  global one (the context the action changes); trained on consecutive states against the
+  encoder's embedding of the next state (stop-gradient target);
+- self-correction Δ(h, a) = ‖T(h, a) − h‖ restricted to the acted node plus the global part
+  (:meth:`Scorer.delta`, ``[..., N]`` for every candidate node at once): how much an action is
+  predicted to move the representation. Training adds ``E_π[Δ]`` as a regulariser (damps
+  churn); at decision time :meth:`Scorer.decide` = score − ``stability`` · Δ.
+
+Still missing: the duration predictor.
 """
 
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 import torch
 from torch import nn
 
 from inference.features.topology import Topology
 from inference.model.config import ModelConfig
+
+
+class Action(NamedTuple):
+    """One action per state: ``job [B, job_dim]``, ``node [B]`` (long), ``pair [B, pair_dim]`` (its pair row)."""
+
+    job: torch.Tensor
+    node: torch.Tensor
+    pair: torch.Tensor
 
 
 class TorchTopology:
@@ -112,6 +134,38 @@ class PolicyHead(nn.Module):
         return self.out(x).squeeze(-1)
 
 
+class CostHead(nn.Module):
+    """ψ(h, a): ``MLP(node_part + P·p_jn + J·e_j) → cost_dim`` (reuses the policy head's node term)."""
+
+    def __init__(self, job_dim: int, pair_dim: int, width: int, cost_dim: int) -> None:
+        super().__init__()
+        self.job = nn.Linear(job_dim, width, bias=False)
+        self.pair = nn.Linear(pair_dim, width)
+        self.out = nn.Sequential(nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, cost_dim))
+
+    def forward(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+        return self.out(node_part + self.pair(pairs) + self.job(jobs).unsqueeze(-2))
+
+
+class TransitionHead(nn.Module):
+    """T(h, a) for a = (job j, node n): ``u = relu(H·h_n + J·e_j + P·p_jn)``; the node's update
+    ``L·u`` and a global update ``G·u`` added to every node."""
+
+    def __init__(self, hidden: int, job_dim: int, pair_dim: int) -> None:
+        super().__init__()
+        self.node = nn.Linear(hidden, hidden)
+        self.job = nn.Linear(job_dim, hidden, bias=False)
+        self.pair = nn.Linear(pair_dim, hidden, bias=False)
+        self.local = nn.Linear(hidden, hidden)
+        self.glob = nn.Linear(hidden, hidden)
+
+    def updates(self, h: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``h [..., N, H]``, ``jobs [..., job_dim]``, ``pairs [..., N, P]`` → (local, global) updates
+        ``[..., N, H]`` each, for every node as the action's node."""
+        u = torch.relu(self.node(h) + self.pair(pairs) + self.job(jobs).unsqueeze(-2))
+        return self.local(u), self.glob(u)
+
+
 class Scorer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
@@ -119,6 +173,14 @@ class Scorer(nn.Module):
         self.config = config
         self.encoder = FusionEncoder(spec.node_dim, spec.job_dim, config.hidden, config.depth)
         self.head = PolicyHead(config.hidden, spec.job_dim, spec.pair_dim, config.head_hidden, config.head_layers)
+        self.cost_head = CostHead(spec.job_dim, spec.pair_dim, config.head_hidden, config.cost_dim) \
+            if config.cost_dim else None  # fmt: skip
+        self.transition_head = TransitionHead(config.hidden, spec.job_dim, spec.pair_dim) \
+            if config.transition else None  # fmt: skip
+
+    def encode(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor) -> torch.Tensor:
+        """h_t ``[B, N, hidden]`` (the fusion encoder); ``head.precompute(h)`` is :meth:`node_part`."""
+        return self.encoder(nodes, topo, queue)
 
     def node_part(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor) -> torch.Tensor:
         """Step-level: ``[B, N, hidden]`` (encoder + the head's node projection)."""
@@ -129,3 +191,40 @@ class Scorer(nn.Module):
         """Training: one job per state. ``nodes [B, N, F]``, ``queue, jobs [B, job_dim]``,
         ``pairs [B, N, P]`` → scores ``[B, N]`` (unmasked)."""
         return self.head.score(self.node_part(nodes, topo, queue), jobs, pairs)
+
+    # -- the optional heads --------------------------------------------------------------------
+    def cost(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+        """ψ: ``node_part [..., N, W]`` (:meth:`node_part`), ``jobs [..., job_dim]``, ``pairs [..., N, P]``
+        → ``[..., N, cost_dim]``; column 0 = fragmentation the placement adds, in GPUs."""
+        if self.cost_head is None:
+            raise ValueError("this model has no cost head (ModelConfig.cost_dim = 0)")
+        return self.cost_head(node_part, jobs, pairs)
+
+    def transition(self, h: torch.Tensor, action: Action) -> torch.Tensor:
+        """T: ``h [B, N, H]`` (:meth:`encode`) and one action per state → the predicted ``h_{t+1}``."""
+        t = self._transition_head()
+        b = torch.arange(h.shape[0])
+        h_n = h[b, action.node][:, None]  # [B, 1, H]
+        local, glob = t.updates(h_n, action.job, action.pair[:, None])
+        out = h + glob
+        return out.index_put((b, action.node), out[b, action.node] + local[:, 0])
+
+    def delta(self, h: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+        """Δ for every candidate node: ``h [..., N, H]``, ``jobs [..., job_dim]``, ``pairs [..., N, P]``
+        → ``[..., N]`` = ``sqrt(‖local + global‖² + ‖global‖²)`` — T(h, a) − h at the acted node,
+        plus the shift T gives every other node."""
+        local, glob = self._transition_head().updates(h, jobs, pairs)
+        return torch.sqrt(((local + glob) ** 2).sum(-1) + (glob**2).sum(-1) + 1e-12)
+
+    def decide(self, h: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
+        """Decision scores ``[..., N]``: the policy head's, minus ``config.stability`` · Δ when the
+        model has a transition head (else just the policy head's)."""
+        scores = self.head.score(self.head.precompute(h), jobs, pairs)
+        if self.transition_head is None or not self.config.stability:
+            return scores
+        return scores - self.config.stability * self.delta(h, jobs, pairs)
+
+    def _transition_head(self) -> TransitionHead:
+        if self.transition_head is None:
+            raise ValueError("this model has no transition head (ModelConfig.transition = False)")
+        return self.transition_head

@@ -11,7 +11,23 @@ node) is what the learner should hit.
 Because it is a plain policy, the same wrapper records the openb fill sequence
 (:func:`collect_fill`, through :func:`scheduling.fill.run_fill`) and the simulator
 (``simulate(..., RecordingPolicy(...))``). Only informative states are kept: at least two
-feasible nodes and a target set smaller than the feasible set.
+feasible nodes and a target set smaller than the feasible set (``all_ties=True`` also keeps
+the states where every feasible node ties: the expert's actual pick, the lowest index, is
+still a choice).
+
+Besides the set, each sample records the expert's ACTUAL pick (``choice``: the first best
+node, as :func:`scheduling.assign.place_one` takes it) — the set target loses the
+tie-break, which is what makes FGD pack (FGD with random tie-breaks: 90 % instead of 95 %
+on fill seed 0) — and, for the auxiliary heads, the cost label of every node (``cost``: the
+fragmentation the placement adds under the spec's workload, :mod:`inference.features.cluster`;
+zeros without a workload) and the chosen node's state row after the placement (``next_row``),
+from which the transition model's target is built.
+
+**DAgger** (:mod:`inference.training.dagger`): with ``actor=`` another policy (the learner),
+the wrapper ACTS as the actor (its scores and GPU choice decide) while recording the
+expert's labels on the states the actor visits; ``beta`` is the probability that the expert
+acts instead, per decision. The expert is then only asked at recorded states, which is right
+for stateless experts (FGD with a fixed workload, best-fit).
 """
 
 from __future__ import annotations
@@ -22,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from inference.encoders.base import TextEncoder
+from inference.features.cluster import frag_pair_features
 from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
@@ -44,6 +61,9 @@ class Demonstrations:
     queues: list[np.ndarray] = field(default_factory=list)  # [job_dim]
     feasible: list[np.ndarray] = field(default_factory=list)  # bool [N]
     target: list[np.ndarray] = field(default_factory=list)  # bool [N]: the expert's best nodes
+    choice: list[int] = field(default_factory=list)  # the expert's actual pick (first best node)
+    cost: list[np.ndarray] = field(default_factory=list)  # float32 [N]: cost label per node (frag added)
+    next_row: list[np.ndarray] = field(default_factory=list)  # [node_dim]: the chosen node's row after placing
     source: list[str] = field(default_factory=list)  # "fill seed 3", …
     group: list[int] = field(default_factory=list)  # index into ``snapshots``: which node table (topology)
     snapshots: list[ClusterSnapshot] = field(default_factory=list)  # one per node table seen
@@ -51,8 +71,17 @@ class Demonstrations:
     def __len__(self) -> int:
         return len(self.target)
 
+    def has(self, name: str) -> bool:
+        """Whether the optional field ``name`` (``choice``, ``cost``, ``next_row``) is there for every sample
+        (code that appends samples itself may fill only the required fields)."""
+        return len(getattr(self, name)) == len(self) > 0
+
     def extend(self, other: Demonstrations) -> None:
-        for name in ("nodes", "pairs", "jobs", "queues", "feasible", "target", "source"):
+        for name in OPTIONAL:  # kept only while every sample has it
+            mine, theirs = getattr(self, name), getattr(other, name)
+            complete = (len(mine) == len(self)) and (len(theirs) == len(other))
+            setattr(self, name, mine + theirs if complete else [])
+        for name in REQUIRED + ("source",):
             getattr(self, name).extend(getattr(other, name))
         self.group.extend(g + len(self.snapshots) for g in other.group)
         self.snapshots.extend(other.snapshots)
@@ -60,22 +89,32 @@ class Demonstrations:
     def subset(self, keep: np.ndarray) -> Demonstrations:
         """The samples where ``keep`` (bool per sample) is True (snapshots shared)."""
         out = Demonstrations(snapshots=self.snapshots)
-        for name in ("nodes", "pairs", "jobs", "queues", "feasible", "target", "source", "group"):
+        for name in (*REQUIRED, *(n for n in OPTIONAL if self.has(n)), "source", "group"):
             getattr(out, name).extend(v for v, k in zip(getattr(self, name), keep, strict=True) if k)
         return out
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {name: np.stack(getattr(self, name)) for name in ("nodes", "pairs", "jobs", "queues", "feasible",
-                                                                "target")}  # fmt: skip
+        """Stacked fields: the required ones, and the optional ones every sample has."""
+        return {name: np.stack(getattr(self, name)) for name in (*REQUIRED, *(n for n in OPTIONAL if self.has(n)))}
+
+
+REQUIRED = ("nodes", "pairs", "jobs", "queues", "feasible", "target")
+OPTIONAL = ("choice", "cost", "next_row")
 
 
 class RecordingPolicy:
-    """Acts as ``expert``; records a ``rate`` share of its informative ``score`` calls."""
+    """Acts as ``expert`` (or as ``actor``, see the module docstring); records a ``rate`` share
+    of the informative ``score`` calls with the expert's labels."""
 
     def __init__(self, expert: Policy, spec: FeatureSpec, encoder: TextEncoder, *, rate: float, seed: int,
-                 source: str = "", keep: Callable[[int, int], bool] | None = None) -> None:  # fmt: skip
+                 source: str = "", keep: Callable[[int, int], bool] | None = None, all_ties: bool = False,
+                 actor: Policy | None = None, beta: float = 0.0) -> None:  # fmt: skip
         self.expert = expert
-        self.name = expert.name
+        self.actor = actor
+        self.beta = beta
+        self.all_ties = all_ties
+        self._acting: Policy = expert
+        self.name = expert.name if actor is None else actor.name
         self.spec = spec
         self.encoder = encoder
         self.rate = rate
@@ -87,20 +126,26 @@ class RecordingPolicy:
         self._queue: np.ndarray | None = None
 
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
-        ordered = self.expert.order(jobs, now, context)
+        ordered = (self.actor or self.expert).order(jobs, now, context)
         self._now = now
         self._queue = job_demand(ordered, now, self.spec, self.encoder).mean(axis=0) if ordered else None
         return ordered
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
-        choose = getattr(self.expert, "select_gpus", None) or best_fit_gpus
-        return choose(snapshot, node_index, job)
+        return _gpus(self._acting, snapshot, node_index, job)
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
-        scores = np.asarray(self.expert.score(job, snapshot, feasible_mask), dtype=np.float64)
-        if self.rng.random() < self.rate:
-            self._record(job, snapshot, feasible_mask, scores)
-        return scores
+        record = self.rng.random() < self.rate
+        if self.actor is None:
+            scores = np.asarray(self.expert.score(job, snapshot, feasible_mask), dtype=np.float64)
+            if record:
+                self._record(job, snapshot, feasible_mask, scores)
+            return scores
+        self._acting = self.expert if self.beta > 0 and self.rng.random() < self.beta else self.actor
+        if record:  # label the visited state with the expert's scores (before the actor changes anything)
+            self._record(job, snapshot, feasible_mask,
+                         np.asarray(self.expert.score(job, snapshot, feasible_mask), dtype=np.float64))  # fmt: skip
+        return np.asarray(self._acting.score(job, snapshot, feasible_mask), dtype=np.float64)
 
     def _record(self, job: JobRequest, snapshot: ClusterSnapshot, feasible: np.ndarray, scores: np.ndarray) -> None:
         masked = np.where(feasible & ~np.isnan(scores), scores, -np.inf)
@@ -109,7 +154,9 @@ class RecordingPolicy:
             return
         target = masked == best
         n_feasible, n_target = int(feasible.sum()), int(target.sum())
-        if n_feasible < 2 or n_target == n_feasible or (self.keep is not None and not self.keep(n_feasible, n_target)):
+        if n_feasible < 2 or (n_target == n_feasible and not self.all_ties):
+            return
+        if self.keep is not None and not self.keep(n_feasible, n_target):
             return
         now = self._now if self._now is not None else job.submit_time
         d = self.demos
@@ -119,26 +166,49 @@ class RecordingPolicy:
         d.queues.append(np.zeros(self.spec.job_dim, np.float32) if self._queue is None else self._queue)
         d.feasible.append(feasible.copy())
         d.target.append(target)
+        choice = int(np.argmax(masked))  # first best: place_one's tie-break
+        d.choice.append(choice)
+        d.cost.append(frag_pair_features(job, snapshot, self.spec)[:, 0] if self.spec.workload
+                      else np.zeros(snapshot.num_nodes, np.float32))  # fmt: skip
+        d.next_row.append(_next_row(self.expert, snapshot, choice, job, self.spec))
         d.source.append(self.source)
         if not d.snapshots or d.snapshots[-1].table is not snapshot.table:
             d.snapshots.append(snapshot.copy())
         d.group.append(len(d.snapshots) - 1)
 
 
+def _gpus(policy: Policy, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
+    choose = getattr(policy, "select_gpus", None) or best_fit_gpus
+    return choose(snapshot, node_index, job)
+
+
+def _next_row(expert: Policy, snapshot: ClusterSnapshot, choice: int, job: JobRequest, spec: FeatureSpec) -> np.ndarray:
+    """Node ``choice``'s state row after the expert places ``job`` there (on a copy)."""
+    after = snapshot.copy()
+    gpus = _gpus(expert, after, choice, job)
+    after.reserve(choice, job, gpus or ())
+    return node_state(after, spec)[choice]
+
+
 def collect_fill(nodes: Sequence, pods: Sequence[JobRequest], expert_factory: Callable[[int], Policy],
                  seeds: Sequence[int], spec: FeatureSpec, encoder: TextEncoder, *, rate: float,
-                 seed: int = 0, on_seed: Callable[[int, int], None] | None = None) -> Demonstrations:  # fmt: skip
+                 seed: int = 0, on_seed: Callable[[int, int], None] | None = None, all_ties: bool = False,
+                 actor_factory: Callable[[int], Policy] | None = None, beta: float = 0.0) -> Demonstrations:  # fmt: skip
     """Run the fill benchmark's sequence for each of ``seeds`` under the expert and record.
 
     ``expert_factory(seed)`` builds a fresh expert per run; ``on_seed(seed, samples)`` reports progress.
+    ``actor_factory(seed)``: DAgger — the actor (the learner) places the pods, the expert labels
+    the states it visits (``beta``: the share of decisions the expert takes instead).
     """
     from scheduling.fill import fill_sequence, run_fill
 
     capacity = sum(n.num_gpu for n in nodes) * 1000
     out = Demonstrations()
     for s in seeds:
+        actor = actor_factory(s) if actor_factory is not None else None
         rec = RecordingPolicy(expert_factory(s), spec, encoder, rate=rate, seed=seed * 1_000_003 + s,
-                              source=f"fill seed {s}")  # fmt: skip
+                              source=f"fill seed {s}" + (" (dagger)" if actor else ""), all_ties=all_ties,
+                              actor=actor, beta=beta)  # fmt: skip
         run_fill(nodes, fill_sequence(pods, capacity, s), rec, s)  # type: ignore[arg-type]
         out.extend(rec.demos)
         if on_seed is not None:

@@ -6,11 +6,27 @@ logsumexp(scores[target])``, the negative log of the probability the softmax pol
 any of the expert's best nodes (FGD ties often; see :mod:`inference.training.collect`).
 Agreement = share of states whose argmax over feasible nodes is in the target set.
 
+``TrainOptions.target = "choice"`` takes the expert's ACTUAL pick (the first of its best
+nodes, :mod:`inference.training.collect`) as the single positive instead: the set loses
+FGD's tie-break, which is what packs. Agreement is then exact agreement with the pick.
+
+**Auxiliary losses** (issue 4 point 3; each only when the model has the head, the
+demonstrations carry the labels and the weight is > 0):
+
+- ``cost_weight``: mean squared error of ψ's column 0 against the fragmentation each
+  feasible placement adds (in GPUs);
+- ``transition_weight``: ‖T(h_t, a_t) − h_{t+1}‖² per node, ``h_{t+1}`` the encoder's
+  embedding of the next state (the chosen node's row replaced; stop-gradient target);
+- ``delta_weight``: the self-correction regulariser ``E_{n∼π}[Δ(h_t, (j, n))]`` with Δ held
+  fixed: the policy learns to prefer, among near-equals, actions that move the
+  representation less (damps churn).
+
 Deterministic given ``seed`` (torch and numpy seeded, one thread order of batches).
 """
 
 from __future__ import annotations
 
+import copy
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -21,7 +37,7 @@ import torch
 
 from inference.features.topology import build_topology
 from inference.model.config import ModelConfig
-from inference.model.scorer import Scorer, TorchTopology
+from inference.model.scorer import Action, Scorer, TorchTopology
 from inference.training.collect import Demonstrations
 
 
@@ -32,6 +48,11 @@ class TrainOptions:
     lr: float = 3e-3
     weight_decay: float = 1e-5
     seed: int = 0
+    target: str = "set"  # "set": any of the expert's best nodes; "choice": its actual pick
+    cost_weight: float = 0.0
+    transition_weight: float = 0.0
+    delta_weight: float = 0.0
+    aux_grad: bool = False  # whether the cost and transition losses also train the encoder (else heads only)
 
 
 @dataclass
@@ -40,11 +61,14 @@ class TrainHistory:
     agreement: list[float] = field(default_factory=list)  # training agreement per epoch (during the epoch)
     val_loss: list[float] = field(default_factory=list)
     val_agreement: list[float] = field(default_factory=list)
+    aux: list[dict[str, float]] = field(default_factory=list)  # mean auxiliary losses per epoch
+    val_aux: list[dict[str, float]] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {"loss": self.loss, "agreement": self.agreement, "val_loss": self.val_loss,
-                "val_agreement": self.val_agreement, "seconds": self.seconds}  # fmt: skip
+                "val_agreement": self.val_agreement, "aux": self.aux, "val_aux": self.val_aux,
+                "seconds": self.seconds}  # fmt: skip
 
 
 def listwise_loss(scores: torch.Tensor, feasible: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
@@ -89,31 +113,83 @@ class _Data:
         scores = model(t["nodes"][i], self.topos[g], t["queues"][i], t["jobs"][i], t["pairs"][i])
         return scores, t["feasible"][i], t["target"][i]
 
+    def step(self, model: Scorer, g: int, idx: np.ndarray,
+             opts: TrainOptions) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, torch.Tensor,
+                                          torch.Tensor]:  # fmt: skip
+        """The batch's total loss, its parts, and (scores, feasible, target) for the agreement."""
+        i = torch.from_numpy(idx)
+        t = self.t
+        nodes, queue, jobs, pairs, feasible = (t[k][i] for k in ("nodes", "queues", "jobs", "pairs", "feasible"))
+        topo = self.topos[g]
+        h = model.encode(nodes, topo, queue)
+        node_part = model.head.precompute(h)
+        scores = model.head.score(node_part, jobs, pairs)
+        target = t["target"][i]
+        if opts.target == "choice" and "choice" in t:
+            target = torch.zeros_like(target).scatter_(1, t["choice"][i][:, None], True)
+        parts = {"policy": listwise_loss(scores, feasible, target).mean()}
+        h_aux, part_aux = (h, node_part) if opts.aux_grad else (h.detach(), node_part.detach())
+        if model.cost_head is not None and opts.cost_weight > 0 and "cost" in t:
+            err = (model.cost(part_aux, jobs, pairs)[..., 0] - 8.0 * t["cost"][i]) ** 2  # GPUs
+            parts["cost"] = (err * feasible).sum() / feasible.sum().clamp(min=1)
+        if model.transition_head is not None and "choice" in t and "next_row" in t:
+            b = torch.arange(len(idx))
+            choice = t["choice"][i]
+            if opts.transition_weight > 0:
+                after = nodes.clone()
+                after[b, choice] = t["next_row"][i]
+                with torch.no_grad():
+                    h_next = model.encode(after, topo, queue)
+                pred = model.transition(h_aux, Action(jobs, choice, pairs[b, choice]))
+                parts["transition"] = ((pred - h_next) ** 2).sum(-1).mean()
+            if opts.delta_weight > 0:
+                with torch.no_grad():
+                    delta = model.delta(h, jobs, pairs)
+                neg = torch.finfo(scores.dtype).min
+                pi = torch.softmax(scores.masked_fill(~feasible, neg), dim=1)
+                parts["delta"] = (pi * delta).sum(1).mean()
+        weights = {"policy": 1.0, "cost": opts.cost_weight, "transition": opts.transition_weight,
+                   "delta": opts.delta_weight}  # fmt: skip
+        total = sum(weights[k] * v for k, v in parts.items())
+        assert isinstance(total, torch.Tensor)
+        return total, parts, scores, feasible, target
 
-def evaluate(model: Scorer, data: _Data, batch: int = 32) -> tuple[float, float]:
-    """Mean loss and agreement over ``data``."""
+
+def evaluate(model: Scorer, data: _Data, batch: int = 32, opts: TrainOptions | None = None,
+             aux: dict[str, float] | None = None) -> tuple[float, float]:  # fmt: skip
+    """Mean policy loss and agreement over ``data`` (targets per ``opts.target``); the mean
+    auxiliary losses go into ``aux`` when given."""
+    opts = opts or TrainOptions()
     model.eval()
-    losses, agree = [], []
+    losses, agree, sums = [], [], {}
     with torch.no_grad():
         for g, idx in data.batches(batch, None):
-            scores, feasible, target = data.run(model, g, idx)
+            _, parts, scores, feasible, target = data.step(model, g, idx, opts)
             losses.append(listwise_loss(scores, feasible, target))
             agree.append(agreement(scores, feasible, target))
+            for k, v in parts.items():
+                sums[k] = sums.get(k, 0.0) + float(v) * len(idx)
     model.train()
+    if aux is not None:
+        aux.update({k: v / len(data) for k, v in sums.items() if k != "policy"})
     return float(torch.cat(losses).mean()), float(torch.cat(agree).float().mean())
 
 
 def train_imitation(train: Demonstrations, config: ModelConfig, options: TrainOptions | None = None, *,
                     val: Demonstrations | None = None,
-                    on_batch: Callable[[int, int, float], None] | None = None) -> tuple[Scorer, TrainHistory]:  # fmt: skip
-    """Train a new scorer on ``train``; ``on_batch(epoch, batches_done, loss)`` for a progress bar."""
+                    on_batch: Callable[[int, int, float], None] | None = None,
+                    init: Scorer | None = None) -> tuple[Scorer, TrainHistory]:  # fmt: skip
+    """Train a new scorer on ``train`` (or continue from a copy of ``init``, DAgger's later
+    rounds; its config must be ``config``); ``on_batch(epoch, batches_done, loss)`` for a progress bar."""
     opts = options or TrainOptions()
     if not len(train):
         raise ValueError("no demonstrations to train on")
     torch.manual_seed(opts.seed)
     rng = np.random.default_rng(opts.seed)
     started = time.perf_counter()
-    model = Scorer(config)
+    if init is not None and init.config != config:
+        raise ValueError("init's config differs from config")
+    model = copy.deepcopy(init) if init is not None else Scorer(config)
     model.train()
     data = _Data(train, config)
     val_data = _Data(val, config) if val is not None and len(val) else None
@@ -123,26 +199,30 @@ def train_imitation(train: Demonstrations, config: ModelConfig, options: TrainOp
     history = TrainHistory()
     done = 0
     for epoch in range(opts.epochs):
-        losses, agree = [], []
+        losses, agree, aux = [], [], {}
         for g, idx in data.batches(opts.batch, rng):
-            scores, feasible, target = data.run(model, g, idx)
-            loss = listwise_loss(scores, feasible, target).mean()
+            loss, parts, scores, feasible, target = data.step(model, g, idx, opts)
             optimiser.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 5.0)
             optimiser.step()
             schedule.step()
-            losses.append(loss.item() * len(idx))
+            losses.append(parts["policy"].item() * len(idx))
+            for k, v in parts.items():
+                aux[k] = aux.get(k, 0.0) + v.item() * len(idx)
             agree.append(float(agreement(scores.detach(), feasible, target).float().sum()))
             done += 1
             if on_batch is not None:
                 on_batch(epoch, done, losses[-1] / len(idx))
         history.loss.append(sum(losses) / len(data))
         history.agreement.append(sum(agree) / len(data))
+        history.aux.append({k: v / len(data) for k, v in aux.items() if k != "policy"})
         if val_data is not None:
-            vl, va = evaluate(model, val_data)
+            val_aux: dict[str, float] = {}
+            vl, va = evaluate(model, val_data, opts=opts, aux=val_aux)
             history.val_loss.append(vl)
             history.val_agreement.append(va)
+            history.val_aux.append(val_aux)
     history.seconds = time.perf_counter() - started
     model.eval()
     return model, history

@@ -1,0 +1,133 @@
+"""Cluster-level and fragmentation features (the optional ``CLUSTER`` / ``FRAG_*`` columns of
+:mod:`inference.features.spec`), vectorised over nodes.
+
+Why: imitating FGD showed two things a per-node view lacks. (1) FGD's scores are integers and
+tie often; the scheduler then takes the LOWEST INDEX, and that consistent preference is what
+packs pods onto the same nodes (FGD with random tie-breaks allocates 90 % instead of 95 % on
+fill seed 0). A model can only reproduce it if it sees the node's index (``priority``).
+(2) FGD judges a placement by the fragmentation it adds under the target workload; the model
+gets that number (``frag_delta``, FGD's quantised score and whether it is FGD's best) and the
+cluster's context (how many whole free nodes of each GPU model are left), so it can learn to
+follow FGD and, from other teachers, to deviate from it.
+
+The target workload comes from the spec (saved with the model): the one the model was
+trained with, as the fill benchmark gives FGD its workload.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from inference.features.nodes import safe_div
+from inference.features.spec import FeatureSpec, WorkloadRow
+from scheduling.job import JobRequest
+from scheduling.metrics.fragmentation import PodType, Workload, tables_for
+from scheduling.policies.fgd import FGD
+from scheduling.snapshot import ClusterSnapshot
+
+# Which spec a ``pair_features(job, snapshot)`` call without a spec means (callers written before
+# the fragmentation columns existed): the spec of the latest node_state on the node table, else
+# the spec of the latest model loaded (inference.model.io.load_model). Passing the spec is better.
+_SPECS: dict[int, tuple[object, FeatureSpec]] = {}  # id(node table) -> (the table, the latest spec)
+_LOADED: list[FeatureSpec] = []
+
+
+def remember_spec(snapshot: ClusterSnapshot, spec: FeatureSpec) -> None:
+    """Note ``spec`` as the one in use on ``snapshot``'s node table."""
+    _SPECS[id(snapshot.table)] = (snapshot.table, spec)
+    while len(_SPECS) > 64:
+        _SPECS.pop(next(iter(_SPECS)))
+
+
+def remember_loaded(spec: FeatureSpec) -> None:
+    """Note the spec of the model just loaded."""
+    _LOADED[:] = [spec]
+
+
+def remembered_spec(snapshot: ClusterSnapshot) -> FeatureSpec | None:
+    """The spec a spec-less :func:`inference.features.pairs.pair_features` call uses (see above)."""
+    hit = _SPECS.get(id(snapshot.table))
+    if hit is not None and hit[0] is snapshot.table:
+        return hit[1]
+    return _LOADED[0] if _LOADED else None
+
+
+@lru_cache(maxsize=8)
+def workload_of(rows: tuple[WorkloadRow, ...]) -> Workload:
+    return Workload(tuple(PodType(c, p, n, tuple(m)) for c, p, n, m, _ in rows), tuple(w for *_, w in rows))
+
+
+@lru_cache(maxsize=8)
+def _fgd(rows: tuple[WorkloadRow, ...]) -> FGD:
+    """A continuous-score FGD on the spec's workload (stateless apart from its per-table cache)."""
+    return FGD(workload_of(rows), quantize=False)
+
+
+def _model_index(s: ClusterSnapshot) -> np.ndarray:
+    def build(snap: ClusterSnapshot) -> np.ndarray:
+        _, idx = np.unique(np.asarray(snap.gpu_model, dtype=str), return_inverse=True)
+        out = idx.astype(np.int64)
+        out.setflags(write=False)
+        return out
+
+    return s.static_cache("inference:model-index", build)
+
+
+def cluster_features(snapshot: ClusterSnapshot) -> np.ndarray:
+    """float32 ``[N, len(CLUSTER)]``."""
+    s = snapshot
+    n = s.num_nodes
+    model = _model_index(s)
+    groups = int(model.max()) + 1 if n else 0
+    empty = (s.gpu_free_milli == s.gpu_cap_milli) & (s.cpu_free == s.cpu_cap)
+    per_model = np.bincount(model, minlength=groups).astype(np.float64)
+    empty_share = safe_div(np.bincount(model, weights=empty, minlength=groups), per_model)
+    cap = np.bincount(model, weights=s.gpu_cap_milli, minlength=groups)
+    free_share = safe_div(np.bincount(model, weights=s.gpu_free_milli, minlength=groups), cap)
+    total_cap = float(s.gpu_cap_milli.sum())
+    used = 1.0 - float(s.gpu_free_milli.sum()) / total_cap if total_cap else 0.0
+    big = s.num_gpu == s.num_gpu.max() if n else np.zeros(0, bool)
+    big_empty = float(empty[big].mean()) if big.any() and s.num_gpu.max() > 0 else 0.0
+    priority = np.arange(n, dtype=np.float32) / max(n - 1, 1)
+    return np.stack([priority, empty_share[model], free_share[model], np.full(n, used, np.float32),
+                     np.full(n, big_empty, np.float32)], axis=1).astype(np.float32)  # fmt: skip
+
+
+def frag_node_features(snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
+    """float32 ``[N, len(FRAG_NODE)]``: F_n / GPU capacity, and the cluster's fragmentation rate."""
+    s = snapshot
+    t = tables_for(s, workload_of(spec.workload))
+    frag = t.node_frag(s.gpu_free, s.cpu_free, t.model_index)
+    free = float(s.gpu_free_milli.sum())
+    rate = float(frag.sum()) / free if free else 0.0
+    return np.stack([safe_div(frag, s.gpu_cap_milli), np.full(s.num_nodes, rate, np.float32)], axis=1)
+
+
+def frag_pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
+    """float32 ``[N, len(FRAG_PAIR)]``: the fragmentation change of placing ``job`` on each node
+    (FGD's computation: a sharing pod on its best GPU), FGD's quantised score, its tie set and
+    its pick (the tie set's first node).
+    Nodes where the job does not fit (GPUs, cpu, memory, GPU model, health) get ``(0, 0, 0)``."""
+    s = snapshot
+    cont = _fgd(spec.workload).score(job, s, np.ones(s.num_nodes, dtype=bool))  # sigmoid(decrease / 1000) × 100
+    fits = np.isfinite(cont) & (s.cpu_free >= job.cpu_milli) & (s.mem_free >= job.memory_mib) & s.healthy
+    if job.gpu_models:
+        fits &= s.model_mask(frozenset(job.gpu_models))
+    p = np.clip(np.where(fits, cont, 50.0) / 100.0, 1e-12, 1.0 - 1e-12)
+    decrease = 1000.0 * np.log(p / (1.0 - p))  # F_before - F_after, milli-GPU
+    quant = np.floor(np.where(fits, cont, 0.0))
+    best = quant[fits].max() if fits.any() else 0.0
+    tie = fits & (quant == best)
+    first = np.zeros(s.num_nodes, dtype=bool)
+    if tie.any():
+        first[np.argmax(tie)] = True
+    return np.stack([np.where(fits, np.clip(-decrease / 8000.0, -1.0, 1.0), 0.0), quant / 100.0, tie, first],
+                    axis=1).astype(np.float32)  # fmt: skip
+
+
+def priority(snapshot: ClusterSnapshot) -> np.ndarray:
+    """float32 ``[N, 1]``: index / (N - 1)."""
+    n = snapshot.num_nodes
+    return (np.arange(n, dtype=np.float32) / max(n - 1, 1))[:, None]
