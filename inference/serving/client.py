@@ -3,7 +3,9 @@
 Implements :class:`inference.backends.base.Backend`. Settings (keyword arguments win):
 
 - ``SEMSCHED_TRITON_URL`` — the server's gRPC endpoint (default ``localhost:8001``);
-- ``SEMSCHED_TRITON_DEADLINE_MS`` — the deadline of one step's ``policy`` call (default 50 ms);
+- ``SEMSCHED_TRITON_DEADLINE_MS`` — the deadline of one step's ``policy`` call (default 500 ms: on 2 shared CPU cores
+  the current model's call alone takes ~0.1 s for 64 pending x 1,213 nodes, ~1 s for 1,024, see
+  ``semsched bench triton``; a step that misses it is decided by the fallback);
 - ``SEMSCHED_TRITON_ENCODE_DEADLINE_MS`` — of a ``job_encoder`` call (default 500 ms: new texts
   only, in chunks of at most 256).
 
@@ -103,7 +105,7 @@ class TritonBackend:
         self.model_dir = Path(model_dir) if model_dir is not None else None
         self.loaded = loaded if loaded is not None else load_model(Path(model_dir))  # type: ignore[arg-type]
         self.url = url or os.environ.get(URL_ENV) or "localhost:8001"
-        self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, 50.0)
+        self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, 500.0)
         self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
                                    else _env_float(ENCODE_DEADLINE_ENV, 500.0))  # fmt: skip
         self.reload_error: str | None = None

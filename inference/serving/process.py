@@ -30,6 +30,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def group_members(pgid: int) -> list[int]:
+    """PIDs of the live (not zombie) processes of process group ``pgid`` (from /proc)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()  # after "pid (comm) ": state, ppid, pgrp, ...
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(entry.name))
+    return members
+
+
 @dataclass
 class ServerHandle:
     process: subprocess.Popen[bytes]
@@ -64,9 +80,13 @@ class ServerHandle:
             self.process.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.process.wait(grace_s)
-        with contextlib.suppress(ProcessLookupError, PermissionError):  # what is left of its group (tritonserver)
-            os.killpg(self.process.pid, signal.SIGKILL)
+        if group_members(self.process.pid):  # what is left of its group (tritonserver, the backend stubs)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(5)
+        deadline = time.monotonic() + 5
+        while group_members(self.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
         return self.process.returncode

@@ -140,8 +140,11 @@ async def test_a_new_version_is_served_without_a_restart(served):
         assert before != "v2"
         assert b.loaded.version == "v2" and b.refresh() and not b.refresh()  # the local copy followed, once
         assert_same_as_in_process(served, inputs, out)
-    finally:
+    finally:  # back to v1, and wait until the server answers with it (the next tests compare versions)
         publish(served.root, "v1", seed=0)
+        deadline = time.monotonic() + 20
+        while (await b.policy_async(inputs))["version"] != "v1" and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
     b.close()
 
 

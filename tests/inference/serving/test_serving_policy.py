@@ -1,0 +1,43 @@
+"""The learned policy with SEMSCHED_INFERENCE=triton: the same decisions as in-process through a
+real tritonserver; a step whose server is down is decided by the fallback and says why."""
+
+from __future__ import annotations
+
+import numpy as np
+from inference_helpers import pod_mix, small_snapshot
+
+from inference.policy import LearnedPolicy
+from inference.serving.process import free_port
+from scheduling.assign import schedule_step
+from scheduling.policies import get_policy
+
+
+def placements(result):
+    return [(x.job_id, x.node_index, x.gpu_indices) for x in result.placements]
+
+
+async def test_the_learned_policy_decides_the_same_on_triton_as_in_process(served, monkeypatch):
+    monkeypatch.setenv("SEMSCHED_INFERENCE", "triton")
+    snap, jobs = small_snapshot(), pod_mix(30, seed=2)
+    remote = LearnedPolicy(served.latest, backend_kwargs={"url": served.url, "deadline_ms": 5000})
+    assert remote.backend.name == "triton" and not remote.fell_back
+    status = await remote.prepare_step(snap, jobs, 4.0)
+    assert not status.fallback and status.backend == "triton" and status.version == remote.model_version
+    got = schedule_step(snap, jobs, remote, now=4.0)
+    local = LearnedPolicy(served.root / status.version, backend="in-process")
+    await local.prepare_step(snap, jobs, 4.0)
+    want = schedule_step(snap, jobs, local, now=4.0)
+    assert got.placements and placements(got) == placements(want)
+    assert remote.model_calls == 1 and not remote.last_step.fallback
+    np.testing.assert_allclose(remote.score_all(jobs, snap), local.score_all(jobs, snap), atol=1e-5)
+
+
+async def test_triton_down_means_the_fallback_decides_and_the_record_says_so(served):
+    p = LearnedPolicy(served.latest, backend="triton", fallback="best-fit",
+                      backend_kwargs={"url": f"127.0.0.1:{free_port()}", "deadline_ms": 500})  # fmt: skip
+    snap, jobs = small_snapshot(), pod_mix(12)
+    status = await p.prepare_step(snap, jobs, 1.0)
+    assert status.fallback and status.backend == "triton" and "UNAVAILABLE" in status.reason
+    got = schedule_step(snap, jobs, p, now=1.0)
+    want = schedule_step(snap, jobs, get_policy("best-fit"), now=1.0)
+    assert placements(got) == placements(want) and p.last_step.fallback
