@@ -6,6 +6,12 @@ demand, :mod:`scheduling.fill`) on dedicated PROMOTION seeds (default 100–104)
 the seeds. Higher is better. When no event of a short sequence rounds to 100 % (tiny test
 clusters), the value is interpolated on the arrived/allocated curve.
 
+**Secondary** (recorded, not the promotion criterion; optional because the learned policy is
+slow in the simulator): a simulator replay of a held-out slice of a trace
+(:mod:`scheduling.simulator`) — JCT and queueing delay, lower is better — when the caller
+passes ``sim = (nodes, jobs, SimConfig)`` (the CLI: the openb trace's last jobs,
+``--sim-jobs``).
+
 The same :class:`HeldOutReplay` on both models makes the comparison fair; its
 :meth:`HeldOutReplay.key` is stored with every evaluation so that a recorded evaluation of
 the serving version can be reused when the replay is the same.
@@ -82,7 +88,7 @@ def load_policy(model: Any) -> Any:
 
 
 def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobRequest],
-                      replay: HeldOutReplay | None = None) -> dict[str, Any]:
+                      replay: HeldOutReplay | None = None, sim: tuple[Any, Any, Any] | None = None) -> dict[str, Any]:
     """Run the held-out fill replay with ``model`` (a model directory, a ``LoadedModel`` or any
     policy). Returns JSON-able results: ``score`` (the primary metric), per-seed values, the
     replay's key, and ``loaded`` / ``error`` (a model that does not load is not evaluated: its
@@ -103,6 +109,19 @@ def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobR
                          "placed": run.placed, "dropped": run.dropped,
                          "seconds": round(time.perf_counter() - t0, 3)})  # fmt: skip
     values = np.array([s["allocated_pct_at_100"] for s in per_seed])
+    if sim is not None:
+        out["simulator"] = simulator_replay(policy, *sim)
     return out | {"loaded": True, "score": float(values.mean()), "std": float(values.std()),
                   "nodes": len(nodes), "pod_list": len(pods), "per_seed": per_seed,
                   "seconds": round(time.perf_counter() - started, 3)}  # fmt: skip
+
+
+def simulator_replay(policy: Any, nodes: Sequence[NodeView], jobs: Sequence[Any], config: Any) -> dict[str, Any]:
+    """JCT and queueing (seconds of trace time) of ``jobs`` (``SimJob``) on ``nodes`` under ``policy``."""
+    from scheduling.simulator import simulate
+
+    t0 = time.perf_counter()
+    m = simulate(nodes, jobs, policy, config).metrics
+    return {"jobs": m.jobs, "finished": m.finished, "jct_mean": m.jct.mean, "jct_p95": m.jct.p95,
+            "queue_mean": m.queueing_delay.mean, "queue_p95": m.queueing_delay.p95,
+            "seconds": round(time.perf_counter() - t0, 3)}

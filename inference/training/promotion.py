@@ -93,14 +93,14 @@ def _install(candidate_dir: Path, models_root: Path, version: str) -> Path:
 
 def _serving_evaluation(client: RegistryClient, serving: Path, version: str, replay: HeldOutReplay,
                         nodes: Sequence[NodeView], pods: Sequence[JobRequest],
-                        reuse: bool) -> tuple[dict[str, Any], ModelVersion | None]:  # fmt: skip
+                        reuse: bool, sim: tuple[Any, Any, Any] | None) -> tuple[dict[str, Any], ModelVersion | None]:  # fmt: skip
     """The serving version's evaluation (reused when recorded on the same replay) and its row."""
     row = get_version(client, version)
     if reuse and row is not None:
         own = row.evaluation.get("candidate") or {}
         if own.get("replay") == replay.key() and own.get("loaded"):
             return own | {"reused_from_registry": True}, row
-    return evaluate_held_out(serving, nodes, pods, replay), row
+    return evaluate_held_out(serving, nodes, pods, replay, sim), row
 
 
 def _decide(cand: dict[str, Any], serv: dict[str, Any] | None, serving_version: str | None) -> tuple[str, str]:
@@ -118,11 +118,13 @@ def _decide(cand: dict[str, Any], serv: dict[str, Any] | None, serving_version: 
 
 
 def promote(candidate_dir: Path, models_root: Path, client: RegistryClient, nodes: Sequence[NodeView],
-            pods: Sequence[JobRequest], replay: HeldOutReplay | None = None, *,
+            pods: Sequence[JobRequest], replay: HeldOutReplay | None = None, *, sim: tuple[Any, Any, Any] | None = None,
             reuse_serving_evaluation: bool = True) -> PromotionResult:  # fmt: skip
     """Evaluate ``candidate_dir`` against the serving version of ``models_root`` on the held-out
     fill replay of ``nodes`` / ``pods``, record both in ``model_versions`` and move ``latest``
-    only if the candidate is strictly better (module docstring)."""
+    only if the candidate is strictly better (module docstring). ``sim``: the optional
+    simulator slice (:func:`~inference.training.heldout.evaluate_held_out`); describe it in
+    ``replay.extra`` so that a reused serving evaluation ran the same slice."""
     replay = replay or HeldOutReplay()
     models_root = Path(models_root)
     version, _, _ = model_meta(Path(candidate_dir))
@@ -135,11 +137,11 @@ def promote(candidate_dir: Path, models_root: Path, client: RegistryClient, node
     created = datetime.now(UTC)
     record(client, _row_for(candidate, "candidate", created_at=created, parent_version=serving_version or ""))
 
-    cand_eval = evaluate_held_out(candidate, nodes, pods, replay)
+    cand_eval = evaluate_held_out(candidate, nodes, pods, replay, sim)
     serv_eval: dict[str, Any] | None = None
     if serving is not None:
         serv_eval, serving_row = _serving_evaluation(client, serving, serving_version or "", replay, nodes, pods,
-                                                     reuse_serving_evaluation)  # fmt: skip
+                                                     reuse_serving_evaluation, sim)  # fmt: skip
         if serving_row is None and (serving / "config.json").exists():
             record(client, _row_for(
                 serving, "promoted", reason="serving before it was recorded (evaluated at the next promotion)",

@@ -72,9 +72,21 @@ def openb_held_out_inputs(pods: Path | None, nodes: Path | None, pod_sample: int
     return _sample(node_views, node_sample), _sample(pod_list, pod_sample)
 
 
+def openb_sim_slice(jobs: int, node_sample: int | None = None, load: str = "high") -> tuple[list, list, Any]:
+    """The openb trace's LAST ``jobs`` jobs with a run time (the latest slice in time), at load
+    ``load`` (a level of ``semsched bench trace``), for the simulator part of the replay."""
+    from ops.bench.simulation import load_trace_workload, parse_load
+    from scheduling.simulator import SimConfig
+
+    workload = load_trace_workload("openb", None, None, node_sample, 0)
+    workload.jobs = workload.jobs[-jobs:]
+    _, plan = parse_load(load, workload)
+    return workload.nodes, workload.scaled(plan.factor, plan.copies), SimConfig(step_s=1.0, load_factor=plan.factor)
+
+
 def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: int | None = None,
                 node_sample: int | None = None, pods: Path | None = None, nodes: Path | None = None,
-                archive: str | None = None, reuse: bool = True) -> Any:  # fmt: skip
+                archive: str | None = None, reuse: bool = True, sim_jobs: int = 0, sim_load: str = "extreme") -> Any:  # fmt: skip
     """Promote ``candidate`` into ``models`` (prints the comparison); returns the PromotionResult."""
     from inference.training.heldout import HeldOutReplay
     from inference.training.promotion import promote
@@ -84,14 +96,18 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
     try:
         replay = HeldOutReplay(seeds=tuple(seeds), pod_sample=pod_sample, node_sample=node_sample,
                                pods_path=str(pods) if pods else None,
+                               extra={"sim_jobs": sim_jobs, "sim_load": sim_load} if sim_jobs else {},
                                nodes_path=str(nodes) if nodes else None)  # fmt: skip
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     client = archive_client(archive, write=True)
     node_views, pod_list = openb_held_out_inputs(pods, nodes, pod_sample, node_sample)
-    console.print(f"held-out replay: openb fill, {len(node_views):,} nodes, {len(pod_list):,} pods, seeds {seeds}")
+    sim = openb_sim_slice(sim_jobs, node_sample, sim_load) if sim_jobs else None
+    console.print(f"held-out replay: openb fill, {len(node_views):,} nodes, {len(pod_list):,} pods, seeds {seeds}"
+                  + (f"; simulator: the trace's last {sim_jobs} jobs at load {sim_load}" if sim else ""))  # fmt: skip
     with console.status("evaluating the candidate and the serving version on the held-out replay"):
-        result = promote(candidate, models, client, node_views, pod_list, replay, reuse_serving_evaluation=reuse)
+        result = promote(candidate, models, client, node_views, pod_list, replay, sim=sim,
+                         reuse_serving_evaluation=reuse)  # fmt: skip
     table = Table("seed", f"{result.version} (candidate)", f"{result.serving_version or '-'} (serving)",
                   title="GPU allocated at 100 % arrived demand (%)")  # fmt: skip
     serving = {s["seed"]: s for s in (result.serving or {}).get("per_seed", [])}
@@ -101,6 +117,14 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
                       "-" if other is None else f"{other['allocated_pct_at_100']:.3f}")  # fmt: skip
     table.add_row("mean", _pct(result.candidate.get("score")), _pct((result.serving or {}).get("score")))
     console.print(table)
+    if sim:
+        rows = {"candidate": result.candidate.get("simulator") or {}, "serving": (result.serving or {}).get("simulator")}
+        t = Table("model", "JCT mean (s)", "JCT p95", "queueing mean (s)", "queueing p95",
+                  title="simulator slice (secondary, not the criterion)")  # fmt: skip
+        for name, m in rows.items():
+            if m:
+                t.add_row(name, *(_pct(m.get(k)) for k in ("jct_mean", "jct_p95", "queue_mean", "queue_p95")))
+        console.print(t)
     colour = "green" if result.promoted else "yellow"
     console.print(f"[{colour}]{result.status}[/{colour}]: {result.reason}; {models / 'latest'} → {result.latest}")
     return result
@@ -121,12 +145,15 @@ def promote_command(
     nodes: Path = typer.Option(None, help="openb node list (default: the shared data)."),
     archive: str = typer.Option(None, help="Archive DSN (default SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
     reuse: bool = typer.Option(True, help="Reuse the serving version's recorded evaluation on the same replay."),
+    sim_jobs: int = typer.Option(0, help="Also replay the openb trace's last N jobs in the simulator (JCT, "
+                                         "queueing; recorded, not the criterion; slow for the learned policy)."),
+    sim_load: str = typer.Option("extreme", help="Load of the simulator slice (low, medium, high, extreme, native)."),
 ) -> None:
     """Promote CANDIDATE if it beats the serving version on the held-out replay; record both."""
     from ops.cli.options import seed_list
 
     run_promote(candidate, models, seeds=seed_list(seeds), pod_sample=pod_sample, node_sample=node_sample, pods=pods,
-                nodes=nodes, archive=archive, reuse=reuse)  # fmt: skip
+                nodes=nodes, archive=archive, reuse=reuse, sim_jobs=sim_jobs, sim_load=sim_load)  # fmt: skip
 
 
 @models_app.command("list")

@@ -141,3 +141,15 @@ def test_a_candidate_that_does_not_load_is_rejected(trained, archive, tmp_path):
     assert r.status == "rejected" and "does not load" in r.reason
     assert (root / "latest").resolve() == (root / "good").resolve()
     assert get_version(archive, "broken").status == "rejected"  # type: ignore[union-attr]
+
+
+def test_the_simulator_slice_is_recorded_beside_the_fill_score(trained, archive, tmp_path):
+    from scheduling.simulator import SimConfig, SimJob
+
+    jobs = [SimJob(p, duration_s=float(5 + i % 7)) for i, p in enumerate(pod_mix(60, seed=9))]  # 1 arrival / s
+    sim = (small_nodes(8), jobs, SimConfig(step_s=1.0, load_factor=4.0))
+    replay = HeldOutReplay(seeds=(100,), inputs="test", extra={"sim": "60 pods on 8 nodes, x4"})
+    r = promote(trained["good"], tmp_path / "models", archive, NODES, PODS, replay, sim=sim)
+    got = r.candidate["simulator"]
+    assert got["jobs"] == 60 and got["finished"] == 60 and got["jct_mean"] >= 5 and got["queue_mean"] >= 0
+    assert get_version(archive, "good").evaluation["candidate"]["simulator"] == got  # type: ignore[union-attr]
