@@ -1,11 +1,19 @@
-"""``semsched train``: imitation of a heuristic on the openb fill sequence (typer command
-function; the lead wires it into the app).
+"""``semsched train``: imitation of a heuristic on the openb fill sequence, optionally followed
+by DAgger rounds (typer command function; the lead wires it into the app).
 
 Collects (state, expert action) pairs by running the expert (``fgd`` by default) through the
 fill benchmark's arrival sequences of the TRAINING seeds (default 0–7; 42–51 are the
 benchmark's held-out evaluation seeds and are refused), validates on other seeds (default
 8–9), trains the scorer with the listwise loss and writes ``<out>/<version>/`` (``model.pt``,
 ``config.json``, ``train.json``), then points ``<out>/latest`` at it.
+
+The default recipe imitates the expert's ACTUAL pick (``--target choice``) with the cluster
+and fragmentation features on (``--cluster-features``, ``--frag-features``: the target
+workload is estimated from the pod list, as the benchmark gives it to FGD, and saved with
+the model), and trains the cost and transition heads as auxiliary tasks on the frozen
+representation (``--cost-weight``, ``--transition-weight``). ``--dagger-rounds N`` then rolls
+the learner out on ``--dagger-seeds`` and retrains on the aggregate
+(:mod:`inference.training.dagger`).
 """
 
 from __future__ import annotations
@@ -56,25 +64,44 @@ def chance(demos: Any) -> float | None:
 
 def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate: float, epochs: int, batch: int,
               lr: float, hidden: int, depth: int, text_dim: int, seed: int, out: Path, version: str | None,
-              head_hidden: int = 32, head_layers: int = 2, pods: Path | None = None, nodes: Path | None = None) -> Path:  # fmt: skip
+              head_hidden: int = 32, head_layers: int = 2, pods: Path | None = None, nodes: Path | None = None,
+              target: str = "choice", cluster_features: bool = True, frag_features: bool = True,
+              dagger_rounds: int = 0, dagger_seeds: list[int] | None = None, dagger_epochs: int | None = None,
+              dagger_beta: float = 0.0, cost_weight: float = 0.1, transition_weight: float = 0.1,
+              delta_weight: float = 0.0, stability: float = 0.0) -> Path:  # fmt: skip
+    """Collect, imitate, optionally DAgger, save. Heads: a cost head when ``cost_weight > 0``, a
+    transition head when ``transition_weight``, ``delta_weight`` or ``stability`` is > 0."""
     import torch
 
     from inference.encoders import EncoderCache, HashedNgramEncoder
     from inference.features.spec import FeatureSpec
     from inference.model import ModelConfig, point_latest, save_model
     from inference.training import TrainOptions, collect_fill, train_imitation
+    from inference.training.dagger import run_dagger
+    from scheduling.metrics.fragmentation import Workload
 
-    leak = HELD_OUT & set(train_seeds + val_seeds)
+    dagger_seeds = list(train_seeds if dagger_seeds is None else dagger_seeds)
+    leak = HELD_OUT & set(train_seeds + val_seeds + dagger_seeds)
     if leak:
         raise typer.BadParameter(f"seeds {sorted(leak)} are the fill benchmark's held-out seeds (42-51)")
+    if target not in ("set", "choice"):
+        raise typer.BadParameter("target must be 'set' or 'choice'")
     torch.set_num_threads(1)  # small ops: on a shared 2-core machine one thread is several times faster
     started = time.perf_counter()
     node_views, pod_list = openb_fill_inputs(pods, nodes)
+    workload = FeatureSpec.workload_rows(Workload.from_jobs(pod_list)) if frag_features else ()
     spec = FeatureSpec(gpu_models=tuple(sorted({n.gpu_model for n in node_views if n.gpu_model})),
-                       encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim)  # fmt: skip
-    config = ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden, head_layers=head_layers)
+                       encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim, cluster=cluster_features,
+                       workload=workload)  # fmt: skip
+    config = ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden, head_layers=head_layers,
+                         cost_dim=1 if cost_weight > 0 else 0,
+                         transition=transition_weight > 0 or delta_weight > 0 or stability > 0,
+                         stability=stability)  # fmt: skip
+    options = TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed, target=target, cost_weight=cost_weight,
+                           transition_weight=transition_weight, delta_weight=delta_weight)  # fmt: skip
     encoder = EncoderCache(HashedNgramEncoder(text_dim))
     factory = expert_factory(expert, pod_list)
+    all_ties = target == "choice"
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=console) as bar:  # fmt: skip
         task = bar.add_task(f"collect ({expert})", total=len(train_seeds) + len(val_seeds), what="")
@@ -84,30 +111,47 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
 
         t0 = time.perf_counter()
         train = collect_fill(node_views, pod_list, factory, train_seeds, spec, encoder, rate=rate, seed=seed,
-                             on_seed=seed_done)  # fmt: skip
+                             on_seed=seed_done, all_ties=all_ties)  # fmt: skip
         val = collect_fill(node_views, pod_list, factory, val_seeds, spec, encoder, rate=rate, seed=seed,
-                           on_seed=seed_done)  # fmt: skip
+                           on_seed=seed_done, all_ties=all_ties)  # fmt: skip
         collect_s = time.perf_counter() - t0
         per_epoch = sum(-(-list(train.group).count(g) // batch) for g in set(train.group))
         fit = bar.add_task("train", total=epochs * per_epoch, what="")
         model, history = train_imitation(
-            train, config, TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), val=val,
+            train, config, options, val=val,
             on_batch=lambda e, done, loss: bar.update(fit, completed=done, what=f"epoch {e + 1} loss {loss:.3f}"))
+        rounds: list[dict[str, Any]] = []
+        if dagger_rounds > 0:
+            dag = bar.add_task("dagger (learner rollouts)", total=dagger_rounds * len(dagger_seeds), what="")
+            model, aggregate, done_rounds = run_dagger(
+                node_views, pod_list, factory, dagger_seeds, spec, encoder, config, options, rounds=dagger_rounds,
+                rate=rate, round_epochs=dagger_epochs, beta=dagger_beta, data=train, init=model, val=val, seed=seed,
+                on_seed=lambda s, n: bar.update(dag, advance=1, what=f"seed {s}: +{n} states"))  # fmt: skip
+            rounds = [r.to_json() for r in done_rounds]
+            console.print(f"dagger: {len(aggregate) - len(train)} learner states added over {dagger_rounds} round(s)")
     version = version or f"imitation-{expert}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{seed}"
-    info = {"version": version, "method": "imitation (listwise cross-entropy over feasible nodes, target = the "
-            "expert's best-scoring set)", "expert": expert, "data": "openb fill sequences",
-            "train_seeds": train_seeds, "val_seeds": val_seeds, "held_out_seeds": sorted(HELD_OUT),
-            "sample_rate": rate, "train_states": len(train), "val_states": len(val), "epochs": epochs, "batch": batch,
-            "lr": lr, "seed": seed, "collect_seconds": collect_s, "train_seconds": history.seconds,
+    info = {"version": version, "method": f"imitation (listwise cross-entropy over feasible nodes, target = the "
+            f"expert's {'actual pick' if target == 'choice' else 'best-scoring set'})"
+            + (f" + {dagger_rounds} DAgger round(s)" if dagger_rounds else ""), "expert": expert,
+            "data": "openb fill sequences", "features": {"cluster": cluster_features, "frag": frag_features},
+            "train_seeds": train_seeds, "val_seeds": val_seeds, "dagger_seeds": dagger_seeds if dagger_rounds else [],
+            "held_out_seeds": sorted(HELD_OUT), "sample_rate": rate, "train_states": len(train),
+            "val_states": len(val), "epochs": epochs, "batch": batch, "lr": lr, "seed": seed, "target": target,
+            "aux_weights": {"cost": cost_weight, "transition": transition_weight, "delta": delta_weight},
+            "stability": stability, "dagger": {"rounds": dagger_rounds, "epochs": dagger_epochs, "beta": dagger_beta,
+                                               "history": rounds},
+            "collect_seconds": collect_s, "train_seconds": history.seconds,
             "total_seconds": time.perf_counter() - started, "history": history.to_json(),
             "parameters": sum(p.numel() for p in model.parameters()),
             # what a uniformly random feasible choice would score on the agreement (FGD ties often)
             "chance_agreement_train": chance(train), "chance_agreement_val": chance(val)}  # fmt: skip
     directory = save_model(out / version, model, version, info)
     point_latest(out, version)
-    summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters")}
+    summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters",
+                                    "total_seconds")}  # fmt: skip
     console.print(json.dumps(summary | {"train_loss": history.loss[-1], "train_agreement": history.agreement[-1],
-                                        "val_agreement": history.val_agreement[-1] if history.val_agreement else None}))
+                                        "val_agreement": history.val_agreement[-1] if history.val_agreement else None,
+                                        "dagger": rounds}))  # fmt: skip
     console.print(f"wrote {directory} ({out / 'latest'} → {version})")
     return directory
 
@@ -128,10 +172,25 @@ def train(
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
     out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/ and <out>/latest."),
     version: str = typer.Option(None, help="Version name (default: imitation-<expert>-<UTC time>-s<seed>)."),
+    target: str = typer.Option("choice", help="Imitate the expert's actual pick ('choice') or any of its best ('set')."),
+    cluster_features: bool = typer.Option(True, help="Node priority and cluster-level features (whole free nodes…)."),
+    frag_features: bool = typer.Option(True, help="FGD's fragmentation features (the workload is saved with the model)."),
+    dagger_rounds: int = typer.Option(0, help="DAgger rounds after imitation (learner rollouts labelled by the expert)."),
+    dagger_seeds: str = typer.Option(None, help="Fill seeds the learner is rolled out on (default: the train seeds)."),
+    dagger_epochs: int = typer.Option(None, help="Epochs per DAgger retraining (default: --epochs)."),
+    dagger_beta: float = typer.Option(0.0, help="Share of the DAgger rollouts' decisions the expert takes."),
+    cost_weight: float = typer.Option(0.1, help="Cost-estimator loss weight (0 = no cost head)."),
+    transition_weight: float = typer.Option(0.1, help="Transition-model loss weight."),
+    delta_weight: float = typer.Option(0.0, help="Self-correction regulariser E_pi[Delta] weight."),
+    stability: float = typer.Option(0.0, help="Decision time: score - stability x Delta (saved in the model)."),
 ) -> None:
-    """Train the learned scorer by imitation of a heuristic on the openb fill sequences."""
+    """Train the learned scorer by imitation of a heuristic on the openb fill sequences (optionally DAgger)."""
     from ops.cli.options import seed_list
 
     run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
               epochs=epochs, batch=batch, lr=lr, hidden=hidden, depth=depth, text_dim=text_dim, seed=seed, out=out,
-              version=version, head_hidden=head_hidden, head_layers=head_layers)  # fmt: skip
+              version=version, head_hidden=head_hidden, head_layers=head_layers, target=target,
+              cluster_features=cluster_features, frag_features=frag_features, dagger_rounds=dagger_rounds,
+              dagger_seeds=seed_list(dagger_seeds) if dagger_seeds else None, dagger_epochs=dagger_epochs,
+              dagger_beta=dagger_beta, cost_weight=cost_weight, transition_weight=transition_weight,
+              delta_weight=delta_weight, stability=stability)  # fmt: skip

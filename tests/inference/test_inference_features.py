@@ -131,3 +131,105 @@ def test_featurise_step_uses_the_filters_mask():
         np.testing.assert_array_equal(f.feasible[r], run_filters(j, snap, explain=False).feasible_mask)
     assert list(np.flatnonzero(f.feasible[0])) == [4, 8]  # A10 nodes, node 0 unhealthy
     assert set(np.flatnonzero(f.feasible[1])) == {1, 5, 9}
+
+
+# -- the optional cluster and fragmentation columns -------------------------------------------------------------
+def extended_spec(pods=None) -> FeatureSpec:
+    from scheduling.metrics.fragmentation import Workload
+
+    workload = Workload.from_jobs(pods if pods is not None else pod_mix(200, seed=3))
+    return FeatureSpec(gpu_models=("A10", "T4"), text_dim=16, encoder="hashed-ngram-16", cluster=True,
+                       workload=FeatureSpec.workload_rows(workload))  # fmt: skip
+
+
+def test_extended_spec_round_trips_and_old_json_means_the_base_layout():
+    spec = extended_spec()
+    assert FeatureSpec.from_json(spec.to_json()) == spec
+    from inference.features.spec import CLUSTER, CLUSTER_PAIR, FRAG_NODE, FRAG_PAIR
+
+    assert spec.node_dim == SPEC.node_dim + len(CLUSTER) + len(FRAG_NODE)
+    assert spec.pair_dim == len(PAIR) + len(CLUSTER_PAIR) + len(FRAG_PAIR)
+    old = {k: v for k, v in SPEC.to_json().items() if k not in ("cluster", "workload")}  # a config.json from before
+    assert FeatureSpec.from_json(old) == SPEC and SPEC.pair_dim == len(PAIR)
+
+
+def test_cluster_features_known_values():
+    spec = extended_spec()
+    snap = small_snapshot(8)  # A10, T4, V100, CPU, A10, T4, V100, CPU
+    snap.reserve(0, job("a", gpus=1, per=500), [0])
+    x = node_state(snap, spec)
+    names = spec.node_names
+    assert x.shape == (8, spec.node_dim) and not np.isnan(x).any()
+    assert x[:, col("priority", names)].tolist() == pytest.approx([i / 7 for i in range(8)])
+    assert x[4, col("model_empty_share", names)] == pytest.approx(0.5)  # one of the two A10 nodes is used
+    assert x[1, col("model_empty_share", names)] == pytest.approx(1.0)
+    assert x[0, col("model_gpu_free_share", names)] == pytest.approx(15.5 / 16)
+    assert x[:, col("cluster_gpu_used", names)] == pytest.approx(np.full(8, 0.5 / 28))
+    assert x[:, col("cluster_empty_big_share", names)] == pytest.approx(np.full(8, 0.5))  # 8-GPU nodes: 1 of 2
+    assert x[0, col("frag_frac", names)] > 0 and x[4, col("frag_frac", names)] >= 0
+
+
+def test_fgd_pick_feature_is_what_fgd_chooses():
+    """``fgd_first`` marks the node place_one takes under FGD; ``fgd_best`` its tie set."""
+    from scheduling.assign import place_one
+    from scheduling.policies.fgd import FGD
+
+    pods = pod_mix(80, seed=1)
+    spec = extended_spec(pods)
+    from inference.features.cluster import workload_of
+
+    fgd = FGD(workload_of(spec.workload))
+    snap = small_snapshot(16)
+    names = spec.pair_names
+    checked = 0
+    for p in pods:
+        x = pair_features(p, snap, spec)
+        assert x.shape == (16, spec.pair_dim)
+        feasible = run_filters(p, snap, explain=False).feasible_mask
+        scores = fgd.score(p, snap, feasible)
+        outcome = place_one(snap, p, fgd, top_k=0)
+        if not feasible.any():
+            continue
+        first = x[:, names.index("fgd_first")]
+        assert first.sum() == 1 and snap.node_ids[int(np.argmax(first))] == outcome.node_id
+        best = scores == scores[feasible].max()
+        assert (x[:, names.index("fgd_best")].astype(bool) == (best & feasible)).all()
+        checked += 1
+    assert checked > 40
+
+
+def test_pair_features_without_a_spec_follow_the_node_state_of_the_table():
+    spec = extended_spec()
+    snap = small_snapshot(8)
+    node_state(snap, spec)
+    assert pair_features(job(), snap).shape == (8, spec.pair_dim)
+    node_state(snap, SPEC)
+    assert pair_features(job(), snap).shape == (8, len(PAIR))
+    assert pair_features(job(), snap, spec).shape == (8, spec.pair_dim)  # explicit wins
+
+
+def test_cluster_and_frag_features_are_vectorised():
+    """No Python loop per node: after the per-table caches are built, featurising a 3,000-node
+    cluster makes exactly as many Python and C calls as a 30-node one."""
+    import sys
+
+    spec = extended_spec()
+    pod = pod_mix(1)[0]
+    counts = []
+    for n in (30, 3000):
+        snap = small_snapshot(n)
+        node_state(snap, spec), pair_features(pod, snap, spec)  # builds the static caches of this table
+        calls = [0]
+
+        def count(frame, event, arg, calls=calls):
+            if event in ("call", "c_call"):
+                calls[0] += 1
+
+        sys.setprofile(count)
+        try:
+            node_state(snap, spec)
+            pair_features(pod, snap, spec)
+        finally:
+            sys.setprofile(None)
+        counts.append(calls[0])
+    assert counts[0] == counts[1], counts

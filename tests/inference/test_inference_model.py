@@ -37,3 +37,67 @@ def test_scorer_shapes(depth):
     assert out.shape == (4, 20) and torch.isfinite(out).all()
     with pytest.raises(ValueError):
         ModelConfig(spec=spec, depth=11)
+
+
+# -- the optional heads: cost ψ, transition T, self-correction Δ --------------------------------------------------
+SPEC = FeatureSpec(gpu_models=("A10",), text_dim=8, encoder="hashed-ngram-8")
+
+
+def _topo(n: int = 20) -> TorchTopology:
+    return TorchTopology(Topology("knn", None, knn(np.random.default_rng(1).random((n, 3)), 3)))
+
+
+def test_heads_shapes_and_decide():
+    from inference.model.scorer import Action
+
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, cost_dim=2, transition=True, stability=0.5))
+    nodes, queue, jobs, pairs = (torch.rand(3, 20, SPEC.node_dim), torch.zeros(3, SPEC.job_dim),
+                                 torch.rand(3, SPEC.job_dim), torch.rand(3, 20, SPEC.pair_dim))  # fmt: skip
+    h = model.encode(nodes, _topo(), queue)
+    part = model.head.precompute(h)
+    assert torch.equal(part, model.node_part(nodes, _topo(), queue))
+    assert model.cost(part, jobs, pairs).shape == (3, 20, 2)
+    assert model.cost(part[0], jobs[0], pairs[0]).shape == (20, 2)  # one step, unbatched, as run_policy holds it
+    node = torch.tensor([0, 5, 19])
+    after = model.transition(h, Action(jobs, node, pairs[torch.arange(3), node]))
+    assert after.shape == h.shape
+    delta = model.delta(h, jobs, pairs)
+    assert delta.shape == (3, 20) and (delta > 0).all()
+    # Δ of the acted node = ‖T(h, a) − h‖ at that node and the shift of any other node, combined
+    moved = after - h
+    other = (node + 1) % 20
+    b = torch.arange(3)
+    expect = torch.sqrt((moved[b, node] ** 2).sum(-1) + (moved[b, other] ** 2).sum(-1))
+    torch.testing.assert_close(delta[b, node], expect)
+    torch.testing.assert_close(model.decide(h, jobs, pairs), model.head.score(part, jobs, pairs) - 0.5 * delta)
+
+
+def test_heads_are_optional_and_old_model_dirs_load(tmp_path):
+    import json
+
+    from inference.model import load_model, save_model
+
+    plain = Scorer(ModelConfig(spec=SPEC, hidden=8))
+    assert plain.cost_head is None and plain.transition_head is None
+    with pytest.raises(ValueError, match="no cost head"):
+        plain.cost(torch.rand(4, 32), torch.rand(SPEC.job_dim), torch.rand(4, SPEC.pair_dim))
+    save_model(tmp_path / "old", plain, "old-v1")
+    meta = json.loads((tmp_path / "old" / "config.json").read_text())
+    for key in ("cost_dim", "transition", "stability"):  # written before the heads existed
+        meta["model"].pop(key)
+    for key in ("cluster", "workload"):
+        meta["model"]["spec"].pop(key)
+    (tmp_path / "old" / "config.json").write_text(json.dumps(meta))
+    loaded = load_model(tmp_path / "old")
+    assert loaded.model.cost_head is None and loaded.model.transition_head is None
+    assert loaded.config.spec == SPEC
+    full = Scorer(ModelConfig(spec=SPEC, hidden=8, cost_dim=1, transition=True))
+    save_model(tmp_path / "new", full, "new-v1")
+    again = load_model(tmp_path / "new").model
+    assert again.cost_head is not None and again.transition_head is not None
+    # weights of a model with heads do not load into a config without them: loud, so the policy falls back
+    meta = json.loads((tmp_path / "new" / "config.json").read_text())
+    meta["model"]["cost_dim"] = 0
+    (tmp_path / "new" / "config.json").write_text(json.dumps(meta))
+    with pytest.raises(RuntimeError):
+        load_model(tmp_path / "new")
