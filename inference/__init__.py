@@ -1,7 +1,8 @@
 """torch models, featurisation, training and the inference backends (issue 4).
 
 Importing :mod:`inference` registers the ``learned`` placement policy
-(:mod:`inference.policy`; torch is imported only when a model is loaded).
+(:mod:`inference.policy`) and the ``sjf-learned`` ordering (:mod:`inference.duration.ordering`);
+torch is imported only when a model is loaded.
 """
 
 import contextlib
@@ -13,3 +14,4 @@ with contextlib.suppress(ImportError):
     import chdb  # noqa: F401
 
 from inference import policy as _policy  # noqa: E402, F401  (registers "learned")
+from inference.duration import ordering as _duration_ordering  # noqa: E402, F401  (registers "sjf-learned")

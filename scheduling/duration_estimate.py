@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from scheduling.job import JobRequest
+from scheduling.order_context import LearningDurationPredictor
 
 Key = tuple[object, ...]
 GLOBAL_KEY: Key = ("global",)
@@ -111,3 +112,13 @@ class HistoryDurationPredictor:
         """How many observations each of ``job``'s keys holds (diagnostics)."""
         return {"/".join(map(str, k)): len(self._windows[k].values) if k in self._windows else 0
                 for k in keys_for(job)}  # fmt: skip
+
+
+def estimator_for(policy: object) -> LearningDurationPredictor:
+    """The duration predictor a host (the worker, the simulator) should feed finished jobs and
+    hand to the ordering: the ordering's own learning predictor when it has one (``sjf-learned``
+    keeps its model's retrieval index current this way), else a fresh history predictor."""
+    own = getattr(getattr(policy, "ordering", policy), "predictor", None)
+    if own is not None and callable(getattr(own, "observe", None)) and callable(getattr(own, "predict", None)):
+        return own  # type: ignore[no-any-return]
+    return HistoryDurationPredictor()

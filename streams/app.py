@@ -24,6 +24,7 @@ from scheduling.events import (
     DeadLetter,
     DecisionRecord,
 )
+from scheduling.order_context import LearningDurationPredictor
 from streams import telemetry
 from streams.settings import Settings
 from streams.state import (
@@ -74,7 +75,7 @@ class Worker:
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
     # run times of finished jobs, for sjf-predicted (in memory: it relearns after a restart)
-    durations: HistoryDurationPredictor = field(default_factory=HistoryDurationPredictor)
+    durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,

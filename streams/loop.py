@@ -21,6 +21,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from scheduling.assign import schedule_step
+from scheduling.duration_estimate import estimator_for
 from scheduling.events import (
     Candidate,
     DecisionRecord,
@@ -56,6 +57,7 @@ class SchedulingLoop:
         import inference  # noqa: F401  (registers "learned"; torch loads only with a model)
 
         self.policy = get_policy(w.settings.policy)
+        w.durations = estimator_for(self.policy)  # sjf-learned: finishing jobs teach its own predictor
         self.catchup = CatchUp(w.settings, w.settings.topic("decisions"), group_id=w.app.conf.id)
         self.owned: set[int] = set()
         self._gangs_scanned = False

@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.traces.base import TraceLineError
-from scheduling.duration_estimate import HistoryDurationPredictor
+from scheduling.duration_estimate import estimator_for
 from scheduling.policies import get_policy
 from scheduling.simulator import (
     HETEROGENEITY_LEVELS,
@@ -107,13 +107,14 @@ class Run:
 
 def run_policies(nodes: Sequence, jobs: Sequence[SimJob], policies: Sequence[str], config: SimConfig,
                  console: Console, *, label: str = "") -> list[SimResult]:  # fmt: skip
-    """One simulation per policy, each with a fresh duration predictor, under one progress bar."""
+    """One simulation per policy, each with a fresh duration predictor (or its ordering's own learning one), under one progress bar."""
     results: list[SimResult] = []
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as bar:
         for name in policies:
             task = bar.add_task(f"{label}{name}", total=len(jobs))
-            result = simulate(nodes, jobs, get_policy(name), config, estimator=HistoryDurationPredictor(),
+            policy = get_policy(name)
+            result = simulate(nodes, jobs, policy, config, estimator=estimator_for(policy),
                               progress=lambda done, total, t=task: bar.update(t, completed=done))  # fmt: skip
             bar.update(task, completed=len(jobs))
             bar.remove_task(task)

@@ -42,3 +42,18 @@ def test_ranks_by_the_learned_predictor() -> None:
     jobs = [_job(1, "nightly-etl", 1.0), _job(1, "unit-tests", 2.0)]
     # the host's estimator (none here) is not needed: the learned one answers
     assert [j.app for j in ordering.order(jobs, 3.0, None)] == ["unit-tests", "nightly-etl"]
+
+
+def test_hosts_feed_finished_jobs_to_the_orderings_own_predictor() -> None:
+    from scheduling.duration_estimate import estimator_for
+    from scheduling.orderings.compose import ComposedPolicy
+
+    p = LearnedDurationPredictor(DurationConfig(encoder="hashed-ngram-32", text_dim=32, mode="retrieval", k=1))
+    p.observe_many([_job(0, "nightly-etl", 0)], [20_000.0])
+    policy = ComposedPolicy(SjfLearned(predictor=p), get_policy("best-fit"))
+    host = estimator_for(policy)
+    assert host is p  # the worker and the simulator observe() finishing jobs on it
+    host.observe(_job(0, "unit-tests", 0), 30.0)
+    jobs = [_job(1, "nightly-etl", 1.0), _job(1, "unit-tests", 2.0)]
+    assert [j.app for j in policy.order(jobs, 3.0, None)] == ["unit-tests", "nightly-etl"]
+    assert isinstance(estimator_for(get_policy("sjf-predicted+best-fit")), HistoryDurationPredictor)
