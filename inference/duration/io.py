@@ -11,7 +11,6 @@ fall back with the reason.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from inference.duration.config import DurationConfig
@@ -69,10 +68,8 @@ def load_predictor(directory: str | Path, *, encoder: TextEncoder | None = None)
 
 
 def point_latest(root: str | Path, version: str) -> Path:
-    """``root/latest`` → ``version`` (relative symlink, replaced atomically)."""
-    link = Path(root) / "latest"
-    tmp = Path(root) / f".latest-{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    tmp.symlink_to(version)
-    os.replace(tmp, link)
-    return link
+    """``root/latest`` → ``version``: :func:`inference.model.io.point_latest` (a relative symlink,
+    replaced atomically), the same for scorer and duration models."""
+    from inference.model.io import point_latest as point
+
+    return point(Path(root), version)

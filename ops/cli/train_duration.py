@@ -1,0 +1,123 @@
+"""``semsched train-duration``: train the learned duration predictor on a trace and publish it
+(typer command function; the lead wires it into the app).
+
+The trace's jobs with a run time are split in time like the held-out benchmark
+(:func:`inference.duration.evaluate.time_split`): with ``--train-fraction f < 1`` the model
+learns only from the jobs submitted in the first ``f`` of the trace (by count) *and finished by
+that cut* — what a model trained at that moment could have known — so the later part stays
+held out for ``semsched bench duration`` and ``semsched bench sjf``; ``--train-fraction 1``
+uses every job with a run time. The model is written to ``<out>/<version>/``
+(:func:`inference.duration.io.save_predictor`) and ``<out>/latest`` is repointed at it
+atomically (:func:`inference.duration.io.point_latest`, i.e. :func:`inference.model.io.point_latest`).
+
+``sjf-learned`` (``SEMSCHED_POLICY=sjf-learned+best-fit``) loads ``models/duration/latest``
+(or ``$SEMSCHED_DURATION_MODEL_DIR``) when the worker starts.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+console = Console()
+TRACES = ("google2011", "dlrm2025", "openb")
+ENCODERS = ("hashed", "minilm")
+
+
+def default_version(trace: str, encoder: str, train_fraction: float) -> str:
+    """``<trace>-<encoder>-f<percent>-<UTC time>``, e.g. ``openb-hashed-f75-20261122T061500Z``."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    return f"{trace}-{encoder}-f{round(train_fraction * 100)}-{stamp}"
+
+
+def training_records(records: list[Any], train_fraction: float) -> tuple[list[Any], dict[str, Any]]:
+    """The records a model trained at the ``train_fraction`` cut may learn from, and the split's facts."""
+    from inference.duration.evaluate import time_split
+
+    if train_fraction >= 1.0:
+        return sorted(records, key=lambda r: r.submit), {"train_fraction": 1.0, "cut_s": None,
+                                                         "train": len(records), "late": 0, "held_out": 0}  # fmt: skip
+    split = time_split(records, train_fraction)
+    return split.train, {"train_fraction": train_fraction, "cut_s": split.cut, "train": len(split.train),
+                         "late": len(split.late), "held_out": len(split.test)}  # fmt: skip
+
+
+def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: float = 0.75,
+                       out: Path = Path("models/duration"), version: str | None = None, epochs: int = 80,
+                       limit: int | None = None, path: Path | None = None, text_dim: int = 64,
+                       seed: int = 0, quiet: bool = False) -> Path:  # fmt: skip
+    """Load, split, train, save, repoint ``latest``; returns the version directory."""
+    import torch
+
+    from inference.duration.config import DurationConfig
+    from inference.duration.io import point_latest, save_predictor
+    from inference.duration.predictor import make_encoder
+    from inference.duration.train import train_predictor
+    from ops.bench.duration import load_finished
+
+    if trace not in TRACES:
+        raise typer.BadParameter(f"--trace must be one of {', '.join(TRACES)}, not {trace!r}")
+    if encoder not in ENCODERS:
+        raise typer.BadParameter(f"--encoder must be one of {', '.join(ENCODERS)}, not {encoder!r}")
+    if not 0 < train_fraction <= 1:
+        raise typer.BadParameter("--train-fraction must be within (0, 1]")
+    torch.set_num_threads(1)  # a small MLP on a shared 2-core machine
+    started = time.perf_counter()
+    version = version or default_version(trace, encoder, train_fraction)
+    with console.status(f"loading {trace}…"):
+        records = load_finished(trace, path, limit)
+    train, facts = training_records(records, train_fraction)
+    console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; training on {len(train):,}"
+                  + (f" (submitted before {facts['cut_s']:,.0f} s and finished by then; {facts['held_out']:,} "
+                     f"held out after the cut)" if facts["cut_s"] is not None else ""))  # fmt: skip
+    config = DurationConfig(version=version, epochs=epochs, seed=seed)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=quiet) as bar:  # fmt: skip
+        task = bar.add_task(f"{encoder}: encoding texts", total=None)
+
+        def step(stage: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{encoder}: {stage}", completed=done, total=total)
+
+        enc = make_encoder(encoder, text_dim)
+        model = train_predictor([r.job for r in train], [r.duration for r in train], config,
+                                submit_times=[r.submit for r in train], encoder=enc, progress=step)  # fmt: skip
+    model.config.train_info.update({"trace": trace, "limit": limit, **facts})
+    out = Path(out)
+    directory = save_predictor(out / version, model)
+    point_latest(out, version)
+    info = model.config.train_info
+    summary = {"version": version, "jobs": len(train), "val_mae_log": info.get("val_mae_log"),
+               "k": model.config.k, "blend_max": model.config.blend_max,
+               "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
+    console.print(json.dumps(summary, default=str))
+    console.print(f"wrote {directory}; {out / 'latest'} → {version} "
+                  f"(serve it with SEMSCHED_POLICY=sjf-learned+best-fit)")  # fmt: skip
+    return directory
+
+
+def train_duration(
+    trace: str = typer.Option(..., help="Trace to learn from: google2011, dlrm2025 or openb."),
+    encoder: str = typer.Option("hashed", help="Text encoder: hashed (n-grams, fast) or minilm (all-MiniLM-L6-v2)."),
+    train_fraction: float = typer.Option(0.75, help="Learn from the jobs submitted in this first share of the "
+                                                    "trace and finished by its cut (1 = every job)."),
+    out: Path = typer.Option(Path("models/duration"), help="Model root: writes <out>/<version>/ and <out>/latest."),
+    version: str = typer.Option(None, help="Version name (default <trace>-<encoder>-f<percent>-<UTC time>)."),
+    epochs: int = typer.Option(80, help="Maximum MLP epochs (early stopping on a time-ordered validation split)."),
+    limit: int = typer.Option(None, help="Read only the first N jobs of the trace (a quick run)."),
+    path: Path = typer.Option(None, help="Trace file or directory (default: the shared data)."),
+    seed: int = typer.Option(0, help="Seed of the MLP's initialisation and batches."),
+) -> None:
+    """Train the learned duration predictor (regression + retrieval) on a trace and publish it."""
+    try:
+        run_train_duration(trace=trace, encoder=encoder, train_fraction=train_fraction, out=out, version=version,
+                           epochs=epochs, limit=limit, path=path, seed=seed)  # fmt: skip
+    except (ValueError, OSError) as e:
+        console.print(f"[red]{e}")
+        raise typer.Exit(2) from None

@@ -1,0 +1,58 @@
+"""`semsched train-duration` (ops/cli/train_duration.py) on a slice of the real Google 2011
+trace with the hashed encoder: a version directory that loads, ``latest`` pointing at it and
+moving to the next version, the training period kept before the cut."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+from typer.testing import CliRunner
+
+from inference.duration.io import load_predictor
+from ops.cli.train_duration import train_duration
+
+runner = CliRunner()
+ARGS = ["--trace", "google2011", "--encoder", "hashed", "--limit", "3000", "--epochs", "4"]
+
+
+def _app() -> typer.Typer:
+    app = typer.Typer()
+    app.command()(train_duration)
+    return app
+
+
+def test_train_duration_writes_a_version_and_repoints_latest(tmp_path: Path) -> None:
+    out = tmp_path / "duration"
+    first = runner.invoke(_app(), [*ARGS, "--out", str(out), "--version", "v1", "--train-fraction", "0.6"])
+    assert first.exit_code == 0, first.output
+    assert os.readlink(out / "latest") == "v1"  # relative: the root can move
+    model = load_predictor(out / "latest")
+    assert model.version == "v1" and model.config.encoder == "hashed-ngram-64"
+    info = json.loads((out / "v1" / "config.json").read_text())["config"]["train_info"]
+    assert info["trace"] == "google2011" and info["train_fraction"] == 0.6
+    assert info["train"] == len(model.index) and 0 < info["train"] < 3000
+    assert info["held_out"] > 0 and info["cut_s"] > 0
+    assert model.predict(_a_job()) is not None
+
+    second = runner.invoke(_app(), [*ARGS, "--out", str(out), "--version", "v2", "--train-fraction", "1"])
+    assert second.exit_code == 0, second.output
+    assert os.readlink(out / "latest") == "v2" and (out / "v1" / "config.json").exists()
+    grown = load_predictor(out / "latest")
+    assert len(grown.index) > len(model.index)  # every job with a run time, not only those before the cut
+    assert grown.config.train_info["cut_s"] is None
+
+
+def test_train_duration_refuses_unknown_trace_and_fraction(tmp_path: Path) -> None:
+    bad = runner.invoke(_app(), ["--trace", "nope", "--out", str(tmp_path)])
+    assert bad.exit_code != 0 and not (tmp_path / "latest").exists()
+    bad = runner.invoke(_app(), ["--trace", "openb", "--train-fraction", "1.5", "--out", str(tmp_path)])
+    assert bad.exit_code != 0 and not (tmp_path / "latest").exists()
+
+
+def _a_job():  # noqa: ANN202
+    from ops.bench.duration import load_finished
+
+    return load_finished("google2011", limit=3000)[-1].job
