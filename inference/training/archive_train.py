@@ -28,7 +28,7 @@ from inference.training.imitation import TrainOptions, train_imitation
 def train_from_archive(client: QueryClient, out_root: Path, *, options: TrainOptions | None = None,
                        config: ModelConfig | None = None, hidden: int = 32, depth: int = 2, text_dim: int = 32,
                        head_hidden: int = 32, head_layers: int = 2, outcomes: Iterable[str] = ("finished",),
-                       policies: Iterable[str] | None = None, max_samples: int | None = 4000,
+                       policies: Iterable[str] | None = None, max_samples: int | None = 2000,
                        min_feasible: int = 2, val_share: float = 0.15, version: str | None = None,
                        archive: str = "", on_batch: Any = None) -> Path:  # fmt: skip
     """Reconstruct, train, save; returns the model directory. ``config``: the architecture

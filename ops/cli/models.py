@@ -162,7 +162,8 @@ def list_command(
     archive: str = typer.Option(None, help="Archive DSN (default SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
 ) -> None:
-    """Every recorded model version: source, status, held-out scores, the reason; `*` = serving now."""
+    """Every recorded model version: source, status, held-out scores, the reason; `*` = serving now
+    (--json adds the creation time, config, training metrics and both evaluations)."""
     from inference.training.promotion import serving_dir
     from inference.training.registry import list_versions
 
@@ -175,11 +176,10 @@ def list_command(
         typer.echo(json.dumps({"versions": [r.to_json() for r in rows], "serving": serving.name if serving else None,
                                "unrecorded": unrecorded}, default=str))  # fmt: skip
         return
-    t = Table("", "version", "created (UTC)", "source", "expert", "status", "held-out %", "serving %", "vs",
-              "reason", title="model_versions")  # fmt: skip
+    t = Table("", "version", "source", "status", "held-out %", "serving %", "vs", "reason", title="model_versions")
+    t.columns[1].no_wrap = True
     for r in rows:
-        t.add_row("*" if serving is not None and serving.name == r.version else "", r.version,
-                  r.created_at.strftime("%Y-%m-%d %H:%M:%S"), r.source, r.expert, r.status,
+        t.add_row("*" if serving is not None and serving.name == r.version else "", r.version, r.source, r.status,
                   _pct(r.candidate_score), _pct(r.serving_score), r.parent_version or "-", r.reason)  # fmt: skip
     console.print(t)
     if unrecorded:

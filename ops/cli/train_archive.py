@@ -25,7 +25,7 @@ console = Console()
 def run_train_from_archive(*, archive: str | None = None, out: Path = Path("models"), epochs: int = 12,
                            batch: int = 16, lr: float = 3e-3, hidden: int = 32, depth: int = 2, text_dim: int = 32,
                            head_hidden: int = 32, head_layers: int = 2, seed: int = 0, version: str | None = None,
-                           max_samples: int | None = 4000, outcomes: str = "finished", policies: str | None = None,
+                           max_samples: int | None = 2000, outcomes: str = "finished", policies: str | None = None,
                            promote: bool = False, promotion_seeds: str = "100-104",
                            pod_sample: int | None = None) -> Path:  # fmt: skip
     import torch
@@ -75,7 +75,7 @@ def train_archive_command(
     text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
     version: str = typer.Option(None, help="Version name (default: archive-<policies>-<UTC time>-s<seed>)."),
-    max_samples: int = typer.Option(4000, help="At most this many decisions (a seeded sample)."),
+    max_samples: int = typer.Option(2000, help="At most this many decisions (a seeded sample)."),
     outcomes: str = typer.Option("finished", help="Attempt outcomes to learn from (finished, failed, preempted, "
                                                   "timed_out, running)."),
     policies: str = typer.Option(None, help="Only decisions of these policies (comma-separated; default all)."),
