@@ -29,7 +29,7 @@ def train_from_archive(client: QueryClient, out_root: Path, *, options: TrainOpt
                        config: ModelConfig | None = None, hidden: int = 32, depth: int = 2, text_dim: int = 32,
                        head_hidden: int = 32, head_layers: int = 2, outcomes: Iterable[str] = ("finished",),
                        policies: Iterable[str] | None = None, max_samples: int | None = 2000,
-                       min_feasible: int = 2, val_share: float = 0.15, version: str | None = None,
+                       min_feasible: int = 2, tied_targets: bool = False, val_share: float = 0.15, version: str | None = None,
                        archive: str = "", on_batch: Any = None) -> Path:  # fmt: skip
     """Reconstruct, train, save; returns the model directory. ``config``: the architecture
     and featurisation (default: built from the archive's GPU models and the size options)."""
@@ -42,7 +42,7 @@ def train_from_archive(client: QueryClient, out_root: Path, *, options: TrainOpt
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
                                    head_layers=head_layers)  # fmt: skip
     rebuilt = reconstruct(events=events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
-                          max_samples=max_samples, seed=options.seed)  # fmt: skip
+                          max_samples=max_samples, seed=options.seed, tied_targets=tied_targets)  # fmt: skip
     n = len(rebuilt.demos)
     if n == 0:
         raise ValueError(f"the archive has no usable placed decisions: {rebuilt.summary()}")
@@ -59,7 +59,7 @@ def train_from_archive(client: QueryClient, out_root: Path, *, options: TrainOpt
     info = {"version": version, "source": "archive", "archive": archive,
             "method": "imitation of the archived placements (listwise cross-entropy over the feasible nodes of the "
                       "rebuilt state; target = the chosen node)",
-            "expert": "+".join(experts), "outcomes": sorted(outcomes), "policies": None if policies is None
+            "expert": "+".join(experts), "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
             else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
             "val_states": len(val), "val_split": f"latest {val_share:.0%} of the decisions in time",
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),

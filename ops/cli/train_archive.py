@@ -26,7 +26,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                            batch: int = 16, lr: float = 3e-3, hidden: int = 32, depth: int = 2, text_dim: int = 32,
                            head_hidden: int = 32, head_layers: int = 2, seed: int = 0, version: str | None = None,
                            max_samples: int | None = 2000, outcomes: str = "finished", policies: str | None = None,
-                           promote: bool = False, promotion_seeds: str = "100-104",
+                           tied_targets: bool = False, promote: bool = False, promotion_seeds: str = "100-104",
                            pod_sample: int | None = None) -> Path:  # fmt: skip
     import torch
 
@@ -49,7 +49,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
             depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers,
             outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
             policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
-            max_samples=max_samples, version=version, archive=getattr(client, "dsn", archive or ""),
+            max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
             on_batch=on_batch)  # fmt: skip
     info = json.loads((directory / "train.json").read_text())
     history = info["history"]
@@ -79,9 +79,12 @@ def train_archive_command(
     outcomes: str = typer.Option("finished", help="Attempt outcomes to learn from (finished, failed, preempted, "
                                                   "timed_out, running)."),
     policies: str = typer.Option(None, help="Only decisions of these policies (comma-separated; default all)."),
+    tied_targets: bool = typer.Option(False, help="Targets also include the archived top candidates tied with the "
+                                                  "chosen node (measured worse on an fgd archive)."),
     promote: bool = typer.Option(False, help="Then promote it if it beats the serving version (held-out replay)."),
 ) -> Any:
     """Retrain the learned scorer from the archive's placed decisions and their outcomes."""
     return run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr, hidden=hidden,
                                   depth=depth, text_dim=text_dim, seed=seed, version=version,
-                                  max_samples=max_samples, outcomes=outcomes, policies=policies, promote=promote)  # fmt: skip
+                                  max_samples=max_samples, outcomes=outcomes, policies=policies,
+                                  tied_targets=tied_targets, promote=promote)  # fmt: skip

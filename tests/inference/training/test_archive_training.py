@@ -60,7 +60,7 @@ def test_one_demonstration_per_placed_and_finished_decision(filled):
 def test_targets_include_the_archived_candidates_tied_with_the_choice(filled):
     client, truths = filled
     finished = [t for t in truths if t.outcome == "finished"]
-    got = reconstruct(client, spec=SPEC, min_feasible=1)
+    got = reconstruct(client, spec=SPEC, min_feasible=1, tied_targets=True)
     assert got.decision_ids == [t.decision_id for t in finished]
     targets = [set(np.flatnonzero(x).tolist()) for x in got.demos.target]
     assert targets == [set(t.tied) | {t.node_index} for t in finished]
@@ -71,10 +71,12 @@ def test_outcome_filter_sampling_and_informative_states(filled):
     client, truths = filled
     both = reconstruct(client, spec=SPEC, min_feasible=1, outcomes=("finished", "failed"))
     assert len(both.demos) == sum(t.outcome in ("finished", "failed") for t in truths)
-    informative = reconstruct(client, spec=SPEC)  # default: at least 2 feasible nodes, not all of them tied
+    informative = reconstruct(client, spec=SPEC, tied_targets=True)  # at least 2 feasible nodes, not all tied
     useless = sum(t.outcome == "finished" and (t.feasible.sum() < 2 or len(t.tied | {t.node_index}) == t.feasible.sum())
                   for t in truths)  # fmt: skip
     assert len(informative.demos) == sum(t.outcome == "finished" for t in truths) - useless
+    single = reconstruct(client, spec=SPEC)  # default: the chosen node alone, at least 2 feasible
+    assert len(single.demos) == sum(t.outcome == "finished" and t.feasible.sum() >= 2 for t in truths)
     sample = reconstruct(client, spec=SPEC, min_feasible=1, max_samples=5, seed=3)
     assert len(sample.demos) == 5 and set(sample.decision_ids) <= {t.decision_id for t in truths}
     assert reconstruct(client, spec=SPEC, policies=["fgd"]).demos.target == []
