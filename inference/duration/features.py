@@ -7,7 +7,8 @@ Two blocks per job, both float32 and computed batch-wise:
   ``pod_phase``, dlrm's ``lifetime``), without the parts that only name *this* job (a part
   equal to the job id, such as a pod or instance serial, and the ``task_index`` label: they
   are unique per job, so they tell nothing about another job and only add noise to the
-  similarity), plus ``user=<user>`` when the submission names a user;
+  similarity; a simulator replica ``<id>#<k>`` counts as its original), plus ``user=<user>``
+  when the submission names a user;
 - **shape** (:data:`SHAPE_NAMES`) — log-scaled cpu / memory / GPU demand, the per-GPU
   share, sharing and CPU-only flags, QoS one-hot, priority, GPU-model constraint, the
   anti-affinity limit, the gang size and the submitter's runtime estimate when declared.
@@ -30,6 +31,8 @@ from scheduling.job import JobRequest
 
 #: labels that identify one job among its siblings (unique per job: noise for similarity)
 PER_JOB_LABELS: frozenset[str] = frozenset({"task_index"})
+#: the simulator's superposed replicas of a trace are ``<job id>#<k>`` (scheduling.simulator.workload)
+REPLICA_MARK = "#"
 QOS: tuple[str, ...] = ("LS", "BE", "Burstable", "Guaranteed")
 SHAPE_NAMES: tuple[str, ...] = (
     "log_cores", "log_mem_gib", "num_gpu", "per_gpu", "log_gpu_demand", "sharing", "cpu_only",
@@ -42,7 +45,8 @@ SHAPE_DIM = len(SHAPE_NAMES)
 def duration_text(job: JobRequest) -> str:
     """The text the encoder embeds for ``job`` (see the module docstring)."""
     parts = [p for p in clean_text(job.text).split(" | ") if p]
-    kept = [p for p in parts if p != job.job_id and p.split("=", 1)[0] not in PER_JOB_LABELS]
+    own = {job.job_id, job.job_id.split(REPLICA_MARK, 1)[0]}  # a simulator replica ("id#1") names its original
+    kept = [p for p in parts if p not in own and p.split("=", 1)[0] not in PER_JOB_LABELS]
     if job.user:
         kept.append(f"user={job.user}")
     return " | ".join(kept)

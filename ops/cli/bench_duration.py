@@ -28,3 +28,36 @@ def duration(
     raise typer.Exit(run_duration_bench(traces=names, encoders=encs, train_fraction=train_fraction, limit=limit,
                                         save_dir=save, epochs=epochs, out_dir=out,
                                         command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+
+
+def sjf(
+    trace: str = typer.Option("openb", help="Trace to replay: openb or google2011 (semsched replay names)."),
+    placement: str = typer.Option(None, help="Placement under every ordering (default: openb fgd, else best-fit)."),
+    train_fraction: float = typer.Option(0.75, help="Share of the jobs (by submission time) before the cut: the "
+                                                    "models learn from them, only later jobs are replayed."),
+    held_out_jobs: int = typer.Option(None, help="Replay only the first N held-out jobs (a quicker run)."),
+    load: str = typer.Option("extreme", help="Load planned on the held-out part: native, low … extreme, or 250x."),
+    step: float = typer.Option(1.0, help="Scheduling step, seconds."),
+    nodes: int = typer.Option(None, help="Seeded sample of this many nodes (Google 2011: 800)."),
+    seed: int = typer.Option(0, help="Seed (node sample, node speeds)."),
+    limit: int = typer.Option(None, help="Read only the first N jobs of the trace."),
+    encoder: str = typer.Option("hashed", help="Text encoder of the duration model: hashed or minilm."),
+    epochs: int = typer.Option(80, help="Maximum MLP epochs."),
+    policies: str = typer.Option(None, help="Override the policies (comma-separated, <ordering>+<placement>)."),
+    out: Path = typer.Option(Path("reports"), help="Directory for bench-sjf-<trace>.md/.json and the plots."),
+) -> None:
+    """Held-out replay: sjf-learned vs sjf-predicted, las, fifo and sjf-oracle on one placement (JCT, queueing)."""
+    import sys
+
+    from ops.bench.duration_replay import run_sjf_bench
+    from ops.cli.options import policy_names
+
+    if not 0 < train_fraction < 1:
+        raise typer.BadParameter("--train-fraction must be within (0, 1)")
+    names = policy_names(policies) if policies else None
+    if placement is not None:
+        policy_names(placement)
+    raise typer.Exit(run_sjf_bench(trace=trace, placement=placement, train_fraction=train_fraction,
+                                   held_out_jobs=held_out_jobs, load=load, step=step, nodes=nodes, seed=seed,
+                                   limit=limit, encoder=encoder, epochs=epochs, policies=names, out_dir=out,
+                                   command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip

@@ -22,6 +22,14 @@ def test_duration_text_strips_outcomes_and_per_job_ids() -> None:
     assert "app_3" in text and "role=HN" in text and text.endswith("user=alice")
 
 
+def test_a_simulator_replica_reads_like_its_original() -> None:
+    from dataclasses import replace
+
+    original = _job()
+    replica = replace(original, job_id="instance_7#1")  # scheduling.simulator.workload.scale_jobs
+    assert duration_text(replica) == duration_text(original)
+
+
 def test_features_never_read_the_recorded_duration() -> None:
     a, b = _job(trace_duration_s=5.0), _job(trace_duration_s=50_000.0)
     feat = JobFeaturiser(EncoderCache(get_encoder("hashed", 32)))
