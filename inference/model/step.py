@@ -118,21 +118,28 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
 
 
 class TopologyCache:
-    """Torch topology tensors by content (a server sees the same node table step after step)."""
+    """Torch topology tensors by content (a server sees the same node table step after step),
+    on the model's device."""
 
     def __init__(self, size: int = 8) -> None:
         self.size = size
-        self._items: dict[tuple[int, bytes, bytes], Any] = {}
+        self._items: dict[tuple[int, bytes, bytes, str], Any] = {}
 
-    def get(self, inputs: PolicyInputs) -> Any:
+    def get(self, inputs: PolicyInputs, device: Any = "cpu") -> Any:
+        import torch
+
         from inference.model.scorer import TorchTopology
 
-        key = (len(inputs.nodes), inputs.neighbours.tobytes(), inputs.groups.tobytes())
+        key = (len(inputs.nodes), inputs.neighbours.tobytes(), inputs.groups.tobytes(), str(device))
         topo = self._items.get(key)
         if topo is None:
             if len(self._items) >= self.size:
                 self._items.pop(next(iter(self._items)))
-            topo = self._items[key] = TorchTopology(inputs.topology())
+            topo = TorchTopology(inputs.topology())
+            for name, value in list(vars(topo).items()):  # its index tensors, to the model's device
+                if isinstance(value, torch.Tensor):
+                    setattr(topo, name, value.to(device))
+            self._items[key] = topo
         return topo
 
 
@@ -140,18 +147,23 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
     """Evaluate the scorer (:class:`inference.model.scorer.Scorer`) on one step's inputs."""
     import torch
 
-    topo = (topologies or TopologyCache(1)).get(inputs)
+    device = next(model.parameters()).device  # CPU here; CUDA where the server has a GPU
+    topo = (topologies or TopologyCache(1)).get(inputs, device)
     head = model.head
+
+    def t(a: np.ndarray) -> Any:
+        return torch.from_numpy(a).to(device)
+
     with torch.inference_mode():
-        node_part = model.node_part(torch.from_numpy(inputs.nodes)[None], topo, torch.from_numpy(inputs.queue)[None])[0]
+        node_part = model.node_part(t(inputs.nodes)[None], topo, t(inputs.queue)[None])[0]
         if len(inputs.jobs):
-            base = node_part + head.pair(torch.from_numpy(inputs.pairs))  # [S, N, W]
-            x = base[torch.from_numpy(inputs.which)] + head.job(torch.from_numpy(inputs.jobs)).unsqueeze(1)
+            base = node_part + head.pair(t(inputs.pairs))  # [S, N, W]
+            x = base[t(inputs.which)] + head.job(t(inputs.jobs)).unsqueeze(1)
             scores = head.out(x).squeeze(-1)
         else:
             scores = node_part.new_zeros((0, node_part.shape[0]))
-    return {"scores": scores.numpy().astype(np.float32, copy=False),
-            "node_part": node_part.numpy().astype(np.float32, copy=False)}  # fmt: skip
+    return {"scores": scores.cpu().numpy().astype(np.float32, copy=False),
+            "node_part": node_part.cpu().numpy().astype(np.float32, copy=False)}  # fmt: skip
 
 
 def score_nodes(model: Any, node_part: np.ndarray, job_row: np.ndarray, pairs: np.ndarray) -> np.ndarray:
@@ -160,6 +172,7 @@ def score_nodes(model: Any, node_part: np.ndarray, job_row: np.ndarray, pairs: n
     Used within a step for the nodes earlier placements changed (the rest keep their step scores)."""
     import torch
 
+    device = next(model.parameters()).device
     with torch.inference_mode():
-        return model.head.score(torch.from_numpy(node_part), torch.from_numpy(job_row),
-                                torch.from_numpy(pairs)).numpy().astype(np.float32, copy=False)  # fmt: skip
+        return model.head.score(torch.from_numpy(node_part).to(device), torch.from_numpy(job_row).to(device),
+                                torch.from_numpy(pairs).to(device)).cpu().numpy().astype(np.float32, copy=False)  # fmt: skip
