@@ -5,7 +5,11 @@ the training rows' mean and std (saved with the model; a column constant in trai
 left unscaled) and clipped to ±6. Target: ``log(max(run time, 1 s))``,
 standardised. Loss: Huber (δ = 1 standard deviation) — close to L1 for the heavy tail, so
 the fit aims at the *median* run time of similar jobs rather than a mean pulled up by a few
-week-long outliers. Adam, mini-batches, early stopping on a validation set (the latest
+week-long outliers. **Right-censored rows** (``censored`` mask: jobs still running when the
+training data was cut, whose ``y`` is the log of the time they had run by then — a lower
+bound) cost only when the prediction falls *below* that bound (a one-sided Huber, as in a
+Tobit model): without them a model trained at a cut sees only the jobs short enough to have
+finished, and learns that jobs are shorter than they are. Adam, mini-batches, early stopping on a validation set (the latest
 part of the training split, in submission order: never a random split of future and past).
 
 torch is imported inside the functions, so importing :mod:`inference.duration` stays cheap.
@@ -44,6 +48,15 @@ def build_mlp(in_dim: int, hidden: int, layers: int, dropout: float = 0.1) -> An
     return torch.nn.Sequential(*mods)
 
 
+def censored_huber(pred: Any, y: Any, censored: Any, delta: float = 1.0) -> Any:
+    """Mean Huber loss; on a censored row only the shortfall ``max(y − pred, 0)`` counts."""
+    import torch
+
+    residual = torch.where(censored, torch.clamp(y - pred, min=0.0), pred - y)
+    a = residual.abs()
+    return torch.where(a <= delta, 0.5 * a * a, delta * (a - 0.5 * delta)).mean()
+
+
 class MlpRegressor:
     """``fit(X, y, X_val, y_val)`` then ``predict(X)``; y in log seconds."""
 
@@ -65,18 +78,27 @@ class MlpRegressor:
 
     def fit(self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None = None, y_val: np.ndarray | None = None,
             *, epochs: int = 80, batch: int = 256, lr: float = 2e-3, weight_decay: float = 1e-4,
-            patience: int = 12, progress: Any = None) -> FitReport:  # fmt: skip
+            patience: int = 12, progress: Any = None, censored: np.ndarray | None = None) -> FitReport:  # fmt: skip
         """Train; keeps the weights of the best validation epoch (or the last, without one).
-        ``progress``: a callable ``(epoch, epochs)`` for a progress bar."""
+        ``progress``: a callable ``(epoch, epochs)`` for a progress bar. ``censored``: bool per
+        training row, True where ``y`` is only a lower bound (see the module docstring); the
+        standardisation uses the uncensored rows. Validation rows are never censored."""
         import torch
 
         x = np.asarray(x, np.float32)
         y = np.asarray(y, np.float32)
+        cens = np.zeros(len(y), bool) if censored is None else np.asarray(censored, bool)
+        if cens.shape != y.shape:
+            raise ValueError("one censored flag per training row")
+        if cens.all():
+            raise ValueError("every training row is censored")
         self.x_mean = x.mean(axis=0)
         std = x.std(axis=0)
         self.x_std = np.where(std < 1e-6, 1.0, np.maximum(std, 1e-2)).astype(np.float32)
-        self.y_mean, self.y_std = float(y.mean()), max(float(y.std()), 1e-3)
+        y_obs = y[~cens]
+        self.y_mean, self.y_std = float(y_obs.mean()), max(float(y_obs.std()), 1e-3)
         xt, yt = self._x(x), torch.from_numpy((y - self.y_mean) / self.y_std)
+        ct = torch.from_numpy(cens)
         has_val = x_val is not None and y_val is not None and len(y_val) > 0
         if has_val:
             xv = self._x(x_val)  # type: ignore[arg-type]
@@ -94,7 +116,7 @@ class MlpRegressor:
             for lo in range(0, len(perm), batch):
                 sel = perm[lo : lo + batch]
                 opt.zero_grad()
-                loss = loss_fn(self.net(xt[sel]).squeeze(-1), yt[sel])
+                loss = censored_huber(self.net(xt[sel]).squeeze(-1), yt[sel], ct[sel])
                 loss.backward()
                 opt.step()
                 total += float(loss.detach()) * len(sel)

@@ -16,6 +16,12 @@
 4. refits the MLP on **every** training job for the number of epochs validation chose, and
    indexes every training job for retrieval.
 
+``running`` (optional; pass a list, even empty, to opt in to censoring): jobs submitted before the data was cut and *still running* then, with
+how long they had run — right-censored rows for the MLP (a lower bound on their run time:
+:func:`inference.duration.regression.censored_huber`). With ``submit_times``, the fit part of
+step 2 gets the same treatment at the validation cut: the training jobs that finished after it
+and the running jobs submitted before it are censored there, not dropped.
+
 The sources of jobs are a trace's training split (``semsched bench duration``) or the
 archive's finished jobs (:mod:`inference.duration.archive`).
 """
@@ -31,6 +37,7 @@ import numpy as np
 
 from inference.duration.config import DurationConfig
 from inference.duration.evaluate import Finished, Split, replay_online, time_split
+from inference.duration.features import SHAPE_DIM
 from inference.duration.predictor import LearnedDurationPredictor, make_encoder
 from inference.duration.regression import MlpRegressor
 from inference.encoders.base import TextEncoder
@@ -52,13 +59,15 @@ def _mae(pred: np.ndarray, true: np.ndarray) -> float:
 def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], config: DurationConfig | None = None,
                     *, submit_times: Sequence[float] | None = None, encoder: TextEncoder | None = None,
                     val_fraction: float = 0.15, progress: Progress | None = None,
-                    tune: bool = True) -> LearnedDurationPredictor:  # fmt: skip
+                    tune: bool = True,
+                    running: Sequence[tuple[JobRequest, float, float]] | None = None) -> LearnedDurationPredictor:  # fmt: skip
     """A trained predictor (see the module docstring); ``encoder`` reuses a cache across calls.
 
     ``submit_times`` (seconds, one per job): validate the way the predictor is used — the fit
     part is what had *finished* by the validation cut, and the validation jobs are predicted
     online while earlier ones finish (:func:`inference.duration.evaluate.replay_online`).
-    Without them, ``jobs`` must be in submission order and the validation is offline."""
+    Without them, ``jobs`` must be in submission order and the validation is offline.
+    ``running``: ``(job, submit_s, elapsed_s)`` of jobs still running at the data cut."""
     t0 = time.perf_counter()
     config = replace(config or DurationConfig())
     if len(jobs) != len(durations) or (submit_times is not None and len(submit_times) != len(jobs)):
@@ -74,21 +83,26 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     if submit_times is not None:
         recs = [Finished(float(t), j, float(d)) for t, j, d in zip(submit_times, jobs, durations, strict=True)]
         split = time_split(recs, 1 - val_fraction)
-        pos = {id(r): i for i, r in enumerate(recs)}
+        pos: dict[int, int] = {id(r): i for i, r in enumerate(recs)}
         fit_i = np.array([pos[id(r)] for r in split.train], dtype=np.int64)
         val_i = np.array([pos[id(r)] for r in split.test], dtype=np.int64)
     else:
-        split = None
+        split, pos = None, {}
         n_fit = max(1, min(len(jobs) - 1, round(len(jobs) * (1 - val_fraction))))
         fit_i, val_i = np.arange(n_fit), np.arange(n_fit, len(jobs))
     if len(fit_i) == 0 or len(val_i) == 0:
         raise ValueError("the validation split left no job to fit or to validate on")
 
+    run_x, run_submit, run_elapsed = _running_rows(shell, running)
+    fit_x, fit_y, fit_c = x[fit_i], y[fit_i], np.zeros(len(fit_i), bool)
+    if split is not None and running is not None:  # opting in to censoring, even with no running job
+        fit_x, fit_y, fit_c = _censored_at(split, x, y, fit_i, pos, shell, run_x, run_submit)
     reg = MlpRegressor(x.shape[1], config.hidden, config.layers, seed=config.seed)
-    report = reg.fit(x[fit_i], y[fit_i], x[val_i], y[val_i], epochs=config.epochs,
+    report = reg.fit(fit_x, fit_y, x[val_i], y[val_i], epochs=config.epochs, censored=fit_c,
                      progress=(lambda e, n: progress("regression", e, n)) if progress else None)  # fmt: skip
     reg_val = reg.predict(x[val_i])
     info: dict[str, object] = {"jobs": len(jobs), "fit_jobs": len(fit_i), "val_jobs": len(val_i),
+                               "running": len(run_x), "fit_censored": int(fit_c.sum()),
                                "validation": "online" if split is not None else "offline",
                                "epochs": report.epochs, "best_epoch": report.best_epoch,
                                "val_huber": report.val_loss,
@@ -118,7 +132,10 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     # refit on every training job for the epochs validation chose: the fit part alone can be
     # small (with submit_times it holds only what had finished by the validation cut)
     final = MlpRegressor(x.shape[1], config.hidden, config.layers, seed=config.seed)
-    final.fit(x, y, epochs=max(5, report.best_epoch),
+    all_x = np.concatenate([x, run_x]) if len(run_x) else x
+    all_y = np.concatenate([y, shell.log_target(run_elapsed)]) if len(run_x) else y
+    all_c = np.concatenate([np.zeros(len(y), bool), np.ones(len(run_x), bool)])
+    final.fit(all_x, all_y, epochs=max(5, report.best_epoch), censored=all_c,
               progress=(lambda e, n: progress("refit", e, n)) if progress else None)  # fmt: skip
     out = LearnedDurationPredictor(config, encoder=encoder, regressor=final)
     order = np.argsort(np.asarray(submit_times, np.float64) + np.asarray(durations, np.float64), kind="stable") \
@@ -142,3 +159,27 @@ def _retrieve(probe: LearnedDurationPredictor, split: Split | None, val_i: np.nd
 
     res = replay_online(split, probe.observe_many, predict)
     return res["retr"], res["d2"]
+
+
+def _running_rows(shell: LearnedDurationPredictor, running: Sequence[tuple[JobRequest, float, float]] | None,
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """Feature rows, submit times and elapsed run times of the still-running jobs."""
+    if not running:
+        return np.zeros((0, shell.config.text_dim + SHAPE_DIM), np.float32), np.zeros(0), np.zeros(0)
+    text, shape, _ = shell.features([r[0] for r in running])
+    return (np.concatenate([text, shape], axis=1), np.array([float(r[1]) for r in running]),
+            np.maximum(np.array([float(r[2]) for r in running]), 0.0))  # fmt: skip
+
+
+def _censored_at(split: Split, x: np.ndarray, y: np.ndarray, fit_i: np.ndarray, pos: dict[int, int],
+                 shell: LearnedDurationPredictor, run_x: np.ndarray, run_submit: np.ndarray,
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The fit rows at the validation cut: finished by it (exact), and censored there — the
+    training jobs that finished after it and the running jobs submitted before it."""
+    late_i = np.array([pos[id(r)] for r in split.late], dtype=np.int64)
+    late_elapsed = np.array([split.cut - r.submit for r in split.late])
+    before = run_submit < split.cut
+    rows = [x[fit_i], x[late_i], run_x[before]]
+    ys = [y[fit_i], shell.log_target(late_elapsed), shell.log_target(split.cut - run_submit[before])]
+    cens = [np.zeros(len(fit_i), bool), np.ones(len(late_i), bool), np.ones(int(before.sum()), bool)]
+    return np.concatenate(rows), np.concatenate(ys), np.concatenate(cens)

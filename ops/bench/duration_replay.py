@@ -6,7 +6,8 @@ the cut **and finished by it**, the history baseline is warmed with the same job
 **held-out** jobs (submitted at or after the cut; optionally the first ``--held-out-jobs`` of
 them) are replayed through the simulator — nothing the predictors learn from before the replay
 comes from the replayed period. Jobs submitted before the cut that were still running then are
-in neither part. During the replay both predictors observe the held-out jobs as they finish
+not replayed; the duration model's regression learns from them as lower bounds on their run
+time (``censored``), the history baseline cannot use them. During the replay both predictors observe the held-out jobs as they finish
 (the simulator feeds the ordering's own predictor, :func:`scheduling.duration_estimate.
 estimator_for`), as a worker's would.
 
@@ -53,6 +54,7 @@ class HeldOutReplay:
     nodes: list[Any]
     train: list[Any]
     held_out: list[SimJob]
+    running: list[Any]  # (job, submit, elapsed at the cut): lower bounds for the censored loss
     facts: dict[str, Any]
 
 
@@ -67,8 +69,9 @@ def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int
     if held_out_jobs is not None and 0 < held_out_jobs < len(held):
         held = held[:held_out_jobs]
     facts = {"train_fraction": train_fraction, "cut_s": split.cut, "jobs": len(records), "train": len(split.train),
-             "late_dropped": len(split.late), "held_out": len(split.test), "replayed": len(held)}  # fmt: skip
-    return HeldOutReplay(list(workload.nodes), split.train, held, facts)
+             "running_at_cut": len(split.late), "held_out": len(split.test), "replayed": len(held)}  # fmt: skip
+    running = [(r.job, r.submit, split.cut - r.submit) for r in split.late]
+    return HeldOutReplay(list(workload.nodes), split.train, held, running, facts)
 
 
 def warm_history(train: list[Any]) -> HistoryDurationPredictor:
@@ -79,8 +82,9 @@ def warm_history(train: list[Any]) -> HistoryDurationPredictor:
     return history
 
 
-def train_model(train: list[Any], *, encoder: str, epochs: int, version: str) -> Any:
-    """The learned predictor trained on the training jobs only (``semsched train-duration``'s recipe)."""
+def train_model(train: list[Any], *, encoder: str, epochs: int, version: str, running: list[Any] | None = None) -> Any:
+    """The learned predictor trained on the training jobs only (``semsched train-duration``'s
+    recipe), with ``running`` as censored rows when given."""
     from inference.duration.config import DurationConfig
     from inference.duration.predictor import make_encoder
     from inference.duration.train import train_predictor
@@ -88,7 +92,7 @@ def train_model(train: list[Any], *, encoder: str, epochs: int, version: str) ->
     with console.status(f"training the duration model ({encoder}) on {len(train):,} jobs…"):
         return train_predictor([r.job for r in train], [r.duration for r in train],
                                DurationConfig(version=version, epochs=epochs), submit_times=[r.submit for r in train],
-                               encoder=make_encoder(encoder, 64))  # fmt: skip
+                               encoder=make_encoder(encoder, 64), running=running)  # fmt: skip
 
 
 def policy_names(placement: str) -> list[str]:
@@ -128,7 +132,8 @@ def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None = None, train_fraction: float = 0.75,
                   held_out_jobs: int | None = None, load: str = "extreme", step: float = 1.0, nodes: int | None = None,
                   seed: int = 0, limit: int | None = None, encoder: str = "hashed", epochs: int = 80,
-                  policies: list[str] | None = None, out_dir: Path = Path("reports"), command: str = "") -> int:  # fmt: skip
+                  policies: list[str] | None = None, out_dir: Path = Path("reports"), command: str = "",
+                  censored: bool = True) -> int:  # fmt: skip
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import inference  # noqa: F401  (registers sjf-learned)
@@ -151,7 +156,8 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
     config = SimConfig(step_s=step, load_factor=plan.factor, seed=seed)
     setting = describe(trace, replay, plan, load_name, len(jobs), step, placement, encoder)
     console.print(setting)
-    model = train_model(replay.train, encoder=encoder, epochs=epochs, version=f"{trace}-{encoder}-bench-sjf")
+    model = train_model(replay.train, encoder=encoder, epochs=epochs, version=f"{trace}-{encoder}-bench-sjf",
+                        running=replay.running if censored else None)  # fmt: skip
     names = policies or policy_names(placement)
     results: list[SimResult] = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -182,7 +188,8 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
                     log_x=True)  # fmt: skip
     report.data("setting", {"trace": trace, "placement": placement, "load": load_name, "load_factor": plan.factor,
                             "copies": plan.copies, "offered_peak": plan.offered_peak, "step_s": step,
-                            "nodes": len(replay.nodes), "seed": seed, "encoder": encoder, **replay.facts})  # fmt: skip
+                            "nodes": len(replay.nodes), "seed": seed, "encoder": encoder, "censored": censored,
+                            **replay.facts})  # fmt: skip
     report.data("model", model.config.to_json())
     report.data("results", rows)
     report.data("verdict", verdict)
@@ -197,8 +204,8 @@ def describe(trace: str, replay: HeldOutReplay, plan: LoadPlan, load_name: str, 
     span = [j.request.submit_time for j in replay.held_out]
     return (f"**{trace}**: {len(replay.nodes):,} nodes; {f['jobs']:,} jobs with a run time, cut at "
             f"{f['cut_s']:,.0f} s ({f['train_fraction']:.0%} by count): the models learn from the {f['train']:,} "
-            f"submitted before the cut and finished by it ({f['late_dropped']:,} still running at the cut are "
-            f"dropped); replayed: {f['replayed']:,} of the {f['held_out']:,} held-out jobs (submitted "
+            f"submitted before the cut and finished by it (and the regression from the {f['running_at_cut']:,} still "
+            f"running then, as lower bounds); replayed: {f['replayed']:,} of the {f['held_out']:,} held-out jobs (submitted "
             f"{min(span):,.0f}–{max(span):,.0f} s), load **{load_name}**: arrivals ×{plan.factor:,.4g}"
             f"{f' and {plan.copies} superposed replicas' if plan.copies > 1 else ''} → {n_jobs:,} jobs, offered "
             f"peak {plan.offered_peak:.0%}; step {step:g} s; placement **{placement}**; duration model encoder "

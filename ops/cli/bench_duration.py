@@ -15,6 +15,8 @@ def duration(
     epochs: int = typer.Option(80, help="Maximum MLP epochs (early stopping on the validation split)."),
     save: Path = typer.Option(None, help="Also save each trained model to SAVE/<trace>-<encoder>."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-duration.md/.json and the plots."),
+    censored: bool = typer.Option(True, help="Also learn from the jobs still running at the cut, as lower bounds "
+                                             "on their run time (censored loss)."),
 ) -> None:
     """Held-out accuracy of the duration predictors: history baseline, regression, retrieval, blend."""
     import sys
@@ -26,7 +28,7 @@ def duration(
     if not 0 < train_fraction < 1:
         raise typer.BadParameter("--train-fraction must be within (0, 1)")
     raise typer.Exit(run_duration_bench(traces=names, encoders=encs, train_fraction=train_fraction, limit=limit,
-                                        save_dir=save, epochs=epochs, out_dir=out,
+                                        save_dir=save, epochs=epochs, out_dir=out, censored=censored,
                                         command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
 
 
@@ -45,6 +47,8 @@ def sjf(
     epochs: int = typer.Option(80, help="Maximum MLP epochs."),
     policies: str = typer.Option(None, help="Override the policies (comma-separated, <ordering>+<placement>)."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-sjf-<trace>.md/.json and the plots."),
+    censored: bool = typer.Option(True, help="The duration model also learns from the jobs still running at the "
+                                             "cut (lower bounds)."),
 ) -> None:
     """Held-out replay: sjf-learned vs sjf-predicted, las, fifo and sjf-oracle on one placement (JCT, queueing)."""
     import sys
@@ -60,4 +64,5 @@ def sjf(
     raise typer.Exit(run_sjf_bench(trace=trace, placement=placement, train_fraction=train_fraction,
                                    held_out_jobs=held_out_jobs, load=load, step=step, nodes=nodes, seed=seed,
                                    limit=limit, encoder=encoder, epochs=epochs, policies=names, out_dir=out,
+                                   censored=censored,
                                    command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip

@@ -6,7 +6,10 @@ The trace's jobs with a run time are split in time like the held-out benchmark
 learns only from the jobs submitted in the first ``f`` of the trace (by count) *and finished by
 that cut* — what a model trained at that moment could have known — so the later part stays
 held out for ``semsched bench duration`` and ``semsched bench sjf``; ``--train-fraction 1``
-uses every job with a run time. The model is written to ``<out>/<version>/``
+uses every job with a run time. Jobs submitted before the cut and still running at it are
+learned from as lower bounds on their run time (a censored loss, ``--no-censored`` to drop them
+as before: a model trained at a cut would otherwise only see jobs short enough to have
+finished). The model is written to ``<out>/<version>/``
 (:func:`inference.duration.io.save_predictor`) and ``<out>/latest`` is repointed at it
 atomically (:func:`inference.duration.io.point_latest`, i.e. :func:`inference.model.io.point_latest`).
 
@@ -37,22 +40,25 @@ def default_version(trace: str, encoder: str, train_fraction: float) -> str:
     return f"{trace}-{encoder}-f{round(train_fraction * 100)}-{stamp}"
 
 
-def training_records(records: list[Any], train_fraction: float) -> tuple[list[Any], dict[str, Any]]:
-    """The records a model trained at the ``train_fraction`` cut may learn from, and the split's facts."""
+def training_records(records: list[Any], train_fraction: float) -> tuple[list[Any], list[Any], dict[str, Any]]:
+    """The records a model trained at the ``train_fraction`` cut may learn from, the jobs still
+    running at the cut (``(job, submit, elapsed)``: lower bounds), and the split's facts."""
     from inference.duration.evaluate import time_split
+    from ops.bench.duration import running_at_cut
 
     if train_fraction >= 1.0:
-        return sorted(records, key=lambda r: r.submit), {"train_fraction": 1.0, "cut_s": None,
-                                                         "train": len(records), "late": 0, "held_out": 0}  # fmt: skip
+        return sorted(records, key=lambda r: r.submit), [], {"train_fraction": 1.0, "cut_s": None,
+                                                             "train": len(records), "late": 0, "held_out": 0}  # fmt: skip
     split = time_split(records, train_fraction)
-    return split.train, {"train_fraction": train_fraction, "cut_s": split.cut, "train": len(split.train),
-                         "late": len(split.late), "held_out": len(split.test)}  # fmt: skip
+    return split.train, running_at_cut(split), {"train_fraction": train_fraction, "cut_s": split.cut,
+                                                "train": len(split.train), "late": len(split.late),
+                                                "held_out": len(split.test)}  # fmt: skip
 
 
 def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: float = 0.75,
                        out: Path = Path("models/duration"), version: str | None = None, epochs: int = 80,
                        limit: int | None = None, path: Path | None = None, text_dim: int = 64,
-                       seed: int = 0, quiet: bool = False) -> Path:  # fmt: skip
+                       seed: int = 0, quiet: bool = False, censored: bool = True) -> Path:  # fmt: skip
     """Load, split, train, save, repoint ``latest``; returns the version directory."""
     import torch
 
@@ -73,7 +79,7 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     version = version or default_version(trace, encoder, train_fraction)
     with console.status(f"loading {trace}…"):
         records = load_finished(trace, path, limit)
-    train, facts = training_records(records, train_fraction)
+    train, running, facts = training_records(records, train_fraction)
     console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; training on {len(train):,}"
                   + (f" (submitted before {facts['cut_s']:,.0f} s and finished by then; {facts['held_out']:,} "
                      f"held out after the cut)" if facts["cut_s"] is not None else ""))  # fmt: skip
@@ -87,7 +93,8 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
 
         enc = make_encoder(encoder, text_dim)
         model = train_predictor([r.job for r in train], [r.duration for r in train], config,
-                                submit_times=[r.submit for r in train], encoder=enc, progress=step)  # fmt: skip
+                                submit_times=[r.submit for r in train], encoder=enc, progress=step,
+                                running=running if censored else None)  # fmt: skip
     model.config.train_info.update({"trace": trace, "limit": limit, **facts})
     out = Path(out)
     directory = save_predictor(out / version, model)
@@ -113,11 +120,13 @@ def train_duration(
     limit: int = typer.Option(None, help="Read only the first N jobs of the trace (a quick run)."),
     path: Path = typer.Option(None, help="Trace file or directory (default: the shared data)."),
     seed: int = typer.Option(0, help="Seed of the MLP's initialisation and batches."),
+    censored: bool = typer.Option(True, help="Also learn from the jobs still running at the cut, as lower bounds "
+                                             "on their run time (censored loss)."),
 ) -> None:
     """Train the learned duration predictor (regression + retrieval) on a trace and publish it."""
     try:
         run_train_duration(trace=trace, encoder=encoder, train_fraction=train_fraction, out=out, version=version,
-                           epochs=epochs, limit=limit, path=path, seed=seed)  # fmt: skip
+                           epochs=epochs, limit=limit, path=path, seed=seed, censored=censored)  # fmt: skip
     except (ValueError, OSError) as e:
         console.print(f"[red]{e}")
         raise typer.Exit(2) from None

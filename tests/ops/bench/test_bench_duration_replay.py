@@ -27,7 +27,8 @@ def test_split_replays_only_jobs_after_the_cut_and_trains_on_jobs_finished_by_it
     assert len(replay.held_out) == 50 and all(j.request.submit_time >= cut for j in replay.held_out)
     assert not {r.job.job_id for r in replay.train} & {j.job_id for j in replay.held_out}
     f = replay.facts
-    assert f["train"] + f["late_dropped"] + f["held_out"] == f["jobs"] and f["replayed"] == 50
+    assert f["train"] + f["running_at_cut"] + f["held_out"] == f["jobs"] and f["replayed"] == 50
+    assert len(replay.running) == f["running_at_cut"] and all(0 <= e < 1e9 for _, _, e in replay.running)
     history = warm_history(replay.train)
     assert history.predict(replay.held_out[0].request) is not None  # warm: no cold start
 
