@@ -31,7 +31,10 @@ TASK_DYNAMIC = ("rank_u_rel_ready", "is_top_rank", "eft_min_vs_makespan", "eft_m
 PROC_FEATURES = ("eft_vs_min", "eft_vs_makespan", "est_vs_ready", "cost_rel", "avail_vs_makespan",
                  "speed", "is_min_eft", "eft_order", "idle_before", "data_wait",
                  # locality (feature set 2; a model trained on set 1 reads only the first 10 columns)
-                 "parent_comm_here", "child_pull_here", "speed_x_rank", "is_fastest")  # fmt: skip
+                 "parent_comm_here", "child_pull_here", "speed_x_rank", "is_fastest",
+                 # lookahead (feature set 3): PEFT's optimistic cost table, and the children's
+                 # best optimistic finish given this placement (see :func:`child_lookahead`)
+                 "oct_rel", "peft_rel", "look_rel", "look_vs_makespan", "look_minus_eft")  # fmt: skip
 TASK_DIM = len(STATIC_FEATURES) + len(TASK_DYNAMIC)
 PROC_DIM = len(PROC_FEATURES)
 
@@ -46,6 +49,7 @@ class DagContext:
     static: np.ndarray  # (n, len(STATIC_FEATURES)) float32
     speed: np.ndarray  # (P,) mean over tasks of w̄_i / W[i, p], centred on 1
     edge_comm: np.ndarray  # (E,) mean communication cost of each edge (c̄)
+    oct: np.ndarray  # (n, P) PEFT's optimistic cost table
 
 
 def dag_context(problem: DagProblem) -> DagContext:
@@ -69,7 +73,58 @@ def dag_context(problem: DagProblem) -> DagContext:
     ratio = safe_w[:, None] / np.maximum(problem.costs, 1e-12)
     speed = ratio.mean(axis=0)
     speed = speed / max(float(speed.mean()), 1e-12)
-    return DagContext(problem, rank_u, scale, _clean(static), speed, c)
+    return DagContext(problem, rank_u, scale, _clean(static), speed, c, optimistic_cost_table(problem))
+
+
+def optimistic_cost_table(problem: DagProblem) -> np.ndarray:
+    """PEFT's OCT (Arabnejad and Barbosa 2014): ``OCT[t, q]`` = the longest optimistic time
+    from ``t``'s finish on ``q`` to the end of the DAG, each successor on its best processor::
+
+        OCT(t, q) = max_{c ∈ succ(t)} min_{q'} (OCT(c, q') + W[c, q'] + c̄_tc · [q' ≠ q])
+
+    Computed a hop height at a time, vectorised over the edges of that height."""
+    g, w = problem.graph, problem.costs
+    cbar = problem.mean_comm_costs()
+    table = np.zeros((g.n_tasks, problem.n_procs))
+    for h in range(1, int(g.height.max(initial=0)) + 1):
+        edges = np.flatnonzero(g.height[g.src] == h)
+        base = table[g.dst[edges]] + w[g.dst[edges]]  # (E_h, P)
+        via = np.minimum(base, base.min(axis=1, keepdims=True) + cbar[edges, None])
+        tail = np.zeros_like(table)
+        np.maximum.at(tail, g.src[edges], via)
+        rows = g.height == h
+        table[rows] = tail[rows]
+    return table
+
+
+def child_lookahead(ctx: DagContext, env: ListSchedulingEnv, task: int, eft: np.ndarray) -> np.ndarray:
+    """(P,) for ``task`` placed on each processor ``q`` (finishing at ``eft[q]``): the largest,
+    over its children, of the child's best optimistic completion ``min_q' (start + W[c, q'] +
+    OCT[c, q'])``, where the start waits for ``task``'s data from ``q``, the data of the
+    child's other already placed parents, and ``q'`` to be free (append, no insertion).
+    ``eft`` itself for a task without children. One (children, P, P) array, no loop."""
+    p = ctx.problem
+    g, n_procs = p.graph, p.n_procs
+    out = g.out_edges(task)
+    if len(out) == 0:
+        return eft.copy()
+    kids = g.dst[out]
+    procs = np.arange(n_procs)
+    own = eft[None, :, None] + p.platform.comm_cost(g.data[out][:, None, None], procs[None, :, None],
+                                                      procs[None, None, :])  # (k, q, q')  # fmt: skip
+    other = np.zeros((len(kids), n_procs))
+    for j, c in enumerate(kids):  # the children's other placed parents (few per child)
+        into = g.in_edges(int(c))
+        into = into[env.scheduled[g.src[into]] & (g.src[into] != task)]
+        if len(into):
+            arrive = env.finish[g.src[into]][:, None] + p.platform.comm_cost(
+                g.data[into][:, None], env.proc[g.src[into]][:, None], procs[None, :])
+            other[j] = arrive.max(axis=0)
+    free = np.broadcast_to(env.proc_available[None, :], (n_procs, n_procs)).copy()
+    free[procs, procs] = np.maximum(free[procs, procs], eft)  # q' = q waits for ``task`` itself
+    start = np.maximum(np.maximum(own, other[:, None, :]), free[None, :, :])
+    finish = start + (p.costs[kids] + ctx.oct[kids])[:, None, :]
+    return finish.min(axis=2).max(axis=0)
 
 
 @dataclass(frozen=True)
@@ -126,6 +181,9 @@ def proc_features(ctx: DagContext, env: ListSchedulingEnv, view: TaskView, row: 
     co = np.concatenate([g.in_edges(int(c)) for c in kids]) if len(kids) else np.zeros(0, dtype=np.int64)
     co = co[(g.src[co] != task) & env.scheduled[g.src[co]]]
     pull = np.bincount(env.proc[g.src[co]], weights=ctx.edge_comm[co], minlength=n_procs)
+    oct_t = ctx.oct[task]
+    peft = eft + oct_t
+    look = child_lookahead(ctx, env, task, eft)
     x = np.stack([
         (eft - eft.min()) / T, (eft - makespan) / T, (est - ready_t) / T,
         cost / max(float(cost.mean()), 1e-12), (env.proc_available - makespan) / T, ctx.speed,
@@ -133,6 +191,8 @@ def proc_features(ctx: DagContext, env: ListSchedulingEnv, view: TaskView, row: 
         (est - env.proc_available) / T, (ready_t - ready_t.min()) / T,
         here / max(float(here.sum()), 1e-12), pull / max(float(pull.sum()), 1e-12),
         ctx.speed * ctx.rank_u[task] / T, (cost <= cost.min()).astype(float),
+        (oct_t - oct_t.min()) / T, (peft - peft.min()) / T, (look - look.min()) / T, (look - makespan) / T,
+        (look - eft) / T,
     ], axis=1)  # fmt: skip
     return _clean(x)
 

@@ -31,6 +31,9 @@ class NetConfig:
     task_dim: int = TASK_DIM
     proc_dim: int = PROC_DIM
     hidden: int = 64
+    #: stage two sees the other processors too (mean- and max-pooled embeddings), so it scores a
+    #: processor relative to the alternatives; False: each processor on its own (older models)
+    proc_context: bool = False
 
 
 def _mlp(i: int, h: int, o: int) -> nn.Sequential:
@@ -44,7 +47,12 @@ class DagPolicyNet(nn.Module):
         c = self.config
         self.task_enc = _mlp(c.task_dim, c.hidden, c.hidden)
         self.task_head = nn.Sequential(nn.ReLU(), nn.Linear(2 * c.hidden, c.hidden), nn.ReLU(), nn.Linear(c.hidden, 1))
-        self.proc_head = _mlp(c.proc_dim + c.hidden, c.hidden, 1)
+        if c.proc_context:
+            self.proc_enc = _mlp(c.proc_dim + c.hidden, c.hidden, c.hidden)
+            self.proc_head = nn.Sequential(nn.ReLU(), nn.Linear(3 * c.hidden, c.hidden), nn.ReLU(),
+                                           nn.Linear(c.hidden, 1))  # fmt: skip
+        else:
+            self.proc_head = _mlp(c.proc_dim + c.hidden, c.hidden, 1)
 
     def task_logits(self, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``x`` (B, R, task_dim), ``mask`` (B, R) True = ready → logits (B, R), embeddings (B, R, H)."""
@@ -58,6 +66,13 @@ class DagPolicyNet(nn.Module):
     def proc_logits(self, x: torch.Tensor, task_emb: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """``x`` (B, P, proc_dim), ``task_emb`` (B, H), ``mask`` (B, P) → logits (B, P)."""
         both = torch.cat([x, task_emb.unsqueeze(1).expand(-1, x.shape[1], -1)], dim=-1)
+        if self.config.proc_context:
+            emb = self.proc_enc(both)
+            m = mask.unsqueeze(-1)
+            mean = (emb * m).sum(1) / m.sum(1).clamp_min(1)
+            top = emb.masked_fill(~m, float("-inf")).max(1).values
+            ctx = torch.cat([mean, top], dim=-1).unsqueeze(1).expand(-1, x.shape[1], -1)
+            both = torch.cat([emb, ctx], dim=-1)
         return self.proc_head(both).squeeze(-1).masked_fill(~mask, float("-inf"))
 
 

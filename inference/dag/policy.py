@@ -71,6 +71,16 @@ class NetPolicy:
         self._view, self._emb = view, emb[0, row]
         return int(view.ready[row])
 
+    def processor_for(self, env: ListSchedulingEnv, task: int) -> int:
+        """Stage two for a task the caller chose (e.g. a DAgger rollout that fixes the task)."""
+        view = task_view(self.ctx, env)
+        row = int(np.flatnonzero(view.ready == task)[0])
+        with torch.set_grad_enabled(self.record):
+            _, emb = self.net.task_logits(torch.from_numpy(view.x).unsqueeze(0),
+                                          torch.ones(1, len(view.ready), dtype=torch.bool))  # fmt: skip
+        self._view, self._emb = view, emb[0, row]
+        return self.select_processor(env, task)
+
     def select_processor(self, env: ListSchedulingEnv, task: int) -> int:
         view, emb = self._view, self._emb
         if view is None or emb is None or task not in view.ready:
