@@ -21,6 +21,7 @@ from scheduling.assign import place_one
 from scheduling.fill import gpu_demand
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
+from scheduling.metrics.fragmentation import Workload, cluster_fragmentation
 from scheduling.policies.base import BasePolicy, Policy
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.step_result import Placement
@@ -30,8 +31,14 @@ class LookaheadTeacher(BasePolicy):
     name = "lookahead"
 
     def __init__(self, base: Policy, sequence: Sequence[JobRequest], capacity_milli: int, *, horizon: int = 60,
-                 candidates: int = 3, start: float = 0.85) -> None:  # fmt: skip
+                 candidates: int = 3, start: float = 0.85, workload: Workload | None = None,
+                 margin: float = 0.0) -> None:  # fmt: skip
+        """``workload``: also count the fragmentation left after the rollout (value = GPU milli
+        placed − cluster fragmentation, :mod:`scheduling.metrics.fragmentation`), a finer signal
+        than the placed demand alone; ``margin``: milli-GPU a candidate must gain over the base's pick."""
         self.base = base
+        self.workload = workload
+        self.margin = margin
         self.sequence = list(sequence)
         self.position = {p.job_id: i for i, p in enumerate(self.sequence)}
         self.arrived = np.cumsum([gpu_demand(p) for p in self.sequence]) / capacity_milli
@@ -56,7 +63,8 @@ class LookaheadTeacher(BasePolicy):
             return scores
         self.decisions += 1
         future = self.sequence[i + 1:i + 1 + self.horizon]
-        value = [self._rollout(snapshot, job, c, future) for c in cands]
+        value = np.array([self._rollout(snapshot, job, c, future) for c in cands], dtype=np.float64)
+        value[1:] -= self.margin
         best = cands[int(np.argmax(value))]  # first maximum: the base's pick on ties
         if best != cands[0]:
             self.deviations += 1
@@ -79,12 +87,15 @@ class LookaheadTeacher(BasePolicy):
                     break
         return out
 
-    def _rollout(self, snapshot: ClusterSnapshot, job: JobRequest, node: int, future: Sequence[JobRequest]) -> int:
-        """GPU milli placed: ``job`` on ``node``, then the base policy over ``future``."""
+    def _rollout(self, snapshot: ClusterSnapshot, job: JobRequest, node: int, future: Sequence[JobRequest]) -> float:
+        """GPU milli placed (− the fragmentation left, with a workload): ``job`` on ``node``, then
+        the base policy over ``future``."""
         sim = snapshot.copy()
         sim.reserve(node, job, self.select_gpus(sim, node, job) or ())
         placed = gpu_demand(job)
         for pod in future:
             if isinstance(place_one(sim, pod, self.base, top_k=0), Placement):
                 placed += gpu_demand(pod)
-        return placed
+        if self.workload is None:
+            return float(placed)
+        return placed - cluster_fragmentation(sim, self.workload)
