@@ -45,13 +45,25 @@ def openb_fill_inputs(pods: Path | None = None, nodes: Path | None = None) -> tu
     return node_views, pod_list
 
 
-def expert_factory(name: str, pod_list: list[Any]) -> Any:
-    """A fresh expert per seed, configured as the fill benchmark configures it."""
+def expert_factory(name: str, pod_list: list[Any], capacity_milli: int | None = None) -> Any:
+    """A fresh expert per seed, configured as the fill benchmark configures it. ``lookahead``:
+    FGD overruled by rollouts of the seed's known arrival sequence
+    (:class:`inference.training.lookahead.LookaheadTeacher`; needs ``capacity_milli``)."""
     from ops.bench.fill import policy_kwargs
     from scheduling.metrics.fragmentation import Workload
     from scheduling.policies import get_policy
 
     workload = Workload.from_jobs(pod_list)
+    if name == "lookahead":
+        from inference.training.lookahead import LookaheadTeacher
+        from scheduling.fill import fill_sequence
+
+        if capacity_milli is None:
+            raise ValueError("the lookahead teacher needs the cluster's GPU capacity")
+        cap = capacity_milli
+        return lambda seed: LookaheadTeacher(get_policy("fgd", workload=workload), fill_sequence(pod_list, cap, seed),
+                                             cap, horizon=40, candidates=3, start=0.85, workload=workload,
+                                             margin=50.0)  # fmt: skip
     return lambda seed: get_policy(name, **policy_kwargs(name, seed, workload))
 
 
@@ -100,7 +112,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     options = TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed, target=target, cost_weight=cost_weight,
                            transition_weight=transition_weight, delta_weight=delta_weight)  # fmt: skip
     encoder = EncoderCache(HashedNgramEncoder(text_dim))
-    factory = expert_factory(expert, pod_list)
+    factory = expert_factory(expert, pod_list, sum(n.num_gpu for n in node_views) * 1000)
     all_ties = target == "choice"
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=console) as bar:  # fmt: skip
@@ -157,7 +169,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
 
 
 def train(
-    expert: str = typer.Option("fgd", help="The heuristic to imitate."),
+    expert: str = typer.Option("fgd", help="The heuristic to imitate ('lookahead': FGD corrected by rollouts)."),
     train_seeds: str = typer.Option("0-7", help="Fill seeds to learn from ('a-b' or a list; never 42-51)."),
     val_seeds: str = typer.Option("8-9", help="Fill seeds for the validation agreement."),
     rate: float = typer.Option(0.03, help="Share of the expert's placements recorded as training states."),
