@@ -104,7 +104,7 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
     job_rows = job_demand(jobs, now, spec, encoder)
     if queue is None:
         queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
-    pairs = (np.stack([pair_features(j, snapshot) for j in first]) if first
+    pairs = (np.stack([pair_features(j, snapshot, spec) for j in first]) if first
              else np.zeros((0, n, spec.pair_dim), np.float32))  # fmt: skip
     topo = build_topology(snapshot, spec, knn)
     if topo.kind == "knn":

@@ -127,7 +127,7 @@ def test_in_step_rescoring_equals_the_head_on_the_current_state(tmp_path):
     got = p.score(ordered[2], snap, everywhere)
     assert p.model_calls == 1
     # the reference: the head over EVERY node on the current free capacity, with the step's embeddings
-    expected = score_nodes(p.loaded.model, step.node_part, step.jobs[2], pair_features(ordered[2], snap))
+    expected = score_nodes(p.loaded.model, step.node_part, step.jobs[2], pair_features(ordered[2], snap, p.spec))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
     moved = np.abs(got - step.scores[2]) > 1e-6
     assert moved[[0, 4]].all() and not moved[[1, 2, 3, 5]].any()
@@ -199,3 +199,30 @@ def test_a_composed_ordering_starts_the_learned_step(tmp_path):
     result = schedule_step(snap, jobs, p, now=0.0)
     assert result.placements and p.placement.model_calls == 1  # one model call for the whole step
     assert result.order[0] == jobs[-1].job_id  # the ordering's, not FIFO
+
+
+def test_cluster_and_fragmentation_features_flow_through_the_step(tmp_path):
+    """A model with the optional cluster and FGD-fragmentation features: the step's inputs use
+    the model's spec (pair widths agree), and in-step re-scoring equals a fresh head evaluation."""
+    import dataclasses
+
+    from inference.features.pairs import pair_features
+    from inference.model.step import score_nodes
+    from scheduling.gpu_select import select_gpus
+
+    workload = ((4000, 500, 1, (), 0.5), (8000, 1000, 2, (), 0.5))
+    spec = dataclasses.replace(SPEC, cluster=True, workload=workload)
+    torch.manual_seed(2)
+    save_model(tmp_path / "f", Scorer(ModelConfig(spec=spec, hidden=8, depth=2)), "frag-v1")
+    p = LearnedPolicy(tmp_path / "f")
+    assert not p.fell_back, p.fallback_reason
+    snap = small_snapshot()
+    jobs = [j for j in pod_mix(20, seed=9) if j.num_gpu][:5]
+    ordered = p.order(jobs, 1.0)
+    everywhere = np.ones(snap.num_nodes, bool)
+    p.score(ordered[0], snap, everywhere)
+    assert p._step.scores.shape == (5, snap.num_nodes)
+    snap.reserve(2, ordered[0], select_gpus(snap, 2, ordered[0]))
+    got = p.score(ordered[1], snap, everywhere)
+    want = score_nodes(p.loaded.model, p._step.node_part, p._step.jobs[1], pair_features(ordered[1], snap, spec))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
