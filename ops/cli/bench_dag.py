@@ -16,7 +16,8 @@ def dag(
     ccr: float = typer.Option(1.0, help="Communication-to-computation ratio of the random DAGs."),
     beta: float = typer.Option(0.5, help="Processor heterogeneity of the random DAGs (Topcuoglu's beta, 0..2)."),
     schedulers: str = typer.Option("heft,cpop,fifo", help="DAG schedulers, comma-separated (also learned, "
-                                   "learned-sample: the trained policy of inference/dag)."),
+                                   "learned-sample, learned-rollout: the trained policy of inference/dag; "
+                                   "learned-rollout is decision-time search, seconds per DAG)."),
     workflows: bool = typer.Option(True, help="Also the Topcuoglu graph and the WfInstances workflows."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-dag.md, bench-dag.json and the plots."),
 ) -> None:
@@ -26,7 +27,7 @@ def dag(
 
     names = tuple(s.strip() for s in schedulers.split(",") if s.strip())
     if any(n.startswith("learned") for n in names):
-        import inference.dag  # noqa: F401  (registers "learned" and "learned-sample"; loads torch)
+        import inference.dag  # noqa: F401  (registers the learned DAG schedulers; loads torch)
     try:
         options = DagBenchOptions(dags=dags, seed=seed, tasks_min=tasks_min, tasks_max=tasks_max,
                                   processors=processors, ccr=ccr, beta=beta, schedulers=names,
