@@ -156,9 +156,11 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
     config = SimConfig(step_s=step, load_factor=plan.factor, seed=seed)
     setting = describe(trace, replay, plan, load_name, len(jobs), step, placement, encoder)
     console.print(setting)
-    model = train_model(replay.train, encoder=encoder, epochs=epochs, version=f"{trace}-{encoder}-bench-sjf",
-                        running=replay.running if censored else None)  # fmt: skip
     names = policies or policy_names(placement)
+    model = None
+    if any(n.startswith("sjf-learned+") for n in names):
+        model = train_model(replay.train, encoder=encoder, epochs=epochs, version=f"{trace}-{encoder}-bench-sjf",
+                            running=replay.running if censored else None)  # fmt: skip
     results: list[SimResult] = []
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console, transient=True) as bar:  # fmt: skip
@@ -190,7 +192,7 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
                             "copies": plan.copies, "offered_peak": plan.offered_peak, "step_s": step,
                             "nodes": len(replay.nodes), "seed": seed, "encoder": encoder, "censored": censored,
                             **replay.facts})  # fmt: skip
-    report.data("model", model.config.to_json())
+    report.data("model", model.config.to_json() if model is not None else None)
     report.data("results", rows)
     report.data("verdict", verdict)
     for p in report.write():

@@ -57,3 +57,24 @@ def test_hosts_feed_finished_jobs_to_the_orderings_own_predictor() -> None:
     jobs = [_job(1, "nightly-etl", 1.0), _job(1, "unit-tests", 2.0)]
     assert [j.app for j in policy.order(jobs, 3.0, None)] == ["unit-tests", "nightly-etl"]
     assert isinstance(estimator_for(get_policy("sjf-predicted+best-fit")), HistoryDurationPredictor)
+
+
+def test_answers_are_reused_until_the_index_has_grown_by_refresh_jobs() -> None:
+    p = LearnedDurationPredictor(DurationConfig(encoder="hashed-ngram-32", text_dim=32, mode="retrieval", k=1))
+    p.observe_many([_job(0, "a", 0), _job(0, "b", 0)], [100.0, 200.0])
+    calls: list[int] = []
+    predict_many = p.predict_many
+    p.predict_many = lambda jobs, mode=None: calls.append(len(jobs)) or predict_many(jobs, mode)  # type: ignore[method-assign]
+    ordering = SjfLearned(predictor=p, refresh=2)
+    jobs = [_job(1, "a", 1.0), _job(1, "b", 2.0)]
+    assert [j.app for j in ordering.order(jobs, 3.0)] == ["a", "b"] and calls == [2]
+    ordering.order([*jobs, _job(2, "a", 3.0)], 4.0)
+    assert calls == [2, 1]  # only the new job
+    for i in range(3):  # the index grows by 3 > refresh: every answer is recomputed, with the news
+        p.observe(_job(10 + i, "a", 0), 90_000.0)
+    assert [j.app for j in ordering.order(jobs, 5.0)] == ["b", "a"] and calls == [2, 1, 2]
+    exact = SjfLearned(predictor=p, refresh=0)
+    exact.order(jobs, 6.0)
+    p.observe(_job(20, "b", 0), 5.0)
+    exact.order(jobs, 7.0)
+    assert calls[-2:] == [2, 2]  # refresh=0: recomputed after every observation
