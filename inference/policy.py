@@ -16,7 +16,8 @@ the backend once; it answers the scores of every (job, node) on the step-start s
 the head's node term. Then, while ``schedule_step`` reserves jobs one by one, a node that an
 earlier placement of the same step changed is re-scored for each later job with the local
 copy of the head (a few ``[M, W]`` ops), so every score sees the node's current free
-capacity, exactly as if the head had been run on the whole cluster again.
+capacity, exactly as if the head had been run on the whole cluster again. (A model with FGD's
+fragmentation columns re-scores every node then: its tie-set and pick columns depend on all.)
 
 - The worker awaits :meth:`prepare_step` before ``schedule_step`` (async: the Triton call
   has a deadline and must not block the event loop). If the backend fails — Triton down,
@@ -245,7 +246,10 @@ class LearnedPolicy(BasePolicy):
             job_row = job_demand([job], self._now if self._in_step else job.submit_time, self.spec, self.encoder())[0]
             everything = np.ones(snapshot.num_nodes, dtype=bool)
             return self._rescore(step, job, job_row, snapshot, everything, np.zeros(snapshot.num_nodes, np.float64))
-        return self._rescore(step, job, step.jobs[i], snapshot, step.changed(snapshot), step.scores[i].astype(np.float64))
+        changed = step.changed(snapshot)
+        if self.spec.workload and changed.any():  # FGD's tie set and pick: columns that depend on every node
+            changed[:] = True
+        return self._rescore(step, job, step.jobs[i], snapshot, changed, step.scores[i].astype(np.float64))
 
     def _rescore(self, step: PreparedStep, job: JobRequest, job_row: np.ndarray, snapshot: ClusterSnapshot,
                  nodes: np.ndarray, scores: np.ndarray) -> np.ndarray:  # fmt: skip
@@ -258,8 +262,20 @@ class LearnedPolicy(BasePolicy):
                 self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
                 return scores
             pairs = pair_features(job, snapshot, self.spec)[nodes]
-            scores[nodes] = score_nodes(self.loaded.model, step.node_part[nodes], job_row, pairs)
+            h = step.outputs.get("h")
+            scores[nodes] = score_nodes(self.loaded.model, step.node_part[nodes], job_row, pairs,
+                                        None if h is None else np.asarray(h, np.float32)[nodes])  # fmt: skip
         return scores
+
+    def predicted_cost(self, job_id: str, node_index: int) -> float | None:
+        """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
+        cost estimator saw the step's start; ``None`` without a cost head or a step."""
+        step = self._step
+        cost = None if step is None else step.outputs.get("cost")
+        i = None if step is None else step.index.get(job_id)
+        if cost is None or i is None or self._step_fallback is not None:
+            return None
+        return float(np.asarray(cost)[i, node_index, 0])
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
         """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (unmasked), the

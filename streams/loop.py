@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
@@ -162,6 +163,7 @@ class SchedulingLoop:
         fallback = bool(model and model.fallback)
         version = (model.version or "") if model else ""
         why = f"; {model.backend} fell back to {self.policy.fallback_name}: {model.reason}" if fallback else ""
+        cost_of = getattr(self.policy, "predicted_cost", None)  # the learned cost estimator ψ, if any
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
         decisions: list[Awaitable[Any]] = []
@@ -180,7 +182,8 @@ class SchedulingLoop:
                 step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=pl.reason + why,
                 cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
                 trace_duration_s=p.job.trace_duration_s, step_id=self.step_id, model_version=version,
-                fallback=fallback,
+                fallback=fallback, predicted_duration_s=finite(self.w.durations.predict(req)),
+                predicted_cost=cost_of(pl.job_id, pl.node_index) if cost_of else None,
             )  # fmt: skip
             cmd = PlacementCommand(
                 decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt, node_id=pl.node_id,
@@ -311,6 +314,10 @@ class SchedulingLoop:
         delivery future (batched by linger)."""
         return await self.w.app.producer.send(self.w.topics[topic].get_topic_name(), key.encode(), value,
                                               partition=partition, timestamp=None, headers=headers or None)  # fmt: skip
+
+
+def finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
 
 
 def register_loop(w: Worker) -> SchedulingLoop:

@@ -18,9 +18,13 @@ on a Triton server (the ``policy`` model of :mod:`inference.serving`): both buil
   per distinct resource shape;
 - ``which`` int64 ``[J]``: each job's row in ``pairs``.
 
-**Outputs**: ``scores`` float32 ``[J, N]`` (unmasked: the filters mask), ``node_part`` float32
-``[N, W]`` (the head's node term; the policy re-scores nodes that earlier placements of the
-same step changed with it). Models with the optional heads add ``cost`` and ``delta``.
+**Outputs**: ``scores`` float32 ``[J, N]`` (the decision scores, unmasked: the filters mask),
+``node_part`` float32 ``[N, W]`` (the head's node term; the policy re-scores nodes that earlier
+placements of the same step changed with it). Models with the optional heads add ``cost``
+``[J, N, cost_dim]`` (ψ: column 0 the fragmentation a placement adds, in GPUs) and, when they
+damp churn at decision time (a transition model and ``stability > 0``), ``delta`` ``[J, N]``
+(the self-correction signal Δ, already subtracted from ``scores`` as ``Scorer.decide`` does)
+and ``h`` ``[N, H]`` (the encoder's output, which in-step re-scoring needs for Δ).
 """
 
 from __future__ import annotations
@@ -154,25 +158,56 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
     def t(a: np.ndarray) -> Any:
         return torch.from_numpy(a).to(device)
 
+    extra: dict[str, Any] = {}
     with torch.inference_mode():
-        node_part = model.node_part(t(inputs.nodes)[None], topo, t(inputs.queue)[None])[0]
+        h = model.encode(t(inputs.nodes)[None], topo, t(inputs.queue)[None])[0]  # h_t [N, H]
+        node_part = head.precompute(h)
+        n, jobs = node_part.shape[0], t(inputs.jobs)
         if len(inputs.jobs):
+            which = t(inputs.which)
             base = node_part + head.pair(t(inputs.pairs))  # [S, N, W]
-            x = base[t(inputs.which)] + head.job(t(inputs.jobs)).unsqueeze(1)
+            x = base[which] + head.job(jobs).unsqueeze(1)
             scores = head.out(x).squeeze(-1)
+            if stability(model):  # Scorer.decide: damp actions predicted to move the representation
+                delta = model.delta(h.expand(len(jobs), -1, -1), jobs, t(inputs.pairs)[which])
+                scores = scores - model.config.stability * delta
+                extra["delta"], extra["h"] = delta, h
+            if getattr(model, "cost_head", None) is not None:
+                extra["cost"] = model.cost(node_part.expand(len(jobs), -1, -1), jobs, t(inputs.pairs)[which])
         else:
-            scores = node_part.new_zeros((0, node_part.shape[0]))
-    return {"scores": scores.cpu().numpy().astype(np.float32, copy=False),
-            "node_part": node_part.cpu().numpy().astype(np.float32, copy=False)}  # fmt: skip
+            scores = node_part.new_zeros((0, n))
+            if stability(model):
+                extra["delta"], extra["h"] = node_part.new_zeros((0, n)), h
+            if getattr(model, "cost_head", None) is not None:
+                extra["cost"] = node_part.new_zeros((0, n, model.config.cost_dim))
+    out = {"scores": scores, "node_part": node_part, **extra}
+    return {k: v.cpu().numpy().astype(np.float32, copy=False) for k, v in out.items()}
 
 
-def score_nodes(model: Any, node_part: np.ndarray, job_row: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """float32 ``[M]``: the head on ``M`` nodes for one job — ``node_part [M, W]`` (rows of a step's
-    ``node_part`` output) and ``pairs [M, pair_dim]`` on the nodes' current free capacity.
-    Used within a step for the nodes earlier placements changed (the rest keep their step scores)."""
+def stability(model: Any) -> float:
+    """The weight of Δ at decision time (0 without a transition model)."""
+    if getattr(model, "transition_head", None) is None:
+        return 0.0
+    return float(getattr(model.config, "stability", 0.0) or 0.0)
+
+
+def score_nodes(model: Any, node_part: np.ndarray, job_row: np.ndarray, pairs: np.ndarray,
+                h: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """float32 ``[M]``: the decision scores on ``M`` nodes for one job — ``node_part [M, W]`` (rows of
+    a step's ``node_part`` output), ``pairs [M, pair_dim]`` on the nodes' current free capacity and,
+    for a model that damps churn, ``h [M, H]`` (rows of the step's ``h``). Used within a step for
+    the nodes earlier placements changed (the rest keep their step scores)."""
     import torch
 
     device = next(model.parameters()).device
+
+    def t(a: np.ndarray) -> Any:
+        return torch.from_numpy(a).to(device)
+
     with torch.inference_mode():
-        return model.head.score(torch.from_numpy(node_part).to(device), torch.from_numpy(job_row).to(device),
-                                torch.from_numpy(pairs).to(device)).cpu().numpy().astype(np.float32, copy=False)  # fmt: skip
+        scores = model.head.score(t(node_part), t(job_row), t(pairs))
+        if stability(model):
+            if h is None:
+                raise ValueError("this model damps churn (stability > 0): pass the step's h rows")
+            scores = scores - model.config.stability * model.delta(t(h), t(job_row), t(pairs))
+        return scores.cpu().numpy().astype(np.float32, copy=False)

@@ -222,7 +222,42 @@ def test_cluster_and_fragmentation_features_flow_through_the_step(tmp_path):
     everywhere = np.ones(snap.num_nodes, bool)
     p.score(ordered[0], snap, everywhere)
     assert p._step.scores.shape == (5, snap.num_nodes)
-    snap.reserve(2, ordered[0], select_gpus(snap, 2, ordered[0]))
+    for j in ordered[:2]:  # two earlier placements of the step, on the first node each fits
+        node = int(np.flatnonzero(run_filters(j, snap, explain=False).feasible_mask)[0])
+        snap.reserve(node, j, select_gpus(snap, node, j))
+    got = p.score(ordered[2], snap, everywhere)
+    want = score_nodes(p.loaded.model, p._step.node_part, p._step.jobs[2], pair_features(ordered[2], snap, spec))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # every node: FGD's pick is a global column
+
+
+def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
+    """A model with ψ and T: the step's scores are Scorer.decide's (score − stability · Δ) for
+    every job, in-step re-scoring keeps Δ, and the chosen node's ψ is readable for the decision."""
+    from inference.features.pairs import pair_features
+    from inference.model.step import TopologyCache, build_inputs, score_nodes
+    from scheduling.gpu_select import select_gpus
+
+    torch.manual_seed(4)
+    config = ModelConfig(spec=SPEC, hidden=8, depth=2, cost_dim=1, transition=True, stability=0.5)
+    save_model(tmp_path / "c", Scorer(config), "cost-v1")
+    p = LearnedPolicy(tmp_path / "c")
+    model = p.loaded.model
+    snap = small_snapshot()
+    jobs = [j for j in pod_mix(20, seed=5) if j.num_gpu][:4]
+    ordered = p.order(jobs, 1.0)
+    everywhere = np.ones(snap.num_nodes, bool)
+    first = p.score(ordered[0], snap, everywhere)
+    step = p._step
+    assert {"cost", "delta", "h"} <= set(step.outputs) and step.outputs["cost"].shape == (4, snap.num_nodes, 1)
+    inputs = build_inputs(snap, ordered, 1.0, SPEC, p.encoder())
+    topo = TopologyCache().get(inputs)
+    with torch.inference_mode():
+        h = model.encode(torch.from_numpy(inputs.nodes)[None], topo, torch.from_numpy(inputs.queue)[None])[0]
+        want = model.decide(h, torch.from_numpy(inputs.jobs[0]), torch.from_numpy(inputs.pairs[inputs.which[0]]))
+    np.testing.assert_allclose(first, want.numpy(), rtol=1e-5, atol=1e-6)
+    assert np.abs(step.outputs["delta"]).sum() > 0  # Δ moved the scores
+    snap.reserve(1, ordered[0], select_gpus(snap, 1, ordered[0]))
     got = p.score(ordered[1], snap, everywhere)
-    want = score_nodes(p.loaded.model, p._step.node_part, p._step.jobs[1], pair_features(ordered[1], snap, spec))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    fresh = score_nodes(model, step.node_part, step.jobs[1], pair_features(ordered[1], snap, SPEC), step.outputs["h"])
+    np.testing.assert_allclose(got, fresh, rtol=1e-5, atol=1e-6)
+    assert p.predicted_cost(ordered[0].job_id, 1) == float(step.outputs["cost"][0, 1, 0])
