@@ -5,7 +5,10 @@ Collects (state, expert action) pairs by running the expert (``fgd`` by default)
 fill benchmark's arrival sequences of the TRAINING seeds (default 0–7; 42–51 are the
 benchmark's held-out evaluation seeds and are refused), validates on other seeds (default
 8–9), trains the scorer with the listwise loss and writes ``<out>/<version>/`` (``model.pt``,
-``config.json``, ``train.json``), then points ``<out>/latest`` at it.
+``config.json``, ``train.json``). Then promotion (``ops.cli.models.run_promote``): the new
+version and the serving one (``<out>/latest``) run the same held-out replay (fill seeds
+100–104), both are recorded in ``model_versions``, and ``latest`` moves only if the new one is
+better (``--no-promote`` skips it). ``--from-archive`` trains on the archive's decisions instead.
 
 The default recipe imitates the expert's ACTUAL pick (``--target choice``) with the cluster
 and fragmentation features on (``--cluster-features``, ``--frag-features``: the target
@@ -87,7 +90,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
 
     from inference.encoders import EncoderCache, HashedNgramEncoder
     from inference.features.spec import FeatureSpec
-    from inference.model import ModelConfig, point_latest, save_model
+    from inference.model import ModelConfig, save_model
     from inference.training import TrainOptions, collect_fill, train_imitation
     from inference.training.dagger import run_dagger
     from scheduling.metrics.fragmentation import Workload
@@ -158,13 +161,12 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
             # what a uniformly random feasible choice would score on the agreement (FGD ties often)
             "chance_agreement_train": chance(train), "chance_agreement_val": chance(val)}  # fmt: skip
     directory = save_model(out / version, model, version, info)
-    point_latest(out, version)
     summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters",
                                     "total_seconds")}  # fmt: skip
     console.print(json.dumps(summary | {"train_loss": history.loss[-1], "train_agreement": history.agreement[-1],
                                         "val_agreement": history.val_agreement[-1] if history.val_agreement else None,
                                         "dagger": rounds}))  # fmt: skip
-    console.print(f"wrote {directory} ({out / 'latest'} → {version})")
+    console.print(f"wrote {directory}")
     return directory
 
 
@@ -182,7 +184,7 @@ def train(
     head_hidden: int = typer.Option(32, help="Width of the policy head (its cost: pending × nodes × width)."),
     head_layers: int = typer.Option(2, help="Hidden layers of the policy head (1 or 2)."),
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
-    out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/ and <out>/latest."),
+    out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/; <out>/latest is the serving one."),
     version: str = typer.Option(None, help="Version name (default: imitation-<expert>-<UTC time>-s<seed>)."),
     target: str = typer.Option("choice", help="Imitate the expert's actual pick ('choice') or any of its best ('set')."),
     cluster_features: bool = typer.Option(True, help="Node priority and cluster-level features (whole free nodes…)."),
@@ -195,14 +197,35 @@ def train(
     transition_weight: float = typer.Option(0.1, help="Transition-model loss weight."),
     delta_weight: float = typer.Option(0.0, help="Self-correction regulariser E_pi[Delta] weight."),
     stability: float = typer.Option(0.0, help="Decision time: score - stability x Delta (saved in the model)."),
+    from_archive: bool = typer.Option(False, "--from-archive", help="Retrain from what the ClickHouse archive "
+                                      "recorded: the placed decisions whose jobs finished, on the rebuilt states."),
+    archive: str = typer.Option(None, help="Archive DSN for --from-archive and the model registry (default: the "
+                                "running worker's /sql, else SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
+    promote: bool = typer.Option(True, help="Evaluate the new version beside the serving one on the held-out "
+                                 "replay, record both in model_versions, and serve it (<out>/latest) only if it "
+                                 "is better."),
+    promotion_seeds: str = typer.Option("100-104", help="Held-out fill seeds of the promotion replay."),
 ) -> None:
-    """Train the learned scorer by imitation of a heuristic on the openb fill sequences (optionally DAgger)."""
+    """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
+    DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
+    from ops.cli.models import run_promote
     from ops.cli.options import seed_list
 
-    run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
+    if from_archive:
+        from ops.cli.train_archive import run_train_from_archive
+
+        run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr, hidden=hidden,
+                               depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers,
+                               seed=seed, version=version, promote=promote, promotion_seeds=promotion_seeds)  # fmt: skip
+        return
+    directory = run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
               epochs=epochs, batch=batch, lr=lr, hidden=hidden, depth=depth, text_dim=text_dim, seed=seed, out=out,
               version=version, head_hidden=head_hidden, head_layers=head_layers, target=target,
               cluster_features=cluster_features, frag_features=frag_features, dagger_rounds=dagger_rounds,
               dagger_seeds=seed_list(dagger_seeds) if dagger_seeds else None, dagger_epochs=dagger_epochs,
               dagger_beta=dagger_beta, cost_weight=cost_weight, transition_weight=transition_weight,
               delta_weight=delta_weight, stability=stability)  # fmt: skip
+    if promote:
+        run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive)
+    else:
+        console.print(f"not serving until promoted: semsched models promote {directory} --models {out}")
