@@ -269,13 +269,15 @@ class LearnedPolicy(BasePolicy):
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
-        cost estimator saw the step's start; ``None`` without a cost head or a step."""
+        cost estimator saw the step's start; ``None`` without a cost head or a step, or when the
+        node was not among the job's best-scored ones (:data:`inference.model.step.COST_TOP`)."""
         step = self._step
         cost = None if step is None else step.outputs.get("cost")
         i = None if step is None else step.index.get(job_id)
         if cost is None or i is None or self._step_fallback is not None:
             return None
-        return float(np.asarray(cost)[i, node_index, 0])
+        hit = np.flatnonzero(np.asarray(step.outputs["cost_nodes"])[i] == node_index)
+        return float(np.asarray(cost)[i, hit[0], 0]) if len(hit) else None
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
         """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (unmasked), the

@@ -21,7 +21,8 @@ on a Triton server (the ``policy`` model of :mod:`inference.serving`): both buil
 **Outputs**: ``scores`` float32 ``[J, N]`` (the decision scores, unmasked: the filters mask),
 ``node_part`` float32 ``[N, W]`` (the head's node term; the policy re-scores nodes that earlier
 placements of the same step changed with it). Models with the optional heads add ``cost``
-``[J, N, cost_dim]`` (ψ: column 0 the fragmentation a placement adds, in GPUs) and, when they
+``[J, K, cost_dim]`` with ``cost_nodes`` int64 ``[J, K]`` (ψ on each job's ``K = COST_TOP`` best-scored
+nodes; column 0 the fragmentation a placement adds, in GPUs) and, when they
 damp churn at decision time (a transition model and ``stability > 0``), ``delta`` ``[J, N]``
 (the self-correction signal Δ, already subtracted from ``scores`` as ``Scorer.decide`` does)
 and ``h`` ``[N, H]`` (the encoder's output, which in-step re-scoring needs for Δ).
@@ -45,6 +46,9 @@ from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
 Shape = tuple[int, int, int, int]
+#: the cost estimator ψ is evaluated on each job's this-many best-scored nodes (where the choice is
+#: made), not on every (job, node): J × N evaluations would cost as much as the policy head again
+COST_TOP = 8
 
 
 def shape_of(job: JobRequest) -> Shape:
@@ -172,16 +176,23 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
                 delta = model.delta(h.expand(len(jobs), -1, -1), jobs, t(inputs.pairs)[which])
                 scores = scores - model.config.stability * delta
                 extra["delta"], extra["h"] = delta, h
-            if getattr(model, "cost_head", None) is not None:
-                extra["cost"] = model.cost(node_part.expand(len(jobs), -1, -1), jobs, t(inputs.pairs)[which])
+            if getattr(model, "cost_head", None) is not None:  # ψ for each job's COST_TOP best-scored nodes
+                k = min(COST_TOP, n)
+                top = scores.topk(k, dim=1).indices  # [J, k]
+                pairs_top = t(inputs.pairs)[which[:, None], top]  # [J, k, P]
+                extra["cost"] = model.cost(node_part[top], jobs, pairs_top)
+                extra["cost_nodes"] = top
         else:
             scores = node_part.new_zeros((0, n))
             if stability(model):
                 extra["delta"], extra["h"] = node_part.new_zeros((0, n)), h
             if getattr(model, "cost_head", None) is not None:
-                extra["cost"] = node_part.new_zeros((0, n, model.config.cost_dim))
+                k = min(COST_TOP, n)
+                extra["cost"] = node_part.new_zeros((0, k, model.config.cost_dim))
+                extra["cost_nodes"] = torch.zeros((0, k), dtype=torch.long, device=device)
     out = {"scores": scores, "node_part": node_part, **extra}
-    return {k: v.cpu().numpy().astype(np.float32, copy=False) for k, v in out.items()}
+    return {k: v.cpu().numpy().astype(np.int64 if k == "cost_nodes" else np.float32, copy=False)
+            for k, v in out.items()}  # fmt: skip
 
 
 def stability(model: Any) -> float:

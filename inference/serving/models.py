@@ -81,10 +81,10 @@ def probe_inputs(spec: Any, nodes: int = 3, jobs: int = 2) -> PolicyInputs:
                         which=np.zeros(jobs, np.int64))  # fmt: skip
 
 
-def policy_output_ranks(loaded: Any) -> dict[str, int]:
-    """``{OUTPUT_NAME: ndim}`` of ``run_policy`` on ``loaded`` (without the batch dimension)."""
+def policy_output_ranks(loaded: Any) -> dict[str, tuple[Any, int]]:
+    """``{OUTPUT_NAME: (dtype, ndim)}`` of ``run_policy`` on ``loaded`` (without the batch dimension)."""
     out = run_policy(loaded.model, probe_inputs(loaded.config.spec))
-    return {key.upper(): np.asarray(value).ndim for key, value in out.items()}
+    return {key.upper(): (np.asarray(value).dtype.type, np.asarray(value).ndim) for key, value in out.items()}
 
 
 class PolicyModel:

@@ -79,7 +79,7 @@ def bind_models(triton: Any, options: ServeOptions, device: str) -> dict[str, st
     policy = PolicyModel(host)
     triton.bind(model_name="policy", infer_func=policy,
                 inputs=[Tensor(name=n, dtype=dt, shape=(-1,) * rank) for n, (dt, rank) in POLICY_INPUTS.items()],
-                outputs=[*(Tensor(name=n, dtype=np.float32, shape=(-1,) * rank) for n, rank in policy.outputs.items()),
+                outputs=[*(Tensor(name=n, dtype=dt, shape=(-1,) * rank) for n, (dt, rank) in policy.outputs.items()),
                          version],
                 config=config(4), strict=True)  # fmt: skip
     encoder = JobEncoderModel(host, device)

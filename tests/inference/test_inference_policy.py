@@ -1,4 +1,5 @@
 import numpy as np
+import pytest
 import torch
 from inference_helpers import job, pod_mix, small_snapshot
 
@@ -248,7 +249,7 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     everywhere = np.ones(snap.num_nodes, bool)
     first = p.score(ordered[0], snap, everywhere)
     step = p._step
-    assert {"cost", "delta", "h"} <= set(step.outputs) and step.outputs["cost"].shape == (4, snap.num_nodes, 1)
+    assert {"cost", "cost_nodes", "delta", "h"} <= set(step.outputs) and step.outputs["cost"].shape == (4, 8, 1)
     inputs = build_inputs(snap, ordered, 1.0, SPEC, p.encoder())
     topo = TopologyCache().get(inputs)
     with torch.inference_mode():
@@ -260,4 +261,11 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     got = p.score(ordered[1], snap, everywhere)
     fresh = score_nodes(model, step.node_part, step.jobs[1], pair_features(ordered[1], snap, SPEC), step.outputs["h"])
     np.testing.assert_allclose(got, fresh, rtol=1e-5, atol=1e-6)
-    assert p.predicted_cost(ordered[0].job_id, 1) == float(step.outputs["cost"][0, 1, 0])
+    best = int(step.outputs["cost_nodes"][0, 0])  # ψ is served for each job's best-scored nodes
+    assert best == int(np.argmax(step.scores[0]))
+    with torch.inference_mode():
+        psi = model.cost(torch.from_numpy(step.node_part[best:best + 1]), torch.from_numpy(inputs.jobs[0]),
+                         torch.from_numpy(inputs.pairs[inputs.which[0]][best:best + 1]))[0, 0]
+    assert p.predicted_cost(ordered[0].job_id, best) == pytest.approx(float(psi), rel=1e-5)
+    worst = int(np.argmin(step.scores[0]))
+    assert p.predicted_cost(ordered[0].job_id, worst) is None  # not among the best 8 of 12

@@ -1,0 +1,32 @@
+"""A model with the cost estimator and the self-correction term, served by its own real
+tritonserver: every output (scores with Δ subtracted, ψ on each job's best nodes and their
+indices, Δ, h) equals the in-process backend's."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+from inference_helpers import pod_mix, small_snapshot
+from serving_helpers import SPEC, publish
+
+from inference.backends import get_backend
+from inference.model.step import build_inputs
+
+
+def test_cost_and_delta_outputs_equal_in_process(tmp_path):
+    from inference.serving.process import start_server
+
+    latest = publish(tmp_path / "models", "heads-v1", seed=3, cost_dim=1, transition=True, stability=0.3)
+    with start_server(latest, log_path=tmp_path / "server.log") as server:
+        triton = get_backend("triton", latest, url=server.url, deadline_ms=5000)
+        local = get_backend("in-process", latest)
+        inputs = build_inputs(small_snapshot(), pod_mix(9), 0.0, SPEC, local._encoder)
+        got = asyncio.run(triton.policy_async(inputs))
+        triton.close()
+    want = local.policy(inputs)
+    assert {"cost", "cost_nodes", "delta", "h"} <= set(want)
+    for name in ("scores", "node_part", "cost", "cost_nodes", "delta", "h"):
+        assert got[name].dtype == want[name].dtype, name
+        np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+    assert got["version"] == "heads-v1"
