@@ -170,7 +170,8 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
             console.print(f"  {name}: JCT mean {r.metrics.jct.mean:,.1f} s, queueing mean "
                           f"{r.metrics.queueing_delay.mean:,.1f} s, {r.wall_s:.1f} s")  # fmt: skip
     rows = [r.summary() for r in results]
-    verdict = compare(rows) if any(r["policy"].startswith("sjf-learned+") for r in rows) else {}
+    has = {r["policy"].partition("+")[0] for r in rows}
+    verdict = compare(rows) if "sjf-learned" in has and has & set(DEPLOYABLE) else {}
     report = Report(out_dir, f"bench-sjf-{trace}", f"Learned SJF on the held-out {trace} replay", command,
                     console=console, started=started)  # fmt: skip
     report.text(setting)
