@@ -78,3 +78,18 @@ def test_answers_are_reused_until_the_index_has_grown_by_refresh_jobs() -> None:
     p.observe(_job(20, "b", 0), 5.0)
     exact.order(jobs, 7.0)
     assert calls[-2:] == [2, 2]  # refresh=0: recomputed after every observation
+
+
+def test_at_most_refresh_budget_stale_answers_are_recomputed_per_step() -> None:
+    p = LearnedDurationPredictor(DurationConfig(encoder="hashed-ngram-32", text_dim=32, mode="retrieval", k=1))
+    p.observe_many([_job(0, "a", 0)], [100.0])
+    calls: list[int] = []
+    predict_many = p.predict_many
+    p.predict_many = lambda jobs, mode=None: calls.append(len(jobs)) or predict_many(jobs, mode)  # type: ignore[method-assign]
+    ordering = SjfLearned(predictor=p, refresh=0, refresh_budget=2)
+    jobs = [_job(i, "a", float(i)) for i in range(5)]
+    ordering.order(jobs, 10.0)
+    p.observe(_job(99, "a", 0), 100.0)
+    ordering.order([*jobs, _job(5, "a", 5.0)], 11.0)
+    ordering.order([*jobs, _job(5, "a", 5.0)], 12.0)
+    assert calls == [5, 1 + 2, 2]  # new jobs always, then two of the stale ones per step, stalest first
