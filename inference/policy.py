@@ -37,6 +37,7 @@ pair features assume; in a fallen-back step, the fallback's own choice.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,6 +56,7 @@ from scheduling.policies.registry import get_policy, register
 from scheduling.snapshot import ClusterSnapshot
 
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
+RETRY_S = 10.0  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
 
 
@@ -116,12 +118,13 @@ class LearnedPolicy(BasePolicy):
         self.fell_back = False
         self.fallback_reason: str | None = None
         self.backend: Any = None
+        self._backend_args = (backend, dict(backend_kwargs or {}))
+        self._retry_at = 0.0
         try:
             self.backend = (InProcessBackend(loaded=loaded) if loaded is not None
-                            else get_backend(backend, self.model_dir, **dict(backend_kwargs or {})))  # fmt: skip
+                            else get_backend(backend, self.model_dir, **self._backend_args[1]))  # fmt: skip
         except Exception as e:  # missing, corrupt or mismatched: any failure means "use the heuristic"
-            self.fell_back = True
-            self.fallback_reason = f"{type(e).__name__}: {e}"
+            self._no_model(e)
         self._encoders: dict[str, EncoderCache] = {}
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
@@ -133,8 +136,29 @@ class LearnedPolicy(BasePolicy):
         self._now = 0.0
         self._calls = 0
         self.model_calls = 0  # backend calls (one per step)
+        self.fallback_jobs: set[str] = set()  # jobs of the current step the fallback scored
 
     # -- what is serving ---------------------------------------------------------------------
+    def _no_model(self, e: Exception) -> None:
+        self.fell_back = True
+        self.fallback_reason = f"{type(e).__name__}: {e}"
+        self._retry_at = time.monotonic() + RETRY_S
+
+    def _retry(self) -> None:
+        """Without a model, look again every ``RETRY_S`` (a worker started before the first
+        ``semsched train`` picks the model up once it is published)."""
+        if not self.fell_back or time.monotonic() < self._retry_at:
+            return
+        from inference.backends import get_backend
+
+        try:
+            self.backend = get_backend(self._backend_args[0], self.model_dir, **self._backend_args[1])
+        except Exception as e:
+            self._no_model(e)
+            return
+        self.fell_back, self.fallback_reason = False, None
+        self.last_step = StepStatus(backend=self.backend.name, version=self.model_version)
+
     @property
     def loaded(self) -> Any:
         return None if self.backend is None else self.backend.loaded
@@ -159,6 +183,7 @@ class LearnedPolicy(BasePolicy):
         from inference.backends import BackendError
         from inference.model.step import build_inputs
 
+        self._retry()
         if self.fell_back:
             return self.last_step
         self.backend.refresh()
@@ -185,6 +210,9 @@ class LearnedPolicy(BasePolicy):
 
     def begin_step(self, ordered: list[JobRequest], now: float) -> None:
         """A step starts with these jobs in this order (from ``order``, or a composed ordering's)."""
+        self.fallback_jobs = set()
+        if self._prepared is None:
+            self._retry()  # (the worker's prepare_step already looked)
         if self.fell_back:
             return
         prepared, self._prepared = self._prepared, None
@@ -230,14 +258,19 @@ class LearnedPolicy(BasePolicy):
         return step
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
-        if self.fell_back or self._step_fallback is not None:
-            return self.fallback.score(job, snapshot, feasible_mask)
-        step = self._step_for(job, snapshot)
-        if step is None:  # the backend failed just now
-            return self.fallback.score(job, snapshot, feasible_mask)
-        scores = self._row(step, job, snapshot)
-        scores[~feasible_mask] = -np.inf
-        return scores
+        if not (self.fell_back or self._step_fallback is not None):
+            step = self._step_for(job, snapshot)
+            if step is not None:  # else the backend failed just now
+                try:
+                    scores = self._row(step, job, snapshot)
+                except Exception as e:  # e.g. a served version the local head cannot follow: rest of the step
+                    self._step_fallback = f"in-step re-scoring failed: {type(e).__name__}: {e}"
+                    self.last_step = StepStatus(self.backend.name, step.version, True, self._step_fallback)
+                else:
+                    scores[~feasible_mask] = -np.inf
+                    return scores
+        self.fallback_jobs.add(job.job_id)  # decided by the heuristic (the worker's records say so per job)
+        return self.fallback.score(job, snapshot, feasible_mask)
 
     def _row(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
         """float64 ``[N]``: the step's scores of ``job``, re-scored where the free capacity moved."""

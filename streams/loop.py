@@ -160,10 +160,11 @@ class SchedulingLoop:
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
         model = getattr(self.policy, "last_step", None)  # which model version decided, or why not
-        fallback = bool(model and model.fallback)
+        by_fallback: set[str] = getattr(self.policy, "fallback_jobs", set())  # jobs the heuristic scored
         version = (model.version or "") if model else ""
-        why = f"; {model.backend} fell back to {self.policy.fallback_name}: {model.reason}" if fallback else ""
+        why = f"; {model.backend} fell back to {self.policy.fallback_name}: {model.reason}" if model else ""
         cost_of = getattr(self.policy, "predicted_cost", None)  # the learned cost estimator ψ, if any
+        durations = self._predicted_durations([by_id[pl.job_id][1] for pl in result.placements])
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
         decisions: list[Awaitable[Any]] = []
@@ -179,10 +180,11 @@ class SchedulingLoop:
                 outcome="placed", node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), policy=self.policy.name,
                 candidates=[Candidate(node_id=n, score=float(s)) for n, s in pl.candidates],
                 feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
-                step_compute_ms=result.compute_ms, submit_time=p.job.event_time, reason=pl.reason + why,
+                step_compute_ms=result.compute_ms, submit_time=p.job.event_time,
+                reason=pl.reason + (why if pl.job_id in by_fallback else ""),
                 cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
                 trace_duration_s=p.job.trace_duration_s, step_id=self.step_id, model_version=version,
-                fallback=fallback, predicted_duration_s=finite(self.w.durations.predict(req)),
+                fallback=pl.job_id in by_fallback, predicted_duration_s=durations.get(pl.job_id),
                 predicted_cost=cost_of(pl.job_id, pl.node_index) if cost_of else None,
             )  # fmt: skip
             cmd = PlacementCommand(
@@ -225,6 +227,12 @@ class SchedulingLoop:
                     del self.w.inflight[rec.job_id]
         await asyncio.gather(*[await self._send("actions", key, value, part, hs) for key, value, hs in actions])
         self.stats["publish_s"] += time.perf_counter() - t_pub
+
+    def _predicted_durations(self, jobs: list[JobRequest]) -> dict[str, float]:
+        """The duration predictor's estimates for the decision records (one batch when it has one)."""
+        many = getattr(self.w.durations, "predict_many", None)
+        values = list(many(jobs)) if many is not None and jobs else [self.w.durations.predict(j) for j in jobs]
+        return {j.job_id: float(v) for j, v in zip(jobs, values, strict=True) if v is not None and math.isfinite(v)}
 
     def _track_inventory(self, cluster: str, nodes: int) -> None:
         if self._inventory_size.get(cluster) != nodes:
@@ -314,10 +322,6 @@ class SchedulingLoop:
         delivery future (batched by linger)."""
         return await self.w.app.producer.send(self.w.topics[topic].get_topic_name(), key.encode(), value,
                                               partition=partition, timestamp=None, headers=headers or None)  # fmt: skip
-
-
-def finite(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
 
 
 def register_loop(w: Worker) -> SchedulingLoop:

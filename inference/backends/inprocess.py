@@ -9,6 +9,7 @@ fails to load is reported once (``reload_error``) and the current one keeps serv
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,19 +52,14 @@ class InProcessBackend:
         if self.model_dir is None or (not force and time.monotonic() - self._checked < self.watch_s):
             return False
         self._checked = time.monotonic()
-        try:
-            target = self.model_dir.resolve(strict=True)
-        except OSError as e:
-            self.reload_error = f"{type(e).__name__}: {e}"
-            return False
-        if self.loaded.path is not None and target == Path(self.loaded.path):
-            return False
-        from inference.model.io import load_model
+        from inference.model.io import reload_if_moved
 
         try:
-            fresh = load_model(target)
-        except Exception as e:  # a half-written or broken version: keep serving the current one
-            self.reload_error = f"{target}: {type(e).__name__}: {e}"
+            fresh = reload_if_moved(self.model_dir, self.loaded)
+        except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
+            self.reload_error = f"{self.model_dir}: {type(e).__name__}: {e}"
+            return False
+        if fresh is None:
             return False
         self.loaded, self.reload_error = fresh, None
         if fresh.config.spec.encoder != self._encoder.name:
@@ -79,7 +75,8 @@ class InProcessBackend:
         return out
 
     async def policy_async(self, inputs: PolicyInputs) -> dict[str, Any]:
-        return self.policy(inputs)
+        # in a worker thread: a step's model call takes 0.1-1 s on CPU, the event loop keeps serving
+        return await asyncio.to_thread(self.policy, inputs)
 
     async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
         return self._encoder.encoder.encode(list(cleaned_texts))

@@ -51,9 +51,6 @@ def load_model(directory: Path) -> LoadedModel:
     model = Scorer(config)
     model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
     model.eval()
-    from inference.features.cluster import remember_loaded
-
-    remember_loaded(config.spec)  # for spec-less pair_features callers (inference.features.pairs)
     return LoadedModel(model, config, str(meta["version"]), directory.resolve())
 
 
@@ -65,3 +62,16 @@ def point_latest(root: Path, version: str) -> Path:
     tmp.symlink_to(version)
     os.replace(tmp, link)
     return link
+
+
+def reload_if_moved(model_dir: Path, current: LoadedModel) -> LoadedModel | None:
+    """The model ``model_dir`` resolves to now, when that is another directory than ``current``'s
+    (``models/latest`` was repointed); ``None`` when it did not move. Raises when the new
+    directory does not load (the caller keeps serving ``current`` and reports it)."""
+    target = Path(model_dir).resolve(strict=True)
+    if current.path is not None and target == Path(current.path):
+        return None
+    try:
+        return load_model(target)
+    except Exception as e:
+        raise ValueError(f"{target}: {type(e).__name__}: {e}") from e

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -97,7 +98,7 @@ class TritonBackend:
     name = "triton"
 
     def __init__(self, model_dir: Path | None = None, *, url: str | None = None, deadline_ms: float | None = None,
-                 encode_deadline_ms: float | None = None, loaded: Any = None) -> None:  # fmt: skip
+                 encode_deadline_ms: float | None = None, loaded: Any = None, watch_s: float = 2.0) -> None:  # fmt: skip
         from inference.model.io import load_model
 
         if loaded is None and model_dir is None:
@@ -109,6 +110,8 @@ class TritonBackend:
         self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
                                    else _env_float(ENCODE_DEADLINE_ENV, 500.0))  # fmt: skip
         self.reload_error: str | None = None
+        self.watch_s = watch_s
+        self._checked = time.monotonic()
         self._swapped = False
         self._sync: Any = None
         self._aio: tuple[Any, Any] | None = None  # (event loop, aio client): a grpc.aio channel is per loop
@@ -154,8 +157,23 @@ class TritonBackend:
 
     # -- the Backend protocol ------------------------------------------------------------------
     def refresh(self, force: bool = False) -> bool:
-        """True once after the local copy followed the server to a new version (see the module docstring)."""
+        """True when the local copy changed: it followed the server to a new version, or
+        ``model_dir`` (``models/latest``) was repointed — checked every ``watch_s``, so the inputs
+        follow a new feature spec even when the server cannot answer the old one."""
         swapped, self._swapped = self._swapped, False
+        if self.model_dir is None or (not force and time.monotonic() - self._checked < self.watch_s):
+            return swapped
+        self._checked = time.monotonic()
+        from inference.model.io import reload_if_moved
+
+        try:
+            fresh = reload_if_moved(self.model_dir, self.loaded)
+        except Exception as e:  # keep the current copy; the server decides what answers
+            self.reload_error = f"{self.model_dir}: {type(e).__name__}: {e}"
+            return swapped
+        if fresh is not None:
+            log.info("local model copy %s -> %s (%s moved)", self.version, fresh.version, self.model_dir)
+            self.loaded, self.reload_error, swapped = fresh, None, True
         return swapped
 
     def policy(self, inputs: PolicyInputs) -> dict[str, Any]:

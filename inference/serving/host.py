@@ -49,6 +49,7 @@ class ModelHost:
         self._checked = time.monotonic()
         self._lock = threading.Lock()
         self._listeners: list[Any] = []
+        self._guards: list[Any] = []
 
     @property
     def version(self) -> str:
@@ -68,25 +69,29 @@ class ModelHost:
         return self.loaded
 
     def _check(self) -> None:
-        try:
-            target = self.model_dir.resolve(strict=True)
-        except OSError as e:
-            self._failed(f"{type(e).__name__}: {e}")
-            return
-        if target == Path(self.loaded.path):
-            return
-        from inference.model.io import load_model
+        from inference.model.io import reload_if_moved
 
         try:
-            fresh = load_model(target)
-        except Exception as e:  # a half-written or broken version: keep serving the current one
-            self._failed(f"{target}: {type(e).__name__}: {e}")
+            fresh = reload_if_moved(self.model_dir, self.loaded)
+        except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
+            self._failed(f"{self.model_dir}: {type(e).__name__}: {e}")
             return
+        if fresh is None:
+            return
+        for guard in self._guards:  # e.g. the policy model's bound Triton outputs cannot change
+            problem = guard(fresh)
+            if problem:
+                self._failed(f"{fresh.path}: {problem}")
+                return
         old, self.loaded, self.reload_error = self.version, fresh, None
         self.swaps += 1
         for listener in self._listeners:
             listener(fresh)
-        log.info("model version %s -> %s (%s)", old, fresh.version, target)
+        log.info("model version %s -> %s (%s)", old, fresh.version, fresh.path)
+
+    def guard(self, check: Any) -> None:
+        """``check(loaded) -> reason | None``: a version with a reason is not swapped in."""
+        self._guards.append(check)
 
     def _failed(self, reason: str) -> None:
         if reason != self.reload_error:

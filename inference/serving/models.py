@@ -93,8 +93,18 @@ class PolicyModel:
     def __init__(self, host: ModelHost) -> None:
         self.host = host
         self.outputs = policy_output_ranks(host.loaded)
+        host.guard(self._same_outputs)
         self._topologies = TopologyCache()
         self._lock = threading.Lock()  # one step at a time: torch runs single-threaded here anyway
+
+    def _same_outputs(self, loaded: Any) -> str | None:
+        """A version whose outputs differ (heads added or removed) cannot be swapped in: Triton's
+        model configuration was bound with these outputs. Restart ``semsched serve`` for it."""
+        theirs = policy_output_ranks(loaded)
+        if theirs != self.outputs:
+            return (f"its policy outputs {sorted(theirs)} differ from the served {sorted(self.outputs)}: "
+                    "restart semsched serve to serve it")
+        return None
 
     def __call__(self, requests: list[Any]) -> list[dict[str, np.ndarray]]:
         loaded = self.host.current()
