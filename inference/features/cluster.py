@@ -27,32 +27,6 @@ from scheduling.metrics.fragmentation import PodType, Workload, tables_for
 from scheduling.policies.fgd import FGD
 from scheduling.snapshot import ClusterSnapshot
 
-# Which spec a ``pair_features(job, snapshot)`` call without a spec means (callers written before
-# the fragmentation columns existed): the spec of the latest node_state on the node table, else
-# the spec of the latest model loaded (inference.model.io.load_model). Passing the spec is better.
-_SPECS: dict[int, tuple[object, FeatureSpec]] = {}  # id(node table) -> (the table, the latest spec)
-_LOADED: list[FeatureSpec] = []
-
-
-def remember_spec(snapshot: ClusterSnapshot, spec: FeatureSpec) -> None:
-    """Note ``spec`` as the one in use on ``snapshot``'s node table."""
-    _SPECS[id(snapshot.table)] = (snapshot.table, spec)
-    while len(_SPECS) > 64:
-        _SPECS.pop(next(iter(_SPECS)))
-
-
-def remember_loaded(spec: FeatureSpec) -> None:
-    """Note the spec of the model just loaded."""
-    _LOADED[:] = [spec]
-
-
-def remembered_spec(snapshot: ClusterSnapshot) -> FeatureSpec | None:
-    """The spec a spec-less :func:`inference.features.pairs.pair_features` call uses (see above)."""
-    hit = _SPECS.get(id(snapshot.table))
-    if hit is not None and hit[0] is snapshot.table:
-        return hit[1]
-    return _LOADED[0] if _LOADED else None
-
 
 @lru_cache(maxsize=8)
 def workload_of(rows: tuple[WorkloadRow, ...]) -> Workload:

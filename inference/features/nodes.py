@@ -50,9 +50,7 @@ def cpu_per_free_gpu(cpu_free: np.ndarray, gpu_free_milli: np.ndarray) -> np.nda
 
 def node_state(snapshot: ClusterSnapshot, spec: FeatureSpec, utilisation: np.ndarray | None = None) -> np.ndarray:
     """float32 ``[N, spec.node_dim]``. ``utilisation``: a per-node hopping-window utilisation
-    (0..1) when ``spec.utilisation`` (the worker's windowed table; 0 when not given).
-    Also remembers ``spec`` for the node table: :func:`pair_features` called without a spec
-    uses the spec of the latest ``node_state`` on that table."""
+    (0..1) when ``spec.utilisation`` (the worker's windowed table; 0 when not given)."""
     s = snapshot
     static = static_node_features(s, spec)
     num_gpu = s.num_gpu.astype(np.float32)
@@ -66,9 +64,8 @@ def node_state(snapshot: ClusterSnapshot, spec: FeatureSpec, utilisation: np.nda
     if spec.utilisation:
         util = np.zeros(s.num_nodes, np.float32) if utilisation is None else np.asarray(utilisation, np.float32)
         parts.append(util[:, None])
-    from inference.features.cluster import cluster_features, frag_node_features, remember_spec
+    from inference.features.cluster import cluster_features, frag_node_features
 
-    remember_spec(s, spec)
     if spec.cluster or spec.workload:
         if spec.cluster:
             parts.append(cluster_features(s))

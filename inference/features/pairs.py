@@ -29,19 +29,10 @@ def _inverses(s: ClusterSnapshot) -> np.ndarray:
     return out
 
 
-def pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec | None = None) -> np.ndarray:
-    """float32 ``[N, spec.pair_dim]`` (names: ``spec.pair_names``; :data:`PAIR` first).
-
-    Without ``spec`` (callers older than the fragmentation columns): the spec of the latest
-    :func:`inference.features.nodes.node_state` call on this node table, else of the latest
-    model loaded (:func:`inference.features.cluster.remembered_spec`); none: just ``PAIR``.
-    Pass ``spec`` to be explicit."""
+def pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
+    """float32 ``[N, spec.pair_dim]`` (names: ``spec.pair_names``; :data:`PAIR` first)."""
     base = _base_pairs(job, snapshot)
-    if spec is None:
-        from inference.features.cluster import remembered_spec
-
-        spec = remembered_spec(snapshot)
-    if spec is None or not (spec.cluster or spec.workload):
+    if not (spec.cluster or spec.workload):
         return base
     from inference.features.cluster import frag_pair_features, priority
 

@@ -213,7 +213,7 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
         return
     d = result.demos
     d.nodes.append(node_state(snap, spec))
-    d.pairs.append(pair_features(job, snap))
+    d.pairs.append(pair_features(job, snap, spec))
     d.jobs.append(job_demand([job], t, spec, encoder)[0])
     d.queues.append(job_demand([job], t, spec, encoder)[0] if queue is None else queue)
     d.feasible.append(feasible.copy())

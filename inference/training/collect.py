@@ -161,7 +161,7 @@ class RecordingPolicy:
         now = self._now if self._now is not None else job.submit_time
         d = self.demos
         d.nodes.append(node_state(snapshot, self.spec))
-        d.pairs.append(pair_features(job, snapshot))
+        d.pairs.append(pair_features(job, snapshot, self.spec))
         d.jobs.append(job_demand([job], now, self.spec, self.encoder)[0])
         d.queues.append(np.zeros(self.spec.job_dim, np.float32) if self._queue is None else self._queue)
         d.feasible.append(feasible.copy())

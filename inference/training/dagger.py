@@ -34,11 +34,9 @@ from scheduling.policies.base import Policy
 
 def learner_factory(model: Scorer, config: ModelConfig, version: str = "dagger") -> Callable[[int], Policy]:
     """A fresh ``learned`` policy per seed, serving ``model`` in-process (no model directory)."""
-    from inference.features.cluster import remember_loaded
     from inference.model.io import LoadedModel
     from inference.policy import LearnedPolicy
 
-    remember_loaded(config.spec)  # the policy's pair features without a spec: this model's layout
     loaded = LoadedModel(model, config, version, Path("."))
     return lambda seed: LearnedPolicy(loaded=loaded)
 

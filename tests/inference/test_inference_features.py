@@ -93,7 +93,7 @@ def test_pair_features_match_a_real_reservation():
         if k % 3:
             continue
         for probe in (job("s", gpus=1, per=300), job("w", gpus=2, per=1000), job("c", gpus=0, per=0, cpu=2000)):
-            x = pair_features(probe, snap)
+            x = pair_features(probe, snap, SPEC)
             assert x.shape == (12, len(PAIR)) and x.dtype == np.float32 and not np.isnan(x).any()
             ok = run_filters(probe, snap, explain=False).feasible_mask
             for i in np.flatnonzero(ok):
@@ -198,14 +198,11 @@ def test_fgd_pick_feature_is_what_fgd_chooses():
     assert checked > 40
 
 
-def test_pair_features_without_a_spec_follow_the_node_state_of_the_table():
+def test_pair_features_follow_the_spec_they_are_given():
     spec = extended_spec()
     snap = small_snapshot(8)
-    node_state(snap, spec)
-    assert pair_features(job(), snap).shape == (8, spec.pair_dim)
-    node_state(snap, SPEC)
-    assert pair_features(job(), snap).shape == (8, len(PAIR))
-    assert pair_features(job(), snap, spec).shape == (8, spec.pair_dim)  # explicit wins
+    assert pair_features(job(), snap, spec).shape == (8, spec.pair_dim)
+    assert pair_features(job(), snap, SPEC).shape == (8, len(PAIR))
 
 
 def test_cluster_and_frag_features_are_vectorised():

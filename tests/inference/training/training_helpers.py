@@ -139,7 +139,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
                                      attempt=attempt, state="started", node_id=res.node_id))  # fmt: skip
             running.append((t + duration, job.job_id, attempt, res.node_index, tuple(res.gpu_indices), fails))
             truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, node_state(before, SPEC),
-                                pair_features(job, before), feasible, queue, at(t).timestamp(),
+                                pair_features(job, before, SPEC), feasible, queue, at(t).timestamp(),
                                 frozenset(int(n[-2:]) for n, v in res.candidates if v >= res.score)))  # fmt: skip
         pending = still
     for table, events in (("jobs_submitted", subs), ("nodes_telemetry", tel), ("decisions", decisions),
