@@ -110,6 +110,10 @@ from ops.cli.bench_duration import duration as bench_duration  # noqa: E402
 
 bench_app.command("duration")(bench_duration)
 
+from ops.cli.bench_duration import sjf as bench_sjf  # noqa: E402
+
+bench_app.command("sjf")(bench_sjf)
+
 from ops.cli.bench_triton import triton as bench_triton  # noqa: E402
 
 bench_app.command("triton")(bench_triton)
