@@ -269,3 +269,19 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     assert p.predicted_cost(ordered[0].job_id, best) == pytest.approx(float(psi), rel=1e-5)
     worst = int(np.argmin(step.scores[0]))
     assert p.predicted_cost(ordered[0].job_id, worst) is None  # not among the best 8 of 12
+
+
+def test_a_worker_started_before_any_model_picks_it_up_once_published(tmp_path):
+    from inference.model import point_latest
+
+    p = LearnedPolicy(tmp_path / "latest", fallback="best-fit")
+    assert p.fell_back
+    snap = small_snapshot()
+    schedule_step(snap, pod_mix(5), p, now=0.0)
+    assert p.fallback_jobs  # decided by best-fit, and recorded per job
+    torch.manual_seed(0)
+    save_model(tmp_path / "v1", Scorer(ModelConfig(spec=SPEC, hidden=8)), "v1")
+    point_latest(tmp_path, "v1")
+    p._retry_at = 0.0  # (it looks again every RETRY_S seconds)
+    result = schedule_step(snap, pod_mix(5), p, now=1.0)
+    assert not p.fell_back and p.model_version == "v1" and result.placements and not p.fallback_jobs

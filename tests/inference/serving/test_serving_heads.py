@@ -5,6 +5,7 @@ indices, Δ, h) equals the in-process backend's."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import numpy as np
 from inference_helpers import pod_mix, small_snapshot
@@ -23,7 +24,14 @@ def test_cost_and_delta_outputs_equal_in_process(tmp_path):
         local = get_backend("in-process", latest)
         inputs = build_inputs(small_snapshot(), pod_mix(9), 0.0, SPEC, local._encoder)
         got = asyncio.run(triton.policy_async(inputs))
+        # a version without those heads cannot be swapped into the bound outputs: the server keeps
+        # serving heads-v1 (and says why in its log) instead of failing every call
+        publish(tmp_path / "models", "plain-v2", seed=4)
+        time.sleep(1.5)  # > the server's watch interval (0.5 s)
+        again = asyncio.run(triton.policy_async(inputs))
         triton.close()
+        assert again["version"] == "heads-v1" and "cost" in again
+        assert "outputs" in (tmp_path / "server.log").read_text()
     want = local.policy(inputs)
     assert {"cost", "cost_nodes", "delta", "h"} <= set(want)
     for name in ("scores", "node_part", "cost", "cost_nodes", "delta", "h"):
