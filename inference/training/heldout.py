@@ -80,8 +80,8 @@ def load_policy(model: Any) -> Any:
     from inference.model.io import LoadedModel
     from inference.policy import LearnedPolicy
 
-    if isinstance(model, str | Path):
-        return LearnedPolicy(Path(model))
+    if isinstance(model, str | Path):  # always in this process: the evaluation is of THIS directory
+        return LearnedPolicy(Path(model), backend="in-process")
     if isinstance(model, LoadedModel):
         return LearnedPolicy(loaded=model)
     return model
@@ -105,6 +105,9 @@ def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobR
     for seed in replay.seeds:
         t0 = time.perf_counter()
         run = run_fill(nodes, fill_sequence(pods, capacity, seed, replay.target), policy, seed)
+        if getattr(policy, "fell_back", False) or getattr(getattr(policy, "last_step", None), "fallback", False):
+            return out | {"loaded": False, "score": None,
+                          "error": f"the model fell back during the replay: {policy.last_step.reason}"}  # fmt: skip
         per_seed.append({"seed": seed, "allocated_pct_at_100": allocated_at_100(run), "pods": len(run.arrived),
                          "placed": run.placed, "dropped": run.dropped,
                          "seconds": round(time.perf_counter() - t0, 3)})  # fmt: skip

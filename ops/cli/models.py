@@ -26,6 +26,24 @@ console = Console()
 models_app = typer.Typer(help="Model versions: the registry and promotion.", no_args_is_help=True)
 
 
+def check_writable(archive: str | None) -> None:
+    """Fail now (not after a long training run) when the registry cannot be written: in embedded
+    mode a running worker owns the chdb directory."""
+    from ops.cli.db import WorkerSqlClient, WorkerUnavailable
+    from streams.settings import Settings
+
+    settings = Settings()
+    dsn = archive or settings.clickhouse_dsn
+    if archive is None and dsn.startswith("chdb://"):
+        try:
+            WorkerSqlClient(settings).query_rows("SELECT 1")
+        except (WorkerUnavailable, RuntimeError):
+            return
+        raise typer.BadParameter(
+            f"a worker on port {settings.web_port} owns the embedded archive ({dsn}), where model versions are "
+            "recorded: stop it first, point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server, or --no-promote")
+
+
 def archive_client(archive: str | None, *, write: bool) -> Any:
     """The archive to use: the running worker's read-only ``/sql`` for reads when it answers
     (and no ``--archive`` was given), else a direct client on the DSN (migrated)."""

@@ -99,6 +99,11 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     leak = HELD_OUT & set(train_seeds + val_seeds + dagger_seeds)
     if leak:
         raise typer.BadParameter(f"seeds {sorted(leak)} are the fill benchmark's held-out seeds (42-51)")
+    from inference.training.heldout import PROMOTION_SEEDS
+
+    leak = set(PROMOTION_SEEDS) & set(train_seeds + val_seeds + dagger_seeds)
+    if leak:
+        raise typer.BadParameter(f"seeds {sorted(leak)} are the promotion replay's held-out seeds")
     if target not in ("set", "choice"):
         raise typer.BadParameter("target must be 'set' or 'choice'")
     torch.set_num_threads(1)  # small ops: on a shared 2-core machine one thread is several times faster
@@ -208,9 +213,11 @@ def train(
 ) -> None:
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
-    from ops.cli.models import run_promote
+    from ops.cli.models import check_writable, run_promote
     from ops.cli.options import seed_list
 
+    if promote:
+        check_writable(archive)
     if from_archive:
         from ops.cli.train_archive import run_train_from_archive
 

@@ -31,3 +31,10 @@ def test_held_out_seeds_are_refused_everywhere(where, tmp_path):
         run_train(expert="fgd", rate=0.01, epochs=1, batch=4, lr=1e-3, hidden=8, depth=2, text_dim=8, seed=0,
                   out=tmp_path, version=None, dagger_rounds=1, **seeds)  # fmt: skip
     assert not any(tmp_path.iterdir())
+
+
+def test_the_promotion_replays_seeds_are_refused_for_training(tmp_path):
+    with pytest.raises(typer.BadParameter, match="promotion"):
+        run_train(expert="fgd", rate=0.01, epochs=1, batch=4, lr=1e-3, hidden=8, depth=2, text_dim=8, seed=0,
+                  out=tmp_path, version=None, train_seeds=[0, 101], val_seeds=[1])  # fmt: skip
+    assert not any(tmp_path.iterdir())
