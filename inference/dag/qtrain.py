@@ -25,7 +25,14 @@ from inference.dag.features import dag_context, proc_features, task_view
 from inference.dag.model import DagPolicyNet, NetConfig, save_model
 from inference.dag.policy import NetPolicy
 from inference.dag.qdata import QTrajectory, load_trajectories, q_trajectory, save_trajectories
-from inference.dag.train import MODELS, VALIDATION_SEED_OFFSET, greedy_ratio, heft_makespan, next_version
+from inference.dag.train import (
+    MODELS,
+    VALIDATION_SEED_OFFSET,
+    _pad,
+    greedy_ratio,
+    heft_makespan,
+    next_version,
+)
 from scheduling.dag import DagGeneratorConfig, ListSchedulingEnv, training_dags
 
 
@@ -50,15 +57,6 @@ def featurise(traj: QTrajectory, config: DagGeneratorConfig) -> list[QSample]:
         out.append(QSample(view.x, row, proc_features(ctx, env, view, row), regret.astype(np.float32)))
         env.step(int(task), int(proc))
     return out
-
-
-def _pad(arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    width = max(a.shape[0] for a in arrays)
-    x = np.zeros((len(arrays), width, arrays[0].shape[1]), dtype=np.float32)
-    mask = np.zeros((len(arrays), width), dtype=bool)
-    for i, a in enumerate(arrays):
-        x[i, : len(a)], mask[i, : len(a)] = a, True
-    return torch.from_numpy(x), torch.from_numpy(mask)
 
 
 def q_loss(net: DagPolicyNet, batch: list[QSample], tau: float) -> torch.Tensor:

@@ -48,7 +48,7 @@ COLUMNS = ["policy", "finished", "rejected", "jct_mean", "jct_p50", "jct_p95", "
 
 
 @dataclass
-class HeldOutReplay:
+class TraceSplit:
     """The nodes, the training jobs (as ``Finished``) and the held-out jobs to replay."""
 
     nodes: list[Any]
@@ -58,7 +58,7 @@ class HeldOutReplay:
     facts: dict[str, Any]
 
 
-def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int | None = None) -> HeldOutReplay:
+def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int | None = None) -> TraceSplit:
     """The time split of ``workload.jobs`` (see the module docstring)."""
     from inference.duration.evaluate import Finished, time_split
 
@@ -71,7 +71,7 @@ def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int
     facts = {"train_fraction": train_fraction, "cut_s": split.cut, "jobs": len(records), "train": len(split.train),
              "running_at_cut": len(split.late), "held_out": len(split.test), "replayed": len(held)}  # fmt: skip
     running = [(r.job, r.submit, split.cut - r.submit) for r in split.late]
-    return HeldOutReplay(list(workload.nodes), split.train, held, running, facts)
+    return TraceSplit(list(workload.nodes), split.train, held, running, facts)
 
 
 def warm_history(train: list[Any]) -> HistoryDurationPredictor:
@@ -99,7 +99,7 @@ def policy_names(placement: str) -> list[str]:
     return [f"{o}+{placement}" for o in ("fifo", "sjf-predicted", "las", "sjf-learned", "sjf-oracle")]
 
 
-def run_one(name: str, replay: HeldOutReplay, jobs: list[SimJob], config: SimConfig, model: Any,
+def run_one(name: str, replay: TraceSplit, jobs: list[SimJob], config: SimConfig, model: Any,
             bar: Any = None) -> SimResult:  # fmt: skip
     """One simulation; ``sjf-learned`` gets a copy of ``model`` (it learns online during the run),
     ``sjf-predicted`` the warm history, the others a fresh history (they do not read it)."""
@@ -201,7 +201,7 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
     return 0
 
 
-def describe(trace: str, replay: HeldOutReplay, plan: LoadPlan, load_name: str, n_jobs: int, step: float,
+def describe(trace: str, replay: TraceSplit, plan: LoadPlan, load_name: str, n_jobs: int, step: float,
              placement: str, encoder: str) -> str:  # fmt: skip
     f = replay.facts
     span = [j.request.submit_time for j in replay.held_out]

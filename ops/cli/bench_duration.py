@@ -1,4 +1,4 @@
-"""``semsched bench duration`` (typer command function; the lead wires it into ``bench_app``)."""
+"""``semsched bench duration``."""
 
 from __future__ import annotations
 

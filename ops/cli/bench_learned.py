@@ -1,4 +1,4 @@
-"""``semsched bench learned`` (typer command function; the lead wires it into ``bench_app``)."""
+"""``semsched bench learned``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``semsched bench triton`` (typer command function; the lead wires it into ``bench_app``)."""
+"""``semsched bench triton``."""
 
 from __future__ import annotations
 

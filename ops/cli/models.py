@@ -1,5 +1,4 @@
-"""``semsched models list|promote``: the model registry (``model_versions``) and promotion
-(typer app; the lead wires it: ``app.add_typer(models_app, name="models")``).
+"""``semsched models list|promote``: the model registry (``model_versions``) and promotion.
 
 ``promote DIR`` evaluates DIR and the serving version (``<models>/latest``) on the held-out
 fill replay (openb, promotion seeds 100–104; :mod:`inference.training.heldout`), records

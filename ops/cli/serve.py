@@ -1,5 +1,4 @@
-"""``semsched serve``: a Triton Inference Server with the learned policy's models (typer command
-function; the lead wires it into the app: ``app.command("serve")(serve_command)``)."""
+"""``semsched serve``: a Triton Inference Server with the learned policy's models."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``semsched train``: imitation of a heuristic on the openb fill sequence, optionally followed
-by DAgger rounds (typer command function; the lead wires it into the app).
+by DAgger rounds.
 
 Collects (state, expert action) pairs by running the expert (``fgd`` by default) through the
 fill benchmark's arrival sequences of the TRAINING seeds (default 0–7; 42–51 are the

@@ -1,8 +1,7 @@
 """``semsched train --from-archive``: retrain the learned scorer from what the archive recorded.
 
 :func:`run_train_from_archive` is the plain function the ``train`` command calls when
-``--from-archive`` is given (the lead wires it); :func:`train_archive_command` is the same as
-a stand-alone typer command function. The archive is read through a running worker's
+``--from-archive`` is given. The archive is read through a running worker's
 ``/sql`` when one answers (embedded mode), else opened directly (``--archive DSN`` or
 ``Settings().clickhouse_dsn``). The new version is written to ``<out>/<version>/`` with
 ``source: archive``; ``latest`` moves only through promotion (``--promote``, or later
@@ -13,9 +12,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
-import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -61,30 +58,3 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
     if promote:
         run_promote(directory, out, seeds=seed_list(promotion_seeds), pod_sample=pod_sample, archive=archive)
     return directory
-
-
-def train_archive_command(
-    archive: str = typer.Option(None, help="Archive DSN (default: the running worker's /sql, else "
-                                           "SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
-    out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/."),
-    epochs: int = typer.Option(12, help="Passes over the rebuilt states."),
-    batch: int = typer.Option(16, help="States per gradient step."),
-    lr: float = typer.Option(3e-3, help="Peak learning rate (one-cycle)."),
-    hidden: int = typer.Option(32, help="Width of the node and job embeddings."),
-    depth: int = typer.Option(2, help="Fusion-encoder layers (2-10)."),
-    text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
-    seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
-    version: str = typer.Option(None, help="Version name (default: archive-<policies>-<UTC time>-s<seed>)."),
-    max_samples: int = typer.Option(2000, help="At most this many decisions (a seeded sample)."),
-    outcomes: str = typer.Option("finished", help="Attempt outcomes to learn from (finished, failed, preempted, "
-                                                  "timed_out, running)."),
-    policies: str = typer.Option(None, help="Only decisions of these policies (comma-separated; default all)."),
-    tied_targets: bool = typer.Option(False, help="Targets also include the archived top candidates tied with the "
-                                                  "chosen node (measured worse on an fgd archive)."),
-    promote: bool = typer.Option(False, help="Then promote it if it beats the serving version (held-out replay)."),
-) -> Any:
-    """Retrain the learned scorer from the archive's placed decisions and their outcomes."""
-    return run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr, hidden=hidden,
-                                  depth=depth, text_dim=text_dim, seed=seed, version=version,
-                                  max_samples=max_samples, outcomes=outcomes, policies=policies,
-                                  tied_targets=tied_targets, promote=promote)  # fmt: skip

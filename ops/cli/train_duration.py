@@ -1,5 +1,4 @@
-"""``semsched train-duration``: train the learned duration predictor on a trace and publish it
-(typer command function; the lead wires it into the app).
+"""``semsched train-duration``: train the learned duration predictor on a trace and publish it.
 
 The trace's jobs with a run time are split in time like the held-out benchmark
 (:func:`inference.duration.evaluate.time_split`): with ``--train-fraction f < 1`` the model

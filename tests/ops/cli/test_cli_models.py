@@ -12,7 +12,7 @@ import typer
 from typer.testing import CliRunner
 
 from ops.cli.models import models_app
-from ops.cli.train_archive import train_archive_command
+from ops.cli.train import train as train_command
 from storage.client import close_client, get_client
 from storage.migrate import migrate
 from storage.writer import ArchiveWriter
@@ -40,14 +40,14 @@ def _flat(text: str) -> str:
 def _app() -> typer.Typer:
     app = typer.Typer()
     app.add_typer(models_app, name="models")
-    app.command("train-archive")(train_archive_command)
+    app.command("train")(train_command)
     return app
 
 
 def test_train_from_archive_then_promote_then_list(dsn: str, tmp_path: Path) -> None:
     app, models = _app(), tmp_path / "models"
-    r = runner.invoke(app, ["train-archive", "--archive", dsn, "--out", str(models), "--epochs", "2", "--hidden", "8",
-                            "--text-dim", "8", "--version", "arch-1"])  # fmt: skip
+    r = runner.invoke(app, ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(models),
+                            "--epochs", "2", "--hidden", "8", "--text-dim", "8", "--version", "arch-1"])  # fmt: skip
     assert r.exit_code == 0, r.output
     assert (models / "arch-1" / "model.pt").exists() and not (models / "latest").exists()
     assert json.loads((models / "arch-1" / "train.json").read_text())["source"] == "archive"
