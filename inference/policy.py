@@ -195,8 +195,9 @@ class LearnedPolicy(BasePolicy):
             inputs = build_inputs(snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn)
             out = await self.backend.policy_async(inputs)
             self._prepared = PreparedStep.of(jobs, inputs.jobs, snapshot, out)
-        except BackendError as e:
-            self._prepared = StepStatus(self.backend.name, self.model_version, True, str(e))
+        except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
+            reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
+            self._prepared = StepStatus(self.backend.name, self.model_version, True, reason)
         self.model_calls += 1
         return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
 
