@@ -1,16 +1,13 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 
 from inference.duration.archive import finished_jobs, train_from_archive
 from inference.duration.config import DurationConfig
 from scheduling.events import JobLifecycle, JobSubmitted
-from storage.client import ArchiveClient, close_client, get_client
-from storage.migrate import migrate
+from storage.client import ArchiveClient
 from storage.writer import ArchiveWriter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -20,13 +17,6 @@ def at(s: float) -> datetime:
     return T0 + timedelta(seconds=s)
 
 
-@pytest.fixture
-def archive(tmp_path: Path) -> Iterator[ArchiveClient]:
-    dsn = f"chdb://{tmp_path / 'chdb'}"
-    client = get_client(dsn)
-    migrate(client)
-    yield client
-    close_client(dsn)
 
 
 def _write(client: ArchiveClient, n_apps: int = 0) -> None:
