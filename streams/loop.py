@@ -16,22 +16,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from scheduling.assign import schedule_step
 from scheduling.duration_estimate import estimator_for
-from scheduling.events import (
-    Candidate,
-    DecisionRecord,
-    JobLifecycle,
-    PlacementCommand,
-    decision_id_for,
-    new_event_id,
-    partition_for,
-)
+from scheduling.events import DecisionRecord, JobLifecycle, partition_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.order_context import OrderContext, cluster_capacity, tenant_usage
@@ -39,6 +30,14 @@ from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
 from streams import telemetry
 from streams.catchup import CatchUp
+from streams.decision_records import (
+    StepModel,
+    placed_record,
+    placement_command,
+    predicted_durations,
+    rejected_record,
+    waiting_record,
+)
 from streams.state import PendingJob, RunningJob
 from streams.table_views import TableViews
 
@@ -159,12 +158,8 @@ class SchedulingLoop:
         model_s = time.perf_counter() - model_s
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
-        model = getattr(self.policy, "last_step", None)  # which model version decided, or why not
-        by_fallback: set[str] = getattr(self.policy, "fallback_jobs", set())  # jobs the heuristic scored
-        version = (model.version or "") if model else ""
-        why = f"; {model.backend} fell back to {self.policy.fallback_name}: {model.reason}" if model else ""
-        cost_of = getattr(self.policy, "predicted_cost", None)  # the learned cost estimator ψ, if any
-        durations = self._predicted_durations([by_id[pl.job_id][1] for pl in result.placements])
+        model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not
+        durations = predicted_durations(self.w.durations, [by_id[pl.job_id][1] for pl in result.placements])
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
         decisions: list[Awaitable[Any]] = []
@@ -172,31 +167,13 @@ class SchedulingLoop:
         actions: list[tuple[str, bytes, list[tuple[str, bytes]]]] = []
         for pl in result.placements:
             p, req = by_id[pl.job_id]
-            now = time.time()
-            since = p.submit_ts if p.attempt == 0 else p.queued_ts
-            did = decision_id_for(p.job.job_id, p.attempt)
-            rec = DecisionRecord(
-                event_id=did, decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt,
-                outcome="placed", node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), policy=self.policy.name,
-                candidates=[Candidate(node_id=n, score=float(s)) for n, s in pl.candidates],
-                feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
-                step_compute_ms=result.compute_ms, submit_time=p.job.event_time,
-                reason=pl.reason + (why if pl.job_id in by_fallback else ""),
-                cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
-                trace_duration_s=p.job.trace_duration_s, step_id=self.step_id, model_version=version,
-                fallback=pl.job_id in by_fallback, predicted_duration_s=durations.get(pl.job_id),
-                predicted_cost=cost_of(pl.job_id, pl.node_index) if cost_of else None,
-            )  # fmt: skip
-            cmd = PlacementCommand(
-                decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt, node_id=pl.node_id,
-                gpu_indices=list(pl.gpu_indices), cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib,
-                gpu_milli_per_gpu=p.job.per_gpu_milli, policy=self.policy.name, reason=pl.reason,
-                trace_duration_s=p.job.trace_duration_s,
-            )  # fmt: skip
+            rec = placed_record(p, pl, cluster=cluster, policy=self.policy.name, step_id=self.step_id,
+                                compute_ms=result.compute_ms, model=model, durations=durations)  # fmt: skip
+            cmd = placement_command(p, pl, cluster=cluster, policy=self.policy.name)
             self.w.inflight[p.job.job_id] = (rec, req)
             decided.append(rec)
             self.last_reason.pop(p.job.job_id, None)
-            hs = st.decide(rec.job_id, did, outcome="placed", latency_ms=rec.latency_ms, node_id=pl.node_id)
+            hs = st.decide(rec.job_id, rec.decision_id, outcome="placed", latency_ms=rec.latency_ms, node_id=pl.node_id)
             decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part, hs))
             actions.append((cmd.node_id, cmd.to_bytes(), hs))
         settled = time.time() - self._inventory_since.get(cluster, 0.0) >= INVENTORY_SETTLE_S
@@ -227,12 +204,6 @@ class SchedulingLoop:
                     del self.w.inflight[rec.job_id]
         await asyncio.gather(*[await self._send("actions", key, value, part, hs) for key, value, hs in actions])
         self.stats["publish_s"] += time.perf_counter() - t_pub
-
-    def _predicted_durations(self, jobs: list[JobRequest]) -> dict[str, float]:
-        """The duration predictor's estimates for the decision records (one batch when it has one)."""
-        many = getattr(self.w.durations, "predict_many", None)
-        values = list(many(jobs)) if many is not None and jobs else [self.w.durations.predict(j) for j in jobs]
-        return {j.job_id: float(v) for j, v in zip(jobs, values, strict=True) if v is not None and math.isfinite(v)}
 
     def _track_inventory(self, cluster: str, nodes: int) -> None:
         if self._inventory_size.get(cluster) != nodes:
@@ -265,12 +236,7 @@ class SchedulingLoop:
         return ready, held
 
     def _rejection(self, p: PendingJob, reason: str, compute_ms: float) -> DecisionRecord:
-        did = decision_id_for(p.job.job_id, p.attempt)
-        return DecisionRecord(
-            event_id=did, decision_id=did, job_id=p.job.job_id, cluster=p.job.cluster, attempt=p.attempt,
-            outcome="rejected", policy=self.policy.name, latency_ms=max(0.0, (time.time() - p.submit_ts) * 1000),
-            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason, step_id=self.step_id,
-        )  # fmt: skip
+        return rejected_record(p, reason, policy=self.policy.name, step_id=self.step_id, compute_ms=compute_ms)
 
     async def _reject(self, p: PendingJob, reason: str, part: int, compute_ms: float,
                       st: telemetry.StepTrace) -> None:  # fmt: skip
@@ -292,11 +258,7 @@ class SchedulingLoop:
         if self.last_reason.get(p.job.job_id) == reason:
             return None
         self.last_reason[p.job.job_id] = reason
-        rec = DecisionRecord(
-            event_id=new_event_id(), decision_id=f"u-{new_event_id()}", job_id=p.job.job_id, cluster=p.job.cluster,
-            attempt=p.attempt, outcome="unschedulable", policy=self.policy.name, latency_ms=0.0,
-            step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason, step_id=self.step_id,
-        )  # fmt: skip
+        rec = waiting_record(p, reason, policy=self.policy.name, step_id=self.step_id, compute_ms=compute_ms)
         return await self._send("decisions", rec.job_id, rec.to_bytes(), part)
 
     async def _check_timeouts(self) -> None:

@@ -1,0 +1,108 @@
+"""Decision records: turn a scheduling step's outcome into the rows the worker publishes on
+``decisions`` (and archives), and into the commands for the cluster agents.
+
+One place says what a decision record carries — the policy, the model version that decided,
+whether the heuristic fallback scored the job and why, the cost estimator's predicted cost,
+the duration predictor's estimate, the step and its compute time — so the scheduling loop
+(``loop.py``) only schedules and publishes.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduling.events import Candidate, DecisionRecord, PlacementCommand, decision_id_for, new_event_id
+from scheduling.job import JobRequest
+from scheduling.step_result import Placement
+from streams.state import PendingJob
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """What the policy's model said about one step, read once after the step is scheduled:
+    the model version that decided, the jobs the heuristic fallback scored instead (with the
+    reason appended to their records), and the learned cost estimator ψ, if the policy has one.
+    A heuristic policy has none of these: empty version, no fallback, no cost."""
+
+    version: str = ""
+    fallback_note: str = ""  # "; <backend> fell back to <heuristic>: <reason>"
+    fallback_jobs: Collection[str] = field(default_factory=frozenset)
+    cost_of: Callable[[str, int], float] | None = None
+
+    @classmethod
+    def of(cls, policy: Any) -> StepModel:
+        """Read a (possibly model-backed) policy's account of the step it just scheduled."""
+        model = getattr(policy, "last_step", None)  # which model version decided, or why not
+        return cls(
+            version=(model.version or "") if model else "",
+            fallback_note=f"; {model.backend} fell back to {policy.fallback_name}: {model.reason}" if model else "",
+            fallback_jobs=getattr(policy, "fallback_jobs", set()),  # jobs the heuristic scored
+            cost_of=getattr(policy, "predicted_cost", None),
+        )
+
+
+def predicted_durations(estimator: Any, jobs: Sequence[JobRequest]) -> dict[str, float]:
+    """The duration predictor's estimates for the decision records (one batch when it has one);
+    jobs it has no finite estimate for are left out."""
+    many = getattr(estimator, "predict_many", None)
+    values = list(many(jobs)) if many is not None and jobs else [estimator.predict(j) for j in jobs]
+    return {j.job_id: float(v) for j, v in zip(jobs, values, strict=True) if v is not None and math.isfinite(v)}
+
+
+def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, step_id: str, compute_ms: float,
+                  model: StepModel, durations: dict[str, float], now: float | None = None) -> DecisionRecord:  # fmt: skip
+    """The decision record of a placement. ``latency_ms`` runs from submission (first attempt)
+    or from re-queueing (later attempts) to ``now``."""
+    now = time.time() if now is None else now
+    since = p.submit_ts if p.attempt == 0 else p.queued_ts
+    did = decision_id_for(p.job.job_id, p.attempt)
+    fell_back = pl.job_id in model.fallback_jobs
+    return DecisionRecord(
+        event_id=did, decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt,
+        outcome="placed", node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), policy=policy,
+        candidates=[Candidate(node_id=n, score=float(s)) for n, s in pl.candidates],
+        feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
+        step_compute_ms=compute_ms, submit_time=p.job.event_time,
+        reason=pl.reason + (model.fallback_note if fell_back else ""),
+        cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
+        trace_duration_s=p.job.trace_duration_s, step_id=step_id, model_version=model.version,
+        fallback=fell_back, predicted_duration_s=durations.get(pl.job_id),
+        predicted_cost=model.cost_of(pl.job_id, pl.node_index) if model.cost_of else None,
+    )  # fmt: skip
+
+
+def placement_command(p: PendingJob, pl: Placement, *, cluster: str, policy: str) -> PlacementCommand:
+    """The command that tells the node's agent to start the job (same decision id as its record)."""
+    return PlacementCommand(
+        decision_id=decision_id_for(p.job.job_id, p.attempt), job_id=p.job.job_id, cluster=cluster,
+        attempt=p.attempt, node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), cpu_milli=p.job.cpu_milli,
+        memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli, policy=policy, reason=pl.reason,
+        trace_duration_s=p.job.trace_duration_s,
+    )  # fmt: skip
+
+
+def rejected_record(p: PendingJob, reason: str, *, policy: str, step_id: str, compute_ms: float,
+                    now: float | None = None) -> DecisionRecord:  # fmt: skip
+    """The decision record that gives up on a job (it can never run); its id is the job's
+    attempt's decision id, so a repeated rejection is the same decision."""
+    now = time.time() if now is None else now
+    did = decision_id_for(p.job.job_id, p.attempt)
+    return DecisionRecord(
+        event_id=did, decision_id=did, job_id=p.job.job_id, cluster=p.job.cluster, attempt=p.attempt,
+        outcome="rejected", policy=policy, latency_ms=max(0.0, (now - p.submit_ts) * 1000),
+        step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason, step_id=step_id,
+    )  # fmt: skip
+
+
+def waiting_record(p: PendingJob, reason: str, *, policy: str, step_id: str, compute_ms: float) -> DecisionRecord:
+    """The record of why a job is still pending (for ``explain``); a fresh id each time, since
+    it is a note rather than a decision."""
+    return DecisionRecord(
+        event_id=new_event_id(), decision_id=f"u-{new_event_id()}", job_id=p.job.job_id, cluster=p.job.cluster,
+        attempt=p.attempt, outcome="unschedulable", policy=policy, latency_ms=0.0,
+        step_compute_ms=compute_ms, submit_time=p.job.event_time, reason=reason, step_id=step_id,
+    )  # fmt: skip
