@@ -3,7 +3,7 @@
 The policy head scores (job, node) from the job embedding, the node embedding (computed
 once per step) and these features, so a score stays valid while ``place_one`` reserves
 jobs one after another within a step: every call recomputes them from the free arrays
-(vectorised: ``[N]`` and ``[N, max_gpus]`` numpy ops, no loop over nodes).
+(vectorised over the nodes and over the jobs: ``[J, N]`` and ``[J, max_gpus, N]`` numpy ops).
 
 The GPUs the job would take follow :func:`scheduling.gpu_select.select_gpus` (what the
 learned policy uses): a sharing pod the fitting GPU with the least free share, ``k`` whole
@@ -12,6 +12,8 @@ values — they are masked by the filters anyway.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -31,52 +33,60 @@ def _inverses(s: ClusterSnapshot) -> np.ndarray:
 
 def pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
     """float32 ``[N, spec.pair_dim]`` (names: ``spec.pair_names``; :data:`PAIR` first)."""
-    base = _base_pairs(job, snapshot)
+    return pair_features_many([job], snapshot, spec)[0]
+
+
+def pair_features_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
+    """float32 ``[len(jobs), N, spec.pair_dim]``: :func:`pair_features` of each job, vectorised
+    over the jobs too (a step computes them once per distinct job shape)."""
+    base = _base_pairs(jobs, snapshot)
     if not (spec.cluster or spec.workload):
         return base
     from inference.features.cluster import frag_pair_features, priority
 
-    parts = [base] + ([priority(snapshot)] if spec.cluster else [])
+    parts = [base]
+    if spec.cluster:
+        parts.append(np.broadcast_to(priority(snapshot)[None], (len(jobs), snapshot.num_nodes, 1)))
     if spec.workload:
-        parts.append(frag_pair_features(job, snapshot, spec))
-    return np.concatenate(parts, axis=1)
+        parts.append(np.stack([frag_pair_features(job, snapshot, spec) for job in jobs]))
+    return np.concatenate(parts, axis=2)
 
 
-def _base_pairs(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
+def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot) -> np.ndarray:
+    """float32 ``[J, N, len(PAIR)]``; rows ``[J, N]`` per feature, jobs broadcast against nodes."""
     s = snapshot
     n = s.num_nodes
     inv_cpu, inv_mem, inv_gpu, inv_num = s.static_cache("inference:pair-inverses", _inverses)
+    demand = np.array([[j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli] for j in jobs],
+                      dtype=np.int64).reshape(len(jobs), 4)  # fmt: skip
+    cpu, mem, ngpu, d = (demand[:, i, None] for i in range(4))  # [J, 1] each
     free = np.ascontiguousarray(s.gpu_free.T)  # [G, N], padding -1: reductions over G are fast this way
-    out = np.empty((len(PAIR), n), dtype=np.float64)
-    d = job.per_gpu_milli
-    out[5] = 0.0
-    out[6] = 0.0
+    out = np.zeros((len(PAIR), len(jobs), n), dtype=np.float64)
     partial = (free > 0) & (free < FULL)
     partial_count = np.count_nonzero(partial, axis=0)
     max_free = s.gpu_max_free
-    if job.num_gpu == 1 and d < FULL:  # sharing: the best-fit GPU (least free among those that fit)
-        chosen = np.where(free >= d, free, 1 << 30).min(axis=0)
+    # whole GPUs (k fully free ones) and CPU-only pods; sharing pods are overwritten below
+    full_after = np.where(ngpu == 0, s.gpu_full_free, s.gpu_full_free - ngpu)
+    max_after = np.where(ngpu == 0, max_free, np.where(full_after > 0, FULL, np.where(partial, free, 0).max(axis=0)))
+    partial_after = np.broadcast_to(partial_count, full_after.shape).copy()
+    sharing = ((ngpu == 1) & (d < FULL))[:, 0]
+    if sharing.any():  # the best-fit GPU (least free among those that fit)
+        ds = d[sharing][:, :, None]  # [K, 1, 1]
+        chosen = np.where(free >= ds, free, 1 << 30).min(axis=1)  # [K, N]
         ok = chosen < (1 << 30)
-        left = chosen - d
-        out[5] = np.where(ok, left / FULL, 1.0)
+        left = chosen - ds[:, :, 0]
+        out[5, sharing] = np.where(ok, left / FULL, 1.0)
         was_partial = ok & (chosen < FULL)
-        out[6] = was_partial
-        full_after = s.gpu_full_free - (ok & ~was_partial)
-        partial_after = partial_count + (ok & ~was_partial & (left > 0)) - (was_partial & (left == 0))
+        out[6, sharing] = was_partial
+        full_after[sharing] = s.gpu_full_free - (ok & ~was_partial)
+        partial_after[sharing] = partial_count + (ok & ~was_partial & (left > 0)) - (was_partial & (left == 0))
         unique_max = ok & (chosen == max_free) & (np.count_nonzero(free == max_free, axis=0) == 1)
         second = np.where(free < max_free, free, -1).max(axis=0)
-        max_after = np.where(unique_max, np.maximum(second, left), max_free)
-    else:
-        partial_after = partial_count
-        if job.num_gpu == 0:
-            full_after, max_after = s.gpu_full_free, max_free
-        else:  # whole GPUs: k fully free ones
-            full_after = s.gpu_full_free - job.num_gpu
-            max_after = np.where(full_after > 0, FULL, np.where(partial, free, 0).max(axis=0))
-    cpu_left = s.cpu_free - job.cpu_milli
-    gpu_left = s.gpu_free_milli - job.num_gpu * d
+        max_after[sharing] = np.where(unique_max, np.maximum(second, left), max_free)
+    cpu_left = s.cpu_free - cpu
+    gpu_left = s.gpu_free_milli - ngpu * d
     out[0] = cpu_left * inv_cpu
-    out[1] = (s.mem_free - job.memory_mib) * inv_mem
+    out[1] = (s.mem_free - mem) * inv_mem
     out[2] = gpu_left * inv_gpu
     out[3] = full_after * inv_num
     out[4] = np.maximum(max_after, 0) / FULL
@@ -86,4 +96,4 @@ def _base_pairs(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
     out[10] = 1.0 - s.cpu_free * inv_cpu
     out[11] = 1.0 - s.gpu_free_milli * inv_gpu
     np.clip(out[:4], -1.0, 1.0, out=out[:4])
-    return out.T.astype(np.float32)
+    return out.transpose(1, 2, 0).astype(np.float32)

@@ -49,6 +49,10 @@ JOB_BASE: tuple[str, ...] = (
     "cpu", "mem", "num_gpu", "per_gpu", "gpu_demand", "sharing", "cpu_only",
     "priority", "log_waited", "log_duration", "has_duration", "model_constrained",
 )  # fmt: skip
+#: the leading job columns that are functions of the job's resources alone (its shape:
+#: ``inference.model.step.shape_of``), which is all the pair features depend on
+SHAPE_COLUMNS = 7
+assert JOB_BASE[SHAPE_COLUMNS - 1] == "cpu_only" and JOB_BASE[SHAPE_COLUMNS] == "priority"
 PAIR: tuple[str, ...] = (
     "cpu_left_frac", "mem_left_frac", "gpu_left_frac",  # free after placement / capacity
     "full_free_after_frac", "max_free_after",  # fully free GPUs left / num_gpu; largest free share left

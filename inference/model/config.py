@@ -16,6 +16,10 @@ class ModelConfig:
     knn: int = 8  # neighbours per node when the topology is a k-NN graph
     head_hidden: int = 32  # width of the policy head's (job, node) layers: its cost is pending × nodes × this
     head_layers: int = 2  # hidden layers of the policy head (1 or 2)
+    # 0: the nonlinearity runs per (job, node); R > 0: per (job shape, node), the job's own features
+    # entering through R coefficients (inference.model.policy_head.ShapeFactoredHead: a step costs
+    # shapes × nodes × head_hidden instead of pending × nodes × head_hidden)
+    head_rank: int = 0
     # optional heads (issue 4 point 3); a config.json without these keys = heads absent (old models load)
     cost_dim: int = 0  # outputs of the cost estimator ψ(h, a) (0 = no cost head); 1 = fragmentation added
     transition: bool = False  # the transition model T(h, a) and the self-correction signal Δ
@@ -28,6 +32,8 @@ class ModelConfig:
             raise ValueError("hidden and head_hidden must be >= 4")
         if self.head_layers not in (1, 2):
             raise ValueError("head_layers must be 1 or 2")
+        if not 0 <= self.head_rank <= 64:
+            raise ValueError("head_rank must be within 0..64")
         if self.cost_dim < 0 or self.stability < 0:
             raise ValueError("cost_dim and stability must be >= 0")
 

@@ -12,7 +12,9 @@ the step's pending jobs (zeros when unknown)]. Run once per scheduling step.
 ``z_n`` is the node embedding (step-level), ``p_jn`` the pair features on the node's CURRENT
 free capacity (:mod:`inference.features.pairs`) and ``e_j`` a job embedding. ``A·z_n`` is
 precomputed once per step (:meth:`PolicyHead.precompute`), so scoring one job costs a few
-``[N, hidden]`` ops and stays valid while earlier jobs of the step reserve capacity.
+``[N, hidden]`` ops and stays valid while earlier jobs of the step reserve capacity. With
+``ModelConfig.head_rank > 0`` the nonlinearity runs per job SHAPE instead of per job
+(:mod:`inference.model.policy_head`).
 
 **Optional heads** (``ModelConfig.cost_dim`` / ``transition``; absent in old model dirs):
 
@@ -28,7 +30,7 @@ precomputed once per step (:meth:`PolicyHead.precompute`), so scoring one job co
   predicted to move the representation. Training adds ``E_π[Δ]`` as a regulariser (damps
   churn); at decision time :meth:`Scorer.decide` = score − ``stability`` · Δ.
 
-Still missing: the duration predictor.
+The duration predictor is :mod:`inference.duration`.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from torch import nn
 
 from inference.features.topology import Topology
 from inference.model.config import ModelConfig
+from inference.model.policy_head import PolicyHead, ShapeFactoredHead, make_head
 
 
 class Action(NamedTuple):
@@ -115,25 +118,6 @@ class FusionEncoder(nn.Module):
         return h
 
 
-class PolicyHead(nn.Module):
-    def __init__(self, hidden: int, job_dim: int, pair_dim: int, width: int, layers: int = 2) -> None:
-        super().__init__()
-        self.job = nn.Sequential(nn.Linear(job_dim, hidden), nn.ReLU(), nn.Linear(hidden, width, bias=False))
-        self.node = nn.Linear(hidden, width)
-        self.pair = nn.Linear(pair_dim, width, bias=False)
-        deep = [nn.Linear(width, width), nn.ReLU()] if layers == 2 else []
-        self.out = nn.Sequential(nn.ReLU(), *deep, nn.Linear(width, 1))
-
-    def precompute(self, z: torch.Tensor) -> torch.Tensor:
-        """The node embeddings' part of the first layer (once per step)."""
-        return self.node(z)
-
-    def score(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
-        """``node_part [..., N, H]``, ``jobs [..., job_dim]``, ``pairs [..., N, pair_dim]`` → ``[..., N]``."""
-        x = node_part + self.pair(pairs) + self.job(jobs).unsqueeze(-2)
-        return self.out(x).squeeze(-1)
-
-
 class CostHead(nn.Module):
     """ψ(h, a): ``MLP(node_part + P·p_jn + J·e_j) → cost_dim`` (reuses the policy head's node term)."""
 
@@ -172,7 +156,8 @@ class Scorer(nn.Module):
         spec = config.spec
         self.config = config
         self.encoder = FusionEncoder(spec.node_dim, spec.job_dim, config.hidden, config.depth)
-        self.head = PolicyHead(config.hidden, spec.job_dim, spec.pair_dim, config.head_hidden, config.head_layers)
+        self.head: PolicyHead | ShapeFactoredHead = make_head(config.hidden, spec.job_dim, spec.pair_dim,
+                                                               config.head_hidden, config.head_layers, config.head_rank)
         self.cost_head = CostHead(spec.job_dim, spec.pair_dim, config.head_hidden, config.cost_dim) \
             if config.cost_dim else None  # fmt: skip
         self.transition_head = TransitionHead(config.hidden, spec.job_dim, spec.pair_dim) \

@@ -39,7 +39,7 @@ import numpy as np
 from inference.encoders.base import TextEncoder
 from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
-from inference.features.pairs import pair_features
+from inference.features.pairs import pair_features_many
 from inference.features.spec import FeatureSpec
 from inference.features.topology import Topology, build_topology
 from scheduling.job import JobRequest
@@ -112,8 +112,7 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
     job_rows = job_demand(jobs, now, spec, encoder)
     if queue is None:
         queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
-    pairs = (np.stack([pair_features(j, snapshot, spec) for j in first]) if first
-             else np.zeros((0, n, spec.pair_dim), np.float32))  # fmt: skip
+    pairs = pair_features_many(first, snapshot, spec)
     topo = build_topology(snapshot, spec, knn)
     if topo.kind == "knn":
         assert topo.neighbours is not None
@@ -169,9 +168,7 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
         n, jobs = node_part.shape[0], t(inputs.jobs)
         if len(inputs.jobs):
             which = t(inputs.which)
-            base = node_part + head.pair(t(inputs.pairs))  # [S, N, W]
-            x = base[which] + head.job(jobs).unsqueeze(1)
-            scores = head.out(x).squeeze(-1)
+            scores = head.step_scores(node_part, jobs, t(inputs.pairs), which)
             if stability(model):  # Scorer.decide: damp actions predicted to move the representation
                 delta = model.delta(h.expand(len(jobs), -1, -1), jobs, t(inputs.pairs)[which])
                 scores = scores - model.config.stability * delta

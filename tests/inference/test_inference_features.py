@@ -198,6 +198,30 @@ def test_fgd_pick_feature_is_what_fgd_chooses():
     assert checked > 40
 
 
+def test_pair_features_of_many_jobs_equal_each_jobs():
+    """The step computes pair features for all its shapes at once: row j must be job j's own,
+    for sharing, whole-GPU and CPU-only pods mixed, on a partly used cluster."""
+    from inference.features.pairs import pair_features_many
+
+    spec = extended_spec()
+    snap = small_snapshot(12)
+    rng = np.random.default_rng(5)
+    for p in pod_mix(40, seed=2):
+        feasible = run_filters(p, snap, explain=False).feasible_mask
+        if feasible.any():
+            i = int(rng.choice(np.flatnonzero(feasible)))
+            snap.reserve(i, p, select_gpus(snap, i, p))
+    probes = [*pod_mix(30, seed=9), job("s", gpus=1, per=300), job("w", gpus=2, per=1000),
+              job("c", gpus=0, per=0, cpu=2000), job("x", gpus=1, per=1000)]  # fmt: skip
+    assert {p.num_gpu == 1 and p.per_gpu_milli < 1000 for p in probes} == {True, False}
+    for s in (SPEC, spec):
+        many = pair_features_many(probes, snap, s)
+        assert many.shape == (len(probes), 12, s.pair_dim) and many.dtype == np.float32
+        for row, p in zip(many, probes, strict=True):
+            np.testing.assert_array_equal(row, pair_features(p, snap, s))
+    assert pair_features_many([], snap, SPEC).shape == (0, 12, len(PAIR))
+
+
 def test_pair_features_follow_the_spec_they_are_given():
     spec = extended_spec()
     snap = small_snapshot(8)

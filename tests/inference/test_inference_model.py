@@ -39,6 +39,30 @@ def test_scorer_shapes(depth):
         ModelConfig(spec=spec, depth=11)
 
 
+def test_shape_factored_head_scores_a_step_as_it_scores_each_job():
+    """The step path (nonlinearity once per shape, then the jobs' coefficients) and the per-job
+    path (training, in-step re-scoring) are the same function; jobs of one shape differ only in
+    their coefficients, so their scores differ."""
+    from inference.features.spec import SHAPE_COLUMNS
+    from inference.model.policy_head import ShapeFactoredHead
+
+    torch.manual_seed(0)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=3))
+    assert isinstance(model.head, ShapeFactoredHead)
+    shapes = torch.rand(3, SPEC.job_dim)
+    which = torch.tensor([0, 2, 2, 1, 0, 2])
+    jobs = torch.rand(len(which), SPEC.job_dim)
+    jobs[:, :SHAPE_COLUMNS] = shapes[which, :SHAPE_COLUMNS]  # same resources within a shape, other columns differ
+    pairs = torch.rand(3, 20, SPEC.pair_dim)
+    part = model.head.precompute(model.encode(torch.rand(1, 20, SPEC.node_dim), _topo(), torch.zeros(1, SPEC.job_dim))[0])
+    step = model.head.step_scores(part, jobs, pairs, which)
+    each = torch.stack([model.head.score(part, jobs[i], pairs[which[i]]) for i in range(len(which))])
+    torch.testing.assert_close(step, each)
+    assert not torch.allclose(step[1], step[2])
+    with pytest.raises(ValueError):
+        ModelConfig(spec=SPEC, head_rank=-1)
+
+
 # -- the optional heads: cost ψ, transition T, self-correction Δ --------------------------------------------------
 SPEC = FeatureSpec(gpu_models=("A10",), text_dim=8, encoder="hashed-ngram-8")
 

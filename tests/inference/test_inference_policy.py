@@ -15,9 +15,9 @@ from scheduling.policies import get_policy
 SPEC = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=16, encoder="hashed-ngram-16")
 
 
-def untrained(tmp_path, seed: int = 0) -> LoadedModel:
+def untrained(tmp_path, seed: int = 0, head_rank: int = 0) -> LoadedModel:
     torch.manual_seed(seed)
-    save_model(tmp_path / "m", Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2)), "test-v1")
+    save_model(tmp_path / "m", Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2, head_rank=head_rank)), "test-v1")
     return load_model(tmp_path / "m")
 
 
@@ -100,8 +100,9 @@ def test_encoder_runs_once_per_step_and_scores_track_reservations(tmp_path):
     assert q.model_calls == 2
 
 
-def test_batched_scores_equal_one_by_one(tmp_path):
-    p = LearnedPolicy(loaded=untrained(tmp_path))
+@pytest.mark.parametrize("head_rank", [0, 3])
+def test_batched_scores_equal_one_by_one(tmp_path, head_rank):
+    p = LearnedPolicy(loaded=untrained(tmp_path, head_rank=head_rank))
     snap = small_snapshot()
     jobs = pod_mix(12)
     p.order(jobs, 5.0)
@@ -111,12 +112,13 @@ def test_batched_scores_equal_one_by_one(tmp_path):
         np.testing.assert_allclose(row, p.score(j, snap, everywhere), rtol=1e-5, atol=1e-6)
 
 
-def test_in_step_rescoring_equals_the_head_on_the_current_state(tmp_path):
+@pytest.mark.parametrize("head_rank", [0, 3])
+def test_in_step_rescoring_equals_the_head_on_the_current_state(tmp_path, head_rank):
     from inference.features.pairs import pair_features
     from inference.model.step import score_nodes
     from scheduling.gpu_select import select_gpus
 
-    p = LearnedPolicy(loaded=untrained(tmp_path, seed=3))
+    p = LearnedPolicy(loaded=untrained(tmp_path, seed=3, head_rank=head_rank))
     snap = small_snapshot()
     jobs = [j for j in pod_mix(20, seed=4) if j.num_gpu][:6]
     ordered = p.order(jobs, 2.0)
