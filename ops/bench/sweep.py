@@ -7,20 +7,34 @@ arrival rates: :func:`scheduling.simulator.plan_load`), and node heterogeneity L
 Medium / High / Extreme (speed spread ±5 %, ±15 %, ±40 %, ±60 %). Each reports makespan,
 scheduling latency (per-step compute p50/p99, and the queueing delay it causes),
 throughput and stability per policy, as tables and one plot per metric.
+
+The ``learned`` policy runs in these sweeps like any heuristic (``--policies learned,fgd,…``).
+Its model (``--model DIR``, else ``$SEMSCHED_MODEL_DIR``, else ``models/latest``) is resolved
+once, before the sweep starts, so a promotion during a long sweep cannot mix versions; the
+report names the version, and the sweep refuses to run when the model does not load (the
+policy would silently be its fallback heuristic).
+
+A fourth sweep, ``depth``, is the learned policy at encoder depth 2..10: one trained model
+per depth (``--models``), each measured on the openb fill benchmark and for its per-step
+latency (:mod:`ops.bench.depth_sweep`, which also says how to train the series).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from ops.bench.depth_sweep import check_models, run_depth_sweep
 from ops.bench.simulation import load_for_bench, parse_load, run_policies
 from ops.reports import Report, wide_console
 from scheduling.simulator import HETEROGENEITY_LEVELS, LOAD_LEVELS, SimConfig, Workload
 
 console = wide_console()
 
-SWEEPS = ("step", "load", "heterogeneity")
+SWEEPS = ("step", "load", "heterogeneity", "depth")
 METRICS = {  # summary key -> (label for plots)
     "makespan_s": "makespan (s)",
     "queue_mean": "mean queueing delay (s)",
@@ -36,12 +50,49 @@ COLUMNS = ["policy", "point", "finished", "makespan_s", "jct_mean", "queue_mean"
 
 def run_sweep_bench(*, trace: str, path: Path | None, policies: Sequence[str], sweeps: Sequence[str],
                     steps: Sequence[float], base_load: str, seed: int, limit: int | None, nodes: int | None,
-                    out_dir: Path,
-                    command: str) -> int:  # fmt: skip
+                    out_dir: Path, command: str, model: Path | None = None, models: Sequence[Path] = (),
+                    fill_seeds: Sequence[int] = (42, 43, 44), pending: int = 256, repeat: int = 7,
+                    fill_pods: Path | None = None, fill_nodes: Path | None = None) -> int:  # fmt: skip
+    """The chosen sweeps in one report (``bench-sweep-<trace>``, or ``bench-sweep-depth`` for
+    the depth sweep alone). ``model``: the learned policy's model for the simulator sweeps;
+    ``models``, ``fill_seeds``, ``pending``, ``repeat``, ``fill_pods``, ``fill_nodes``: the depth sweep's."""
     unknown = [s for s in sweeps if s not in SWEEPS]
     if unknown:
         console.print(f"[red]unknown sweeps {unknown}; choose from {', '.join(SWEEPS)}")
         return 2
+    started = time.perf_counter()
+    simulated = [s for s in sweeps if s != "depth"]
+    if "depth" in sweeps and (why := check_models(models)):
+        console.print(f"[red]{why}")
+        return 2
+    with pinned_model(model) as model_dir:
+        learned, why = learned_version(policies if simulated else [])
+        if why:
+            console.print(f"[red]{why}")
+            return 1
+        name = f"bench-sweep-{trace}" if simulated else "bench-sweep-depth"
+        title = f"Sensitivity sweeps: {trace}" if simulated else "Depth sweep: the learned policy"
+        report = Report(out_dir, name, title, command, console=console, started=started)
+        everything: dict[str, list[dict]] = {}
+        if simulated:
+            code = _simulated_sweeps(report, everything, trace=trace, path=path, policies=policies, sweeps=simulated,
+                                     steps=steps, base_load=base_load, seed=seed, limit=limit, nodes=nodes,
+                                     learned=learned, model_dir=model_dir)  # fmt: skip
+            if code:
+                return code
+        if "depth" in sweeps:
+            everything["depth"] = run_depth_sweep(report, console, models=models, seeds=fill_seeds, pending=pending,
+                                                  repeat=repeat, pods=fill_pods, nodes=fill_nodes)  # fmt: skip
+    report.data("sweeps", everything)
+    report.write()
+    return 0
+
+
+def _simulated_sweeps(report: Report, everything: dict[str, list[dict]], *, trace: str, path: Path | None,
+                      policies: Sequence[str], sweeps: Sequence[str], steps: Sequence[float], base_load: str,
+                      seed: int, limit: int | None, nodes: int | None, learned: str | None,
+                      model_dir: Path) -> int:  # fmt: skip
+    """The step, load and heterogeneity sweeps in the simulator, into ``report``; an exit code."""
     workload = load_for_bench(console, trace, path, limit, nodes, seed)
     if isinstance(workload, int):
         return workload
@@ -51,21 +102,27 @@ def run_sweep_bench(*, trace: str, path: Path | None, policies: Sequence[str], s
     except ValueError as e:
         console.print(f"[red]{e}")
         return 2
-    report = Report(out_dir, f"bench-sweep-{trace}", f"Sensitivity sweeps: {trace}", command, console=console)
     report.text(f"**{trace}**: {len(workload.nodes):,} nodes, {len(workload.jobs):,} jobs with a run time. "
                 f"Base setting: load **{base_name}** (offered peak {base_plan.offered_peak:.0%}), step 1 s, "
                 f"equal node speeds, seed {seed}. Each sweep varies one knob. Definitions: "
                 f"`scheduling/metrics`; load bands and speed levels: `scheduling/simulator`.")  # fmt: skip
-    everything: dict[str, list[dict]] = {}
+    if learned is not None:
+        report.text(f"`learned` = model **{learned}** (`{model_dir}`), in-process unless `SEMSCHED_INFERENCE` "
+                    "says otherwise; its rows carry the version in the `model` column.")  # fmt: skip
+        report.data("learned_model", {"version": learned, "dir": str(model_dir)})
+    columns = COLUMNS if learned is None else [*COLUMNS[:1], "model", *COLUMNS[1:]]
     for sweep in sweeps:
         points = _points(sweep, workload, base_plan, steps, seed)
         rows: list[dict] = []
         for label, x, jobs, config in points:
             console.rule(f"[bold]{sweep}: {label}")
             for result in run_policies(workload.nodes, jobs, policies, config, console, label=f"{label} · "):
-                rows.append({**result.summary(), "point": label, "x": x})
+                row = {**result.summary(), "point": label, "x": x}
+                if learned is not None:
+                    row["model"] = learned if uses_learned(str(row["policy"])) else ""
+                rows.append(row)
         everything[sweep] = rows
-        report.table(f"Sweep: {sweep}", rows, COLUMNS)
+        report.table(f"Sweep: {sweep}", rows, columns)
         for key, ylabel in METRICS.items():
             series = {p: ([r["x"] for r in rows if r["policy"] == p], [r[key] for r in rows if r["policy"] == p])
                       for p in policies}  # fmt: skip
@@ -73,9 +130,46 @@ def run_sweep_bench(*, trace: str, path: Path | None, policies: Sequence[str], s
                 continue
             series = {p: (xs, [float("nan") if v is None else v for v in ys]) for p, (xs, ys) in series.items()}
             report.line_plot(f"{sweep}-{key}", f"{sweep} sweep: {ylabel}", _xlabel(sweep), ylabel, series)
-    report.data("sweeps", everything)
-    report.write()
     return 0
+
+
+def uses_learned(policy: str) -> bool:
+    """Does this policy (``<placement>`` or ``<ordering>+<placement>``) place with the learned model?"""
+    return policy.split("+")[-1].strip() == "learned"
+
+
+@contextlib.contextmanager
+def pinned_model(model: Path | None) -> Iterator[Path]:
+    """For the duration of the sweep, ``$SEMSCHED_MODEL_DIR`` = the model directory resolved
+    now (``models/latest`` → its version's directory): every ``learned`` run of the sweep
+    loads the same version, even if ``latest`` is repointed meanwhile."""
+    from inference.policy import MODEL_DIR_ENV, default_model_dir
+
+    target = Path(model) if model is not None else default_model_dir()
+    target = target.resolve() if target.exists() else target
+    before = os.environ.get(MODEL_DIR_ENV)
+    os.environ[MODEL_DIR_ENV] = str(target)
+    try:
+        yield target
+    finally:
+        if before is None:
+            os.environ.pop(MODEL_DIR_ENV, None)
+        else:
+            os.environ[MODEL_DIR_ENV] = before
+
+
+def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
+    """``(model version, None)`` when a policy places with the learned model and its model
+    loads; ``(None, why)`` when it does not load; ``(None, None)`` when no policy is learned."""
+    if not any(uses_learned(p) for p in policies):
+        return None, None
+    from inference.policy import LearnedPolicy
+
+    probe = LearnedPolicy()
+    if probe.fell_back:
+        return None, (f"the learned policy has no model at {probe.model_dir} ({probe.fallback_reason}); "
+                      "train one (semsched train) or name one with --model DIR")  # fmt: skip
+    return probe.model_version, None
 
 
 def _xlabel(sweep: str) -> str:

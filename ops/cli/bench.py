@@ -124,21 +124,50 @@ def sweep(
     trace: str = typer.Option("openb", help="Trace: openb, dlrm2025, google2011 or jsonl."),
     path: Path = typer.Option(None, help="Trace file (default: the shared copy)."),
     policies: str = typer.Option("fifo-first-fit,best-fit,fgd,sjf-predicted+best-fit",
-                                 help="Policies, comma-separated ('<ordering>+<placement>' composes)."),
-    sweeps: str = typer.Option("step,load,heterogeneity", help="Which sweeps, comma-separated."),
+                                 help="Policies, comma-separated ('<ordering>+<placement>' composes; 'learned' "
+                                 "is the trained model)."),
+    sweeps: str = typer.Option("step,load,heterogeneity", help="Which sweeps, comma-separated: step, load, "
+                               "heterogeneity, depth (depth needs --models)."),
     steps: str = typer.Option("1,2,4,8", help="Scheduling step sizes (virtual seconds) for the step sweep."),
     base_load: str = typer.Option("extreme", help="Load of the step and heterogeneity sweeps."),
     seed: int = typer.Option(0, help="Seed (node speeds)."),
     limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
     nodes: int = typer.Option(None, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
+    model: Path = typer.Option(None, help="The learned policy's model directory for the step, load and "
+                               "heterogeneity sweeps (default: $SEMSCHED_MODEL_DIR, else models/latest)."),
+    models: str = typer.Option("", help="Depth sweep: model directories, comma-separated, one per depth."),
+    fill_seeds: str = typer.Option("42-44", help="Depth sweep: openb fill seeds ('a-b' or a list)."),
+    pending: int = typer.Option(256, help="Depth sweep: pending jobs of the latency steps."),
+    repeat: int = typer.Option(7, help="Depth sweep: timed latency steps per model, after one warm-up."),
+    fill_pods: Path = typer.Option(None, help="Depth sweep: pod list for the fill (default: the openb list)."),
+    fill_nodes: Path = typer.Option(None, help="Depth sweep: node list for the fill (default: the openb GPU nodes)."),
     out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
 ) -> None:
     """The seed paper's sensitivity sweeps (step size 1–8, load Low–Extreme, node heterogeneity
-    Low–Extreme): makespan, scheduling latency, throughput and stability per policy."""
+    Low–Extreme): makespan, scheduling latency, throughput and stability per policy; and the
+    depth sweep of the learned policy (encoder depth 2–10: fill allocation and model step
+    latency per trained model).
+
+    The learned policy's rows name its model version. A depth is fixed when a model is trained,
+    so the depth sweep reads one model per depth; train the series (about 10 minutes a model on
+    2 cores with these settings), then sweep:
+
+    \b
+      for d in 2 3 4 5 6 7 8 9 10; do
+        semsched train --depth $d --version depth-$d-s0 \\
+          --out models/candidates/depth --no-promote
+      done
+      semsched bench sweep --sweeps depth --models \\
+        $(ls -d models/candidates/depth/depth-*-s0 | paste -sd, -)
+
+    A quicker series (a lean head, 2 training seeds, 4 epochs; a few minutes a model): add
+    --train-seeds 0-1 --val-seeds 8 --epochs 4 --head-hidden 16 --head-layers 1
+    --no-frag-features to each train command.
+    """
     import sys
 
     from ops.bench.sweep import run_sweep_bench
-    from ops.cli.options import policy_names
+    from ops.cli.options import policy_names, seed_list
 
     try:
         step_list = [float(s) for s in steps.split(",") if s.strip()]
@@ -147,4 +176,7 @@ def sweep(
     raise typer.Exit(run_sweep_bench(trace=trace, path=path, policies=policy_names(policies),
                                      sweeps=[s.strip() for s in sweeps.split(",") if s.strip()], steps=step_list,
                                      base_load=base_load, seed=seed, limit=limit, nodes=nodes, out_dir=out,
-                                     command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+                                     command="semsched bench " + " ".join(sys.argv[2:]), model=model,
+                                     models=[Path(m.strip()) for m in models.split(",") if m.strip()],
+                                     fill_seeds=seed_list(fill_seeds), pending=pending, repeat=repeat,
+                                     fill_pods=fill_pods, fill_nodes=fill_nodes))  # fmt: skip
