@@ -17,6 +17,11 @@ the model), and trains the cost and transition heads as auxiliary tasks on the f
 representation (``--cost-weight``, ``--transition-weight``). ``--dagger-rounds N`` then rolls
 the learner out on ``--dagger-seeds`` and retrains on the aggregate
 (:mod:`inference.training.dagger`).
+
+``--rl-episodes N`` then fine-tunes the result by reinforcement learning in the fill simulator
+(self-critical PPO on ``--rl-seeds``, :mod:`inference.training.rl`, the stage in
+:mod:`ops.cli.train_rl`); ``--rl-from DIR`` fine-tunes an existing model directory instead of
+imitating (``--rl-minutes`` caps the wall time).
 """
 
 from __future__ import annotations
@@ -83,9 +88,10 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
               target: str = "choice", cluster_features: bool = True, frag_features: bool = True,
               dagger_rounds: int = 0, dagger_seeds: list[int] | None = None, dagger_epochs: int | None = None,
               dagger_beta: float = 0.0, cost_weight: float = 0.1, transition_weight: float = 0.1,
-              delta_weight: float = 0.0, stability: float = 0.0) -> Path:  # fmt: skip
-    """Collect, imitate, optionally DAgger, save. Heads: a cost head when ``cost_weight > 0``, a
-    transition head when ``transition_weight``, ``delta_weight`` or ``stability`` is > 0."""
+              delta_weight: float = 0.0, stability: float = 0.0, rl: Any = None) -> Path:  # fmt: skip
+    """Collect, imitate, optionally DAgger, optionally RL (``rl``: :class:`RLOptions`), save. Heads:
+    a cost head when ``cost_weight > 0``, a transition head when ``transition_weight``,
+    ``delta_weight`` or ``stability`` is > 0."""
     import torch
 
     from inference.encoders import EncoderCache, HashedNgramEncoder
@@ -149,10 +155,16 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
                 on_seed=lambda s, n: bar.update(dag, advance=1, what=f"seed {s}: +{n} states"))  # fmt: skip
             rounds = [r.to_json() for r in done_rounds]
             console.print(f"dagger: {len(aggregate) - len(train)} learner states added over {dagger_rounds} round(s)")
+    rl_info = None
+    if rl is not None and rl.episodes > 0:
+        from ops.cli.train_rl import run_rl_stage
+
+        model, rl_info = run_rl_stage(model, node_views, pod_list, rl)
     version = version or f"imitation-{expert}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{seed}"
     info = {"version": version, "method": f"imitation (listwise cross-entropy over feasible nodes, target = the "
             f"expert's {'actual pick' if target == 'choice' else 'best-scoring set'})"
-            + (f" + {dagger_rounds} DAgger round(s)" if dagger_rounds else ""), "expert": expert,
+            + (f" + {dagger_rounds} DAgger round(s)" if dagger_rounds else "")
+            + (" + RL fine-tuning (self-critical PPO)" if rl_info else ""), "expert": expert,
             "data": "openb fill sequences", "features": {"cluster": cluster_features, "frag": frag_features},
             "train_seeds": train_seeds, "val_seeds": val_seeds, "dagger_seeds": dagger_seeds if dagger_rounds else [],
             "held_out_seeds": sorted(HELD_OUT), "sample_rate": rate, "train_states": len(train),
@@ -165,6 +177,8 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
             "parameters": sum(p.numel() for p in model.parameters()),
             # what a uniformly random feasible choice would score on the agreement (FGD ties often)
             "chance_agreement_train": chance(train), "chance_agreement_val": chance(val)}  # fmt: skip
+    if rl_info is not None:
+        info["rl"] = rl_info
     directory = save_model(out / version, model, version, info)
     summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters",
                                     "total_seconds")}  # fmt: skip
@@ -210,6 +224,17 @@ def train(
                                  "replay, record both in model_versions, and serve it (<out>/latest) only if it "
                                  "is better."),
     promotion_seeds: str = typer.Option("100-104", help="Held-out fill seeds of the promotion replay."),
+    rl_episodes: int = typer.Option(0, help="Reinforcement-learning fine-tuning episodes after imitation/DAgger "
+                                    "(self-critical PPO in the fill simulator; 0 = none)."),
+    rl_from: Path = typer.Option(None, help="Fine-tune this model directory by RL instead of imitating "
+                                 "(needs --rl-episodes)."),
+    rl_seeds: str = typer.Option("0-9", help="Fill seeds of the RL episodes (cycled; never 42-51 or 100-104)."),
+    rl_rate: float = typer.Option(3e-4, help="RL learning rate (Adam)."),
+    rl_temperature: float = typer.Option(0.5, help="RL sampling: softmax(scores / temperature) over feasible nodes."),
+    rl_samples: int = typer.Option(2, help="Sampled rollouts per RL episode (each against the greedy rollout)."),
+    rl_kl: float = typer.Option(0.05, help="Weight of the KL anchor to the starting policy."),
+    rl_state_rate: float = typer.Option(0.15, help="Share of the sampled rollouts' states the RL update uses."),
+    rl_minutes: float = typer.Option(None, help="RL wall-time budget: no new episode after this many minutes."),
 ) -> None:
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
@@ -218,6 +243,23 @@ def train(
 
     if promote:
         check_writable(archive)
+    rl = None
+    if rl_episodes > 0 or rl_from is not None:
+        from ops.cli.train_rl import rl_options, run_train_rl_from
+
+        if rl_episodes <= 0:
+            raise typer.BadParameter("--rl-from needs --rl-episodes N (N > 0)")
+        if from_archive:
+            raise typer.BadParameter("--rl-episodes does not combine with --from-archive")
+        rl = rl_options(episodes=rl_episodes, seeds=seed_list(rl_seeds), rate=rl_rate, temperature=rl_temperature,
+                        samples=rl_samples, minutes=rl_minutes, kl=rl_kl, state_rate=rl_state_rate, seed=seed)
+        if rl_from is not None:
+            directory = run_train_rl_from(rl_from, options=rl, out=out, version=version)
+            if promote:
+                run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive)
+            else:
+                console.print(f"not serving until promoted: semsched models promote {directory} --models {out}")
+            return
     if from_archive:
         from ops.cli.train_archive import run_train_from_archive
 
@@ -231,7 +273,7 @@ def train(
               cluster_features=cluster_features, frag_features=frag_features, dagger_rounds=dagger_rounds,
               dagger_seeds=seed_list(dagger_seeds) if dagger_seeds else None, dagger_epochs=dagger_epochs,
               dagger_beta=dagger_beta, cost_weight=cost_weight, transition_weight=transition_weight,
-              delta_weight=delta_weight, stability=stability)  # fmt: skip
+              delta_weight=delta_weight, stability=stability, rl=rl)  # fmt: skip
     if promote:
         run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive)
     else:

@@ -38,3 +38,63 @@ def test_the_promotion_replays_seeds_are_refused_for_training(tmp_path):
         run_train(expert="fgd", rate=0.01, epochs=1, batch=4, lr=1e-3, hidden=8, depth=2, text_dim=8, seed=0,
                   out=tmp_path, version=None, train_seeds=[0, 101], val_seeds=[1])  # fmt: skip
     assert not any(tmp_path.iterdir())
+
+
+# -- RL fine-tuning (ops/cli/train_rl.py) -------------------------------------------------------------
+OPENB = Path(__file__).parents[3] / ".." / "shared" / "data" / "traces" / "alibaba-gpu-2023"
+
+
+def tiny_openb(tmp_path: Path) -> tuple[Path, Path]:
+    """Every 40th GPU node of openb and its first 150 pods, in the openb CSV format."""
+    node_lines = (OPENB / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    pod_lines = (OPENB / "openb_pod_list_default.csv").read_text().splitlines()
+    nodes, pods = tmp_path / "nodes.csv", tmp_path / "pods.csv"
+    nodes.write_text("\n".join([node_lines[0], *node_lines[1::40]]) + "\n")
+    pods.write_text("\n".join(pod_lines[:151]) + "\n")
+    return pods, nodes
+
+
+def test_rl_from_writes_a_loadable_model_with_the_rl_history(tmp_path):
+    import json
+
+    import torch
+
+    from inference.features.spec import FeatureSpec
+    from inference.model import ModelConfig, Scorer, save_model
+    from inference.model.io import load_model
+    from ops.cli.train import openb_fill_inputs
+    from ops.cli.train_rl import rl_options, run_train_rl_from
+
+    pods, nodes = tiny_openb(tmp_path)
+    views, _ = openb_fill_inputs(pods, nodes)
+    spec = FeatureSpec(gpu_models=tuple(sorted({n.gpu_model for n in views if n.gpu_model})), text_dim=8,
+                       encoder="hashed-ngram-8", cluster=True)  # fmt: skip
+    torch.manual_seed(0)
+    source = save_model(tmp_path / "src", Scorer(ModelConfig(spec=spec, hidden=8, head_hidden=8, knn=3)), "src",
+                        {"method": "imitation (test)", "train_seeds": [0]})  # fmt: skip
+    opts = rl_options(episodes=1, seeds=[3], rate=1e-3, temperature=1.0, samples=1, minutes=None, kl=0.05,
+                      state_rate=0.5, seed=0)  # fmt: skip
+    out = run_train_rl_from(source, options=opts, out=tmp_path / "models", version="rl-test", pods=pods, nodes=nodes)
+    assert out == tmp_path / "models" / "rl-test"
+    loaded = load_model(out)
+    assert loaded.version == "rl-test"
+    info = json.loads((out / "train.json").read_text())
+    assert info["rl_from"]["version"] == "src" and info["train_seeds"] == [0] and "RL" in info["method"]
+    assert len(info["rl"]["episodes"]) == 1 and info["rl"]["episodes"][0]["seed"] == 3
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rl-episodes", "1", "--rl-seeds", "0,44"], "held out"),
+    (["--rl-episodes", "1", "--rl-seeds", "102"], "held out"),
+    ([], "--rl-episodes"),
+])  # fmt: skip
+def test_rl_refuses_held_out_seeds_and_needs_episodes(tmp_path, args, message):
+    from typer.testing import CliRunner
+
+    from ops.cli.main import app
+
+    result = CliRunner().invoke(app, ["train", "--rl-from", str(tmp_path / "none"), "--no-promote",
+                                      "--out", str(tmp_path / "m"), *args])  # fmt: skip
+    assert result.exit_code != 0
+    assert message in " ".join(result.output.split())
+    assert not (tmp_path / "m").exists()
