@@ -295,7 +295,7 @@ class LearnedPolicy(BasePolicy):
             if step.version and step.version != self.model_version:
                 self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
                 return scores
-            pairs = pair_features(job, snapshot, self.spec)[nodes]
+            pairs = pair_features(job, snapshot, self.spec, np.flatnonzero(nodes))
             h = step.outputs.get("h")
             scores[nodes] = score_nodes(self.loaded.model, step.node_part[nodes], job_row, pairs,
                                         None if h is None else np.asarray(h, np.float32)[nodes])  # fmt: skip

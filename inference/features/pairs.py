@@ -31,69 +31,76 @@ def _inverses(s: ClusterSnapshot) -> np.ndarray:
     return out
 
 
-def pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
-    """float32 ``[N, spec.pair_dim]`` (names: ``spec.pair_names``; :data:`PAIR` first)."""
-    return pair_features_many([job], snapshot, spec)[0]
+def pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
+                  nodes: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """float32 ``[N, spec.pair_dim]`` (names: ``spec.pair_names``; :data:`PAIR` first); with
+    ``nodes`` (indices) only those rows, ``[len(nodes), pair_dim]`` — what in-step re-scoring needs."""
+    return pair_features_many([job], snapshot, spec, nodes)[0]
 
 
-def pair_features_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
+def pair_features_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
+                       nodes: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """float32 ``[len(jobs), N, spec.pair_dim]``: :func:`pair_features` of each job, vectorised
     over the jobs too (a step computes them once per distinct job shape)."""
-    base = _base_pairs(jobs, snapshot)
+    sel = slice(None) if nodes is None else np.asarray(nodes, dtype=np.int64)
+    base = _base_pairs(jobs, snapshot, sel)
     if not (spec.cluster or spec.workload):
         return base
     from inference.features.cluster import frag_pair_features, priority
 
     parts = [base]
     if spec.cluster:
-        parts.append(np.broadcast_to(priority(snapshot)[None], (len(jobs), snapshot.num_nodes, 1)))
-    if spec.workload:
-        parts.append(np.stack([frag_pair_features(job, snapshot, spec) for job in jobs]))
+        parts.append(np.broadcast_to(priority(snapshot)[sel][None], (*base.shape[:2], 1)))
+    if spec.workload:  # depends on every node (FGD's tie set): computed whole, then the rows
+        parts.append(np.stack([frag_pair_features(job, snapshot, spec)[sel] for job in jobs]))
     return np.concatenate(parts, axis=2)
 
 
-def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot) -> np.ndarray:
-    """float32 ``[J, N, len(PAIR)]``; rows ``[J, N]`` per feature, jobs broadcast against nodes."""
+def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slice | np.ndarray) -> np.ndarray:
+    """float32 ``[J, M, len(PAIR)]`` on the nodes ``sel`` picks; rows ``[J, M]`` per feature, jobs
+    broadcast against nodes."""
     s = snapshot
-    n = s.num_nodes
-    inv_cpu, inv_mem, inv_gpu, inv_num = s.static_cache("inference:pair-inverses", _inverses)
+    inv_cpu, inv_mem, inv_gpu, inv_num = s.static_cache("inference:pair-inverses", _inverses)[:, sel]
+    cpu_free, mem_free, cpu_cap = s.cpu_free[sel], s.mem_free[sel], s.cpu_cap[sel]
+    gpu_free_milli, gpu_cap_milli = s.gpu_free_milli[sel], s.gpu_cap_milli[sel]
+    full_free, max_free = s.gpu_full_free[sel], s.gpu_max_free[sel]
+    n = len(cpu_free)
     demand = np.array([[j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli] for j in jobs],
                       dtype=np.int64).reshape(len(jobs), 4)  # fmt: skip
     cpu, mem, ngpu, d = (demand[:, i, None] for i in range(4))  # [J, 1] each
-    free = np.ascontiguousarray(s.gpu_free.T)  # [G, N], padding -1: reductions over G are fast this way
+    free = np.ascontiguousarray(s.gpu_free[sel].T)  # [G, M], padding -1: reductions over G are fast this way
     out = np.zeros((len(PAIR), len(jobs), n), dtype=np.float64)
     partial = (free > 0) & (free < FULL)
     partial_count = np.count_nonzero(partial, axis=0)
-    max_free = s.gpu_max_free
     # whole GPUs (k fully free ones) and CPU-only pods; sharing pods are overwritten below
-    full_after = np.where(ngpu == 0, s.gpu_full_free, s.gpu_full_free - ngpu)
+    full_after = np.where(ngpu == 0, full_free, full_free - ngpu)
     max_after = np.where(ngpu == 0, max_free, np.where(full_after > 0, FULL, np.where(partial, free, 0).max(axis=0)))
     partial_after = np.broadcast_to(partial_count, full_after.shape).copy()
     sharing = ((ngpu == 1) & (d < FULL))[:, 0]
     if sharing.any():  # the best-fit GPU (least free among those that fit)
         ds = d[sharing][:, :, None]  # [K, 1, 1]
-        chosen = np.where(free >= ds, free, 1 << 30).min(axis=1)  # [K, N]
+        chosen = np.where(free >= ds, free, 1 << 30).min(axis=1)  # [K, M]
         ok = chosen < (1 << 30)
         left = chosen - ds[:, :, 0]
         out[5, sharing] = np.where(ok, left / FULL, 1.0)
         was_partial = ok & (chosen < FULL)
         out[6, sharing] = was_partial
-        full_after[sharing] = s.gpu_full_free - (ok & ~was_partial)
+        full_after[sharing] = full_free - (ok & ~was_partial)
         partial_after[sharing] = partial_count + (ok & ~was_partial & (left > 0)) - (was_partial & (left == 0))
         unique_max = ok & (chosen == max_free) & (np.count_nonzero(free == max_free, axis=0) == 1)
         second = np.where(free < max_free, free, -1).max(axis=0)
         max_after[sharing] = np.where(unique_max, np.maximum(second, left), max_free)
-    cpu_left = s.cpu_free - cpu
-    gpu_left = s.gpu_free_milli - ngpu * d
+    cpu_left = cpu_free - cpu
+    gpu_left = gpu_free_milli - ngpu * d
     out[0] = cpu_left * inv_cpu
-    out[1] = (s.mem_free - mem) * inv_mem
+    out[1] = (mem_free - mem) * inv_mem
     out[2] = gpu_left * inv_gpu
     out[3] = full_after * inv_num
     out[4] = np.maximum(max_after, 0) / FULL
     out[7] = partial_after * inv_num
     out[8] = cpu_per_free_gpu(cpu_left, gpu_left)
-    out[9] = (s.gpu_free_milli == s.gpu_cap_milli) & (s.cpu_free == s.cpu_cap)
-    out[10] = 1.0 - s.cpu_free * inv_cpu
-    out[11] = 1.0 - s.gpu_free_milli * inv_gpu
+    out[9] = (gpu_free_milli == gpu_cap_milli) & (cpu_free == cpu_cap)
+    out[10] = 1.0 - cpu_free * inv_cpu
+    out[11] = 1.0 - gpu_free_milli * inv_gpu
     np.clip(out[:4], -1.0, 1.0, out=out[:4])
     return out.transpose(1, 2, 0).astype(np.float32)

@@ -220,6 +220,9 @@ def test_pair_features_of_many_jobs_equal_each_jobs():
         for row, p in zip(many, probes, strict=True):
             np.testing.assert_array_equal(row, pair_features(p, snap, s))
     assert pair_features_many([], snap, SPEC).shape == (0, 12, len(PAIR))
+    some = np.array([11, 0, 5])  # in-step re-scoring: only the nodes earlier placements changed
+    for s in (SPEC, spec):
+        np.testing.assert_array_equal(pair_features_many(probes, snap, s, some), pair_features_many(probes, snap, s)[:, some])
 
 
 def test_pair_features_follow_the_spec_they_are_given():
