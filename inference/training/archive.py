@@ -26,7 +26,9 @@ of :class:`~inference.training.collect.RecordingPolicy` (node state, pair featur
 current free capacity, job demand at the decision time, queue summary), so
 :func:`~inference.training.imitation.train_imitation` trains on them unchanged.
 
-The client is anything with ``query_rows`` (reads also work through a worker's ``/sql``).
+The events are the archive's (``storage.queries.training_events``, folded by
+:func:`inference.training.archive_events.fold_events`): ``ops`` reads them, this module
+holds no SQL.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -43,17 +45,13 @@ from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
-from inference.training.archive_events import ArchiveEvents, Placed, read_archive
+from inference.training.archive_events import ArchiveEvents, Placed
 from inference.training.collect import Demonstrations
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
 RELEASING = ("finished", "failed", "preempted", "timed_out", "rejected")
-
-
-class QueryClient(Protocol):
-    def query_rows(self, sql: str, parameters: Any = None) -> tuple[list[str], list[tuple[Any, ...]]]: ...
 
 
 @dataclass(frozen=True)
@@ -109,8 +107,7 @@ def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
     return out
 
 
-def reconstruct(client: QueryClient | None = None, *, events: ArchiveEvents | None = None,
-                spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
+def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
                 policies: Iterable[str] | None = None, min_feasible: int = 2, max_samples: int | None = None,
                 seed: int = 0, tied_targets: bool = False) -> ArchiveDemonstrations:  # fmt: skip
     """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
@@ -120,9 +117,6 @@ def reconstruct(client: QueryClient | None = None, *, events: ArchiveEvents | No
     high as the chosen node (heuristics like FGD tie often). Off by default: measured on a
     3,000-job fgd demo archive, imitating the worker's actual pick (its tie-break, the lowest
     node index, packs) reached 93.6 % on the held-out fill replay, the tied sets 89.2 %."""
-    if events is None:
-        assert client is not None, "reconstruct needs a client or events"
-        events = read_archive(client)
     spec = spec or archive_spec(events)
     encoder = EncoderCache(get_encoder(spec.encoder))
     keep_outcomes, keep_policies = set(outcomes), None if policies is None else set(policies)

@@ -1,6 +1,8 @@
 """``train_from_archive``: retrain the scorer from what the archive recorded.
 
-Demonstrations come from :func:`inference.training.archive.reconstruct` (the state at every
+The archive's events are read by ``ops`` (``storage.queries.training_events``) and folded by
+:func:`inference.training.archive_events.fold_events`; demonstrations come from
+:func:`inference.training.archive.reconstruct` (the state at every
 placed decision whose attempt finished, target = the node the live policy chose); the
 latest ``val_share`` of them in time is the validation set (a time split: the model is
 judged on decisions after the ones it learned from). The model is written as
@@ -20,28 +22,28 @@ import numpy as np
 
 from inference.features.spec import FeatureSpec
 from inference.model.config import ModelConfig
-from inference.training.archive import QueryClient, archive_spec, reconstruct
-from inference.training.archive_events import read_archive
+from inference.training.archive import archive_spec, reconstruct
+from inference.training.archive_events import ArchiveEvents
 from inference.training.imitation import TrainOptions, train_imitation
 
 
-def train_from_archive(client: QueryClient, out_root: Path, *, options: TrainOptions | None = None,
+def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainOptions | None = None,
                        config: ModelConfig | None = None, hidden: int = 32, depth: int = 2, text_dim: int = 32,
                        head_hidden: int = 32, head_layers: int = 2, outcomes: Iterable[str] = ("finished",),
                        policies: Iterable[str] | None = None, max_samples: int | None = 2000,
                        min_feasible: int = 2, tied_targets: bool = False, val_share: float = 0.15, version: str | None = None,
                        archive: str = "", on_batch: Any = None) -> Path:  # fmt: skip
-    """Reconstruct, train, save; returns the model directory. ``config``: the architecture
+    """Reconstruct from ``events`` (:func:`~inference.training.archive_events.fold_events`), train,
+    save; returns the model directory. ``config``: the architecture
     and featurisation (default: built from the archive's GPU models and the size options)."""
     from inference.model.io import save_model
 
     options = options or TrainOptions()
     started = time.perf_counter()
-    events = read_archive(client)
     spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim)
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
                                    head_layers=head_layers)  # fmt: skip
-    rebuilt = reconstruct(events=events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
+    rebuilt = reconstruct(events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
                           max_samples=max_samples, seed=options.seed, tied_targets=tied_targets)  # fmt: skip
     n = len(rebuilt.demos)
     if n == 0:

@@ -12,6 +12,12 @@ slow in the simulator): a simulator replay of a held-out slice of a trace
 passes ``sim = (nodes, jobs, SimConfig)`` (the CLI: the openb trace's last jobs,
 ``--sim-jobs``).
 
+**Model-step latency** (a promotion rule, not a score: :mod:`inference.training.gate`): p50 /
+p99 ms of one step's model call at ``latency_pending`` (256) pending pods on the cluster
+loaded to ``latency_load`` (70 %) of its GPUs (:mod:`inference.training.step_latency`) — on
+the caller's latency inputs (the CLI: the full openb cluster and pods, whatever the fill
+replay's samples), else on the replay's own nodes and pods. Recorded under ``latency``.
+
 The same :class:`HeldOutReplay` on both models makes the comparison fair; its
 :meth:`HeldOutReplay.key` is stored with every evaluation so that a recorded evaluation of
 the serving version can be reused when the replay is the same.
@@ -32,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from inference.training.step_latency import LatencyProbe, measure_step_latency
 from scheduling.fill import fill_sequence, run_fill
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
@@ -51,6 +58,9 @@ class HeldOutReplay:
     nodes_path: str | None = None
     inputs: str = "openb"  # a name for the node/pod inputs ("openb", or what a caller passes)
     extra: dict[str, Any] = field(default_factory=dict)
+    latency_pending: int = 256  # pending pods of the timed model step
+    latency_load: float = 0.7  # share of the GPUs allocated before the timed step
+    latency_repeat: int = 30  # timed calls (after one warm-up)
 
     def __post_init__(self) -> None:
         clash = RESERVED_SEEDS & set(self.seeds)
@@ -87,12 +97,21 @@ def load_policy(model: Any) -> Any:
     return model
 
 
+def latency_probe(nodes: Sequence[NodeView], pods: Sequence[JobRequest], replay: HeldOutReplay) -> LatencyProbe:
+    """The replay's latency setting on ``nodes`` / ``pods`` (built once, timed for every model)."""
+    return LatencyProbe.build(nodes, pods, pending=replay.latency_pending, load=replay.latency_load,
+                              repeat=replay.latency_repeat)  # fmt: skip
+
+
 def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobRequest],
-                      replay: HeldOutReplay | None = None, sim: tuple[Any, Any, Any] | None = None) -> dict[str, Any]:
+                      replay: HeldOutReplay | None = None, sim: tuple[Any, Any, Any] | None = None,
+                      latency: LatencyProbe | None = None) -> dict[str, Any]:  # fmt: skip
     """Run the held-out fill replay with ``model`` (a model directory, a ``LoadedModel`` or any
-    policy). Returns JSON-able results: ``score`` (the primary metric), per-seed values, the
-    replay's key, and ``loaded`` / ``error`` (a model that does not load is not evaluated: its
-    policy would be the heuristic fallback)."""
+    policy), then time its model step (``latency``: the probe, default built from ``nodes`` /
+    ``pods``). Returns JSON-able results: ``score`` (the primary metric), per-seed values, the
+    replay's key, ``latency`` (p50 / p99 ms; None for a policy with no model call), and
+    ``loaded`` / ``error`` (a model that does not load is not evaluated: its policy would be the
+    heuristic fallback)."""
     replay = replay or HeldOutReplay()
     policy = load_policy(model)
     out: dict[str, Any] = {"primary_metric": PRIMARY_METRIC, "replay": replay.key(),
@@ -114,9 +133,20 @@ def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobR
     values = np.array([s["allocated_pct_at_100"] for s in per_seed])
     if sim is not None:
         out["simulator"] = simulator_replay(policy, *sim)
+    out["latency"] = _latency(policy, latency or latency_probe(nodes, pods, replay))
     return out | {"loaded": True, "score": float(values.mean()), "std": float(values.std()),
                   "nodes": len(nodes), "pod_list": len(pods), "per_seed": per_seed,
                   "seconds": round(time.perf_counter() - started, 3)}  # fmt: skip
+
+
+def _latency(policy: Any, probe: LatencyProbe) -> dict[str, Any] | None:
+    """The policy's model-step latency; None when it makes no model call; the error when timing failed."""
+    if getattr(policy, "backend", None) is None or getattr(policy, "loaded", None) is None:
+        return None
+    try:
+        return measure_step_latency(policy, probe)
+    except Exception as e:  # recorded: the latency rule refuses a model whose step was not measured
+        return probe.describe() | {"error": f"{type(e).__name__}: {e}", "p50_ms": None, "p99_ms": None}
 
 
 def simulator_replay(policy: Any, nodes: Sequence[NodeView], jobs: Sequence[Any], config: Any) -> dict[str, Any]:

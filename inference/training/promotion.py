@@ -9,11 +9,16 @@
    serving version on an identical replay is reused instead of re-running it;
 3. records the serving version too if it was never recorded (it was promoted before the
    registry existed, or by hand);
-4. repoints ``latest`` at the candidate (:func:`inference.model.io.point_latest`) only if its
-   primary metric is STRICTLY higher — or there is no serving version ("first version"), or
-   the serving version does not load — and records the decision (``promoted`` or
-   ``rejected`` with the reason, both evaluations, ``decided_at``): a new revision of the
+4. repoints ``latest`` at the candidate (:func:`inference.model.io.point_latest`) only if the
+   rules of :mod:`inference.training.gate` allow it — its primary metric is STRICTLY higher
+   (or there is no serving version, "first version", or it does not load) AND its p99
+   model-step latency (measured by the same evaluation) is within ``latency_budget_ms`` —
+   and records the decision (``promoted`` or ``rejected`` with the reason naming the rule
+   that refused, both evaluations, the budget, ``decided_at``): a new revision of the
    candidate's row.
+
+The registry is any :class:`~inference.training.registry.Registry` (``ops`` passes the
+archive's ``model_versions`` table: ``ops.model_registry.ArchiveRegistry``).
 
 A candidate that does not load is rejected (its "evaluation" would be the heuristic fallback).
 ``latest`` is repointed before the decision row is written: if the write fails, the version
@@ -30,8 +35,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out
-from inference.training.registry import ModelVersion, RegistryClient, get_version, record
+from inference.training.gate import DEFAULT_LATENCY_BUDGET_MS, decide
+from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out, latency_probe
+from inference.training.registry import ModelVersion, Registry
+from inference.training.step_latency import LatencyProbe
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
 
@@ -91,40 +98,31 @@ def _install(candidate_dir: Path, models_root: Path, version: str) -> Path:
     return target
 
 
-def _serving_evaluation(client: RegistryClient, serving: Path, version: str, replay: HeldOutReplay,
-                        nodes: Sequence[NodeView], pods: Sequence[JobRequest],
-                        reuse: bool, sim: tuple[Any, Any, Any] | None) -> tuple[dict[str, Any], ModelVersion | None]:  # fmt: skip
+def _serving_evaluation(registry: Registry, serving: Path, version: str, replay: HeldOutReplay,
+                        nodes: Sequence[NodeView], pods: Sequence[JobRequest], reuse: bool,
+                        sim: tuple[Any, Any, Any] | None, probe: LatencyProbe,
+                        ) -> tuple[dict[str, Any], ModelVersion | None]:  # fmt: skip
     """The serving version's evaluation (reused when recorded on the same replay) and its row."""
-    row = get_version(client, version)
+    row = registry.get(version)
     if reuse and row is not None:
         own = row.evaluation.get("candidate") or {}
         if own.get("replay") == replay.key() and own.get("loaded"):
             return own | {"reused_from_registry": True}, row
-    return evaluate_held_out(serving, nodes, pods, replay, sim), row
+    return evaluate_held_out(serving, nodes, pods, replay, sim, probe), row
 
 
-def _decide(cand: dict[str, Any], serv: dict[str, Any] | None, serving_version: str | None) -> tuple[str, str]:
-    if not cand.get("loaded"):
-        return "rejected", f"the candidate does not load: {cand.get('error')}"
-    c = cand["score"]
-    if serv is None:
-        return "promoted", "first version"
-    if not serv.get("loaded"):
-        return "promoted", f"the serving version {serving_version} does not load ({serv.get('error')})"
-    s = serv["score"]
-    if c > s:
-        return "promoted", f"held-out fill {c:.3f} % > serving {serving_version} {s:.3f} %"
-    return "rejected", f"not better than serving {serving_version}: held-out fill {c:.3f} % <= {s:.3f} %"
-
-
-def promote(candidate_dir: Path, models_root: Path, client: RegistryClient, nodes: Sequence[NodeView],
+def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: Sequence[NodeView],
             pods: Sequence[JobRequest], replay: HeldOutReplay | None = None, *, sim: tuple[Any, Any, Any] | None = None,
-            reuse_serving_evaluation: bool = True) -> PromotionResult:  # fmt: skip
+            reuse_serving_evaluation: bool = True, latency_budget_ms: float | None = DEFAULT_LATENCY_BUDGET_MS,
+            latency_inputs: tuple[Sequence[NodeView], Sequence[JobRequest]] | None = None) -> PromotionResult:  # fmt: skip
     """Evaluate ``candidate_dir`` against the serving version of ``models_root`` on the held-out
-    fill replay of ``nodes`` / ``pods``, record both in ``model_versions`` and move ``latest``
-    only if the candidate is strictly better (module docstring). ``sim``: the optional
-    simulator slice (:func:`~inference.training.heldout.evaluate_held_out`); describe it in
-    ``replay.extra`` so that a reused serving evaluation ran the same slice."""
+    fill replay of ``nodes`` / ``pods``, record both in the ``registry`` and move ``latest``
+    only if the candidate is strictly better and fast enough (module docstring). ``sim``: the
+    optional simulator slice (:func:`~inference.training.heldout.evaluate_held_out`); describe it
+    in ``replay.extra`` so that a reused serving evaluation ran the same slice.
+    ``latency_inputs``: the nodes and pods the model step is timed on (default ``nodes`` /
+    ``pods``; describe them in ``replay.extra`` too); ``latency_budget_ms``: the p99 budget
+    (None: no latency rule)."""
     replay = replay or HeldOutReplay()
     models_root = Path(models_root)
     version, _, _ = model_meta(Path(candidate_dir))
@@ -135,27 +133,28 @@ def promote(candidate_dir: Path, models_root: Path, client: RegistryClient, node
     if serving is not None and serving.resolve() == candidate.resolve():
         raise ValueError(f"{version} is already the serving version ({models_root / 'latest'})")
     created = datetime.now(UTC)
-    record(client, _row_for(candidate, "candidate", created_at=created, parent_version=serving_version or ""))
+    registry.record(_row_for(candidate, "candidate", created_at=created, parent_version=serving_version or ""))
 
-    cand_eval = evaluate_held_out(candidate, nodes, pods, replay, sim)
+    probe = latency_probe(*(latency_inputs or (nodes, pods)), replay)
+    cand_eval = evaluate_held_out(candidate, nodes, pods, replay, sim, probe)
     serv_eval: dict[str, Any] | None = None
     if serving is not None:
-        serv_eval, serving_row = _serving_evaluation(client, serving, serving_version or "", replay, nodes, pods,
-                                                     reuse_serving_evaluation, sim)  # fmt: skip
+        serv_eval, serving_row = _serving_evaluation(registry, serving, serving_version or "", replay, nodes, pods,
+                                                     reuse_serving_evaluation, sim, probe)  # fmt: skip
         if serving_row is None and (serving / "config.json").exists():
-            record(client, _row_for(
+            registry.record(_row_for(
                 serving, "promoted", reason="serving before it was recorded (evaluated at the next promotion)",
                 evaluation={"replay": replay.key(), "candidate": serv_eval, "serving": None},
                 candidate_score=serv_eval.get("score"), decided_at=datetime.now(UTC)))  # fmt: skip
-    status, reason = _decide(cand_eval, serv_eval, serving_version)
+    status, reason = decide(cand_eval, serv_eval, serving_version, latency_budget_ms)
     if status == "promoted":
         from inference.model.io import point_latest
 
         point_latest(models_root, candidate.name)
-    row = record(client, _row_for(
+    row = registry.record(_row_for(
         candidate, status, created_at=created, parent_version=serving_version or "", reason=reason,
         evaluation={"replay": replay.key(), "candidate": cand_eval, "serving": serv_eval,
-                    "serving_version": serving_version},
+                    "serving_version": serving_version, "latency_budget_ms": latency_budget_ms},
         candidate_score=cand_eval.get("score"), serving_score=None if serv_eval is None else serv_eval.get("score"),
         decided_at=datetime.now(UTC)))  # fmt: skip
     latest = serving_dir(models_root)

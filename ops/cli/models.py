@@ -3,7 +3,10 @@
 ``promote DIR`` evaluates DIR and the serving version (``<models>/latest``) on the held-out
 fill replay (openb, promotion seeds 100–104; :mod:`inference.training.heldout`), records
 both in the archive's ``model_versions`` table and repoints ``latest`` only if DIR is
-strictly better (:mod:`inference.training.promotion`).
+strictly better AND its p99 model-step latency (256 pending openb pods on the 1,213 openb
+nodes loaded to 70 %, whatever ``--node-sample`` / ``--pod-sample`` say) is within
+``--latency-budget-ms`` (:mod:`inference.training.promotion`, :mod:`inference.training.gate`).
+The registry is the archive's table through :class:`ops.model_registry.ArchiveRegistry`.
 
 The archive: ``--archive DSN`` (``chdb:///path`` or ``http(s)://…``), default
 ``Settings().clickhouse_dsn``. Reading (``list``) goes through a running worker's ``/sql``
@@ -103,28 +106,37 @@ def openb_sim_slice(jobs: int, node_sample: int | None = None, load: str = "high
 
 def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: int | None = None,
                 node_sample: int | None = None, pods: Path | None = None, nodes: Path | None = None,
-                archive: str | None = None, reuse: bool = True, sim_jobs: int = 0, sim_load: str = "extreme") -> Any:  # fmt: skip
-    """Promote ``candidate`` into ``models`` (prints the comparison); returns the PromotionResult."""
+                archive: str | None = None, reuse: bool = True, sim_jobs: int = 0, sim_load: str = "extreme",
+                latency_budget_ms: float | None = 100.0) -> Any:  # fmt: skip
+    """Promote ``candidate`` into ``models`` (prints the comparison); returns the PromotionResult.
+    ``latency_budget_ms``: the candidate's p99 model step must be within it (None: no budget)."""
     from inference.training.heldout import HeldOutReplay
     from inference.training.promotion import promote
+    from ops.cli.train import openb_fill_inputs
+    from ops.model_registry import ArchiveRegistry
 
     if not (candidate / "config.json").exists():
         raise typer.BadParameter(f"{candidate} is not a model directory (no config.json)")
+    extra: dict[str, Any] = {"sim_jobs": sim_jobs, "sim_load": sim_load} if sim_jobs else {}
     try:
         replay = HeldOutReplay(seeds=tuple(seeds), pod_sample=pod_sample, node_sample=node_sample,
-                               pods_path=str(pods) if pods else None,
-                               extra={"sim_jobs": sim_jobs, "sim_load": sim_load} if sim_jobs else {},
-                               nodes_path=str(nodes) if nodes else None)  # fmt: skip
+                               pods_path=str(pods) if pods else None, nodes_path=str(nodes) if nodes else None,
+                               extra=extra | {"latency_inputs": "openb, every node and pod"})  # fmt: skip
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    client = archive_client(archive, write=True)
-    node_views, pod_list = openb_held_out_inputs(pods, nodes, pod_sample, node_sample)
+    registry = ArchiveRegistry(archive_client(archive, write=True))
+    every_node, every_pod = openb_fill_inputs(pods, nodes)
+    node_views, pod_list = _sample(every_node, node_sample), _sample(every_pod, pod_sample)
     sim = openb_sim_slice(sim_jobs, node_sample, sim_load) if sim_jobs else None
     console.print(f"held-out replay: openb fill, {len(node_views):,} nodes, {len(pod_list):,} pods, seeds {seeds}"
-                  + (f"; simulator: the trace's last {sim_jobs} jobs at load {sim_load}" if sim else ""))  # fmt: skip
+                  + (f"; simulator: the trace's last {sim_jobs} jobs at load {sim_load}" if sim else "")
+                  + f"; model step timed at {replay.latency_pending} pending pods on {len(every_node):,} nodes "
+                  f"({replay.latency_load:.0%} of the GPUs allocated), budget "
+                  + ("none" if latency_budget_ms is None else f"{latency_budget_ms:g} ms"))  # fmt: skip
     with console.status("evaluating the candidate and the serving version on the held-out replay"):
-        result = promote(candidate, models, client, node_views, pod_list, replay, sim=sim,
-                         reuse_serving_evaluation=reuse)  # fmt: skip
+        result = promote(candidate, models, registry, node_views, pod_list, replay, sim=sim,
+                         reuse_serving_evaluation=reuse, latency_budget_ms=latency_budget_ms,
+                         latency_inputs=(every_node, every_pod))  # fmt: skip
     table = Table("seed", f"{result.version} (candidate)", f"{result.serving_version or '-'} (serving)",
                   title="GPU allocated at 100 % arrived demand (%)")  # fmt: skip
     serving = {s["seed"]: s for s in (result.serving or {}).get("per_seed", [])}
@@ -134,6 +146,7 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
                       "-" if other is None else f"{other['allocated_pct_at_100']:.3f}")  # fmt: skip
     table.add_row("mean", _pct(result.candidate.get("score")), _pct((result.serving or {}).get("score")))
     console.print(table)
+    console.print(_latency_table(result))
     if sim:
         rows = {"candidate": result.candidate.get("simulator") or {}, "serving": (result.serving or {}).get("simulator")}
         t = Table("model", "JCT mean (s)", "JCT p95", "queueing mean (s)", "queueing p95",
@@ -151,6 +164,25 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{v:.3f}"
 
 
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def _latency_table(result: Any) -> Table:
+    """The model step's p50 / p99 of both versions (the serving one's may be a recorded measurement)."""
+    t = Table("model", "p50 ms", "p99 ms", "inputs p50", "model p50", "pending", "nodes", "note",
+              title="model step latency (inputs + one model call)")  # fmt: skip
+    for name, ev in ((f"{result.version} (candidate)", result.candidate),
+                     (f"{result.serving_version} (serving)", result.serving)):  # fmt: skip
+        lat = (ev or {}).get("latency")
+        if ev is None or not lat:
+            continue
+        note = lat.get("error") or ("recorded earlier" if ev.get("reused_from_registry") else "")
+        t.add_row(name, _ms(lat.get("p50_ms")), _ms(lat.get("p99_ms")), _ms(lat.get("inputs_p50_ms")),
+                  _ms(lat.get("model_p50_ms")), str(lat.get("pending", "-")), f"{lat.get('nodes', 0):,}", note)  # fmt: skip
+    return t
+
+
 @models_app.command("promote")
 def promote_command(
     candidate: Path = typer.Argument(..., help="The model directory to promote (e.g. models/<version>)."),
@@ -165,12 +197,16 @@ def promote_command(
     sim_jobs: int = typer.Option(0, help="Also replay the openb trace's last N jobs in the simulator (JCT, "
                                          "queueing; recorded, not the criterion; slow for the learned policy)."),
     sim_load: str = typer.Option("extreme", help="Load of the simulator slice (low, medium, high, extreme, native)."),
+    latency_budget_ms: float = typer.Option(100.0, help="Refuse a candidate whose p99 model step (256 pending "
+                                                        "openb pods, 1,213 nodes at 70 %) takes longer (ms)."),
 ) -> None:
-    """Promote CANDIDATE if it beats the serving version on the held-out replay; record both."""
+    """Promote CANDIDATE if it beats the serving version on the held-out replay and its model step is
+    within the latency budget; record both."""
     from ops.cli.options import seed_list
 
     run_promote(candidate, models, seeds=seed_list(seeds), pod_sample=pod_sample, node_sample=node_sample, pods=pods,
-                nodes=nodes, archive=archive, reuse=reuse, sim_jobs=sim_jobs, sim_load=sim_load)  # fmt: skip
+                nodes=nodes, archive=archive, reuse=reuse, sim_jobs=sim_jobs, sim_load=sim_load,
+                latency_budget_ms=latency_budget_ms)  # fmt: skip
 
 
 @models_app.command("list")
@@ -182,9 +218,9 @@ def list_command(
     """Every recorded model version: source, status, held-out scores, the reason; `*` = serving now
     (--json adds the creation time, config, training metrics and both evaluations)."""
     from inference.training.promotion import serving_dir
-    from inference.training.registry import list_versions
+    from ops.model_registry import ArchiveRegistry
 
-    rows = list_versions(archive_client(archive, write=False))
+    rows = ArchiveRegistry(archive_client(archive, write=False)).list()
     serving = serving_dir(models)
     recorded = {r.version for r in rows}
     unrecorded = sorted(p.name for p in models.glob("*") if (p / "config.json").exists()
@@ -193,11 +229,13 @@ def list_command(
         typer.echo(json.dumps({"versions": [r.to_json() for r in rows], "serving": serving.name if serving else None,
                                "unrecorded": unrecorded}, default=str))  # fmt: skip
         return
-    t = Table("", "version", "source", "status", "held-out %", "serving %", "vs", "reason", title="model_versions")
+    t = Table("", "version", "source", "status", "held-out %", "serving %", "p99 step ms", "vs", "reason",
+              title="model_versions")  # fmt: skip
     t.columns[1].no_wrap = True
     for r in rows:
         t.add_row("*" if serving is not None and serving.name == r.version else "", r.version, r.source, r.status,
-                  _pct(r.candidate_score), _pct(r.serving_score), r.parent_version or "-", r.reason)  # fmt: skip
+                  _pct(r.candidate_score), _pct(r.serving_score), _ms((r.step_latency or {}).get("p99_ms")),
+                  r.parent_version or "-", r.reason)  # fmt: skip
     console.print(t)
     if unrecorded:
         console.print(f"[dim]in {models} but never recorded: {', '.join(unrecorded)}[/dim]")

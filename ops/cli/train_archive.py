@@ -3,7 +3,8 @@
 :func:`run_train_from_archive` is the plain function the ``train`` command calls when
 ``--from-archive`` is given. The archive is read through a running worker's
 ``/sql`` when one answers (embedded mode), else opened directly (``--archive DSN`` or
-``Settings().clickhouse_dsn``). The new version is written to ``<out>/<version>/`` with
+``Settings().clickhouse_dsn``); its events come from :func:`storage.queries.training_events.training_events`
+and are folded by :func:`inference.training.archive_events.fold_events`. The new version is written to ``<out>/<version>/`` with
 ``source: archive``; ``latest`` moves only through promotion (``--promote``, or later
 ``semsched models promote``).
 """
@@ -28,9 +29,11 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
     import torch
 
     from inference.training import TrainOptions
+    from inference.training.archive_events import fold_events
     from inference.training.archive_train import train_from_archive
     from ops.cli.models import archive_client, run_promote
     from ops.cli.options import seed_list
+    from storage.queries.training_events import training_events
 
     torch.set_num_threads(1)
     client = archive_client(archive, write=False)
@@ -41,8 +44,9 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
         def on_batch(epoch: int, done: int, loss: float) -> None:
             bar.update(task, completed=done, what=f"epoch {epoch + 1}/{epochs} loss {loss:.3f}")
 
+        events = fold_events(training_events(client))
         directory = train_from_archive(
-            client, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), hidden=hidden,
+            events, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), hidden=hidden,
             depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers,
             outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
             policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],

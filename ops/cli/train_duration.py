@@ -12,6 +12,11 @@ finished). The model is written to ``<out>/<version>/``
 (:func:`inference.duration.io.save_predictor`) and ``<out>/latest`` is repointed at it
 atomically (:func:`inference.duration.io.point_latest`, i.e. :func:`inference.model.io.point_latest`).
 
+``--trace archive`` learns from the ClickHouse archive's finished jobs instead
+(:func:`storage.queries.finished_jobs.finished_jobs`: the run time of each job's last finished
+attempt, read through a running worker's ``/sql`` when one answers, else ``--archive DSN`` /
+``Settings().clickhouse_dsn``), split in time the same way.
+
 ``sjf-learned`` (``SEMSCHED_POLICY=sjf-learned+best-fit``) loads ``models/duration/latest``
 (or ``$SEMSCHED_DURATION_MODEL_DIR``) when the worker starts.
 """
@@ -29,7 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 console = Console()
-TRACES = ("google2011", "dlrm2025", "openb")
+TRACES = ("google2011", "dlrm2025", "openb", "archive")
 ENCODERS = ("hashed", "minilm")
 
 
@@ -54,10 +59,21 @@ def training_records(records: list[Any], train_fraction: float) -> tuple[list[An
                                                 "held_out": len(split.test)}  # fmt: skip
 
 
+def archive_finished(archive: str | None, limit: int | None = None) -> list[Any]:
+    """The archive's finished jobs as :class:`~inference.duration.evaluate.Finished` records."""
+    from inference.duration.archive import as_records
+    from ops.cli.models import archive_client
+    from storage.queries.finished_jobs import finished_jobs
+
+    rows = finished_jobs(archive_client(archive, write=False))
+    return as_records(rows if limit is None else rows[:limit])
+
+
 def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: float = 0.75,
                        out: Path = Path("models/duration"), version: str | None = None, epochs: int = 80,
                        limit: int | None = None, path: Path | None = None, text_dim: int = 64,
-                       seed: int = 0, quiet: bool = False, censored: bool = True) -> Path:  # fmt: skip
+                       seed: int = 0, quiet: bool = False, censored: bool = True,
+                       archive: str | None = None) -> Path:  # fmt: skip
     """Load, split, train, save, repoint ``latest``; returns the version directory."""
     import torch
 
@@ -77,7 +93,7 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     started = time.perf_counter()
     version = version or default_version(trace, encoder, train_fraction)
     with console.status(f"loading {trace}…"):
-        records = load_finished(trace, path, limit)
+        records = archive_finished(archive, limit) if trace == "archive" else load_finished(trace, path, limit)
     train, running, facts = training_records(records, train_fraction)
     console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; training on {len(train):,}"
                   + (f" (submitted before {facts['cut_s']:,.0f} s and finished by then; {facts['held_out']:,} "
@@ -109,7 +125,8 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
 
 
 def train_duration(
-    trace: str = typer.Option(..., help="Trace to learn from: google2011, dlrm2025 or openb."),
+    trace: str = typer.Option(..., help="Trace to learn from: google2011, dlrm2025, openb, or archive (the "
+                                        "ClickHouse archive's finished jobs)."),
     encoder: str = typer.Option("hashed", help="Text encoder: hashed (n-grams, fast) or minilm (all-MiniLM-L6-v2)."),
     train_fraction: float = typer.Option(0.75, help="Learn from the jobs submitted in this first share of the "
                                                     "trace and finished by its cut (1 = every job)."),
@@ -121,11 +138,14 @@ def train_duration(
     seed: int = typer.Option(0, help="Seed of the MLP's initialisation and batches."),
     censored: bool = typer.Option(True, help="Also learn from the jobs still running at the cut, as lower bounds "
                                              "on their run time (censored loss)."),
+    archive: str = typer.Option(None, help="With --trace archive: the archive DSN (default: a running worker's "
+                                           "/sql, else SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
 ) -> None:
     """Train the learned duration predictor (regression + retrieval) on a trace and publish it."""
     try:
         run_train_duration(trace=trace, encoder=encoder, train_fraction=train_fraction, out=out, version=version,
-                           epochs=epochs, limit=limit, path=path, seed=seed, censored=censored)  # fmt: skip
+                           epochs=epochs, limit=limit, path=path, seed=seed, censored=censored,
+                           archive=archive)  # fmt: skip
     except (ValueError, OSError) as e:
         console.print(f"[red]{e}")
         raise typer.Exit(2) from None

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from inference.training.archive import reconstruct
-from inference.training.archive_events import read_archive
+from inference.training.archive_events import fold_events
+from storage.queries.training_events import training_events
 from tests.integration.archive_replay import ReplayedArchive, replayed_archive
 
 pytestmark = pytest.mark.integration
@@ -28,13 +29,13 @@ def archive(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
 
 
 def test_every_live_placement_is_feasible_in_the_rebuilt_state(archive: ReplayedArchive) -> None:
-    events = read_archive(archive.client)
+    events = fold_events(training_events(archive.client))
     ends = {p.end_state for p in events.placed}
     assert "finished" in ends and "failed" in ends  # the agents failed some attempts; they were retried
-    everything = reconstruct(events=events, outcomes=EVERY_OUTCOME, min_feasible=1, tied_targets=False)
+    everything = reconstruct(events, outcomes=EVERY_OUTCOME, min_feasible=1, tied_targets=False)
     assert everything.placed == len(events.placed) > 0
     assert dict(everything.skipped) == {}  # no chosen node infeasible, none unknown, every submission there
     assert set(everything.policies) == set(archive.policies)
-    finished = reconstruct(events=events, min_feasible=1)
+    finished = reconstruct(events, min_feasible=1)
     assert len(finished.demos) == sum(p.end_state == "finished" for p in events.placed)
     assert finished.skipped["outcome failed"] == sum(p.end_state == "failed" for p in events.placed) > 0

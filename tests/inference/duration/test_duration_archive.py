@@ -1,13 +1,17 @@
+"""Training the duration predictor on the archive's finished jobs, read by
+``storage.queries.finished_jobs`` (what ``semsched train-duration --trace archive`` does)."""
+
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from inference.duration.archive import finished_jobs, train_from_archive
+from inference.duration.archive import as_records, train_from_finished
 from inference.duration.config import DurationConfig
 from scheduling.events import JobLifecycle, JobSubmitted
 from storage.client import ArchiveClient
+from storage.queries.finished_jobs import finished_jobs
 from storage.writer import ArchiveWriter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -15,8 +19,6 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 def at(s: float) -> datetime:
     return T0 + timedelta(seconds=s)
-
-
 
 
 def _write(client: ArchiveClient, n_apps: int = 0) -> None:
@@ -47,21 +49,19 @@ def _write(client: ArchiveClient, n_apps: int = 0) -> None:
         w.write(table, events, [(0, i) for i in range(len(events))])  # redelivered: counts once
 
 
-def test_reads_finished_jobs_with_the_run_time_of_their_last_attempt(archive: ArchiveClient) -> None:
+def test_finished_runs_become_requests_with_their_submit_time(archive: ArchiveClient) -> None:
     _write(archive)
-    done = finished_jobs(archive)
-    assert [d.job.job_id for d in done] == ["A"]
-    a = done[0]
-    assert a.run_s == pytest.approx(40.0)
-    assert a.submit_s == pytest.approx(T0.timestamp())
-    assert a.job.trace_duration_s is None  # not selected
-    assert (a.job.app, a.job.user, a.job.cpu_milli) == ("etl", "u1", 2000)
+    [a] = as_records(finished_jobs(archive))
+    assert (a.job.job_id, a.duration) == ("A", pytest.approx(40.0))
+    assert a.submit == a.job.submit_time == pytest.approx(T0.timestamp())
+    assert a.job.trace_duration_s is None  # the replay's answer is not read
+    assert (a.job.app, a.job.user, a.job.cpu_milli, a.job.text) == ("etl", "u1", 2000, "etl")
 
 
 def test_trains_from_the_archive(archive: ArchiveClient) -> None:
     _write(archive, n_apps=4)
     cfg = DurationConfig(encoder="hashed-ngram-32", text_dim=32, hidden=16, epochs=5, version="archive")
-    model = train_from_archive(archive, cfg)
+    model = train_from_finished(finished_jobs(archive), cfg)
     assert len(model.index) == 41
     from scheduling.job import JobRequest
 

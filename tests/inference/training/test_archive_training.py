@@ -1,4 +1,5 @@
-"""Training data from a real chdb archive, filled through the archive's own write path."""
+"""Training data from a real chdb archive, filled through the archive's own write path and read
+back by ``storage.queries.training_events`` (what ``semsched train --from-archive`` does)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from training_helpers import SPEC, cluster_nodes, live_run
 from inference.model import ModelConfig, load_model
 from inference.training import TrainOptions, train_imitation
 from inference.training.archive import reconstruct
-from inference.training.archive_events import read_archive
+from inference.training.archive_events import fold_events
 from inference.training.archive_train import train_from_archive
+from storage.queries.training_events import training_events
 from storage.writer import ArchiveWriter
 
 CONFIG = ModelConfig(spec=SPEC, hidden=16, depth=2, knn=3, head_hidden=16)
@@ -21,12 +23,11 @@ CONFIG = ModelConfig(spec=SPEC, hidden=16, depth=2, knn=3, head_hidden=16)
 @pytest.fixture
 def filled(archive):
     truths = live_run(ArchiveWriter(archive))
-    return archive, truths
+    return fold_events(training_events(archive)), truths
 
 
 def test_read_archive_pairs_each_placement_with_its_outcome(filled):
-    client, truths = filled
-    ev = read_archive(client)
+    ev, truths = filled
     assert [n.node_id for n in ev.nodes["default"]] == [n.node_id for n in cluster_nodes()]
     by_id = {p.decision_id: p for p in ev.placed}
     assert set(by_id) == {t.decision_id for t in truths}  # placed decisions only (not the rejection)
@@ -36,10 +37,10 @@ def test_read_archive_pairs_each_placement_with_its_outcome(filled):
 
 
 def test_one_demonstration_per_placed_and_finished_decision(filled):
-    client, truths = filled
+    events, truths = filled
     finished = [t for t in truths if t.outcome == "finished"]
     assert {t.outcome for t in truths} == {"finished", "failed", "running"}  # the scenario covers each case
-    got = reconstruct(client, spec=SPEC, min_feasible=1, tied_targets=False)
+    got = reconstruct(events, spec=SPEC, min_feasible=1, tied_targets=False)
     assert got.decision_ids == [t.decision_id for t in finished]  # in decision order
     assert got.placed == len(truths)
     assert got.skipped == {"outcome failed": sum(t.outcome == "failed" for t in truths),
@@ -58,9 +59,9 @@ def test_one_demonstration_per_placed_and_finished_decision(filled):
 
 
 def test_targets_include_the_archived_candidates_tied_with_the_choice(filled):
-    client, truths = filled
+    events, truths = filled
     finished = [t for t in truths if t.outcome == "finished"]
-    got = reconstruct(client, spec=SPEC, min_feasible=1, tied_targets=True)
+    got = reconstruct(events, spec=SPEC, min_feasible=1, tied_targets=True)
     assert got.decision_ids == [t.decision_id for t in finished]
     targets = [set(np.flatnonzero(x).tolist()) for x in got.demos.target]
     assert targets == [set(t.tied) | {t.node_index} for t in finished]
@@ -68,32 +69,32 @@ def test_targets_include_the_archived_candidates_tied_with_the_choice(filled):
 
 
 def test_outcome_filter_sampling_and_informative_states(filled):
-    client, truths = filled
-    both = reconstruct(client, spec=SPEC, min_feasible=1, outcomes=("finished", "failed"))
+    events, truths = filled
+    both = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=("finished", "failed"))
     assert len(both.demos) == sum(t.outcome in ("finished", "failed") for t in truths)
-    informative = reconstruct(client, spec=SPEC, tied_targets=True)  # at least 2 feasible nodes, not all tied
+    informative = reconstruct(events, spec=SPEC, tied_targets=True)  # at least 2 feasible nodes, not all tied
     useless = sum(t.outcome == "finished" and (t.feasible.sum() < 2 or len(t.tied | {t.node_index}) == t.feasible.sum())
                   for t in truths)  # fmt: skip
     assert len(informative.demos) == sum(t.outcome == "finished" for t in truths) - useless
-    single = reconstruct(client, spec=SPEC)  # default: the chosen node alone, at least 2 feasible
+    single = reconstruct(events, spec=SPEC)  # default: the chosen node alone, at least 2 feasible
     assert len(single.demos) == sum(t.outcome == "finished" and t.feasible.sum() >= 2 for t in truths)
-    sample = reconstruct(client, spec=SPEC, min_feasible=1, max_samples=5, seed=3)
+    sample = reconstruct(events, spec=SPEC, min_feasible=1, max_samples=5, seed=3)
     assert len(sample.demos) == 5 and set(sample.decision_ids) <= {t.decision_id for t in truths}
-    assert reconstruct(client, spec=SPEC, policies=["fgd"]).demos.target == []
+    assert reconstruct(events, spec=SPEC, policies=["fgd"]).demos.target == []
 
 
 def test_archive_demonstrations_train_the_scorer(filled):
-    client, _ = filled
-    demos = reconstruct(client, spec=SPEC).demos
+    events, _ = filled
+    demos = reconstruct(events, spec=SPEC).demos
     model, history = train_imitation(demos, CONFIG, TrainOptions(epochs=15, batch=8, lr=1e-2, seed=0))
     assert history.loss[-1] < 0.7 * history.loss[0]
     assert history.agreement[-1] > 0.6
 
 
 def test_train_from_archive_writes_a_versioned_archive_model(filled, tmp_path):
-    client, truths = filled
+    events, truths = filled
     out = tmp_path / "models"
-    directory = train_from_archive(client, out, config=CONFIG, options=TrainOptions(epochs=3, batch=8, seed=1),
+    directory = train_from_archive(events, out, config=CONFIG, options=TrainOptions(epochs=3, batch=8, seed=1),
                                    version="archive-test", archive="chdb://test")  # fmt: skip
     assert directory == out / "archive-test" and not (out / "latest").exists()  # promotion decides what serves
     info = json.loads((directory / "train.json").read_text())

@@ -2,7 +2,10 @@
 
 "good" imitates best-fit; "bad" is trained AWAY from best-fit's choices (the target set is
 every other feasible node), so it spreads pods and strands GPUs: on the held-out fill
-replay it allocates far less. Both are real trained scorers, evaluated by the real replay.
+replay it allocates far less. Both are real trained scorers, evaluated by the real replay (fill and model-step latency), and
+recorded in the archive's ``model_versions`` table through ``ops.model_registry.ArchiveRegistry``.
+Latency is only asserted to have been measured (positive); the budget rule is exercised with a
+budget no real step meets (0 ms) and with none.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from inference.model import ModelConfig, point_latest, save_model
 from inference.training import Demonstrations, RecordingPolicy, TrainOptions, train_imitation
 from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out
 from inference.training.promotion import promote
-from inference.training.registry import get_version, list_versions
+from ops.model_registry import ArchiveRegistry
 from scheduling.fill import run_fill
 from scheduling.policies import get_policy
 
@@ -42,19 +45,27 @@ def _demos(anti: bool) -> Demonstrations:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    """Model directories outside any models root: good, bad, and good's weights under another version."""
+    """Model directories outside any models root: good, bad, and each one's weights under another version."""
     root = tmp_path_factory.mktemp("trained")
     out = {}
     for name, anti in (("good", False), ("bad", True)):
         model, _ = train_imitation(_demos(anti), CONFIG, TrainOptions(epochs=6, batch=8, lr=1e-2, seed=0))
         out[name] = save_model(root / name, model, name, {"expert": "best-fit", "anti": anti})
-        if name == "good":
-            out["good-twin"] = save_model(root / "good-twin", model, "good-twin", {"expert": "best-fit"})
+        twin = f"{name}-twin"  # the same weights under another version
+        out[twin] = save_model(root / twin, model, twin, {"expert": "best-fit", "anti": anti})
     return out
 
 
 def _run(candidate: Path, root: Path, archive, **kw):  # noqa: ANN001, ANN202
-    return promote(candidate, root, archive, NODES, PODS, REPLAY, **kw)
+    return promote(candidate, root, ArchiveRegistry(archive), NODES, PODS, REPLAY, **kw)
+
+
+def get_version(archive, version: str):  # noqa: ANN001, ANN201
+    return ArchiveRegistry(archive).get(version)
+
+
+def list_versions(archive):  # noqa: ANN001, ANN201
+    return ArchiveRegistry(archive).list()
 
 
 def _serve(trained: dict[str, Path], name: str, root: Path) -> None:
@@ -77,7 +88,8 @@ def test_the_held_out_replay_separates_the_models(trained):
 def test_first_version_is_promoted_and_recorded(trained, archive, tmp_path):
     root = tmp_path / "models"
     r = _run(trained["good"], root, archive)
-    assert r.promoted and r.reason == "first version" and r.serving is None and r.serving_version is None
+    assert r.promoted and r.reason.startswith("first version; p99 model step") and r.serving is None
+    assert r.serving_version is None
     assert (root / "latest").resolve() == (root / "good").resolve() and r.latest == "good"
     row = get_version(archive, "good")
     assert row is not None and row.status == "promoted" and row.source == "simulator" and row.expert == "best-fit"
@@ -149,7 +161,44 @@ def test_the_simulator_slice_is_recorded_beside_the_fill_score(trained, archive,
     jobs = [SimJob(p, duration_s=float(5 + i % 7)) for i, p in enumerate(pod_mix(60, seed=9))]  # 1 arrival / s
     sim = (small_nodes(8), jobs, SimConfig(step_s=1.0, load_factor=4.0))
     replay = HeldOutReplay(seeds=(100,), inputs="test", extra={"sim": "60 pods on 8 nodes, x4"})
-    r = promote(trained["good"], tmp_path / "models", archive, NODES, PODS, replay, sim=sim)
+    r = promote(trained["good"], tmp_path / "models", ArchiveRegistry(archive), NODES, PODS, replay, sim=sim)
     got = r.candidate["simulator"]
     assert got["jobs"] == 60 and got["finished"] == 60 and got["jct_mean"] >= 5 and got["queue_mean"] >= 0
     assert get_version(archive, "good").evaluation["candidate"]["simulator"] == got  # type: ignore[union-attr]
+
+
+def test_the_evaluation_times_the_model_step(trained):
+    ev = evaluate_held_out(trained["good"], NODES, PODS, REPLAY)
+    lat = ev["latency"]
+    assert lat["pending"] == 256 and lat["nodes"] == len(NODES) and lat["repeat"] == REPLAY.latency_repeat
+    assert 0 < lat["p50_ms"] <= lat["p99_ms"] and lat["inputs_p50_ms"] > 0 and lat["model_p50_ms"] > 0
+    assert 0 < lat["gpu_used_pct"] <= 100 * REPLAY.latency_load + 1e-9
+    assert evaluate_held_out(get_policy("best-fit"), NODES, PODS, REPLAY)["latency"] is None  # no model call
+
+
+def test_the_latency_is_recorded_with_the_evaluation(trained, archive, tmp_path):
+    r = _run(trained["good"], tmp_path / "models", archive)
+    row = get_version(archive, "good")
+    assert row is not None and row.step_latency == r.candidate["latency"] and row.step_latency["p99_ms"] > 0
+    assert row.evaluation["latency_budget_ms"] == 100.0
+
+
+def test_a_candidate_over_the_latency_budget_is_refused_by_that_rule(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    r = _run(trained["good"], root, archive, latency_budget_ms=0.0)  # no real step takes 0 ms
+    assert r.status == "rejected" and r.reason.startswith("latency: p99 model step") and "budget 0 ms" in r.reason
+    assert not (root / "latest").exists() and r.latest is None
+    assert get_version(archive, "good").status == "rejected"  # type: ignore[union-attr]
+
+
+def test_a_better_candidate_over_budget_stays_out_and_both_rules_are_named(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    _serve(trained, "bad", root)
+    r = _run(trained["good"], root, archive, latency_budget_ms=0.0)
+    assert r.status == "rejected" and r.reason.startswith("latency:") and "allocation" not in r.reason
+    assert r.candidate["score"] > r.serving["score"]  # type: ignore[index]  (only the latency rule refused)
+    assert (root / "latest").resolve() == (root / "bad").resolve()
+    worse = _run(trained["bad-twin"], root, archive, latency_budget_ms=0.0, reuse_serving_evaluation=True)
+    assert worse.reason.startswith("allocation: not better than serving bad") and "; latency: p99" in worse.reason
+    unbounded = _run(trained["good-twin"], root, archive, latency_budget_ms=None)
+    assert unbounded.promoted and "(no budget)" in unbounded.reason

@@ -1,6 +1,7 @@
 """`semsched models list|promote` and `train --from-archive` (ops/cli/models.py,
 ops/cli/train_archive.py) on a real chdb archive filled through the archive's write path,
-with the openb excerpt of tests/fixtures as the held-out replay's inputs."""
+with the openb excerpt of tests/fixtures as the held-out replay's inputs (and the model step
+timed on them: only "measured, positive" is asserted of the latency)."""
 
 from __future__ import annotations
 
@@ -67,8 +68,23 @@ def test_train_from_archive_then_promote_then_list(dsn: str, tmp_path: Path) -> 
     [row] = listed["versions"]
     assert row["version"] == "arch-1" and row["status"] == "promoted" and row["source"] == "archive"
     assert row["evaluation"]["candidate"]["loaded"] and row["candidate_score"] is not None
+    latency = row["evaluation"]["candidate"]["latency"]  # timed on every node of the excerpt, 256 pending pods
+    assert latency["p99_ms"] > 0 and latency["pending"] == 256 and row["evaluation"]["latency_budget_ms"] == 100.0
     r = runner.invoke(app, ["models", "list", "--archive", dsn, "--models", str(models)])
-    assert r.exit_code == 0 and "arch-1" in r.output
+    assert r.exit_code == 0 and "arch-1" in r.output and "p99" in r.output
+
+
+def test_promote_refuses_a_candidate_over_the_latency_budget(dsn: str, tmp_path: Path) -> None:
+    app, models = _app(), tmp_path / "models"
+    r = runner.invoke(app, ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(models),
+                            "--epochs", "1", "--hidden", "8", "--text-dim", "8", "--version", "arch-slow"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["models", "promote", str(models / "arch-slow"), "--models", str(models), "--archive", dsn,
+                            "--seeds", "100", "--pods", str(OPENB / "openb_pod_list_default.csv"), "--nodes",
+                            str(OPENB / "openb_node_list_gpu_node.csv"), "--latency-budget-ms", "0"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "rejected" in r.output and "latency:p99modelstep" in _flat(r.output) and "budget0ms" in _flat(r.output)
+    assert not (models / "latest").exists()
 
 
 def test_promote_refuses_what_is_not_a_model_or_a_benchmark_seed(dsn: str, tmp_path: Path) -> None:

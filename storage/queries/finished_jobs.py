@@ -1,0 +1,74 @@
+"""Finished jobs and their run times: what a duration predictor learns from in production.
+
+:func:`finished_jobs` joins ``jobs_submitted`` (the job's first submission) with
+``jobs_lifecycle``: the **run time** of a job is that of its last finished attempt —
+``finished`` minus the latest ``started`` of the same attempt (what the worker's predictor
+observes, :mod:`streams.agents`). Jobs that never finished (running, failed, rejected) are not
+returned. Both tables are read with ``FINAL`` (redeliveries count once).
+
+The submission's ``trace_duration_s`` column is **not selected**: it is the answer a replayed
+trace carries for the simulated agents, never a feature. Training on the rows is
+:func:`inference.duration.archive.train_from_finished` (``ops`` passes them in).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from scheduling.events import JobSubmitted
+from storage.client import ArchiveClient
+from storage.queries._common import _dicts
+
+
+def finished_jobs_sql(cluster: str | None = None) -> str:
+    """One row per finished job, oldest submission first."""
+    where = "" if cluster is None else "WHERE cluster = %(cluster)s"
+    return f"""
+SELECT s.event_id AS event_id, toUnixTimestamp64Milli(s.event_time) AS submit_ms, s.job_id AS job_id,
+       s.cluster AS cluster, s.tenant AS tenant, s.user AS user, s.priority AS priority, s.qos AS qos,
+       s.cpu_milli AS cpu_milli, s.memory_mib AS memory_mib, s.num_gpu AS num_gpu, s.gpu_milli AS gpu_milli,
+       s.gpu_models AS gpu_models, s.gang_id AS gang_id, s.gang_size AS gang_size, s.app AS app,
+       s.max_instances_per_node AS max_instances_per_node, s.name AS name, s.command AS command,
+       s.labels AS labels, s.runtime_estimate_s AS runtime_estimate_s, r.run_s AS run_s
+FROM (SELECT * EXCEPT (trace_duration_s) FROM jobs_submitted FINAL {where}
+      ORDER BY event_time, event_id LIMIT 1 BY job_id) AS s
+INNER JOIN (
+    SELECT job_id, argMax(run_s, finish) AS run_s FROM (
+        SELECT f.job_id AS job_id, f.finish AS finish,
+               (toUnixTimestamp64Milli(f.finish) - toUnixTimestamp64Milli(st.start)) / 1000 AS run_s
+        FROM (SELECT job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle FINAL
+              WHERE state = 'finished' GROUP BY job_id, attempt) AS f
+        INNER JOIN (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle FINAL
+                    WHERE state = 'started' GROUP BY job_id, attempt) AS st
+        ON f.job_id = st.job_id AND f.attempt = st.attempt
+        WHERE f.finish >= st.start)
+    GROUP BY job_id) AS r ON s.job_id = r.job_id
+ORDER BY submit_ms, job_id
+"""
+
+
+@dataclass(frozen=True)
+class FinishedJob:
+    """A job's first submission (``trace_duration_s`` left unset) and its run time."""
+
+    submission: JobSubmitted
+    submit_s: float  # epoch s of the submission
+    run_s: float  # the last finished attempt's run time (>= 0)
+
+
+def finished_jobs(client: ArchiveClient, cluster: str | None = None) -> list[FinishedJob]:
+    """The archive's finished jobs, oldest submission first (``cluster``: only that cluster's)."""
+    out = []
+    for r in _dicts(client, finished_jobs_sql(cluster), {"cluster": cluster} if cluster else None):
+        submit = int(r["submit_ms"]) / 1000
+        event = JobSubmitted.model_construct(
+            event_id=r["event_id"], event_time=datetime.fromtimestamp(submit, UTC), job_id=r["job_id"],
+            cluster=r["cluster"], tenant=r["tenant"], user=r["user"] or "", priority=int(r["priority"]), qos=r["qos"],
+            cpu_milli=int(r["cpu_milli"]), memory_mib=int(r["memory_mib"]), num_gpu=int(r["num_gpu"]),
+            gpu_milli=int(r["gpu_milli"]), gpu_models=list(r["gpu_models"] or []), gang_id=r["gang_id"],
+            gang_size=int(r["gang_size"]), app=r["app"], max_instances_per_node=r["max_instances_per_node"],
+            name=r["name"] or "", command=r["command"] or "", labels=dict(r["labels"] or {}),
+            runtime_estimate_s=r["runtime_estimate_s"], trace_duration_s=None)  # fmt: skip
+        out.append(FinishedJob(event, submit, max(0.0, float(r["run_s"]))))
+    return out

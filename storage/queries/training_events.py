@@ -1,0 +1,114 @@
+"""What ``semsched train --from-archive`` replays, read from the archive as the events it stored.
+
+Four reads, each with ``FINAL`` (a redelivered event counts once), times selected as epoch
+milliseconds (plain numbers on every client path, including the worker's ``/sql``):
+
+- **nodes**: each node's latest capacity, GPU model and topology (``argMax`` by event time),
+  as a :class:`~scheduling.events.NodeTelemetry` with no allocation (the replay starts
+  empty and healthy);
+- **submissions**: each job's first submission (per cluster and job id);
+- **placed**: every ``placed`` decision in the order the worker made them — decisions of
+  one step may share a millisecond, so the Kafka position (per cluster partition) breaks
+  the tie;
+- **ends**: the lifecycle events that end an attempt (``finished``, ``failed``,
+  ``preempted``, ``timed_out``) or give a job up (``rejected``), in time order.
+
+The rows come back as the project's event models (:mod:`scheduling.events`), built without
+re-validation (the archive only holds events that were validated on the way in). Folding
+them into the replay's timeline is :func:`inference.training.archive_events.fold_events`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduling.events import Candidate, DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+from storage.client import ArchiveClient
+
+_NODES = """SELECT cluster, node_id, argMax(event_id, event_time) AS id, toUnixTimestamp64Milli(max(event_time)) AS t,
+    argMax(cpu_milli, event_time) AS cpu, argMax(memory_mib, event_time) AS mem, argMax(num_gpu, event_time) AS gpus,
+    argMax(gpu_model, event_time) AS model, argMax(topology, event_time) AS topo
+FROM nodes_telemetry FINAL GROUP BY cluster, node_id ORDER BY cluster, node_id"""
+_SUBMITTED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, tenant, user, priority, qos,
+    cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_models, gang_id, gang_size, app, max_instances_per_node, name,
+    command, labels, runtime_estimate_s, trace_duration_s
+FROM jobs_submitted FINAL ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
+_PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
+    gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
+    candidates
+FROM decisions FINAL WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
+_ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code
+FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')
+ORDER BY event_time"""
+
+
+@dataclass
+class TrainingEvents:
+    """The archive's events a training replay needs (see the module docstring)."""
+
+    nodes: list[NodeTelemetry] = field(default_factory=list)  # by cluster, node_id
+    submissions: list[JobSubmitted] = field(default_factory=list)  # first per (cluster, job_id)
+    placed: list[DecisionRecord] = field(default_factory=list)  # in decision order
+    ends: list[JobLifecycle] = field(default_factory=list)  # in time order
+
+
+def _time(ms: Any) -> datetime:
+    return datetime.fromtimestamp(int(ms) / 1000, UTC)
+
+
+def _candidates(values: Any) -> list[Candidate]:
+    """``[Candidate]`` from Arrow structs (dicts) or the worker's JSON (dicts or pairs)."""
+    out = []
+    for c in values or ():
+        node, score = (c["node_id"], c["score"]) if isinstance(c, dict) else (c[0], c[1])
+        out.append(Candidate.model_construct(node_id=str(node), score=float(score)))
+    return out
+
+
+def _node(r: tuple[Any, ...]) -> NodeTelemetry:
+    cluster, node_id, event_id, t, cpu, mem, gpus, model, topo = r
+    return NodeTelemetry.model_construct(event_id=event_id, event_time=_time(t), node_id=node_id, cluster=cluster,
+                                         source="inventory", cpu_milli=int(cpu), memory_mib=int(mem),
+                                         num_gpu=int(gpus), gpu_model=model or None,
+                                         topology=dict(topo or {}))  # fmt: skip
+
+
+def _submitted(r: tuple[Any, ...]) -> JobSubmitted:
+    (event_id, t, cluster, job_id, tenant, user, priority, qos, cpu, mem, ngpu, gpu_milli, models, gang_id, gang_size,
+     app, max_inst, name, command, labels, est, dur) = r  # fmt: skip
+    return JobSubmitted.model_construct(
+        event_id=event_id, event_time=_time(t), job_id=job_id, cluster=cluster, tenant=tenant, user=user or "",
+        priority=int(priority), qos=qos, cpu_milli=int(cpu), memory_mib=int(mem), num_gpu=int(ngpu),
+        gpu_milli=int(gpu_milli), gpu_models=list(models or ()), gang_id=gang_id, gang_size=int(gang_size), app=app,
+        max_instances_per_node=max_inst, name=name or "", command=command or "", labels=dict(labels or {}),
+        runtime_estimate_s=est, trace_duration_s=dur)  # fmt: skip
+
+
+def _placed(r: tuple[Any, ...]) -> DecisionRecord:
+    (event_id, t, decision_id, job_id, cluster, attempt, node_id, gpus, policy, model_version, fallback, step_id,
+     latency, cpu, mem, per, candidates) = r  # fmt: skip
+    return DecisionRecord.model_construct(
+        event_id=event_id, event_time=_time(t), decision_id=decision_id, job_id=job_id, cluster=cluster,
+        attempt=int(attempt), outcome="placed", node_id=node_id, gpu_indices=[int(g) for g in gpus or ()],
+        policy=policy, model_version=model_version or "", fallback=bool(fallback), step_id=step_id or "",
+        latency_ms=float(latency), cpu_milli=int(cpu), memory_mib=int(mem), gpu_milli_per_gpu=int(per),
+        candidates=_candidates(candidates))  # fmt: skip
+
+
+def _end(r: tuple[Any, ...]) -> JobLifecycle:
+    event_id, t, cluster, job_id, attempt, state, exit_code = r
+    return JobLifecycle.model_construct(event_id=event_id, event_time=_time(t), cluster=cluster, job_id=job_id,
+                                        attempt=int(attempt), state=state,
+                                        exit_code=None if exit_code is None else int(exit_code))  # fmt: skip
+
+
+def training_events(client: ArchiveClient) -> TrainingEvents:
+    """Nodes, first submissions, placed decisions and attempt ends of the archive behind ``client``."""
+    return TrainingEvents(
+        nodes=[_node(r) for r in client.query_rows(_NODES)[1]],
+        submissions=[_submitted(r) for r in client.query_rows(_SUBMITTED)[1]],
+        placed=[_placed(r) for r in client.query_rows(_PLACED)[1]],
+        ends=[_end(r) for r in client.query_rows(_ENDS)[1]],
+    )

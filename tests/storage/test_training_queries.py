@@ -1,0 +1,85 @@
+"""The archive reads the learned scheduler's training and promotion use
+(``storage/queries/training_events.py``, ``finished_jobs.py``, ``model_versions.py``), on a real
+chdb archive filled through the archive's write path, every event delivered twice."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from storage_scenario import T0, at, scenario
+
+from scheduling.events import DecisionRecord, decision_id_for
+from storage.client import ArchiveClient
+from storage.queries.finished_jobs import finished_jobs
+from storage.queries.model_versions import insert_model_version, model_version, model_versions
+from storage.queries.training_events import training_events
+from storage.writer import ArchiveWriter
+
+
+@pytest.fixture
+def loaded(client: ArchiveClient) -> ArchiveClient:
+    w = ArchiveWriter(client)
+    for _ in range(2):  # redelivered: counts once
+        for table, events in scenario().items():
+            w.write(table, events, [(0, i) for i in range(len(events))])
+    return client
+
+
+def test_training_events_are_the_archived_events(loaded: ArchiveClient) -> None:
+    ev = training_events(loaded)
+    [node] = ev.nodes  # the latest capacity, no allocation (a replay starts empty)
+    assert (node.node_id, node.cluster, node.cpu_milli, node.num_gpu, node.gpu_model) == ("n1", "default", 64000, 4,
+                                                                                          "A100")  # fmt: skip
+    assert node.gpu_alloc_milli == [] and node.event_time == at(70)
+    assert [(s.job_id, s.event_time) for s in ev.submissions] == [(j, at(i)) for i, j in enumerate("ABCDF")]
+    assert ev.submissions[0].cpu_milli == 1000 and ev.submissions[1].num_gpu == 8
+    assert [d.decision_id for d in ev.placed] == [decision_id_for("A", 0), decision_id_for("D", 0)]
+    a = ev.placed[0]
+    assert (a.node_id, a.gpu_indices, a.policy, a.event_time, a.gpu_milli_per_gpu) == ("n1", [0], "best-fit", at(2),
+                                                                                       1000)  # fmt: skip
+    assert [(c.node_id, c.score) for c in a.candidates] == [("n1", 0.9), ("n2", 0.4)]
+    assert [(e.job_id, e.state, e.event_time) for e in ev.ends] == [("B", "rejected", at(30)),
+                                                                    ("A", "finished", at(65))]  # fmt: skip
+    assert ev.ends[1].exit_code == 0
+
+
+def test_placed_decisions_of_one_millisecond_come_in_kafka_order(client: ArchiveClient) -> None:
+    decisions = [DecisionRecord(event_id=d, decision_id=d, event_time=T0, job_id=d, outcome="placed", node_id="n1",
+                                policy="fgd", latency_ms=1.0, step_id="s1") for d in ("z", "a", "m")]  # fmt: skip
+    ArchiveWriter(client).write("decisions", decisions, [(0, 5), (0, 6), (0, 7)])
+    assert [d.decision_id for d in training_events(client).placed] == ["z", "a", "m"]
+
+
+def test_finished_jobs_have_the_run_time_of_their_attempt(loaded: ArchiveClient) -> None:
+    [a] = finished_jobs(loaded)  # B was rejected, C never ran, D still runs, F never placed
+    assert a.submission.job_id == "A" and a.run_s == pytest.approx(60.0)
+    assert a.submit_s == pytest.approx(T0.timestamp()) and a.submission.event_time == T0
+    assert a.submission.trace_duration_s is None
+    assert finished_jobs(loaded, cluster="default") == [a] and finished_jobs(loaded, cluster="other") == []
+
+
+def _row(version: str, status: str, **kw: object) -> dict[str, object]:
+    return {"version": version, "created_at": datetime(2026, 2, 1, tzinfo=UTC), "parent_version": "", "source": "archive",
+            "expert": "fgd", "path": f"/models/{version}", "config": {"hidden": 16}, "train_metrics": {"epochs": 2},
+            "evaluation": {}, "primary_metric": "fill", "candidate_score": None, "serving_score": None,
+            "status": status, "reason": "", "decided_at": None} | kw  # fmt: skip
+
+
+def test_model_versions_keep_the_latest_revision_of_each_version(client: ArchiveClient) -> None:
+    assert model_version(client, "v1") is None and model_versions(client) == []
+    first = insert_model_version(client, _row("v1", "candidate"))
+    evaluation = {"candidate": {"score": 91.5, "latency": {"p50_ms": 4.0, "p99_ms": 9.5}}, "latency_budget_ms": 100}
+    decided = datetime(2026, 2, 1, 0, 5, tzinfo=UTC)
+    second = insert_model_version(client, _row("v1", "promoted", evaluation=evaluation, candidate_score=91.5,
+                                               reason="first version", decided_at=decided))  # fmt: skip
+    insert_model_version(client, _row("v0", "rejected", created_at=datetime(2026, 1, 1, tzinfo=UTC)))
+    assert second > first
+    row = model_version(client, "v1")
+    assert row is not None and row["status"] == "promoted" and row["revision"] == second
+    assert row["evaluation"] == evaluation and row["config"] == {"hidden": 16}
+    assert row["candidate_score"] == 91.5 and row["serving_score"] is None
+    assert row["decided_at"] == decided and row["created_at"] == datetime(2026, 2, 1, tzinfo=UTC)
+    assert [(r["version"], r["status"]) for r in model_versions(client)] == [("v0", "rejected"), ("v1", "promoted")]
+    _, [(stored,)] = client.query_rows("SELECT count() FROM model_versions WHERE version = 'v1'")
+    assert stored == 2  # both revisions stored, the latest read back
