@@ -8,7 +8,8 @@ resources, blended with retrieval of the most similar finished jobs; it feeds ``
 - :mod:`~inference.duration.train` — training with a time-ordered validation split;
 - :mod:`~inference.duration.evaluate` — held-out split and online replay, accuracy figures;
 - :mod:`~inference.duration.io` — ``duration.pt`` + ``config.json``;
-- :mod:`~inference.duration.archive` — finished jobs from the ClickHouse archive;
+- :mod:`~inference.duration.archive` — training on the archive's finished jobs (``ops`` reads them
+  with ``storage.queries.finished_jobs`` and passes them in);
 - :mod:`~inference.duration.ordering` — the ``sjf-learned`` ordering (registers on import).
 
 torch is imported only when a regression is trained, loaded or run.
