@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 
 from ops.bench import environment, percentiles
@@ -30,43 +29,24 @@ console = Console()
 
 def loaded_cluster(fraction: float = 0.7, seed: int = 0) -> tuple[Any, list[Any]]:
     """The openb snapshot after best-fit placed the fill sequence up to ``fraction`` of the GPUs; the pods."""
+    from inference.training.step_latency import loaded_snapshot
     from ops.cli.train import openb_fill_inputs
-    from scheduling.assign import place_one
-    from scheduling.fill import fill_sequence, gpu_demand
-    from scheduling.policies import get_policy
-    from scheduling.snapshot import ClusterSnapshot
 
     nodes, pods = openb_fill_inputs()
-    snap = ClusterSnapshot.from_nodes(nodes)
-    capacity = int(snap.gpu_cap_milli.sum())
-    policy, arrived = get_policy("best-fit"), 0
-    for pod in fill_sequence(pods, capacity, seed):
-        if arrived + gpu_demand(pod) > fraction * capacity:
-            break
-        arrived += gpu_demand(pod)
-        place_one(snap, pod, policy, top_k=0)
-    return snap, pods
+    return loaded_snapshot(nodes, pods, fraction, seed), pods
 
 
 def model_step(policy: Any, snap: Any, jobs: list[Any]) -> dict[str, float]:
-    """One step's model call (ms), as the worker makes it once per step: the inputs
-    (:func:`inference.model.step.build_inputs`: node state, topology, job rows, pair features per
-    distinct job shape), then the backend (the fusion encoder and the head over every
-    (job, node)); the filters' masks are timed apart (the scheduling core's, every policy's)."""
+    """One step's model call (ms) as promotion times it
+    (:func:`inference.training.step_latency.model_step`: ``inputs``, ``model``, ``model step``),
+    plus ``filters``: the feasibility masks, timed apart (the scheduling core's, every policy's)."""
     from inference.features.step import feasibility
-    from inference.model.step import build_inputs
+    from inference.training.step_latency import model_step as timed_model_step
 
+    parts = timed_model_step(policy, snap, jobs)
     t0 = time.perf_counter()
-    inputs = build_inputs(snap, jobs, 0.0, policy.spec, policy.encoder(), knn=policy.loaded.config.knn)
-    t1 = time.perf_counter()
-    scores = policy.backend.policy(inputs)["scores"]
-    t2 = time.perf_counter()
-    feasible = feasibility(jobs, snap)
-    np.where(feasible, scores, -np.inf).argmax(axis=1)
-    t3 = time.perf_counter()
-    ms = 1000.0
-    return {"inputs": (t1 - t0) * ms, "model": (t2 - t1) * ms, "model step": (t2 - t0) * ms,
-            "filters": (t3 - t2) * ms}  # fmt: skip
+    feasibility(jobs, snap)
+    return parts | {"filters": (time.perf_counter() - t0) * 1000.0}
 
 
 def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int, compare: list[str], out_dir: Path,
