@@ -4,7 +4,8 @@ A candidate is promoted only if
 
 1. it **loads** (a model that does not load would serve the heuristic fallback);
 2. its held-out **allocation** is strictly higher than the serving version's (no serving
-   version, or one that does not load: nothing to beat);
+   version, one that does not load, or one over the latency budget: nothing to beat — a
+   version that may not serve is replaced by any that may);
 3. its **model-step latency** (p99 of one step's model call — inputs and one model call — at
    256 pending openb pods on the loaded openb cluster,
    :mod:`inference.training.step_latency`) is within the budget (``None``: no budget).
@@ -34,11 +35,11 @@ def latency_rule(p99_ms: float | None, budget_ms: float | None) -> tuple[bool, s
 def allocation_rule(candidate: float, serving: float | None, serving_version: str | None,
                     serving_error: str | None = None) -> tuple[bool, str]:  # fmt: skip
     """``(allowed, what the rule saw)``: strictly better than the serving version's held-out fill
-    (``serving`` None: there is none, or it does not load — ``serving_error``)."""
+    (``serving`` None: there is none, or it may not serve — ``serving_error`` says why)."""
     if serving is None:
         if serving_version is None:
             return True, "first version"
-        return True, f"the serving version {serving_version} does not load ({serving_error})"
+        return True, f"the serving version {serving_version} may not serve ({serving_error})"
     if candidate > serving:
         return True, f"held-out fill {candidate:.3f} % > serving {serving_version} {serving:.3f} %"
     return False, f"allocation: not better than serving {serving_version}: held-out fill {candidate:.3f} % <= {serving:.3f} %"
@@ -59,6 +60,10 @@ def decide(candidate: dict[str, Any], serving: dict[str, Any] | None, serving_ve
     loads = serving is not None and bool(serving.get("loaded"))
     serving_score = float(serving["score"]) if loads else None  # type: ignore[index]
     error = None if serving is None or loads else str(serving.get("error"))
+    if loads and latency_budget_ms is not None:
+        serving_fast, serving_saw = latency_rule(p99_of(serving), latency_budget_ms)  # type: ignore[arg-type]
+        if not serving_fast and p99_of(serving) is not None:  # (an unmeasured serving version keeps its place)
+            serving_score, error = None, f"it is over the budget: {serving_saw.removeprefix('latency: ')}"
     verdicts = [allocation_rule(float(candidate["score"]), serving_score, serving_version, error),
                 latency_rule(p99_of(candidate), latency_budget_ms)]  # fmt: skip
     refused = [why for ok, why in verdicts if not ok]

@@ -191,7 +191,7 @@ def test_a_candidate_over_the_latency_budget_is_refused_by_that_rule(trained, ar
     assert get_version(archive, "good").status == "rejected"  # type: ignore[union-attr]
 
 
-def test_a_better_candidate_over_budget_stays_out_and_both_rules_are_named(trained, archive, tmp_path):
+def test_a_better_candidate_over_budget_stays_out(trained, archive, tmp_path):
     root = tmp_path / "models"
     _serve(trained, "bad", root)
     r = _run(trained["good"], root, archive, latency_budget_ms=0.0)
@@ -199,6 +199,8 @@ def test_a_better_candidate_over_budget_stays_out_and_both_rules_are_named(train
     assert r.candidate["score"] > r.serving["score"]  # type: ignore[index]  (only the latency rule refused)
     assert (root / "latest").resolve() == (root / "bad").resolve()
     worse = _run(trained["bad-twin"], root, archive, latency_budget_ms=0.0, reuse_serving_evaluation=True)
-    assert worse.reason.startswith("allocation: not better than serving bad") and "; latency: p99" in worse.reason
+    # the serving version is over a 0 ms budget too, so allocation does not refuse: latency alone does
+    # (both rules named together: tests/inference/training/test_gate.py)
+    assert worse.status == "rejected" and worse.reason.startswith("latency:") and "allocation" not in worse.reason
     unbounded = _run(trained["good-twin"], root, archive, latency_budget_ms=None)
     assert unbounded.promoted and "(no budget)" in unbounded.reason
