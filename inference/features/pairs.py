@@ -43,33 +43,37 @@ def pair_features_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sp
     """float32 ``[len(jobs), N, spec.pair_dim]``: :func:`pair_features` of each job, vectorised
     over the jobs too (a step computes them once per distinct job shape)."""
     sel = slice(None) if nodes is None else np.asarray(nodes, dtype=np.int64)
-    base = _base_pairs(jobs, snapshot, sel)
-    if not (spec.cluster or spec.workload):
-        return base
-    from inference.features.cluster import frag_pair_features, priority
+    m = snapshot.num_nodes if nodes is None else len(sel)  # type: ignore[arg-type]
+    # feature-major while computing (contiguous [J, M] writes), one transposing copy at the end
+    out = np.empty((spec.pair_dim, len(jobs), m), dtype=np.float32)
+    _base_pairs(jobs, snapshot, sel, out)
+    col = len(PAIR)
+    if spec.cluster or spec.workload:
+        from inference.features.cluster import frag_pair_features, priority
 
-    parts = [base]
-    if spec.cluster:
-        parts.append(np.broadcast_to(priority(snapshot)[sel][None], (*base.shape[:2], 1)))
-    if spec.workload:  # depends on every node (FGD's tie set): computed whole, then the rows
-        parts.append(np.stack([frag_pair_features(job, snapshot, spec)[sel] for job in jobs]))
-    return np.concatenate(parts, axis=2)
+        if spec.cluster:
+            out[col] = priority(snapshot)[sel, 0]
+            col += 1
+        if spec.workload:  # depends on every node (FGD's tie set): computed whole, then the rows
+            for i, job in enumerate(jobs):
+                out[col:, i] = frag_pair_features(job, snapshot, spec)[sel].T
+    return np.ascontiguousarray(out.transpose(1, 2, 0))
 
 
-def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slice | np.ndarray) -> np.ndarray:
-    """float32 ``[J, M, len(PAIR)]`` on the nodes ``sel`` picks; rows ``[J, M]`` per feature, jobs
-    broadcast against nodes."""
+def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slice | np.ndarray,
+                out: np.ndarray) -> None:  # fmt: skip
+    """Write the :data:`PAIR` rows of ``out [pair_dim, J, M]`` on the nodes ``sel`` picks, feature
+    by feature as ``[J, M]`` (jobs broadcast against nodes)."""
     s = snapshot
     inv_cpu, inv_mem, inv_gpu, inv_num = s.static_cache("inference:pair-inverses", _inverses)[:, sel]
     cpu_free, mem_free, cpu_cap = s.cpu_free[sel], s.mem_free[sel], s.cpu_cap[sel]
     gpu_free_milli, gpu_cap_milli = s.gpu_free_milli[sel], s.gpu_cap_milli[sel]
     full_free, max_free = s.gpu_full_free[sel], s.gpu_max_free[sel]
-    n = len(cpu_free)
     demand = np.array([[j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli] for j in jobs],
                       dtype=np.int64).reshape(len(jobs), 4)  # fmt: skip
     cpu, mem, ngpu, d = (demand[:, i, None] for i in range(4))  # [J, 1] each
     free = np.ascontiguousarray(s.gpu_free[sel].T)  # [G, M], padding -1: reductions over G are fast this way
-    out = np.zeros((len(PAIR), len(jobs), n), dtype=np.float64)
+    out[5:7] = 0.0
     partial = (free > 0) & (free < FULL)
     partial_count = np.count_nonzero(partial, axis=0)
     # whole GPUs (k fully free ones) and CPU-only pods; sharing pods are overwritten below
@@ -77,19 +81,20 @@ def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slic
     max_after = np.where(ngpu == 0, max_free, np.where(full_after > 0, FULL, np.where(partial, free, 0).max(axis=0)))
     partial_after = np.broadcast_to(partial_count, full_after.shape).copy()
     sharing = ((ngpu == 1) & (d < FULL))[:, 0]
-    if sharing.any():  # the best-fit GPU (least free among those that fit)
-        ds = d[sharing][:, :, None]  # [K, 1, 1]
-        chosen = np.where(free >= ds, free, 1 << 30).min(axis=1)  # [K, M]
+    if sharing.any():  # the best-fit GPU (least free among those that fit); all of it depends on d alone
+        shares, back = np.unique(d[sharing, 0], return_inverse=True)  # one row per distinct share
+        ds = shares[:, None, None]  # [U, 1, 1]
+        chosen = np.where(free >= ds, free, 1 << 30).min(axis=1)  # [U, M]
         ok = chosen < (1 << 30)
         left = chosen - ds[:, :, 0]
-        out[5, sharing] = np.where(ok, left / FULL, 1.0)
         was_partial = ok & (chosen < FULL)
-        out[6, sharing] = was_partial
-        full_after[sharing] = full_free - (ok & ~was_partial)
-        partial_after[sharing] = partial_count + (ok & ~was_partial & (left > 0)) - (was_partial & (left == 0))
         unique_max = ok & (chosen == max_free) & (np.count_nonzero(free == max_free, axis=0) == 1)
         second = np.where(free < max_free, free, -1).max(axis=0)
-        max_after[sharing] = np.where(unique_max, np.maximum(second, left), max_free)
+        out[5, sharing] = np.where(ok, left / FULL, 1.0)[back]
+        out[6, sharing] = was_partial[back]
+        full_after[sharing] = (full_free - (ok & ~was_partial))[back]
+        partial_after[sharing] = (partial_count + (ok & ~was_partial & (left > 0)) - (was_partial & (left == 0)))[back]
+        max_after[sharing] = np.where(unique_max, np.maximum(second, left), max_free)[back]
     cpu_left = cpu_free - cpu
     gpu_left = gpu_free_milli - ngpu * d
     out[0] = cpu_left * inv_cpu
@@ -103,4 +108,3 @@ def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slic
     out[10] = 1.0 - cpu_free * inv_cpu
     out[11] = 1.0 - gpu_free_milli * inv_gpu
     np.clip(out[:4], -1.0, 1.0, out=out[:4])
-    return out.transpose(1, 2, 0).astype(np.float32)

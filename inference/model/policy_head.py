@@ -93,7 +93,18 @@ class ShapeFactoredHead(nn.Module):
         shape_rows = jobs.new_zeros(pairs.shape[0], SHAPE_COLUMNS)
         shape_rows[which] = jobs[:, :SHAPE_COLUMNS]  # the jobs of one shape have the same columns
         table = self.table(node_part, shape_rows, pairs)  # [S, N, 1 + R]
-        return torch.bmm(table[which], self.coefficients(jobs).unsqueeze(-1)).squeeze(-1)
+        coeff = self.coefficients(jobs)  # [J, 1 + R]
+        # one [J_s, 1 + R] @ [1 + R, N] product per shape: gathering table[which] first would
+        # materialise [J, N, 1 + R] (2 ms of the 6 at 256 pending × 1,213 nodes)
+        out = coeff.new_empty(len(jobs), table.shape[1])
+        order = torch.argsort(which, stable=True)
+        start = 0
+        for s, count in enumerate(torch.bincount(which, minlength=table.shape[0]).tolist()):
+            if count:
+                rows = order[start:start + count]
+                out[rows] = coeff[rows] @ table[s].T
+                start += count
+        return out
 
 
 def make_head(hidden: int, job_dim: int, pair_dim: int, width: int, layers: int, rank: int) -> nn.Module:
