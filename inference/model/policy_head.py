@@ -30,9 +30,11 @@ from torch import nn
 from inference.features.spec import SHAPE_COLUMNS
 
 
-def _mlp_out(width: int, layers: int, outputs: int) -> nn.Sequential:
-    deep = [nn.Linear(width, width), nn.ReLU()] if layers == 2 else []
-    return nn.Sequential(nn.ReLU(), *deep, nn.Linear(width, outputs))
+def _mlp_out(width: int, layers: int, outputs: int, inplace: bool = False) -> nn.Sequential:
+    """ReLU, [Linear, ReLU], Linear; ``inplace``: the ReLUs overwrite their input (same parameters
+    and state-dict keys — for a caller whose input is a fresh tensor)."""
+    deep = [nn.Linear(width, width), nn.ReLU(inplace)] if layers == 2 else []
+    return nn.Sequential(nn.ReLU(inplace), *deep, nn.Linear(width, outputs))
 
 
 class PolicyHead(nn.Module):
@@ -69,7 +71,7 @@ class ShapeFactoredHead(nn.Module):
         self.node = nn.Linear(hidden, width)
         self.pair = nn.Linear(pair_dim, width, bias=False)
         self.shape = nn.Linear(SHAPE_COLUMNS, width, bias=False)
-        self.out = _mlp_out(width, layers, 1 + rank)
+        self.out = _mlp_out(width, layers, 1 + rank, inplace=True)  # (table() hands it a fresh tensor)
         self.job = nn.Sequential(nn.Linear(job_dim, hidden), nn.ReLU(), nn.Linear(hidden, rank))
 
     def precompute(self, z: torch.Tensor) -> torch.Tensor:
@@ -77,7 +79,8 @@ class ShapeFactoredHead(nn.Module):
 
     def table(self, node_part: torch.Tensor, shape_rows: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """``[..., N, 1 + R]``: the per-(shape, node) outputs (b, f_1 … f_R) for ``shape_rows [..., SHAPE_COLUMNS]``."""
-        return self.out(node_part + self.pair(pairs) + self.shape(shape_rows).unsqueeze(-2))
+        x = self.pair(pairs)  # fresh: the sums and the first ReLU work in place (a step's table is 1M floats)
+        return self.out(x.add_(node_part).add_(self.shape(shape_rows).unsqueeze(-2)))
 
     def coefficients(self, jobs: torch.Tensor) -> torch.Tensor:
         """``[..., 1 + R]``: (1, c_1 … c_R) of each job."""
