@@ -24,6 +24,8 @@ shape, ``which`` each job's row in it):
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import nn
 
@@ -97,17 +99,18 @@ class ShapeFactoredHead(nn.Module):
         shape_rows[which] = jobs[:, :SHAPE_COLUMNS]  # the jobs of one shape have the same columns
         table = self.table(node_part, shape_rows, pairs)  # [S, N, 1 + R]
         coeff = self.coefficients(jobs)  # [J, 1 + R]
-        # one [J_s, 1 + R] @ [1 + R, N] product per shape: gathering table[which] first would
-        # materialise [J, N, 1 + R] (2 ms of the 6 at 256 pending × 1,213 nodes)
-        out = coeff.new_empty(len(jobs), table.shape[1])
-        order = torch.argsort(which, stable=True)
-        start = 0
-        for s, count in enumerate(torch.bincount(which, minlength=table.shape[0]).tolist()):
-            if count:
-                rows = order[start:start + count]
-                out[rows] = coeff[rows] @ table[s].T
-                start += count
-        return out
+        s, n, k = table.shape
+        if not len(jobs):
+            return coeff.new_zeros((0, n))
+        # scores = A @ table as [S·K, N], A [J, S·K] sparse with job j's K coefficients at its shape's
+        # columns: gathering table[which] first would materialise [J, N, K] (1.4 ms at 256 pending
+        # × 1,213 nodes, against 0.5)
+        crow = torch.arange(0, len(jobs) * k + 1, k, device=coeff.device)
+        cols = (which[:, None] * k + torch.arange(k, device=coeff.device)).reshape(-1)
+        with warnings.catch_warnings():  # "sparse CSR support is in beta"
+            warnings.simplefilter("ignore", UserWarning)
+            a = torch.sparse_csr_tensor(crow, cols, coeff.reshape(-1), (len(jobs), s * k))
+            return a @ table.permute(0, 2, 1).reshape(s * k, n)
 
 
 def make_head(hidden: int, job_dim: int, pair_dim: int, width: int, layers: int, rank: int) -> nn.Module:
