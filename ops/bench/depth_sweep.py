@@ -77,37 +77,44 @@ def run_depth_sweep(report: Report, console: Console, *, models: Sequence[Path],
     with console.status("loading the openb cluster for the latency steps…"):
         snap, openb_pods = loaded_cluster()
     jobs = [openb_pods[i % len(openb_pods)] for i in range(pending)]
-    rows: list[dict[str, Any]] = []
     columns = (TextColumn("[bold]depth sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[what]}"),
                TimeElapsedColumn())  # fmt: skip
+    fills: dict[Path, tuple[list[float], list[float]]] = {}  # model -> allocation % and seconds per seed
     with Progress(*columns, console=console) as bar:
-        task = bar.add_task("depth", total=len(models) * (len(seeds) + 1), what="")
+        task = bar.add_task("depth", total=len(models) * len(seeds) + repeat + 1, what="")
         for model_dir in models:
-            depth = model_depth(model_dir)
-            alloc, seconds = [], []
+            alloc, seconds = fills.setdefault(model_dir, ([], []))
             for s in seeds:
-                bar.update(task, what=f"depth {depth}: fill seed {s}")
+                bar.update(task, what=f"depth {model_depth(model_dir)}: fill seed {s}")
                 t0 = time.perf_counter()
                 alloc.append(run_fill(node_views, sequences[s], _policy(model_dir), s).allocated_at(100))
                 seconds.append(time.perf_counter() - t0)
                 bar.advance(task)
-            bar.update(task, what=f"depth {depth}: {repeat} model steps at {pending} pending")
-            policy = _policy(model_dir)
-            steps = [model_step(policy, snap, jobs) for _ in range(repeat + 1)][1:]  # after one warm-up
-            step, core = percentiles([t["model step"] for t in steps]), percentiles([t["model"] for t in steps])
+        # latency in rounds, one step of every model per round (the first a warm-up): on a shared
+        # machine, load that comes and goes then weighs on every depth alike
+        policies = {d: _policy(d) for d in models}
+        times: dict[Path, list[dict[str, float]]] = {d: [] for d in models}
+        for r in range(repeat + 1):
+            bar.update(task, what=f"latency round {r}/{repeat} ({pending} pending)")
+            for d, policy in policies.items():
+                times[d].append(model_step(policy, snap, jobs))
             bar.advance(task)
-            rows.append({"depth": depth, "model": policy.model_version, "dir": str(model_dir),
-                         "parameters": sum(p.numel() for p in policy.loaded.model.parameters()),
-                         "alloc %": float(np.mean(alloc)), "± std": float(np.std(alloc)), "alloc_by_seed": alloc,
-                         "step p50 ms": step["p50"], "step p99 ms": step["p99"], "model p50 ms": core["p50"],
-                         "step_ms": [t["model step"] for t in steps], "s / fill run": float(np.mean(seconds))})  # fmt: skip
+    rows: list[dict[str, Any]] = []
+    for d, policy in policies.items():
+        steps, (alloc, seconds) = times[d][1:], fills[d]
+        step, core = percentiles([t["model step"] for t in steps]), percentiles([t["model"] for t in steps])
+        rows.append({"depth": model_depth(d), "model": policy.model_version, "dir": str(d),
+                     "parameters": sum(p.numel() for p in policy.loaded.model.parameters()),
+                     "alloc %": float(np.mean(alloc)), "± std": float(np.std(alloc)), "alloc_by_seed": alloc,
+                     "step p50 ms": step["p50"], "step p99 ms": step["p99"], "model p50 ms": core["p50"],
+                     "step_ms": [t["model step"] for t in steps], "s / fill run": float(np.mean(seconds))})  # fmt: skip
     rows.sort(key=lambda r: r["depth"])
     report.text(f"**Depth sweep**: the learned policy at fusion-encoder depth "
                 f"{', '.join(str(r['depth']) for r in rows)} (one trained model each). *alloc %* = GPU allocated at "
                 f"100 % arrived demand on the openb fill benchmark ({len(node_views):,} nodes, {len(pod_list):,} "
                 f"pods), mean ± std over seeds {list(seeds)}. *step* = features + one in-process model call for "
                 f"{pending} pending openb pods on the 1,213 openb GPU nodes at {1 - snap.gpu_free_milli.sum() / snap.gpu_cap_milli.sum():.0%} GPU "
-                f"allocation, p50 / p99 of {repeat} steps after a warm-up; *model* = the model call alone; "
+                f"allocation, p50 / p99 of {repeat} steps after a warm-up (in rounds: one step of every model per round); *model* = the model call alone (the fusion encoder once over the nodes, the head over every (job, node)); "
                 f"torch {torch.__version__}, {torch.get_num_threads()} thread(s). Latency on a shared machine "
                 "varies with the other load on it.")  # fmt: skip
     report.table("Sweep: depth (learned policy)", rows, COLUMNS)
