@@ -18,6 +18,12 @@ the GREEDY one (the ``learned`` policy takes the argmax). So:
   core) for several epochs without stepping too far; a KL penalty to the STARTING policy
   (``KL(π_θ ‖ π_0)`` on the recorded states) anchors it to the imitation solution so a few noisy
   episodes cannot make it collapse; an optional entropy bonus;
+- ``baseline="loo"`` instead uses, for each sample, the mean reward-to-go of the episode's
+  OTHER samples (leave-one-out, Kool et al. 2019): zero-mean within the episode. When sampling
+  itself beats the greedy policy on average (it does here, by ~0.1 pp at temperature 0.5), the
+  greedy baseline makes almost every advantage positive and the update mostly re-weights
+  whatever the samples did; leave-one-out keeps only which sample did better (the greedy rollout
+  is still run, for the progress number);
 - advantages are divided by a running RMS (not centred: with one or two samples per episode
   the centred advantages would be zero) so the step size does not depend on how much the
   allocation happens to move in one episode.
@@ -72,6 +78,7 @@ class RLOptions:
     episodes: int = 10
     seeds: tuple[int, ...] = tuple(range(10))
     samples: int = 2  # sampled rollouts per episode (each against the episode's greedy rollout)
+    baseline: str = "greedy"  # "greedy" (self-critical) or "loo" (the other samples' mean; needs samples >= 2)
     temperature: float = 0.5  # sampling: softmax(scores / temperature) over the feasible nodes
     lr: float = 3e-4
     epochs: int = 3  # PPO passes over an episode's states
@@ -91,6 +98,8 @@ class RLOptions:
         refuse_held_out(self.seeds)
         if not self.seeds or self.samples < 1 or self.temperature <= 0 or not 0 < self.state_rate <= 1:
             raise ValueError("RL needs seeds, samples >= 1, temperature > 0 and 0 < state_rate <= 1")
+        if self.baseline not in ("greedy", "loo") or (self.baseline == "loo" and self.samples < 2):
+            raise ValueError("baseline must be 'greedy' or 'loo' (with samples >= 2)")
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -204,6 +213,19 @@ def ppo_update(model: Scorer, ref: Scorer, topo: TorchTopology, b: _Batch, scale
     return {k: sum(v) / max(1, len(b)) for k, v in last.items()}
 
 
+def advantages(runs: list[tuple[States, np.ndarray]], greedy: np.ndarray,
+               baseline: str) -> list[tuple[States, np.ndarray]]:  # fmt: skip
+    """Each sampled rollout's states with their advantages ``R_t − b_t`` (``t``: the state's pod
+    index; ``runs``: (states, reward-to-go) per sample; ``greedy``: the greedy rollout's
+    reward-to-go; ``baseline``: "greedy" or "loo", the mean of the other samples')."""
+    out = []
+    for k, (states, ret) in enumerate(runs):
+        base = (np.mean([r for j, (_, r) in enumerate(runs) if j != k], axis=0) if baseline == "loo"
+                else greedy)  # fmt: skip
+        out.append((states, (ret - base)[np.asarray(states.step, dtype=np.int64)]))
+    return out
+
+
 def train_rl(model: Scorer, nodes: Sequence[NodeView], pods: Sequence[JobRequest], options: RLOptions | None = None,
              *, on_episode: Callable[[RLEpisode], None] | None = None,
              on_rollout: Callable[[str], None] | None = None) -> tuple[Scorer, RLHistory]:  # fmt: skip
@@ -238,18 +260,18 @@ def train_rl(model: Scorer, nodes: Sequence[NodeView], pods: Sequence[JobRequest
         if on_rollout:
             on_rollout("greedy")
         greedy = greedy_rollout(model, nodes, seq, seed)
-        base = returns_to_go(greedy)
-        parts, values, deviations = [], [], []
+        greedy_ret = returns_to_go(greedy)
+        runs, values, deviations = [], [], []
         for k in range(opts.samples):
             if on_rollout:
                 on_rollout(f"sample {k + 1}/{opts.samples}")
             run, policy = sampled_rollout(model, nodes, seq, seed, temperature=opts.temperature,
                                           sample_seed=opts.seed * 1_000_003 + episode * 101 + k,
                                           state_rate=opts.state_rate, eps=opts.eps)  # fmt: skip
-            steps = np.asarray(policy.states.step, dtype=np.int64)
-            parts.append((policy.states, (returns_to_go(run) - base)[steps]))
+            runs.append((policy.states, returns_to_go(run)))
             values.append(terminal_value(run))
             deviations.append(policy.deviations)
+        parts = advantages(runs, greedy_ret, opts.baseline)
         stats = {"loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_frac": 0.0}
         n_states = sum(len(s) for s, _ in parts)
         mean_adv = float(np.concatenate([a for _, a in parts]).mean()) if n_states else 0.0

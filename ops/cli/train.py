@@ -235,6 +235,9 @@ def train(
     rl_kl: float = typer.Option(0.05, help="Weight of the KL anchor to the starting policy."),
     rl_state_rate: float = typer.Option(0.15, help="Share of the sampled rollouts' states the RL update uses."),
     rl_minutes: float = typer.Option(None, help="RL wall-time budget: no new episode after this many minutes."),
+    rl_baseline: str = typer.Option("greedy", help="RL advantage baseline: 'greedy' (the greedy rollout of the "
+                                    "seed, self-critical) or 'loo' (the mean of the episode's other samples)."),
+    rl_epochs: int = typer.Option(3, help="PPO passes over each RL episode's states."),
 ) -> None:
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
@@ -252,7 +255,8 @@ def train(
         if from_archive:
             raise typer.BadParameter("--rl-episodes does not combine with --from-archive")
         rl = rl_options(episodes=rl_episodes, seeds=seed_list(rl_seeds), rate=rl_rate, temperature=rl_temperature,
-                        samples=rl_samples, minutes=rl_minutes, kl=rl_kl, state_rate=rl_state_rate, seed=seed)
+                        samples=rl_samples, minutes=rl_minutes, kl=rl_kl, state_rate=rl_state_rate, seed=seed,
+                        baseline=rl_baseline, epochs=rl_epochs)  # fmt: skip
         if rl_from is not None:
             directory = run_train_rl_from(rl_from, options=rl, out=out, version=version)
             if promote:

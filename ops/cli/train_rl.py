@@ -20,13 +20,15 @@ console = Console()
 
 
 def rl_options(*, episodes: int, seeds: list[int], rate: float, temperature: float, samples: int,
-               minutes: float | None, kl: float, state_rate: float, seed: int) -> Any:  # fmt: skip
+               minutes: float | None, kl: float, state_rate: float, seed: int, baseline: str = "greedy",
+               epochs: int = 3) -> Any:  # fmt: skip
     """:class:`RLOptions`, with the held-out seeds refused as a CLI error."""
     from inference.training.rl import RLOptions
 
     try:
         return RLOptions(episodes=episodes, seeds=tuple(seeds), lr=rate, temperature=temperature, samples=samples,
-                         minutes=minutes, kl=kl, state_rate=state_rate, seed=seed)  # fmt: skip
+                         minutes=minutes, kl=kl, state_rate=state_rate, seed=seed, baseline=baseline,
+                         epochs=epochs)  # fmt: skip
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
 

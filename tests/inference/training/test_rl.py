@@ -17,7 +17,15 @@ from inference.features.spec import FeatureSpec  # noqa: E402
 from inference.features.topology import build_topology  # noqa: E402
 from inference.model import ModelConfig, Scorer  # noqa: E402
 from inference.model.scorer import TorchTopology  # noqa: E402
-from inference.training.rl import RLOptions, _Batch, log_probs, ppo_update, refuse_held_out, train_rl  # noqa: E402
+from inference.training.rl import (  # noqa: E402
+    RLOptions,
+    _Batch,
+    advantages,
+    log_probs,
+    ppo_update,
+    refuse_held_out,
+    train_rl,
+)
 from inference.training.rl_rollout import (  # noqa: E402
     States,
     episode_sequence,
@@ -171,3 +179,21 @@ def test_the_time_budget_stops_before_a_new_episode():
     opts = RLOptions(episodes=5, seeds=(0,), samples=1, minutes=0.0, state_rate=0.5)
     _, history = train_rl(model(5), NODES, PODS, opts)
     assert history.episodes == [] and history.stopped == "time budget"
+
+
+def test_the_baselines():
+    seq = episode_sequence(PODS, CAPACITY, 2)
+    runs = []
+    for k in range(2):
+        run, policy = sampled_rollout(model(6), NODES, seq, 2, temperature=3.0, sample_seed=k, state_rate=1.0, eps=0.0)
+        runs.append((policy.states, returns_to_go(run)))
+    greedy = returns_to_go(greedy_rollout(model(6), NODES, seq, 2))
+    assert not np.array_equal(runs[0][1], runs[1][1])  # the two samples dropped different pods
+    (s0, a0), (s1, a1) = advantages(runs, greedy, "loo")
+    steps0, steps1 = np.array(s0.step), np.array(s1.step)
+    np.testing.assert_allclose(a0, (runs[0][1] - runs[1][1])[steps0])
+    np.testing.assert_allclose(a1, -(runs[0][1] - runs[1][1])[steps1])  # zero-mean per pod index
+    (_, g0), _ = advantages(runs, greedy, "greedy")
+    np.testing.assert_allclose(g0, (runs[0][1] - greedy)[steps0])
+    with pytest.raises(ValueError, match="loo"):
+        RLOptions(samples=1, baseline="loo")
