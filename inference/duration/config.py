@@ -32,10 +32,15 @@ class DurationConfig:
     layers: int = 2
     epochs: int = 80
     seed: int = 0
-    # blend: log answer = a · retrieval + (1 − a) · regression, a = blend_max · exp(−mean d² / blend_scale)
+    # two-way blend: log answer = a · retrieval + (1 − a) · regression, a = blend_max · exp(−mean d² / blend_scale)
     blend_max: float = 0.5
     blend_scale: float = 0.1
     min_duration_s: float = 1.0  # run times are floored here before the log (a 0 s job is a 1 s job)
+    # per-key histories (inference.duration.history): answer = (1 − w) · two-way blend + w · the
+    # median of the most specific key with >= history_min_count finished jobs (w = history_weight)
+    history_window: int = 32
+    history_weight: float = 0.0
+    history_min_count: int = 3
     train_info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,7 @@
 """A duration-model directory: ``config.json`` (format, version, :class:`DurationConfig`) and
 ``duration.pt`` (the MLP's state and standardisation, and the retrieval index: text vectors,
-shape rows and log run times of the finished jobs it was built from).
+shape rows and log run times of the finished jobs it was built from; the per-key histories of
+:mod:`inference.duration.history`).
 
 ``models/duration/<version>/`` by convention, ``models/duration/latest`` a symlink to the
 newest (:func:`inference.model.io.point_latest` semantics; gitignored). Loading checks the
@@ -36,6 +37,7 @@ def save_predictor(directory: str | Path, predictor: LearnedDurationPredictor) -
         "index_text": torch.from_numpy(idx.text.copy()),
         "index_shape": torch.from_numpy(idx.shape.copy()),
         "index_log_duration": torch.from_numpy(idx.log_durations.copy()),
+        "history": predictor.history.state(),
     }
     torch.save(state, directory / WEIGHTS_FILE)
     meta = {"format": FORMAT, "version": predictor.config.version, "config": predictor.config.to_json()}
@@ -64,6 +66,8 @@ def load_predictor(directory: str | Path, *, encoder: TextEncoder | None = None)
         regressor.load_state(state["regressor"])
     predictor = LearnedDurationPredictor(config, encoder=encoder, regressor=regressor)
     predictor.index.add(text, shape, state["index_log_duration"].numpy())
+    if state.get("history") is not None:  # saved before the histories existed: they start empty
+        predictor.history.load_state(state["history"])
     return predictor
 
 

@@ -11,10 +11,16 @@ The answer, in log seconds (``mode`` picks one; :meth:`components` returns all t
 - ``regression``: the MLP (:mod:`inference.duration.regression`);
 - ``retrieval``: the weighted median of the k nearest finished jobs
   (:mod:`inference.duration.retrieval`);
-- ``blend`` (default): ``a · retrieval + (1 − a) · regression`` with
+- ``pair``: ``a · retrieval + (1 − a) · regression`` with
   ``a = blend_max · exp(−mean d² / blend_scale)`` — retrieval counts when its neighbours are
-  close (the same app, user or program with the same shape), the regression otherwise. Both
-  blend parameters are chosen on a time-ordered validation split by :func:`train_predictor`.
+  close (the same app, user or program with the same shape), the regression otherwise;
+- ``blend`` (default): ``(1 − w) · pair + w · history`` where the job's most specific exact
+  key (the same request, app or program: :meth:`~inference.duration.history.KeyHistory.specific`)
+  has ``history_min_count`` finished jobs, else ``pair`` (``w = history_weight``; 0 = ``pair``).
+
+All four parameters are chosen on a time-ordered validation split by
+:func:`~inference.duration.train.train_predictor`; ``observe`` feeds the index and the
+histories alike.
 
 Before anything is observed, retrieval has no answer and the blend is the regression; a
 predictor without a regression (``mode="retrieval"``, untrained) answers ``None`` until its
@@ -31,6 +37,7 @@ import numpy as np
 
 from inference.duration.config import DurationConfig
 from inference.duration.features import SHAPE_DIM, JobFeaturiser
+from inference.duration.history import KeyHistory
 from inference.duration.regression import MlpRegressor
 from inference.duration.retrieval import NeighbourIndex
 from inference.encoders import EncoderCache, get_encoder
@@ -40,17 +47,21 @@ from scheduling.job import JobRequest
 
 @dataclass
 class Components:
-    """Per job, log seconds: the regression, the retrieval (NaN: no neighbours), the blend
-    weight ``a`` and the blended answer; and the mean d² of the neighbours."""
+    """Per job, log seconds: the regression, the retrieval (NaN: no neighbours), the weight
+    ``alpha`` of the retrieval in the two-way blend, the answer (``blend``), the mean d² of the
+    neighbours, the two-way blend (``pair``) and the most specific key's history (NaN: none)."""
 
     regression: np.ndarray
     retrieval: np.ndarray
     alpha: np.ndarray
     blend: np.ndarray
     mean_d2: np.ndarray
+    pair: np.ndarray
+    history: np.ndarray
 
     def answer(self, mode: str) -> np.ndarray:
-        return {"regression": self.regression, "retrieval": self.retrieval, "blend": self.blend}[mode]
+        return {"regression": self.regression, "retrieval": self.retrieval, "blend": self.blend,
+                "pair": self.pair}[mode]  # fmt: skip
 
 
 def make_encoder(name: str, dim: int) -> EncoderCache:
@@ -70,6 +81,7 @@ class LearnedDurationPredictor:
         self.index = NeighbourIndex(config.text_dim, SHAPE_DIM, k=config.k, tau=config.tau,
                                     text_weight=config.text_weight, shape_weight=config.shape_weight,
                                     recency=config.recency, max_rows=config.max_rows)  # fmt: skip
+        self.history = KeyHistory(config.history_window)
         self._features: dict[JobRequest, tuple[np.ndarray, np.ndarray, float]] = {}
 
     @property
@@ -110,7 +122,9 @@ class LearnedDurationPredictor:
         if not np.all(np.isfinite(d) & (d >= 0)):
             raise ValueError("durations must be finite numbers >= 0")
         text, shape, _ = self.features(jobs)
-        self.index.add(text, shape, self.log_target(d))
+        y = self.log_target(d)
+        self.index.add(text, shape, y)
+        self.history.observe_many(jobs, y)
 
     def predict(self, job: JobRequest) -> float | None:
         """Predicted run time in seconds, ``None`` when there is nothing to go on."""
@@ -126,8 +140,11 @@ class LearnedDurationPredictor:
         alpha = np.where(have, self.config.blend_max * np.exp(-nb.mean_d2 / self.config.blend_scale), 0.0)
         if self.regressor is None:
             alpha = np.where(have, 1.0, 0.0)
-        blend = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
-        return Components(reg, retr, alpha, blend, nb.mean_d2.astype(np.float64))
+        pair = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
+        hist = self.history.specific(jobs, self.config.history_min_count)
+        w = self.config.history_weight
+        blend = np.where(np.isnan(hist), pair, (1 - w) * pair + w * np.nan_to_num(hist)) if w > 0 else pair
+        return Components(reg, retr, alpha, blend, nb.mean_d2.astype(np.float64), pair, hist)
 
     def predict_many(self, jobs: Sequence[JobRequest], mode: str | None = None) -> np.ndarray:
         """float64 ``[n]`` seconds (NaN = no answer) under ``mode`` (default: the config's)."""
@@ -147,6 +164,9 @@ class LearnedDurationPredictor:
         if not math.isnan(c.retrieval[0]):
             parts.append(f"{self.index.k} nearest of {len(self.index)} finished: median {math.exp(c.retrieval[0]):.0f} s "
                          f"(mean d² {c.mean_d2[0]:.3f}), weight {c.alpha[0]:.2f}")  # fmt: skip
+        if self.config.history_weight > 0 and not math.isnan(c.history[0]):
+            parts.append(f"same request/app/program: median {math.exp(c.history[0]):.0f} s, "
+                         f"weight {self.config.history_weight:.2f}")  # fmt: skip
         return self.predict(job), ", ".join(parts)
 
     def __repr__(self) -> str:

@@ -8,13 +8,20 @@
    are those of :mod:`inference.duration.evaluate` (fit on what had finished by the cut,
    validate online), the regime the predictor is used in;
 2. trains the MLP on the fit part with early stopping on the validation part;
-3. chooses the retrieval settings (``k``, ``tau``) and the blend (``blend_max``,
+3. chooses the retrieval settings (``k``, ``tau``) and the two-way blend (``blend_max``,
    ``blend_scale``) on the validation part, retrieving from an index of the fit part only,
    by the mean absolute error in log space (symmetric: over- and under-prediction by the same
    factor cost the same — the "within 100 % relative error" share is not a training target,
    since predicting 0 s would maximise it);
+3b. chooses how much of the most specific exact history (the same request, app or program:
+   :mod:`inference.duration.history`, seeded with the fit part and fed online like the index)
+   to mix into that blend (``history_weight``, ``history_min_count``) by the same log error;
+   weight 0 — the two-way blend alone — unless another weight is strictly better. (A richer
+   gate, a softmax over every candidate weighted by count, spread and neighbour distance, was
+   tried: fitted on the first 60 % of the validation jobs it lost to the two-way blend on the
+   last 40 % on all three traces, so it was dropped.)
 4. refits the MLP on **every** training job for the number of epochs validation chose, and
-   indexes every training job for retrieval.
+   indexes every training job for retrieval and in the histories.
 
 ``running`` (optional; pass a list, even empty, to opt in to censoring): jobs submitted before the data was cut and *still running* then, with
 how long they had run — right-censored rows for the MLP (a lower bound on their run time:
@@ -38,6 +45,7 @@ import numpy as np
 from inference.duration.config import DurationConfig
 from inference.duration.evaluate import Finished, Split, replay_online, time_split
 from inference.duration.features import SHAPE_DIM
+from inference.duration.history import KeyHistory, specific
 from inference.duration.predictor import LearnedDurationPredictor, make_encoder
 from inference.duration.regression import MlpRegressor
 from inference.encoders.base import TextEncoder
@@ -47,6 +55,8 @@ K_GRID = (4, 8, 16, 32)
 TAU_GRID = (0.01, 0.05, 0.2)
 BLEND_MAX_GRID = (0.0, 0.25, 0.5, 0.7, 0.85, 1.0)
 BLEND_SCALE_GRID = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0, 3.0)
+HISTORY_WEIGHT_GRID = (0.0, 0.25, 0.5, 0.75, 1.0)
+HISTORY_MIN_COUNT_GRID = (1, 3, 8)
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -60,14 +70,17 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
                     *, submit_times: Sequence[float] | None = None, encoder: TextEncoder | None = None,
                     val_fraction: float = 0.15, progress: Progress | None = None,
                     tune: bool = True,
-                    running: Sequence[tuple[JobRequest, float, float]] | None = None) -> LearnedDurationPredictor:  # fmt: skip
+                    running: Sequence[tuple[JobRequest, float, float]] | None = None,
+                    history: bool = True, keep: dict[str, object] | None = None) -> LearnedDurationPredictor:  # fmt: skip
     """A trained predictor (see the module docstring); ``encoder`` reuses a cache across calls.
 
     ``submit_times`` (seconds, one per job): validate the way the predictor is used — the fit
     part is what had *finished* by the validation cut, and the validation jobs are predicted
     online while earlier ones finish (:func:`inference.duration.evaluate.replay_online`).
     Without them, ``jobs`` must be in submission order and the validation is offline.
-    ``running``: ``(job, submit_s, elapsed_s)`` of jobs still running at the data cut."""
+    ``running``: ``(job, submit_s, elapsed_s)`` of jobs still running at the data cut.
+    ``history``: choose the history weight (step 3b; needs ``tune``; else it stays as
+    configured). ``keep``: a dict that receives the validation arrays, for diagnostics."""
     t0 = time.perf_counter()
     config = replace(config or DurationConfig())
     if len(jobs) != len(durations) or (submit_times is not None and len(submit_times) != len(jobs)):
@@ -112,21 +125,43 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
         best = (float("inf"), config.k, config.tau, config.blend_max, config.blend_scale)
         grid = list(itertools.product(K_GRID, TAU_GRID))
         maes["retrieval"] = float("inf")
+        answers: dict[tuple[int, float], tuple[np.ndarray, np.ndarray]] = {}
         for i, (k, tau) in enumerate(grid):
             probe = LearnedDurationPredictor(replace(config, k=k, tau=tau), encoder=encoder)
             probe.index.add(text[fit_i], shape[fit_i], y[fit_i])
-            retr, d2 = _retrieve(probe, split, val_i, text, shape)
+            retr, d2 = answers[(k, tau)] = _retrieve(probe, split, val_i, text, shape)
             maes["retrieval"] = min(maes["retrieval"], _mae(retr, y[val_i]))
             for bmax, bscale in itertools.product(BLEND_MAX_GRID, BLEND_SCALE_GRID):
-                a = bmax * np.exp(-d2 / bscale)
-                blend = np.where(np.isnan(retr), reg_val, a * np.nan_to_num(retr) + (1 - a) * reg_val)
-                err = _mae(blend, y[val_i])
+                err = _mae(_pair(retr, d2, reg_val, bmax, bscale), y[val_i])
                 if err < best[0] - 1e-9:
                     best = (err, k, tau, bmax, bscale)
             if progress:
                 progress("tuning", i + 1, len(grid))
-        maes["blend"], config.k, config.tau, config.blend_max, config.blend_scale = best
+        maes["pair"], config.k, config.tau, config.blend_max, config.blend_scale = best
+        maes["blend"] = maes["pair"]
+        if history:
+            retr, d2 = answers[(config.k, config.tau)]
+            pair = _pair(retr, d2, reg_val, config.blend_max, config.blend_scale)
+            seed_i = fit_i if submit_times is None else fit_i[np.argsort(
+                np.asarray(submit_times, np.float64)[fit_i] + np.asarray(durations, np.float64)[fit_i], kind="stable")]
+            feats = _history_features(config.history_window, split, [jobs[i] for i in seed_i], y[seed_i],
+                                      [jobs[i] for i in val_i], lambda d: shell.log_target(d))  # fmt: skip
+            hbest = (maes["pair"], 0.0, config.history_min_count)
+            for min_count in HISTORY_MIN_COUNT_GRID:
+                spec = specific(feats, min_count)
+                maes[f"history_min{min_count}"] = _mae(spec, y[val_i])
+                for w in HISTORY_WEIGHT_GRID[1:]:
+                    err = _mae(np.where(np.isnan(spec), pair, (1 - w) * pair + w * np.nan_to_num(spec)), y[val_i])
+                    if err < hbest[0] - 1e-9:
+                        hbest = (err, w, min_count)
+            maes["blend"], config.history_weight, config.history_min_count = hbest
+            info["history_covered"] = float(np.mean(~np.isnan(specific(feats, config.history_min_count))))
+            if keep is not None:
+                keep.update(reg=reg_val, retr=retr, d2=d2, hist=feats, y=y[val_i], pair=pair)
     info["val_mae_log"] = maes
+    info["chosen"] = {"k": config.k, "tau": config.tau, "blend_max": config.blend_max,
+                      "blend_scale": config.blend_scale, "history_weight": config.history_weight,
+                      "history_min_count": config.history_min_count}  # fmt: skip
     info["train_s"] = round(time.perf_counter() - t0, 2)
     config.train_info = info
     # refit on every training job for the epochs validation chose: the fit part alone can be
@@ -142,6 +177,28 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
         if submit_times is not None else np.arange(len(jobs))  # fmt: skip
     out.observe_many([jobs[i] for i in order], [float(durations[i]) for i in order])
     return out
+
+
+def _pair(retr: np.ndarray, d2: np.ndarray, reg: np.ndarray, bmax: float, bscale: float) -> np.ndarray:
+    """The two-way blend (:class:`~inference.duration.predictor.Components` ``pair``)."""
+    a = bmax * np.exp(-d2 / bscale)
+    return np.where(np.isnan(retr), reg, a * np.nan_to_num(retr) + (1 - a) * reg)
+
+
+def _history_features(window: int, split: Split | None, fit_jobs: list[JobRequest], fit_y: np.ndarray,
+                      val_jobs: list[JobRequest], log_target: Callable[[list[float]], np.ndarray],
+                      ) -> np.ndarray:  # fmt: skip
+    """:meth:`KeyHistory.features` of the validation jobs: seeded with the fit part (oldest
+    first), then online along ``split`` like :func:`_retrieve`, or offline without one."""
+    hist = KeyHistory(window)
+    hist.observe_many(fit_jobs, fit_y)
+    if split is None:
+        return hist.features(val_jobs)
+
+    def observe(batch: list[JobRequest], durations: list[float]) -> None:
+        hist.observe_many(batch, log_target(durations))
+
+    return replay_online(split, observe, lambda batch: {"h": hist.features(batch)})["h"]
 
 
 def _retrieve(probe: LearnedDurationPredictor, split: Split | None, val_i: np.ndarray, text: np.ndarray,

@@ -9,8 +9,10 @@ every job that had finished by then was observed. Predictors:
   ``sjf-predicted`` uses), fed the training jobs, then observing online;
 - ``constant`` — the training median, for scale;
 - per text encoder (``hashed``, ``minilm``): ``regression`` (the MLP alone), ``retrieval``
-  (k nearest finished jobs alone) and ``blend`` — one trained
-  :class:`~inference.duration.predictor.LearnedDurationPredictor`, its three answers; unless
+  (k nearest finished jobs alone), ``pair`` (their two-way blend: the answer before the
+  per-key histories) and ``blend`` (the answer: ``pair`` mixed with the most specific key's
+  history, by the weight validation chose) — one trained
+  :class:`~inference.duration.predictor.LearnedDurationPredictor`, its four answers; unless
   ``censored=False``, its MLP also learns from the jobs still running at the cut as lower bounds
   (:func:`inference.duration.regression.censored_huber`).
 
@@ -119,7 +121,7 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
 
             def predict(jobs: list[JobRequest], model: Any = model) -> dict[str, np.ndarray]:
                 c = model.components(jobs)
-                return {m: np.exp(c.answer(m)) for m in ("regression", "retrieval", "blend")}
+                return {m: np.exp(c.answer(m)) for m in ("regression", "retrieval", "pair", "blend")}
 
             res = replay_online(split, model.observe_many, predict, lambda i, n, t=task: bar.update(t, completed=i))
             for m, v in res.items():
@@ -148,7 +150,9 @@ def run_duration_bench(*, traces: Sequence[str], encoders: Sequence[str], train_
         "|pred − true| / max(true, 1 s). `within_100pct` is the issue's figure (target 85.7 %); it only bounds "
         "over-prediction (any pred ≤ true passes; predicting 0 s would score 100 %), hence `within_2x` "
         "(max(pred/true, true/pred) ≤ 2) and `mae_log` (mean |ln pred − ln true|) beside it. `history` = the "
-        "online median baseline of `sjf-predicted`; `constant` = the training median. "
+        "online median baseline of `sjf-predicted`; `constant` = the training median; `pair` = the two-way blend of "
+        "regression and retrieval; `blend` = the model's answer, `pair` mixed with the history of the job's most "
+        "specific exact key (same request, app or program) by the weight its validation split chose. "
         + ("The regression also learns from the jobs still running at the cut, as lower bounds on their run "
            "time (censored loss)." if censored else "Jobs still running at the cut are not learned from "
            "(--no-censored)."))  # fmt: skip

@@ -25,7 +25,7 @@ def test_bench_duration_rows_and_censored_training(tmp_path: Path) -> None:
     data = _run(tmp_path)
     rows = {(r["encoder"], r["predictor"]): r for r in data["rows"]}
     assert set(rows) == {("–", "history"), ("–", "constant"), ("hashed", "regression"), ("hashed", "retrieval"),
-                         ("hashed", "blend")}  # fmt: skip
+                         ("hashed", "pair"), ("hashed", "blend")}  # fmt: skip
     split = data["split"]
     for r in rows.values():
         assert r["held_out"] == split["test"] and 0 <= r["within_2x"] <= 1 and 0 <= r["within_100pct"] <= 1
