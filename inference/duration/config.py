@@ -28,6 +28,7 @@ class DurationConfig:
     recency: float = 1e-3
     max_rows: int = 200_000
     # regression (inference.duration.regression.MlpRegressor)
+    regression_shift: float = 0.0  # added to the MLP's log answer (its median validation residual)
     hidden: int = 128
     layers: int = 2
     epochs: int = 80

@@ -8,7 +8,7 @@ not). ``sjf-learned`` (:mod:`inference.duration.ordering`) ranks pending jobs by
 
 The answer, in log seconds (``mode`` picks one; :meth:`components` returns all three):
 
-- ``regression``: the MLP (:mod:`inference.duration.regression`);
+- ``regression``: the MLP (:mod:`inference.duration.regression`) plus ``regression_shift``;
 - ``retrieval``: the weighted median of the k nearest finished jobs
   (:mod:`inference.duration.retrieval`);
 - ``pair``: ``a · retrieval + (1 − a) · regression`` with
@@ -134,6 +134,7 @@ class LearnedDurationPredictor:
     # -- batch API -------------------------------------------------------------------------------
     def components(self, jobs: Sequence[JobRequest]) -> Components:
         text, shape, reg = self.features(jobs)
+        reg = reg + self.config.regression_shift
         nb = self.index.query(text, shape)
         retr = nb.log_duration.astype(np.float64)
         have = ~np.isnan(retr)

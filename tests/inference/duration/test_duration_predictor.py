@@ -70,3 +70,14 @@ def test_load_rejects_a_foreign_directory(tmp_path: Path) -> None:
         load_predictor(tmp_path)
     with pytest.raises(FileNotFoundError):
         load_predictor(tmp_path / "missing")
+
+
+def test_the_regression_is_offset_by_its_validation_shift(trained: tuple) -> None:
+    model, split = trained
+    info = model.config.train_info
+    assert info["val_jobs"] >= 100 and info["chosen"]["regression_shift"] == model.config.regression_shift
+    assert info["val_mae_log"]["regression"] <= info["val_mae_log"]["regression_unshifted"] + 1e-9
+    jobs = [r.job for r in split.test[:20]]
+    text, shape, _ = model.features(jobs)
+    mlp = model.regressor.predict(np.concatenate([text, shape], axis=1))
+    np.testing.assert_allclose(model.components(jobs).regression, mlp + model.config.regression_shift, atol=1e-6)
