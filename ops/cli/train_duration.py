@@ -116,7 +116,7 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     point_latest(out, version)
     info = model.config.train_info
     summary = {"version": version, "jobs": len(train), "val_mae_log": info.get("val_mae_log"),
-               "k": model.config.k, "blend_max": model.config.blend_max,
+               "chosen": info.get("chosen"),
                "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
     console.print(json.dumps(summary, default=str))
     console.print(f"wrote {directory}; {out / 'latest'} → {version} "
