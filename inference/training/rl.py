@@ -33,6 +33,18 @@ sampled rollouts at ``temperature`` recording a ``state_rate`` share of their no
 states, then ``epochs`` PPO passes in minibatches over those states (the encoder is recomputed
 per state, as :mod:`inference.training.imitation` does). The benchmark's seeds (42–51) and the
 promotion replay's (100–104) are refused.
+
+**Measured** (2026-11-22, 2 shared cores, starting from the lean imitation model
+``fast-choice-cluster-s0``, 94.73 % ± 0.14 on seeds 42–51, FGD 95.23 %): 16 episodes in 40 min
+(greedy baseline, T = 0.5, lr 3e-4, 3 PPO epochs, KL 0.05) → 94.69 % ± 0.10 (paired
+difference −0.04 pp, sd 0.14, better on 3 of 10 seeds): no improvement. The per-episode greedy
+values on revisited training seeds fell (6 of 6, mean −0.17 pp) while the KL to the start
+reached 0.3–0.7 and the clip fraction 0.3–0.6: the update was too large for the signal. With
+one scalar per ~8k decisions and ~30 rollouts, the credit assignment is the limit; sampling at
+T = 0.5 beat the greedy rollout of the same policy by ~0.14 pp on average (a noisy policy
+packs better than its argmax), which made nearly every greedy-baseline advantage positive. A second run with the
+leave-one-out baseline, lr 1e-4, 2 epochs, KL 0.2 (8 episodes in 30 min, KL ≤ 0.05): 94.75 % ± 0.10
+(paired +0.02 pp) — it stayed at the start, as intended, and did not improve either.
 """
 
 from __future__ import annotations
