@@ -29,7 +29,7 @@ from inference.training.imitation import TrainOptions, train_imitation
 
 def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainOptions | None = None,
                        config: ModelConfig | None = None, hidden: int = 32, depth: int = 2, text_dim: int = 32,
-                       head_hidden: int = 32, head_layers: int = 2, outcomes: Iterable[str] = ("finished",),
+                       head_hidden: int = 16, head_layers: int = 1, head_rank: int = 4, outcomes: Iterable[str] = ("finished",),
                        policies: Iterable[str] | None = None, max_samples: int | None = 2000,
                        min_feasible: int = 2, tied_targets: bool = False, val_share: float = 0.15, version: str | None = None,
                        archive: str = "", on_batch: Any = None) -> Path:  # fmt: skip
@@ -42,7 +42,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     started = time.perf_counter()
     spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim)
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
-                                   head_layers=head_layers)  # fmt: skip
+                                   head_layers=head_layers, head_rank=head_rank)  # fmt: skip
     rebuilt = reconstruct(events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
                           max_samples=max_samples, seed=options.seed, tied_targets=tied_targets)  # fmt: skip
     n = len(rebuilt.demos)

@@ -11,9 +11,12 @@ version and the serving one (``<out>/latest``) run the same held-out replay (fil
 better (``--no-promote`` skips it). ``--from-archive`` trains on the archive's decisions instead.
 
 The default recipe imitates the expert's ACTUAL pick (``--target choice``) with the cluster
-and fragmentation features on (``--cluster-features``, ``--frag-features``: the target
-workload is estimated from the pod list, as the benchmark gives it to FGD, and saved with
-the model), and trains the cost and transition heads as auxiliary tasks on the frozen
+features on (``--cluster-features``) and a lean, shape-factored policy head (``--head-rank 4``,
+``--head-hidden 16``, ``--head-layers 1``: a step costs shapes × nodes, not jobs × nodes, and
+stays well inside promotion's latency budget). ``--frag-features`` adds FGD's fragmentation
+columns (the target workload is estimated from the pod list, as the benchmark gives it to FGD,
+and saved with the model): +0.4 pp of fill, but an FGD pass per job shape in every step's
+features (300 ms and more at 256 pending), which promotion's latency budget refuses. It trains the cost and transition heads as auxiliary tasks on the frozen
 representation (``--cost-weight``, ``--transition-weight``). ``--dagger-rounds N`` then rolls
 the learner out on ``--dagger-seeds`` and retrains on the aggregate
 (:mod:`inference.training.dagger`).
@@ -84,8 +87,9 @@ def chance(demos: Any) -> float | None:
 
 def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate: float, epochs: int, batch: int,
               lr: float, hidden: int, depth: int, text_dim: int, seed: int, out: Path, version: str | None,
-              head_hidden: int = 32, head_layers: int = 2, pods: Path | None = None, nodes: Path | None = None,
-              target: str = "choice", cluster_features: bool = True, frag_features: bool = True,
+              head_hidden: int = 16, head_layers: int = 1, head_rank: int = 4, pods: Path | None = None,
+              nodes: Path | None = None, target: str = "choice", cluster_features: bool = True,
+              frag_features: bool = False,
               dagger_rounds: int = 0, dagger_seeds: list[int] | None = None, dagger_epochs: int | None = None,
               dagger_beta: float = 0.0, cost_weight: float = 0.1, transition_weight: float = 0.1,
               delta_weight: float = 0.0, stability: float = 0.0, rl: Any = None) -> Path:  # fmt: skip
@@ -120,6 +124,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
                        encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim, cluster=cluster_features,
                        workload=workload)  # fmt: skip
     config = ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden, head_layers=head_layers,
+                         head_rank=head_rank,
                          cost_dim=1 if cost_weight > 0 else 0,
                          transition=transition_weight > 0 or delta_weight > 0 or stability > 0,
                          stability=stability)  # fmt: skip
@@ -200,14 +205,17 @@ def train(
     hidden: int = typer.Option(32, help="Width of the node and job embeddings."),
     depth: int = typer.Option(2, help="Fusion-encoder layers (2-10)."),
     text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
-    head_hidden: int = typer.Option(32, help="Width of the policy head (its cost: pending × nodes × width)."),
-    head_layers: int = typer.Option(2, help="Hidden layers of the policy head (1 or 2)."),
+    head_hidden: int = typer.Option(16, help="Width of the policy head (its cost: shapes × nodes × width)."),
+    head_layers: int = typer.Option(1, help="Hidden layers of the policy head (1 or 2)."),
+    head_rank: int = typer.Option(4, help="Job coefficients of the shape-factored head (0: the per-(job, node) head, "
+                                  "whose cost is pending × nodes × width)."),
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
     out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/; <out>/latest is the serving one."),
     version: str = typer.Option(None, help="Version name (default: imitation-<expert>-<UTC time>-s<seed>)."),
     target: str = typer.Option("choice", help="Imitate the expert's actual pick ('choice') or any of its best ('set')."),
     cluster_features: bool = typer.Option(True, help="Node priority and cluster-level features (whole free nodes…)."),
-    frag_features: bool = typer.Option(True, help="FGD's fragmentation features (the workload is saved with the model)."),
+    frag_features: bool = typer.Option(False, help="FGD's fragmentation features (the workload is saved with the "
+                                       "model): an FGD pass per job shape in every step, over the latency budget."),
     dagger_rounds: int = typer.Option(0, help="DAgger rounds after imitation (learner rollouts labelled by the expert)."),
     dagger_seeds: str = typer.Option(None, help="Fill seeds the learner is rolled out on (default: the train seeds)."),
     dagger_epochs: int = typer.Option(None, help="Epochs per DAgger retraining (default: --epochs)."),
@@ -269,11 +277,11 @@ def train(
 
         run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr, hidden=hidden,
                                depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers,
-                               seed=seed, version=version, promote=promote, promotion_seeds=promotion_seeds)  # fmt: skip
+                               head_rank=head_rank, seed=seed, version=version, promote=promote, promotion_seeds=promotion_seeds)  # fmt: skip
         return
     directory = run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
               epochs=epochs, batch=batch, lr=lr, hidden=hidden, depth=depth, text_dim=text_dim, seed=seed, out=out,
-              version=version, head_hidden=head_hidden, head_layers=head_layers, target=target,
+              version=version, head_hidden=head_hidden, head_layers=head_layers, head_rank=head_rank, target=target,
               cluster_features=cluster_features, frag_features=frag_features, dagger_rounds=dagger_rounds,
               dagger_seeds=seed_list(dagger_seeds) if dagger_seeds else None, dagger_epochs=dagger_epochs,
               dagger_beta=dagger_beta, cost_weight=cost_weight, transition_weight=transition_weight,

@@ -22,7 +22,7 @@ console = Console()
 
 def run_train_from_archive(*, archive: str | None = None, out: Path = Path("models"), epochs: int = 12,
                            batch: int = 16, lr: float = 3e-3, hidden: int = 32, depth: int = 2, text_dim: int = 32,
-                           head_hidden: int = 32, head_layers: int = 2, seed: int = 0, version: str | None = None,
+                           head_hidden: int = 16, head_layers: int = 1, head_rank: int = 4, seed: int = 0, version: str | None = None,
                            max_samples: int | None = 2000, outcomes: str = "finished", policies: str | None = None,
                            tied_targets: bool = False, promote: bool = False, promotion_seeds: str = "100-104",
                            pod_sample: int | None = None) -> Path:  # fmt: skip
@@ -47,7 +47,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
         events = fold_events(training_events(client))
         directory = train_from_archive(
             events, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), hidden=hidden,
-            depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers,
+            depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers, head_rank=head_rank,
             outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
             policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
             max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
