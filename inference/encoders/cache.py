@@ -22,6 +22,7 @@ class EncoderCache:
         self.encoder = encoder
         self.max_entries = max_entries
         self._vectors: dict[str, np.ndarray] = {}
+        self._cleaned: dict[str, str] = {}  # raw text → cleaned: a step re-cleans the same pending texts
         self.hits = 0
         self.misses = 0
 
@@ -35,7 +36,15 @@ class EncoderCache:
 
     def missing(self, texts: Sequence[str]) -> list[str]:
         """The distinct cleaned texts of ``texts`` not cached yet (to encode elsewhere, e.g. on Triton)."""
-        return [t for t in dict.fromkeys(clean_text(t) for t in texts) if t not in self._vectors]
+        return [t for t in dict.fromkeys(self._clean(t) for t in texts) if t not in self._vectors]
+
+    def _clean(self, text: str) -> str:
+        cleaned = self._cleaned.get(text)
+        if cleaned is None:
+            if len(self._cleaned) >= self.max_entries:
+                self._cleaned.clear()
+            cleaned = self._cleaned[text] = clean_text(text)
+        return cleaned
 
     def put(self, cleaned: Sequence[str], vectors: np.ndarray) -> None:
         """Cache vectors computed elsewhere for CLEANED texts (as :meth:`missing` returns them)."""
@@ -48,7 +57,7 @@ class EncoderCache:
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """float32 ``[len(texts), dim]``, the encoder's vectors of the cleaned texts."""
-        cleaned = [clean_text(t) for t in texts]
+        cleaned = [self._clean(t) for t in texts]
         new = [t for t in dict.fromkeys(cleaned) if t not in self._vectors]
         self.misses += len(new)
         self.hits += len(cleaned) - len(new)
