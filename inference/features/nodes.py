@@ -44,8 +44,11 @@ def static_node_features(snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.nda
 
 def cpu_per_free_gpu(cpu_free: np.ndarray, gpu_free_milli: np.ndarray) -> np.ndarray:
     """Free cpu per free GPU in units of 16 cores, clipped to [0, 4] (4 when no GPU is free)."""
-    per = safe_div(np.maximum(cpu_free, 0) / 16_000.0, gpu_free_milli / FULL)
-    return np.where(gpu_free_milli > 0, np.clip(per, 0.0, 4.0), 4.0).astype(np.float32)
+    num = (np.maximum(cpu_free, 0) / 16_000.0).astype(np.float32)
+    den = (gpu_free_milli / FULL).astype(np.float32)
+    out = np.full(np.broadcast(num, den).shape, 4.0, dtype=np.float32)
+    np.divide(num, den, out=out, where=den > 0)  # (num >= 0: only the upper clip can bind)
+    return np.minimum(out, 4.0, out=out)
 
 
 def node_state(snapshot: ClusterSnapshot, spec: FeatureSpec, utilisation: np.ndarray | None = None) -> np.ndarray:

@@ -71,9 +71,13 @@ def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slic
     full_free, max_free = s.gpu_full_free[sel], s.gpu_max_free[sel]
     demand = np.array([[j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli] for j in jobs],
                       dtype=np.int64).reshape(len(jobs), 4)  # fmt: skip
-    cpu, mem, ngpu, d = (demand[:, i, None] for i in range(4))  # [J, 1] each
+    cpu, mem = demand[:, 0, None], demand[:, 1, None]  # [J, 1]
+    # every GPU column depends on (num_gpu, per-GPU share) alone: computed once per distinct pair
+    combos, back = np.unique(demand[:, 2:4], axis=0, return_inverse=True)
+    back = back.reshape(-1)
+    ngpu, d = combos[:, 0, None], combos[:, 1, None]  # [U, 1]
     free = np.ascontiguousarray(s.gpu_free[sel].T)  # [G, M], padding -1: reductions over G are fast this way
-    out[5:7] = 0.0
+    gpu = np.zeros((6, len(combos), len(cpu_free)), dtype=np.float32)  # PAIR columns 2..7, [U, M] each
     partial = (free > 0) & (free < FULL)
     partial_count = np.count_nonzero(partial, axis=0)
     # whole GPUs (k fully free ones) and CPU-only pods; sharing pods are overwritten below
@@ -81,30 +85,31 @@ def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slic
     max_after = np.where(ngpu == 0, max_free, np.where(full_after > 0, FULL, np.where(partial, free, 0).max(axis=0)))
     partial_after = np.broadcast_to(partial_count, full_after.shape).copy()
     sharing = ((ngpu == 1) & (d < FULL))[:, 0]
-    if sharing.any():  # the best-fit GPU (least free among those that fit); all of it depends on d alone
-        shares, back = np.unique(d[sharing, 0], return_inverse=True)  # one row per distinct share
-        ds = shares[:, None, None]  # [U, 1, 1]
-        chosen = np.where(free >= ds, free, 1 << 30).min(axis=1)  # [U, M]
+    if sharing.any():  # the best-fit GPU (least free among those that fit)
+        ds = d[sharing][:, :, None]  # [K, 1, 1]
+        chosen = np.where(free >= ds, free, 1 << 30).min(axis=1)  # [K, M]
         ok = chosen < (1 << 30)
         left = chosen - ds[:, :, 0]
         was_partial = ok & (chosen < FULL)
         unique_max = ok & (chosen == max_free) & (np.count_nonzero(free == max_free, axis=0) == 1)
         second = np.where(free < max_free, free, -1).max(axis=0)
-        out[5, sharing] = np.where(ok, left / FULL, 1.0)[back]
-        out[6, sharing] = was_partial[back]
-        full_after[sharing] = (full_free - (ok & ~was_partial))[back]
-        partial_after[sharing] = (partial_count + (ok & ~was_partial & (left > 0)) - (was_partial & (left == 0)))[back]
-        max_after[sharing] = np.where(unique_max, np.maximum(second, left), max_free)[back]
-    cpu_left = cpu_free - cpu
+        gpu[3, sharing] = np.where(ok, left / FULL, 1.0)
+        gpu[4, sharing] = was_partial
+        full_after[sharing] = full_free - (ok & ~was_partial)
+        partial_after[sharing] = partial_count + (ok & ~was_partial & (left > 0)) - (was_partial & (left == 0))
+        max_after[sharing] = np.where(unique_max, np.maximum(second, left), max_free)
     gpu_left = gpu_free_milli - ngpu * d
+    gpu[0] = gpu_left * inv_gpu
+    gpu[1] = full_after * inv_num
+    gpu[2] = np.maximum(max_after, 0) / FULL
+    gpu[5] = partial_after * inv_num
+    np.clip(gpu[:2], -1.0, 1.0, out=gpu[:2])
+    out[2:8] = gpu[:, back]
+    cpu_left = cpu_free - cpu
     out[0] = cpu_left * inv_cpu
     out[1] = (mem_free - mem) * inv_mem
-    out[2] = gpu_left * inv_gpu
-    out[3] = full_after * inv_num
-    out[4] = np.maximum(max_after, 0) / FULL
-    out[7] = partial_after * inv_num
-    out[8] = cpu_per_free_gpu(cpu_left, gpu_left)
+    np.clip(out[:2], -1.0, 1.0, out=out[:2])
+    out[8] = cpu_per_free_gpu(cpu_left, gpu_left[back])
     out[9] = (gpu_free_milli == gpu_cap_milli) & (cpu_free == cpu_cap)
     out[10] = 1.0 - cpu_free * inv_cpu
     out[11] = 1.0 - gpu_free_milli * inv_gpu
-    np.clip(out[:4], -1.0, 1.0, out=out[:4])
