@@ -24,9 +24,16 @@ from streams.settings import Settings
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports, all bound at once (one at a time, the OS may hand one out twice)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def child_env(settings: Settings) -> dict[str, str]:
@@ -92,9 +99,10 @@ class LocalStack:
             stop_leftovers(run_dir)
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
+        kafka_port, web_port = free_ports(2)
         settings = base.model_copy(update={
-            "bootstrap": f"127.0.0.1:{port or free_port()}", "state_dir": run_dir, "topic_prefix": "semsched.",
-            "web_port": free_port(), **overrides,
+            "bootstrap": f"127.0.0.1:{port or kafka_port}", "state_dir": run_dir, "topic_prefix": "semsched.",
+            "web_port": web_port, **overrides,
         })  # fmt: skip
         return cls(settings, run_dir)
 

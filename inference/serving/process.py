@@ -24,10 +24,14 @@ from pathlib import Path
 from inference.serving.server import MODEL_NAMES, prepare_environment
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports: all bound at once, so the OS cannot hand the same one out twice
+    (one at a time, it did: tritonserver then refused HTTP and gRPC on the same port)."""
+    with contextlib.ExitStack() as stack:
+        sockets = [stack.enter_context(socket.socket()) for _ in range(n)]
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in sockets]
 
 
 def group_members(pgid: int) -> list[int]:
@@ -126,7 +130,8 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
                  log_path: Path | None = None) -> ServerHandle:  # fmt: skip
     """Start a Triton server for ``model_dir`` in a subprocess; returns once its models are ready."""
     prepare_environment()  # the child inherits LD_LIBRARY_PATH with libpython first
-    ports = [p or free_port() for p in (grpc_port, http_port, metrics_port)]
+    spare = iter(free_ports(3))
+    ports = [p or next(spare) for p in (grpc_port, http_port, metrics_port)]
     scratch = None
     if log_path is None:
         scratch = Path(tempfile.mkdtemp(prefix="semsched-triton-log-", dir="/tmp"))
