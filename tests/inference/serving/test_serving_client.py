@@ -19,7 +19,7 @@ from inference.encoders import get_encoder
 from inference.model import load_model
 from inference.model.step import build_inputs
 from inference.serving.client import TritonBackend
-from inference.serving.process import free_port
+from inference.serving.process import free_ports
 
 
 def step_inputs(jobs: int = 20, nodes: int = 12):
@@ -89,7 +89,7 @@ async def test_a_deadline_that_cannot_be_met(served):
 
 
 async def test_a_stopped_server_raises_instead_of_hanging():
-    b = TritonBackend(None, loaded=_tiny(), url=f"127.0.0.1:{free_port()}", deadline_ms=2000)
+    b = TritonBackend(None, loaded=_tiny(), url=f"127.0.0.1:{free_ports(1)[0]}", deadline_ms=2000)
     t0 = time.monotonic()
     with pytest.raises(BackendError, match="triton policy"):
         b.policy(step_inputs())

@@ -7,7 +7,7 @@ import numpy as np
 from inference_helpers import pod_mix, small_snapshot
 
 from inference.policy import LearnedPolicy
-from inference.serving.process import free_port
+from inference.serving.process import free_ports
 from scheduling.assign import schedule_step
 from scheduling.policies import get_policy
 
@@ -34,7 +34,7 @@ async def test_the_learned_policy_decides_the_same_on_triton_as_in_process(serve
 
 async def test_triton_down_means_the_fallback_decides_and_the_record_says_so(served):
     p = LearnedPolicy(served.latest, backend="triton", fallback="best-fit",
-                      backend_kwargs={"url": f"127.0.0.1:{free_port()}", "deadline_ms": 500})  # fmt: skip
+                      backend_kwargs={"url": f"127.0.0.1:{free_ports(1)[0]}", "deadline_ms": 500})  # fmt: skip
     snap, jobs = small_snapshot(), pod_mix(12)
     status = await p.prepare_step(snap, jobs, 1.0)
     assert status.fallback and status.backend == "triton" and "UNAVAILABLE" in status.reason
