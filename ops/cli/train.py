@@ -202,12 +202,12 @@ def train(
     epochs: int = typer.Option(12, help="Passes over the recorded states."),
     batch: int = typer.Option(16, help="States per gradient step."),
     lr: float = typer.Option(3e-3, help="Peak learning rate (one-cycle)."),
-    hidden: int = typer.Option(32, help="Width of the node and job embeddings."),
-    depth: int = typer.Option(2, help="Fusion-encoder layers (2-10)."),
+    hidden: int = typer.Option(32, min=4, help="Width of the node and job embeddings."),
+    depth: int = typer.Option(2, min=2, max=10, help="Fusion-encoder layers (2-10)."),
     text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
-    head_hidden: int = typer.Option(16, help="Width of the policy head (its cost: shapes × nodes × width)."),
-    head_layers: int = typer.Option(1, help="Hidden layers of the policy head (1 or 2)."),
-    head_rank: int = typer.Option(4, help="Job coefficients of the shape-factored head (0: the per-(job, node) head, "
+    head_hidden: int = typer.Option(16, min=4, help="Width of the policy head (its cost: shapes × nodes × width)."),
+    head_layers: int = typer.Option(1, min=1, max=2, help="Hidden layers of the policy head (1 or 2)."),
+    head_rank: int = typer.Option(4, min=0, max=64, help="Job coefficients of the shape-factored head (0: the per-(job, node) head, "
                                   "whose cost is pending × nodes × width)."),
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
     out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/; <out>/latest is the serving one."),

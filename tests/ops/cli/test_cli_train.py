@@ -98,3 +98,19 @@ def test_rl_refuses_held_out_seeds_and_needs_episodes(tmp_path, args, message):
     assert result.exit_code != 0
     assert message in " ".join(result.output.split())
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("args, option", [
+    (["--head-rank", "-1"], "--head-rank"),
+    (["--depth", "11"], "--depth"),
+    (["--head-layers", "3"], "--head-layers"),
+])  # fmt: skip
+def test_an_impossible_architecture_is_refused_before_any_work(tmp_path, args, option):
+    from typer.testing import CliRunner
+
+    from ops.cli.main import app
+
+    result = CliRunner().invoke(app, ["train", "--no-promote", "--out", str(tmp_path / "m"), *args])
+    assert result.exit_code == 2
+    assert f"Invalid value for '{option}'" in " ".join(result.output.split())
+    assert not (tmp_path / "m").exists()
