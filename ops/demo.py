@@ -16,6 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.local_stack import LocalStack
+from ops.processes import sigterm_as_interrupt
+from ops.replay import planned_due_s, replay
+from ops.traces.base import TraceLoader
 from streams.archiver import archive_catch_up
 from streams.settings import Settings
 
@@ -57,20 +60,47 @@ def learned_env(policy: str, inference: str, model_dir: Path | None) -> tuple[di
     return {"SEMSCHED_MODEL_DIR": str(model), "SEMSCHED_INFERENCE": inference}, None
 
 
+def replay_plan(loader: TraceLoader, *, jobs: int, speed: float, max_gap_s: float | None,
+                timeout_s: float) -> tuple[str, str | None]:  # fmt: skip
+    """What the replay will do (one line), or why the demo refuses it: a replay whose idle
+    stretches outlast ``timeout_s`` would look like a hang (openb's first pods are days apart)."""
+    selected = loader.load_jobs()[:jobs]
+    if not selected:
+        return "", f"no openb pods from t={loader.selection.start_offset or 0:.0f}s: lower --start-offset"
+    due = planned_due_s(loader, speed=speed, limit=jobs, max_gap_s=max_gap_s)
+    finish = max(at + (j.event.trace_duration_s or 0.0) / speed for j, at in zip(selected, due, strict=True))
+    span = selected[-1].offset_s - selected[0].offset_s
+    plan = (f"{len(selected)} openb pods over trace t={selected[0].offset_s:,.0f}–{selected[-1].offset_s:,.0f}s "
+            f"({span / 86400:.1f} days) at {speed:g}x: submitted within {due[-1]:,.0f} s, "
+            f"all run out by about {finish:,.0f} s")  # fmt: skip
+    if finish > timeout_s:
+        return plan, (f"{plan}, longer than --timeout {timeout_s:g} s. Raise --speed, cap idle stretches with "
+                      f"--max-gap, or start where pods are dense and short (--start-offset 10000000)")  # fmt: skip
+    return plan, None
+
+
 def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port: int, timeout_s: float,
-             state_root: Path | None = None, inference: str = "in-process", model_dir: Path | None = None) -> int:  # fmt: skip
-    from ops.replay import replay
+             state_root: Path | None = None, inference: str = "in-process", model_dir: Path | None = None,
+             max_gap_s: float | None = None) -> int:  # fmt: skip
     from ops.traces.registry import get_loader
 
     env, problem = learned_env(policy, inference, model_dir)
-    if problem:
-        console.print(f"[red]demo:[/] {problem}")
+    loader = get_loader("openb", start_offset=start_offset, limit=jobs)
+    plan, refusal = replay_plan(loader, jobs=jobs, speed=speed, max_gap_s=max_gap_s, timeout_s=timeout_s)
+    if problem or refusal:
+        console.print(f"[red]demo:[/] {problem or refusal}")
         return 2
+    with sigterm_as_interrupt():
+        return _run(loader, plan, jobs=jobs, speed=speed, policy=policy, port=port, timeout_s=timeout_s,
+                    state_root=state_root, env=env, max_gap_s=max_gap_s)  # fmt: skip
+
+
+def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str, port: int, timeout_s: float,
+         state_root: Path | None, env: dict[str, str], max_gap_s: float | None) -> int:  # fmt: skip
     stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy)
     settings = stack.settings
     console.rule("[bold]semsched demo")
-    console.print(f"state: {stack.run_dir}   policy: {policy}   replay: {jobs} openb pods from "
-                  f"t={start_offset:.0f}s at {speed:g}x")  # fmt: skip
+    console.print(f"state: {stack.run_dir}   policy: {policy}\nreplay: {plan}")
     t0 = time.time()
     try:
         with console.status("starting the Kafka broker (first run resolves its jars with mvn)…"):
@@ -86,8 +116,7 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         console.print(f"[green]✓[/] worker (pid {worker.pid}, policy {policy}{model}, web :{settings.web_port})")
         agents = stack.start_agents("--speed", str(speed), "--telemetry", "5")
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid})")
-        loader = get_loader("openb", start_offset=start_offset, limit=jobs)
-        stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False))
+        stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False, max_gap_s=max_gap_s))
         console.print(f"[green]✓[/] replayed {stats.nodes} nodes and {stats.jobs} jobs "
                       f"({stats.skipped_lines} bad lines skipped)")  # fmt: skip
         st = wait_until_settled(stack, stats.jobs, timeout_s)
@@ -98,6 +127,9 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
             archived = asyncio.run(archive_catch_up(settings))
         console.print(f"[green]✓[/] archive caught up ({archived} more rows)")
         return report(settings, submitted=stats.jobs, wall_s=time.time() - t0)
+    except KeyboardInterrupt:
+        console.print("[yellow]demo interrupted:[/] stopping what it started")
+        return 130
     except Exception as e:
         console.print(f"[red]demo failed:[/] {e}")
         console.print(f"[dim]{stack.log_tails()}[/]")

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,22 @@ def spawn_semsched(name: str, args: list[str], *, env: dict[str, str], run_dir: 
         )  # fmt: skip
     pid_path.write_text(str(proc.pid))
     return Child(name, proc, log_path, pid_path)
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Inside, SIGTERM raises KeyboardInterrupt, so ``finally`` blocks stop the children.
+    Without it, ``kill`` or ``timeout`` ends the parent at once and leaves its children
+    (own sessions, so the signal does not reach them) running."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def wait_for(predicate, timeout: float, interval: float = 0.5, what: str = "condition") -> None:  # type: ignore[no-untyped-def]

@@ -96,6 +96,15 @@ def _schedule(offsets: list[float], speed: float, max_gap_s: float | None) -> li
     return due
 
 
+def planned_due_s(loader: TraceLoader, *, speed: float, limit: int | None = None,
+                  max_gap_s: float | None = None) -> list[float]:  # fmt: skip
+    """When (wall seconds after the first) a replay of ``loader`` will submit each job. Lets a
+    caller refuse a replay that would idle for hours before anything happens."""
+    jobs = loader.load_jobs()
+    jobs = jobs if limit is None else jobs[:limit]
+    return _schedule([j.offset_s for j in jobs], speed, max_gap_s)
+
+
 async def replay(
     loader: TraceLoader, settings: Settings, *, speed: float, limit: int | None = None, strict: bool = False,
     progress: bool = True, clock: Clock | None = None, max_gap_s: float | None = None,

@@ -90,6 +90,8 @@ def demo(
     speed: float = typer.Option(100_000.0, help="Replay speed-up (arrivals and run times): the trace's "
                                 "149 days pass in about 130 s."),
     start_offset: float = typer.Option(0, help="Trace second from which pods are taken."),
+    max_gap: float = typer.Option(None, help="Cap any single wait between submissions at this many seconds "
+                                  "(after --speed): squeezes the trace's idle stretches.", show_default=False),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
     port: int = typer.Option(19092, help="Port of the local Kafka broker."),
     timeout: float = typer.Option(900, help="Give up waiting for the jobs after this many seconds."),
@@ -104,7 +106,7 @@ def demo(
     from ops.demo import run_demo
 
     raise typer.Exit(run_demo(jobs=jobs, speed=speed, start_offset=start_offset, policy=policy, port=port,
-                              timeout_s=timeout, inference=inference, model_dir=model))  # fmt: skip
+                              timeout_s=timeout, inference=inference, model_dir=model, max_gap_s=max_gap))  # fmt: skip
 
 
 if __name__ == "__main__":

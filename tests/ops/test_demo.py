@@ -1,0 +1,46 @@
+"""The demo refuses, before starting anything, a replay that would outlast its timeout
+(openb's first pods are days apart: at a low speed-up the demo looked hung)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ops.demo import replay_plan, run_demo
+from ops.traces.registry import get_loader
+
+
+def test_sparse_start_at_low_speed_is_refused_with_the_ways_out() -> None:
+    loader = get_loader("openb", start_offset=0, limit=50)
+    plan, refusal = replay_plan(loader, jobs=50, speed=2000, max_gap_s=None, timeout_s=900)
+    assert refusal is not None
+    assert "115.6 days" in plan and "--timeout 900" in refusal
+    for way_out in ("--speed", "--max-gap", "--start-offset"):
+        assert way_out in refusal
+
+
+def test_max_gap_shortens_the_submissions_but_not_the_run_times() -> None:
+    loader = get_loader("openb", start_offset=0, limit=50)
+    plan, refusal = replay_plan(loader, jobs=50, speed=2000, max_gap_s=0.5, timeout_s=900)
+    assert "submitted within 21 s" in plan  # 49 gaps, each capped at 0.5 s (one is shorter)
+    assert refusal is not None  # the pods still run for days of trace time
+
+
+def test_dense_window_is_accepted() -> None:
+    loader = get_loader("openb", start_offset=10_000_000, limit=100)
+    plan, refusal = replay_plan(loader, jobs=100, speed=2000, max_gap_s=None, timeout_s=900)
+    assert refusal is None
+    assert plan.startswith("100 openb pods over trace t=10,000,483")
+
+
+def test_empty_window_is_refused() -> None:
+    loader = get_loader("openb", start_offset=1e12, limit=10)
+    _, refusal = replay_plan(loader, jobs=10, speed=2000, max_gap_s=None, timeout_s=900)
+    assert refusal is not None and "lower --start-offset" in refusal
+
+
+def test_refused_demo_starts_nothing(tmp_path: Path) -> None:
+    rc = run_demo(
+        jobs=50, speed=2000, start_offset=0, policy="best-fit", port=1, timeout_s=900, state_root=tmp_path
+    )
+    assert rc == 2
+    assert not (tmp_path / "demo").exists()
