@@ -13,7 +13,9 @@ call and says so: ``fell_back``, ``fallback_reason``, ``model_version = None``.
 **One model call per step.** The step's inputs (:func:`inference.model.step.build_inputs`:
 node state, topology, every pending job, pair features per distinct resource shape) go to
 the backend once; it answers the scores of every (job, node) on the step-start state and
-the head's node term. Then, while ``schedule_step`` reserves jobs one by one, a node that an
+the head's node term. The pair features are kept from step to step
+(:class:`inference.features.pair_cache.PairCache`): only the nodes whose free capacity changed
+since the last step, and the shapes not seen before, are computed. Then, while ``schedule_step`` reserves jobs one by one, a node that an
 earlier placement of the same step changed is re-scored for each later job with the local
 copy of the head (a few ``[M, W]`` ops), so every score sees the node's current free
 capacity, exactly as if the head had been run on the whole cluster again. (A model with FGD's
@@ -47,6 +49,7 @@ import numpy as np
 
 from inference.encoders import EncoderCache, get_encoder
 from inference.features.jobs import job_demand
+from inference.features.pair_cache import PairCache
 from inference.features.pairs import pair_features
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
@@ -126,6 +129,7 @@ class LearnedPolicy(BasePolicy):
         except Exception as e:  # missing, corrupt or mismatched: any failure means "use the heuristic"
             self._no_model(e)
         self._encoders: dict[str, EncoderCache] = {}
+        self.pair_cache = PairCache()  # the step's pair features, kept from step to step
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -192,7 +196,8 @@ class LearnedPolicy(BasePolicy):
             missing = cache.missing([j.text for j in jobs])
             if missing:
                 cache.put(missing, await self.backend.encode_async(missing))
-            inputs = build_inputs(snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn)
+            inputs = build_inputs(snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn,
+                                  pair_cache=self.pair_cache)  # fmt: skip
             out = await self.backend.policy_async(inputs)
             self._prepared = PreparedStep.of(jobs, inputs.jobs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
@@ -232,7 +237,8 @@ class LearnedPolicy(BasePolicy):
         from inference.model.step import build_inputs
 
         self.backend.refresh()
-        inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue)
+        inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue,
+                              pair_cache=self.pair_cache)  # fmt: skip
         self.model_calls += 1
         try:
             step = PreparedStep.of(jobs, inputs.jobs, snapshot, self.backend.policy(inputs))

@@ -84,17 +84,39 @@ def frag_pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: Feature
     (FGD's computation: a sharing pod on its best GPU), FGD's quantised score, its tie set and
     its pick (the tie set's first node).
     Nodes where the job does not fit (GPUs, cpu, memory, GPU model, health) get ``(0, 0, 0)``."""
+    return frag_columns(*frag_parts(job, snapshot, spec))
+
+
+def frag_parts(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
+               nodes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``(score, fits)`` on ``nodes`` (indices; default all): FGD's continuous score
+    (sigmoid(decrease / 1000) × 100) and whether the job fits. Each node's values depend on that
+    node alone, so a caller can keep them and recompute only the nodes that changed
+    (:class:`inference.features.pair_cache.PairCache`); :func:`frag_columns` makes the columns."""
     s = snapshot
-    cont = _fgd(spec.workload).score(job, s, np.ones(s.num_nodes, dtype=bool))  # sigmoid(decrease / 1000) × 100
-    fits = np.isfinite(cont) & (s.cpu_free >= job.cpu_milli) & (s.mem_free >= job.memory_mib) & s.healthy
+    if nodes is None:
+        sel: slice | np.ndarray = slice(None)
+        mask = np.ones(s.num_nodes, dtype=bool)
+    else:
+        sel = np.asarray(nodes, dtype=np.int64)
+        mask = np.zeros(s.num_nodes, dtype=bool)
+        mask[sel] = True
+    cont = _fgd(spec.workload).score(job, s, mask)[sel]
+    fits = np.isfinite(cont) & (s.cpu_free[sel] >= job.cpu_milli) & (s.mem_free[sel] >= job.memory_mib) & s.healthy[sel]
     if job.gpu_models:
-        fits &= s.model_mask(frozenset(job.gpu_models))
+        fits &= s.model_mask(frozenset(job.gpu_models))[sel]
+    return cont, fits
+
+
+def frag_columns(cont: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """float32 ``[N, len(FRAG_PAIR)]`` from every node's :func:`frag_parts` (the tie set and the
+    pick depend on all nodes)."""
     p = np.clip(np.where(fits, cont, 50.0) / 100.0, 1e-12, 1.0 - 1e-12)
     decrease = 1000.0 * np.log(p / (1.0 - p))  # F_before - F_after, milli-GPU
     quant = np.floor(np.where(fits, cont, 0.0))
     best = quant[fits].max() if fits.any() else 0.0
     tie = fits & (quant == best)
-    first = np.zeros(s.num_nodes, dtype=bool)
+    first = np.zeros(len(fits), dtype=bool)
     if tie.any():
         first[np.argmax(tie)] = True
     return np.stack([np.where(fits, np.clip(-decrease / 8000.0, -1.0, 1.0), 0.0), quant / 100.0, tie, first],

@@ -31,6 +31,16 @@ def _inverses(s: ClusterSnapshot) -> np.ndarray:
     return out
 
 
+Shape = tuple[int, int, int, int, frozenset[str]]
+
+
+def pair_shape(job: JobRequest, spec: FeatureSpec) -> Shape:
+    """What a job's pair features depend on: its resources and, for FGD's columns (whether it
+    fits on a node), the GPU models it accepts. Jobs of one shape share their pair rows."""
+    return (job.cpu_milli, job.memory_mib, job.num_gpu, job.per_gpu_milli,
+            job.gpu_models if spec.workload else frozenset())  # fmt: skip
+
+
 def pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
                   nodes: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
     """float32 ``[N, spec.pair_dim]`` (names: ``spec.pair_names``; :data:`PAIR` first); with
@@ -46,18 +56,29 @@ def pair_features_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sp
     m = snapshot.num_nodes if nodes is None else len(sel)  # type: ignore[arg-type]
     # feature-major while computing (contiguous [J, M] writes), one transposing copy at the end
     out = np.empty((spec.pair_dim, len(jobs), m), dtype=np.float32)
-    _base_pairs(jobs, snapshot, sel, out)
-    col = len(PAIR)
-    if spec.cluster or spec.workload:
-        from inference.features.cluster import frag_pair_features, priority
+    local_pairs(jobs, snapshot, spec, sel, out)
+    if spec.workload:  # depends on every node (FGD's tie set): computed whole, then the rows
+        from inference.features.cluster import frag_pair_features
 
-        if spec.cluster:
-            out[col] = priority(snapshot)[sel, 0]
-            col += 1
-        if spec.workload:  # depends on every node (FGD's tie set): computed whole, then the rows
-            for i, job in enumerate(jobs):
-                out[col:, i] = frag_pair_features(job, snapshot, spec)[sel].T
+        for i, job in enumerate(jobs):
+            out[local_pair_dim(spec):, i] = frag_pair_features(job, snapshot, spec)[sel].T
     return np.ascontiguousarray(out.transpose(1, 2, 0))
+
+
+def local_pair_dim(spec: FeatureSpec) -> int:
+    """How many leading pair columns depend on the node alone (all but FGD's ``FRAG_PAIR``)."""
+    return len(PAIR) + (1 if spec.cluster else 0)
+
+
+def local_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
+                sel: slice | np.ndarray, out: np.ndarray) -> None:  # fmt: skip
+    """Write the first :func:`local_pair_dim` rows of ``out [≥local_pair_dim, J, M]`` on the nodes
+    ``sel`` picks: the columns whose value on a node depends on that node alone."""
+    _base_pairs(jobs, snapshot, sel, out)
+    if spec.cluster:
+        from inference.features.cluster import priority
+
+        out[len(PAIR)] = priority(snapshot)[sel, 0]
 
 
 def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slice | np.ndarray,

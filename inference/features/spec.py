@@ -50,7 +50,7 @@ JOB_BASE: tuple[str, ...] = (
     "priority", "log_waited", "log_duration", "has_duration", "model_constrained",
 )  # fmt: skip
 #: the leading job columns that are functions of the job's resources alone (its shape:
-#: ``inference.model.step.shape_of``), which is all the pair features depend on
+#: ``inference.features.pairs.pair_shape``), which is all the pair features depend on
 SHAPE_COLUMNS = 7
 assert JOB_BASE[SHAPE_COLUMNS - 1] == "cpu_only" and JOB_BASE[SHAPE_COLUMNS] == "priority"
 PAIR: tuple[str, ...] = (

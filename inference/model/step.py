@@ -39,21 +39,16 @@ import numpy as np
 from inference.encoders.base import TextEncoder
 from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
-from inference.features.pairs import pair_features_many
+from inference.features.pair_cache import PairCache
+from inference.features.pairs import Shape, pair_features_many, pair_shape
 from inference.features.spec import FeatureSpec
 from inference.features.topology import Topology, build_topology
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
-Shape = tuple[int, int, int, int]
 #: the cost estimator ψ is evaluated on each job's this-many best-scored nodes (where the choice is
 #: made), not on every (job, node): J × N evaluations would cost as much as the policy head again
 COST_TOP = 8
-
-
-def shape_of(job: JobRequest) -> Shape:
-    """What the pair features depend on: the job's resources."""
-    return (job.cpu_milli, job.memory_mib, job.num_gpu, job.per_gpu_milli)
 
 
 @dataclass(frozen=True, eq=False)
@@ -96,14 +91,16 @@ class PolicyInputs:
 
 
 def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec,
-                 encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None) -> PolicyInputs:  # fmt: skip
+                 encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
+                 pair_cache: PairCache | None = None) -> PolicyInputs:  # fmt: skip
     """The step's inputs on ``snapshot`` as it is now. ``queue``: the pending jobs' mean demand
-    (default: the mean of ``jobs``' own rows, zeros for an empty step)."""
+    (default: the mean of ``jobs``' own rows, zeros for an empty step). ``pair_cache``: keeps the
+    pair features between steps (the same values, only the changed nodes recomputed)."""
     shapes: dict[Shape, int] = {}
     first: list[JobRequest] = []
     which = np.empty(len(jobs), dtype=np.int64)
     for i, job in enumerate(jobs):
-        key = shape_of(job)
+        key = pair_shape(job, spec)
         if key not in shapes:
             shapes[key] = len(first)
             first.append(job)
@@ -112,7 +109,7 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
     job_rows = job_demand(jobs, now, spec, encoder)
     if queue is None:
         queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
-    pairs = pair_features_many(first, snapshot, spec)
+    pairs = pair_features_many(first, snapshot, spec) if pair_cache is None else pair_cache.pairs(first, snapshot, spec)
     topo = build_topology(snapshot, spec, knn)
     if topo.kind == "knn":
         assert topo.neighbours is not None

@@ -45,13 +45,18 @@ def loaded_snapshot(nodes: Sequence[NodeView], pods: Sequence[JobRequest], fract
     return snap
 
 
-def model_step(policy: Any, snap: ClusterSnapshot, jobs: Sequence[JobRequest]) -> dict[str, float]:
+def model_step(policy: Any, snap: ClusterSnapshot, jobs: Sequence[JobRequest], *,
+               pair_cache: Any = None) -> dict[str, float]:  # fmt: skip
     """One step's model call in ms for a :class:`~inference.policy.LearnedPolicy`: ``inputs``,
-    ``model`` and their sum ``model step`` (the filters' masks are the scheduling core's, not timed)."""
+    ``model`` and their sum ``model step`` (the filters' masks are the scheduling core's, not timed).
+    Without ``pair_cache`` the pair features are computed afresh (what promotion times: the same
+    state again and again would make a cache look free); ``ops.bench.learned_steps`` passes the
+    policy's, over steps with placements and departures between them."""
     from inference.model.step import build_inputs
 
     t0 = time.perf_counter()
-    inputs = build_inputs(snap, jobs, 0.0, policy.spec, policy.encoder(), knn=policy.loaded.config.knn)
+    inputs = build_inputs(snap, jobs, 0.0, policy.spec, policy.encoder(), knn=policy.loaded.config.knn,
+                          pair_cache=pair_cache)  # fmt: skip
     t1 = time.perf_counter()
     policy.backend.policy(inputs)
     t2 = time.perf_counter()

@@ -50,11 +50,12 @@ def model_step(policy: Any, snap: Any, jobs: list[Any]) -> dict[str, float]:
 
 
 def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int, compare: list[str], out_dir: Path,
-                      command: str) -> int:  # fmt: skip
+                      command: str, churn: int = 16) -> int:  # fmt: skip
     import torch
 
     import inference  # noqa: F401  (registers "learned")
     from inference.policy import LearnedPolicy
+    from ops.bench.learned_steps import churned_model_steps
     from ops.reports import Report
     from scheduling.assign import schedule_step
     from scheduling.policies import get_policy
@@ -76,6 +77,10 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
             if r:
                 for k, v in parts.items():
                     samples.setdefault(k, []).append(v)
+        if churn > 0:  # consecutive steps, placements and departures between them, pair features kept
+            churned = churned_model_steps(policy, snap, pods, pending=n, steps=repeat, churn=churn)
+            samples |= {f"churned: {k}" + (" (count)" if k in ("changed nodes", "new shapes") else ""): v
+                        for k, v in churned.items()}  # fmt: skip
         for name in ["learned", *compare]:
             p = policy if name == "learned" else get_policy(name)
             times = [schedule_step(snap, jobs, p, now=0.0, top_k=0).compute_ms for _ in range(min(repeat, 5) + 1)][1:]
@@ -92,7 +97,10 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
                 f"with {used:.0%} of their GPUs allocated (best-fit on the fill sequence of seed 0); N pending openb "
                 "pods. 'model step' = the step's inputs (features) + one model call (fusion encoder once, the head over N × 1,213) (the "
                 "decision latency of the issue's target); 'filters' = the feasibility masks (the scheduling core's); "
-                "'schedule_step <policy>' = the worker's sequential path (filter, score, reserve per job).")  # fmt: skip
+                "'schedule_step <policy>' = the worker's sequential path (filter, score, reserve per job). "
+                f"'churned: …' = {repeat} consecutive steps with the policy's pair cache, each followed by "
+                f"{churn} best-fit placements, {churn} arrivals and {churn} departures (ops/bench/learned_steps.py): "
+                "'changed nodes' and 'new shapes' say how much the cache had to recompute.")  # fmt: skip
     report.table("Per-step latency (ms)", rows, ["pending", "what", "p50 ms", "p99 ms", "mean ms", "n"])
     report.data("rows", rows)
     report.data("samples", raw)

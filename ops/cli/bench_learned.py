@@ -12,6 +12,8 @@ def learned(
     pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
     repeat: int = typer.Option(30, help="Timed model steps per size (after one warm-up)."),
     compare: str = typer.Option("fgd,best-fit", help="Policies whose schedule_step time is shown beside."),
+    churn: int = typer.Option(16, min=0, help="Placements, arrivals and departures between the consecutive "
+                              "steps of the 'churned' rows (pair features kept across steps); 0: no such rows."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-learned.md/.json."),
 ) -> None:
     """Decision latency of the learned scorer per scheduling step (p50 / p99), in-process on CPU."""
@@ -25,5 +27,5 @@ def learned(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     names = [p.strip() for p in compare.split(",") if p.strip()]
-    raise typer.Exit(run_learned_bench(model_dir=model, pending=sizes, repeat=repeat, compare=names, out_dir=out,
+    raise typer.Exit(run_learned_bench(model_dir=model, pending=sizes, repeat=repeat, compare=names, out_dir=out, churn=churn,
                                        command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip

@@ -1,0 +1,170 @@
+"""Pair features kept from one scheduling step to the next.
+
+A step's pair features (:func:`inference.features.pairs.pair_features_many`, once per distinct
+job shape) are most of its input cost, and between two steps little changes: the shapes
+pending are mostly the same, and only the nodes that a placement, a finish or a health
+report touched have a new free capacity. Every pair column except FGD's tie set and pick
+depends on one node's state alone, so :class:`PairCache` keeps each shape's rows and
+recomputes, for the shapes a step asks for, only the nodes that changed since that shape
+was last brought up to date. A shape seen for the first time is computed whole.
+
+The result is the same array :func:`~inference.features.pairs.pair_features_many` returns
+on the snapshot as it is (a test holds the two equal, bit for bit, over placements and
+releases). The cache starts over when the node table (nodes joined or left) or the feature
+spec (another model version) changes. It keeps at most ``max_shapes`` shapes, dropping the
+least recently asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from inference.features.pairs import Shape, local_pair_dim, local_pairs, pair_shape
+from inference.features.spec import FeatureSpec
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+
+@dataclass
+class PairCacheStats:
+    calls: int = 0
+    shapes_hit: int = 0
+    shapes_new: int = 0
+    nodes_recomputed: int = 0  # (shape, node) rows brought up to date
+
+
+class PairCache:
+    def __init__(self, max_shapes: int = 512) -> None:
+        self.max_shapes = max_shapes
+        self.stats = PairCacheStats()
+        self._table: object = None
+        self._spec: FeatureSpec | None = None
+        self._state: tuple[np.ndarray, ...] | None = None  # free cpu, memory, GPUs, health at the last call
+        self._slot: dict[Shape, int] = {}
+        self._used: dict[Shape, int] = {}  # shape -> the call that last asked for it
+        self._rows = np.zeros((0, 0, 0), dtype=np.float32)  # [slots, N, pair_dim]
+        self._dirty = np.zeros((0, 0), dtype=bool)  # [slots, N]: changed since the slot was updated
+        self._cont = np.zeros((0, 0))  # FGD's per-node score and fit, [slots, N] (workload specs)
+        self._fits = np.zeros((0, 0), dtype=bool)
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def clear(self) -> None:
+        self._table, self._spec, self._state = None, None, None
+        self._slot, self._used = {}, {}
+
+    def pairs(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
+        """float32 ``[len(jobs), N, spec.pair_dim]``, equal to ``pair_features_many(jobs, snapshot, spec)``.
+        ``jobs`` are one per shape (repeats are computed once and returned twice)."""
+        if snapshot.table is not self._table or spec is not self._spec:
+            self.clear()
+            self._table, self._spec = snapshot.table, spec
+            self._allocate(0, snapshot.num_nodes, spec.pair_dim, bool(spec.workload))
+        self.stats.calls += 1
+        changed = self._changed(snapshot)
+        if len(self._slot):
+            self._dirty[: self._capacity_used()] |= changed
+        keys = [pair_shape(j, spec) for j in jobs]
+        first: dict[Shape, JobRequest] = {}
+        for key, job in zip(keys, jobs, strict=True):
+            first.setdefault(key, job)
+        new = [k for k in first if k not in self._slot]
+        old = [k for k in first if k in self._slot]
+        self.stats.shapes_hit += len(old)
+        self.stats.shapes_new += len(new)
+        for k in first:
+            self._used[k] = self.stats.calls
+        self._make_room(len(new), keep=set(first))
+        for k in new:
+            self._slot[k] = self._free_slot()
+            self._dirty[self._slot[k]] = True
+        self._update([first[k] for k in first], [self._slot[k] for k in first], snapshot, spec)
+        return self._rows[[self._slot[k] for k in keys]]
+
+    # -- bringing slots up to date -----------------------------------------------------------
+    def _update(self, jobs: list[JobRequest], slots: list[int], snapshot: ClusterSnapshot, spec: FeatureSpec) -> None:
+        dirty = self._dirty[slots]  # [S, N]
+        whole = dirty.all(axis=1)  # new shapes (and ones that missed every node's change): all nodes
+        for group in (np.flatnonzero(whole), np.flatnonzero(~whole)):  # the rest: the union of their changes
+            if len(group):
+                self._update_local([jobs[i] for i in group], [slots[i] for i in group], dirty[group], snapshot, spec)
+        self.stats.nodes_recomputed += int(dirty.sum())
+        if spec.workload:
+            from inference.features.cluster import frag_columns, frag_parts
+
+            local = local_pair_dim(spec)
+            for i, (job, slot) in enumerate(zip(jobs, slots, strict=True)):
+                idx = np.flatnonzero(dirty[i])
+                if len(idx):  # (no node changed: neither did the tie set or the pick)
+                    self._cont[slot, idx], self._fits[slot, idx] = frag_parts(job, snapshot, spec, idx)
+                    self._rows[slot, :, local:] = frag_columns(self._cont[slot], self._fits[slot])
+        self._dirty[slots] = False
+
+    def _update_local(self, jobs: list[JobRequest], slots: list[int], dirty: np.ndarray, snapshot: ClusterSnapshot,
+                      spec: FeatureSpec) -> None:  # fmt: skip
+        """The node-local columns of ``slots`` on their ``dirty [S, N]`` nodes, in one vectorised call."""
+        nodes = np.flatnonzero(dirty.any(axis=0))
+        if len(nodes) == 0:
+            return
+        local = local_pair_dim(spec)
+        out = np.empty((local, len(jobs), len(nodes)), dtype=np.float32)
+        local_pairs(jobs, snapshot, spec, slice(None) if len(nodes) == dirty.shape[1] else nodes, out)
+        block = out.transpose(1, 2, 0)  # [S, M, local]
+        for i, slot in enumerate(slots):  # only the slot's own dirty nodes: the others are already current
+            mine = dirty[i, nodes]
+            if mine.all():
+                self._rows[slot, nodes, :local] = block[i]
+            else:
+                self._rows[slot, nodes[mine], :local] = block[i, mine]
+
+    def _changed(self, s: ClusterSnapshot) -> np.ndarray:
+        """bool ``[N]``: nodes whose free capacity or health differ from the last call."""
+        state = (s.cpu_free.copy(), s.mem_free.copy(), s.gpu_free.copy(), s.healthy.copy())
+        before, self._state = self._state, state
+        if before is None or before[2].shape != state[2].shape:
+            return np.ones(s.num_nodes, dtype=bool)
+        cpu, mem, gpu, healthy = before
+        return (
+            (s.cpu_free != cpu)
+            | (s.mem_free != mem)
+            | (s.gpu_free != gpu).any(axis=1)
+            | (s.healthy != healthy)
+        )
+
+    # -- slots -----------------------------------------------------------------------------
+    def _capacity_used(self) -> int:
+        return max(self._slot.values()) + 1 if self._slot else 0
+
+    def _free_slot(self) -> int:
+        taken = set(self._slot.values())
+        slot = next(i for i in range(len(self._rows) + 1) if i not in taken)
+        if slot >= len(self._rows):
+            n, p = self._rows.shape[1:]
+            self._allocate(max(8, 2 * len(self._rows)), n, p, self._cont.shape[1] > 0)
+        return slot
+
+    def _allocate(self, slots: int, n: int, p: int, workload: bool) -> None:
+        """Grow (or, with an empty cache, reset) the slot arrays, keeping what is there."""
+
+        def grow(a: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+            out = np.zeros(shape, dtype=a.dtype)
+            if self._slot and a.size:
+                out[: len(a)] = a
+            return out
+
+        self._rows = grow(self._rows, (slots, n, p))
+        self._dirty = grow(self._dirty, (slots, n))
+        self._cont = grow(self._cont, (slots, n if workload else 0))
+        self._fits = grow(self._fits, (slots, n if workload else 0))
+
+    def _make_room(self, coming: int, keep: set[Shape]) -> None:
+        """Drop the least recently asked-for shapes (never one of this call's) to stay within ``max_shapes``."""
+        excess = len(self._slot) + coming - self.max_shapes
+        if excess <= 0:
+            return
+        for key in sorted((k for k in self._slot if k not in keep), key=self._used.__getitem__)[:excess]:
+            del self._slot[key], self._used[key]
