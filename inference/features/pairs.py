@@ -94,8 +94,9 @@ def _base_pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, sel: slic
                       dtype=np.int64).reshape(len(jobs), 4)  # fmt: skip
     cpu, mem = demand[:, 0, None], demand[:, 1, None]  # [J, 1]
     # every GPU column depends on (num_gpu, per-GPU share) alone: computed once per distinct pair
-    combos, back = np.unique(demand[:, 2:4], axis=0, return_inverse=True)
-    back = back.reshape(-1)
+    index: dict[tuple[int, int], int] = {}  # (a dict: np.unique(axis=0) costs more than a small step's features)
+    back = np.array([index.setdefault((j.num_gpu, j.per_gpu_milli), len(index)) for j in jobs], dtype=np.int64)
+    combos = np.array(list(index), dtype=np.int64).reshape(len(index), 2)
     ngpu, d = combos[:, 0, None], combos[:, 1, None]  # [U, 1]
     free = np.ascontiguousarray(s.gpu_free[sel].T)  # [G, M], padding -1: reductions over G are fast this way
     gpu = np.zeros((6, len(combos), len(cpu_free)), dtype=np.float32)  # PAIR columns 2..7, [U, M] each
