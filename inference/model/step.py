@@ -16,7 +16,14 @@ on a Triton server (the ``policy`` model of :mod:`inference.serving`): both buil
 - ``jobs`` float32 ``[J, job_dim]``: the demand q_t of each job of the step;
 - ``pairs`` float32 ``[S, N, pair_dim]``: pair features on the step-start free capacity, once
   per distinct resource shape;
-- ``which`` int64 ``[J]``: each job's row in ``pairs``.
+- ``which`` int64 ``[J]``: each job's row in ``pairs``;
+- ``source`` (not an array; only for a spec without FGD workload columns, ``spec.workload``
+  empty): the compact arrays ``pairs`` is computed from
+  (:class:`~inference.features.node_arrays.NodeArrays`: capacities and free state per node, the
+  distinct shapes in ``pairs``' row order). A Triton client sends these instead of ``pairs``
+  (~90 kB instead of ~3 MB at 51 shapes Ã— 1,213 nodes) and the server computes ``pairs`` from
+  them with the same code (:mod:`inference.serving.pairs`); ``pairs`` is still computed here
+  (the in-process backend and in-step re-scoring read it).
 
 **Outputs**: ``scores`` float32 ``[J, N]`` (the decision scores, unmasked: the filters mask),
 ``node_part`` float32 ``[N, W]`` (the head's node term; the policy re-scores nodes that earlier
@@ -31,13 +38,14 @@ and ``h`` ``[N, H]`` (the encoder's output, which in-step re-scoring needs for Î
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from inference.encoders.base import TextEncoder
 from inference.features.jobs import job_demand
+from inference.features.node_arrays import NodeArrays
 from inference.features.nodes import node_state
 from inference.features.pair_cache import PairCache
 from inference.features.pairs import Shape, pair_features_many, pair_shape
@@ -60,15 +68,17 @@ class PolicyInputs:
     jobs: np.ndarray
     pairs: np.ndarray
     which: np.ndarray
+    source: NodeArrays | None = None  # what ``pairs`` is computed from (module docstring)
 
     DTYPES = {"nodes": np.float32, "neighbours": np.int64, "groups": np.int64, "queue": np.float32,
               "jobs": np.float32, "pairs": np.float32, "which": np.int64}  # fmt: skip
 
     def arrays(self) -> dict[str, np.ndarray]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The seven arrays by name (without ``source``)."""
+        return {name: getattr(self, name) for name in self.DTYPES}
 
     @classmethod
-    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> PolicyInputs:
+    def from_arrays(cls, arrays: dict[str, np.ndarray], source: NodeArrays | None = None) -> PolicyInputs:
         """From named arrays (a Triton request's, say), checked for names, dtypes and agreeing shapes."""
         missing = [name for name in cls.DTYPES if name not in arrays]
         if missing:
@@ -82,7 +92,9 @@ class PolicyInputs:
             raise ValueError("policy inputs: inconsistent shapes " + str({k: v.shape for k, v in a.items()}))
         if len(a["which"]) and (a["which"].min() < 0 or a["which"].max() >= a["pairs"].shape[0]):
             raise ValueError("policy inputs: 'which' points outside 'pairs'")
-        return cls(**a)
+        if source is not None and (source.num_nodes != n or len(source.shapes) != a["pairs"].shape[0]):
+            raise ValueError("policy inputs: 'source' does not match 'nodes' and 'pairs'")
+        return cls(**a, source=source)
 
     def topology(self) -> Topology:
         if self.neighbours.shape[1] > 0:
@@ -95,7 +107,8 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
                  pair_cache: PairCache | None = None) -> PolicyInputs:  # fmt: skip
     """The step's inputs on ``snapshot`` as it is now. ``queue``: the pending jobs' mean demand
     (default: the mean of ``jobs``' own rows, zeros for an empty step). ``pair_cache``: keeps the
-    pair features between steps (the same values, only the changed nodes recomputed)."""
+    pair features between steps (the same values, only the changed nodes recomputed). ``source``
+    is set when ``spec`` has no workload columns (module docstring)."""
     shapes: dict[Shape, int] = {}
     first: list[JobRequest] = []
     which = np.empty(len(jobs), dtype=np.int64)
@@ -110,6 +123,7 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
     if queue is None:
         queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
     pairs = pair_features_many(first, snapshot, spec) if pair_cache is None else pair_cache.pairs(first, snapshot, spec)
+    source = None if spec.workload else NodeArrays.of(snapshot, first)
     topo = build_topology(snapshot, spec, knn)
     if topo.kind == "knn":
         assert topo.neighbours is not None
@@ -118,7 +132,8 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
         assert topo.groups is not None
         neighbours, groups = np.zeros((n, 0), dtype=np.int64), topo.groups
     return PolicyInputs(nodes=node_state(snapshot, spec), neighbours=neighbours, groups=groups,
-                        queue=np.asarray(queue, np.float32), jobs=job_rows, pairs=pairs, which=which)  # fmt: skip
+                        queue=np.asarray(queue, np.float32), jobs=job_rows, pairs=pairs, which=which,
+                        source=source)  # fmt: skip
 
 
 class TopologyCache:

@@ -7,16 +7,29 @@ version that computed it (:class:`~inference.serving.host.ModelHost` swaps versi
 
 - ``policy``: one scheduling step per batch row — the :class:`~inference.model.step.PolicyInputs`
   arrays under upper-case names (``NODES`` f32 ``[N, F]``, ``NEIGHBOURS`` i64 ``[N, K]``,
-  ``GROUPS`` i64 ``[N]``, ``QUEUE`` f32 ``[Dj]``, ``JOBS`` f32 ``[J, Dj]``, ``PAIRS`` f32
-  ``[S, N, P]``, ``WHICH`` i64 ``[J]``), evaluated by :func:`~inference.model.step.run_policy`,
-  the function the in-process backend runs: ``SCORES`` f32 ``[J, N]``, ``NODE_PART`` f32 ``[N, W]``
-  and whatever else the served scorer's ``run_policy`` returns (``COST``, ``DELTA`` once the
-  scorer has those heads; the outputs are read from the model at start).
+  ``GROUPS`` i64 ``[N]``, ``QUEUE`` f32 ``[Dj]``, ``JOBS`` f32 ``[J, Dj]``, ``WHICH`` i64 ``[J]``,
+  and the pair features in one of two ways, see below), evaluated by
+  :func:`~inference.model.step.run_policy`, the function the in-process backend runs: ``SCORES``
+  f32 ``[J, N]``, ``NODE_PART`` f32 ``[N, W]`` and whatever else the served scorer's ``run_policy``
+  returns (``COST``, ``DELTA`` once the scorer has those heads; the outputs are read from the
+  model at start).
+  **Pair features.** A request carries either ``PAIRS`` f32 ``[S, N, P]`` (the client computed
+  them: models whose spec has FGD workload columns) or, when the inputs have a ``source`` (a
+  spec without workload columns), the compact arrays they are computed from
+  (:class:`~inference.features.node_arrays.NodeArrays`): ``NODE_CAPS`` i64 ``[N, 3]`` (cpu, memory,
+  GPU count), ``NODE_FREE`` i64 ``[N, 2]`` (free cpu, memory), ``GPU_FREE`` i32 ``[N, G]`` (free milli
+  per GPU, -1 padding) and ``SHAPES`` i64 ``[S, 4]`` (cpu, memory, GPU count, per-GPU milli of each
+  distinct shape) — ~90 kB instead of ~3 MB at 51 shapes × 1,213 nodes. The server then computes
+  ``PAIRS`` itself with the same code and keeps them from request to request
+  (:class:`~inference.serving.pairs.ServedPairs`), so the scores are the same either way. All five
+  are optional Triton inputs (PyTriton ≥ 0.5 passes only those a request has); a request with
+  neither kind is refused, and so is a compact request to a version with workload columns.
   A step's requests have their own N / J / S, so the batcher rarely merges two; the worker sends
   batch 1. PyTriton cannot carry a tensor with a zero-size dimension, so two empty cases travel
   encoded (:func:`to_wire` / :func:`from_wire`): a label topology (``K = 0``) as one ``NEIGHBOURS``
-  column of -1, a step without jobs as one zero ``JOBS`` row, one zero ``PAIRS`` shape and
-  ``WHICH = [-1]``; the answer's ``SCORES`` then has one dummy row the client drops.
+  column of -1, a step without jobs as one zero ``JOBS`` row, one zero ``PAIRS`` shape (or
+  ``SHAPES`` row) and ``WHICH = [-1]``; the answer's ``SCORES`` then has one dummy row the client
+  drops.
 - ``job_encoder``: ``TEXT`` bytes ``[1]`` per row (a cleaned job text, UTF-8) → ``EMBEDDING`` f32
   ``[D]`` with the text encoder the serving version's feature spec names. All rows of all queued
   requests are encoded in one call.
@@ -27,45 +40,78 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from inference.features.node_arrays import NodeArrays
 from inference.model.step import PolicyInputs, TopologyCache, run_policy
 from inference.serving.host import ModelHost
+from inference.serving.pairs import ServedPairs
 
 log = logging.getLogger("semsched.serving")
 
-POLICY_INPUTS: dict[str, tuple[type, int]] = {
-    name.upper(): (dtype, {"nodes": 2, "neighbours": 2, "groups": 1, "queue": 1, "jobs": 2, "pairs": 3,
-                           "which": 1}[name])
-    for name, dtype in PolicyInputs.DTYPES.items()
+#: the ``policy`` model's inputs: ``{NAME: (dtype, rank without the batch dimension, optional)}``
+POLICY_INPUTS: dict[str, tuple[type, int, bool]] = {
+    "NODES": (np.float32, 2, False), "NEIGHBOURS": (np.int64, 2, False), "GROUPS": (np.int64, 1, False),
+    "QUEUE": (np.float32, 1, False), "JOBS": (np.float32, 2, False), "WHICH": (np.int64, 1, False),
+    "PAIRS": (np.float32, 3, True),
+    "NODE_CAPS": (np.int64, 2, True), "NODE_FREE": (np.int64, 2, True), "GPU_FREE": (np.int32, 2, True),
+    "SHAPES": (np.int64, 2, True),
 }  # fmt: skip
+#: the compact inputs' Triton names -> the :class:`NodeArrays` fields
+COMPACT = {"NODE_CAPS": "caps", "NODE_FREE": "free", "GPU_FREE": "gpu_free", "SHAPES": "shapes"}
 
 
 def to_wire(inputs: PolicyInputs) -> dict[str, np.ndarray]:
-    """The step's arrays under their Triton names, empty dimensions encoded (module docstring)."""
+    """The step's arrays under their Triton names: ``PAIRS``, or the compact arrays when the inputs
+    have a ``source``; empty dimensions encoded (module docstring)."""
     a = inputs.arrays()
     n = len(a["nodes"])
     if a["neighbours"].shape[1] == 0:
         a["neighbours"] = np.full((n, 1), -1, np.int64)
+    source = inputs.source
+    if source is not None:
+        del a["pairs"]
+        a.update({wire.lower(): getattr(source, name) for wire, name in COMPACT.items()})
     if len(a["jobs"]) == 0:
         a["jobs"] = np.zeros((1, a["jobs"].shape[1]), np.float32)
-        a["pairs"] = np.zeros((1, n, a["pairs"].shape[2]), np.float32)
+        if source is None:
+            a["pairs"] = np.zeros((1, n, a["pairs"].shape[2]), np.float32)
+        else:
+            a["shapes"] = np.zeros((1, 4), np.int64)
         a["which"] = np.full(1, -1, np.int64)
     return {name.upper(): value for name, value in a.items()}
 
 
-def from_wire(arrays: dict[str, np.ndarray]) -> PolicyInputs:
-    """:class:`PolicyInputs` from one batch row of a request (validated by ``from_arrays``)."""
+def from_wire(arrays: dict[str, np.ndarray],
+              pairs_for: Callable[[NodeArrays], np.ndarray] | None = None) -> PolicyInputs:  # fmt: skip
+    """:class:`PolicyInputs` from one batch row of a request (validated by ``from_arrays``).
+    A compact request's pair features are ``pairs_for(source)`` (the server's
+    :class:`~inference.serving.pairs.ServedPairs` with the served spec)."""
     a = {name.lower(): value for name, value in arrays.items()}
     nbr = a["neighbours"]
     if nbr.ndim == 2 and nbr.shape[1] == 1 and len(nbr) and (nbr == -1).all():
         a["neighbours"] = nbr[:, :0]
+    source = None
+    if "pairs" not in a:
+        missing = [name for name in COMPACT if name.lower() not in a]
+        if missing:
+            raise ValueError(f"policy request without PAIRS needs {', '.join(COMPACT)}; missing {', '.join(missing)}")
+        if pairs_for is None:
+            raise ValueError("policy request without PAIRS: computing them needs the served spec (pairs_for)")
+        source = NodeArrays.from_arrays({name: a.pop(wire.lower()) for wire, name in COMPACT.items()})
     which = a["which"]
     if which.shape == (1,) and which[0] == -1:
-        a["jobs"], a["pairs"], a["which"] = a["jobs"][:0], a["pairs"][:0], which[:0]
-    return PolicyInputs.from_arrays(a)
+        a["jobs"], a["which"] = a["jobs"][:0], which[:0]
+        if source is None:
+            a["pairs"] = a["pairs"][:0]
+        else:
+            source = replace(source, shapes=source.shapes[:0])
+    if source is not None:
+        a["pairs"] = pairs_for(source)  # type: ignore[misc]
+    return PolicyInputs.from_arrays(a, source)
 
 
 def version_rows(version: str, rows: int) -> np.ndarray:
@@ -88,13 +134,15 @@ def policy_output_ranks(loaded: Any) -> dict[str, tuple[Any, int]]:
 
 
 class PolicyModel:
-    """The ``policy`` callable: ``run_policy`` per batch row, on the host's serving version."""
+    """The ``policy`` callable: ``run_policy`` per batch row, on the host's serving version (the
+    pair features of a compact request computed here, kept from request to request)."""
 
     def __init__(self, host: ModelHost) -> None:
         self.host = host
         self.outputs = policy_output_ranks(host.loaded)
         host.guard(self._same_outputs)
         self._topologies = TopologyCache()
+        self.pairs = ServedPairs()
         self._lock = threading.Lock()  # one step at a time: torch runs single-threaded here anyway
 
     def _same_outputs(self, loaded: Any) -> str | None:
@@ -113,8 +161,9 @@ class PolicyModel:
             rows = int(request["NODES"].shape[0])
             results = []
             for b in range(rows):
-                inputs = from_wire({name: request[name][b] for name in POLICY_INPUTS})
-                with self._lock:
+                row = {name: request[name][b] for name in POLICY_INPUTS if name in request}
+                with self._lock:  # (the pair cache too)
+                    inputs = from_wire(row, lambda source: self.pairs(source, loaded.config.spec))
                     out = run_policy(loaded.model, inputs, self._topologies)
                 if len(inputs.jobs) == 0:  # a zero-size tensor cannot travel: one dummy row (dropped by the client)
                     out = {k: (np.zeros((1, *v.shape[1:]), v.dtype) if v.shape[:1] == (0,) else v) for k, v in out.items()}

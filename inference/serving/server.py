@@ -78,7 +78,8 @@ def bind_models(triton: Any, options: ServeOptions, device: str) -> dict[str, st
     version = Tensor(name="VERSION", dtype=np.bytes_, shape=(1,))
     policy = PolicyModel(host)
     triton.bind(model_name="policy", infer_func=policy,
-                inputs=[Tensor(name=n, dtype=dt, shape=(-1,) * rank) for n, (dt, rank) in POLICY_INPUTS.items()],
+                inputs=[Tensor(name=n, dtype=dt, shape=(-1,) * rank, optional=opt)
+                        for n, (dt, rank, opt) in POLICY_INPUTS.items()],
                 outputs=[*(Tensor(name=n, dtype=dt, shape=(-1,) * rank) for n, (dt, rank) in policy.outputs.items()),
                          version],
                 config=config(4), strict=True)  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -12,9 +13,13 @@ from inference.model import ModelConfig, Scorer, point_latest, save_model
 SPEC = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=16, encoder="hashed-ngram-16")
 
 
-def publish(root: Path, version: str, seed: int, **config: object) -> Path:
+#: with FGD's workload columns (and the cluster ones): its requests carry PAIRS
+FRAG_SPEC = replace(SPEC, cluster=True, workload=((4000, 500, 1, (), 0.5), (8000, 1000, 2, (), 0.5)))
+
+
+def publish(root: Path, version: str, seed: int, spec: FeatureSpec = SPEC, **config: object) -> Path:
     """Save a tiny untrained scorer as ``root/version`` and point ``root/latest`` at it."""
     torch.manual_seed(seed)
-    save_model(root / version, Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2, **config)), version)  # type: ignore[arg-type]
+    save_model(root / version, Scorer(ModelConfig(spec=spec, hidden=8, depth=2, **config)), version)  # type: ignore[arg-type]
     point_latest(root, version)
     return root / "latest"

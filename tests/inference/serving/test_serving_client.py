@@ -18,8 +18,9 @@ from inference.duration.features import SHAPE_DIM
 from inference.encoders import get_encoder
 from inference.model import load_model
 from inference.model.step import build_inputs
-from inference.serving.client import TritonBackend
+from inference.serving.client import TritonBackend, policy_request
 from inference.serving.process import free_ports
+from scheduling.gpu_select import select_gpus
 
 
 def step_inputs(jobs: int = 20, nodes: int = 12):
@@ -66,6 +67,28 @@ def test_a_step_without_jobs_and_a_large_one(served):
     assert out["scores"].shape == (0, 12) and out["node_part"].shape[0] == 12
     big = step_inputs(jobs=300, nodes=400)
     assert_same_as_in_process(served, big, b.policy(big))
+    b.close()
+
+
+def test_a_lean_models_requests_carry_no_pairs_and_agree_step_after_step(served):
+    """SPEC has no workload columns: the server computes the pair features from the compact node
+    arrays, and keeps them between requests (placements change a few nodes in between)."""
+    from inference.features.pair_cache import PairCache
+    from inference.serving.models import COMPACT
+
+    snap, pods, cache = small_snapshot(30), pod_mix(80, seed=5), PairCache()
+    b = backend(served)
+    for step in range(4):
+        inputs = build_inputs(snap, pods[step * 10:step * 10 + 40], 5.0, SPEC, get_encoder(SPEC.encoder),
+                              pair_cache=cache)  # fmt: skip
+        names = {x.name() for x in policy_request(inputs)}
+        assert "PAIRS" not in names and set(COMPACT) <= names
+        assert_same_as_in_process(served, inputs, b.policy(inputs))
+        for j in pods[step * 10:step * 10 + 4]:
+            i = int(np.flatnonzero((snap.cpu_free >= j.cpu_milli) & (snap.mem_free >= j.memory_mib))[0])
+            gpus = select_gpus(snap, i, j)
+            if gpus is not None:
+                snap.reserve(i, j, gpus)
     b.close()
 
 

@@ -2,36 +2,60 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
+import pytest
 from inference_helpers import pod_mix, small_snapshot
-from serving_helpers import SPEC, publish
+from serving_helpers import FRAG_SPEC, SPEC, publish
 
 from inference.encoders import get_encoder
 from inference.model import load_model
 from inference.model.step import build_inputs, run_policy
 from inference.serving.host import ModelHost
-from inference.serving.models import JobEncoderModel, PolicyModel, from_wire, to_wire
+from inference.serving.models import COMPACT, JobEncoderModel, PolicyModel, from_wire, to_wire
+from inference.serving.pairs import ServedPairs
 
 
 def inputs_for(jobs: int, spec=SPEC):
     return build_inputs(small_snapshot(), pod_mix(jobs), 1.0, spec, get_encoder(spec.encoder))
 
 
+def assert_same_inputs(back, x) -> None:
+    for name, value in x.arrays().items():
+        got = getattr(back, name)
+        assert got.shape == value.shape and got.dtype == value.dtype, name
+        np.testing.assert_array_equal(got, value)
+
+
 def test_wire_round_trip_keeps_every_array_and_encodes_empty_dimensions():
-    for jobs in (0, 3):
-        x = inputs_for(jobs)
-        wire = to_wire(x)
-        assert all(v.size > 0 for v in wire.values())  # PyTriton cannot carry zero-size tensors
-        back = from_wire(wire)
-        for name, value in x.arrays().items():
-            got = getattr(back, name)
-            assert got.shape == value.shape and got.dtype == value.dtype, name
-            np.testing.assert_array_equal(got, value)
-    labels = inputs_for(2)
+    served = ServedPairs()
+    for spec in (SPEC, FRAG_SPEC):
+        for jobs in (0, 3):
+            x = inputs_for(jobs, spec)
+            wire = to_wire(x)
+            assert all(v.size > 0 for v in wire.values())  # PyTriton cannot carry zero-size tensors
+            # a spec without workload columns sends the compact arrays, the server computes the same pairs
+            assert ("PAIRS" in wire) == bool(spec.workload) and ("SHAPES" in wire) != bool(spec.workload)
+            assert_same_inputs(from_wire(wire, lambda source, spec=spec: served(source, spec)), x)
+    labels = inputs_for(2, FRAG_SPEC)
     labels = type(labels)(**{**labels.arrays(), "neighbours": np.zeros((12, 0), np.int64),
                              "groups": np.arange(12, dtype=np.int64) % 3})  # fmt: skip
     back = from_wire(to_wire(labels))
     assert back.neighbours.shape == (12, 0) and back.topology().kind == "labels"
+
+
+def test_the_compact_arrays_are_smaller_than_the_pairs_and_refused_when_incomplete():
+    x = inputs_for(40)
+    compact, full = to_wire(x), to_wire(replace(x, source=None))
+    assert x.pairs.shape[0] >= 5 and "PAIRS" in full and set(full) - set(compact) == {"PAIRS"}
+    assert sum(compact[k].nbytes for k in COMPACT) < 0.3 * full["PAIRS"].nbytes  # 7 shapes x 12 nodes here
+    with pytest.raises(ValueError, match="pairs_for"):
+        from_wire(compact)
+    with pytest.raises(ValueError, match="missing GPU_FREE"):
+        from_wire({k: v for k, v in compact.items() if k != "GPU_FREE"}, lambda source: x.pairs)
+    with pytest.raises(ValueError, match="workload"):
+        ServedPairs()(x.source, FRAG_SPEC)
 
 
 def test_policy_model_answers_run_policy_per_batch_row_with_its_version(tmp_path):
