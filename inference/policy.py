@@ -269,7 +269,7 @@ class LearnedPolicy(BasePolicy):
             step = self._step_for(job, snapshot)
             if step is not None:  # else the backend failed just now
                 try:
-                    scores = self._row(step, job, snapshot)
+                    scores = self._row(step, job, snapshot, feasible_mask)
                 except Exception as e:  # e.g. a served version the local head cannot follow: rest of the step
                     self._step_fallback = f"in-step re-scoring failed: {type(e).__name__}: {e}"
                     self.last_step = StepStatus(self.backend.name, step.version, True, self._step_fallback)
@@ -279,16 +279,17 @@ class LearnedPolicy(BasePolicy):
         self.fallback_jobs.add(job.job_id)  # decided by the heuristic (the worker's records say so per job)
         return self.fallback.score(job, snapshot, feasible_mask)
 
-    def _row(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
-        """float64 ``[N]``: the step's scores of ``job``, re-scored where the free capacity moved."""
+    def _row(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot, feasible: np.ndarray) -> np.ndarray:
+        """float64 ``[N]``: the step's scores of ``job``, re-scored where the free capacity moved
+        (on the ``feasible`` nodes only: the others are masked anyway)."""
         i = step.index.get(job.job_id)
         if i is None:  # scored on this step's embeddings, all nodes on the current state
             job_row = job_demand([job], self._now if self._in_step else job.submit_time, self.spec, self.encoder())[0]
-            everything = np.ones(snapshot.num_nodes, dtype=bool)
-            return self._rescore(step, job, job_row, snapshot, everything, np.zeros(snapshot.num_nodes, np.float64))
+            return self._rescore(step, job, job_row, snapshot, feasible.copy(), np.zeros(snapshot.num_nodes, np.float64))
         changed = step.changed(snapshot)
         if self.spec.workload and changed.any():  # FGD's tie set and pick: columns that depend on every node
             changed[:] = True
+        changed &= feasible
         return self._rescore(step, job, step.jobs[i], snapshot, changed, step.scores[i].astype(np.float64))
 
     def _rescore(self, step: PreparedStep, job: JobRequest, job_row: np.ndarray, snapshot: ClusterSnapshot,

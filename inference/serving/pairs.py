@@ -17,12 +17,14 @@ under its lock.
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import replace
 
 import numpy as np
 
 from inference.features.node_arrays import NodeArrays
 from inference.features.pair_cache import PairCache
 from inference.features.spec import FeatureSpec
+from scheduling.job import JobRequest
 from scheduling.node_table import NodeTable
 
 
@@ -30,6 +32,7 @@ class ServedPairs:
     def __init__(self, tables: int = 4, max_shapes: int = 512) -> None:
         self.tables, self.max_shapes = tables, max_shapes
         self._entries: OrderedDict[bytes, tuple[NodeTable, PairCache]] = OrderedDict()
+        self._jobs: dict[tuple[int, ...], JobRequest] = {}  # one job per shape row seen (building them costs)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -47,4 +50,16 @@ class ServedPairs:
         else:
             self._entries.move_to_end(key)
         table, cache = entry
-        return cache.pairs(source.jobs(), source.snapshot(table), spec)
+        return cache.pairs(self.jobs(source), source.snapshot(table), spec)
+
+    def jobs(self, source: NodeArrays) -> list[JobRequest]:
+        """``source.jobs()``, the ones of shapes seen before reused."""
+        rows = [tuple(r) for r in source.shapes.tolist()]
+        new = list(dict.fromkeys(r for r in rows if r not in self._jobs))
+        if new:
+            if len(self._jobs) + len(new) > 8 * self.max_shapes:
+                self._jobs.clear()
+                new = list(dict.fromkeys(rows))
+            shapes = np.array(new, dtype=np.int64).reshape(-1, 4)
+            self._jobs.update(zip(new, replace(source, shapes=shapes).jobs(), strict=True))
+        return [self._jobs[r] for r in rows]

@@ -127,7 +127,7 @@ def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[bytes] | No
 def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: int | None = None,
                  metrics_port: int | None = None, device: str = "cpu", watch_s: float = 0.5,
                  duration_dir: Path | None = None, timeout_s: float = 120.0,
-                 log_path: Path | None = None) -> ServerHandle:  # fmt: skip
+                 log_path: Path | None = None, threads: int | None = None) -> ServerHandle:  # fmt: skip
     """Start a Triton server for ``model_dir`` in a subprocess; returns once its models are ready."""
     prepare_environment()  # the child inherits LD_LIBRARY_PATH with libpython first
     spare = iter(free_ports(3))
@@ -141,6 +141,8 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
            "--device", device, "--watch", str(watch_s)]  # fmt: skip
     if duration_dir is not None:
         cmd += ["--duration-dir", str(duration_dir)]
+    if threads is not None:
+        cmd += ["--threads", str(threads)]
     with open(log_path, "wb") as out:
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ.copy())
     handle = ServerHandle(process, ports[0], ports[1], ports[2], log_path, scratch)

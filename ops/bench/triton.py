@@ -2,16 +2,24 @@
 
 For each cluster size (the 1,213 openb GPU nodes loaded to ~70 % of their GPUs as
 ``semsched bench learned`` loads them; 5,000 nodes = that node list and its allocations
-replicated) and each pending-queue size (openb pods), ``repeat`` times after one warm-up:
+replicated) and each pending-queue size (openb pods), ``repeat`` consecutive steps after one
+warm-up, with ``churn`` placements, arrivals and departures between two steps (:class:`Churn`:
+with the same state again and again, the pair caches on both sides would recompute nothing):
 
-- **features**: :func:`inference.model.step.build_inputs` (node state, topology, job rows,
-  pair features per distinct job shape) — the worker computes these either way;
+- **features**: :func:`inference.model.step.build_inputs` with a pair cache, as the worker
+  calls it (node state, topology, job rows, pair features per distinct job shape) — the worker
+  computes these either way;
 - **in-process**: :class:`~inference.backends.InProcessBackend` ``policy`` (fusion encoder
   once, the head over pending × nodes);
 - **triton**: :class:`~inference.serving.client.TritonBackend` ``policy_async`` (async gRPC, as
   the worker's loop awaits it): serialisation, the round trip, PyTriton's shared-memory hand-over,
-  the same ``run_policy`` on the server, the answer back;
-- **step** = features + the model call, per backend (the issue's decision latency per step).
+  the pair features on the server (a model without FGD workload columns: the request carries the
+  compact node arrays instead, see :mod:`inference.serving.models`), the same ``run_policy`` on
+  the server, the answer back; **payload** = request + answer bytes;
+- **step** = features + the model call, per backend (the issue's decision latency per step);
+  **triton - in-process**: what the round trip adds, step by step.
+
+Every step's Triton scores are checked against in-process (to 1e-4).
 
 The server runs on the same machine (2 shared cores here) unless ``--url`` points elsewhere;
 the client's deadline is set high so that every call is timed, and the report counts the calls
@@ -61,10 +69,40 @@ def clusters(sizes: list[int]) -> tuple[dict[int, Any], list[Any]]:
     return {n: snap if n == len(nodes) else replicated_cluster(snap, nodes, n) for n in sizes}, pods
 
 
+class Churn:
+    """What happens in a cluster between two steps (as ``semsched bench learned``'s churned steps):
+    ``churn`` earlier placements end, ``churn`` of the pending pods are placed (best-fit, the first
+    that fit) and as many new ones arrive from the pod list. Changes ``snap`` and ``queue`` in place."""
+
+    def __init__(self, snap: Any, queue: list[Any], pods: list[Any], churn: int, seed: int = 0) -> None:
+        from scheduling.policies import get_policy
+
+        self.snap, self.queue, self.pods, self.churn = snap, queue, pods, churn
+        self.rng, self.arrivals, self.placed = np.random.default_rng(seed), len(queue), []  # type: list[Any]
+        self.best_fit = get_policy("best-fit")
+
+    def __call__(self) -> None:
+        from scheduling.assign import Placement, place_one
+
+        for _ in range(min(self.churn, len(self.placed))):
+            self.snap.free(*self.placed.pop(int(self.rng.integers(len(self.placed)))))
+        taken = 0
+        for k, job in enumerate(list(self.queue)):
+            if taken == self.churn:
+                break
+            result = place_one(self.snap, job, self.best_fit, top_k=0)
+            if isinstance(result, Placement):
+                self.placed.append((result.node_index, job, result.gpu_indices))
+                self.queue[k] = self.pods[self.arrivals % len(self.pods)]
+                self.arrivals, taken = self.arrivals + 1, taken + 1
+
+
 def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], pending: list[int], repeat: int,
-               deadline_ms: float) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+               deadline_ms: float, churn: int = 16) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     from inference.encoders import EncoderCache, get_encoder
+    from inference.features.pair_cache import PairCache
     from inference.model.step import build_inputs
+    from inference.serving.models import to_wire
 
     spec = local.loaded.config.spec
     encoder = EncoderCache(get_encoder(spec.encoder))
@@ -72,44 +110,50 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
     raw: dict[str, Any] = {}
     loop = asyncio.new_event_loop()
     try:
-        for n_nodes, snap in snaps.items():
+        for n_nodes, base in snaps.items():
             for n in pending:
-                jobs = [pods[i % len(pods)] for i in range(n)]
+                snap, jobs, cache = base.copy(), [pods[i % len(pods)] for i in range(n)], PairCache()
+                between = Churn(snap, jobs, pods, churn)
                 samples: dict[str, list[float]] = {"features": [], "in-process": [], "triton": []}
-                payload = 0.0
+                payload: list[float] = []
                 for r in range(repeat + 1):
                     t0 = time.perf_counter()
-                    inputs = build_inputs(snap, jobs, 0.0, spec, encoder, knn=local.loaded.config.knn)
+                    inputs = build_inputs(snap, jobs, 0.0, spec, encoder, knn=local.loaded.config.knn, pair_cache=cache)
                     t1 = time.perf_counter()
                     want = local.policy(inputs)
                     t2 = time.perf_counter()
                     got = loop.run_until_complete(remote.policy_async(inputs))
                     t3 = time.perf_counter()
-                    if r == 0:  # warm-up; check the answers agree once per size
-                        np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
-                        payload = sum(a.nbytes for a in inputs.arrays().values()) + got["scores"].nbytes
+                    # every step: the server's pair features (its own cache, when it computes them) agree
+                    np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
+                    payload.append(sum(a.nbytes for a in to_wire(inputs).values())
+                                   + sum(a.nbytes for a in got.values() if isinstance(a, np.ndarray)))  # fmt: skip
+                    between()
+                    if r == 0:  # warm-up
                         continue
                     for key, dt in (("features", t1 - t0), ("in-process", t2 - t1), ("triton", t3 - t2)):
                         samples[key].append(dt * 1000.0)
                 samples["step in-process"] = [a + b for a, b in zip(samples["features"], samples["in-process"], strict=True)]
                 samples["step triton"] = [a + b for a, b in zip(samples["features"], samples["triton"], strict=True)]
+                samples["triton - in-process"] = [a - b for a, b in zip(samples["triton"], samples["in-process"], strict=True)]
                 misses = sum(t > deadline_ms for t in samples["triton"])
                 for what, values in samples.items():
                     stats = percentiles(values)
                     rows.append({"nodes": n_nodes, "pending": n, "what": what, "p50 ms": stats["p50"],
                                  "p99 ms": stats["p99"], "mean ms": stats["mean"], "n": stats["n"],
-                                 "payload MB": payload / 1e6 if what == "triton" else None,
+                                 "payload MB": float(np.median(payload)) / 1e6 if what == "triton" else None,
                                  f"> {deadline_ms:g} ms": misses if what == "triton" else None})  # fmt: skip
                 raw[f"{n_nodes}x{n}"] = samples
                 console.print(f"{n_nodes:,} nodes x {n:,} pending: in-process p50 {np.median(samples['in-process']):.1f} ms, "
-                              f"triton p50 {np.median(samples['triton']):.1f} ms")  # fmt: skip
+                              f"triton p50 {np.median(samples['triton']):.1f} ms, "
+                              f"{np.median(payload) / 1e6:.2f} MB on the wire")  # fmt: skip
     finally:
         loop.close()
     return rows, raw
 
 
 def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[int], nodes: list[int], repeat: int,
-                     deadline_ms: float, out_dir: Path, command: str) -> int:  # fmt: skip
+                     deadline_ms: float, out_dir: Path, command: str, churn: int = 16) -> int:  # fmt: skip
     import torch
 
     from inference.backends import InProcessBackend
@@ -135,7 +179,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     try:
         remote = TritonBackend(model_dir, url=url, deadline_ms=60_000)
         snaps, pods = clusters(nodes)
-        rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms)
+        rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn)
         remote.close()
     finally:
         if handle is not None:
@@ -147,9 +191,13 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     report.text(f"Model {local.version} ({sum(p.numel() for p in local.loaded.model.parameters()):,} parameters, "
                 f"torch {torch.__version__}, {torch.get_num_threads()} thread). Clusters: the 1,213 openb GPU nodes with "
                 "~70 % of their GPUs allocated (best-fit on the fill sequence of seed 0), and 5,000 nodes = that node "
-                "list with its allocations replicated. N pending openb pods. 'features' = build_inputs (the same for "
-                "both backends); 'in-process' / 'triton' = the model call (fusion encoder once + the head over "
-                f"N x nodes) in this process / via {where}, async gRPC; 'step …' = features + the call. "
+                "list with its allocations replicated. N pending openb pods; consecutive steps with "
+                f"{churn} placements, {churn} arrivals and {churn} departures between two steps. 'features' = "
+                "build_inputs with a pair cache (the same for both backends); 'in-process' / 'triton' = the model "
+                f"call (fusion encoder once + the head over N x nodes) in this process / via {where}, async gRPC "
+                f"({'the request carries the compact node arrays, the server computes the pair features' if not local.loaded.config.spec.workload else 'the request carries the pair features'}); "
+                "'payload' = request + answer bytes; 'step …' = features + the call; 'triton - in-process' = "
+                "the difference per step. "
                 f"The last column counts Triton calls slower than the worker's default deadline ({deadline_ms:g} ms), "
                 "which would have been decided by the fallback heuristic.")  # fmt: skip
     columns = ["nodes", "pending", "what", "p50 ms", "p99 ms", "mean ms", "n", "payload MB", f"> {deadline_ms:g} ms"]
@@ -164,6 +212,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     report.data("samples", raw)
     report.data("model_version", local.version)
     report.data("url", url)
+    report.data("churn", churn)
     report.data("environment", environment())
     for path in report.write():
         console.print(f"wrote {path}")
