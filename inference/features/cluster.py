@@ -109,18 +109,17 @@ def frag_parts(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
 
 
 def frag_columns(cont: np.ndarray, fits: np.ndarray) -> np.ndarray:
-    """float32 ``[N, len(FRAG_PAIR)]`` from every node's :func:`frag_parts` (the tie set and the
-    pick depend on all nodes)."""
+    """float32 ``[..., N, len(FRAG_PAIR)]`` from every node's :func:`frag_parts` (``[..., N]``: one row
+    per job, or several at once; the tie set and the pick depend on all nodes)."""
     p = np.clip(np.where(fits, cont, 50.0) / 100.0, 1e-12, 1.0 - 1e-12)
     decrease = 1000.0 * np.log(p / (1.0 - p))  # F_before - F_after, milli-GPU
     quant = np.floor(np.where(fits, cont, 0.0))
-    best = quant[fits].max() if fits.any() else 0.0
+    best = np.where(fits, quant, -np.inf).max(axis=-1, keepdims=True)  # -inf: fits nowhere
     tie = fits & (quant == best)
-    first = np.zeros(len(fits), dtype=bool)
-    if tie.any():
-        first[np.argmax(tie)] = True
+    first = np.zeros_like(tie)
+    np.put_along_axis(first, np.argmax(tie, axis=-1)[..., None], tie.any(axis=-1, keepdims=True), axis=-1)
     return np.stack([np.where(fits, np.clip(-decrease / 8000.0, -1.0, 1.0), 0.0), quant / 100.0, tie, first],
-                    axis=1).astype(np.float32)  # fmt: skip
+                    axis=-1).astype(np.float32)  # fmt: skip
 
 
 def priority(snapshot: ClusterSnapshot) -> np.ndarray:

@@ -96,12 +96,14 @@ class PairCache:
         if spec.workload:
             from inference.features.cluster import frag_columns, frag_parts
 
-            local = local_pair_dim(spec)
+            touched = []
             for i, (job, slot) in enumerate(zip(jobs, slots, strict=True)):
                 idx = np.flatnonzero(dirty[i])
                 if len(idx):  # (no node changed: neither did the tie set or the pick)
                     self._cont[slot, idx], self._fits[slot, idx] = frag_parts(job, snapshot, spec, idx)
-                    self._rows[slot, :, local:] = frag_columns(self._cont[slot], self._fits[slot])
+                    touched.append(slot)
+            if touched:  # the cluster-wide columns of every touched shape at once
+                self._rows[touched, :, local_pair_dim(spec):] = frag_columns(self._cont[touched], self._fits[touched])
         self._dirty[slots] = False
 
     def _update_local(self, jobs: list[JobRequest], slots: list[int], dirty: np.ndarray, snapshot: ClusterSnapshot,
