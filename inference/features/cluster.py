@@ -16,6 +16,7 @@ trained with, as the fill benchmark gives FGD its workload.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -105,6 +106,22 @@ def frag_parts(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
     fits = np.isfinite(cont) & (s.cpu_free[sel] >= job.cpu_milli) & (s.mem_free[sel] >= job.memory_mib) & s.healthy[sel]
     if job.gpu_models:
         fits &= s.model_mask(frozenset(job.gpu_models))[sel]
+    return cont, fits
+
+
+def frag_parts_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
+                    nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """:func:`frag_parts` of several jobs on the same ``nodes``, ``([J, M], [J, M])``: FGD's node
+    terms once for all of them (:meth:`scheduling.policies.fgd.FGD.score_many`)."""
+    s = snapshot
+    sel = np.asarray(nodes, dtype=np.int64)
+    cont = _fgd(spec.workload).score_many(jobs, s, sel)
+    demand = np.array([[j.cpu_milli, j.memory_mib] for j in jobs], dtype=np.int64).reshape(len(jobs), 2)
+    fits = (np.isfinite(cont) & (s.cpu_free[sel] >= demand[:, :1]) & (s.mem_free[sel] >= demand[:, 1:])
+            & s.healthy[sel])  # fmt: skip
+    for i, job in enumerate(jobs):
+        if job.gpu_models:
+            fits[i] &= s.model_mask(frozenset(job.gpu_models))[sel]
     return cont, fits
 
 

@@ -94,14 +94,15 @@ class PairCache:
                 self._update_local([jobs[i] for i in group], [slots[i] for i in group], dirty[group], snapshot, spec)
         self.stats.nodes_recomputed += int(dirty.sum())
         if spec.workload:
-            from inference.features.cluster import frag_columns, frag_parts
+            from inference.features.cluster import frag_columns, frag_parts_many
 
-            touched = []
-            for i, (job, slot) in enumerate(zip(jobs, slots, strict=True)):
-                idx = np.flatnonzero(dirty[i])
-                if len(idx):  # (no node changed: neither did the tie set or the pick)
-                    self._cont[slot, idx], self._fits[slot, idx] = frag_parts(job, snapshot, spec, idx)
-                    touched.append(slot)
+            for group in (np.flatnonzero(whole), np.flatnonzero(~whole & dirty.any(axis=1))):
+                if len(group):  # FGD's per-node terms of the group's shapes on the union of their nodes, at once
+                    nodes = np.flatnonzero(dirty[group].any(axis=0))
+                    where = np.ix_([slots[i] for i in group], nodes)
+                    self._cont[where], self._fits[where] = frag_parts_many([jobs[i] for i in group], snapshot, spec,
+                                                                           nodes)  # fmt: skip
+            touched = [slot for i, slot in enumerate(slots) if dirty[i].any()]  # (else neither did its tie set)
             if touched:  # the cluster-wide columns of every touched shape at once
                 self._rows[touched, :, local_pair_dim(spec):] = frag_columns(self._cont[touched], self._fits[touched])
         self._dirty[slots] = False

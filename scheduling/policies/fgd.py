@@ -130,6 +130,44 @@ class FGD(BasePolicy):
         gpu = np.argmax(scores, axis=1)  # first maximum: lowest GPU index
         return scores[np.arange(len(rows)), gpu], gpu
 
+    def score_many(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, rows: np.ndarray) -> np.ndarray:
+        """``[len(jobs), len(rows)]``: :meth:`score` of each job on the nodes ``rows`` (``-inf`` where it
+        does not fit), with the nodes' own terms computed once for all the jobs. Needs a fixed
+        workload (an estimated one changes with every job scored)."""
+        if self.fixed_workload is None:
+            raise ValueError("score_many needs a fixed workload")
+        t = self.tables(snapshot, self.fixed_workload)
+        free = snapshot.gpu_free[rows].astype(np.int64)  # [R, G]
+        cpu = snapshot.cpu_free[rows]
+        model = t.model_index[rows]
+        total = np.where(free > 0, free, 0).sum(axis=1)
+        counts, usable = t.counts(free)  # [R, K]
+        before = t.frag(total, t.weights(model, cpu), counts, usable)  # [R]
+        num = np.array([j.num_gpu for j in jobs], dtype=np.int64)
+        per = np.array([j.per_gpu_milli for j in jobs], dtype=np.int64)
+        after_w = t.weights(model, cpu - np.array([request_cpu(j) for j in jobs], dtype=np.int64)[:, None])  # [J, R, K]
+        out = np.full((len(jobs), len(rows)), -np.inf)
+        sharing = (num == 1) & (per < FULL_GPU_MILLI)
+        if (a := np.flatnonzero(num == 0)).size:  # CPU-only: only the free cpu moves
+            out[a] = self._score(before - t.frag(total, after_w[a], counts, usable))
+        if (w := np.flatnonzero((num > 0) & ~sharing)).size:  # whole GPUs: k fully free ones
+            k = num[w][:, None]
+            after = t.frag(total - FULL_GPU_MILLI * k, after_w[w], counts - k[..., None],
+                           usable - FULL_GPU_MILLI * k[..., None])  # fmt: skip
+            out[w] = np.where(snapshot.gpu_full_free[rows] < k, -np.inf, self._score(before - after))
+        if (h := np.flatnonzero(sharing)).size:  # a share of one GPU: the node's best GPU
+            d = per[h][:, None, None]  # [H, 1, 1]
+            left = free - d  # [H, R, G]
+            old = free[..., None] >= t.key_milli  # [R, G, K]
+            new = left[..., None] >= t.key_milli  # [H, R, G, K]
+            counts_after = counts[:, None, :] - old + new
+            usable_after = usable[:, None, :] - old * free[..., None] + new * left[..., None]
+            after = t.frag((total - d[..., 0])[..., None], after_w[h][:, :, None, :], counts_after, usable_after)
+            scores = self._score(before[:, None] - after)
+            scores[free < d] = -np.inf
+            out[h] = scores.max(axis=2)
+        return out
+
     def _score(self, decrease: np.ndarray) -> np.ndarray:
         s = 100.0 / (1.0 + np.exp(-decrease / 1000.0))
         return np.floor(s) if self.quantize else s

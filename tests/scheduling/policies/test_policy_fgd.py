@@ -77,3 +77,32 @@ def test_a_pod_list_as_workload_is_estimated_like_the_simulator():
     assert wl is not None
     assert wl.types == (PodType(1000, 500, 1), PodType(1000, 1000, 2))  # 90 % covered by the top two
     assert wl.weights == (6 / 9, 3 / 9)
+
+
+def test_score_many_equals_scoring_each_job_on_the_same_nodes():
+    """The batched scoring the learned model's features use: every kind of pod (CPU-only,
+    whole GPUs, a share of one), on a partly used cluster of mixed nodes, bit for bit."""
+    import pytest
+
+    from scheduling.gpu_select import select_gpus
+
+    nodes = [node(f"n{i}", cpu=(8000, 32000, 64000)[i % 3], gpus=(0, 2, 4, 8)[i % 4],
+                  model=("T4", "A10")[i % 2] if i % 4 else None) for i in range(16)]  # fmt: skip
+    s = snap(*nodes)
+    used = [job("a", cpu=2000, gpus=1, share=300), job("b", cpu=4000, gpus=2, share=1000),
+            job("c", cpu=1000, gpus=1, share=700)]  # fmt: skip
+    for i, j in enumerate(used):
+        k = (1, 2, 3)[i]
+        s.reserve(k, j, select_gpus(s, k, j))
+    workload = Workload((PodType(1000, 500, 1), PodType(4000, 1000, 2), PodType(2000, 250, 1)), (0.5, 0.3, 0.2))
+    fgd = FGD(workload, quantize=False)
+    pods = [job("cpu", cpu=3000), job("whole1", cpu=2000, gpus=1, share=1000), job("whole4", cpu=8000, gpus=4, share=1000),
+            job("share", gpus=1, share=250), job("share2", cpu=6000, gpus=1, share=800)]  # fmt: skip
+    rows = np.array([0, 1, 2, 3, 6, 7, 9, 15])
+    mask = np.zeros(16, dtype=bool)
+    mask[rows] = True
+    many = fgd.score_many(pods, s, rows)
+    np.testing.assert_array_equal(many, np.array([fgd.score(p, s, mask)[rows] for p in pods]))
+    assert np.isinf(many).any() and np.isfinite(many).any()
+    with pytest.raises(ValueError, match="fixed workload"):
+        FGD().score_many(pods, s, rows)
