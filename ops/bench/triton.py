@@ -17,7 +17,9 @@ with the same state again and again, the pair caches on both sides would recompu
   compact node arrays instead, see :mod:`inference.serving.models`), the same ``run_policy`` on
   the server, the answer back; **payload** = request + answer bytes;
 - **step** = features + the model call, per backend (the issue's decision latency per step);
-  **triton - in-process**: what the round trip adds, step by step.
+  **triton - in-process**: what the round trip adds, step by step; **triton, pairs sent**: for
+  a model without workload columns, the same step once more with the pair features on the wire
+  (what every request carried before the server computed them; the request is ~10× larger).
 
 Every step's Triton scores are checked against in-process (to 1e-4).
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -124,6 +127,11 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                     t2 = time.perf_counter()
                     got = loop.run_until_complete(remote.policy_async(inputs))
                     t3 = time.perf_counter()
+                    if inputs.source is not None:  # the same step with the pair features sent (as frag models do)
+                        sent = loop.run_until_complete(remote.policy_async(replace(inputs, source=None)))
+                        np.testing.assert_allclose(sent["scores"], want["scores"], atol=1e-4)
+                        if r:
+                            samples.setdefault("triton, pairs sent", []).append((time.perf_counter() - t3) * 1000.0)
                     # every step: the server's pair features (its own cache, when it computes them) agree
                     np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
                     payload.append(sum(a.nbytes for a in to_wire(inputs).values())
@@ -197,7 +205,8 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 f"call (fusion encoder once + the head over N x nodes) in this process / via {where}, async gRPC "
                 f"({'the request carries the compact node arrays, the server computes the pair features' if not local.loaded.config.spec.workload else 'the request carries the pair features'}); "
                 "'payload' = request + answer bytes; 'step …' = features + the call; 'triton - in-process' = "
-                "the difference per step. "
+                "the difference per step; 'triton, pairs sent' = the same step sent once more with the pair "
+                "features on the wire instead of the compact node arrays (how every request travelled before). "
                 f"The last column counts Triton calls slower than the worker's default deadline ({deadline_ms:g} ms), "
                 "which would have been decided by the fallback heuristic.")  # fmt: skip
     columns = ["nodes", "pending", "what", "p50 ms", "p99 ms", "mean ms", "n", "payload MB", f"> {deadline_ms:g} ms"]

@@ -24,3 +24,18 @@ def test_replicated_cluster_repeats_nodes_and_their_allocations():
     np.testing.assert_array_equal(big.mem_free, snap.mem_free[base])
     np.testing.assert_array_equal(big.gpu_free_milli, snap.gpu_free_milli[base])
     np.testing.assert_array_equal(big.gpu_free[:, :4], snap.gpu_free[base][:, :4])
+
+
+def test_churn_places_pending_jobs_and_ends_earlier_ones_keeping_the_queue_size():
+    from ops.bench.triton import Churn
+
+    nodes = [NodeView(node_id=f"n{i}", cpu_milli=16000, memory_mib=65536, num_gpu=2, gpu_model="T4") for i in range(4)]
+    snap = ClusterSnapshot.from_nodes(nodes)
+    pods = [JobRequest(job_id=f"j{i}", cpu_milli=1000, memory_mib=1024, num_gpu=1, per_gpu_milli=500) for i in range(20)]
+    queue = pods[:6]
+    churn = Churn(snap, queue, pods, 2)
+    churn()
+    assert len(queue) == 6 and [j.job_id for j in queue[:2]] == ["j6", "j7"] and len(churn.placed) == 2
+    used = int(snap.gpu_cap_milli.sum() - snap.gpu_free_milli.sum())
+    churn()  # two end, two more start: the load stays
+    assert len(churn.placed) == 2 and int(snap.gpu_cap_milli.sum() - snap.gpu_free_milli.sum()) == used
