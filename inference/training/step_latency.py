@@ -8,9 +8,15 @@ distinct job shape) and one call of the backend (the fusion encoder once, the he
 of its GPUs (70 %: :func:`loaded_snapshot`, best-fit placing the fill sequence of seed 0) —
 the caller passes the nodes and pods (``ops``: the 1,213 openb GPU nodes and the openb pods).
 
-One untimed warm-up call (it also fills the text-embedding cache), then ``repeat`` timed
-calls; p50 / p99 over them (``numpy.percentile``). Numbers depend on the machine and on
-torch's thread count (recorded with them).
+Timed as the worker runs: :func:`consecutive_steps`, steps one after another with the
+policy's pair cache, and between two steps ``churn`` (16) best-fit placements of pending pods,
+as many arrivals from the pod list and ``churn`` departures, so the load stays where it
+started and the cache recomputes what a real step would (the changed nodes, the new
+shapes). One untimed first step fills the caches, then ``repeat`` timed steps; p50 / p99
+over them (``numpy.percentile``). Timing one state again and again would make the pair cache
+look free (nothing changes); :func:`model_step` without a cache is what ``semsched bench
+learned`` reports beside it. Numbers depend on the machine and on torch's thread count
+(recorded with them).
 """
 
 from __future__ import annotations
@@ -63,41 +69,87 @@ def model_step(policy: Any, snap: ClusterSnapshot, jobs: Sequence[JobRequest], *
     return {"inputs": (t1 - t0) * 1000, "model": (t2 - t1) * 1000, "model step": (t2 - t0) * 1000}
 
 
+def consecutive_steps(policy: Any, snap: ClusterSnapshot, pods: Sequence[JobRequest], *, pending: int, steps: int,
+                      churn: int, seed: int = 0) -> dict[str, list[float]]:  # fmt: skip
+    """ms per part (``inputs``, ``model``, ``model step``) of ``steps`` consecutive steps with a pair
+    cache (one untimed first step fills it), plus ``changed nodes`` and ``new shapes`` per step: the
+    nodes that moved since the previous step and the job shapes the cache had not seen (module
+    docstring). ``snap`` is copied, not changed."""
+    from inference.features.pair_cache import PairCache
+    from scheduling.assign import Placement, place_one
+    from scheduling.policies import get_policy
+
+    rng = np.random.default_rng(seed)
+    snap = snap.copy()
+    queue = [pods[i % len(pods)] for i in range(pending)]
+    arrivals = pending
+    placed: list[tuple[int, JobRequest, tuple[int, ...]]] = []
+    best_fit = get_policy("best-fit")
+    cache = PairCache()
+    samples: dict[str, list[float]] = {}
+    last = (snap.cpu_free.copy(), snap.gpu_free.copy())
+    for step in range(steps + 1):
+        moved = (snap.cpu_free != last[0]) | (snap.gpu_free != last[1]).any(axis=1)  # since the last step
+        last, shapes_before = (snap.cpu_free.copy(), snap.gpu_free.copy()), cache.stats.shapes_new
+        parts = model_step(policy, snap, queue, pair_cache=cache)
+        if step:
+            parts["changed nodes"] = float(np.count_nonzero(moved))
+            parts["new shapes"] = float(cache.stats.shapes_new - shapes_before)
+            for name, value in parts.items():
+                samples.setdefault(name, []).append(value)
+        for _ in range(min(churn, len(placed))):  # departures
+            i, job, gpus = placed.pop(int(rng.integers(len(placed))))
+            snap.free(i, job, gpus)
+        taken = 0
+        for k, job in enumerate(list(queue)):  # placements; each placed pod's slot goes to an arrival
+            if taken == churn:
+                break
+            result = place_one(snap, job, best_fit, top_k=0)
+            if isinstance(result, Placement):
+                placed.append((result.node_index, job, result.gpu_indices))
+                queue[k] = pods[arrivals % len(pods)]
+                arrivals += 1
+                taken += 1
+    return samples
+
+
 @dataclass(frozen=True)
 class LatencyProbe:
-    """The loaded cluster and the pending jobs one step's model call is timed on."""
+    """The loaded cluster, the pending jobs and the pods that arrive while steps are timed."""
 
     snapshot: ClusterSnapshot
-    jobs: tuple[JobRequest, ...]
+    pods: tuple[JobRequest, ...]
+    pending: int = 256
     repeat: int = 30
+    churn: int = 16
 
     @classmethod
     def build(cls, nodes: Sequence[NodeView], pods: Sequence[JobRequest], *, pending: int = 256, load: float = 0.7,
-              seed: int = 0, repeat: int = 30) -> LatencyProbe:  # fmt: skip
-        """``pending`` pods (the pod list's first, cycled) on ``nodes`` loaded to ``load`` of their GPUs."""
-        if not pods or pending < 1 or repeat < 1:
-            raise ValueError("the latency probe needs pods, pending >= 1 and repeat >= 1")
-        jobs = tuple(pods[i % len(pods)] for i in range(pending))
-        return cls(loaded_snapshot(nodes, pods, load, seed), jobs, repeat)
+              seed: int = 0, repeat: int = 30, churn: int = 16) -> LatencyProbe:  # fmt: skip
+        """``pending`` pods (the pod list's first, cycled; the next ones arrive) on ``nodes`` loaded
+        to ``load`` of their GPUs."""
+        if not pods or pending < 1 or repeat < 1 or churn < 0:
+            raise ValueError("the latency probe needs pods, pending >= 1, repeat >= 1 and churn >= 0")
+        return cls(loaded_snapshot(nodes, pods, load, seed), tuple(pods), pending, repeat, churn)
 
     def describe(self) -> dict[str, Any]:
         snap = self.snapshot
         used = 1 - float(snap.gpu_free_milli.sum()) / max(1.0, float(snap.gpu_cap_milli.sum()))
-        return {"pending": len(self.jobs), "nodes": snap.num_nodes, "gpu_used_pct": round(100 * used, 1),
-                "repeat": self.repeat}  # fmt: skip
+        return {"pending": self.pending, "nodes": snap.num_nodes, "gpu_used_pct": round(100 * used, 1),
+                "repeat": self.repeat, "churn": self.churn, "method": "consecutive steps, pair cache"}  # fmt: skip
 
 
 def measure_step_latency(policy: Any, probe: LatencyProbe) -> dict[str, Any]:
     """p50 / p99 (ms) of ``policy``'s model step on ``probe`` (module docstring); JSON-able."""
     import torch
 
-    model_step(policy, probe.snapshot, probe.jobs)  # warm-up: caches, lazy initialisation
-    samples = [model_step(policy, probe.snapshot, probe.jobs) for _ in range(probe.repeat)]
-    step = np.array([s["model step"] for s in samples])
+    samples = consecutive_steps(policy, probe.snapshot, probe.pods, pending=probe.pending, steps=probe.repeat,
+                                churn=probe.churn)  # fmt: skip
+    step = np.array(samples["model step"])
     return probe.describe() | {
         "p50_ms": float(np.percentile(step, 50)), "p99_ms": float(np.percentile(step, 99)),
         "mean_ms": float(step.mean()),
-        "inputs_p50_ms": float(np.percentile([s["inputs"] for s in samples], 50)),
-        "model_p50_ms": float(np.percentile([s["model"] for s in samples], 50)),
+        "inputs_p50_ms": float(np.percentile(samples["inputs"], 50)),
+        "model_p50_ms": float(np.percentile(samples["model"], 50)),
         "torch_threads": torch.get_num_threads(),
     }  # fmt: skip

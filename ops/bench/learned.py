@@ -55,7 +55,7 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
 
     import inference  # noqa: F401  (registers "learned")
     from inference.policy import LearnedPolicy
-    from ops.bench.learned_steps import churned_model_steps
+    from inference.training.step_latency import consecutive_steps
     from ops.reports import Report
     from scheduling.assign import schedule_step
     from scheduling.policies import get_policy
@@ -78,7 +78,7 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
                 for k, v in parts.items():
                     samples.setdefault(k, []).append(v)
         if churn > 0:  # consecutive steps, placements and departures between them, pair features kept
-            churned = churned_model_steps(policy, snap, pods, pending=n, steps=repeat, churn=churn)
+            churned = consecutive_steps(policy, snap, pods, pending=n, steps=repeat, churn=churn)
             samples |= {f"churned: {k}" + (" (count)" if k in ("changed nodes", "new shapes") else ""): v
                         for k, v in churned.items()}  # fmt: skip
         for name in ["learned", *compare]:
@@ -99,7 +99,7 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
                 "decision latency of the issue's target); 'filters' = the feasibility masks (the scheduling core's); "
                 "'schedule_step <policy>' = the worker's sequential path (filter, score, reserve per job). "
                 f"'churned: …' = {repeat} consecutive steps with the policy's pair cache, each followed by "
-                f"{churn} best-fit placements, {churn} arrivals and {churn} departures (ops/bench/learned_steps.py): "
+                f"{churn} best-fit placements, {churn} arrivals and {churn} departures (inference/training/step_latency.py): "
                 "'changed nodes' and 'new shapes' say how much the cache had to recompute.")  # fmt: skip
     report.table("Per-step latency (ms)", rows, ["pending", "what", "p50 ms", "p99 ms", "mean ms", "n"])
     report.data("rows", rows)
