@@ -27,6 +27,8 @@ from inference.features.spec import FeatureSpec
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
+FRAG_CHUNK = 8
+
 
 @dataclass
 class PairCacheStats:
@@ -97,10 +99,12 @@ class PairCache:
             from inference.features.cluster import frag_columns, frag_parts_many
 
             for group in (np.flatnonzero(whole), np.flatnonzero(~whole & dirty.any(axis=1))):
-                if len(group):  # FGD's per-node terms of the group's shapes on the union of their nodes, at once
-                    nodes = np.flatnonzero(dirty[group].any(axis=0))
-                    where = np.ix_([slots[i] for i in group], nodes)
-                    self._cont[where], self._fits[where] = frag_parts_many([jobs[i] for i in group], snapshot, spec,
+                # FGD's per-node terms of the group's shapes on the union of their nodes, FRAG_CHUNK shapes
+                # at a time (its arrays are shapes × nodes × GPUs × request groups)
+                for part in np.array_split(group, -(-len(group) // FRAG_CHUNK)) if len(group) else ():
+                    nodes = np.flatnonzero(dirty[part].any(axis=0))
+                    where = np.ix_([slots[i] for i in part], nodes)
+                    self._cont[where], self._fits[where] = frag_parts_many([jobs[i] for i in part], snapshot, spec,
                                                                            nodes)  # fmt: skip
             touched = [slot for i, slot in enumerate(slots) if dirty[i].any()]  # (else neither did its tie set)
             if touched:  # the cluster-wide columns of every touched shape at once
