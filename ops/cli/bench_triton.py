@@ -13,6 +13,8 @@ def triton(
     pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
     nodes: str = typer.Option("1213,5000", help="Cluster sizes (1,213 = openb; more = its nodes replicated)."),
     repeat: int = typer.Option(20, help="Timed steps per size (after one warm-up)."),
+    churn: int = typer.Option(16, min=0, help="Placements, arrivals and departures between consecutive steps "
+                              "(both sides keep their pair features from step to step)."),
     deadline_ms: float = typer.Option(50.0, help="Count the Triton calls slower than this (the worker's deadline)."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-triton.md/.json and plots."),
 ) -> None:
@@ -27,5 +29,5 @@ def triton(
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     raise typer.Exit(run_triton_bench(model_dir=model, url=url, pending=sizes, nodes=node_counts, repeat=repeat,
-                                      deadline_ms=deadline_ms, out_dir=out,
+                                      deadline_ms=deadline_ms, out_dir=out, churn=churn,
                                       command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
