@@ -89,14 +89,16 @@ class PreparedStep:
     free: tuple[np.ndarray, np.ndarray, np.ndarray]  # cpu, memory, GPUs at the step start
     version: str
     outputs: dict[str, Any] = field(default_factory=dict)
+    pairs: np.ndarray | None = None  # float32 [S, N, P]: the step-start pair features, one row per shape
+    which: np.ndarray | None = None  # int64 [J]: each job's row of ``pairs``
 
     @classmethod
-    def of(cls, jobs: Sequence[JobRequest], rows: np.ndarray, snapshot: ClusterSnapshot,
+    def of(cls, jobs: Sequence[JobRequest], inputs: Any, snapshot: ClusterSnapshot,
            out: dict[str, Any]) -> PreparedStep:  # fmt: skip
-        return cls({j.job_id: i for i, j in enumerate(jobs)}, rows, np.asarray(out["scores"], np.float32),
+        return cls({j.job_id: i for i, j in enumerate(jobs)}, inputs.jobs, np.asarray(out["scores"], np.float32),
                    np.asarray(out["node_part"], np.float32), snapshot.table,
                    (snapshot.cpu_free.copy(), snapshot.mem_free.copy(), snapshot.gpu_free.copy()),
-                   str(out.get("version", "")), out)  # fmt: skip
+                   str(out.get("version", "")), out, inputs.pairs, inputs.which)  # fmt: skip
 
     def changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity differs from the step start."""
@@ -199,7 +201,7 @@ class LearnedPolicy(BasePolicy):
             inputs = build_inputs(snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn,
                                   pair_cache=self.pair_cache)  # fmt: skip
             out = await self.backend.policy_async(inputs)
-            self._prepared = PreparedStep.of(jobs, inputs.jobs, snapshot, out)
+            self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
             self._prepared = StepStatus(self.backend.name, self.model_version, True, reason)
@@ -241,7 +243,7 @@ class LearnedPolicy(BasePolicy):
                               pair_cache=self.pair_cache)  # fmt: skip
         self.model_calls += 1
         try:
-            step = PreparedStep.of(jobs, inputs.jobs, snapshot, self.backend.policy(inputs))
+            step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))
         except BackendError as e:
             self._step_fallback = str(e)
             self.last_step = StepStatus(self.backend.name, self.model_version, True, str(e))
@@ -287,13 +289,21 @@ class LearnedPolicy(BasePolicy):
             job_row = job_demand([job], self._now if self._in_step else job.submit_time, self.spec, self.encoder())[0]
             return self._rescore(step, job, job_row, snapshot, feasible.copy(), np.zeros(snapshot.num_nodes, np.float64))
         changed = step.changed(snapshot)
-        if self.spec.workload and changed.any():  # FGD's tie set and pick: columns that depend on every node
+        pairs = None
+        if self.spec.workload and changed.any() and step.pairs is not None and step.which is not None:
+            # FGD's tie set and pick depend on every node: the job's rows now, from the pair cache (FGD's
+            # terms recomputed on the changed nodes only), and every node whose row moved is re-scored
+            pairs = self.pair_cache.pairs([job], snapshot, self.spec)[0]
+            changed = (pairs != step.pairs[step.which[i]]).any(axis=1)
+        elif self.spec.workload and changed.any():
             changed[:] = True
         changed &= feasible
-        return self._rescore(step, job, step.jobs[i], snapshot, changed, step.scores[i].astype(np.float64))
+        return self._rescore(step, job, step.jobs[i], snapshot, changed, step.scores[i].astype(np.float64), pairs)
 
     def _rescore(self, step: PreparedStep, job: JobRequest, job_row: np.ndarray, snapshot: ClusterSnapshot,
-                 nodes: np.ndarray, scores: np.ndarray) -> np.ndarray:  # fmt: skip
+                 nodes: np.ndarray, scores: np.ndarray, pairs: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+        """``scores`` with ``nodes`` re-scored on the current state (``pairs [N, P]``: the job's
+        current pair rows, when the caller has them)."""
         from inference.model.step import score_nodes
 
         if nodes.any():
@@ -302,9 +312,9 @@ class LearnedPolicy(BasePolicy):
             if step.version and step.version != self.model_version:
                 self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
                 return scores
-            pairs = pair_features(job, snapshot, self.spec, np.flatnonzero(nodes))
+            rows = pairs[nodes] if pairs is not None else pair_features(job, snapshot, self.spec, np.flatnonzero(nodes))
             h = step.outputs.get("h")
-            scores[nodes] = score_nodes(self.loaded.model, step.node_part[nodes], job_row, pairs,
+            scores[nodes] = score_nodes(self.loaded.model, step.node_part[nodes], job_row, rows,
                                         None if h is None else np.asarray(h, np.float32)[nodes])  # fmt: skip
         return scores
 

@@ -204,9 +204,11 @@ def test_a_composed_ordering_starts_the_learned_step(tmp_path):
     assert result.order[0] == jobs[-1].job_id  # the ordering's, not FIFO
 
 
-def test_cluster_and_fragmentation_features_flow_through_the_step(tmp_path):
+@pytest.mark.parametrize("head_rank", [0, 3])
+def test_cluster_and_fragmentation_features_flow_through_the_step(tmp_path, head_rank):
     """A model with the optional cluster and FGD-fragmentation features: the step's inputs use
-    the model's spec (pair widths agree), and in-step re-scoring equals a fresh head evaluation."""
+    the model's spec (pair widths agree), and in-step re-scoring (the job's rows from the pair
+    cache, every node whose row moved re-scored) equals a fresh head evaluation on every node."""
     import dataclasses
 
     from inference.features.pairs import pair_features
@@ -216,7 +218,7 @@ def test_cluster_and_fragmentation_features_flow_through_the_step(tmp_path):
     workload = ((4000, 500, 1, (), 0.5), (8000, 1000, 2, (), 0.5))
     spec = dataclasses.replace(SPEC, cluster=True, workload=workload)
     torch.manual_seed(2)
-    save_model(tmp_path / "f", Scorer(ModelConfig(spec=spec, hidden=8, depth=2)), "frag-v1")
+    save_model(tmp_path / "f", Scorer(ModelConfig(spec=spec, hidden=8, depth=2, head_rank=head_rank)), "frag-v1")
     p = LearnedPolicy(tmp_path / "f")
     assert not p.fell_back, p.fallback_reason
     snap = small_snapshot()
@@ -228,9 +230,13 @@ def test_cluster_and_fragmentation_features_flow_through_the_step(tmp_path):
     for j in ordered[:2]:  # two earlier placements of the step, on the first node each fits
         node = int(np.flatnonzero(run_filters(j, snap, explain=False).feasible_mask)[0])
         snap.reserve(node, j, select_gpus(snap, node, j))
-    got = p.score(ordered[2], snap, everywhere)
-    want = score_nodes(p.loaded.model, p._step.node_part, p._step.jobs[2], pair_features(ordered[2], snap, spec))
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # every node: FGD's pick is a global column
+    for k in (2, 3, 4):  # each later job after another placement (FGD's tie set and pick move)
+        got = p.score(ordered[k], snap, everywhere)
+        want = score_nodes(p.loaded.model, p._step.node_part, p._step.jobs[k], pair_features(ordered[k], snap, spec))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)  # every node: FGD's pick is a global column
+        node = int(np.argmax(np.where(run_filters(ordered[k], snap, explain=False).feasible_mask, got, -np.inf)))
+        snap.reserve(node, ordered[k], select_gpus(snap, node, ordered[k]))
+    assert p.model_calls == 1
 
 
 def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
