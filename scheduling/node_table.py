@@ -63,6 +63,18 @@ class NodeTable:
             zeros=readonly(np.zeros(n, dtype=np.int32)),
         )
 
+    def matches(self, nodes: Sequence[NodeView]) -> bool:
+        """Whether ``nodes`` (in this order) have exactly this table's static facts: then a new
+        snapshot of them can share this table, and every cache derived from it (a control loop
+        snapshots the same nodes step after step; their free capacity is the snapshot's, not ours)."""
+        if len(nodes) != len(self.node_ids):
+            return False
+        gpus, cpu, mem = self.num_gpu.tolist(), self.cpu_cap.tolist(), self.mem_cap.tolist()
+        return all(nd.node_id == i and nd.cluster == c and (nd.gpu_model or "") == m and nd.num_gpu == g
+                   and nd.cpu_milli == cp and nd.memory_mib == me and nd.topology == t
+                   for nd, i, c, m, g, cp, me, t in zip(nodes, self.node_ids, self.cluster, self.gpu_model, gpus,
+                                                         cpu, mem, self.topology, strict=True))  # fmt: skip
+
     def model_mask(self, models: frozenset[str]) -> np.ndarray:
         mask = self.model_masks.get(models)
         if mask is None:

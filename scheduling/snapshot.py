@@ -60,10 +60,14 @@ class ClusterSnapshot:
         self._apps = apps or {}
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[NodeView]) -> ClusterSnapshot:
-        """A snapshot of ``nodes`` (in this order), with their allocations subtracted."""
+    def from_nodes(cls, nodes: Iterable[NodeView], *, table: NodeTable | None = None) -> ClusterSnapshot:
+        """A snapshot of ``nodes`` (in this order), with their allocations subtracted. ``table``: the
+        previous snapshot's, shared if the nodes' static facts did not change (:meth:`NodeTable.matches`),
+        so what is cached per table (topology, FGD's tables, the learned policy's pair features)
+        carries over."""
         nodes = list(nodes)
-        table = NodeTable.build(nodes)
+        if table is None or not table.matches(nodes):
+            table = NodeTable.build(nodes)
         width = max(1, int(table.num_gpu.max(initial=0)))
         gpu_free = np.full((len(nodes), width), PAD, dtype=np.int32)
         for i, nd in enumerate(nodes):

@@ -25,6 +25,7 @@ from scheduling.duration_estimate import estimator_for
 from scheduling.events import DecisionRecord, JobLifecycle, partition_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
+from scheduling.node_table import NodeTable
 from scheduling.order_context import OrderContext, cluster_capacity, tenant_usage
 from scheduling.policies import get_policy
 from scheduling.snapshot import ClusterSnapshot
@@ -67,6 +68,7 @@ class SchedulingLoop:
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
         self.steps = 0
+        self._tables: dict[str, NodeTable] = {}  # per cluster: the last step's node table
         self.step_id = ""  # the step being decided (on its decision records)
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
@@ -126,7 +128,8 @@ class SchedulingLoop:
                             holdings: list[tuple[str, JobRequest, list[int]]]) -> None:  # fmt: skip
         tick_ts = time.time()
         self.step_id = f"{cluster}:{self.steps}:{tick_ts:.3f}"  # on every decision of this step
-        snap = ClusterSnapshot.from_nodes(views)
+        snap = ClusterSnapshot.from_nodes(views, table=self._tables.get(cluster))
+        self._tables[cluster] = snap.table  # shared by the next step while the nodes stay the same
         index = {v.node_id: i for i, v in enumerate(views)}
         for node_id, req, gpus in holdings:
             if req.cluster == cluster and node_id in index:

@@ -82,3 +82,27 @@ def test_from_telemetry_node_view():
     assert s.cpu_free[0] == 3000 and s.gpu_free[0].tolist() == [500, 1000] and not s.healthy[0]
     empty = ClusterSnapshot.from_nodes([NodeView.from_telemetry(t, with_allocation=False)])
     assert empty.cpu_free[0] == 4000 and empty.gpu_free[0].tolist() == [1000, 1000]
+
+
+def test_a_snapshot_of_the_same_nodes_shares_the_previous_table():
+    """A control loop snapshots its nodes every step: while their static facts stay the same the
+    table (and everything cached on it) is shared; any change in them builds a new one."""
+    import dataclasses
+
+    nodes = [node("a", gpus=2, model="T4", cpu=8000, gpu_alloc=(500, 0)), node("b", cpu=4000),
+             node("c", gpus=4, model="A10", topology={"rack": "r1"})]  # fmt: skip
+    first = ClusterSnapshot.from_nodes(nodes)
+    first.static_cache("probe", lambda s: object())
+    busier = [dataclasses.replace(nodes[0], gpu_alloc_milli=(1000, 300), cpu_alloc_milli=2000), *nodes[1:]]
+    again = ClusterSnapshot.from_nodes(busier, table=first.table)
+    assert again.table is first.table and "probe" in first.table.derived
+    assert again.gpu_free[0].tolist() == [0, 700, -1, -1] and again.cpu_free[0] == 6000  # the state is the new one
+    changed = {
+        "capacity": [dataclasses.replace(nodes[0], cpu_milli=16000), *nodes[1:]],
+        "GPU model": [*nodes[:2], dataclasses.replace(nodes[2], gpu_model="V100M32")],
+        "topology": [*nodes[:2], dataclasses.replace(nodes[2], topology={"rack": "r2"})],
+        "order": [nodes[1], nodes[0], nodes[2]],
+        "a node left": nodes[:2],
+    }
+    for what, other in changed.items():
+        assert ClusterSnapshot.from_nodes(other, table=first.table).table is not first.table, what
