@@ -64,6 +64,8 @@ def replay_plan(loader: TraceLoader, *, jobs: int, speed: float, max_gap_s: floa
                 timeout_s: float) -> tuple[str, str | None]:  # fmt: skip
     """What the replay will do (one line), or why the demo refuses it: a replay whose idle
     stretches outlast ``timeout_s`` would look like a hang (openb's first pods are days apart)."""
+    if not speed > 0:  # (also NaN) the agents divide run times by it
+        return "", f"--speed must be above 0 (a speed-up of arrivals and run times), not {speed:g}"
     selected = loader.load_jobs()[:jobs]
     if not selected:
         return "", f"no openb pods from t={loader.selection.start_offset or 0:.0f}s: lower --start-offset"

@@ -44,3 +44,10 @@ def test_refused_demo_starts_nothing(tmp_path: Path) -> None:
     )
     assert rc == 2
     assert not (tmp_path / "demo").exists()
+
+
+def test_a_speed_that_is_not_a_speed_up_is_refused() -> None:
+    loader = get_loader("openb", start_offset=10_000_000, limit=10)
+    for speed in (0.0, -5.0, float("nan")):
+        _, refusal = replay_plan(loader, jobs=10, speed=speed, max_gap_s=None, timeout_s=900)
+        assert refusal is not None and "--speed must be above 0" in refusal
