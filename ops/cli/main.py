@@ -90,7 +90,7 @@ def demo(
     speed: float = typer.Option(100_000.0, help="Replay speed-up (arrivals and run times): the trace's "
                                 "149 days pass in about 130 s."),
     start_offset: float = typer.Option(0, help="Trace second from which pods are taken."),
-    max_gap: float = typer.Option(None, help="Cap any single wait between submissions at this many seconds "
+    max_gap: float = typer.Option(None, min=0.0, help="Cap any single wait between submissions at this many seconds "
                                   "(after --speed): squeezes the trace's idle stretches.", show_default=False),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
     port: int = typer.Option(19092, help="Port of the local Kafka broker."),
