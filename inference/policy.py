@@ -41,7 +41,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +50,7 @@ from inference.encoders import EncoderCache, get_encoder
 from inference.features.jobs import job_demand
 from inference.features.pair_cache import PairCache
 from inference.features.pairs import pair_features
+from inference.prepared_step import PreparedStep, StepStatus
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext
@@ -65,45 +65,6 @@ DEFAULT_MODEL_DIR = Path("models/latest")
 
 def default_model_dir() -> Path:
     return Path(os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
-
-
-@dataclass
-class StepStatus:
-    """How the last step was decided (the worker copies it onto the step's decision records)."""
-
-    backend: str = ""
-    version: str | None = None
-    fallback: bool = False
-    reason: str = ""
-
-
-@dataclass(eq=False)
-class PreparedStep:
-    """The backend's answer for one step, on the step-start state of one node table."""
-
-    index: dict[str, int]  # job id -> row
-    jobs: np.ndarray  # float32 [J, job_dim]
-    scores: np.ndarray  # float32 [J, N]
-    node_part: np.ndarray  # float32 [N, W]
-    table: Any
-    free: tuple[np.ndarray, np.ndarray, np.ndarray]  # cpu, memory, GPUs at the step start
-    version: str
-    outputs: dict[str, Any] = field(default_factory=dict)
-    pairs: np.ndarray | None = None  # float32 [S, N, P]: the step-start pair features, one row per shape
-    which: np.ndarray | None = None  # int64 [J]: each job's row of ``pairs``
-
-    @classmethod
-    def of(cls, jobs: Sequence[JobRequest], inputs: Any, snapshot: ClusterSnapshot,
-           out: dict[str, Any]) -> PreparedStep:  # fmt: skip
-        return cls({j.job_id: i for i, j in enumerate(jobs)}, inputs.jobs, np.asarray(out["scores"], np.float32),
-                   np.asarray(out["node_part"], np.float32), snapshot.table,
-                   (snapshot.cpu_free.copy(), snapshot.mem_free.copy(), snapshot.gpu_free.copy()),
-                   str(out.get("version", "")), out, inputs.pairs, inputs.which)  # fmt: skip
-
-    def changed(self, s: ClusterSnapshot) -> np.ndarray:
-        """bool ``[N]``: nodes whose free capacity differs from the step start."""
-        cpu, mem, gpu = self.free
-        return (s.cpu_free != cpu) | (s.mem_free != mem) | (s.gpu_free != gpu).any(axis=1)
 
 
 @register("learned")

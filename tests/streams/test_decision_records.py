@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from inference.policy import StepStatus
+from inference.prepared_step import StepStatus
 from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.events import DecisionRecord, JobSubmitted, decision_id_for
 from scheduling.job import JobRequest

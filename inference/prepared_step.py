@@ -1,0 +1,53 @@
+"""What one step of the ``learned`` policy holds: the backend's answer on the step-start
+state (:class:`PreparedStep`) and how the step was decided (:class:`StepStatus`, which the
+worker copies onto the step's decision records)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+
+@dataclass
+class StepStatus:
+    """How the last step was decided (the worker copies it onto the step's decision records)."""
+
+    backend: str = ""
+    version: str | None = None
+    fallback: bool = False
+    reason: str = ""
+
+
+@dataclass(eq=False)
+class PreparedStep:
+    """The backend's answer for one step, on the step-start state of one node table."""
+
+    index: dict[str, int]  # job id -> row
+    jobs: np.ndarray  # float32 [J, job_dim]
+    scores: np.ndarray  # float32 [J, N]
+    node_part: np.ndarray  # float32 [N, W]
+    table: Any
+    free: tuple[np.ndarray, np.ndarray, np.ndarray]  # cpu, memory, GPUs at the step start
+    version: str
+    outputs: dict[str, Any] = field(default_factory=dict)
+    pairs: np.ndarray | None = None  # float32 [S, N, P]: the step-start pair features, one row per shape
+    which: np.ndarray | None = None  # int64 [J]: each job's row of ``pairs``
+
+    @classmethod
+    def of(cls, jobs: Sequence[JobRequest], inputs: Any, snapshot: ClusterSnapshot,
+           out: dict[str, Any]) -> PreparedStep:  # fmt: skip
+        return cls({j.job_id: i for i, j in enumerate(jobs)}, inputs.jobs, np.asarray(out["scores"], np.float32),
+                   np.asarray(out["node_part"], np.float32), snapshot.table,
+                   (snapshot.cpu_free.copy(), snapshot.mem_free.copy(), snapshot.gpu_free.copy()),
+                   str(out.get("version", "")), out, inputs.pairs, inputs.which)  # fmt: skip
+
+    def changed(self, s: ClusterSnapshot) -> np.ndarray:
+        """bool ``[N]``: nodes whose free capacity differs from the step start."""
+        cpu, mem, gpu = self.free
+        return (s.cpu_free != cpu) | (s.mem_free != mem) | (s.gpu_free != gpu).any(axis=1)
