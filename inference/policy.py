@@ -59,7 +59,8 @@ from scheduling.policies.registry import get_policy, register
 from scheduling.snapshot import ClusterSnapshot
 
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
-RETRY_S = 10.0  # without a model: how often to look for one again
+RETRY_S = 10.0
+MAX_TABLES = 4  # node tables (clusters) whose pair features are kept  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
 
 
@@ -92,7 +93,7 @@ class LearnedPolicy(BasePolicy):
         except Exception as e:  # missing, corrupt or mismatched: any failure means "use the heuristic"
             self._no_model(e)
         self._encoders: dict[str, EncoderCache] = {}
-        self.pair_cache = PairCache()  # the step's pair features, kept from step to step
+        self._pair_caches: dict[int, PairCache] = {}  # per node table (a worker steps each cluster in turn)
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -144,6 +145,17 @@ class LearnedPolicy(BasePolicy):
             self._encoders[name] = EncoderCache(get_encoder(name))
         return self._encoders[name]
 
+    def pair_cache(self, snapshot: ClusterSnapshot) -> PairCache:
+        """The pair features kept from step to step for ``snapshot``'s node table: one cache per
+        table, for the ``MAX_TABLES`` most recently stepped (a worker steps each cluster in turn;
+        a cache holds its table, so the id is not reused while it is here)."""
+        key = id(snapshot.table)
+        cache = self._pair_caches.pop(key, None) or PairCache()
+        self._pair_caches[key] = cache  # most recent last
+        while len(self._pair_caches) > MAX_TABLES:
+            del self._pair_caches[next(iter(self._pair_caches))]
+        return cache
+
     # -- the step ----------------------------------------------------------------------------
     async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float) -> StepStatus:
         """Call the backend for the coming step (awaited by the worker before ``schedule_step``)."""
@@ -160,7 +172,7 @@ class LearnedPolicy(BasePolicy):
             if missing:
                 cache.put(missing, await self.backend.encode_async(missing))
             inputs = build_inputs(snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn,
-                                  pair_cache=self.pair_cache)  # fmt: skip
+                                  pair_cache=self.pair_cache(snapshot))  # fmt: skip
             out = await self.backend.policy_async(inputs)
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
@@ -201,7 +213,7 @@ class LearnedPolicy(BasePolicy):
 
         self.backend.refresh()
         inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue,
-                              pair_cache=self.pair_cache)  # fmt: skip
+                              pair_cache=self.pair_cache(snapshot))  # fmt: skip
         self.model_calls += 1
         try:
             step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))
@@ -254,7 +266,7 @@ class LearnedPolicy(BasePolicy):
         if self.spec.workload and changed.any() and step.pairs is not None and step.which is not None:
             # FGD's tie set and pick depend on every node: the job's rows now, from the pair cache (FGD's
             # terms recomputed on the changed nodes only), and every node whose row moved is re-scored
-            pairs = self.pair_cache.pairs([job], snapshot, self.spec)[0]
+            pairs = self.pair_cache(snapshot).pairs([job], snapshot, self.spec)[0]
             changed = (pairs != step.pairs[step.which[i]]).any(axis=1)
         elif self.spec.workload and changed.any():
             changed[:] = True

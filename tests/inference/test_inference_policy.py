@@ -293,3 +293,24 @@ def test_a_worker_started_before_any_model_picks_it_up_once_published(tmp_path):
     p._retry_at = 0.0  # (it looks again every RETRY_S seconds)
     result = schedule_step(snap, pod_mix(5), p, now=1.0)
     assert not p.fell_back and p.model_version == "v1" and result.placements and not p.fallback_jobs
+
+
+def test_each_cluster_keeps_its_own_pair_cache(tmp_path):
+    """A worker steps its clusters in turn: each node table keeps its pair features between its
+    steps (one shared cache would start over at every switch); the least recent of more than
+    MAX_TABLES is dropped."""
+    from inference.policy import MAX_TABLES
+
+    p = LearnedPolicy(loaded=untrained(tmp_path))
+    a, b = small_snapshot(), small_snapshot(8)
+    jobs = pod_mix(6)
+    for snap in (a, b, a, b):
+        p.order(jobs, 1.0)
+        p.score_all(jobs, snap)
+    for snap in (a, b):
+        assert p.pair_cache(snap).stats.calls == 2 and p.pair_cache(snap).stats.shapes_hit > 0
+    assert p.pair_cache(a.copy()) is p.pair_cache(a)  # copies share the table
+    others = [small_snapshot(3 + k) for k in range(MAX_TABLES)]
+    for snap in others:
+        p.pair_cache(snap)
+    assert p.pair_cache(a).stats.calls == 0  # dropped, a new one
