@@ -69,22 +69,46 @@ def model_step(policy: Any, snap: ClusterSnapshot, jobs: Sequence[JobRequest], *
     return {"inputs": (t1 - t0) * 1000, "model": (t2 - t1) * 1000, "model step": (t2 - t0) * 1000}
 
 
+class Churn:
+    """What happens in a cluster between two steps (as the worker sees it; promotion,
+    ``semsched bench learned`` and ``semsched bench triton`` time steps between them):
+    ``churn`` earlier placements end, ``churn`` of the pending pods are placed (best-fit, the first
+    that fit) and as many new ones arrive from the pod list. Changes ``snap`` and ``queue`` in place."""
+
+    def __init__(self, snap: Any, queue: list[Any], pods: list[Any], churn: int, seed: int = 0) -> None:
+        from scheduling.policies import get_policy
+
+        self.snap, self.queue, self.pods, self.churn = snap, queue, pods, churn
+        self.rng, self.arrivals, self.placed = np.random.default_rng(seed), len(queue), []  # type: list[Any]
+        self.best_fit = get_policy("best-fit")
+
+    def __call__(self) -> None:
+        from scheduling.assign import Placement, place_one
+
+        for _ in range(min(self.churn, len(self.placed))):
+            self.snap.free(*self.placed.pop(int(self.rng.integers(len(self.placed)))))
+        taken = 0
+        for k, job in enumerate(list(self.queue)):
+            if taken == self.churn:
+                break
+            result = place_one(self.snap, job, self.best_fit, top_k=0)
+            if isinstance(result, Placement):
+                self.placed.append((result.node_index, job, result.gpu_indices))
+                self.queue[k] = self.pods[self.arrivals % len(self.pods)]
+                self.arrivals, taken = self.arrivals + 1, taken + 1
+
+
 def consecutive_steps(policy: Any, snap: ClusterSnapshot, pods: Sequence[JobRequest], *, pending: int, steps: int,
                       churn: int, seed: int = 0) -> dict[str, list[float]]:  # fmt: skip
     """ms per part (``inputs``, ``model``, ``model step``) of ``steps`` consecutive steps with a pair
-    cache (one untimed first step fills it), plus ``changed nodes`` and ``new shapes`` per step: the
-    nodes that moved since the previous step and the job shapes the cache had not seen (module
-    docstring). ``snap`` is copied, not changed."""
+    cache (one untimed first step fills it), :class:`Churn` between them, plus ``changed nodes``
+    and ``new shapes`` per step: the nodes that moved since the previous step and the job shapes
+    the cache had not seen (module docstring). ``snap`` is copied, not changed."""
     from inference.features.pair_cache import PairCache
-    from scheduling.assign import Placement, place_one
-    from scheduling.policies import get_policy
 
-    rng = np.random.default_rng(seed)
     snap = snap.copy()
     queue = [pods[i % len(pods)] for i in range(pending)]
-    arrivals = pending
-    placed: list[tuple[int, JobRequest, tuple[int, ...]]] = []
-    best_fit = get_policy("best-fit")
+    between = Churn(snap, queue, list(pods), churn, seed)
     cache = PairCache()
     samples: dict[str, list[float]] = {}
     last = (snap.cpu_free.copy(), snap.gpu_free.copy())
@@ -97,19 +121,7 @@ def consecutive_steps(policy: Any, snap: ClusterSnapshot, pods: Sequence[JobRequ
             parts["new shapes"] = float(cache.stats.shapes_new - shapes_before)
             for name, value in parts.items():
                 samples.setdefault(name, []).append(value)
-        for _ in range(min(churn, len(placed))):  # departures
-            i, job, gpus = placed.pop(int(rng.integers(len(placed))))
-            snap.free(i, job, gpus)
-        taken = 0
-        for k, job in enumerate(list(queue)):  # placements; each placed pod's slot goes to an arrival
-            if taken == churn:
-                break
-            result = place_one(snap, job, best_fit, top_k=0)
-            if isinstance(result, Placement):
-                placed.append((result.node_index, job, result.gpu_indices))
-                queue[k] = pods[arrivals % len(pods)]
-                arrivals += 1
-                taken += 1
+        between()
     return samples
 
 

@@ -3,7 +3,7 @@
 For each cluster size (the 1,213 openb GPU nodes loaded to ~70 % of their GPUs as
 ``semsched bench learned`` loads them; 5,000 nodes = that node list and its allocations
 replicated) and each pending-queue size (openb pods), ``repeat`` consecutive steps after one
-warm-up, with ``churn`` placements, arrivals and departures between two steps (:class:`Churn`:
+warm-up, with ``churn`` placements, arrivals and departures between two steps (:class:`inference.training.step_latency.Churn`:
 with the same state again and again, the pair caches on both sides would recompute nothing):
 
 - **features**: :func:`inference.model.step.build_inputs` with a pair cache, as the worker
@@ -72,40 +72,13 @@ def clusters(sizes: list[int]) -> tuple[dict[int, Any], list[Any]]:
     return {n: snap if n == len(nodes) else replicated_cluster(snap, nodes, n) for n in sizes}, pods
 
 
-class Churn:
-    """What happens in a cluster between two steps (as ``semsched bench learned``'s churned steps):
-    ``churn`` earlier placements end, ``churn`` of the pending pods are placed (best-fit, the first
-    that fit) and as many new ones arrive from the pod list. Changes ``snap`` and ``queue`` in place."""
-
-    def __init__(self, snap: Any, queue: list[Any], pods: list[Any], churn: int, seed: int = 0) -> None:
-        from scheduling.policies import get_policy
-
-        self.snap, self.queue, self.pods, self.churn = snap, queue, pods, churn
-        self.rng, self.arrivals, self.placed = np.random.default_rng(seed), len(queue), []  # type: list[Any]
-        self.best_fit = get_policy("best-fit")
-
-    def __call__(self) -> None:
-        from scheduling.assign import Placement, place_one
-
-        for _ in range(min(self.churn, len(self.placed))):
-            self.snap.free(*self.placed.pop(int(self.rng.integers(len(self.placed)))))
-        taken = 0
-        for k, job in enumerate(list(self.queue)):
-            if taken == self.churn:
-                break
-            result = place_one(self.snap, job, self.best_fit, top_k=0)
-            if isinstance(result, Placement):
-                self.placed.append((result.node_index, job, result.gpu_indices))
-                self.queue[k] = self.pods[self.arrivals % len(self.pods)]
-                self.arrivals, taken = self.arrivals + 1, taken + 1
-
-
 def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], pending: list[int], repeat: int,
                deadline_ms: float, churn: int = 16) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     from inference.encoders import EncoderCache, get_encoder
     from inference.features.pair_cache import PairCache
     from inference.model.step import build_inputs
     from inference.serving.models import to_wire
+    from inference.training.step_latency import Churn
 
     spec = local.loaded.config.spec
     encoder = EncoderCache(get_encoder(spec.encoder))

@@ -27,7 +27,7 @@ def test_replicated_cluster_repeats_nodes_and_their_allocations():
 
 
 def test_churn_places_pending_jobs_and_ends_earlier_ones_keeping_the_queue_size():
-    from ops.bench.triton import Churn
+    from inference.training.step_latency import Churn
 
     nodes = [NodeView(node_id=f"n{i}", cpu_milli=16000, memory_mib=65536, num_gpu=2, gpu_model="T4") for i in range(4)]
     snap = ClusterSnapshot.from_nodes(nodes)
