@@ -24,7 +24,7 @@ import numpy as np
 from inference.features.nodes import safe_div
 from inference.features.spec import FeatureSpec, WorkloadRow
 from scheduling.job import JobRequest
-from scheduling.metrics.fragmentation import PodType, Workload, tables_for
+from scheduling.metrics.fragmentation import PodType, Workload, node_fragmentation
 from scheduling.policies.fgd import FGD
 from scheduling.snapshot import ClusterSnapshot
 
@@ -73,8 +73,7 @@ def cluster_features(snapshot: ClusterSnapshot) -> np.ndarray:
 def frag_node_features(snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
     """float32 ``[N, len(FRAG_NODE)]``: F_n / GPU capacity, and the cluster's fragmentation rate."""
     s = snapshot
-    t = tables_for(s, workload_of(spec.workload))
-    frag = t.node_frag(s.gpu_free, s.cpu_free, t.model_index)
+    frag = node_fragmentation(s, workload_of(spec.workload))
     free = float(s.gpu_free_milli.sum())
     rate = float(frag.sum()) / free if free else 0.0
     return np.stack([safe_div(frag, s.gpu_cap_milli), np.full(s.num_nodes, rate, np.float32)], axis=1)
@@ -127,16 +126,30 @@ def frag_parts_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec:
 
 def frag_columns(cont: np.ndarray, fits: np.ndarray) -> np.ndarray:
     """float32 ``[..., N, len(FRAG_PAIR)]`` from every node's :func:`frag_parts` (``[..., N]``: one row
-    per job, or several at once; the tie set and the pick depend on all nodes)."""
+    per job, or several at once): :func:`frag_node_columns`, then :func:`frag_tie_columns`."""
+    local = frag_node_columns(cont, fits)
+    return np.concatenate([local, frag_tie_columns(local[..., 1], fits)], axis=-1)
+
+
+def frag_node_columns(cont: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """float32 ``[..., 2]``: the fragmentation change (−decrease / 8000, clipped to ±1) and FGD's
+    quantised score / 100, 0 where the job does not fit. Each node's depend on that node alone."""
     p = np.clip(np.where(fits, cont, 50.0) / 100.0, 1e-12, 1.0 - 1e-12)
     decrease = 1000.0 * np.log(p / (1.0 - p))  # F_before - F_after, milli-GPU
     quant = np.floor(np.where(fits, cont, 0.0))
+    return np.stack([np.where(fits, np.clip(-decrease / 8000.0, -1.0, 1.0), 0.0), quant / 100.0],
+                    axis=-1).astype(np.float32)  # fmt: skip
+
+
+def frag_tie_columns(quant: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    """float32 ``[..., N, 2]`` from the quantised scores ``[..., N]`` (:func:`frag_node_columns`'s second
+    column): FGD's tie set (the nodes with the best score the job fits) and its pick (the tie set's
+    first node). These depend on every node."""
     best = np.where(fits, quant, -np.inf).max(axis=-1, keepdims=True)  # -inf: fits nowhere
     tie = fits & (quant == best)
     first = np.zeros_like(tie)
     np.put_along_axis(first, np.argmax(tie, axis=-1)[..., None], tie.any(axis=-1, keepdims=True), axis=-1)
-    return np.stack([np.where(fits, np.clip(-decrease / 8000.0, -1.0, 1.0), 0.0), quant / 100.0, tie, first],
-                    axis=-1).astype(np.float32)  # fmt: skip
+    return np.stack([tie, first], axis=-1).astype(np.float32)
 
 
 def priority(snapshot: ClusterSnapshot) -> np.ndarray:

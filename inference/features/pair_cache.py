@@ -27,7 +27,7 @@ from inference.features.spec import FeatureSpec
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
-FRAG_CHUNK = 8
+FRAG_CHUNK = 8 * 1213  # (shape, node) pairs per FGD call: its arrays are shapes × nodes × GPUs × request groups
 
 
 @dataclass
@@ -49,8 +49,7 @@ class PairCache:
         self._used: dict[Shape, int] = {}  # shape -> the call that last asked for it
         self._rows = np.zeros((0, 0, 0), dtype=np.float32)  # [slots, N, pair_dim]
         self._dirty = np.zeros((0, 0), dtype=bool)  # [slots, N]: changed since the slot was updated
-        self._cont = np.zeros((0, 0))  # FGD's per-node score and fit, [slots, N] (workload specs)
-        self._fits = np.zeros((0, 0), dtype=bool)
+        self._fits = np.zeros((0, 0), dtype=bool)  # [slots, N]: the shape fits the node (workload specs)
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -96,19 +95,25 @@ class PairCache:
                 self._update_local([jobs[i] for i in group], [slots[i] for i in group], dirty[group], snapshot, spec)
         self.stats.nodes_recomputed += int(dirty.sum())
         if spec.workload:
-            from inference.features.cluster import frag_columns, frag_parts_many
+            from inference.features.cluster import frag_node_columns, frag_parts_many, frag_tie_columns
 
+            local = local_pair_dim(spec)
             for group in (np.flatnonzero(whole), np.flatnonzero(~whole & dirty.any(axis=1))):
-                # FGD's per-node terms of the group's shapes on the union of their nodes, FRAG_CHUNK shapes
-                # at a time (its arrays are shapes × nodes × GPUs × request groups)
-                for part in np.array_split(group, -(-len(group) // FRAG_CHUNK)) if len(group) else ():
+                # FGD's per-node terms of the group's shapes on the union of their nodes, about FRAG_CHUNK
+                # (shape, node) pairs at a time: all shapes at once when few nodes changed
+                if not len(group):
+                    continue
+                size = max(1, FRAG_CHUNK // max(1, int(dirty[group].any(axis=0).sum())))
+                for part in np.array_split(group, -(-len(group) // size)):
                     nodes = np.flatnonzero(dirty[part].any(axis=0))
-                    where = np.ix_([slots[i] for i in part], nodes)
-                    self._cont[where], self._fits[where] = frag_parts_many([jobs[i] for i in part], snapshot, spec,
-                                                                           nodes)  # fmt: skip
+                    mine = [slots[i] for i in part]
+                    cont, fits = frag_parts_many([jobs[i] for i in part], snapshot, spec, nodes)
+                    self._fits[np.ix_(mine, nodes)] = fits
+                    self._rows[np.ix_(mine, nodes, [local, local + 1])] = frag_node_columns(cont, fits)
             touched = [slot for i, slot in enumerate(slots) if dirty[i].any()]  # (else neither did its tie set)
-            if touched:  # the cluster-wide columns of every touched shape at once
-                self._rows[touched, :, local_pair_dim(spec):] = frag_columns(self._cont[touched], self._fits[touched])
+            if touched:  # the cluster-wide columns (tie set, pick) of every touched shape at once
+                self._rows[touched, :, local + 2:] = frag_tie_columns(self._rows[touched, :, local + 1],
+                                                                      self._fits[touched])  # fmt: skip
         self._dirty[slots] = False
 
     def _update_local(self, jobs: list[JobRequest], slots: list[int], dirty: np.ndarray, snapshot: ClusterSnapshot,
@@ -151,7 +156,7 @@ class PairCache:
         slot = next(i for i in range(len(self._rows) + 1) if i not in taken)
         if slot >= len(self._rows):
             n, p = self._rows.shape[1:]
-            self._allocate(max(8, 2 * len(self._rows)), n, p, self._cont.shape[1] > 0)
+            self._allocate(max(8, 2 * len(self._rows)), n, p, self._fits.shape[1] > 0)
         return slot
 
     def _allocate(self, slots: int, n: int, p: int, workload: bool) -> None:
@@ -165,7 +170,6 @@ class PairCache:
 
         self._rows = grow(self._rows, (slots, n, p))
         self._dirty = grow(self._dirty, (slots, n))
-        self._cont = grow(self._cont, (slots, n if workload else 0))
         self._fits = grow(self._fits, (slots, n if workload else 0))
 
     def _make_room(self, coming: int, keep: set[Shape]) -> None:

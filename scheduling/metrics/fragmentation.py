@@ -122,6 +122,7 @@ class FragTables:
             allowed = np.array([m != "" and (not t.gpu_models or m in t.gpu_models) for m in models])
             table[allowed, u:, k] += p
         self.table = table
+        self._last: NodeTerms | None = None  # the nodes' terms at the last node_terms call
 
     @property
     def groups(self) -> int:
@@ -149,6 +150,47 @@ class FragTables:
         counts, usable = self.counts(gpu_free)
         return self.frag(free_total, self.weights(model_index, cpu_free), counts, usable)
 
+    def node_terms(self, gpu_free: np.ndarray, cpu_free: np.ndarray) -> NodeTerms:
+        """The per-node parts of ``F`` for all this table's nodes in the state ``gpu_free [N, G]``,
+        ``cpu_free [N]``, recomputing only the nodes whose free GPUs or cpu differ from the
+        previous call's: between two placements one node changes, and every part depends on
+        its node alone, so the result equals computing them whole (a test holds it). The arrays
+        are this table's own and change at the next call: index them, do not keep them."""
+        last = self._last
+        if last is None or last.gpu_free.shape != gpu_free.shape:
+            rows: np.ndarray | slice = slice(None)
+            last = self._last = NodeTerms(gpu_free.copy(), cpu_free.copy(), *self._terms(gpu_free, cpu_free, slice(None)))
+        else:
+            rows = np.flatnonzero((last.gpu_free != gpu_free).any(axis=1) | (last.cpu_free != cpu_free))
+            if len(rows):
+                last.gpu_free[rows], last.cpu_free[rows] = gpu_free[rows], cpu_free[rows]
+                last.total[rows], last.counts[rows], last.usable[rows], last.frag[rows] = self._terms(
+                    gpu_free, cpu_free, rows)
+        return last
+
+    def _terms(self, gpu_free: np.ndarray, cpu_free: np.ndarray,
+               rows: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+        free = gpu_free[rows].astype(np.int64)
+        total = np.where(free > 0, free, 0).sum(axis=-1)
+        counts, usable = self.counts(free)
+        return total, counts, usable, self.frag(total, self.weights(self.model_index[rows], cpu_free[rows]), counts, usable)
+
+    def current_frag(self, gpu_free: np.ndarray, cpu_free: np.ndarray) -> np.ndarray:
+        """:meth:`node_frag` of all this table's nodes in this state (from :meth:`node_terms`), a copy."""
+        return self.node_terms(gpu_free, cpu_free).frag.copy()
+
+
+@dataclass
+class NodeTerms:
+    """Each node's state and the parts of ``F`` it gives (:meth:`FragTables.node_terms`)."""
+
+    gpu_free: np.ndarray  # [N, G], the state these were computed for
+    cpu_free: np.ndarray  # [N]
+    total: np.ndarray  # [N]: free milli on the node's GPUs
+    counts: np.ndarray  # [N, K]: GPUs that fit each request group's share
+    usable: np.ndarray  # [N, K]: the free milli on them
+    frag: np.ndarray  # [N]: F
+
 
 def tables_for(snapshot: ClusterSnapshot, workload: Workload) -> FragTables:
     """The :class:`FragTables` of ``workload`` on ``snapshot``'s nodes (cached per node table)."""
@@ -157,8 +199,7 @@ def tables_for(snapshot: ClusterSnapshot, workload: Workload) -> FragTables:
 
 def node_fragmentation(snapshot: ClusterSnapshot, workload: Workload) -> np.ndarray:
     """``F_n(M)`` per node, in milli-GPU."""
-    t = tables_for(snapshot, workload)
-    return t.node_frag(snapshot.gpu_free, snapshot.cpu_free, t.model_index)
+    return tables_for(snapshot, workload).current_frag(snapshot.gpu_free, snapshot.cpu_free)
 
 
 def cluster_fragmentation(snapshot: ClusterSnapshot, workload: Workload) -> float:

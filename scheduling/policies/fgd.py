@@ -40,6 +40,14 @@ from scheduling.resources import FULL_GPU_MILLI
 from scheduling.snapshot import ClusterSnapshot
 
 
+def _node_terms(t: FragTables, snapshot: ClusterSnapshot,
+                rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """The nodes' own terms on ``rows``: free GPU milli, counts and usable milli per request group,
+    ``F`` before the placement (kept per node table, the changed nodes recomputed)."""
+    terms = t.node_terms(snapshot.gpu_free, snapshot.cpu_free)
+    return terms.total[rows], terms.counts[rows], terms.usable[rows], terms.frag[rows]
+
+
 def _is_sharing(job: JobRequest) -> bool:
     return job.num_gpu == 1 and job.per_gpu_milli < FULL_GPU_MILLI
 
@@ -105,9 +113,7 @@ class FGD(BasePolicy):
         free = snapshot.gpu_free[rows].astype(np.int64)
         cpu = snapshot.cpu_free[rows]
         model = t.model_index[rows]
-        total = np.where(free > 0, free, 0).sum(axis=1)
-        counts, usable = t.counts(free)
-        before = t.frag(total, t.weights(model, cpu), counts, usable)
+        total, counts, usable, before = _node_terms(t, snapshot, rows)
         weights_after = t.weights(model, cpu - request_cpu(job))
         none = np.full(len(rows), -1)
         if job.num_gpu == 0:
@@ -140,9 +146,7 @@ class FGD(BasePolicy):
         free = snapshot.gpu_free[rows].astype(np.int64)  # [R, G]
         cpu = snapshot.cpu_free[rows]
         model = t.model_index[rows]
-        total = np.where(free > 0, free, 0).sum(axis=1)
-        counts, usable = t.counts(free)  # [R, K]
-        before = t.frag(total, t.weights(model, cpu), counts, usable)  # [R]
+        total, counts, usable, before = _node_terms(t, snapshot, rows)  # [R], [R, K], [R, K], [R]
         num = np.array([j.num_gpu for j in jobs], dtype=np.int64)
         per = np.array([j.per_gpu_milli for j in jobs], dtype=np.int64)
         after_w = t.weights(model, cpu - np.array([request_cpu(j) for j in jobs], dtype=np.int64)[:, None])  # [J, R, K]

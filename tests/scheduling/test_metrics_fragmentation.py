@@ -13,6 +13,7 @@ from scheduling.metrics.fragmentation import (
     fragmentation_rate,
     node_fragmentation,
     partial_gpu_ratio,
+    tables_for,
 )
 
 HALF = PodType(1000, 500, 1)
@@ -55,3 +56,25 @@ def test_workload_estimate_keeps_the_popular_types_and_renormalises():
     assert np.allclose(wl.weights, (7 / 9, 2 / 9))
     assert Workload.from_jobs(pods, coverage=1.0).types[-1] == PodType(2000, 0, 0)
     assert PodType(2000, 0, 0) not in Workload.from_jobs(pods, coverage=1.0, cpu_only=False).types
+
+
+def test_node_fragmentation_recomputes_changed_nodes_to_the_same_result():
+    """Kept from call to call per node table, only changed nodes recomputed: equal, bit for bit, to
+    computing every node afresh, over reservations, releases and two snapshots of one table."""
+    wl = Workload((HALF, TWO, PodType(4000, 250, 1)), (0.4, 0.4, 0.2))
+    s = snap(*[node(f"n{i}", gpus=4, cpu=16000) for i in range(6)])
+    other = s.copy()
+    assert other.table is s.table
+    fresh = lambda x: tables_for(x, wl).node_frag(x.gpu_free, x.cpu_free, tables_for(x, wl).model_index)  # noqa: E731
+    steps = [(0, job("a", gpus=1, share=300, cpu=2000), (1,)), (3, job("b", gpus=2, cpu=1000), (0, 2)),
+             (0, job("c", gpus=1, share=700, cpu=12000), (1,))]  # fmt: skip
+    for i, pod, gpus in steps:
+        s.reserve(i, pod, gpus)
+        assert np.array_equal(node_fragmentation(s, wl), fresh(s))
+        assert np.array_equal(node_fragmentation(other, wl), fresh(other))  # (still empty)
+    s.free(*steps[1])
+    assert np.array_equal(node_fragmentation(s, wl), fresh(s))
+    before = node_fragmentation(s, wl)
+    before[:] = -1  # a caller's copy: changing it changes nothing kept
+    assert np.array_equal(node_fragmentation(s, wl), fresh(s))
+    assert not np.array_equal(fresh(s), fresh(other))  # (the two states differ: the checks above can fail)
