@@ -142,14 +142,19 @@ def frag_node_columns(cont: np.ndarray, fits: np.ndarray) -> np.ndarray:
 
 
 def frag_tie_columns(quant: np.ndarray, fits: np.ndarray) -> np.ndarray:
-    """float32 ``[..., N, 2]`` from the quantised scores ``[..., N]`` (:func:`frag_node_columns`'s second
-    column): FGD's tie set (the nodes with the best score the job fits) and its pick (the tie set's
-    first node). These depend on every node."""
+    """float32 ``[..., N, 2]``: :func:`frag_tie_sets` as columns."""
+    return np.stack(frag_tie_sets(quant, fits), axis=-1).astype(np.float32)
+
+
+def frag_tie_sets(quant: np.ndarray, fits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """bool ``([..., N], [..., N])`` from the quantised scores ``[..., N]`` (:func:`frag_node_columns`'s
+    second column): FGD's tie set (the nodes with the best score the job fits) and its pick (the tie
+    set's first node). These depend on every node."""
     best = np.where(fits, quant, -np.inf).max(axis=-1, keepdims=True)  # -inf: fits nowhere
     tie = fits & (quant == best)
     first = np.zeros_like(tie)
     np.put_along_axis(first, np.argmax(tie, axis=-1)[..., None], tie.any(axis=-1, keepdims=True), axis=-1)
-    return np.stack([tie, first], axis=-1).astype(np.float32)
+    return tie, first
 
 
 def priority(snapshot: ClusterSnapshot) -> np.ndarray:

@@ -50,6 +50,8 @@ class PairCache:
         self._rows = np.zeros((0, 0, 0), dtype=np.float32)  # [slots, N, pair_dim]
         self._dirty = np.zeros((0, 0), dtype=bool)  # [slots, N]: changed since the slot was updated
         self._fits = np.zeros((0, 0), dtype=bool)  # [slots, N]: the shape fits the node (workload specs)
+        self._quant = np.zeros((0, 0), dtype=np.float32)  # [slots, N]: FGD's quantised score / 100 (the same)
+        self._tie = np.zeros((0, 2, 0), dtype=bool)  # [slots, 2, N]: the tie set and pick, as in the rows
 
     def __len__(self) -> int:
         return len(self._slot)
@@ -95,7 +97,7 @@ class PairCache:
                 self._update_local([jobs[i] for i in group], [slots[i] for i in group], dirty[group], snapshot, spec)
         self.stats.nodes_recomputed += int(dirty.sum())
         if spec.workload:
-            from inference.features.cluster import frag_node_columns, frag_parts_many, frag_tie_columns
+            from inference.features.cluster import frag_node_columns, frag_parts_many, frag_tie_sets
 
             local = local_pair_dim(spec)
             for group in (np.flatnonzero(whole), np.flatnonzero(~whole & dirty.any(axis=1))):
@@ -108,12 +110,17 @@ class PairCache:
                     nodes = np.flatnonzero(dirty[part].any(axis=0))
                     mine = [slots[i] for i in part]
                     cont, fits = frag_parts_many([jobs[i] for i in part], snapshot, spec, nodes)
+                    columns = frag_node_columns(cont, fits)
                     self._fits[np.ix_(mine, nodes)] = fits
-                    self._rows[np.ix_(mine, nodes, [local, local + 1])] = frag_node_columns(cont, fits)
-            touched = [slot for i, slot in enumerate(slots) if dirty[i].any()]  # (else neither did its tie set)
-            if touched:  # the cluster-wide columns (tie set, pick) of every touched shape at once
-                self._rows[touched, :, local + 2:] = frag_tie_columns(self._rows[touched, :, local + 1],
-                                                                      self._fits[touched])  # fmt: skip
+                    self._quant[np.ix_(mine, nodes)] = columns[..., 1]
+                    self._rows[np.ix_(mine, nodes, [local, local + 1])] = columns
+            touched = np.array([slot for i, slot in enumerate(slots) if dirty[i].any()], dtype=np.int64)
+            if len(touched):  # the cluster-wide columns (tie set, pick) of every touched shape at once; only
+                # the entries that moved are written into the rows (a strided write of every one costs ~1 ms)
+                for c, now in enumerate(frag_tie_sets(self._quant[touched], self._fits[touched])):  # [T, N] each
+                    t, n = np.nonzero(now != self._tie[touched, c])
+                    self._rows[touched[t], n, local + 2 + c] = now[t, n]
+                    self._tie[touched, c] = now
         self._dirty[slots] = False
 
     def _update_local(self, jobs: list[JobRequest], slots: list[int], dirty: np.ndarray, snapshot: ClusterSnapshot,
@@ -125,13 +132,8 @@ class PairCache:
         local = local_pair_dim(spec)
         out = np.empty((local, len(jobs), len(nodes)), dtype=np.float32)
         local_pairs(jobs, snapshot, spec, slice(None) if len(nodes) == dirty.shape[1] else nodes, out)
-        block = out.transpose(1, 2, 0)  # [S, M, local]
-        for i, slot in enumerate(slots):  # only the slot's own dirty nodes: the others are already current
-            mine = dirty[i, nodes]
-            if mine.all():
-                self._rows[slot, nodes, :local] = block[i]
-            else:
-                self._rows[slot, nodes[mine], :local] = block[i, mine]
+        # every slot on the union of their nodes: a row that was current is written with the value it had
+        self._rows[np.ix_(slots, nodes, np.arange(local))] = out.transpose(1, 2, 0)  # [S, M, local]
 
     def _changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity or health differ from the last call."""
@@ -171,6 +173,8 @@ class PairCache:
         self._rows = grow(self._rows, (slots, n, p))
         self._dirty = grow(self._dirty, (slots, n))
         self._fits = grow(self._fits, (slots, n if workload else 0))
+        self._quant = grow(self._quant, (slots, n if workload else 0))
+        self._tie = grow(self._tie, (slots, 2, n if workload else 0))
 
     def _make_room(self, coming: int, keep: set[Shape]) -> None:
         """Drop the least recently asked-for shapes (never one of this call's) to stay within ``max_shapes``."""

@@ -48,6 +48,16 @@ def _node_terms(t: FragTables, snapshot: ClusterSnapshot,
     return terms.total[rows], terms.counts[rows], terms.usable[rows], terms.frag[rows]
 
 
+def _distinct_free(free: np.ndarray, floor: int) -> np.ndarray:
+    """``[R, D]``: each row's distinct free milli of at least ``floor``, largest first, padded with
+    -1 (``D`` the most any row has). A sharing pod's score on a node is its best GPU's, and two GPUs
+    with the same free milli give the same score: at 70 % load a node has 1–3 such values, not 8."""
+    f = -np.sort(-np.where(free >= floor, free, -1), axis=1)
+    f[:, 1:][f[:, 1:] == f[:, :-1]] = -1
+    f = -np.sort(-f, axis=1)
+    return f[:, : max(1, int((f >= 0).sum(axis=1).max(initial=0)))]
+
+
 def _is_sharing(job: JobRequest) -> bool:
     return job.num_gpu == 1 and job.per_gpu_milli < FULL_GPU_MILLI
 
@@ -161,6 +171,7 @@ class FGD(BasePolicy):
             out[w] = np.where(snapshot.gpu_full_free[rows] < k, -np.inf, self._score(before - after))
         if (h := np.flatnonzero(sharing)).size:  # a share of one GPU: the node's best GPU
             d = per[h][:, None, None]  # [H, 1, 1]
+            free = _distinct_free(free, int(per[h].min()))  # GPUs with the same free milli score the same
             left = free - d  # [H, R, G]
             old = free[..., None] >= t.key_milli  # [R, G, K]
             new = left[..., None] >= t.key_milli  # [H, R, G, K]
