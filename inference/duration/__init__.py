@@ -10,11 +10,14 @@ resources, blended with retrieval of the most similar finished jobs; it feeds ``
 - :mod:`~inference.duration.io` — ``duration.pt`` + ``config.json``;
 - :mod:`~inference.duration.archive` — training on the archive's finished jobs (``ops`` reads them
   with ``storage.queries.finished_jobs`` and passes them in);
-- :mod:`~inference.duration.ordering` — the ``sjf-learned`` ordering (registers on import).
+- :mod:`~inference.duration.ordering` — the ``sjf-learned`` ordering (registers on import);
+- :mod:`~inference.duration.gittins` — the ``gittins-learned`` ordering: the Gittins index over
+  each job's predictive distribution (registers on import).
 
 torch is imported only when a regression is trained, loaded or run.
 """
 
+from inference.duration import gittins as _gittins  # noqa: F401  (registers "gittins-learned")
 from inference.duration.config import DurationConfig
 from inference.duration.predictor import Components, LearnedDurationPredictor
 

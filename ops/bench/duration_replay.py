@@ -43,6 +43,7 @@ console = wide_console()
 #: the placement each trace's ``bench trace`` table puts first by JCT mean among the deployable ones
 BEST_PLACEMENT: dict[str, str] = {"openb": "fgd", "google2011": "best-fit", "dlrm2025": "best-fit"}
 DEPLOYABLE = ("sjf-predicted", "las")
+LEARNED = ("sjf-learned", "gittins-learned")  # orderings that get (a copy of) the trained duration model
 COLUMNS = ["policy", "finished", "rejected", "jct_mean", "jct_p50", "jct_p95", "jct_p99", "queue_mean", "queue_p50",
            "queue_p95", "queue_p99", "vs_best_deployable", "steps", "step_ms_p99", "wall_s"]  # fmt: skip
 
@@ -104,7 +105,7 @@ def run_one(name: str, replay: TraceSplit, jobs: list[SimJob], config: SimConfig
     """One simulation; ``sjf-learned`` gets a copy of ``model`` (it learns online during the run),
     ``sjf-predicted`` the warm history, the others a fresh history (they do not read it)."""
     ordering = name.partition("+")[0]
-    if ordering == "sjf-learned":
+    if ordering in LEARNED:
         policy = get_policy(name, ordering_options={"predictor": copy.deepcopy(model)})
         estimator: Any = policy.ordering.predictor  # type: ignore[attr-defined]
     else:
@@ -158,7 +159,7 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
     console.print(setting)
     names = policies or policy_names(placement)
     model = None
-    if any(n.startswith("sjf-learned+") for n in names):
+    if any(n.partition("+")[0] in LEARNED for n in names):
         model = train_model(replay.train, encoder=encoder, epochs=epochs, version=f"{trace}-{encoder}-bench-sjf",
                             running=replay.running if censored else None)  # fmt: skip
     results: list[SimResult] = []

@@ -5,7 +5,7 @@ Adding an ordering is one new module here that decorates its factory with
 policy as ``get_policy("<ordering>+<placement>")`` (:mod:`scheduling.policies.registry`).
 """
 
-from scheduling.orderings import drf, fifo, las, priority, sjf_oracle, sjf_predicted  # noqa: F401  (registers)
+from scheduling.orderings import drf, fifo, gittins, las, priority, sjf_oracle, sjf_predicted  # noqa: F401  (registers)
 from scheduling.orderings.base import Ordering, group_units, sort_units
 from scheduling.orderings.compose import ComposedPolicy
 from scheduling.orderings.registry import (
