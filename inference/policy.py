@@ -62,6 +62,8 @@ MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0
 MAX_TABLES = 4  # node tables (clusters) whose pair features are kept  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
+_STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_now", "_calls", "model_calls",
+               "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
 def default_model_dir() -> Path:
@@ -310,6 +312,25 @@ class LearnedPolicy(BasePolicy):
         if step is None:
             raise RuntimeError(self.last_step.reason)
         return step.scores
+
+    def warm_up(self) -> float:
+        """One step on a made-up cluster before the worker's first real step
+        (:mod:`inference.warm_up`), leaving no state behind. Seconds taken; 0 without a model."""
+        from inference.warm_up import warm_up_step
+        from scheduling.assign import schedule_step
+
+        if self.fell_back:
+            return 0.0
+        t0 = time.perf_counter()
+        snap, jobs = warm_up_step(self.spec.gpu_models)
+        kept = {k: getattr(self, k) for k in _STEP_STATE}
+        try:
+            schedule_step(snap, jobs, self, now=0.0, top_k=0)
+        finally:
+            self._pair_caches.pop(id(snap.table), None)
+            for k, v in kept.items():
+                setattr(self, k, v)
+        return time.perf_counter() - t0
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
         if (self.fell_back or self._step_fallback is not None) and hasattr(self.fallback, "select_gpus"):

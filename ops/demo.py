@@ -15,7 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ops.local_stack import LocalStack
+from ops.local_stack import LocalStack, worker_status
 from ops.processes import sigterm_as_interrupt
 from ops.replay import planned_due_s, replay
 from ops.traces.base import TraceLoader
@@ -41,6 +41,21 @@ def wait_until_settled(stack: LocalStack, expected: int, timeout_s: float) -> di
                     and st["pending"] + st["reserved"] + st["running"] == 0)  # fmt: skip
 
         return stack.wait(settled, timeout_s, what="the jobs to settle", on_status=show)
+
+
+async def worker_knows_nodes(stack: LocalStack, nodes: int, timeout_s: float = 60.0) -> None:
+    """Wait until the worker has taken in the ``nodes`` nodes of the inventory (its ``/status``), so
+    the first jobs are not decided behind the inventory's own ingestion (a real cluster's nodes
+    are known long before its jobs arrive). After ``timeout_s`` the jobs go anyway, with a warning."""
+    t0 = time.time()
+    while (st := await asyncio.to_thread(worker_status, stack.settings)) is None or st["nodes"] < nodes:
+        if time.time() - t0 > timeout_s:
+            known = "no answer" if st is None else f"{st['nodes']:,}"
+            console.print(f"[yellow]the worker knows {known} of the {nodes:,} nodes after {timeout_s:.0f}s;[/] "
+                          "replaying the jobs anyway")  # fmt: skip
+            return
+        await asyncio.sleep(0.1)
+    console.print(f"[green]✓[/] the worker knows the {nodes:,} nodes ({time.time() - t0:.1f}s)")
 
 
 def learned_env(policy: str, inference: str, model_dir: Path | None) -> tuple[dict[str, str], str | None]:
@@ -118,7 +133,8 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
         console.print(f"[green]✓[/] worker (pid {worker.pid}, policy {policy}{model}, web :{settings.web_port})")
         agents = stack.start_agents("--speed", str(speed), "--telemetry", "5")
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid})")
-        stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False, max_gap_s=max_gap_s))
+        stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False, max_gap_s=max_gap_s,
+                                   inventory_published=lambda n: worker_knows_nodes(stack, n)))  # fmt: skip
         console.print(f"[green]✓[/] replayed {stats.nodes} nodes and {stats.jobs} jobs "
                       f"({stats.skipped_lines} bad lines skipped)")  # fmt: skip
         st = wait_until_settled(stack, stats.jobs, timeout_s)

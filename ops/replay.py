@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -109,10 +109,13 @@ async def replay(
     loader: TraceLoader, settings: Settings, *, speed: float, limit: int | None = None, strict: bool = False,
     progress: bool = True, clock: Clock | None = None, max_gap_s: float | None = None,
     create_topics: bool = True, producer_factory: Callable[[Settings], Publisher] = EventProducer,
+    inventory_published: Callable[[int], Awaitable[None]] | None = None,
 ) -> ReplayStats:  # fmt: skip
     """Replay ``loader`` into Kafka; see the module docstring. ``limit`` caps the jobs after
     the loader's own selection; ``strict`` raises the first bad line (:class:`TraceLineError`)
-    before anything is published."""
+    before anything is published. ``inventory_published(nodes)`` is awaited once the nodes are
+    on the broker, before the first job (the demo waits there until the worker knows them, as
+    a real cluster's nodes are registered before its jobs come)."""
     clock = clock or MonotonicClock()
     started = clock.now()
     if strict:
@@ -143,6 +146,8 @@ async def replay(
                 stats.nodes += 1
                 bar.advance(ntask)
             await producer.flush()
+            if inventory_published is not None:
+                await inventory_published(len(nodes))
             jtask = bar.add_task(f"jobs  {loader.name}", total=len(jobs), offset=0.0)
             t0 = clock.now()
             for job, at in zip(jobs, due, strict=True):

@@ -80,6 +80,19 @@ class SchedulingLoop:
         if self.w.settings.event_debounce_s >= 0:
             self.woken.set()
 
+    async def warm_up(self) -> None:
+        """A model-backed policy's made-up first step (``warm_up``), off the event loop, before the
+        first real one: its cold start is not the first jobs' decision latency."""
+        warm = getattr(self.policy, "warm_up", None)
+        if warm is None:
+            return
+        try:
+            took = await asyncio.to_thread(warm)
+        except Exception:  # a failed warm-up costs the first step its speed, nothing else
+            log.exception("policy warm-up failed")
+        else:
+            log.info("policy %s warmed up in %.0f ms", self.policy.name, took * 1000)
+
     # -- one step ---------------------------------------------------------------------------
     async def tick(self) -> None:
         app = self.w.app
@@ -300,6 +313,7 @@ def register_loop(w: Worker) -> SchedulingLoop:
 
     @w.app.task
     async def scheduling_loop() -> None:
+        await loop.warm_up()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(loop.woken.wait(), timeout=step)

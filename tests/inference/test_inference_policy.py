@@ -314,3 +314,20 @@ def test_each_cluster_keeps_its_own_pair_cache(tmp_path):
     for snap in others:
         p.pair_cache(snap)
     assert p.pair_cache(a).stats.calls == 0  # dropped, a new one
+
+
+def test_warm_up_runs_the_model_and_leaves_no_trace(tmp_path):
+    """The worker's warm-up step goes through the model (its texts are encoded), and the next
+    real step decides exactly as on a policy that never warmed up."""
+    loaded = untrained(tmp_path, head_rank=2)
+    warm, cold = LearnedPolicy(loaded=loaded), LearnedPolicy(loaded=loaded)
+    assert warm.warm_up() > 0
+    assert warm.encoder().misses == 2 and warm.model_calls == 0 and not warm._pair_caches
+    assert warm.last_step == cold.last_step
+    pods = pod_mix(30, seed=5)
+    a = schedule_step(small_snapshot(), pods, warm, now=0.0)
+    b = schedule_step(small_snapshot(), pods, cold, now=0.0)
+    assert [(p.job_id, p.node_index, p.gpu_indices) for p in a.placements] == \
+        [(p.job_id, p.node_index, p.gpu_indices) for p in b.placements]  # fmt: skip
+    assert a.placements and warm.model_calls == cold.model_calls == 1
+    assert LearnedPolicy(tmp_path / "nothing").warm_up() == 0.0  # no model: nothing to warm

@@ -90,6 +90,22 @@ def test_nodes_first_then_jobs_paced_by_speed() -> None:
     )  # re-stamped at publish
 
 
+def test_the_inventory_hook_runs_after_the_nodes_and_before_the_first_job() -> None:
+    seen: list[tuple[int, list[str]]] = []
+    rec_box: list[Recorder] = []
+
+    async def published(nodes: int) -> None:
+        seen.append((nodes, [t for t, _, _ in rec_box[0].sent]))
+
+    clock = FakeClock()
+    rec = Recorder(clock)
+    rec_box.append(rec)
+    asyncio.run(replay(get_loader("jsonl", JSONL), Settings(bootstrap="unused:1"), speed=0.0, progress=False,
+                       clock=clock, create_topics=False, producer_factory=rec, inventory_published=published))  # fmt: skip
+    assert seen == [(2, ["nodes.telemetry"] * 2)]
+    assert len(rec.sent) == 6
+
+
 @pytest.mark.parametrize("speed", [0.0, math.inf])
 def test_as_fast_as_possible(speed: float) -> None:
     stats, rec, clock = _run(get_loader("jsonl", JSONL), speed=speed)
