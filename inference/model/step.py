@@ -123,7 +123,10 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
     if queue is None:
         queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
     pairs = pair_features_many(first, snapshot, spec) if pair_cache is None else pair_cache.pairs(first, snapshot, spec)
-    source = None if spec.workload else NodeArrays.of(snapshot, first)
+    try:  # what a Triton server computes the pairs from (module docstring)
+        source: NodeArrays | None = NodeArrays.of(snapshot, first, fgd=bool(spec.workload))
+    except ValueError:  # more GPU models than the compact arrays carry: the request sends the pairs
+        source = None
     topo = build_topology(snapshot, spec, knn)
     if topo.kind == "knn":
         assert topo.neighbours is not None

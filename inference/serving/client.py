@@ -53,8 +53,8 @@ def _env_float(name: str, default: float) -> float:
 
 def policy_request(inputs: PolicyInputs) -> list[Any]:
     """The ``policy`` model's inputs for one step (batch 1; empty dimensions encoded, see ``to_wire``):
-    the compact node arrays when the inputs have a ``source`` (a spec without FGD workload columns:
-    the server computes the pair features), else ``PAIRS``."""
+    the compact node arrays when the inputs have a ``source`` (the server computes the pair
+    features), else ``PAIRS``."""
     from inference.serving.models import to_wire
 
     if len(inputs.nodes) == 0:

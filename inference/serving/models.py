@@ -14,8 +14,7 @@ version that computed it (:class:`~inference.serving.host.ModelHost` swaps versi
   returns (``COST``, ``DELTA`` once the scorer has those heads; the outputs are read from the
   model at start).
   **Pair features.** A request carries either ``PAIRS`` f32 ``[S, N, P]`` (the client computed
-  them: models whose spec has FGD workload columns) or, when the inputs have a ``source`` (a
-  spec without workload columns), the compact arrays they are computed from
+  them) or, when the inputs have a ``source``, the compact arrays they are computed from
   (:class:`~inference.features.node_arrays.NodeArrays`): ``NODE_CAPS`` i64 ``[N, 3]`` (cpu, memory,
   GPU count), ``NODE_FREE`` i64 ``[N, 2]`` (free cpu, memory), ``GPU_FREE`` i32 ``[N, G]`` (free milli
   per GPU, -1 padding) and ``SHAPES`` i64 ``[S, 4]`` (cpu, memory, GPU count, per-GPU milli of each
@@ -23,7 +22,10 @@ version that computed it (:class:`~inference.serving.host.ModelHost` swaps versi
   ``PAIRS`` itself with the same code and keeps them from request to request
   (:class:`~inference.serving.pairs.ServedPairs`), so the scores are the same either way. All five
   are optional Triton inputs (PyTriton ≥ 0.5 passes only those a request has); a request with
-  neither kind is refused, and so is a compact request to a version with workload columns.
+  neither kind is refused. For a spec with FGD's workload columns a compact request also carries
+  ``NODE_MODELS`` i32 ``[N]`` (index into ``MODEL_NAMES`` bytes ``[M]``, -1: none), ``HEALTHY`` bool
+  ``[N]`` and ``SHAPE_MODELS`` i64 ``[S]`` (a bit mask over ``MODEL_NAMES`` of the GPU models each
+  shape accepts; 0: any); a version with workload columns refuses a compact request without them.
   A step's requests have their own N / J / S, so the batcher rarely merges two; the worker sends
   batch 1. PyTriton cannot carry a tensor with a zero-size dimension, so two empty cases travel
   encoded (:func:`to_wire` / :func:`from_wire`): a label topology (``K = 0``) as one ``NEIGHBOURS``
@@ -59,9 +61,14 @@ POLICY_INPUTS: dict[str, tuple[type, int, bool]] = {
     "PAIRS": (np.float32, 3, True),
     "NODE_CAPS": (np.int64, 2, True), "NODE_FREE": (np.int64, 2, True), "GPU_FREE": (np.int32, 2, True),
     "SHAPES": (np.int64, 2, True),
+    "NODE_MODELS": (np.int32, 1, True), "MODEL_NAMES": (np.bytes_, 1, True), "HEALTHY": (np.bool_, 1, True),
+    "SHAPE_MODELS": (np.int64, 1, True),
 }  # fmt: skip
 #: the compact inputs' Triton names -> the :class:`NodeArrays` fields
 COMPACT = {"NODE_CAPS": "caps", "NODE_FREE": "free", "GPU_FREE": "gpu_free", "SHAPES": "shapes"}
+#: and the ones FGD's workload columns need besides
+COMPACT_FGD = {"NODE_MODELS": "models", "MODEL_NAMES": "model_names", "HEALTHY": "healthy",
+               "SHAPE_MODELS": "shape_models"}  # fmt: skip
 
 
 def to_wire(inputs: PolicyInputs) -> dict[str, np.ndarray]:
@@ -74,13 +81,16 @@ def to_wire(inputs: PolicyInputs) -> dict[str, np.ndarray]:
     source = inputs.source
     if source is not None:
         del a["pairs"]
-        a.update({wire.lower(): getattr(source, name) for wire, name in COMPACT.items()})
+        arrays = source.arrays()
+        a.update({wire.lower(): arrays[name] for wire, name in (COMPACT | COMPACT_FGD).items() if name in arrays})
     if len(a["jobs"]) == 0:
         a["jobs"] = np.zeros((1, a["jobs"].shape[1]), np.float32)
         if source is None:
             a["pairs"] = np.zeros((1, n, a["pairs"].shape[2]), np.float32)
         else:
             a["shapes"] = np.zeros((1, 4), np.int64)
+            if source.fgd:
+                a["shape_models"] = np.zeros(1, np.int64)
         a["which"] = np.full(1, -1, np.int64)
     return {name.upper(): value for name, value in a.items()}
 
@@ -101,14 +111,16 @@ def from_wire(arrays: dict[str, np.ndarray],
             raise ValueError(f"policy request without PAIRS needs {', '.join(COMPACT)}; missing {', '.join(missing)}")
         if pairs_for is None:
             raise ValueError("policy request without PAIRS: computing them needs the served spec (pairs_for)")
-        source = NodeArrays.from_arrays({name: a.pop(wire.lower()) for wire, name in COMPACT.items()})
+        source = NodeArrays.from_arrays({name: a.pop(wire.lower()) for wire, name in (COMPACT | COMPACT_FGD).items()
+                                         if wire.lower() in a})  # fmt: skip
     which = a["which"]
     if which.shape == (1,) and which[0] == -1:
         a["jobs"], a["which"] = a["jobs"][:0], which[:0]
         if source is None:
             a["pairs"] = a["pairs"][:0]
         else:
-            source = replace(source, shapes=source.shapes[:0])
+            source = replace(source, shapes=source.shapes[:0],
+                             shape_models=None if source.shape_models is None else source.shape_models[:0])  # fmt: skip
     if source is not None:
         a["pairs"] = pairs_for(source)  # type: ignore[misc]
     return PolicyInputs.from_arrays(a, source)

@@ -1,7 +1,8 @@
 """The pair features a Triton server computes itself from a request's compact node arrays.
 
-A request for a model without FGD workload columns carries :class:`~inference.features.node_arrays.NodeArrays`
-(~90 kB at 1,213 nodes) instead of the pair features (~3 MB); :class:`ServedPairs` turns them
+A request carries :class:`~inference.features.node_arrays.NodeArrays` (~90 kB at 1,213 nodes; with
+FGD's workload columns also the nodes' GPU models and health) instead of the pair features
+(~3–4 MB); :class:`ServedPairs` turns them
 back into the same ``[S, N, P]`` array the client would have sent, with the client's own code
 (:class:`inference.features.pair_cache.PairCache` over
 :func:`inference.features.pairs.local_pairs`), so the scores do not change.
@@ -17,7 +18,6 @@ under its lock.
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import replace
 
 import numpy as np
 
@@ -32,15 +32,16 @@ class ServedPairs:
     def __init__(self, tables: int = 4, max_shapes: int = 512) -> None:
         self.tables, self.max_shapes = tables, max_shapes
         self._entries: OrderedDict[bytes, tuple[NodeTable, PairCache]] = OrderedDict()
-        self._jobs: dict[tuple[int, ...], JobRequest] = {}  # one job per shape row seen (building them costs)
+        self._jobs: dict[tuple[object, ...], JobRequest] = {}  # one job per shape seen (building them costs)
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __call__(self, source: NodeArrays, spec: FeatureSpec) -> np.ndarray:
         """float32 ``[S, N, spec.pair_dim]``: the pair features of ``source``'s shapes on its nodes."""
-        if spec.workload:
-            raise ValueError("this model's feature spec has FGD workload columns: its requests must carry PAIRS")
+        if spec.workload and not source.fgd:
+            raise ValueError("this model's feature spec has FGD workload columns: a compact request needs "
+                             "NODE_MODELS, MODEL_NAMES, HEALTHY and SHAPE_MODELS (or PAIRS)")  # fmt: skip
         key = source.capacity_key()
         entry = self._entries.get(key)
         if entry is None:
@@ -54,12 +55,14 @@ class ServedPairs:
 
     def jobs(self, source: NodeArrays) -> list[JobRequest]:
         """``source.jobs()``, the ones of shapes seen before reused."""
-        rows = [tuple(r) for r in source.shapes.tolist()]
-        new = list(dict.fromkeys(r for r in rows if r not in self._jobs))
-        if new:
-            if len(self._jobs) + len(new) > 8 * self.max_shapes:
-                self._jobs.clear()
-                new = list(dict.fromkeys(rows))
-            shapes = np.array(new, dtype=np.int64).reshape(-1, 4)
-            self._jobs.update(zip(new, replace(source, shapes=shapes).jobs(), strict=True))
-        return [self._jobs[r] for r in rows]
+        made: list[JobRequest] | None = None
+        out = []
+        for i, key in enumerate(source.shape_keys()):
+            job = self._jobs.get(key)
+            if job is None:
+                made = made or source.jobs()
+                job = self._jobs[key] = made[i]
+            out.append(job)
+        if len(self._jobs) > 8 * self.max_shapes:
+            self._jobs.clear()
+        return out

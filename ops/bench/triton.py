@@ -13,13 +13,13 @@ with the same state again and again, the pair caches on both sides would recompu
   once, the head over pending × nodes);
 - **triton**: :class:`~inference.serving.client.TritonBackend` ``policy_async`` (async gRPC, as
   the worker's loop awaits it): serialisation, the round trip, PyTriton's shared-memory hand-over,
-  the pair features on the server (a model without FGD workload columns: the request carries the
-  compact node arrays instead, see :mod:`inference.serving.models`), the same ``run_policy`` on
-  the server, the answer back; **payload** = request + answer bytes;
+  the pair features on the server (the request carries the compact node arrays instead, with the
+  nodes' GPU models and health for FGD's columns, see :mod:`inference.serving.models`), the same
+  ``run_policy`` on the server, the answer back; **payload** = request + answer bytes;
 - **step** = features + the model call, per backend (the issue's decision latency per step);
-  **triton - in-process**: what the round trip adds, step by step; **triton, pairs sent**: for
-  a model without workload columns, the same step once more with the pair features on the wire
-  (what every request carried before the server computed them; the request is ~10× larger).
+  **triton - in-process**: what the round trip adds, step by step; **triton, pairs sent**: the
+  same step once more with the pair features on the wire (what every request carried before the
+  server computed them; the request is ~10× larger).
 
 Every step's Triton scores are checked against in-process (to 1e-4).
 
@@ -100,7 +100,7 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                     t2 = time.perf_counter()
                     got = loop.run_until_complete(remote.policy_async(inputs))
                     t3 = time.perf_counter()
-                    if inputs.source is not None:  # the same step with the pair features sent (as frag models do)
+                    if inputs.source is not None:  # the same step with the pair features sent (as before)
                         sent = loop.run_until_complete(remote.policy_async(replace(inputs, source=None)))
                         np.testing.assert_allclose(sent["scores"], want["scores"], atol=1e-4)
                         if r:
@@ -176,7 +176,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 f"{churn} placements, {churn} arrivals and {churn} departures between two steps. 'features' = "
                 "build_inputs with a pair cache (the same for both backends); 'in-process' / 'triton' = the model "
                 f"call (fusion encoder once + the head over N x nodes) in this process / via {where}, async gRPC "
-                f"({'the request carries the compact node arrays, the server computes the pair features' if not local.loaded.config.spec.workload else 'the request carries the pair features'}); "
+                "(the request carries the compact node arrays, the server computes the pair features); "
                 "'payload' = request + answer bytes; 'step …' = features + the call; 'triton - in-process' = "
                 "the difference per step; 'triton, pairs sent' = the same step sent once more with the pair "
                 "features on the wire instead of the compact node arrays (how every request travelled before). "

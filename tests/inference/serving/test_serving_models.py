@@ -35,8 +35,8 @@ def test_wire_round_trip_keeps_every_array_and_encodes_empty_dimensions():
             x = inputs_for(jobs, spec)
             wire = to_wire(x)
             assert all(v.size > 0 for v in wire.values())  # PyTriton cannot carry zero-size tensors
-            # a spec without workload columns sends the compact arrays, the server computes the same pairs
-            assert ("PAIRS" in wire) == bool(spec.workload) and ("SHAPES" in wire) != bool(spec.workload)
+            # the compact arrays (with FGD's columns: GPU models and health too), the server computes the same pairs
+            assert "PAIRS" not in wire and "SHAPES" in wire and ("HEALTHY" in wire) == bool(spec.workload)
             assert_same_inputs(from_wire(wire, lambda source, spec=spec: served(source, spec)), x)
     labels = inputs_for(2, FRAG_SPEC)
     labels = type(labels)(**{**labels.arrays(), "neighbours": np.zeros((12, 0), np.int64),
@@ -54,8 +54,11 @@ def test_the_compact_arrays_are_smaller_than_the_pairs_and_refused_when_incomple
         from_wire(compact)
     with pytest.raises(ValueError, match="missing GPU_FREE"):
         from_wire({k: v for k, v in compact.items() if k != "GPU_FREE"}, lambda source: x.pairs)
-    with pytest.raises(ValueError, match="workload"):
+    with pytest.raises(ValueError, match="workload"):  # a lean request to a version with FGD's columns
         ServedPairs()(x.source, FRAG_SPEC)
+    frag = to_wire(inputs_for(4, FRAG_SPEC))
+    with pytest.raises(ValueError, match="come together"):
+        from_wire({k: v for k, v in frag.items() if k != "HEALTHY"}, lambda source: x.pairs)
 
 
 def test_policy_model_answers_run_policy_per_batch_row_with_its_version(tmp_path):
