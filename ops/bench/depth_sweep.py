@@ -6,9 +6,11 @@ per depth (each ``config.json`` says ``model.depth``) and measures each the same
 - **fill allocation**: the openb fill benchmark (``ops/bench/fill.py``'s method: the fill
   sequence of each seed, :func:`scheduling.fill.run_fill`, GPU allocated at 100 % arrived
   demand), mean and spread over the chosen seeds (a few of the held-out 42–51);
-- **model step latency**: ``ops/bench/learned.py``'s model step (features + one in-process
-  model call) for N pending openb pods (default 256) on the 1,213 openb GPU nodes loaded to
-  ~70 %, p50 / p99 over ``repeat`` steps after a warm-up.
+- **model step latency**: the model step (features + one in-process model call) for N pending
+  openb pods (default 256) on the 1,213 openb GPU nodes loaded to ~70 %, timed as promotion
+  times it (:func:`inference.training.step_latency.consecutive_steps`: consecutive steps with the
+  pair cache and 16 placements, arrivals and departures between two), p50 / p99 over
+  ``repeat`` steps, taken in rounds of :data:`ROUND` steps over the models.
 
 Everything runs on the in-process torch backend, whatever ``$SEMSCHED_INFERENCE`` says: the
 sweep compares models, not servers. Training the series (``semsched train --depth N``, one
@@ -30,6 +32,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ops.bench import percentiles
 from ops.reports import Report
 
+ROUND = 10  # consecutive steps of one model before the next model's (rounds: load that comes and goes hits all)
 COLUMNS = ["depth", "model", "parameters", "alloc %", "± std", "step p50 ms", "step p99 ms", "model p50 ms",
            "s / fill run"]  # fmt: skip
 
@@ -67,7 +70,8 @@ def run_depth_sweep(report: Report, console: Console, *, models: Sequence[Path],
     """Measure every model; add the table and the two plots to ``report``; the rows (by depth)."""
     import torch
 
-    from ops.bench.learned import loaded_cluster, model_step
+    from inference.training.step_latency import consecutive_steps
+    from ops.bench.learned import loaded_cluster
     from ops.cli.train import openb_fill_inputs
     from scheduling.fill import fill_sequence, run_fill
 
@@ -76,12 +80,12 @@ def run_depth_sweep(report: Report, console: Console, *, models: Sequence[Path],
     sequences = {s: fill_sequence(pod_list, capacity, s) for s in seeds}
     with console.status("loading the openb cluster for the latency steps…"):
         snap, openb_pods = loaded_cluster()
-    jobs = [openb_pods[i % len(openb_pods)] for i in range(pending)]
     columns = (TextColumn("[bold]depth sweep"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[what]}"),
                TimeElapsedColumn())  # fmt: skip
     fills: dict[Path, tuple[list[float], list[float]]] = {}  # model -> allocation % and seconds per seed
     with Progress(*columns, console=console) as bar:
-        task = bar.add_task("depth", total=len(models) * len(seeds) + repeat + 1, what="")
+        rounds = max(1, -(-repeat // ROUND))
+        task = bar.add_task("depth", total=len(models) * len(seeds) + rounds, what="")
         for model_dir in models:
             alloc, seconds = fills.setdefault(model_dir, ([], []))
             for s in seeds:
@@ -90,31 +94,36 @@ def run_depth_sweep(report: Report, console: Console, *, models: Sequence[Path],
                 alloc.append(run_fill(node_views, sequences[s], _policy(model_dir), s).allocated_at(100))
                 seconds.append(time.perf_counter() - t0)
                 bar.advance(task)
-        # latency in rounds, one step of every model per round (the first a warm-up): on a shared
-        # machine, load that comes and goes then weighs on every depth alike
+        # latency in rounds of ROUND consecutive steps per model: on a shared machine, load that
+        # comes and goes then weighs on every depth alike
         policies = {d: _policy(d) for d in models}
-        times: dict[Path, list[dict[str, float]]] = {d: [] for d in models}
-        for r in range(repeat + 1):
-            bar.update(task, what=f"latency round {r}/{repeat} ({pending} pending)")
+        times: dict[Path, dict[str, list[float]]] = {d: {} for d in models}
+        for r in range(rounds):
+            bar.update(task, what=f"latency round {r + 1}/{rounds} ({pending} pending)")
             for d, policy in policies.items():
-                times[d].append(model_step(policy, snap, jobs))
+                steps = min(ROUND, repeat - r * ROUND)
+                got = consecutive_steps(policy, snap, openb_pods, pending=pending, steps=steps, churn=16, seed=r)
+                for name, values in got.items():
+                    times[d].setdefault(name, []).extend(values)
             bar.advance(task)
     rows: list[dict[str, Any]] = []
     for d, policy in policies.items():
-        steps, (alloc, seconds) = times[d][1:], fills[d]
-        step, core = percentiles([t["model step"] for t in steps]), percentiles([t["model"] for t in steps])
+        samples, (alloc, seconds) = times[d], fills[d]
+        step, core = percentiles(samples["model step"]), percentiles(samples["model"])
         rows.append({"depth": model_depth(d), "model": policy.model_version, "dir": str(d),
                      "parameters": sum(p.numel() for p in policy.loaded.model.parameters()),
                      "alloc %": float(np.mean(alloc)), "± std": float(np.std(alloc)), "alloc_by_seed": alloc,
                      "step p50 ms": step["p50"], "step p99 ms": step["p99"], "model p50 ms": core["p50"],
-                     "step_ms": [t["model step"] for t in steps], "s / fill run": float(np.mean(seconds))})  # fmt: skip
+                     "step_ms": samples["model step"], "s / fill run": float(np.mean(seconds))})  # fmt: skip
     rows.sort(key=lambda r: r["depth"])
     report.text(f"**Depth sweep**: the learned policy at fusion-encoder depth "
                 f"{', '.join(str(r['depth']) for r in rows)} (one trained model each). *alloc %* = GPU allocated at "
                 f"100 % arrived demand on the openb fill benchmark ({len(node_views):,} nodes, {len(pod_list):,} "
                 f"pods), mean ± std over seeds {list(seeds)}. *step* = features + one in-process model call for "
                 f"{pending} pending openb pods on the 1,213 openb GPU nodes at {1 - snap.gpu_free_milli.sum() / snap.gpu_cap_milli.sum():.0%} GPU "
-                f"allocation, p50 / p99 of {repeat} steps after a warm-up (in rounds: one step of every model per round); *model* = the model call alone (the fusion encoder once over the nodes, the head over every (job, node)); "
+                f"allocation, p50 / p99 of {repeat} consecutive steps with the pair cache and 16 placements, arrivals "
+                f"and departures between two (as promotion times them; in rounds of {ROUND} steps over the models); "
+                "*model* = the model call alone (the fusion encoder once over the nodes, the head over every (job, node)); "
                 f"torch {torch.__version__}, {torch.get_num_threads()} thread(s). Latency on a shared machine "
                 "varies with the other load on it.")  # fmt: skip
     report.table("Sweep: depth (learned policy)", rows, COLUMNS)

@@ -51,7 +51,7 @@ COLUMNS = ["policy", "point", "finished", "makespan_s", "jct_mean", "queue_mean"
 def run_sweep_bench(*, trace: str, path: Path | None, policies: Sequence[str], sweeps: Sequence[str],
                     steps: Sequence[float], base_load: str, seed: int, limit: int | None, nodes: int | None,
                     out_dir: Path, command: str, model: Path | None = None, models: Sequence[Path] = (),
-                    fill_seeds: Sequence[int] = (42, 43, 44), pending: int = 256, repeat: int = 7,
+                    fill_seeds: Sequence[int] = (42, 43, 44), pending: int = 256, repeat: int = 30,
                     fill_pods: Path | None = None, fill_nodes: Path | None = None) -> int:  # fmt: skip
     """The chosen sweeps in one report (``bench-sweep-<trace>``, or ``bench-sweep-depth`` for
     the depth sweep alone). ``model``: the learned policy's model for the simulator sweeps;

@@ -138,7 +138,8 @@ def sweep(
     models: str = typer.Option("", help="Depth sweep: model directories, comma-separated, one per depth."),
     fill_seeds: str = typer.Option("42-44", help="Depth sweep: openb fill seeds ('a-b' or a list)."),
     pending: int = typer.Option(256, help="Depth sweep: pending jobs of the latency steps."),
-    repeat: int = typer.Option(7, help="Depth sweep: timed latency steps per model, after one warm-up."),
+    repeat: int = typer.Option(30, help="Depth sweep: timed consecutive steps per model (pair cache, churn "
+                               "between steps, as promotion times them), after one untimed first step."),
     fill_pods: Path = typer.Option(None, help="Depth sweep: pod list for the fill (default: the openb list)."),
     fill_nodes: Path = typer.Option(None, help="Depth sweep: node list for the fill (default: the openb GPU nodes)."),
     out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
@@ -149,8 +150,8 @@ def sweep(
     latency per trained model).
 
     The learned policy's rows name its model version. A depth is fixed when a model is trained,
-    so the depth sweep reads one model per depth; train the series (about 10 minutes a model on
-    2 cores with these settings), then sweep:
+    so the depth sweep reads one model per depth; train the series (6–12 minutes a model on
+    2 cores with the default recipe), then sweep:
 
     \b
       for d in 2 3 4 5 6 7 8 9 10; do
