@@ -105,7 +105,7 @@ class FGD(BasePolicy):
         rows = np.flatnonzero(feasible_mask)
         workload = self.workload(job)
         if len(rows) and workload is not None:
-            out[rows] = self._evaluate(self.tables(snapshot, workload), snapshot, rows, job)[0]
+            out[rows] = self._evaluate(self.tables(snapshot, workload), snapshot, rows, job, gpus=False)[0]
         return out
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
@@ -116,10 +116,11 @@ class FGD(BasePolicy):
         scores, gpu = self._evaluate(self.tables(snapshot, workload), snapshot, np.array([node_index]), job)
         return None if scores[0] == -np.inf else (int(gpu[0]),)
 
-    def _evaluate(self, t: FragTables, snapshot: ClusterSnapshot, rows: np.ndarray,
-                  job: JobRequest) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    def _evaluate(self, t: FragTables, snapshot: ClusterSnapshot, rows: np.ndarray, job: JobRequest, *,
+                  gpus: bool = True) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
         """Scores of ``rows`` (``-inf`` where the pod does not fit) and, for a sharing pod, the
-        chosen GPU per row."""
+        chosen GPU per row (``gpus=False``: the scores alone, each node's GPUs of equal free milli
+        tried once; the GPUs come back as -1)."""
         free = snapshot.gpu_free[rows].astype(np.int64)
         cpu = snapshot.cpu_free[rows]
         model = t.model_index[rows]
@@ -135,6 +136,8 @@ class FGD(BasePolicy):
             scores[snapshot.gpu_full_free[rows] < k] = -np.inf
             return scores, none
         d = job.per_gpu_milli
+        if not gpus:
+            free = _distinct_free(free, d)
         left = free - d  # (R, G): the GPU's free milli after placing the pod on it
         old = free[..., None] >= t.key_milli  # (R, G, K)
         new = left[..., None] >= t.key_milli
@@ -144,7 +147,7 @@ class FGD(BasePolicy):
         scores = self._score(before[:, None] - after)
         scores[free < d] = -np.inf
         gpu = np.argmax(scores, axis=1)  # first maximum: lowest GPU index
-        return scores[np.arange(len(rows)), gpu], gpu
+        return scores[np.arange(len(rows)), gpu], gpu if gpus else none
 
     def score_many(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, rows: np.ndarray) -> np.ndarray:
         """``[len(jobs), len(rows)]``: :meth:`score` of each job on the nodes ``rows`` (``-inf`` where it

@@ -90,19 +90,23 @@ def test_score_many_equals_scoring_each_job_on_the_same_nodes():
                   model=("T4", "A10")[i % 2] if i % 4 else None) for i in range(16)]  # fmt: skip
     s = snap(*nodes)
     used = [job("a", cpu=2000, gpus=1, share=300), job("b", cpu=4000, gpus=2, share=1000),
-            job("c", cpu=1000, gpus=1, share=700)]  # fmt: skip
-    for i, j in enumerate(used):
-        k = (1, 2, 3)[i]
+            job("c", cpu=1000, gpus=1, share=700), job("d", cpu=1000, gpus=1, share=750)]  # fmt: skip
+    for i, j in enumerate(used):  # (d leaves a GPU with exactly the 250m the "share" pod asks)
+        k = (1, 2, 3, 5)[i]
         s.reserve(k, j, select_gpus(s, k, j))
     workload = Workload((PodType(1000, 500, 1), PodType(4000, 1000, 2), PodType(2000, 250, 1)), (0.5, 0.3, 0.2))
     fgd = FGD(workload, quantize=False)
     pods = [job("cpu", cpu=3000), job("whole1", cpu=2000, gpus=1, share=1000), job("whole4", cpu=8000, gpus=4, share=1000),
             job("share", gpus=1, share=250), job("share2", cpu=6000, gpus=1, share=800)]  # fmt: skip
-    rows = np.array([0, 1, 2, 3, 6, 7, 9, 15])
+    rows = np.array([0, 1, 2, 3, 5, 6, 7, 9, 15])
     mask = np.zeros(16, dtype=bool)
     mask[rows] = True
     many = fgd.score_many(pods, s, rows)
     np.testing.assert_array_equal(many, np.array([fgd.score(p, s, mask)[rows] for p in pods]))
+    # scores alone try each node's GPUs of equal free milli once: the same as trying every GPU
+    t = fgd.tables(s, workload)
+    for p in pods:
+        np.testing.assert_array_equal(fgd._evaluate(t, s, rows, p, gpus=False)[0], fgd._evaluate(t, s, rows, p)[0])
     assert np.isinf(many).any() and np.isfinite(many).any()
     with pytest.raises(ValueError, match="fixed workload"):
         FGD().score_many(pods, s, rows)
