@@ -313,21 +313,24 @@ class LearnedPolicy(BasePolicy):
             raise RuntimeError(self.last_step.reason)
         return step.scores
 
-    def warm_up(self) -> float:
-        """One step on a made-up cluster before the worker's first real step
-        (:mod:`inference.warm_up`), leaving no state behind. Seconds taken; 0 without a model."""
+    def warm_up(self, snapshot: ClusterSnapshot | None = None) -> float:
+        """A made-up step (:mod:`inference.warm_up`) before the worker's first real one, leaving no
+        step state behind: on a made-up cluster at start, on ``snapshot`` (a cluster's real nodes)
+        while the worker idles, so that cluster's first step finds its per-table state built
+        (topology, node features, FGD's tables; its pair cache is kept). Seconds; 0 without a model."""
         from inference.warm_up import warm_up_step
         from scheduling.assign import schedule_step
 
         if self.fell_back:
             return 0.0
         t0 = time.perf_counter()
-        snap, jobs = warm_up_step(self.spec.gpu_models)
+        made_up, jobs = warm_up_step(self.spec.gpu_models)
+        snap = made_up if snapshot is None else snapshot
         kept = {k: getattr(self, k) for k in _STEP_STATE}
         try:
             schedule_step(snap, jobs, self, now=0.0, top_k=0)
         finally:
-            self._pair_caches.pop(id(snap.table), None)
+            self._pair_caches.pop(id(made_up.table), None)
             for k, v in kept.items():
                 setattr(self, k, v)
         return time.perf_counter() - t0

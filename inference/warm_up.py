@@ -16,7 +16,7 @@ from scheduling.snapshot import ClusterSnapshot
 
 
 def warm_up_step(gpu_models: Sequence[str] = ()) -> tuple[ClusterSnapshot, list[JobRequest]]:
-    """A two-node cluster (of the first GPU model the features know) and two pods to place on it."""
+    """A two-node cluster (of the first GPU model the features know) and two pods to place (on it, or on a real one)."""
     model = gpu_models[0] if gpu_models else "GPU"
     nodes = [NodeView(f"warm-up-{i}", cpu_milli=32_000, memory_mib=131_072, num_gpu=2, gpu_model=model)
              for i in range(2)]  # fmt: skip

@@ -39,6 +39,7 @@ from streams.decision_records import (
     rejected_record,
     waiting_record,
 )
+from streams.policy_warm_up import PolicyWarmUp
 from streams.state import PendingJob, RunningJob
 from streams.table_views import TableViews
 
@@ -68,10 +69,11 @@ class SchedulingLoop:
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
         self.steps = 0
-        self._tables: dict[str, NodeTable] = {}  # per cluster: the last step's node table
+        self.tables: dict[str, NodeTable] = {}  # per cluster: the last step's node table
         self.step_id = ""  # the step being decided (on its decision records)
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
+        self.warm_up = PolicyWarmUp(self)  # (adds its counters to the stats)
         self.woken = asyncio.Event()
         self.step_trace: telemetry.StepTrace | None = None  # spans of the cluster step under way
 
@@ -79,19 +81,6 @@ class SchedulingLoop:
         """Something changed (arrival, freed resources): step soon instead of on the clock."""
         if self.w.settings.event_debounce_s >= 0:
             self.woken.set()
-
-    async def warm_up(self) -> None:
-        """A model-backed policy's made-up first step (``warm_up``), off the event loop, before the
-        first real one: its cold start is not the first jobs' decision latency."""
-        warm = getattr(self.policy, "warm_up", None)
-        if warm is None:
-            return
-        try:
-            took = await asyncio.to_thread(warm)
-        except Exception:  # a failed warm-up costs the first step its speed, nothing else
-            log.exception("policy warm-up failed")
-        else:
-            log.info("policy %s warmed up in %.0f ms", self.policy.name, took * 1000)
 
     # -- one step ---------------------------------------------------------------------------
     async def tick(self) -> None:
@@ -111,13 +100,14 @@ class SchedulingLoop:
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)
         if not pending:
+            await self.warm_up.idle_clusters()
             return
         t0 = time.perf_counter()
         nodes = self.views.nodes(self.owned)
         holdings = self.views.holdings(self.owned)
         for cluster, jobs in pending.items():
             views = nodes.get(cluster)
-            self._track_inventory(cluster, len(views or ()))
+            self.track_inventory(cluster, len(views or ()))
             if not views:  # jobs wait, and say why
                 part = partition_for(cluster, self.w.settings.partitions)
                 for p, _ in jobs:
@@ -141,8 +131,8 @@ class SchedulingLoop:
                             holdings: list[tuple[str, JobRequest, list[int]]]) -> None:  # fmt: skip
         tick_ts = time.time()
         self.step_id = f"{cluster}:{self.steps}:{tick_ts:.3f}"  # on every decision of this step
-        snap = ClusterSnapshot.from_nodes(views, table=self._tables.get(cluster))
-        self._tables[cluster] = snap.table  # shared by the next step while the nodes stay the same
+        snap = ClusterSnapshot.from_nodes(views, table=self.tables.get(cluster))
+        self.tables[cluster] = snap.table  # shared by the next step while the nodes stay the same
         index = {v.node_id: i for i, v in enumerate(views)}
         for node_id, req, gpus in holdings:
             if req.cluster == cluster and node_id in index:
@@ -221,10 +211,14 @@ class SchedulingLoop:
         await asyncio.gather(*[await self._send("actions", key, value, part, hs) for key, value, hs in actions])
         self.stats["publish_s"] += time.perf_counter() - t_pub
 
-    def _track_inventory(self, cluster: str, nodes: int) -> None:
+    def track_inventory(self, cluster: str, nodes: int) -> None:
         if self._inventory_size.get(cluster) != nodes:
             self._inventory_size[cluster] = nodes
             self._inventory_since[cluster] = time.time()
+
+    def inventory_since(self, cluster: str) -> float:
+        """When ``cluster``'s node count last changed (wall clock; 0 if never seen)."""
+        return self._inventory_since.get(cluster, 0.0)
 
     def _dag_gate(self, jobs: list[tuple[PendingJob, JobRequest]]
                   ) -> tuple[list[tuple[PendingJob, JobRequest]], list[tuple[PendingJob, str, bool]]]:  # fmt: skip
@@ -313,7 +307,7 @@ def register_loop(w: Worker) -> SchedulingLoop:
 
     @w.app.task
     async def scheduling_loop() -> None:
-        await loop.warm_up()
+        await loop.warm_up.at_start()
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(loop.woken.wait(), timeout=step)

@@ -38,6 +38,7 @@ def run(make_stack, env: dict[str, str]):  # type: ignore[no-untyped-def]
     st = p.wait(lambda s: s["finished"] + s["rejected"] == N and s["pending"] + s["running"] + s["reserved"] == 0,
                 timeout=180, what=f"{N} jobs to settle")  # fmt: skip
     assert st["finished"] == N, st
+    assert st["loop"]["warm_ups"] >= 1, st["loop"]  # the made-up step before the first real one
     for _ in range(40):
         if p.scalar("SELECT count() FROM decisions FINAL WHERE outcome = 'placed'") == N:
             break
