@@ -313,11 +313,13 @@ class LearnedPolicy(BasePolicy):
             raise RuntimeError(self.last_step.reason)
         return step.scores
 
-    def warm_up(self, snapshot: ClusterSnapshot | None = None) -> float:
-        """A made-up step (:mod:`inference.warm_up`) before the worker's first real one, leaving no
-        step state behind: on a made-up cluster at start, on ``snapshot`` (a cluster's real nodes)
-        while the worker idles, so that cluster's first step finds its per-table state built
-        (topology, node features, FGD's tables; its pair cache is kept). Seconds; 0 without a model."""
+    async def warm_up(self, snapshot: ClusterSnapshot | None = None) -> float:
+        """A made-up step (:mod:`inference.warm_up`) before the worker's first real one, through the
+        worker's own path (:meth:`prepare_step`, then ``schedule_step`` on the calling thread, as the
+        loop runs them), leaving no step state behind: on a made-up cluster at start, on
+        ``snapshot`` (a cluster's real nodes) while the worker idles, so that cluster's first step
+        finds its per-table state built (topology, node features, FGD's tables; its pair cache is
+        kept). Seconds; 0 without a model."""
         from inference.warm_up import warm_up_step
         from scheduling.assign import schedule_step
 
@@ -328,6 +330,7 @@ class LearnedPolicy(BasePolicy):
         snap = made_up if snapshot is None else snapshot
         kept = {k: getattr(self, k) for k in _STEP_STATE}
         try:
+            await self.prepare_step(snap, jobs, 0.0)
             schedule_step(snap, jobs, self, now=0.0, top_k=0)
         finally:
             self._pair_caches.pop(id(made_up.table), None)

@@ -8,14 +8,15 @@ pair features). Its ``warm_up(snapshot=None)`` runs a made-up step
 (:mod:`inference.warm_up`) and leaves no step state behind. Here: once at start, on a made-up
 cluster, and, while the worker idles, on a cluster whose node table is new (its first
 inventory, nodes that joined or left) once its node count has not changed for
-``SETTLE_S``. Both run in a thread while the loop awaits them (no step runs meanwhile; the
-agents keep consuming). Policies without ``warm_up`` (the heuristics) skip all of it. The
-loop's stats count them (``warm_ups``, ``warm_up_s``; ``/status``).
+``SETTLE_S``. Both go the way a real step goes (the model call on the backend's thread or
+server, the in-step re-scoring on the loop's): a thread's first torch call is slow, so warming
+another thread would leave the first steps cold. The loop awaits them (no step runs meanwhile;
+the agents keep consuming while the model call runs). Policies without ``warm_up`` (the
+heuristics) skip all of it. The loop's stats count them (``warm_ups``, ``warm_up_s``; ``/status``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -62,7 +63,7 @@ class PolicyWarmUp:
         if warm is None:
             return
         try:
-            took = await asyncio.to_thread(warm, snapshot)
+            took = await warm(snapshot)
         except Exception:  # a failed warm-up costs the first step its speed, nothing else
             log.exception("policy warm-up %s failed", where)
             return

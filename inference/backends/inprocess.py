@@ -10,6 +10,10 @@ fails to load is reported once (``reload_error``) and the current one keeps serv
 (or the CPU count, if lower). The shape-factored head's step is a few large ops, where a second
 thread takes the model call at 256 pending × 1,213 nodes from 5.0 to 3.0 ms on this 2-core
 machine; ops below torch's grain size (in-step re-scoring of a few nodes) stay on one.
+``policy_async`` runs the model on one dedicated thread, always the same: the first torch call
+on a new thread costs ~0.3 s here (its OpenMP team, oneDNN's per-thread state), and
+``asyncio.to_thread`` would hand a step to whichever pool thread is free, so a worker's first
+steps paid it again and again; the warm-up step runs there too.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import asyncio
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +62,7 @@ class InProcessBackend:
         self._checked = time.monotonic()
         self._topologies = TopologyCache()
         self._encoder = EncoderCache(get_encoder(self.loaded.config.spec.encoder))
+        self._thread: ThreadPoolExecutor | None = None  # the model thread of policy_async, made at first use
 
     def _require_dir(self) -> Path:
         if self.model_dir is None:
@@ -94,11 +100,15 @@ class InProcessBackend:
         return out
 
     async def policy_async(self, inputs: PolicyInputs) -> dict[str, Any]:
-        # in a worker thread: a step's model call takes 0.1-1 s on CPU, the event loop keeps serving
-        return await asyncio.to_thread(self.policy, inputs)
+        # on the model thread: a step's model call takes milliseconds to a second, the event loop keeps serving
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsched-model")
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self.policy, inputs)
 
     async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
         return self._encoder.encoder.encode(list(cleaned_texts))
 
     def close(self) -> None:
-        pass
+        if self._thread is not None:
+            self._thread.shutdown(wait=False)
+            self._thread = None

@@ -1,3 +1,5 @@
+import asyncio
+
 import numpy as np
 import pytest
 import torch
@@ -321,8 +323,9 @@ def test_warm_up_runs_the_model_and_leaves_no_trace(tmp_path):
     real step decides exactly as on a policy that never warmed up."""
     loaded = untrained(tmp_path, head_rank=2)
     warm, cold = LearnedPolicy(loaded=loaded), LearnedPolicy(loaded=loaded)
-    assert warm.warm_up() > 0
-    assert warm.encoder().misses == 2 and warm.model_calls == 0 and not warm._pair_caches
+    assert asyncio.run(warm.warm_up()) > 0
+    assert not warm.encoder().missing(["warm-up share", "warm-up whole"])  # went through the model inputs
+    assert warm.model_calls == 0 and not warm._pair_caches
     assert warm.last_step == cold.last_step
     pods = pod_mix(30, seed=5)
     a = schedule_step(small_snapshot(), pods, warm, now=0.0)
@@ -330,4 +333,4 @@ def test_warm_up_runs_the_model_and_leaves_no_trace(tmp_path):
     assert [(p.job_id, p.node_index, p.gpu_indices) for p in a.placements] == \
         [(p.job_id, p.node_index, p.gpu_indices) for p in b.placements]  # fmt: skip
     assert a.placements and warm.model_calls == cold.model_calls == 1
-    assert LearnedPolicy(tmp_path / "nothing").warm_up() == 0.0  # no model: nothing to warm
+    assert asyncio.run(LearnedPolicy(tmp_path / "nothing").warm_up()) == 0.0  # no model: nothing to warm
