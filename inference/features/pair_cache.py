@@ -27,7 +27,7 @@ from inference.features.spec import FeatureSpec
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
-FRAG_CHUNK = 8 * 1213  # (shape, node) pairs per FGD call: its arrays are shapes × nodes × GPUs × request groups
+FRAG_CHUNK = 10_000  # (shape, node) pairs per FGD call (its arrays are that × GPUs × request groups; ~8 shapes at 1,213 nodes)
 
 
 @dataclass
