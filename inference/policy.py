@@ -59,8 +59,8 @@ from scheduling.policies.registry import get_policy, register
 from scheduling.snapshot import ClusterSnapshot
 
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
-RETRY_S = 10.0
-MAX_TABLES = 4  # node tables (clusters) whose pair features are kept  # without a model: how often to look for one again
+RETRY_S = 10.0  # without a model: how often to look for one again
+MAX_TABLES = 4  # node tables (clusters) whose pair features are kept
 DEFAULT_MODEL_DIR = Path("models/latest")
 _STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_now", "_calls", "model_calls",
                "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
