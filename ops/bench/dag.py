@@ -67,7 +67,7 @@ def evaluate(problem: DagProblem, schedulers: tuple[str, ...]) -> dict[str, dict
     return out
 
 
-def _hetero_machines(recorded: tuple[Any, ...]) -> list[Any]:
+def hetero_machines(recorded: tuple[Any, ...]) -> list[Any]:
     from ops.workflows import MachineSpec
 
     speeds = [m.speed_mhz for m in recorded if m.speed_mhz]
@@ -97,7 +97,7 @@ def run_dag_bench(options: DagBenchOptions, out_dir: Path, command: str, *, cons
         for path in wf_files:
             recorded = load_wfinstance(path)
             variants = [("recorded", recorded)]
-            machines = _hetero_machines(recorded.machines)
+            machines = hetero_machines(recorded.machines)
             if machines:
                 variants.append(("hetero-16", load_wfinstance(path, machines=machines)))
             for platform, wf in variants:

@@ -85,7 +85,7 @@ def summarise(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
 
 
 def run_dag_bounds(options: DagBoundsOptions, out_dir: Path, command: str, *, console: Console | None = None) -> int:
-    from ops.bench.dag import _hetero_machines
+    from ops.bench.dag import hetero_machines
     from ops.workflows import load_wfinstance, wfinstance_files
 
     console = console or Console()
@@ -95,7 +95,7 @@ def run_dag_bounds(options: DagBoundsOptions, out_dir: Path, command: str, *, co
     for path in wfinstance_files() if options.workflows else []:
         recorded = load_wfinstance(path)
         problems.append(("recorded", recorded.problem))
-        machines = _hetero_machines(recorded.machines)
+        machines = hetero_machines(recorded.machines)
         if machines:
             problems.append(("hetero-16", load_wfinstance(path, machines=machines).problem))
     n_wf = len(problems)

@@ -102,6 +102,10 @@ from ops.cli.bench_dag import dag as bench_dag  # noqa: E402  (its own module, r
 
 bench_app.command("dag")(bench_dag)
 
+from ops.cli.bench_dag_bounds import dag_bounds as bench_dag_bounds  # noqa: E402
+
+bench_app.command("dag-bounds")(bench_dag_bounds)
+
 from ops.cli.bench_learned import learned as bench_learned  # noqa: E402
 
 bench_app.command("learned")(bench_learned)

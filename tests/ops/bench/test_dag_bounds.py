@@ -7,12 +7,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import typer
 from typer.testing import CliRunner
 
 from ops.bench.dag_cpsat import solve_exact
 from ops.bench.dag_lower_bounds import analytic_bounds, comm_heads_tails, comm_path_bound
-from ops.cli.bench_dag_bounds import dag_bounds
+from ops.cli.main import app
 from ops.workflows import load_topcuoglu, topcuoglu_dir
 from scheduling.dag import (
     DagGeneratorConfig,
@@ -100,10 +99,8 @@ def test_comm_path_bound_serialises_co_located_parents() -> None:
 
 
 def test_cli_writes_report_with_consistent_slrs(tmp_path: Path) -> None:
-    app = typer.Typer()
-    app.command()(dag_bounds)
     runner = CliRunner(env={"COLUMNS": "200"})
-    ok = runner.invoke(app, ["--dags", "2", "--tasks-min", "20", "--tasks-max", "24", "--time-limit", "2",
+    ok = runner.invoke(app, ["bench", "dag-bounds", "--dags", "2", "--tasks-min", "20", "--tasks-max", "24", "--time-limit", "2",
                              "--workers", "2", "--out", str(tmp_path)])  # fmt: skip
     assert ok.exit_code == 0, ok.output
     data = json.loads((tmp_path / "bench-dag-bounds.json").read_text())
@@ -113,5 +110,5 @@ def test_cli_writes_report_with_consistent_slrs(tmp_path: Path) -> None:
     assert data["command"].startswith("semsched bench dag-bounds --dags 2 ")
     assert "max possible vs HEFT" in (tmp_path / "bench-dag-bounds.md").read_text()
     assert (tmp_path / "bench-dag-bounds-slr-cdf.png").read_bytes()[:4] == b"\x89PNG"
-    bad = runner.invoke(app, ["--time-limit", "0", "--out", str(tmp_path)])
+    bad = runner.invoke(app, ["bench", "dag-bounds", "--time-limit", "0", "--out", str(tmp_path)])
     assert bad.exit_code == 2 and "time-limit" in bad.output
