@@ -210,6 +210,51 @@ class ClusterSnapshot:
 
     allocate = reserve
 
+    def reserve_many(self, holdings: Iterable[tuple[int, Holder, Sequence[int]]]) -> list[tuple[Holder, str]]:
+        """:meth:`reserve` with ``check=False`` of every ``(node_index, job, gpu_indices)`` in one
+        vectorised pass: what is already held on the nodes, as a control loop rebuilds it every
+        step (thousands of running jobs; one ``reserve`` each cost a worker's step 100 ms). The
+        same state as reserving them one by one. Returns the holdings refused for their indices
+        (a node or GPU index the node does not have), with the reason; the others are applied."""
+        refused: list[tuple[Holder, str]] = []
+        rows: list[int] = []
+        cpu: list[int] = []
+        mem: list[int] = []
+        gpu: tuple[list[int], list[int], list[int]] = ([], [], [])  # node, GPU, milli
+        apps: dict[str, list[int]] = {}
+        for i, job, gpu_indices in holdings:
+            try:
+                idx = self._gpu_slots(i, job, gpu_indices)
+            except (IndexError, ValueError) as e:
+                refused.append((job, str(e)))
+                continue
+            rows.append(i)
+            cpu.append(job.cpu_milli)
+            mem.append(job.memory_mib)
+            for g in idx:
+                gpu[0].append(i)
+                gpu[1].append(g)
+                gpu[2].append(job.per_gpu_milli)
+            if job.app:
+                apps.setdefault(job.app, []).append(i)
+        if not rows:
+            return refused
+        np.subtract.at(self.cpu_free, rows, cpu)
+        np.subtract.at(self.mem_free, rows, mem)
+        if gpu[0]:
+            np.subtract.at(self.gpu_free, (gpu[0], gpu[1]), gpu[2])
+            np.subtract.at(self.gpu_free_milli, gpu[0], gpu[2])
+            touched = np.unique(gpu[0])
+            block = self.gpu_free[touched]
+            self.gpu_max_free[touched] = block.max(axis=1)
+            self.gpu_full_free[touched] = np.count_nonzero(block >= FULL_GPU_MILLI, axis=1)
+        for app, where in apps.items():
+            counts = self._apps.get(app)
+            if counts is None:
+                counts = self._apps[app] = np.zeros(self.num_nodes, dtype=np.int32)
+            np.add.at(counts, where, 1)
+        return refused
+
     def free(self, node_index: int, job: Holder, gpu_indices: Sequence[int] = (), *,
              check: bool = True) -> None:  # fmt: skip
         """Give ``job``'s resources on node ``node_index`` back (the inverse of :meth:`reserve`)."""

@@ -134,12 +134,10 @@ class SchedulingLoop:
         snap = ClusterSnapshot.from_nodes(views, table=self.tables.get(cluster))
         self.tables[cluster] = snap.table  # shared by the next step while the nodes stay the same
         index = {v.node_id: i for i, v in enumerate(views)}
-        for node_id, req, gpus in holdings:
-            if req.cluster == cluster and node_id in index:
-                try:
-                    snap.reserve(index[node_id], req, gpus, check=False)
-                except ValueError as e:  # e.g. GPU indices that node no longer has
-                    log.warning("cannot account %s on %s: %s", req.job_id, node_id, e)
+        held = [(index[node_id], req, gpus) for node_id, req, gpus in holdings
+                if req.cluster == cluster and node_id in index]  # fmt: skip
+        for req, why in snap.reserve_many(held):  # e.g. GPU indices that node no longer has
+            log.warning("cannot account %s: %s", req.job_id, why)
         part = partition_for(cluster, self.w.settings.partitions)
         st = self.step_trace  # opened by tick() around this call
         assert st is not None

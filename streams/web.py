@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 from typing import TYPE_CHECKING, Any
 
 from faust.web import Request, Response, View
@@ -36,6 +37,7 @@ def status(w: Worker) -> dict[str, Any]:
         "owned_partitions": sorted(getattr(getattr(w, "loop", None), "owned", ())),
         "counters": dataclasses.asdict(w.counters),
         "archiver": dataclasses.asdict(archiver.stats) if archiver is not None else None,
+        "log_level": logging.getLevelName(logging.root.getEffectiveLevel()),
     }
 
 

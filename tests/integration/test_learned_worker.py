@@ -39,6 +39,7 @@ def run(make_stack, env: dict[str, str]):  # type: ignore[no-untyped-def]
                 timeout=180, what=f"{N} jobs to settle")  # fmt: skip
     assert st["finished"] == N, st
     assert st["loop"]["warm_ups"] >= 1, st["loop"]  # the made-up step before the first real one
+    assert st["log_level"] == "WARNING"  # (Faust's start-up spinner would leave the root logger at DEBUG)
     for _ in range(40):
         if p.scalar("SELECT count() FROM decisions FINAL WHERE outcome = 'placed'") == N:
             break

@@ -106,3 +106,24 @@ def test_a_snapshot_of_the_same_nodes_shares_the_previous_table():
     }
     for what, other in changed.items():
         assert ClusterSnapshot.from_nodes(other, table=first.table).table is not first.table, what
+
+
+def test_reserve_many_equals_reserving_one_by_one_and_refuses_bad_indices():
+    """What a worker holds, rebuilt in one pass: the same arrays as reserve(check=False) one by one,
+    over-commitment and app counts included; bad indices are refused with their reason."""
+    nodes = [node(f"n{i}", gpus=(0, 2, 4)[i % 3], cpu=8000) for i in range(6)]
+    held = [(1, job("a", gpus=1, share=300, app="web"), (0,)), (1, job("b", gpus=1, share=500, app="web"), (0,)),
+            (2, job("c", gpus=2, cpu=6000), (1, 3)), (2, job("d", gpus=1, cpu=6000), (0,)),  # over-commits cpu
+            (0, job("e", cpu=1000, app="db"), ()), (4, job("f", gpus=1), (0,)),
+            (5, job("bad-gpu", gpus=1), (7,)), (9, job("bad-node"), ())]  # fmt: skip
+    one, many = snap(*nodes), snap(*nodes)
+    for i, j, g in held[:6]:
+        one.reserve(i, j, g, check=False)
+    refused = many.reserve_many(held)
+    assert [(j.job_id, "out of range" in why) for j, why in refused] == [("bad-gpu", True), ("bad-node", True)]
+    for name in ("cpu_free", "mem_free", "gpu_free", "gpu_free_milli", "gpu_max_free", "gpu_full_free"):
+        np.testing.assert_array_equal(getattr(many, name), getattr(one, name), err_msg=name)
+    for app in ("web", "db"):
+        np.testing.assert_array_equal(many.instances(app), one.instances(app))
+    assert many.cpu_free[2] < 0 and many.gpu_full_free[2] == 1  # (the cases the check above covers)
+    assert snap(*nodes).reserve_many([]) == []
