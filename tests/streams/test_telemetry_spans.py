@@ -177,7 +177,8 @@ def test_file_exporter_writes_json_lines_per_process(tmp_path: Path) -> None:
     assert "semsched.decision.latency" in metrics
 
 
-def test_console_of_a_publishing_process_goes_to_the_state_dir(tmp_path: Path) -> None:
+def test_console_of_a_publishing_process_goes_to_the_state_dir(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")  # every trace (default: 1 in 100)
     try:
         telemetry.ensure_configured(_settings(tmp_path, "console"), "pub")
         assert telemetry.configured() == "pub"
@@ -209,8 +210,9 @@ def test_unknown_exporter_and_missing_otlp_package_are_clear_errors(tmp_path: Pa
             telemetry.shutdown()
 
 
-def test_console_of_a_service_without_a_terminal_goes_beside_its_log(tmp_path: Path, capsys) -> None:
+def test_console_of_a_service_without_a_terminal_goes_beside_its_log(tmp_path: Path, capsys, monkeypatch) -> None:
     """The local stack's worker writes its log to a file: its spans must not bury that log."""
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
     try:
         where = telemetry.configure(_settings(tmp_path, "console"), "svc")  # pytest's stdout is no terminal
         with telemetry.send_span("t", "j1"):
@@ -221,3 +223,18 @@ def test_console_of_a_service_without_a_terminal_goes_beside_its_log(tmp_path: P
     assert str(path) in where
     assert json.loads(path.read_text().splitlines()[0])["name"] == "send jobs.submitted"
     assert "send jobs.submitted" not in capsys.readouterr().out
+
+
+def test_console_keeps_one_job_trace_in_a_hundred_unless_the_sampler_is_set(tmp_path: Path, monkeypatch) -> None:
+    """Writing every span to the console cost the demo's worker most of its throughput. A job's
+    spans are kept or dropped together (parent-based): the child of a kept span is kept."""
+    monkeypatch.delenv("OTEL_TRACES_SAMPLER", raising=False)
+    try:
+        assert "sampled at 0.01" in telemetry.configure(_settings(tmp_path, "console"), "svc")
+        for i in range(3000):
+            with telemetry.send_span("t", f"j{i}"):
+                pass
+    finally:
+        telemetry.shutdown()
+    kept = (tmp_path / "telemetry" / f"svc-{os.getpid()}.jsonl").read_text().count("send jobs.submitted")
+    assert 5 <= kept <= 80, kept  # binomial(3000, 0.01): 30 expected
