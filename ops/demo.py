@@ -43,19 +43,26 @@ def wait_until_settled(stack: LocalStack, expected: int, timeout_s: float) -> di
         return stack.wait(settled, timeout_s, what="the jobs to settle", on_status=show)
 
 
-async def worker_knows_nodes(stack: LocalStack, nodes: int, timeout_s: float = 60.0) -> None:
+async def worker_knows_nodes(stack: LocalStack, nodes: int, *, warm_up: bool = False, timeout_s: float = 60.0) -> None:
     """Wait until the worker has taken in the ``nodes`` nodes of the inventory (its ``/status``), so
     the first jobs are not decided behind the inventory's own ingestion (a real cluster's nodes
-    are known long before its jobs arrive). After ``timeout_s`` the jobs go anyway, with a warning."""
+    are known long before its jobs arrive); with ``warm_up`` (a model-backed policy) also until it
+    has warmed the policy up on them (``streams/policy_warm_up.py``). After ``timeout_s`` the jobs
+    go anyway, with a warning."""
     t0 = time.time()
-    while (st := await asyncio.to_thread(worker_status, stack.settings)) is None or st["nodes"] < nodes:
+
+    def ready(st: dict[str, Any] | None) -> bool:
+        return st is not None and st["nodes"] >= nodes and (not warm_up or st["loop"].get("warm_ups", 0) >= 2)
+
+    while not ready(st := await asyncio.to_thread(worker_status, stack.settings)):
         if time.time() - t0 > timeout_s:
-            known = "no answer" if st is None else f"{st['nodes']:,}"
-            console.print(f"[yellow]the worker knows {known} of the {nodes:,} nodes after {timeout_s:.0f}s;[/] "
+            known = "no answer" if st is None else f"{st['nodes']:,} nodes, {st['loop'].get('warm_ups', 0)} warm-ups"
+            console.print(f"[yellow]the worker is not ready after {timeout_s:.0f}s ({known} of {nodes:,} nodes);[/] "
                           "replaying the jobs anyway")  # fmt: skip
             return
         await asyncio.sleep(0.1)
-    console.print(f"[green]✓[/] the worker knows the {nodes:,} nodes ({time.time() - t0:.1f}s)")
+    what = f"the {nodes:,} nodes" + (" and warmed the policy up on them" if warm_up else "")
+    console.print(f"[green]✓[/] the worker knows {what} ({time.time() - t0:.1f}s)")
 
 
 def learned_env(policy: str, inference: str, model_dir: Path | None) -> tuple[dict[str, str], str | None]:
@@ -134,7 +141,7 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
         agents = stack.start_agents("--speed", str(speed), "--telemetry", "5")
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid})")
         stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False, max_gap_s=max_gap_s,
-                                   inventory_published=lambda n: worker_knows_nodes(stack, n)))  # fmt: skip
+                                   inventory_published=lambda n: worker_knows_nodes(stack, n, warm_up=bool(env))))  # fmt: skip
         console.print(f"[green]✓[/] replayed {stats.nodes} nodes and {stats.jobs} jobs "
                       f"({stats.skipped_lines} bad lines skipped)")  # fmt: skip
         st = wait_until_settled(stack, stats.jobs, timeout_s)
