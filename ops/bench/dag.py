@@ -12,7 +12,7 @@ of the machine the run used, so homogeneous and without communication cost) and
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,10 @@ HETERO_FACTORS = (0.5, 1.0, 1.5, 2.0)
 
 
 @dataclass(frozen=True)
-class DagBenchOptions:
+class HeldOutDagSet:
+    """The held-out random DAGs of the DAG benches (``bench dag``, ``bench dag-bounds``): the
+    first ``dags`` of the generator's stream for ``seed``."""
+
     dags: int = 100
     seed: int = 0
     tasks_min: int = 20
@@ -39,16 +42,24 @@ class DagBenchOptions:
     processors: int = 4
     ccr: float = 1.0
     beta: float = 0.5
-    schedulers: tuple[str, ...] = ("heft", "cpop", "fifo")
-    workflows: bool = True
-    generator: DagGeneratorConfig = field(init=False)
 
     def __post_init__(self) -> None:
         if self.dags < 0:
             raise ValueError("--dags must be >= 0")
-        object.__setattr__(self, "generator", DagGeneratorConfig(
-            tasks_min=self.tasks_min, tasks_max=self.tasks_max, processors=self.processors, ccr=self.ccr,
-            beta=self.beta))  # fmt: skip
+        self.generator()  # a bad generator config fails before any work
+
+    def generator(self) -> DagGeneratorConfig:
+        return DagGeneratorConfig(tasks_min=self.tasks_min, tasks_max=self.tasks_max, processors=self.processors,
+                                  ccr=self.ccr, beta=self.beta)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class DagBenchOptions(HeldOutDagSet):
+    schedulers: tuple[str, ...] = ("heft", "cpop", "fifo")
+    workflows: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         for name in self.schedulers:
             get_dag_scheduler(name)  # unknown names fail before any work
 
@@ -110,7 +121,7 @@ def run_dag_bench(options: DagBenchOptions, out_dir: Path, command: str, *, cons
                 bar.advance(task)
             if not machines:
                 bar.advance(task)
-        for problem in held_out_dags(options.generator, options.dags, options.seed):
+        for problem in held_out_dags(options.generator(), options.dags, options.seed):
             bar.update(task, what=problem.name)
             results["random"].append({"dag": problem.name, "tasks": problem.n_tasks, "edges": problem.graph.n_edges,
                                       "ccr": problem.comm_to_comp_ratio(),
@@ -124,7 +135,7 @@ def run_dag_bench(options: DagBenchOptions, out_dir: Path, command: str, *, cons
 
 def _write_report(report: Report, options: DagBenchOptions, results: dict[str, Any], compute_s: float) -> None:
     names = options.schedulers
-    g = options.generator
+    g = options.generator()
     report.text(
         "Schedules of every scheduler pass the validity checker (precedence with communication "
         "delays, no overlap on a processor). Metrics (`scheduling/metrics/dag.py`): speedup = "

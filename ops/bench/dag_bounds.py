@@ -20,10 +20,11 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ops.bench.dag import HeldOutDagSet, hetero_machines
 from ops.bench.dag_cpsat import solve_exact
 from ops.bench.dag_lower_bounds import analytic_bounds
 from ops.reports import Report
-from scheduling.dag import DagGeneratorConfig, DagProblem, check_schedule, held_out_dags
+from scheduling.dag import DagProblem, check_schedule, held_out_dags
 from scheduling.dag.schedulers import get_dag_scheduler
 
 #: DAG size buckets of the summary table: (label, fewest tasks, most tasks)
@@ -31,29 +32,17 @@ SIZE_BUCKETS = (("20–49", 20, 49), ("50–99", 50, 99), ("100–150", 100, 150
 
 
 @dataclass(frozen=True)
-class DagBoundsOptions:
-    dags: int = 100
-    seed: int = 0
-    tasks_min: int = 20
-    tasks_max: int = 150
-    processors: int = 4
-    ccr: float = 1.0
-    beta: float = 0.5
+class DagBoundsOptions(HeldOutDagSet):
+    """``bench dag``'s DAG set (the same generator config and stream), and the solver's limits."""
+
     time_limit_s: float = 15.0
     workers: int = 4
     workflows: bool = False
 
     def __post_init__(self) -> None:
-        if self.dags < 0:
-            raise ValueError("--dags must be >= 0")
+        super().__post_init__()
         if self.time_limit_s <= 0 or self.workers < 1:
             raise ValueError("need --time-limit > 0 and --workers >= 1")
-        self.generator()  # a bad generator config fails before any work
-
-    def generator(self) -> DagGeneratorConfig:
-        """Exactly ``semsched bench dag``'s generator config for the same options."""
-        return DagGeneratorConfig(tasks_min=self.tasks_min, tasks_max=self.tasks_max, processors=self.processors,
-                                  ccr=self.ccr, beta=self.beta)  # fmt: skip
 
 
 def bound_one(problem: DagProblem, options: DagBoundsOptions) -> dict[str, Any]:
@@ -85,7 +74,6 @@ def summarise(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
 
 
 def run_dag_bounds(options: DagBoundsOptions, out_dir: Path, command: str, *, console: Console | None = None) -> int:
-    from ops.bench.dag import hetero_machines
     from ops.workflows import load_wfinstance, wfinstance_files
 
     console = console or Console()
