@@ -9,9 +9,9 @@ pair features). Its ``warm_up(snapshot=None)`` runs a made-up step
 cluster, and, while the worker idles, on a cluster whose node table is new (its first
 inventory, nodes that joined or left) once its node count has not changed for
 ``SETTLE_S``. Both go the way a real step goes (the model call on the backend's thread or
-server, the in-step re-scoring on the loop's): a thread's first torch call is slow, so warming
-another thread would leave the first steps cold. The loop awaits them (no step runs meanwhile;
-the agents keep consuming while the model call runs). Policies without ``warm_up`` (the
+server, the in-step re-scoring on the loop's), so what a real step reaches is what got
+warmed. The loop awaits them (no step runs meanwhile; the agents keep consuming while the
+model call runs). Policies without ``warm_up`` (the
 heuristics) skip all of it. The loop's stats count them (``warm_ups``, ``warm_up_s``; ``/status``).
 """
 

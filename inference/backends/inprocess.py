@@ -10,10 +10,10 @@ fails to load is reported once (``reload_error``) and the current one keeps serv
 (or the CPU count, if lower). The shape-factored head's step is a few large ops, where a second
 thread takes the model call at 256 pending × 1,213 nodes from 5.0 to 3.0 ms on this 2-core
 machine; ops below torch's grain size (in-step re-scoring of a few nodes) stay on one.
-``policy_async`` runs the model on one dedicated thread, always the same: the first torch call
-on a new thread costs ~0.3 s here (its OpenMP team, oneDNN's per-thread state), and
-``asyncio.to_thread`` would hand a step to whichever pool thread is free, so a worker's first
-steps paid it again and again; the warm-up step runs there too.
+``policy_async`` runs the model on one dedicated thread, always the same: model calls never
+overlap (a step's and a warm-up's would compete for torch's threads), and the event loop keeps
+serving while one runs. (On the idle machine a new thread's first call costs no more than
+another's: 4 ms against 2–5 ms at 256 pending; it is not a warm-up matter.)
 """
 
 from __future__ import annotations

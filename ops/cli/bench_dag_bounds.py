@@ -1,5 +1,4 @@
-"""The typer command behind ``semsched bench dag-bounds`` (to be wired into ``bench_app`` by
-ops/cli/bench.py)."""
+"""The typer command behind ``semsched bench dag-bounds`` (wired into ``bench_app`` by ops/cli/bench.py)."""
 
 from __future__ import annotations
 

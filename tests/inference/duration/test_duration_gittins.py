@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
-import pytest
 
 import inference.duration.gittins  # noqa: F401  (registers gittins-learned)
 from inference.duration.config import DurationConfig
 from inference.duration.features import SHAPE_DIM
 from inference.duration.gittins import GittinsLearned, neighbours_and_blend, predictive_samples
-from inference.duration.ordering import MODEL_DIR_ENV
 from inference.duration.predictor import LearnedDurationPredictor
 from inference.duration.regression import MlpRegressor
-from scheduling.duration_estimate import HistoryDurationPredictor, estimator_for
+from scheduling.duration_estimate import estimator_for
 from scheduling.job import JobRequest
-from scheduling.order_context import OrderContext
-from scheduling.orderings import available_orderings, get_ordering
+from scheduling.orderings import get_ordering
 from scheduling.policies import get_policy
 
 
@@ -31,19 +26,6 @@ def _predictor(k: int = 5) -> LearnedDurationPredictor:
     runs = [("flaky", d) for d in (5.0, 2000.0, 5.0, 2000.0, 2000.0)] + [("steady", 1000.0)] * 5
     p.observe_many([_job(i, app, 0.0) for i, (app, _) in enumerate(runs)], [d for _, d in runs])
     return p
-
-
-def test_registers_composes_and_falls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "gittins-learned" in available_orderings()
-    monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / "nowhere"))
-    ordering = get_ordering("gittins-learned")
-    assert ordering.fell_back and "FileNotFoundError" in ordering.fallback_reason
-    hist = HistoryDurationPredictor(min_samples=1)
-    hist.observe(_job(0, "long", 0), 9000.0)
-    hist.observe(_job(0, "short", 0), 5.0)
-    jobs = [_job(1, "long", 1.0), _job(1, "short", 2.0)]
-    assert [j.app for j in ordering.order(jobs, 3.0, OrderContext(estimator=hist))] == ["short", "long"]
-    assert get_policy("gittins-learned+best-fit").name == "gittins-learned+best-fit"
 
 
 def test_uses_the_spread_of_the_neighbours_not_only_the_median() -> None:

@@ -19,10 +19,11 @@ def _job(i: int, app: str, submit: float) -> JobRequest:
     return JobRequest(job_id=f"{app}-{i}", app=app, text=app, cpu_milli=1000, submit_time=submit)
 
 
-def test_registers_and_falls_back_with_a_reason(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert "sjf-learned" in available_orderings()
+@pytest.mark.parametrize("name", ["sjf-learned", "gittins-learned"])
+def test_registers_and_falls_back_with_a_reason(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert name in available_orderings()
     monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / "nowhere"))
-    ordering = get_ordering("sjf-learned")
+    ordering = get_ordering(name)
     assert ordering.fell_back and "FileNotFoundError" in ordering.fallback_reason
     assert ordering.model_dir == tmp_path / "nowhere"
     # falls back to sjf-predicted on the host's estimator
@@ -31,7 +32,7 @@ def test_registers_and_falls_back_with_a_reason(tmp_path: Path, monkeypatch: pyt
     hist.observe(_job(0, "short", 0), 5.0)
     jobs = [_job(1, "long", 1.0), _job(1, "short", 2.0)]
     assert [j.app for j in ordering.order(jobs, 3.0, OrderContext(estimator=hist))] == ["short", "long"]
-    assert get_policy("sjf-learned+best-fit").name == "sjf-learned+best-fit"
+    assert get_policy(f"{name}+best-fit").name == f"{name}+best-fit"
 
 
 def test_ranks_by_the_learned_predictor() -> None:
