@@ -51,6 +51,7 @@ from inference.features.jobs import job_demand
 from inference.features.pair_cache import PairCache
 from inference.features.pairs import pair_features
 from inference.prepared_step import PreparedStep, StepStatus
+from inference.step_call import StepCaller
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext
@@ -96,6 +97,7 @@ class LearnedPolicy(BasePolicy):
             self._no_model(e)
         self._encoders: dict[str, EncoderCache] = {}
         self._pair_caches: dict[int, PairCache] = {}  # per node table (a worker steps each cluster in turn)
+        self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -162,7 +164,6 @@ class LearnedPolicy(BasePolicy):
     async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float) -> StepStatus:
         """Call the backend for the coming step (awaited by the worker before ``schedule_step``)."""
         from inference.backends import BackendError
-        from inference.model.step import build_inputs
 
         self._retry()
         if self.fell_back:
@@ -173,9 +174,8 @@ class LearnedPolicy(BasePolicy):
             missing = cache.missing([j.text for j in jobs])
             if missing:
                 cache.put(missing, await self.backend.encode_async(missing))
-            inputs = build_inputs(snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn,
-                                  pair_cache=self.pair_cache(snapshot))  # fmt: skip
-            out = await self.backend.policy_async(inputs)
+            inputs, out = await self._caller(self.backend, snapshot, jobs, now, self.spec, cache,
+                                             knn=self.loaded.config.knn, pair_cache=self.pair_cache(snapshot))  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"

@@ -28,6 +28,9 @@ class BackendError(RuntimeError):
 class Backend(Protocol):
     name: str
     loaded: Any  # inference.model.io.LoadedModel: the local copy of the serving version
+    #: True: ``policy`` computes the pair features itself from the inputs' compact node arrays
+    #: (``source``), so the caller may send the inputs without them (:mod:`inference.step_call`)
+    computes_pairs: bool
 
     def refresh(self) -> bool:
         """Pick up a new model version if one was published; True when it changed."""

@@ -48,6 +48,7 @@ def torch_threads() -> int:
 
 class InProcessBackend:
     name = "in-process"
+    computes_pairs = False  # run_policy reads the inputs' pairs
 
     def __init__(self, model_dir: Path | None = None, *, loaded: Any = None, watch_s: float = 2.0) -> None:
         import torch

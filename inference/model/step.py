@@ -17,13 +17,15 @@ on a Triton server (the ``policy`` model of :mod:`inference.serving`): both buil
 - ``pairs`` float32 ``[S, N, pair_dim]``: pair features on the step-start free capacity, once
   per distinct resource shape;
 - ``which`` int64 ``[J]``: each job's row in ``pairs``;
-- ``source`` (not an array; only for a spec without FGD workload columns, ``spec.workload``
-  empty): the compact arrays ``pairs`` is computed from
+- ``source`` (not an array; absent only when the cluster has more GPU models than the compact
+  arrays carry): the compact arrays ``pairs`` is computed from
   (:class:`~inference.features.node_arrays.NodeArrays`: capacities and free state per node, the
-  distinct shapes in ``pairs``' row order). A Triton client sends these instead of ``pairs``
-  (~90 kB instead of ~3 MB at 51 shapes × 1,213 nodes) and the server computes ``pairs`` from
-  them with the same code (:mod:`inference.serving.pairs`); ``pairs`` is still computed here
-  (the in-process backend and in-step re-scoring read it).
+  distinct shapes in ``pairs``' row order; for a spec with FGD's workload columns also the
+  nodes' GPU models and health). A Triton client sends these instead of ``pairs`` (~0.1 MB
+  instead of ~3–4 MB at 51 shapes × 1,213 nodes) and the server computes ``pairs`` from them
+  with the same code (:mod:`inference.serving.pairs`). ``pairs`` is still computed here (the
+  in-process backend and in-step re-scoring read it); for such a backend, while the request is
+  in flight (:func:`inference.step_call.call_backend`).
 
 **Outputs**: ``scores`` float32 ``[J, N]`` (the decision scores, unmasked: the filters mask),
 ``node_part`` float32 ``[N, W]`` (the head's node term; the policy re-scores nodes that earlier
@@ -66,7 +68,7 @@ class PolicyInputs:
     groups: np.ndarray
     queue: np.ndarray
     jobs: np.ndarray
-    pairs: np.ndarray
+    pairs: np.ndarray | None  # None: not computed yet (``build_inputs(pairs=False)``)
     which: np.ndarray
     source: NodeArrays | None = None  # what ``pairs`` is computed from (module docstring)
 
@@ -102,13 +104,8 @@ class PolicyInputs:
         return Topology("labels", self.groups, None)
 
 
-def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec,
-                 encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
-                 pair_cache: PairCache | None = None) -> PolicyInputs:  # fmt: skip
-    """The step's inputs on ``snapshot`` as it is now. ``queue``: the pending jobs' mean demand
-    (default: the mean of ``jobs``' own rows, zeros for an empty step). ``pair_cache``: keeps the
-    pair features between steps (the same values, only the changed nodes recomputed). ``source``
-    is set when ``spec`` has no workload columns (module docstring)."""
+def step_shapes(jobs: Sequence[JobRequest], spec: FeatureSpec) -> tuple[list[JobRequest], np.ndarray]:
+    """One job per distinct pair shape (the first of each, in order) and int64 ``[J]``: each job's row among them."""
     shapes: dict[Shape, int] = {}
     first: list[JobRequest] = []
     which = np.empty(len(jobs), dtype=np.int64)
@@ -118,15 +115,28 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
             shapes[key] = len(first)
             first.append(job)
         which[i] = shapes[key]
+    return first, which
+
+
+def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec,
+                 encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
+                 pair_cache: PairCache | None = None, pairs: bool = True) -> PolicyInputs:  # fmt: skip
+    """The step's inputs on ``snapshot`` as it is now. ``queue``: the pending jobs' mean demand
+    (default: the mean of ``jobs``' own rows, zeros for an empty step). ``pair_cache``: keeps the
+    pair features between steps (the same values, only the changed nodes recomputed). ``source``
+    is set unless the cluster has more GPU models than the compact arrays carry (module docstring).
+    ``pairs=False``: ``pairs`` is left ``None`` when there is a ``source`` (for a backend that
+    computes them from it; :func:`pair_rows` computes this process's copy meanwhile)."""
+    first, which = step_shapes(jobs, spec)
     n = snapshot.num_nodes
     job_rows = job_demand(jobs, now, spec, encoder)
     if queue is None:
         queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
-    pairs = pair_features_many(first, snapshot, spec) if pair_cache is None else pair_cache.pairs(first, snapshot, spec)
     try:  # what a Triton server computes the pairs from (module docstring)
         source: NodeArrays | None = NodeArrays.of(snapshot, first, fgd=bool(spec.workload))
     except ValueError:  # more GPU models than the compact arrays carry: the request sends the pairs
         source = None
+    rows = pair_rows(first, snapshot, spec, pair_cache) if pairs or source is None else None
     topo = build_topology(snapshot, spec, knn)
     if topo.kind == "knn":
         assert topo.neighbours is not None
@@ -135,8 +145,16 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
         assert topo.groups is not None
         neighbours, groups = np.zeros((n, 0), dtype=np.int64), topo.groups
     return PolicyInputs(nodes=node_state(snapshot, spec), neighbours=neighbours, groups=groups,
-                        queue=np.asarray(queue, np.float32), jobs=job_rows, pairs=pairs, which=which,
+                        queue=np.asarray(queue, np.float32), jobs=job_rows, pairs=rows, which=which,  # type: ignore[arg-type]
                         source=source)  # fmt: skip
+
+
+def pair_rows(shape_jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
+              pair_cache: PairCache | None = None) -> np.ndarray:  # fmt: skip
+    """float32 ``[S, N, pair_dim]``: the pair features of one job per shape (:func:`step_shapes`)."""
+    if pair_cache is None:
+        return pair_features_many(shape_jobs, snapshot, spec)
+    return pair_cache.pairs(shape_jobs, snapshot, spec)
 
 
 class TopologyCache:

@@ -98,6 +98,7 @@ def check_policy(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
 
 class TritonBackend:
     name = "triton"
+    computes_pairs = True  # a request with compact node arrays: the server computes the pairs
 
     def __init__(self, model_dir: Path | None = None, *, url: str | None = None, deadline_ms: float | None = None,
                  encode_deadline_ms: float | None = None, loaded: Any = None, watch_s: float = 2.0) -> None:  # fmt: skip

@@ -6,22 +6,27 @@ replicated) and each pending-queue size (openb pods), ``repeat`` consecutive ste
 warm-up, with ``churn`` placements, arrivals and departures between two steps (:class:`inference.training.step_latency.Churn`:
 with the same state again and again, the pair caches on both sides would recompute nothing):
 
-- **features**: :func:`inference.model.step.build_inputs` with a pair cache, as the worker
-  calls it (node state, topology, job rows, pair features per distinct job shape) — the worker
-  computes these either way;
+- **features**: :func:`inference.model.step.build_inputs` with a pair cache, as the in-process
+  backend's step needs them (node state, topology, job rows, pair features per distinct job shape);
 - **in-process**: :class:`~inference.backends.InProcessBackend` ``policy`` (fusion encoder
   once, the head over pending × nodes);
-- **triton**: :class:`~inference.serving.client.TritonBackend` ``policy_async`` (async gRPC, as
-  the worker's loop awaits it): serialisation, the round trip, PyTriton's shared-memory hand-over,
-  the pair features on the server (the request carries the compact node arrays instead, with the
-  nodes' GPU models and health for FGD's columns, see :mod:`inference.serving.models`), the same
-  ``run_policy`` on the server, the answer back; **payload** = request + answer bytes;
-- **step** = features + the model call, per backend (the issue's decision latency per step);
-  **triton - in-process**: what the round trip adds, step by step; **triton, pairs sent**: the
-  same step once more with the pair features on the wire (what every request carried before the
-  server computed them; the request is ~10× larger).
+- **triton**: :class:`~inference.serving.client.TritonBackend` ``policy_async`` alone (async
+  gRPC, as the worker's loop awaits it): serialisation, the round trip, PyTriton's shared-memory
+  hand-over, the pair features on the server (the request carries the compact node arrays
+  instead, with the nodes' GPU models and health for FGD's columns, see
+  :mod:`inference.serving.models`), the same ``run_policy`` on the server, the answer back;
+  **payload** = request + answer bytes;
+- **step in-process** = features + the in-process call; **step triton** = the worker's own call
+  (:class:`inference.step_call.StepCaller`): the inputs without the pair features, the request
+  sent, and this process's copy of the pair features (which in-step re-scoring reads) computed
+  while the answer travels. These are the issue's decision latency per step. Each side has its
+  own pair and text caches, so both compute the same changes;
+- **triton - in-process**: step triton − step in-process, step by step; **triton, pairs sent**:
+  the same step once more with the pair features on the wire (what every request carried
+  before the server computed them; the request is ~10× larger).
 
-Every step's Triton scores are checked against in-process (to 1e-4).
+Every step's Triton scores are checked against in-process (to 1e-4), and the overlapped pair
+features against the in-process step's (bit for bit).
 
 The server runs on the same machine (2 shared cores here) unless ``--url`` points elsewhere;
 the client's deadline is set high so that every call is timed, and the report counts the calls
@@ -78,33 +83,42 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
     from inference.features.pair_cache import PairCache
     from inference.model.step import build_inputs
     from inference.serving.models import to_wire
+    from inference.step_call import StepCaller
     from inference.training.step_latency import Churn
 
     spec = local.loaded.config.spec
-    encoder = EncoderCache(get_encoder(spec.encoder))
     rows: list[dict[str, Any]] = []
     raw: dict[str, Any] = {}
     loop = asyncio.new_event_loop()
+    caller, timed = StepCaller(), _Timed(remote)
     try:
         for n_nodes, base in snaps.items():
             for n in pending:
-                snap, jobs, cache = base.copy(), [pods[i % len(pods)] for i in range(n)], PairCache()
+                snap, jobs = base.copy(), [pods[i % len(pods)] for i in range(n)]
                 between = Churn(snap, jobs, pods, churn)
-                samples: dict[str, list[float]] = {"features": [], "in-process": [], "triton": []}
+                # each backend's own caches, so both compute the same changes
+                caches = {side: (PairCache(), EncoderCache(get_encoder(spec.encoder))) for side in ("local", "remote")}
+                samples: dict[str, list[float]] = {"features": [], "in-process": [], "triton": [], "step in-process": [],
+                                                   "step triton": []}  # fmt: skip
                 payload: list[float] = []
                 for r in range(repeat + 1):
+                    cache, encoder = caches["local"]
                     t0 = time.perf_counter()
                     inputs = build_inputs(snap, jobs, 0.0, spec, encoder, knn=local.loaded.config.knn, pair_cache=cache)
                     t1 = time.perf_counter()
                     want = local.policy(inputs)
                     t2 = time.perf_counter()
-                    got = loop.run_until_complete(remote.policy_async(inputs))
+                    cache, encoder = caches["remote"]
+                    sent_inputs, got = loop.run_until_complete(caller(timed, snap, jobs, 0.0, spec, encoder,
+                                                                      knn=local.loaded.config.knn, pair_cache=cache))  # fmt: skip
                     t3 = time.perf_counter()
+                    assert sent_inputs.pairs is not None and np.array_equal(sent_inputs.pairs, inputs.pairs)
                     if inputs.source is not None:  # the same step with the pair features sent (as before)
+                        t4 = time.perf_counter()
                         sent = loop.run_until_complete(remote.policy_async(replace(inputs, source=None)))
                         np.testing.assert_allclose(sent["scores"], want["scores"], atol=1e-4)
                         if r:
-                            samples.setdefault("triton, pairs sent", []).append((time.perf_counter() - t3) * 1000.0)
+                            samples.setdefault("triton, pairs sent", []).append((time.perf_counter() - t4) * 1000.0)
                     # every step: the server's pair features (its own cache, when it computes them) agree
                     np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
                     payload.append(sum(a.nbytes for a in to_wire(inputs).values())
@@ -112,11 +126,11 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                     between()
                     if r == 0:  # warm-up
                         continue
-                    for key, dt in (("features", t1 - t0), ("in-process", t2 - t1), ("triton", t3 - t2)):
+                    for key, dt in (("features", t1 - t0), ("in-process", t2 - t1), ("triton", timed.last_s),
+                                    ("step in-process", t2 - t0), ("step triton", t3 - t2)):  # fmt: skip
                         samples[key].append(dt * 1000.0)
-                samples["step in-process"] = [a + b for a, b in zip(samples["features"], samples["in-process"], strict=True)]
-                samples["step triton"] = [a + b for a, b in zip(samples["features"], samples["triton"], strict=True)]
-                samples["triton - in-process"] = [a - b for a, b in zip(samples["triton"], samples["in-process"], strict=True)]
+                samples["triton - in-process"] = [a - b for a, b in zip(samples["step triton"], samples["step in-process"],
+                                                                        strict=True)]  # fmt: skip
                 misses = sum(t > deadline_ms for t in samples["triton"])
                 for what, values in samples.items():
                     stats = percentiles(values)
@@ -129,8 +143,24 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                               f"triton p50 {np.median(samples['triton']):.1f} ms, "
                               f"{np.median(payload) / 1e6:.2f} MB on the wire")  # fmt: skip
     finally:
+        caller.close()
         loop.close()
     return rows, raw
+
+
+class _Timed:
+    """A backend whose ``policy_async`` is timed on its own (``last_s``: the call, from sending the
+    request to the parsed answer, while the pair features are computed beside it)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.backend, self.computes_pairs, self.last_s = backend, backend.computes_pairs, 0.0
+
+    async def policy_async(self, inputs: Any) -> dict[str, Any]:
+        t = time.perf_counter()
+        try:
+            return await self.backend.policy_async(inputs)
+        finally:
+            self.last_s = time.perf_counter() - t
 
 
 def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[int], nodes: list[int], repeat: int,
@@ -174,11 +204,14 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 "~70 % of their GPUs allocated (best-fit on the fill sequence of seed 0), and 5,000 nodes = that node "
                 "list with its allocations replicated. N pending openb pods; consecutive steps with "
                 f"{churn} placements, {churn} arrivals and {churn} departures between two steps. 'features' = "
-                "build_inputs with a pair cache (the same for both backends); 'in-process' / 'triton' = the model "
-                f"call (fusion encoder once + the head over N x nodes) in this process / via {where}, async gRPC "
+                "build_inputs with a pair cache; 'in-process' / 'triton' = the model call alone "
+                f"(fusion encoder once + the head over N x nodes) in this process / via {where}, async gRPC "
                 "(the request carries the compact node arrays, the server computes the pair features); "
-                "'payload' = request + answer bytes; 'step …' = features + the call; 'triton - in-process' = "
-                "the difference per step; 'triton, pairs sent' = the same step sent once more with the pair "
+                "'payload' = request + answer bytes; 'step in-process' = features + the call; 'step triton' = "
+                "the worker's call: the inputs without the pair features, the request sent, and the client's "
+                "own copy of the pair features computed while the answer travels (each side has its own "
+                "caches); 'triton - in-process' = the difference of the steps, step by step; "
+                "'triton, pairs sent' = the same step sent once more with the pair "
                 "features on the wire instead of the compact node arrays (how every request travelled before). "
                 f"The last column counts Triton calls slower than the worker's default deadline ({deadline_ms:g} ms), "
                 "which would have been decided by the fallback heuristic.")  # fmt: skip

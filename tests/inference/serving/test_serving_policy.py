@@ -28,6 +28,8 @@ async def test_the_learned_policy_decides_the_same_on_triton_as_in_process(serve
     await local.prepare_step(snap, jobs, 4.0)
     want = schedule_step(snap, jobs, local, now=4.0)
     assert got.placements and placements(got) == placements(want)
+    # the pair features the client computed while the request travelled (in-step re-scoring reads them)
+    np.testing.assert_array_equal(remote._step.pairs, local._step.pairs)
     assert remote.model_calls == 1 and not remote.last_step.fallback
     np.testing.assert_allclose(remote.score_all(jobs, snap), local.score_all(jobs, snap), atol=1e-5)
 

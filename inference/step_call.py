@@ -1,0 +1,71 @@
+"""One step's backend call: the inputs, then the model, with the pair features overlapped
+where the backend allows it.
+
+The policy needs the step-start pair features itself: in-step re-scoring reads them. A backend
+that computes them from the request's compact node arrays (Triton, ``computes_pairs``) does not
+need them in the request. So the request goes out first, and this process computes its own copy
+on a helper thread while the answer travels: the two overlap instead of adding up. An
+in-process backend needs the pairs before it can run, so for it they come first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from inference.encoders.base import TextEncoder
+from inference.features.pair_cache import PairCache
+from inference.features.spec import FeatureSpec
+from inference.model.step import PolicyInputs, build_inputs, pair_rows, step_shapes
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+
+class StepCaller:
+    """Calls a backend for one step (:meth:`__call__`); owns the one helper thread the overlap uses."""
+
+    def __init__(self) -> None:
+        self._thread: ThreadPoolExecutor | None = None
+
+    async def __call__(self, backend: Any, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
+                       spec: FeatureSpec, encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
+                       pair_cache: PairCache | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
+        """``(inputs, answer)``: :func:`~inference.model.step.build_inputs` (with ``pairs`` always
+        set) and the backend's ``policy_async`` answer. ``snapshot`` and ``pair_cache`` must not
+        change until it returns."""
+        overlap = bool(getattr(backend, "computes_pairs", False))
+        inputs = build_inputs(snapshot, jobs, now, spec, encoder, knn=knn, queue=queue, pair_cache=pair_cache,
+                              pairs=not overlap)  # fmt: skip
+        if inputs.pairs is not None:  # in-process, or no compact arrays (the request carries the pairs)
+            return inputs, await backend.policy_async(inputs)
+        call = asyncio.ensure_future(backend.policy_async(inputs))
+        try:
+            rows = await asyncio.get_running_loop().run_in_executor(self._executor(), _pairs, jobs, snapshot, spec,
+                                                                    pair_cache)  # fmt: skip
+        except BaseException:
+            call.cancel()
+            with contextlib.suppress(BaseException):
+                await call
+            raise
+        return replace(inputs, pairs=rows), await call
+
+    def _executor(self) -> ThreadPoolExecutor:
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="semsched-pairs")
+        return self._thread
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=False)
+            self._thread = None
+
+
+def _pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
+           pair_cache: PairCache | None) -> np.ndarray:  # fmt: skip
+    return pair_rows(step_shapes(jobs, spec)[0], snapshot, spec, pair_cache)
