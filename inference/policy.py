@@ -273,6 +273,9 @@ class LearnedPolicy(BasePolicy):
         elif self.spec.workload and changed.any():
             changed[:] = True
         changed &= feasible
+        # the model scored only the pairs where the job's shape fits by resources (-inf elsewhere); a
+        # filter chain that lets a node through anyway (one without the health filter, say) gets it scored here
+        changed |= feasible & np.isneginf(step.scores[i])
         return self._rescore(step, job, step.jobs[i], snapshot, changed, step.scores[i].astype(np.float64), pairs)
 
     def _rescore(self, step: PreparedStep, job: JobRequest, job_row: np.ndarray, snapshot: ClusterSnapshot,

@@ -57,11 +57,13 @@ class PolicyHead(nn.Module):
         return self.out(x).squeeze(-1)
 
     def step_scores(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor,
-                    which: torch.Tensor) -> torch.Tensor:  # fmt: skip
+                    which: torch.Tensor, fits: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """A step: ``node_part [N, W]``, ``jobs [J, job_dim]``, ``pairs [S, N, P]`` (per shape),
-        ``which [J]`` → ``[J, N]``."""
+        ``which [J]`` → ``[J, N]``; ``-inf`` outside ``fits`` (bool ``[S, N]``) when given (this head
+        computes every pair anyway)."""
         base = node_part + self.pair(pairs)  # [S, N, W]
-        return self.out(base[which] + self.job(jobs).unsqueeze(1)).squeeze(-1)
+        scores = self.out(base[which] + self.job(jobs).unsqueeze(1)).squeeze(-1)
+        return scores if fits is None else scores.masked_fill_(~fits[which], float("-inf"))
 
 
 class ShapeFactoredHead(nn.Module):
@@ -94,23 +96,39 @@ class ShapeFactoredHead(nn.Module):
         return (table * self.coefficients(jobs).unsqueeze(-2)).sum(-1)
 
     def step_scores(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor,
-                    which: torch.Tensor) -> torch.Tensor:  # fmt: skip
+                    which: torch.Tensor, fits: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """``[J, N]``; with ``fits`` (bool ``[S, N]``) only the pairs it marks, ``-inf`` elsewhere."""
         shape_rows = jobs.new_zeros(pairs.shape[0], SHAPE_COLUMNS)
         shape_rows[which] = jobs[:, :SHAPE_COLUMNS]  # the jobs of one shape have the same columns
-        table = self.table(node_part, shape_rows, pairs)  # [S, N, 1 + R]
+        if fits is None:
+            table = self.table(node_part, shape_rows, pairs)  # [S, N, 1 + R]
+        else:
+            table = self._fitting_table(node_part, shape_rows, pairs, fits)
         coeff = self.coefficients(jobs)  # [J, 1 + R]
         s, n, k = table.shape
         if not len(jobs):
             return coeff.new_zeros((0, n))
         # scores = A @ table as [S·K, N], A [J, S·K] sparse with job j's K coefficients at its shape's
         # columns: gathering table[which] first would materialise [J, N, K] (1.4 ms at 256 pending
-        # × 1,213 nodes, against 0.5)
+        # × 1,213 nodes, against 0.3)
         crow = torch.arange(0, len(jobs) * k + 1, k, device=coeff.device)
         cols = (which[:, None] * k + torch.arange(k, device=coeff.device)).reshape(-1)
         with warnings.catch_warnings():  # "sparse CSR support is in beta"
             warnings.simplefilter("ignore", UserWarning)
             a = torch.sparse_csr_tensor(crow, cols, coeff.reshape(-1), (len(jobs), s * k))
-            return a @ table.permute(0, 2, 1).reshape(s * k, n)
+            scores = a @ table.permute(0, 2, 1).reshape(s * k, n)
+        return scores if fits is None else scores.masked_fill_(~fits[which], float("-inf"))
+
+    def _fitting_table(self, node_part: torch.Tensor, shape_rows: torch.Tensor, pairs: torch.Tensor,
+                       fits: torch.Tensor) -> torch.Tensor:  # fmt: skip
+        """:meth:`table` computed on the fitting (shape, node) pairs only, zeros elsewhere (each row is
+        the same as the whole table's: 0.6 ms instead of 1.0 at 51 shapes × 1,213 nodes, 19 % fitting)."""
+        s, n, p = pairs.shape
+        flat = fits.reshape(-1).nonzero().squeeze(1)  # [M] (shape, node) pairs, as shape * n + node
+        x = self.pair(pairs.reshape(s * n, p).index_select(0, flat))  # fresh: the sums and the ReLU work in place
+        x.add_(node_part.index_select(0, flat % n)).add_(self.shape(shape_rows).index_select(0, flat // n))
+        rows = self.out(x)  # [M, 1 + R]
+        return rows.new_zeros(s * n, rows.shape[1]).index_copy_(0, flat, rows).view(s, n, -1)
 
 
 def make_head(hidden: int, job_dim: int, pair_dim: int, width: int, layers: int, rank: int) -> nn.Module:

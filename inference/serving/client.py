@@ -75,20 +75,30 @@ def make_inputs(arrays: dict[str, np.ndarray]) -> list[Any]:
 
 
 def parse_answer(result: Any, model: str) -> dict[str, Any]:
-    """``{output name lower-case: array of row 0, ..., "version": str}`` of a batch-1 answer."""
-    names = [o.name for o in result.get_response().outputs]
+    """``{output name lower-case: array of row 0, ..., "version": str, "answer_bytes": int}`` of a
+    batch-1 answer (``answer_bytes``: the answer's size on the wire)."""
+    response = result.get_response()
+    names = [o.name for o in response.outputs]
     if "VERSION" not in names:
         raise BackendError(f"triton {model}: malformed answer, no VERSION output (outputs: {names})")
     out: dict[str, Any] = {name.lower(): result.as_numpy(name)[0] for name in names if name != "VERSION"}
     version = result.as_numpy("VERSION").reshape(-1)[0]
     out["version"] = version.decode() if isinstance(version, bytes) else str(version)
+    out["answer_bytes"] = int(response.ByteSize())
     return out
 
 
 def check_policy(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
+    """The answer as ``run_policy`` returns it (dense ``scores``), checked against the request."""
+    from inference.serving.models import unpack_scores
+
     j, n = len(inputs.jobs), len(inputs.nodes)
     if j == 0:  # the dummy row of an empty step (and of any per-job output)
         out = {k: (v[:0] if isinstance(v, np.ndarray) and k != "node_part" and v.ndim >= 1 else v) for k, v in out.items()}
+    try:
+        out = unpack_scores(out, inputs)
+    except ValueError as e:
+        raise BackendError(f"triton policy: malformed answer: {e}") from e
     scores, node_part = out.get("scores"), out.get("node_part")
     if scores is None or node_part is None or scores.shape != (j, n) or node_part.shape[0] != n:
         shapes = {k: getattr(v, "shape", None) for k, v in out.items()}

@@ -26,6 +26,12 @@ version that computed it (:class:`~inference.serving.host.ModelHost` swaps versi
   ``NODE_MODELS`` i32 ``[N]`` (index into ``MODEL_NAMES`` bytes ``[M]``, -1: none), ``HEALTHY`` bool
   ``[N]`` and ``SHAPE_MODELS`` i64 ``[S]`` (a bit mask over ``MODEL_NAMES`` of the GPU models each
   shape accepts; 0: any); a version with workload columns refuses a compact request without them.
+  **Scored pairs.** A request may carry ``FITS`` bool ``[S, N]`` (where each shape fits by
+  resources, :func:`inference.features.fits.shape_fits`; the client always sends it): the head
+  then scores only those pairs, and the answer carries the scores of the fitting (job, node)
+  pairs alone, row-major, as ``SCORES_FIT`` f32 ``[M]`` (``-inf`` elsewhere; ``SCORES`` is then a
+  one-element dummy) — 0.2 MB instead of 1.24 at 256 pending × 1,213 nodes at 70 % load. A
+  request without it gets ``SCORES`` whole (and a dummy ``SCORES_FIT``).
   A step's requests have their own N / J / S, so the batcher rarely merges two; the worker sends
   batch 1. PyTriton cannot carry a tensor with a zero-size dimension, so two empty cases travel
   encoded (:func:`to_wire` / :func:`from_wire`): a label topology (``K = 0``) as one ``NEIGHBOURS``
@@ -62,8 +68,10 @@ POLICY_INPUTS: dict[str, tuple[type, int, bool]] = {
     "NODE_CAPS": (np.int64, 2, True), "NODE_FREE": (np.int64, 2, True), "GPU_FREE": (np.int32, 2, True),
     "SHAPES": (np.int64, 2, True),
     "NODE_MODELS": (np.int32, 1, True), "MODEL_NAMES": (np.bytes_, 1, True), "HEALTHY": (np.bool_, 1, True),
-    "SHAPE_MODELS": (np.int64, 1, True),
+    "SHAPE_MODELS": (np.int64, 1, True), "FITS": (np.bool_, 2, True),
 }  # fmt: skip
+#: the answer's scores on the fitting pairs only (a request with ``FITS``; module docstring)
+SCORES_FIT = "SCORES_FIT"
 #: the compact inputs' Triton names -> the :class:`NodeArrays` fields
 COMPACT = {"NODE_CAPS": "caps", "NODE_FREE": "free", "GPU_FREE": "gpu_free", "SHAPES": "shapes"}
 #: and the ones FGD's workload columns need besides
@@ -91,6 +99,8 @@ def to_wire(inputs: PolicyInputs) -> dict[str, np.ndarray]:
             a["shapes"] = np.zeros((1, 4), np.int64)
             if source.fgd:
                 a["shape_models"] = np.zeros(1, np.int64)
+        if "fits" in a:
+            a["fits"] = np.zeros((1, n), bool)
         a["which"] = np.full(1, -1, np.int64)
     return {name.upper(): value for name, value in a.items()}
 
@@ -116,6 +126,8 @@ def from_wire(arrays: dict[str, np.ndarray],
     which = a["which"]
     if which.shape == (1,) and which[0] == -1:
         a["jobs"], a["which"] = a["jobs"][:0], which[:0]
+        if "fits" in a:
+            a["fits"] = a["fits"][:0]
         if source is None:
             a["pairs"] = a["pairs"][:0]
         else:
@@ -124,6 +136,46 @@ def from_wire(arrays: dict[str, np.ndarray],
     if source is not None:
         a["pairs"] = pairs_for(source)  # type: ignore[misc]
     return PolicyInputs.from_arrays(a, source)
+
+
+def pack_scores(out: dict[str, np.ndarray], inputs: PolicyInputs) -> dict[str, np.ndarray]:
+    """The answer's scores as they travel: for a request with ``fits``, only the fitting (job, node)
+    pairs' (``SCORES_FIT``, row-major; the others are ``-inf``) and a dummy ``SCORES`` — a fifth of
+    the bytes at 70 % load; else ``SCORES`` whole and a dummy ``SCORES_FIT``. (A zero-size tensor
+    cannot travel: the dummies are one element; :func:`unpack_scores` reverses this.)"""
+    out = dict(out)
+    if inputs.fits is None:
+        out[SCORES_FIT.lower()] = np.zeros(1, np.float32)
+        return out
+    fit = out.pop("scores")[inputs.fits[inputs.which]] if len(inputs.jobs) else np.zeros(0, np.float32)
+    out[SCORES_FIT.lower()] = fit if len(fit) else np.zeros(1, np.float32)
+    out["scores"] = np.zeros((1, 1), np.float32)
+    return out
+
+
+def unpack_scores(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
+    """:func:`pack_scores` reversed on the client (``inputs``: the request it sent)."""
+    packed = out.pop(SCORES_FIT.lower(), None)
+    if inputs.fits is None or packed is None:
+        return out
+    mask = inputs.fits[inputs.which]  # [J, N]
+    m = int(np.count_nonzero(mask))
+    if len(packed) < m:
+        raise ValueError(f"{SCORES_FIT} has {len(packed)} scores for {m} fitting pairs")
+    scores = np.full(mask.shape, -np.inf, np.float32)
+    scores[mask] = packed[:m]
+    out["scores"] = scores
+    return out
+
+
+def stack_rows(rows: list[np.ndarray]) -> np.ndarray:
+    """The batch rows of one output, stacked (rows of different lengths, packed scores, padded with NaN)."""
+    if len({r.shape for r in rows}) == 1:
+        return np.stack(rows)
+    out = np.full((len(rows), max(len(r) for r in rows)), np.nan, np.float32)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = r
+    return out
 
 
 def version_rows(version: str, rows: int) -> np.ndarray:
@@ -142,7 +194,8 @@ def probe_inputs(spec: Any, nodes: int = 3, jobs: int = 2) -> PolicyInputs:
 def policy_output_ranks(loaded: Any) -> dict[str, tuple[Any, int]]:
     """``{OUTPUT_NAME: (dtype, ndim)}`` of ``run_policy`` on ``loaded`` (without the batch dimension)."""
     out = run_policy(loaded.model, probe_inputs(loaded.config.spec))
-    return {key.upper(): (np.asarray(value).dtype.type, np.asarray(value).ndim) for key, value in out.items()}
+    ranks = {key.upper(): (np.asarray(value).dtype.type, np.asarray(value).ndim) for key, value in out.items()}
+    return ranks | {SCORES_FIT: (np.float32, 1)}
 
 
 class PolicyModel:
@@ -179,8 +232,8 @@ class PolicyModel:
                     out = run_policy(loaded.model, inputs, self._topologies)
                 if len(inputs.jobs) == 0:  # a zero-size tensor cannot travel: one dummy row (dropped by the client)
                     out = {k: (np.zeros((1, *v.shape[1:]), v.dtype) if v.shape[:1] == (0,) else v) for k, v in out.items()}
-                results.append(out)
-            answer = {name: np.stack([r[name.lower()] for r in results]) for name in self.outputs}
+                results.append(pack_scores(out, inputs))
+            answer = {name: stack_rows([r[name.lower()] for r in results]) for name in self.outputs}
             answer["VERSION"] = version_rows(loaded.version, rows)
             answers.append(answer)
         return answers

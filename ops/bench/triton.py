@@ -121,8 +121,7 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                             samples.setdefault("triton, pairs sent", []).append((time.perf_counter() - t4) * 1000.0)
                     # every step: the server's pair features (its own cache, when it computes them) agree
                     np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
-                    payload.append(sum(a.nbytes for a in to_wire(inputs).values())
-                                   + sum(a.nbytes for a in got.values() if isinstance(a, np.ndarray)))  # fmt: skip
+                    payload.append(sum(a.nbytes for a in to_wire(sent_inputs).values()) + got["answer_bytes"])
                     between()
                     if r == 0:  # warm-up
                         continue

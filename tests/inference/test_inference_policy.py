@@ -1,4 +1,5 @@
 import asyncio
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,6 +10,7 @@ import inference  # noqa: F401  (registers "learned")
 from inference.features.spec import FeatureSpec
 from inference.model import ModelConfig, Scorer, load_model, save_model
 from inference.model.io import LoadedModel
+from inference.model.step import build_inputs, run_policy
 from inference.policy import MODEL_DIR_ENV, LearnedPolicy
 from scheduling.assign import schedule_step
 from scheduling.filters.framework import run_filters
@@ -109,9 +111,15 @@ def test_batched_scores_equal_one_by_one(tmp_path, head_rank):
     jobs = pod_mix(12)
     p.order(jobs, 5.0)
     batched = p.score_all(jobs, snap, now=5.0)
-    everywhere = np.ones(snap.num_nodes, bool)
-    for row, j in zip(batched, jobs, strict=True):
-        np.testing.assert_allclose(row, p.score(j, snap, everywhere), rtol=1e-5, atol=1e-6)
+    fits = np.isfinite(batched)  # the model scores the pairs where the job fits by resources, -inf elsewhere
+    assert fits.any() and not fits.all()
+    inputs = build_inputs(snap, jobs, 5.0, p.spec, p.encoder(), knn=p.loaded.config.knn)
+    every_pair = run_policy(p.loaded.model, replace(inputs, fits=None))["scores"]
+    np.testing.assert_array_equal(batched[fits], every_pair[fits])
+    everywhere = np.ones(snap.num_nodes, bool)  # a filter chain that lets every node through
+    for j, dense in zip(jobs, every_pair, strict=True):
+        got = p.score(j, snap, everywhere)  # the nodes the model did not score are scored in the step
+        np.testing.assert_allclose(got, dense, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("head_rank", [0, 3])
@@ -134,8 +142,9 @@ def test_in_step_rescoring_equals_the_head_on_the_current_state(tmp_path, head_r
     # the reference: the head over EVERY node on the current free capacity, with the step's embeddings
     expected = score_nodes(p.loaded.model, step.node_part, step.jobs[2], pair_features(ordered[2], snap, p.spec))
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    moved = np.abs(got - step.scores[2]) > 1e-6
-    assert moved[[0, 4]].all() and not moved[[1, 2, 3, 5]].any()
+    scored = np.isfinite(step.scores[2])  # the pairs the step's call scored (where the job's shape fit)
+    moved = scored & (np.abs(got - step.scores[2]) > 1e-6)
+    assert scored[[0, 4]].all() and moved[[0, 4]].all() and not moved[[1, 2, 3, 5]].any()
 
 
 class FailingBackend:

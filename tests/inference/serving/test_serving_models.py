@@ -13,7 +13,7 @@ from inference.encoders import get_encoder
 from inference.model import load_model
 from inference.model.step import build_inputs, run_policy
 from inference.serving.host import ModelHost
-from inference.serving.models import COMPACT, JobEncoderModel, PolicyModel, from_wire, to_wire
+from inference.serving.models import COMPACT, JobEncoderModel, PolicyModel, from_wire, to_wire, unpack_scores
 from inference.serving.pairs import ServedPairs
 
 
@@ -70,10 +70,19 @@ def test_policy_model_answers_run_policy_per_batch_row_with_its_version(tmp_path
     request = {k: v[None] for k, v in to_wire(a).items()}
     answers = model([request, {k: v[None] for k, v in to_wire(empty).items()}])
     want = run_policy(host.loaded.model, a)
-    np.testing.assert_array_equal(answers[0]["SCORES"][0], want["scores"])
+    # the scores travel for the fitting (job, node) pairs only; the client puts them back in place
+    fit = a.fits[a.which]
+    assert 0 < fit.sum() < fit.size and answers[0]["SCORES_FIT"].shape == (1, fit.sum())
+    got = unpack_scores({"scores_fit": answers[0]["SCORES_FIT"][0]}, a)["scores"]
+    np.testing.assert_array_equal(got, want["scores"])
+    assert np.isneginf(got[~fit]).all() and np.isfinite(got[fit]).all()
     np.testing.assert_array_equal(answers[0]["NODE_PART"][0], want["node_part"])
     assert answers[0]["VERSION"].tolist() == [[b"v1"]]
-    assert answers[1]["SCORES"].shape == (1, 1, 12)  # the empty step's dummy row
+    assert answers[1]["SCORES"].shape == (1, 1, 1) and answers[1]["SCORES_FIT"].shape == (1, 1)  # dummies
+    # a request without FITS gets every pair's score
+    whole = model([{k: v[None] for k, v in to_wire(replace(a, fits=None)).items()}])[0]
+    np.testing.assert_array_equal(whole["SCORES"][0][fit], want["scores"][fit])
+    assert np.isfinite(whole["SCORES"][0]).all()
 
 
 def test_host_swaps_to_the_new_latest_and_keeps_serving_on_a_broken_one(tmp_path):
