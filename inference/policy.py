@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from inference.encoders import EncoderCache, get_encoder
-from inference.features.jobs import job_demand
+from inference.features.jobs import JobRows, job_demand
 from inference.features.pair_cache import PairCache
 from inference.features.pairs import pair_features
 from inference.prepared_step import PreparedStep, StepStatus
@@ -98,6 +98,7 @@ class LearnedPolicy(BasePolicy):
         self._encoders: dict[str, EncoderCache] = {}
         self._pair_caches: dict[int, PairCache] = {}  # per node table (a worker steps each cluster in turn)
         self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
+        self._job_rows = JobRows()  # the pending jobs' feature rows, kept from step to step
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -175,7 +176,8 @@ class LearnedPolicy(BasePolicy):
             if missing:
                 cache.put(missing, await self.backend.encode_async(missing))
             inputs, out = await self._caller(self.backend, snapshot, jobs, now, self.spec, cache,
-                                             knn=self.loaded.config.knn, pair_cache=self.pair_cache(snapshot))  # fmt: skip
+                                             knn=self.loaded.config.knn, pair_cache=self.pair_cache(snapshot),
+                                             job_rows=self._job_rows)  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
@@ -215,7 +217,7 @@ class LearnedPolicy(BasePolicy):
 
         self.backend.refresh()
         inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue,
-                              pair_cache=self.pair_cache(snapshot))  # fmt: skip
+                              pair_cache=self.pair_cache(snapshot), job_rows=self._job_rows)  # fmt: skip
         self.model_calls += 1
         try:
             step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))

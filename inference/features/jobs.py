@@ -10,6 +10,7 @@ whether GPU models are constrained, QoS one-hot, and the text embedding of the j
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,10 +31,48 @@ def job_demand(jobs: Sequence[JobRequest], now: float, spec: FeatureSpec, encode
     base = np.stack([
         cpu / CPU_UNIT, mem / MEM_UNIT, ngpu / GPU_UNIT, per / FULL, ngpu * per / (FULL * GPU_UNIT),
         (ngpu == 1) & (per < FULL), ngpu == 0, np.clip(prio / 10.0, -1.0, 1.0),
-        np.log1p(np.maximum(now - submit, 0.0)) / 10.0, np.log1p(np.maximum(dur, 0.0)) / 15.0, dur >= 0, constrained,
+        waited(submit, now), np.log1p(np.maximum(dur, 0.0)) / 15.0, dur >= 0, constrained,
     ], axis=1).astype(np.float32)  # fmt: skip
     qos = np.zeros((n, len(spec.qos_classes) + 1), dtype=np.float32)
     index = {q: i for i, q in enumerate(spec.qos_classes)}
     qos[np.arange(n), [index.get(j.qos, len(spec.qos_classes)) for j in jobs]] = 1.0
     text = encoder.encode([j.text for j in jobs]).reshape(n, spec.text_dim)
     return np.concatenate([base, qos, text], axis=1)
+
+
+WAITED = 8  # the time-waited column: the only one that changes while a job is pending
+
+
+def waited(submit: np.ndarray, now: float) -> np.ndarray:
+    """The time-waited column (``log1p(seconds) / 10``) for these submit times."""
+    return (np.log1p(np.maximum(now - submit, 0.0)) / 10.0).astype(np.float32)
+
+
+class JobRows:
+    """:func:`job_demand` kept from step to step. A pending job's row changes only in the time it
+    has waited, so a step computes whole only the rows of jobs it has not seen (their texts
+    embedded then), and the waited column of all: the same array, bit for bit (a test holds it).
+    A row is kept per job id together with the job object: a job resubmitted under the same id
+    is another object and is computed again (the worker keeps one object per pending job).
+    Starts over with another spec or encoder, and when it holds ``max_jobs`` rows."""
+
+    def __init__(self, max_jobs: int = 50_000) -> None:
+        self.max_jobs = max_jobs
+        self._key: tuple[Any, Any] | None = None
+        self._rows: dict[str, tuple[JobRequest, np.ndarray]] = {}
+
+    def __call__(self, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec, encoder: TextEncoder) -> np.ndarray:
+        if self._key is None or self._key[0] is not spec or self._key[1] is not encoder:
+            self._key, self._rows = (spec, encoder), {}
+        rows = self._rows
+        new = [j for j in jobs if (hit := rows.get(j.job_id)) is None or hit[0] is not j]
+        if new:
+            if len(rows) + len(new) > self.max_jobs:
+                rows.clear()
+            for j, row in zip(new, job_demand(new, now, spec, encoder), strict=True):
+                rows[j.job_id] = (j, row)
+        if not jobs:
+            return np.zeros((0, spec.job_dim), np.float32)
+        out = np.stack([rows[j.job_id][1] for j in jobs])
+        out[:, WAITED] = waited(np.array([j.submit_time for j in jobs], dtype=np.float64), now)
+        return out

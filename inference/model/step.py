@@ -53,7 +53,7 @@ import numpy as np
 
 from inference.encoders.base import TextEncoder
 from inference.features.fits import shape_fits
-from inference.features.jobs import job_demand
+from inference.features.jobs import JobRows, job_demand
 from inference.features.node_arrays import NodeArrays
 from inference.features.nodes import node_state
 from inference.features.pair_cache import PairCache
@@ -136,18 +136,20 @@ def step_shapes(jobs: Sequence[JobRequest], spec: FeatureSpec) -> tuple[list[Job
 
 def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec,
                  encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
-                 pair_cache: PairCache | None = None, pairs: bool = True) -> PolicyInputs:  # fmt: skip
+                 pair_cache: PairCache | None = None, pairs: bool = True,
+                 job_rows: JobRows | None = None) -> PolicyInputs:  # fmt: skip
     """The step's inputs on ``snapshot`` as it is now. ``queue``: the pending jobs' mean demand
     (default: the mean of ``jobs``' own rows, zeros for an empty step). ``pair_cache``: keeps the
-    pair features between steps (the same values, only the changed nodes recomputed). ``source``
+    pair features between steps (the same values, only the changed nodes recomputed); ``job_rows``
+    the job rows (only the new jobs' computed whole). ``source``
     is set unless the cluster has more GPU models than the compact arrays carry (module docstring).
     ``pairs=False``: ``pairs`` is left ``None`` when there is a ``source`` (for a backend that
     computes them from it; :func:`pair_rows` computes this process's copy meanwhile)."""
     first, which = step_shapes(jobs, spec)
     n = snapshot.num_nodes
-    job_rows = job_demand(jobs, now, spec, encoder)
+    rows_of = (job_rows or job_demand)(jobs, now, spec, encoder)
     if queue is None:
-        queue = job_rows.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
+        queue = rows_of.mean(axis=0) if len(jobs) else np.zeros(spec.job_dim, np.float32)
     try:  # what a Triton server computes the pairs from (module docstring)
         source: NodeArrays | None = NodeArrays.of(snapshot, first, fgd=bool(spec.workload))
     except ValueError:  # more GPU models than the compact arrays carry: the request sends the pairs
@@ -162,7 +164,7 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
         assert topo.groups is not None
         neighbours, groups = np.zeros((n, 0), dtype=np.int64), topo.groups
     return PolicyInputs(nodes=node_state(snapshot, spec), neighbours=neighbours, groups=groups,
-                        queue=np.asarray(queue, np.float32), jobs=job_rows, pairs=rows, which=which,
+                        queue=np.asarray(queue, np.float32), jobs=rows_of, pairs=rows, which=which,
                         source=source, fits=fits)  # fmt: skip
 
 

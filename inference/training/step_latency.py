@@ -52,17 +52,17 @@ def loaded_snapshot(nodes: Sequence[NodeView], pods: Sequence[JobRequest], fract
 
 
 def model_step(policy: Any, snap: ClusterSnapshot, jobs: Sequence[JobRequest], *,
-               pair_cache: Any = None) -> dict[str, float]:  # fmt: skip
+               pair_cache: Any = None, job_rows: Any = None) -> dict[str, float]:  # fmt: skip
     """One step's model call in ms for a :class:`~inference.policy.LearnedPolicy`: ``inputs``,
     ``model`` and their sum ``model step`` (the filters' masks are the scheduling core's, not timed).
-    Without ``pair_cache`` the pair features are computed afresh (what promotion times: the same
+    Without ``pair_cache`` (``job_rows``) the pair features (job rows) are computed afresh (what promotion times: the same
     state again and again would make a cache look free); ``ops.bench.learned_steps`` passes the
     policy's, over steps with placements and departures between them."""
     from inference.model.step import build_inputs
 
     t0 = time.perf_counter()
     inputs = build_inputs(snap, jobs, 0.0, policy.spec, policy.encoder(), knn=policy.loaded.config.knn,
-                          pair_cache=pair_cache)  # fmt: skip
+                          pair_cache=pair_cache, job_rows=job_rows)  # fmt: skip
     t1 = time.perf_counter()
     policy.backend.policy(inputs)
     t2 = time.perf_counter()
@@ -104,18 +104,19 @@ def consecutive_steps(policy: Any, snap: ClusterSnapshot, pods: Sequence[JobRequ
     cache (one untimed first step fills it), :class:`Churn` between them, plus ``changed nodes``
     and ``new shapes`` per step: the nodes that moved since the previous step and the job shapes
     the cache had not seen (module docstring). ``snap`` is copied, not changed."""
+    from inference.features.jobs import JobRows
     from inference.features.pair_cache import PairCache
 
     snap = snap.copy()
     queue = [pods[i % len(pods)] for i in range(pending)]
     between = Churn(snap, queue, list(pods), churn, seed)
-    cache = PairCache()
+    cache, rows = PairCache(), JobRows()
     samples: dict[str, list[float]] = {}
     last = (snap.cpu_free.copy(), snap.gpu_free.copy())
     for step in range(steps + 1):
         moved = (snap.cpu_free != last[0]) | (snap.gpu_free != last[1]).any(axis=1)  # since the last step
         last, shapes_before = (snap.cpu_free.copy(), snap.gpu_free.copy()), cache.stats.shapes_new
-        parts = model_step(policy, snap, queue, pair_cache=cache)
+        parts = model_step(policy, snap, queue, pair_cache=cache, job_rows=rows)
         if step:
             parts["changed nodes"] = float(np.count_nonzero(moved))
             parts["new shapes"] = float(cache.stats.shapes_new - shapes_before)

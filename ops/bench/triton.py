@@ -80,6 +80,7 @@ def clusters(sizes: list[int]) -> tuple[dict[int, Any], list[Any]]:
 def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], pending: list[int], repeat: int,
                deadline_ms: float, churn: int = 16) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     from inference.encoders import EncoderCache, get_encoder
+    from inference.features.jobs import JobRows
     from inference.features.pair_cache import PairCache
     from inference.model.step import build_inputs
     from inference.serving.models import to_wire
@@ -97,20 +98,23 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                 snap, jobs = base.copy(), [pods[i % len(pods)] for i in range(n)]
                 between = Churn(snap, jobs, pods, churn)
                 # each backend's own caches, so both compute the same changes
-                caches = {side: (PairCache(), EncoderCache(get_encoder(spec.encoder))) for side in ("local", "remote")}
+                caches = {side: (PairCache(), EncoderCache(get_encoder(spec.encoder)), JobRows())
+                          for side in ("local", "remote")}  # fmt: skip
                 samples: dict[str, list[float]] = {"features": [], "in-process": [], "triton": [], "step in-process": [],
                                                    "step triton": []}  # fmt: skip
                 payload: list[float] = []
                 for r in range(repeat + 1):
-                    cache, encoder = caches["local"]
+                    cache, encoder, job_rows = caches["local"]
                     t0 = time.perf_counter()
-                    inputs = build_inputs(snap, jobs, 0.0, spec, encoder, knn=local.loaded.config.knn, pair_cache=cache)
+                    inputs = build_inputs(snap, jobs, 0.0, spec, encoder, knn=local.loaded.config.knn, pair_cache=cache,
+                                          job_rows=job_rows)  # fmt: skip
                     t1 = time.perf_counter()
                     want = local.policy(inputs)
                     t2 = time.perf_counter()
-                    cache, encoder = caches["remote"]
+                    cache, encoder, job_rows = caches["remote"]
                     sent_inputs, got = loop.run_until_complete(caller(timed, snap, jobs, 0.0, spec, encoder,
-                                                                      knn=local.loaded.config.knn, pair_cache=cache))  # fmt: skip
+                                                                      knn=local.loaded.config.knn, pair_cache=cache,
+                                                                      job_rows=job_rows))  # fmt: skip
                     t3 = time.perf_counter()
                     assert sent_inputs.pairs is not None and np.array_equal(sent_inputs.pairs, inputs.pairs)
                     if inputs.source is not None:  # the same step with the pair features sent (as before)

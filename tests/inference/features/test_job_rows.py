@@ -1,0 +1,31 @@
+"""The job rows kept from step to step are, bit for bit, what computing them afresh gives."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from inference_helpers import pod_mix
+
+from inference.encoders import EncoderCache, get_encoder
+from inference.features.jobs import WAITED, JobRows, job_demand
+from inference.features.spec import FeatureSpec
+
+SPEC = FeatureSpec(gpu_models=("A10", "T4"), text_dim=16, encoder="hashed-ngram-16")
+
+
+def test_kept_rows_equal_fresh_ones_as_time_passes_jobs_arrive_and_one_is_resubmitted():
+    assert SPEC.job_names[WAITED] == "log_waited"
+    encoder = EncoderCache(get_encoder(SPEC.encoder))
+    pool = [replace(p, submit_time=float(i)) for i, p in enumerate(pod_mix(60, seed=7))]
+    rows = JobRows()
+    queue = pool[:20]
+    for step in range(8):
+        now = 30.0 + 7.5 * step
+        got = rows(queue, now, SPEC, encoder)
+        np.testing.assert_array_equal(got, job_demand(queue, now, SPEC, encoder))
+        queue = queue[3:] + pool[20 + 3 * step: 23 + 3 * step]  # some placed, some arrived
+    again = replace(queue[0], cpu_milli=queue[0].cpu_milli + 1000)  # the same id, resubmitted larger
+    got = rows([again, *queue[1:]], 99.0, SPEC, encoder)
+    np.testing.assert_array_equal(got, job_demand([again, *queue[1:]], 99.0, SPEC, encoder))
+    assert rows([], 1.0, SPEC, encoder).shape == (0, SPEC.job_dim)
