@@ -21,12 +21,15 @@ from functools import lru_cache
 
 import numpy as np
 
+from inference.features.fits import shape_fits
 from inference.features.nodes import safe_div
 from inference.features.spec import FeatureSpec, WorkloadRow
 from scheduling.job import JobRequest
 from scheduling.metrics.fragmentation import PodType, Workload, node_fragmentation
 from scheduling.policies.fgd import FGD
 from scheduling.snapshot import ClusterSnapshot
+
+PREFILTER_FROM = 64  # nodes: below, the resource check costs more than FGD on the nodes it would skip
 
 
 @lru_cache(maxsize=8)
@@ -111,10 +114,19 @@ def frag_parts(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
 def frag_parts_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
                     nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """:func:`frag_parts` of several jobs on the same ``nodes``, ``([J, M], [J, M])``: FGD's node
-    terms once for all of them (:meth:`scheduling.policies.fgd.FGD.score_many`)."""
+    terms once for all of them (:meth:`scheduling.policies.fgd.FGD.score_many`). On many nodes,
+    FGD runs only on those where some of the jobs fits by resources
+    (:func:`inference.features.fits.shape_fits`, which holds every node FGD's ``fits`` does); the
+    score is ``-inf`` on the others, as FGD's own is where a job does not fit, and ``fits``
+    False — the same columns."""
     s = snapshot
     sel = np.asarray(nodes, dtype=np.int64)
-    cont = _fgd(spec.workload).score_many(jobs, s, sel)
+    if len(sel) > PREFILTER_FROM:  # FGD's terms only where some job fits by resources (19 % of nodes at 70 % load)
+        some = shape_fits(jobs, s, spec, sel).any(axis=0)
+        cont = np.full((len(jobs), len(sel)), -np.inf)
+        cont[:, some] = _fgd(spec.workload).score_many(jobs, s, sel[some])
+    else:
+        cont = _fgd(spec.workload).score_many(jobs, s, sel)
     demand = np.array([[j.cpu_milli, j.memory_mib] for j in jobs], dtype=np.int64).reshape(len(jobs), 2)
     fits = (np.isfinite(cont) & (s.cpu_free[sel] >= demand[:, :1]) & (s.mem_free[sel] >= demand[:, 1:])
             & s.healthy[sel])  # fmt: skip

@@ -24,9 +24,11 @@ from scheduling.resources import FULL_GPU_MILLI
 from scheduling.snapshot import ClusterSnapshot
 
 
-def shape_fits(shape_jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
-    """bool ``[S, N]``: the node has room for one job of each shape (module docstring)."""
-    s = snapshot
+def shape_fits(shape_jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
+               nodes: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """bool ``[S, N]``: the node has room for one job of each shape (module docstring); with
+    ``nodes`` (indices) ``[S, len(nodes)]`` on those only."""
+    s = _Nodes(snapshot, nodes)
     demand = np.array([[j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli] for j in shape_jobs],
                       dtype=np.int64).reshape(len(shape_jobs), 4)  # fmt: skip
     cpu, mem, num, per = (demand[:, i, None] for i in range(4))  # [S, 1] each
@@ -41,3 +43,17 @@ def shape_fits(shape_jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec
             if job.num_gpu and job.gpu_models:
                 fits[i] &= s.model_mask(job.gpu_models)
     return fits
+
+
+class _Nodes:
+    """The snapshot's arrays :func:`shape_fits` reads, on all nodes or on ``nodes``."""
+
+    def __init__(self, snapshot: ClusterSnapshot, nodes: np.ndarray | None) -> None:
+        sel: slice | np.ndarray = slice(None) if nodes is None else nodes
+        self.sel, self.snapshot = sel, snapshot
+        for name in ("cpu_free", "mem_free", "healthy", "num_gpu", "gpu_free_milli", "gpu_max_free", "gpu_full_free",
+                     "gpu_free"):  # fmt: skip
+            setattr(self, name, getattr(snapshot, name)[sel])
+
+    def model_mask(self, models: frozenset[str]) -> np.ndarray:
+        return self.snapshot.model_mask(models)[self.sel]

@@ -4,6 +4,7 @@ returns, while recomputing only the nodes that changed."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from inference_helpers import job, pod_mix, small_snapshot
 
 from inference.features.pair_cache import PairCache
@@ -44,9 +45,10 @@ def _steps(snap: ClusterSnapshot, seed: int, steps: int = 25):
         yield [pool[int(i)] for i in rng.choice(len(pool), size=int(rng.integers(1, 12)), replace=False)]
 
 
-def test_cached_pairs_equal_fresh_ones_over_many_steps():
+@pytest.mark.parametrize("nodes", [16, 96])  # 96: FGD's columns of a new shape only where it fits (PREFILTER_FROM)
+def test_cached_pairs_equal_fresh_ones_over_many_steps(nodes):
     for spec in (LEAN, FRAG):
-        snap = small_snapshot(16)
+        snap = small_snapshot(nodes)
         cache = PairCache(max_shapes=6)  # small: shapes are evicted and come back
         for jobs in _steps(snap, seed=1):
             np.testing.assert_array_equal(cache.pairs(jobs, snap, spec), pair_features_many(jobs, snap, spec))
