@@ -39,6 +39,7 @@ from streams.decision_records import (
     rejected_record,
     waiting_record,
 )
+from streams.heap import freeze_start_up_heap
 from streams.policy_warm_up import PolicyWarmUp
 from streams.state import PendingJob, RunningJob
 from streams.table_views import TableViews
@@ -306,6 +307,7 @@ def register_loop(w: Worker) -> SchedulingLoop:
     @w.app.task
     async def scheduling_loop() -> None:
         await loop.warm_up.at_start()
+        freeze_start_up_heap(loop.stats)  # a full collection over them would pause a step (streams/heap.py)
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(loop.woken.wait(), timeout=step)

@@ -40,6 +40,7 @@ def run(make_stack, env: dict[str, str]):  # type: ignore[no-untyped-def]
     assert st["finished"] == N, st
     assert st["loop"]["warm_ups"] >= 1, st["loop"]  # the made-up step before the first real one
     assert st["log_level"] == "WARNING"  # (Faust's start-up spinner would leave the root logger at DEBUG)
+    assert st["loop"]["gc_frozen"] > 10_000  # the start-up heap, out of the collector's full passes
     for _ in range(40):
         if p.scalar("SELECT count() FROM decisions FINAL WHERE outcome = 'placed'") == N:
             break
