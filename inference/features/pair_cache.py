@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from inference.features.fits import shape_fits
 from inference.features.pairs import Shape, local_pair_dim, local_pairs, pair_shape
 from inference.features.spec import FeatureSpec
 from scheduling.job import JobRequest
@@ -49,6 +50,7 @@ class PairCache:
         self._used: dict[Shape, int] = {}  # shape -> the call that last asked for it
         self._rows = np.zeros((0, 0, 0), dtype=np.float32)  # [slots, N, pair_dim]
         self._dirty = np.zeros((0, 0), dtype=bool)  # [slots, N]: changed since the slot was updated
+        self._room = np.zeros((0, 0), dtype=bool)  # [slots, N]: the shape fits by resources (shape_fits)
         self._fits = np.zeros((0, 0), dtype=bool)  # [slots, N]: the shape fits the node (workload specs)
         self._quant = np.zeros((0, 0), dtype=np.float32)  # [slots, N]: FGD's quantised score / 100 (the same)
         self._tie = np.zeros((0, 2, 0), dtype=bool)  # [slots, 2, N]: the tie set and pick, as in the rows
@@ -63,6 +65,12 @@ class PairCache:
     def pairs(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec) -> np.ndarray:
         """float32 ``[len(jobs), N, spec.pair_dim]``, equal to ``pair_features_many(jobs, snapshot, spec)``.
         ``jobs`` are one per shape (repeats are computed once and returned twice)."""
+        return self.pairs_and_room(jobs, snapshot, spec)[0]
+
+    def pairs_and_room(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot,
+                       spec: FeatureSpec) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+        """:meth:`pairs` and bool ``[len(jobs), N]``: where each job's shape fits by resources, equal to
+        :func:`~inference.features.fits.shape_fits` (a node-local column, kept the same way)."""
         if snapshot.table is not self._table or spec is not self._spec:
             self.clear()
             self._table, self._spec = snapshot.table, spec
@@ -86,7 +94,8 @@ class PairCache:
             self._slot[k] = self._free_slot()
             self._dirty[self._slot[k]] = True
         self._update([first[k] for k in first], [self._slot[k] for k in first], snapshot, spec)
-        return self._rows[[self._slot[k] for k in keys]]
+        slots = [self._slot[k] for k in keys]
+        return self._rows[slots], self._room[slots]
 
     # -- bringing slots up to date -----------------------------------------------------------
     def _update(self, jobs: list[JobRequest], slots: list[int], snapshot: ClusterSnapshot, spec: FeatureSpec) -> None:
@@ -131,9 +140,11 @@ class PairCache:
             return
         local = local_pair_dim(spec)
         out = np.empty((local, len(jobs), len(nodes)), dtype=np.float32)
-        local_pairs(jobs, snapshot, spec, slice(None) if len(nodes) == dirty.shape[1] else nodes, out)
+        every = len(nodes) == dirty.shape[1]
+        local_pairs(jobs, snapshot, spec, slice(None) if every else nodes, out)
         # every slot on the union of their nodes: a row that was current is written with the value it had
         self._rows[np.ix_(slots, nodes, np.arange(local))] = out.transpose(1, 2, 0)  # [S, M, local]
+        self._room[np.ix_(slots, nodes)] = shape_fits(jobs, snapshot, spec, None if every else nodes)
 
     def _changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity or health differ from the last call."""
@@ -171,6 +182,7 @@ class PairCache:
             return out
 
         self._rows = grow(self._rows, (slots, n, p))
+        self._room = grow(self._room, (slots, n))
         self._dirty = grow(self._dirty, (slots, n))
         self._fits = grow(self._fits, (slots, n if workload else 0))
         self._quant = grow(self._quant, (slots, n if workload else 0))

@@ -154,8 +154,12 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
         source: NodeArrays | None = NodeArrays.of(snapshot, first, fgd=bool(spec.workload))
     except ValueError:  # more GPU models than the compact arrays carry: the request sends the pairs
         source = None
-    rows = pair_rows(first, snapshot, spec, pair_cache) if pairs or source is None else None
-    fits = shape_fits(first, snapshot, spec)
+    rows: np.ndarray | None = None
+    if pair_cache is not None and (pairs or source is None):
+        rows, fits = pair_cache.pairs_and_room(first, snapshot, spec)
+    else:
+        rows = pair_rows(first, snapshot, spec) if pairs or source is None else None
+        fits = shape_fits(first, snapshot, spec)
     topo = build_topology(snapshot, spec, knn)
     if topo.kind == "knn":
         assert topo.neighbours is not None

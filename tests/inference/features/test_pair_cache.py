@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from inference_helpers import job, pod_mix, small_snapshot
 
+from inference.features.fits import shape_fits
 from inference.features.pair_cache import PairCache
 from inference.features.pairs import pair_features_many
 from inference.features.spec import FeatureSpec
@@ -51,7 +52,9 @@ def test_cached_pairs_equal_fresh_ones_over_many_steps(nodes):
         snap = small_snapshot(nodes)
         cache = PairCache(max_shapes=6)  # small: shapes are evicted and come back
         for jobs in _steps(snap, seed=1):
-            np.testing.assert_array_equal(cache.pairs(jobs, snap, spec), pair_features_many(jobs, snap, spec))
+            rows, room = cache.pairs_and_room(jobs, snap, spec)
+            np.testing.assert_array_equal(rows, pair_features_many(jobs, snap, spec))
+            np.testing.assert_array_equal(room, shape_fits(jobs, snap, spec))
         assert cache.stats.shapes_hit > 0 and cache.stats.shapes_new > 0
         assert len(cache) <= 6 + 12
 
