@@ -173,6 +173,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     from inference.backends import InProcessBackend
     from inference.policy import default_model_dir
     from inference.serving.client import TritonBackend
+    from inference.training.step_latency import frozen_heap
     from ops.reports import Report
 
     started = time.perf_counter()
@@ -193,7 +194,8 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     try:
         remote = TritonBackend(model_dir, url=url, deadline_ms=60_000)
         snaps, pods = clusters(nodes)
-        rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn)
+        with frozen_heap():  # as the worker runs (streams/heap.py)
+            rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn)
         remote.close()
     finally:
         if handle is not None:
