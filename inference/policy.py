@@ -12,8 +12,10 @@ call and says so: ``fell_back``, ``fallback_reason``, ``model_version = None``.
 
 **One model call per step.** The step's inputs (:func:`inference.model.step.build_inputs`:
 node state, topology, every pending job, pair features per distinct resource shape) go to
-the backend once; it answers the scores of every (job, node) on the step-start state and
-the head's node term. The pair features are kept from step to step
+the backend once; it answers the scores of every (job, node) where the job's shape fits by
+resources (:mod:`inference.features.fits`; ``-inf`` elsewhere) on the step-start state, and the
+head's node term. A node that the filters accept but the model did not score (a filter chain
+without the health filter, say) is scored within the step. The pair features are kept from step to step
 (:class:`inference.features.pair_cache.PairCache`): only the nodes whose free capacity changed
 since the last step, and the shapes not seen before, are computed. Then, while ``schedule_step`` reserves jobs one by one, a node that an
 earlier placement of the same step changed is re-scored for each later job with the local
@@ -311,8 +313,9 @@ class LearnedPolicy(BasePolicy):
         return float(np.asarray(cost)[i, hit[0], 0]) if len(hit) else None
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
-        """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (unmasked), the
-        way the worker calls the backend once per step."""
+        """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (not masked by the
+        filters; ``-inf`` where a job's shape does not fit by resources), the way the worker calls
+        the backend once per step."""
         step = self._call(snapshot, jobs, now, None)
         if step is None:
             raise RuntimeError(self.last_step.reason)
