@@ -44,6 +44,7 @@ URL_ENV = "SEMSCHED_TRITON_URL"
 DEADLINE_ENV = "SEMSCHED_TRITON_DEADLINE_MS"
 ENCODE_DEADLINE_ENV = "SEMSCHED_TRITON_ENCODE_DEADLINE_MS"
 ENCODE_CHUNK = 256  # the job_encoder's max_batch_size
+DEFAULT_DEADLINE_MS = 500.0  # of one step's policy call and of a job_encoder call (module docstring)
 
 
 def _env_float(name: str, default: float) -> float:
@@ -119,9 +120,9 @@ class TritonBackend:
         self.model_dir = Path(model_dir) if model_dir is not None else None
         self.loaded = loaded if loaded is not None else load_model(Path(model_dir))  # type: ignore[arg-type]
         self.url = url or os.environ.get(URL_ENV) or "localhost:8001"
-        self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, 500.0)
+        self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, DEFAULT_DEADLINE_MS)
         self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
-                                   else _env_float(ENCODE_DEADLINE_ENV, 500.0))  # fmt: skip
+                                   else _env_float(ENCODE_DEADLINE_ENV, DEFAULT_DEADLINE_MS))  # fmt: skip
         self.reload_error: str | None = None
         self.watch_s = watch_s
         self._checked = time.monotonic()

@@ -36,6 +36,7 @@ that would have missed the worker's default deadline.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -167,16 +168,18 @@ class _Timed:
 
 
 def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[int], nodes: list[int], repeat: int,
-                     deadline_ms: float, out_dir: Path, command: str, churn: int = 16) -> int:  # fmt: skip
+                     deadline_ms: float | None, out_dir: Path, command: str, churn: int = 16) -> int:  # fmt: skip
     import torch
 
     from inference.backends import InProcessBackend
     from inference.policy import default_model_dir
-    from inference.serving.client import TritonBackend
+    from inference.serving.client import DEADLINE_ENV, DEFAULT_DEADLINE_MS, TritonBackend
     from inference.training.step_latency import frozen_heap
     from ops.reports import Report
 
     started = time.perf_counter()
+    if deadline_ms is None:  # the worker's (TritonBackend's) deadline
+        deadline_ms = float(os.environ.get(DEADLINE_ENV) or DEFAULT_DEADLINE_MS)
     model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
     if not (model_dir / "config.json").is_file():
         console.print(f"[red]no model in {model_dir}: run `semsched train` or pass --model[/red]")

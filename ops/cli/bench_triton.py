@@ -15,7 +15,8 @@ def triton(
     repeat: int = typer.Option(20, help="Timed steps per size (after one warm-up)."),
     churn: int = typer.Option(16, min=0, help="Placements, arrivals and departures between consecutive steps "
                               "(both sides keep their pair features from step to step)."),
-    deadline_ms: float = typer.Option(50.0, help="Count the Triton calls slower than this (the worker's deadline)."),
+    deadline_ms: float = typer.Option(None, help="Count the Triton calls slower than this (default: the worker's "
+                                      "deadline, $SEMSCHED_TRITON_DEADLINE_MS, else 500)."),  # fmt: skip
     out: Path = typer.Option(Path("reports"), help="Directory for bench-triton.md/.json and plots."),
 ) -> None:
     """Decision latency per scheduling step (p50 / p99) via Triton (gRPC) beside in-process."""
