@@ -292,6 +292,9 @@ class LearnedPolicy(BasePolicy):
             if step.version and step.version != self.model_version:
                 self.backend.refresh(force=True)  # the server answered with a version we do not hold yet
             if step.version and step.version != self.model_version:
+                if np.isneginf(scores[nodes]).any():  # nodes the model did not score: the rest of the step falls back
+                    raise RuntimeError(f"local model {self.model_version} != {step.version} cannot score nodes "
+                                       "the step's call did not")  # fmt: skip
                 self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
                 return scores
             rows = pairs[nodes] if pairs is not None else pair_features(job, snapshot, self.spec, np.flatnonzero(nodes))

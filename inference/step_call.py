@@ -47,13 +47,16 @@ class StepCaller:
         if inputs.pairs is not None:  # in-process, or no compact arrays (the request carries the pairs)
             return inputs, await backend.policy_async(inputs)
         call = asyncio.ensure_future(backend.policy_async(inputs))
+        computed = asyncio.get_running_loop().run_in_executor(self._executor(), _pairs, jobs, snapshot, spec,
+                                                              pair_cache)  # fmt: skip
         try:
-            rows = await asyncio.get_running_loop().run_in_executor(self._executor(), _pairs, jobs, snapshot, spec,
-                                                                    pair_cache)  # fmt: skip
-        except BaseException:
+            rows = await asyncio.shield(computed)
+        except BaseException:  # a failure, or this step cancelled: the call goes, the thread is waited for
             call.cancel()
             with contextlib.suppress(BaseException):
                 await call
+            with contextlib.suppress(BaseException):  # it may still be writing the pair cache
+                await computed
             raise
         return replace(inputs, pairs=rows), await call
 

@@ -7,7 +7,8 @@ this machine, and such a pause lands on whichever step is running (in a benchmar
 230,000 objects it was the slowest of 300 consecutive model steps, 78–99 ms against a p99 of
 11). :func:`freeze_start_up_heap` collects once and moves the survivors to the permanent
 generation that collections skip (``gc.freeze``); what the worker allocates later is collected
-as before.
+as before. The price: a start-up object that later becomes garbage in a reference cycle (the
+first model version after a swap, say) is never freed — once, bounded by the start-up heap.
 """
 
 from __future__ import annotations

@@ -121,7 +121,7 @@ def frag_parts_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec:
     False — the same columns."""
     s = snapshot
     sel = np.asarray(nodes, dtype=np.int64)
-    if len(sel) > PREFILTER_FROM:  # FGD's terms only where some job fits by resources (19 % of nodes at 70 % load)
+    if len(sel) > PREFILTER_FROM:  # FGD's terms only on nodes where some of the jobs fits by resources
         some = shape_fits(jobs, s, spec, sel).any(axis=0)
         cont = np.full((len(jobs), len(sel)), -np.inf)
         cont[:, some] = _fgd(spec.workload).score_many(jobs, s, sel[some])

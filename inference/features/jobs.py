@@ -66,9 +66,9 @@ class JobRows:
             self._key, self._rows = (spec, encoder), {}
         rows = self._rows
         new = [j for j in jobs if (hit := rows.get(j.job_id)) is None or hit[0] is not j]
+        if len(rows) + len(new) > self.max_jobs:  # full: keep this call's jobs only
+            self._rows = rows = {j.job_id: rows[j.job_id] for j in jobs if j.job_id in rows and rows[j.job_id][0] is j}
         if new:
-            if len(rows) + len(new) > self.max_jobs:
-                rows.clear()
             for j, row in zip(new, job_demand(new, now, spec, encoder), strict=True):
                 rows[j.job_id] = (j, row)
         if not jobs:

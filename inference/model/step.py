@@ -25,12 +25,13 @@ on a Triton server (the ``policy`` model of :mod:`inference.serving`): both buil
   instead of ~3–4 MB at 51 shapes × 1,213 nodes) and the server computes ``pairs`` from them
   with the same code (:mod:`inference.serving.pairs`). ``pairs`` is still computed here (the
   in-process backend and in-step re-scoring read it); for such a backend, while the request is
-  in flight (:func:`inference.step_call.call_backend`).
+  in flight (:class:`inference.step_call.StepCaller`).
 
 - ``fits`` bool ``[S, N]`` (optional): the (shape, node) pairs where a job of the shape fits by
   resources (:func:`inference.features.fits.shape_fits`, a superset of what the filters accept).
   A shape-factored head scores only those (19 % of the pairs at 70 % load); the others score
-  ``-inf``. Without it (or with a head per (job, node)) every pair is scored.
+  ``-inf`` (a head per (job, node) computes every pair, then sets those). Without it every pair
+  is scored.
 
 **Outputs**: ``scores`` float32 ``[J, N]`` (the decision scores, ``-inf`` where ``fits`` says the
 job's shape does not fit; the filters mask the rest),

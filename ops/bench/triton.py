@@ -23,7 +23,8 @@ with the same state again and again, the pair caches on both sides would recompu
   own pair and text caches, so both compute the same changes;
 - **triton - in-process**: step triton − step in-process, step by step; **triton, pairs sent**:
   the same step once more with the pair features on the wire (what every request carried
-  before the server computed them; the request is ~10× larger).
+  before the server computed them; the request is ~10× larger; it carries ``FITS`` and gets
+  the packed answer like the compact one).
 
 Every step's Triton scores are checked against in-process (to 1e-4), and the overlapped pair
 features against the in-process step's (bit for bit).

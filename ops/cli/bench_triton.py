@@ -15,7 +15,7 @@ def triton(
     repeat: int = typer.Option(20, help="Timed steps per size (after one warm-up)."),
     churn: int = typer.Option(16, min=0, help="Placements, arrivals and departures between consecutive steps "
                               "(both sides keep their pair features from step to step)."),
-    deadline_ms: float = typer.Option(None, help="Count the Triton calls slower than this (default: the worker's "
+    deadline_ms: float | None = typer.Option(None, help="Count the Triton calls slower than this (default: the worker's "
                                       "deadline, $SEMSCHED_TRITON_DEADLINE_MS, else 500)."),  # fmt: skip
     out: Path = typer.Option(Path("reports"), help="Directory for bench-triton.md/.json and plots."),
 ) -> None:

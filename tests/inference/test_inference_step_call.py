@@ -28,11 +28,13 @@ class Backend:
     def __init__(self, computes_pairs: bool, release: asyncio.Event | None = None) -> None:
         self.computes_pairs, self.release = computes_pairs, release
         self.started = threading.Event()
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.seen: list[bool] = []  # per call: did the request carry the pairs
         self.cancelled = False
 
     async def policy_async(self, inputs):
         self.seen.append(inputs.pairs is not None)
+        self.loop = asyncio.get_running_loop()
         self.started.set()
         try:
             if self.release is not None:
@@ -44,26 +46,36 @@ class Backend:
 
 
 class WaitingCache(PairCache):
-    """A pair cache that computes only once the backend call has started (or fails instead)."""
+    """A pair cache that computes only once the backend call has started (or fails instead), and
+    then lets the backend answer: only a call in flight while the pairs are computed completes."""
 
     def __init__(self, backend: Backend, fail: bool = False) -> None:
         super().__init__()
         self.backend, self.fail = backend, fail
 
-    def pairs(self, jobs, snapshot, spec):
+    def pairs_and_room(self, jobs, snapshot, spec):
         if not self.backend.started.wait(10):  # never started: the call did not overlap
             raise AssertionError("the backend call had not started while the pair features were computed")
         if self.fail:
             raise RuntimeError("pair features failed")
-        return super().pairs(jobs, snapshot, spec)
+        out = super().pairs_and_room(jobs, snapshot, spec)
+        if self.backend.release is not None:
+            self.backend.loop.call_soon_threadsafe(self.backend.release.set)
+        return out
 
 
 def _call(backend, cache, spec=FRAG):
     snap, jobs = small_snapshot(), pod_mix(40, seed=5)
     caller = StepCaller()
+
+    async def call():
+        if backend.release is None:
+            backend.release = asyncio.Event()  # (made on the running loop)
+        return await asyncio.wait_for(caller(backend, snap, jobs, 3.0, spec, EncoderCache(get_encoder(spec.encoder)),
+                                             pair_cache=cache), 20)  # fmt: skip
+
     try:
-        inputs, out = asyncio.run(caller(backend, snap, jobs, 3.0, spec, EncoderCache(get_encoder(spec.encoder)),
-                                         pair_cache=cache))  # fmt: skip
+        inputs, out = asyncio.run(call())
     finally:
         caller.close()
     want = build_inputs(snap, jobs, 3.0, spec, EncoderCache(get_encoder(spec.encoder)))
@@ -81,9 +93,21 @@ def test_a_backend_that_computes_the_pairs_gets_the_request_while_they_are_compu
 
 def test_an_in_process_backend_gets_the_pairs_in_the_request():
     backend = Backend(computes_pairs=False)
-    inputs, _, want = _call(backend, PairCache())
+    backend.release = None  # answers at once
+    inputs, _, want = _call_at_once(backend)
     assert backend.seen == [True]
     np.testing.assert_array_equal(inputs.pairs, want.pairs)
+
+
+def _call_at_once(backend):
+    snap, jobs = small_snapshot(), pod_mix(40, seed=5)
+    caller = StepCaller()
+    try:
+        inputs, out = asyncio.run(caller(backend, snap, jobs, 3.0, FRAG, EncoderCache(get_encoder(FRAG.encoder)),
+                                         pair_cache=PairCache()))  # fmt: skip
+    finally:
+        caller.close()
+    return inputs, out, build_inputs(snap, jobs, 3.0, FRAG, EncoderCache(get_encoder(FRAG.encoder)))
 
 
 def test_a_failure_while_computing_the_pairs_cancels_the_call():
@@ -92,8 +116,8 @@ def test_a_failure_while_computing_the_pairs_cancels_the_call():
         caller = StepCaller()
         snap, jobs = small_snapshot(), pod_mix(10, seed=1)
         with pytest.raises(RuntimeError, match="pair features failed"):
-            await caller(backend, snap, jobs, 0.0, FRAG, EncoderCache(get_encoder(FRAG.encoder)),
-                         pair_cache=WaitingCache(backend, fail=True))  # fmt: skip
+            await asyncio.wait_for(caller(backend, snap, jobs, 0.0, FRAG, EncoderCache(get_encoder(FRAG.encoder)),
+                                          pair_cache=WaitingCache(backend, fail=True)), 20)  # fmt: skip
         caller.close()
         return backend
 

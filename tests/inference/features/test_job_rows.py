@@ -29,3 +29,15 @@ def test_kept_rows_equal_fresh_ones_as_time_passes_jobs_arrive_and_one_is_resubm
     got = rows([again, *queue[1:]], 99.0, SPEC, encoder)
     np.testing.assert_array_equal(got, job_demand([again, *queue[1:]], 99.0, SPEC, encoder))
     assert rows([], 1.0, SPEC, encoder).shape == (0, SPEC.job_dim)
+
+
+def test_a_full_cache_keeps_the_rows_of_the_call_and_starts_over_for_another_spec():
+    encoder = EncoderCache(get_encoder(SPEC.encoder))
+    pool = pod_mix(30, seed=2)
+    rows = JobRows(max_jobs=10)
+    rows(pool[:8], 5.0, SPEC, encoder)
+    for queue in (pool[:12], pool[12:20] + pool[:3], pool[5:15]):  # over max_jobs, some seen before
+        np.testing.assert_array_equal(rows(queue, 9.0, SPEC, encoder), job_demand(queue, 9.0, SPEC, encoder))
+    other = FeatureSpec(gpu_models=("A10",), text_dim=8, encoder="hashed-ngram-8")  # rows of another width
+    small = EncoderCache(get_encoder(other.encoder))
+    np.testing.assert_array_equal(rows(pool[:4], 9.0, other, small), job_demand(pool[:4], 9.0, other, small))

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from inference_helpers import job, pod_mix, small_snapshot
 
+from inference.features.cluster import PREFILTER_FROM
 from inference.features.fits import shape_fits
 from inference.features.pair_cache import PairCache
 from inference.features.pairs import pair_features_many
@@ -46,7 +47,7 @@ def _steps(snap: ClusterSnapshot, seed: int, steps: int = 25):
         yield [pool[int(i)] for i in rng.choice(len(pool), size=int(rng.integers(1, 12)), replace=False)]
 
 
-@pytest.mark.parametrize("nodes", [16, 96])  # 96: FGD's columns of a new shape only where it fits (PREFILTER_FROM)
+@pytest.mark.parametrize("nodes", [16, PREFILTER_FROM + 32])  # the second: FGD only where a shape fits
 def test_cached_pairs_equal_fresh_ones_over_many_steps(nodes):
     for spec in (LEAN, FRAG):
         snap = small_snapshot(nodes)
