@@ -119,3 +119,11 @@ def test_job_encoder_model_batches_all_requests_in_one_encode(tmp_path):
     np.testing.assert_array_equal(np.concatenate([out[0]["EMBEDDING"], out[1]["EMBEDDING"]]), want)
     assert out[1]["VERSION"].tolist() == [[b"v1"]]
     assert load_model(tmp_path / "latest").config.spec.encoder == model.encoder_name
+
+
+def test_batch_rows_of_packed_scores_with_different_lengths_are_padded():
+    from inference.serving.models import stack_rows
+
+    out = stack_rows([np.arange(3, dtype=np.float32), np.ones(1, np.float32)])
+    assert out.shape == (2, 3) and out[0].tolist() == [0, 1, 2] and out[1, 0] == 1 and np.isnan(out[1, 1:]).all()
+    assert stack_rows([np.ones((2, 2)), np.zeros((2, 2))]).shape == (2, 2, 2)
