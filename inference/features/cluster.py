@@ -93,7 +93,8 @@ def frag_pair_features(job: JobRequest, snapshot: ClusterSnapshot, spec: Feature
 def frag_parts(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
                nodes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """``(score, fits)`` on ``nodes`` (indices; default all): FGD's continuous score
-    (sigmoid(decrease / 1000) × 100) and whether the job fits. Each node's values depend on that
+    (sigmoid(decrease / 1000) × 100) and whether the job fits: FGD scores it and it fits by
+    resources (:func:`inference.features.fits.shape_fits`). Each node's values depend on that
     node alone, so a caller can keep them and recompute only the nodes that changed
     (:class:`inference.features.pair_cache.PairCache`); :func:`frag_columns` makes the columns."""
     s = snapshot
@@ -105,10 +106,7 @@ def frag_parts(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
         mask = np.zeros(s.num_nodes, dtype=bool)
         mask[sel] = True
     cont = _fgd(spec.workload).score(job, s, mask)[sel]
-    fits = np.isfinite(cont) & (s.cpu_free[sel] >= job.cpu_milli) & (s.mem_free[sel] >= job.memory_mib) & s.healthy[sel]
-    if job.gpu_models:
-        fits &= s.model_mask(frozenset(job.gpu_models))[sel]
-    return cont, fits
+    return cont, np.isfinite(cont) & shape_fits([job], s, spec, None if nodes is None else sel)[0]
 
 
 def frag_parts_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
@@ -121,19 +119,14 @@ def frag_parts_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec:
     False — the same columns."""
     s = snapshot
     sel = np.asarray(nodes, dtype=np.int64)
+    room = shape_fits(jobs, s, spec, sel)
     if len(sel) > PREFILTER_FROM:  # FGD's terms only on nodes where some of the jobs fits by resources
-        some = shape_fits(jobs, s, spec, sel).any(axis=0)
+        some = room.any(axis=0)
         cont = np.full((len(jobs), len(sel)), -np.inf)
         cont[:, some] = _fgd(spec.workload).score_many(jobs, s, sel[some])
     else:
         cont = _fgd(spec.workload).score_many(jobs, s, sel)
-    demand = np.array([[j.cpu_milli, j.memory_mib] for j in jobs], dtype=np.int64).reshape(len(jobs), 2)
-    fits = (np.isfinite(cont) & (s.cpu_free[sel] >= demand[:, :1]) & (s.mem_free[sel] >= demand[:, 1:])
-            & s.healthy[sel])  # fmt: skip
-    for i, job in enumerate(jobs):
-        if job.gpu_models:
-            fits[i] &= s.model_mask(frozenset(job.gpu_models))[sel]
-    return cont, fits
+    return cont, np.isfinite(cont) & room
 
 
 def frag_columns(cont: np.ndarray, fits: np.ndarray) -> np.ndarray:

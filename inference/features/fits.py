@@ -33,9 +33,10 @@ def shape_fits(shape_jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec
                       dtype=np.int64).reshape(len(shape_jobs), 4)  # fmt: skip
     cpu, mem, num, per = (demand[:, i, None] for i in range(4))  # [S, 1] each
     fits = (s.cpu_free >= cpu) & (s.mem_free >= mem) & s.healthy
-    fits &= (num == 0) | ((s.num_gpu >= num) & (s.gpu_free_milli >= num * per))
-    fits &= np.where(num == 1, s.gpu_max_free >= per, True)
-    fits &= np.where((num > 1) & (per >= FULL_GPU_MILLI), s.gpu_full_free >= num, True)
+    if (num > 0).any():
+        fits &= (num == 0) | ((s.num_gpu >= num) & (s.gpu_free_milli >= num * per))
+        fits &= np.where(num == 1, s.gpu_max_free >= per, True)
+        fits &= np.where((num > 1) & (per >= FULL_GPU_MILLI), s.gpu_full_free >= num, True)
     for i in np.flatnonzero((num[:, 0] > 1) & (per[:, 0] < FULL_GPU_MILLI)):  # k shared GPUs: rare
         fits[i] &= np.count_nonzero(s.gpu_free >= per[i, 0], axis=1) >= num[i, 0]
     if spec.workload:
@@ -46,14 +47,17 @@ def shape_fits(shape_jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec
 
 
 class _Nodes:
-    """The snapshot's arrays :func:`shape_fits` reads, on all nodes or on ``nodes``."""
+    """The snapshot's arrays :func:`shape_fits` reads, on all nodes or on ``nodes`` (each sliced
+    when first read: the per-job calls within a step read a few nodes, and not every array)."""
 
     def __init__(self, snapshot: ClusterSnapshot, nodes: np.ndarray | None) -> None:
-        sel: slice | np.ndarray = slice(None) if nodes is None else nodes
-        self.sel, self.snapshot = sel, snapshot
-        for name in ("cpu_free", "mem_free", "healthy", "num_gpu", "gpu_free_milli", "gpu_max_free", "gpu_full_free",
-                     "gpu_free"):  # fmt: skip
-            setattr(self, name, getattr(snapshot, name)[sel])
+        self.sel: slice | np.ndarray = slice(None) if nodes is None else nodes
+        self.snapshot = snapshot
+
+    def __getattr__(self, name: str) -> np.ndarray:  # cpu_free, mem_free, healthy, num_gpu, gpu_* …
+        value = getattr(self.snapshot, name)[self.sel]
+        setattr(self, name, value)
+        return value
 
     def model_mask(self, models: frozenset[str]) -> np.ndarray:
         return self.snapshot.model_mask(models)[self.sel]

@@ -6,15 +6,17 @@ from pathlib import Path
 
 import typer
 
+import ops.cli.dag_set_options as o
+
 
 def dag(
-    dags: int = typer.Option(100, help="Held-out random DAGs to schedule."),
-    seed: int = typer.Option(0, help="Seed of the held-out DAG stream."),
-    tasks_min: int = typer.Option(20, "--tasks-min", help="Fewest tasks of a random DAG."),
-    tasks_max: int = typer.Option(150, "--tasks-max", help="Most tasks of a random DAG."),
-    processors: int = typer.Option(4, help="Processors of the random DAGs' platform."),
-    ccr: float = typer.Option(1.0, help="Communication-to-computation ratio of the random DAGs."),
-    beta: float = typer.Option(0.5, help="Processor heterogeneity of the random DAGs (Topcuoglu's beta, 0..2)."),
+    dags: o.Dags = o.DAGS,
+    seed: o.Seed = o.SEED,
+    tasks_min: o.TasksMin = o.TASKS_MIN,
+    tasks_max: o.TasksMax = o.TASKS_MAX,
+    processors: o.Processors = o.PROCESSORS,
+    ccr: o.Ccr = o.CCR,
+    beta: o.Beta = o.BETA,
     schedulers: str = typer.Option("heft,cpop,fifo", help="DAG schedulers, comma-separated (also learned, "
                                    "learned-sample, learned-rollout: the trained policy of inference/dag; "
                                    "learned-rollout is decision-time search, seconds per DAG)."),
@@ -34,7 +36,6 @@ def dag(
                                   workflows=workflows)  # fmt: skip
     except (ValueError, LookupError) as e:
         raise typer.BadParameter(str(e)) from None
-    command = (f"semsched bench dag --dags {dags} --seed {seed} --tasks-min {tasks_min} --tasks-max {tasks_max} "
-               f"--processors {processors} --ccr {ccr:g} --beta {beta:g} --schedulers {','.join(names)}"
-               f"{'' if workflows else ' --no-workflows'} --out {out}")  # fmt: skip
+    command = (f"semsched bench dag {o.held_out_flags(dags, seed, tasks_min, tasks_max, processors, ccr, beta)} "
+               f"--schedulers {','.join(names)}{'' if workflows else ' --no-workflows'} --out {out}")  # fmt: skip
     raise typer.Exit(run_dag_bench(options, out, command))

@@ -6,15 +6,17 @@ from pathlib import Path
 
 import typer
 
+import ops.cli.dag_set_options as o
+
 
 def dag_bounds(
-    dags: int = typer.Option(100, help="Held-out random DAGs (the first N of `bench dag`'s stream)."),
-    seed: int = typer.Option(0, help="Seed of the held-out DAG stream (as `bench dag --seed`)."),
-    tasks_min: int = typer.Option(20, "--tasks-min", help="Fewest tasks of a random DAG."),
-    tasks_max: int = typer.Option(150, "--tasks-max", help="Most tasks of a random DAG."),
-    processors: int = typer.Option(4, help="Processors of the random DAGs' platform."),
-    ccr: float = typer.Option(1.0, help="Communication-to-computation ratio of the random DAGs."),
-    beta: float = typer.Option(0.5, help="Processor heterogeneity of the random DAGs (Topcuoglu's beta, 0..2)."),
+    dags: o.Dags = o.DAGS,
+    seed: o.Seed = o.SEED,
+    tasks_min: o.TasksMin = o.TASKS_MIN,
+    tasks_max: o.TasksMax = o.TASKS_MAX,
+    processors: o.Processors = o.PROCESSORS,
+    ccr: o.Ccr = o.CCR,
+    beta: o.Beta = o.BETA,
     time_limit: float = typer.Option(15.0, "--time-limit", help="CP-SAT seconds per DAG (wall clock)."),
     workers: int = typer.Option(4, help="CP-SAT worker threads."),
     workflows: bool = typer.Option(False, help="Also the WfInstances workflows of `bench dag` (both platforms)."),
@@ -31,7 +33,6 @@ def dag_bounds(
                                    workers=workers, workflows=workflows)  # fmt: skip
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    command = (f"semsched bench dag-bounds --dags {dags} --seed {seed} --tasks-min {tasks_min} "
-               f"--tasks-max {tasks_max} --processors {processors} --ccr {ccr:g} --beta {beta:g} "
+    command = (f"semsched bench dag-bounds {o.held_out_flags(dags, seed, tasks_min, tasks_max, processors, ccr, beta)} "
                f"--time-limit {time_limit:g} --workers {workers}{' --workflows' if workflows else ''} --out {out}")  # fmt: skip
     raise typer.Exit(run_dag_bounds(options, out, command))
