@@ -74,7 +74,9 @@ class PairCache:
         if snapshot.table is not self._table or spec is not self._spec:
             self.clear()
             self._table, self._spec = snapshot.table, spec
-            self._allocate(0, snapshot.num_nodes, spec.pair_dim, bool(spec.workload))
+            # every slot at once: zeroed pages cost nothing until a shape first writes its slot, while
+            # growing by doubling copied the whole cache inside a step (3.3 ms at 128 slots, 6.8 at 256)
+            self._allocate(self.max_shapes, snapshot.num_nodes, spec.pair_dim, bool(spec.workload))
         self.stats.calls += 1
         changed = self._changed(snapshot)
         if len(self._slot):
@@ -169,7 +171,7 @@ class PairCache:
         slot = next(i for i in range(len(self._rows) + 1) if i not in taken)
         if slot >= len(self._rows):
             n, p = self._rows.shape[1:]
-            self._allocate(max(8, 2 * len(self._rows)), n, p, self._fits.shape[1] > 0)
+            self._allocate(max(8, 2 * len(self._rows)), n, p, self._fits.shape[1] > 0)  # one call over max_shapes
         return slot
 
     def _allocate(self, slots: int, n: int, p: int, workload: bool) -> None:

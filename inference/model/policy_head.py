@@ -98,37 +98,41 @@ class ShapeFactoredHead(nn.Module):
     def step_scores(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor,
                     which: torch.Tensor, fits: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """``[J, N]``; with ``fits`` (bool ``[S, N]``) only the pairs it marks, ``-inf`` elsewhere."""
-        shape_rows = jobs.new_zeros(pairs.shape[0], SHAPE_COLUMNS)
+        s, n = pairs.shape[:2]
+        shape_rows = jobs.new_zeros(s, SHAPE_COLUMNS)
         shape_rows[which] = jobs[:, :SHAPE_COLUMNS]  # the jobs of one shape have the same columns
         if fits is None:
-            table = self.table(node_part, shape_rows, pairs)  # [S, N, 1 + R]
+            table = self.table(node_part, shape_rows, pairs).permute(2, 0, 1)  # [1 + R, S, N]
         else:
             table = self._fitting_table(node_part, shape_rows, pairs, fits)
         coeff = self.coefficients(jobs)  # [J, 1 + R]
-        s, n, k = table.shape
+        k = table.shape[0]
         if not len(jobs):
             return coeff.new_zeros((0, n))
-        # scores = A @ table as [S·K, N], A [J, S·K] sparse with job j's K coefficients at its shape's
-        # columns: gathering table[which] first would materialise [J, N, K] (1.4 ms at 256 pending
-        # × 1,213 nodes, against 0.3)
+        # scores = A @ table as [(1 + R)·S, N], A [J, (1 + R)·S] sparse with job j's coefficients at
+        # its shape's rows: gathering table[which] first would materialise [J, N, 1 + R] (1.4 ms at
+        # 256 pending × 1,213 nodes, against 0.3)
         crow = torch.arange(0, len(jobs) * k + 1, k, device=coeff.device)
-        cols = (which[:, None] * k + torch.arange(k, device=coeff.device)).reshape(-1)
+        cols = (torch.arange(k, device=coeff.device) * s + which[:, None]).reshape(-1)
         with warnings.catch_warnings():  # "sparse CSR support is in beta"
             warnings.simplefilter("ignore", UserWarning)
-            a = torch.sparse_csr_tensor(crow, cols, coeff.reshape(-1), (len(jobs), s * k))
-            scores = a @ table.permute(0, 2, 1).reshape(s * k, n)
-        return scores if fits is None else scores.masked_fill_(~fits[which], float("-inf"))
+            a = torch.sparse_csr_tensor(crow, cols, coeff.reshape(-1), (len(jobs), k * s))
+            return a @ table.reshape(k * s, n)
 
     def _fitting_table(self, node_part: torch.Tensor, shape_rows: torch.Tensor, pairs: torch.Tensor,
                        fits: torch.Tensor) -> torch.Tensor:  # fmt: skip
-        """:meth:`table` computed on the fitting (shape, node) pairs only, zeros elsewhere (each row is
-        the same as the whole table's: 0.6 ms instead of 1.0 at 51 shapes × 1,213 nodes, 19 % fitting)."""
+        """``[1 + R, S, N]``: :meth:`table`, transposed, computed on the fitting (shape, node) pairs only
+        (each the same as the whole table's: 0.6 ms instead of 1.0 at 51 shapes × 1,213 nodes, 19 %
+        fitting). Elsewhere b = ``-inf`` and f = 0, so a job's score there is ``-inf`` (its coefficient
+        of b is 1): no mask over ``[J, N]`` afterwards."""
         s, n, p = pairs.shape
         flat = fits.reshape(-1).nonzero().squeeze(1)  # [M] (shape, node) pairs, as shape * n + node
         x = self.pair(pairs.reshape(s * n, p).index_select(0, flat))  # fresh: the sums and the ReLU work in place
         x.add_(node_part.index_select(0, flat % n)).add_(self.shape(shape_rows).index_select(0, flat // n))
         rows = self.out(x)  # [M, 1 + R]
-        return rows.new_zeros(s * n, rows.shape[1]).index_copy_(0, flat, rows).view(s, n, -1)
+        table = rows.new_zeros(rows.shape[1], s * n)
+        table[0].fill_(float("-inf"))
+        return table.index_copy_(1, flat, rows.t()).view(-1, s, n)
 
 
 def make_head(hidden: int, job_dim: int, pair_dim: int, width: int, layers: int, rank: int) -> nn.Module:

@@ -114,6 +114,7 @@ def test_batched_scores_equal_one_by_one(tmp_path, head_rank):
     fits = np.isfinite(batched)  # the model scores the pairs where the job fits by resources, -inf elsewhere
     assert fits.any() and not fits.all()
     inputs = build_inputs(snap, jobs, 5.0, p.spec, p.encoder(), knn=p.loaded.config.knn)
+    np.testing.assert_array_equal(fits, inputs.fits[inputs.which])  # -inf exactly where the shape does not fit
     every_pair = run_policy(p.loaded.model, replace(inputs, fits=None))["scores"]
     np.testing.assert_array_equal(batched[fits], every_pair[fits])
     everywhere = np.ones(snap.num_nodes, bool)  # a filter chain that lets every node through
