@@ -17,11 +17,10 @@ resources (:mod:`inference.features.fits`; ``-inf`` elsewhere) on the step-start
 head's node term. A node that the filters accept but the model did not score (a filter chain
 without the health filter, say) is scored within the step. The pair features are kept from step to step
 (:class:`inference.features.pair_cache.PairCache`): only the nodes whose free capacity changed
-since the last step, and the shapes not seen before, are computed. Then, while ``schedule_step`` reserves jobs one by one, a node that an
-earlier placement of the same step changed is re-scored for each later job with the local
-copy of the head (a few ``[M, W]`` ops), so every score sees the node's current free
-capacity, exactly as if the head had been run on the whole cluster again. (A model with FGD's
-fragmentation columns re-scores every node then: its tie-set and pick columns depend on all.)
+since the last step, and the shapes not seen before, are computed. Then, while ``schedule_step``
+reserves jobs one by one, the nodes whose inputs an earlier placement of the same step moved
+are re-scored for each later job with the local copy of the head (:mod:`inference.rescoring`),
+so every score sees the current state, as if the head had been run on the whole cluster again.
 
 - The worker awaits :meth:`prepare_step` before ``schedule_step`` (async: the Triton call
   has a deadline and must not block the event loop). If the backend fails — Triton down,
@@ -51,8 +50,8 @@ import numpy as np
 from inference.encoders import EncoderCache, get_encoder
 from inference.features.jobs import JobRows, job_demand
 from inference.features.pair_cache import PairCache
-from inference.features.pairs import pair_features
 from inference.prepared_step import PreparedStep, StepStatus
+from inference.rescoring import moved_nodes, rescore
 from inference.step_call import StepCaller
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
@@ -261,47 +260,27 @@ class LearnedPolicy(BasePolicy):
         return self.fallback.score(job, snapshot, feasible_mask)
 
     def _row(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot, feasible: np.ndarray) -> np.ndarray:
-        """float64 ``[N]``: the step's scores of ``job``, re-scored where the free capacity moved
-        (on the ``feasible`` nodes only: the others are masked anyway)."""
+        """float64 ``[N]``: the step's scores of ``job``, re-scored where its inputs moved
+        (:mod:`inference.rescoring`)."""
         i = step.index.get(job.job_id)
         if i is None:  # scored on this step's embeddings, all nodes on the current state
             job_row = job_demand([job], self._now if self._in_step else job.submit_time, self.spec, self.encoder())[0]
             return self._rescore(step, job, job_row, snapshot, feasible.copy(), np.zeros(snapshot.num_nodes, np.float64))
-        changed = step.changed(snapshot)
-        pairs = None
-        if self.spec.workload and changed.any() and step.pairs is not None and step.which is not None:
-            # FGD's tie set and pick depend on every node: the job's rows now, from the pair cache (FGD's
-            # terms recomputed on the changed nodes only), and every node whose row moved is re-scored
-            pairs = self.pair_cache(snapshot).pairs([job], snapshot, self.spec)[0]
-            changed = (pairs != step.pairs[step.which[i]]).any(axis=1)
-        elif self.spec.workload and changed.any():
-            changed[:] = True
-        changed &= feasible
-        # the model scored only the pairs where the job's shape fits by resources (-inf elsewhere); a
-        # filter chain that lets a node through anyway (one without the health filter, say) gets it scored here
-        changed |= feasible & np.isneginf(step.scores[i])
-        return self._rescore(step, job, step.jobs[i], snapshot, changed, step.scores[i].astype(np.float64), pairs)
+        nodes, pairs = moved_nodes(step, i, job, snapshot, self.spec, feasible, self.pair_cache(snapshot))
+        return self._rescore(step, job, step.jobs[i], snapshot, nodes, step.scores[i].astype(np.float64), pairs)
 
     def _rescore(self, step: PreparedStep, job: JobRequest, job_row: np.ndarray, snapshot: ClusterSnapshot,
                  nodes: np.ndarray, scores: np.ndarray, pairs: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
-        """``scores`` with ``nodes`` re-scored on the current state (``pairs [N, P]``: the job's
-        current pair rows, when the caller has them)."""
-        from inference.model.step import score_nodes
-
-        if nodes.any():
-            if step.version and step.version != self.model_version:
-                self.backend.refresh(force=True)  # the server answered with a version we do not hold yet
-            if step.version and step.version != self.model_version:
+        """:func:`inference.rescoring.rescore` with the model version the step's call used."""
+        if nodes.any() and step.version and step.version != self.model_version:
+            self.backend.refresh(force=True)  # the server answered with a version we do not hold yet
+            if step.version != self.model_version:
                 if np.isneginf(scores[nodes]).any():  # nodes the model did not score: the rest of the step falls back
                     raise RuntimeError(f"local model {self.model_version} != {step.version} cannot score nodes "
                                        "the step's call did not")  # fmt: skip
                 self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
                 return scores
-            rows = pairs[nodes] if pairs is not None else pair_features(job, snapshot, self.spec, np.flatnonzero(nodes))
-            h = step.outputs.get("h")
-            scores[nodes] = score_nodes(self.loaded.model, step.node_part[nodes], job_row, rows,
-                                        None if h is None else np.asarray(h, np.float32)[nodes])  # fmt: skip
-        return scores
+        return rescore(self.loaded.model, step, job, job_row, snapshot, self.spec, nodes, scores, pairs)
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the

@@ -1,0 +1,62 @@
+"""In-step re-scoring: a step's scores kept current while ``schedule_step`` places its jobs one by one.
+
+The backend scores every (job, node) once, on the step-start state. Each placement of the
+step changes one node's free capacity, so for each later job the nodes whose inputs moved
+are re-scored with the local copy of the head (a few ``[M, W]`` ops), and every score sees
+the current state exactly as if the head had been run on the whole cluster again:
+
+- a lean model's pair features depend on the node alone: the nodes whose free capacity moved
+  since the step start are re-scored;
+- a model with FGD's fragmentation columns: their tie-set and pick columns depend on every
+  node, so the job's rows come from the pair cache (FGD's terms recomputed on the changed
+  nodes only) and every node whose row moved is re-scored;
+- a node the filters accept that the model did not score (it scores only where the job's
+  shape fits by resources, ``-inf`` elsewhere; a filter chain without the health filter
+  lets such a node through) is scored here.
+
+Only the ``feasible`` nodes are re-scored: the filters mask the others anyway.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from inference.features.pair_cache import PairCache
+from inference.features.pairs import pair_features
+from inference.features.spec import FeatureSpec
+from inference.prepared_step import PreparedStep
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+
+def moved_nodes(step: PreparedStep, i: int, job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
+                feasible: np.ndarray, pair_cache: PairCache) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
+    """bool ``[N]``: the feasible nodes whose score for the step's job ``i`` must be recomputed now,
+    and (fragmentation specs) float32 ``[N, P]``: the job's current pair rows, else ``None``."""
+    changed = step.changed(snapshot)
+    pairs = None
+    if spec.workload and changed.any() and step.pairs is not None and step.which is not None:
+        pairs = pair_cache.pairs([job], snapshot, spec)[0]
+        changed = (pairs != step.pairs[step.which[i]]).any(axis=1)
+    elif spec.workload and changed.any():  # no step-start rows to compare with: every node
+        changed[:] = True
+    changed &= feasible
+    changed |= feasible & np.isneginf(step.scores[i])
+    return changed, pairs
+
+
+def rescore(model: Any, step: PreparedStep, job: JobRequest, job_row: np.ndarray, snapshot: ClusterSnapshot,
+            spec: FeatureSpec, nodes: np.ndarray, scores: np.ndarray,
+            pairs: np.ndarray | None = None) -> np.ndarray:  # fmt: skip
+    """``scores`` (float64 ``[N]``) with ``nodes`` re-scored on the current state by ``model`` (the
+    step's own version); ``pairs [N, P]``: the job's current pair rows, when the caller has them."""
+    from inference.model.step import score_nodes
+
+    if nodes.any():
+        rows = pairs[nodes] if pairs is not None else pair_features(job, snapshot, spec, np.flatnonzero(nodes))
+        h = step.outputs.get("h")
+        scores[nodes] = score_nodes(model, step.node_part[nodes], job_row, rows,
+                                    None if h is None else np.asarray(h, np.float32)[nodes])  # fmt: skip
+    return scores
