@@ -163,8 +163,15 @@ class LearnedPolicy(BasePolicy):
         return cache
 
     # -- the step ----------------------------------------------------------------------------
-    async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float) -> StepStatus:
-        """Call the backend for the coming step (awaited by the worker before ``schedule_step``)."""
+    @property
+    def wants_utilisation(self) -> bool:
+        """Whether the serving model reads the nodes' hopping-window utilisation (the worker then passes it)."""
+        return not self.fell_back and bool(self.spec.utilisation)
+
+    async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
+                           utilisation: np.ndarray | None = None) -> StepStatus:  # fmt: skip
+        """Call the backend for the coming step (awaited by the worker before ``schedule_step``);
+        ``utilisation``: float ``[N]``, the nodes' window means, when :attr:`wants_utilisation`."""
         from inference.backends import BackendError
 
         self._retry()
@@ -178,7 +185,7 @@ class LearnedPolicy(BasePolicy):
                 cache.put(missing, await self.backend.encode_async(missing))
             inputs, out = await self._caller(self.backend, snapshot, jobs, now, self.spec, cache,
                                              knn=self.loaded.config.knn, pair_cache=self.pair_cache(snapshot),
-                                             job_rows=self._job_rows)  # fmt: skip
+                                             job_rows=self._job_rows, utilisation=utilisation)  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"

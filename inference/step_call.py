@@ -36,14 +36,14 @@ class StepCaller:
 
     async def __call__(self, backend: Any, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
                        spec: FeatureSpec, encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
-                       pair_cache: PairCache | None = None,
-                       job_rows: JobRows | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
+                       pair_cache: PairCache | None = None, job_rows: JobRows | None = None,
+                       utilisation: np.ndarray | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
         """``(inputs, answer)``: :func:`~inference.model.step.build_inputs` (with ``pairs`` always
         set) and the backend's ``policy_async`` answer. ``snapshot`` and ``pair_cache`` must not
         change until it returns."""
         overlap = bool(getattr(backend, "computes_pairs", False))
         inputs = build_inputs(snapshot, jobs, now, spec, encoder, knn=knn, queue=queue, pair_cache=pair_cache,
-                              pairs=not overlap, job_rows=job_rows)  # fmt: skip
+                              pairs=not overlap, job_rows=job_rows, utilisation=utilisation)  # fmt: skip
         if inputs.pairs is not None:  # in-process, or no compact arrays (the request carries the pairs)
             return inputs, await backend.policy_async(inputs)
         call = asyncio.ensure_future(backend.policy_async(inputs))

@@ -137,15 +137,17 @@ def step_shapes(jobs: Sequence[JobRequest], spec: FeatureSpec) -> tuple[list[Job
 
 def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec,
                  encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
-                 pair_cache: PairCache | None = None, pairs: bool = True,
-                 job_rows: JobRows | None = None) -> PolicyInputs:  # fmt: skip
+                 pair_cache: PairCache | None = None, pairs: bool = True, job_rows: JobRows | None = None,
+                 utilisation: np.ndarray | None = None) -> PolicyInputs:  # fmt: skip
     """The step's inputs on ``snapshot`` as it is now. ``queue``: the pending jobs' mean demand
     (default: the mean of ``jobs``' own rows, zeros for an empty step). ``pair_cache``: keeps the
     pair features between steps (the same values, only the changed nodes recomputed); ``job_rows``
     the job rows (only the new jobs' computed whole). ``source``
     is set unless the cluster has more GPU models than the compact arrays carry (module docstring).
     ``pairs=False``: ``pairs`` is left ``None`` when there is a ``source`` (for a backend that
-    computes them from it; :func:`pair_rows` computes this process's copy meanwhile)."""
+    computes them from it; :func:`pair_rows` computes this process's copy meanwhile).
+    ``utilisation``: float ``[N]``, each node's mean utilisation (0..1) over the worker's hopping
+    window, for a spec with that column (:func:`~inference.features.nodes.node_state`; 0 without)."""
     first, which = step_shapes(jobs, spec)
     n = snapshot.num_nodes
     rows_of = (job_rows or job_demand)(jobs, now, spec, encoder)
@@ -168,7 +170,7 @@ def build_inputs(snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: flo
     else:
         assert topo.groups is not None
         neighbours, groups = np.zeros((n, 0), dtype=np.int64), topo.groups
-    return PolicyInputs(nodes=node_state(snapshot, spec), neighbours=neighbours, groups=groups,
+    return PolicyInputs(nodes=node_state(snapshot, spec, utilisation), neighbours=neighbours, groups=groups,
                         queue=np.asarray(queue, np.float32), jobs=rows_of, pairs=rows, which=which,
                         source=source, fits=fits)  # fmt: skip
 

@@ -358,3 +358,26 @@ def test_warm_up_runs_the_model_and_leaves_no_trace(tmp_path):
         [(p.job_id, p.node_index, p.gpu_indices) for p in b.placements]  # fmt: skip
     assert a.placements and warm.model_calls == cold.model_calls == 1
     assert asyncio.run(LearnedPolicy(tmp_path / "nothing").warm_up()) == 0.0  # no model: nothing to warm
+
+
+def test_the_workers_utilisation_reaches_a_model_that_reads_it(tmp_path):
+    spec = replace(SPEC, utilisation=True)
+    torch.manual_seed(0)
+    save_model(tmp_path / "m", Scorer(ModelConfig(spec=spec, hidden=8, depth=2, head_rank=3)), "util-v1")
+    p, lean = LearnedPolicy(tmp_path / "m"), LearnedPolicy(loaded=untrained(tmp_path / "lean", head_rank=3))
+    assert p.wants_utilisation and not lean.wants_utilisation  # the worker reads its window only for the first
+    snap, jobs = small_snapshot(), pod_mix(8)
+    busy = np.linspace(0.0, 1.0, snap.num_nodes)
+
+    def scores(utilisation):
+        asyncio.run(p.prepare_step(snap, jobs, 1.0, utilisation=utilisation))
+        p.order(jobs, 1.0)
+        return p._step.scores.copy()
+
+    none, zero, window = scores(None), scores(np.zeros(snap.num_nodes)), scores(busy)
+    np.testing.assert_array_equal(none, zero)  # no window: the column is 0
+    fits = np.isfinite(window)
+    assert not np.allclose(window[fits], none[fits])  # the model sees the window
+    col = spec.node_names.index("utilisation")
+    inputs = build_inputs(snap, jobs, 1.0, spec, p.encoder(), utilisation=busy)
+    np.testing.assert_array_equal(inputs.nodes[:, col], busy.astype(np.float32))
