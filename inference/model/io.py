@@ -41,8 +41,11 @@ def save_model(directory: Path, model: Scorer, version: str, train_info: dict[st
     return directory
 
 
-def load_model(directory: Path) -> LoadedModel:
-    """The model in ``directory`` (eval mode); raises ``FileNotFoundError`` / ``ValueError`` / torch errors."""
+def load_model(directory: Path, device: str | torch.device = "cpu") -> LoadedModel:
+    """The model in ``directory`` (eval mode) on ``device`` (a torch device: ``cpu`` for the worker's
+    own copies, the server's choice for the Triton models, see
+    :func:`inference.serving.host.pick_device`); raises ``FileNotFoundError`` / ``ValueError`` /
+    torch errors."""
     directory = Path(directory)
     meta = json.loads((directory / "config.json").read_text())
     if meta.get("format") != FORMAT:
@@ -50,8 +53,14 @@ def load_model(directory: Path) -> LoadedModel:
     config = ModelConfig.from_json(meta["model"])
     model = Scorer(config)
     model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
+    model.to(device)
     model.eval()
     return LoadedModel(model, config, str(meta["version"]), directory.resolve())
+
+
+def model_device(loaded: LoadedModel) -> torch.device:
+    """The device ``loaded``'s weights are on."""
+    return next(loaded.model.parameters()).device
 
 
 def point_latest(root: Path, version: str) -> Path:
@@ -64,14 +73,16 @@ def point_latest(root: Path, version: str) -> Path:
     return link
 
 
-def reload_if_moved(model_dir: Path, current: LoadedModel) -> LoadedModel | None:
+def reload_if_moved(model_dir: Path, current: LoadedModel,
+                    device: str | torch.device | None = None) -> LoadedModel | None:  # fmt: skip
     """The model ``model_dir`` resolves to now, when that is another directory than ``current``'s
-    (``models/latest`` was repointed); ``None`` when it did not move. Raises when the new
-    directory does not load (the caller keeps serving ``current`` and reports it)."""
+    (``models/latest`` was repointed), on ``device`` (default: where ``current`` runs); ``None`` when
+    it did not move. Raises when the new directory does not load (the caller keeps serving
+    ``current`` and reports it)."""
     target = Path(model_dir).resolve(strict=True)
     if current.path is not None and target == Path(current.path):
         return None
     try:
-        return load_model(target)
+        return load_model(target, model_device(current) if device is None else device)
     except Exception as e:
         raise ValueError(f"{target}: {type(e).__name__}: {e}") from e

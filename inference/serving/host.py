@@ -8,6 +8,11 @@ when it points at another directory, loads it and answers every later request wi
 answer carries a ``VERSION`` output, so the client records which version decided and keeps
 its local copy of the same version. A version that fails to load is logged once
 (``reload_error``) and the current one keeps serving.
+
+**Device.** The host loads every version, the first and each one swapped in, on ONE torch device
+(``semsched serve --device``, resolved once by :func:`pick_device`): the ``policy`` and
+``predictor`` models run the host's scorer, so they run where it is; ``job_encoder`` puts its
+MiniLM encoder on the same device. The worker's local copy (in-step re-scoring) stays on CPU.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ log = logging.getLogger("semsched.serving")
 
 
 def pick_device(requested: str = "auto") -> str:
-    """``cuda`` when asked for (or ``auto``) and torch sees a GPU, else ``cpu``; logs the choice."""
+    """``cuda`` when asked for (or ``auto``) and torch sees a GPU, else ``cpu``; logs the choice.
+    An explicit ``cuda`` without a GPU is a logged fallback to ``cpu`` (the server still serves)."""
     import torch
 
     if requested not in ("auto", "cpu", "cuda"):
@@ -36,14 +42,16 @@ def pick_device(requested: str = "auto") -> str:
 
 
 class ModelHost:
-    """The serving :class:`~inference.model.io.LoadedModel` of ``model_dir``, hot-swapped (thread-safe)."""
+    """The serving :class:`~inference.model.io.LoadedModel` of ``model_dir``, hot-swapped (thread-safe),
+    every version on ``device`` (a resolved torch device, :func:`pick_device`'s answer)."""
 
-    def __init__(self, model_dir: Path, *, watch_s: float = 1.0) -> None:
+    def __init__(self, model_dir: Path, *, watch_s: float = 1.0, device: str = "cpu") -> None:
         from inference.model.io import load_model
 
         self.model_dir = Path(model_dir)
         self.watch_s = watch_s
-        self.loaded = load_model(self.model_dir)
+        self.device = device
+        self.loaded = load_model(self.model_dir, device)
         self.reload_error: str | None = None
         self.swaps = 0
         self._checked = time.monotonic()
@@ -72,7 +80,7 @@ class ModelHost:
         from inference.model.io import reload_if_moved
 
         try:
-            fresh = reload_if_moved(self.model_dir, self.loaded)
+            fresh = reload_if_moved(self.model_dir, self.loaded, self.device)
         except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
             self._failed(f"{self.model_dir}: {type(e).__name__}: {e}")
             return

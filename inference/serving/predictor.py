@@ -47,22 +47,27 @@ def has_transition(model: Any) -> bool:
 
 
 def rollout(model: Any, h: np.ndarray, jobs: np.ndarray, nodes: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """``h [N, H]`` after the k actions (``jobs [k, Dj]``, ``nodes [k]``, ``pairs [k, P]``), T applied in turn."""
+    """``h [N, H]`` after the k actions (``jobs [k, Dj]``, ``nodes [k]``, ``pairs [k, P]``), T applied in turn
+    on the model's device."""
     import torch
 
     from inference.model.scorer import Action
+
+    device = next(model.parameters()).device
+
+    def t(a: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(a, np.float32)).to(device)
 
     if not (len(jobs) == len(nodes) == len(pairs)):
         raise ValueError(f"transition: {len(jobs)} jobs, {len(nodes)} nodes, {len(pairs)} pair rows")
     if len(nodes) and (nodes.min() < 0 or nodes.max() >= len(h)):
         raise ValueError("transition: an action's node is outside H")
     with torch.inference_mode():
-        x = torch.from_numpy(np.ascontiguousarray(h, np.float32))[None]
+        x = t(h)[None]
         for j, n, p in zip(jobs, nodes, pairs, strict=True):
-            action = Action(torch.from_numpy(np.asarray(j, np.float32))[None], torch.tensor([int(n)]),
-                            torch.from_numpy(np.asarray(p, np.float32))[None])  # fmt: skip
+            action = Action(t(j)[None], torch.tensor([int(n)], device=device), t(p)[None])
             x = model.transition(x, action)
-        return x[0].numpy().astype(np.float32, copy=False)
+        return x[0].cpu().numpy().astype(np.float32, copy=False)
 
 
 def default_duration_dir(model_dir: Path) -> Path:
@@ -155,9 +160,11 @@ class PredictorModel:
 
     def describe(self) -> str:
         p = self.duration.predictor
-        dur = f"duration {p.config.mode} {p.version}" if p is not None else f"duration absent ({self.duration.error})"
+        dur = (f"duration {p.config.mode} {p.version} on cpu" if p is not None  # (its MLP is a CPU regressor)
+               else f"duration absent ({self.duration.error})")  # fmt: skip
         has_t = has_transition(self.host.loaded.model)
-        return f"{dur}; transition {'of ' + self.host.version if has_t else 'absent (the scorer has no transition model)'}"
+        t = f"of {self.host.version} on {self.host.device}" if has_t else "absent (the scorer has no transition model)"
+        return f"{dur}; transition {t}"
 
     def __call__(self, requests: list[Any]) -> list[dict[str, np.ndarray]]:
         loaded = self.host.current()

@@ -62,37 +62,60 @@ def prepare_environment() -> None:
         os.environ["LD_LIBRARY_PATH"] = f"{libdir}:{current}" if current else libdir
 
 
-def bind_models(triton: Any, options: ServeOptions, device: str) -> dict[str, str]:
-    """Bind the three models on ``triton``; returns ``{model: description}`` for the log."""
-    from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+@dataclass
+class ServingModels:
+    """The three models' callables, on one :class:`~inference.serving.host.ModelHost` (one device)."""
 
+    host: Any
+    policy: Any
+    encoder: Any
+    predictor: Any
+
+    def describe(self) -> dict[str, str]:
+        """``{model: description}`` for the log and ``ServeOptions.info``: each says where it runs."""
+        host = self.host
+        return {"policy": f"{host.version} (outputs {', '.join(self.policy.outputs)}, torch on {host.device})",
+                "job_encoder": f"{host.version} (encoder {self.encoder.encoder_name} on {self.encoder.device})",
+                "predictor": self.predictor.describe()}  # fmt: skip
+
+
+def make_models(options: ServeOptions, device: str) -> ServingModels:
+    """The ``policy``, ``job_encoder`` and ``predictor`` callables of ``options.model_dir``, every
+    torch part on ``device`` (:func:`~inference.serving.host.pick_device`'s answer), new versions too."""
     from inference.serving.host import ModelHost
-    from inference.serving.models import POLICY_INPUTS, JobEncoderModel, PolicyModel
+    from inference.serving.models import JobEncoderModel, PolicyModel
     from inference.serving.predictor import PredictorModel
 
-    host = ModelHost(options.model_dir, watch_s=options.watch_s)
+    host = ModelHost(options.model_dir, watch_s=options.watch_s, device=device)
+    return ServingModels(host, PolicyModel(host), JobEncoderModel(host, device),
+                         PredictorModel(host, options.duration_dir))  # fmt: skip
+
+
+def bind_models(triton: Any, options: ServeOptions, device: str) -> dict[str, str]:
+    """Bind the three models (:func:`make_models`) on ``triton``; returns ``{model: description}`` for the log."""
+    from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+
+    from inference.serving.models import POLICY_INPUTS
+
+    models = make_models(options, device)
 
     def config(max_batch: int) -> Any:
         return ModelConfig(max_batch_size=max_batch, batcher=DynamicBatcher(max_queue_delay_microseconds=QUEUE_DELAY_US))
 
     version = Tensor(name="VERSION", dtype=np.bytes_, shape=(1,))
-    policy = PolicyModel(host)
+    policy, encoder, predictor = models.policy, models.encoder, models.predictor
     triton.bind(model_name="policy", infer_func=policy,
                 inputs=[Tensor(name=n, dtype=dt, shape=(-1,) * rank, optional=opt)
                         for n, (dt, rank, opt) in POLICY_INPUTS.items()],
                 outputs=[*(Tensor(name=n, dtype=dt, shape=(-1,) * rank) for n, (dt, rank) in policy.outputs.items()),
                          version],
                 config=config(4), strict=True)  # fmt: skip
-    encoder = JobEncoderModel(host, device)
     triton.bind(model_name="job_encoder", infer_func=encoder, inputs=[Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
                 outputs=[Tensor(name="EMBEDDING", dtype=np.float32, shape=(-1,)), version],
                 config=config(256), strict=True)  # fmt: skip
-    predictor = PredictorModel(host, options.duration_dir)
     triton.bind(model_name="predictor", infer_func=predictor, inputs=predictor.inputs(), outputs=predictor.outputs(),
                 config=config(256), strict=True)  # fmt: skip
-    return {"policy": f"{host.version} (outputs {', '.join(policy.outputs)}, torch on cpu)",
-            "job_encoder": f"{host.version} (encoder {encoder.encoder_name} on {device})",
-            "predictor": predictor.describe()}  # fmt: skip
+    return models.describe()
 
 
 def serve(options: ServeOptions, stop: threading.Event | None = None, on_ready: Any = None) -> int:
