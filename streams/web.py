@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from faust.web import Request, Response, View
 
+from streams.node_utilisation import window_means
+
 if TYPE_CHECKING:
     from streams.app import Worker
 
@@ -44,9 +46,8 @@ def status(w: Worker) -> dict[str, Any]:
 def node_window(w: Worker, node_id: str) -> dict[str, Any]:
     """Mean utilisation of the hopping window that contains now (wall clock: outside a
     stream there is no event time), from the agent reports it has seen."""
-    sums = w.node_util[node_id].now() or [0.0, 0.0, 0]
-    n = int(sums[2])
-    return {"reports": n, "gpu_util_mean": sums[0] / n if n else None, "cpu_util_mean": sums[1] / n if n else None}
+    n, gpu, cpu = window_means(w, node_id)
+    return {"reports": n, "gpu_util_mean": gpu, "cpu_util_mean": cpu}
 
 
 def register_web(w: Worker) -> None:
