@@ -19,8 +19,8 @@ install: $(VENV)/.installed
 kafka-jars: install
 	$(SEMSCHED) kafka jars
 
-demo: kafka-jars
-	$(SEMSCHED) demo
+demo: kafka-jars  # options for `semsched demo` go in ARGS: make demo ARGS="--policy learned --inference triton"
+	$(SEMSCHED) demo $(ARGS)
 
 test: kafka-jars
 	$(VENV)/bin/ruff check .
