@@ -27,7 +27,7 @@ from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.node_table import NodeTable
 from scheduling.order_context import OrderContext, cluster_capacity, tenant_usage
-from scheduling.policies import get_policy
+from scheduling.policies import Policy, get_policy
 from scheduling.snapshot import ClusterSnapshot
 from streams import telemetry
 from streams.catchup import CatchUp
@@ -46,6 +46,7 @@ from streams.table_views import TableViews
 
 if TYPE_CHECKING:
     from streams.app import Worker
+    from streams.settings import Settings
 
 log = logging.getLogger("semsched.loop")
 
@@ -54,12 +55,21 @@ log = logging.getLogger("semsched.loop")
 INVENTORY_SETTLE_S = 10.0
 
 
+def build_policy(settings: Settings) -> Policy:
+    """The worker's policy, ``settings.policy``. The learned placement (``learned``, or composed as
+    ``<ordering>+learned``) gets ``settings.fallback_policy``, the heuristic that decides when its
+    model is absent, slow or down; the heuristics take no such option."""
+    import inference  # noqa: F401  (registers "learned"; torch loads only with a model)
+
+    placement = settings.policy.partition("+")[2] or settings.policy
+    kwargs = {"fallback": settings.fallback_policy} if placement == "learned" else {}
+    return get_policy(settings.policy, **kwargs)
+
+
 class SchedulingLoop:
     def __init__(self, w: Worker) -> None:
         self.w = w
-        import inference  # noqa: F401  (registers "learned"; torch loads only with a model)
-
-        self.policy = get_policy(w.settings.policy)
+        self.policy = build_policy(w.settings)
         w.durations = estimator_for(self.policy)  # sjf-learned: finishing jobs teach its own predictor
         self.catchup = CatchUp(w.settings, w.settings.topic("decisions"), group_id=w.app.conf.id)
         self.owned: set[int] = set()

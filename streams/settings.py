@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 TOPICS = ("jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions", "actions", "deadletter")
 
@@ -22,6 +22,9 @@ class Settings(BaseModel):
     state_dir: Path = Field(default_factory=lambda: Path(_env("STATE_DIR", ".state")).resolve())
     clickhouse_url: str = Field(default_factory=lambda: _env("CLICKHOUSE_URL", ""))
     policy: str = Field(default_factory=lambda: _env("POLICY", "best-fit"))
+    # the heuristic placement that decides for the learned policy when its model is absent, slow or
+    # down (streams/loop.py passes it to ``learned`` or ``<ordering>+learned`` only)
+    fallback_policy: str = Field(default_factory=lambda: _env("FALLBACK_POLICY", "fgd"), validate_default=True)
     step_s: float = Field(default_factory=lambda: float(_env("STEP", "1.0")))
     # a step also starts this long after a job arrives or resources free up (< 0: clock only)
     event_debounce_s: float = Field(default_factory=lambda: float(_env("EVENT_DEBOUNCE", "0.05")))
@@ -36,6 +39,15 @@ class Settings(BaseModel):
     # OTLP endpoint, sampler, batch sizes and metric interval come from the standard OTEL_* names.
     otel_exporter: str = Field(default_factory=lambda: _env("OTEL_EXPORTER", "console"))
 
+    @field_validator("fallback_policy")
+    @classmethod
+    def _a_heuristic_placement(cls, name: str) -> str:
+        choices = fallback_choices()
+        if name not in choices:
+            raise ValueError(f"SEMSCHED_FALLBACK_POLICY must be a heuristic placement policy, one of "
+                             f"{', '.join(choices)}; not {name!r}")  # fmt: skip
+        return name
+
     def topic(self, name: str) -> str:
         return f"{self.topic_prefix}{name}"
 
@@ -43,6 +55,14 @@ class Settings(BaseModel):
     def clickhouse_dsn(self) -> str:
         """The archive: a ClickHouse server URL if set, else embedded chdb under the state dir."""
         return self.clickhouse_url or f"chdb://{self.state_dir / 'chdb'}"
+
+
+def fallback_choices() -> list[str]:
+    """The placements the learned policy can fall back to: every registered one but ``learned``
+    (the fallback decides alone, so an ordering, ``<ordering>+<placement>``, would not apply)."""
+    from scheduling.policies import available_policies
+
+    return [name for name in available_policies() if name != "learned"]
 
 
 def get_settings() -> Settings:
