@@ -40,6 +40,7 @@ from streams.decision_records import (
     waiting_record,
 )
 from streams.heap import freeze_start_up_heap
+from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
 from streams.state import PendingJob, RunningJob
 from streams.table_views import TableViews
@@ -169,7 +170,9 @@ class SchedulingLoop:
         prepare = getattr(self.policy, "prepare_step", None)  # a model-backed placement: one call per step
         model_s = time.perf_counter()
         if prepare is not None and requests:
-            await prepare(snap, requests, tick_ts)  # async: a model server's deadline does not block the loop
+            # the nodes' measured utilisation (hopping window), only for a model that reads it
+            util = {"utilisation": step_utilisation(self.w, views)} if getattr(self.policy, "wants_utilisation", False) else {}
+            await prepare(snap, requests, tick_ts, **util)  # async: a model server's deadline does not block the loop
         model_s = time.perf_counter() - model_s
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
