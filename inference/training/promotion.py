@@ -17,6 +17,9 @@
    that refused, both evaluations, the budget, ``decided_at``): a new revision of the
    candidate's row.
 
+A version written without promotion (``semsched train --no-promote``) is recorded too, as a
+``candidate`` without evaluation (:func:`record_candidate`).
+
 The registry is any :class:`~inference.training.registry.Registry` (``ops`` passes the
 archive's ``model_versions`` table: ``ops.model_registry.ArchiveRegistry``).
 
@@ -84,6 +87,13 @@ def _row_for(directory: Path, status: str, **kw: Any) -> ModelVersion:
     return ModelVersion(version=version, source=_source(train), status=status,  # type: ignore[arg-type]
                         expert=str(train.get("expert", "")), path=str(directory.resolve()), config=config,
                         train_metrics=train, primary_metric=PRIMARY_METRIC, **kw)  # fmt: skip
+
+
+def record_candidate(candidate_dir: Path, registry: Registry, reason: str) -> ModelVersion:
+    """Record a version that was written but not evaluated (``semsched train --no-promote``):
+    status ``candidate``, no evaluation, ``reason`` saying so; :func:`promote` later records its
+    evaluation and the decision as newer revisions of the same row."""
+    return registry.record(_row_for(Path(candidate_dir), "candidate", reason=reason))
 
 
 def _install(candidate_dir: Path, models_root: Path, version: str) -> Path:

@@ -8,7 +8,14 @@ benchmark's held-out evaluation seeds and are refused), validates on other seeds
 ``config.json``, ``train.json``). Then promotion (``ops.cli.models.run_promote``): the new
 version and the serving one (``<out>/latest``) run the same held-out replay (fill seeds
 100–104), both are recorded in ``model_versions``, and ``latest`` moves only if the new one is
-better (``--no-promote`` skips it). ``--from-archive`` trains on the archive's decisions instead.
+better. ``--no-promote`` skips the evaluation and records the version as a ``candidate``
+(:mod:`ops.cli.train_publish`: every written version is in ``model_versions``).
+``--from-archive`` trains on the archive's decisions instead.
+
+``--encoder`` names the job text encoder, as ``train-duration --encoder`` does: ``hashed``
+(n-grams, ``--text-dim`` wide) or ``minilm`` (all-MiniLM-L6-v2, 384-d, offline); the model's
+feature spec records the encoder's own name and size (:func:`ops.cli.train_spec.policy_spec`), which is how
+serving picks the same encoder (``inference.encoders.get_encoder``).
 
 The default recipe imitates the expert's ACTUAL pick (``--target choice``) with the cluster
 features on (``--cluster-features``), FGD's fragmentation columns (``--frag-features``; the
@@ -93,18 +100,16 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
               frag_features: bool = False,
               dagger_rounds: int = 0, dagger_seeds: list[int] | None = None, dagger_epochs: int | None = None,
               dagger_beta: float = 0.0, cost_weight: float = 0.1, transition_weight: float = 0.1,
-              delta_weight: float = 0.0, stability: float = 0.0, rl: Any = None) -> Path:  # fmt: skip
+              delta_weight: float = 0.0, stability: float = 0.0, rl: Any = None, encoder: str = "hashed") -> Path:  # fmt: skip
     """Collect, imitate, optionally DAgger, optionally RL (``rl``: :class:`RLOptions`), save. Heads:
     a cost head when ``cost_weight > 0``, a transition head when ``transition_weight``,
-    ``delta_weight`` or ``stability`` is > 0."""
+    ``delta_weight`` or ``stability`` is > 0. ``encoder``: the job text encoder (:func:`~ops.cli.train_spec.policy_spec`)."""
     import torch
 
-    from inference.encoders import EncoderCache, HashedNgramEncoder
-    from inference.features.spec import FeatureSpec
     from inference.model import ModelConfig, save_model
     from inference.training import TrainOptions, collect_fill, train_imitation
     from inference.training.dagger import run_dagger
-    from scheduling.metrics.fragmentation import Workload
+    from ops.cli.train_spec import policy_spec
 
     dagger_seeds = list(train_seeds if dagger_seeds is None else dagger_seeds)
     leak = HELD_OUT & set(train_seeds + val_seeds + dagger_seeds)
@@ -120,10 +125,8 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     torch.set_num_threads(1)  # small ops: on a shared 2-core machine one thread is several times faster
     started = time.perf_counter()
     node_views, pod_list = openb_fill_inputs(pods, nodes)
-    workload = FeatureSpec.workload_rows(Workload.from_jobs(pod_list)) if frag_features else ()
-    spec = FeatureSpec(gpu_models=tuple(sorted({n.gpu_model for n in node_views if n.gpu_model})),
-                       encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim, cluster=cluster_features,
-                       workload=workload)  # fmt: skip
+    spec, text = policy_spec(node_views, pod_list, encoder=encoder, text_dim=text_dim, cluster=cluster_features,
+                             frag=frag_features)  # fmt: skip
     config = ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden, head_layers=head_layers,
                          head_rank=head_rank,
                          cost_dim=1 if cost_weight > 0 else 0,
@@ -131,7 +134,6 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
                          stability=stability)  # fmt: skip
     options = TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed, target=target, cost_weight=cost_weight,
                            transition_weight=transition_weight, delta_weight=delta_weight)  # fmt: skip
-    encoder = EncoderCache(HashedNgramEncoder(text_dim))
     factory = expert_factory(expert, pod_list, sum(n.num_gpu for n in node_views) * 1000)
     all_ties = target == "choice"
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -142,9 +144,9 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
             bar.update(task, advance=1, what=f"seed {s}: {n} states")
 
         t0 = time.perf_counter()
-        train = collect_fill(node_views, pod_list, factory, train_seeds, spec, encoder, rate=rate, seed=seed,
+        train = collect_fill(node_views, pod_list, factory, train_seeds, spec, text, rate=rate, seed=seed,
                              on_seed=seed_done, all_ties=all_ties)  # fmt: skip
-        val = collect_fill(node_views, pod_list, factory, val_seeds, spec, encoder, rate=rate, seed=seed,
+        val = collect_fill(node_views, pod_list, factory, val_seeds, spec, text, rate=rate, seed=seed,
                            on_seed=seed_done, all_ties=all_ties)  # fmt: skip
         collect_s = time.perf_counter() - t0
         per_epoch = sum(-(-list(train.group).count(g) // batch) for g in set(train.group))
@@ -156,7 +158,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
         if dagger_rounds > 0:
             dag = bar.add_task("dagger (learner rollouts)", total=dagger_rounds * len(dagger_seeds), what="")
             model, aggregate, done_rounds = run_dagger(
-                node_views, pod_list, factory, dagger_seeds, spec, encoder, config, options, rounds=dagger_rounds,
+                node_views, pod_list, factory, dagger_seeds, spec, text, config, options, rounds=dagger_rounds,
                 rate=rate, round_epochs=dagger_epochs, beta=dagger_beta, data=train, init=model, val=val, seed=seed,
                 on_seed=lambda s, n: bar.update(dag, advance=1, what=f"seed {s}: +{n} states"))  # fmt: skip
             rounds = [r.to_json() for r in done_rounds]
@@ -172,6 +174,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
             + (f" + {dagger_rounds} DAgger round(s)" if dagger_rounds else "")
             + (" + RL fine-tuning (self-critical PPO)" if rl_info else ""), "expert": expert,
             "data": "openb fill sequences", "features": {"cluster": cluster_features, "frag": frag_features},
+            "encoder": spec.encoder,
             "train_seeds": train_seeds, "val_seeds": val_seeds, "dagger_seeds": dagger_seeds if dagger_rounds else [],
             "held_out_seeds": sorted(HELD_OUT), "sample_rate": rate, "train_states": len(train),
             "val_states": len(val), "epochs": epochs, "batch": batch, "lr": lr, "seed": seed, "target": target,
@@ -205,7 +208,9 @@ def train(
     lr: float = typer.Option(3e-3, help="Peak learning rate (one-cycle)."),
     hidden: int = typer.Option(32, min=4, help="Width of the node and job embeddings."),
     depth: int = typer.Option(2, min=2, max=10, help="Fusion-encoder layers (2-10)."),
-    text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size."),
+    encoder: str = typer.Option("hashed", help="Job text encoder: hashed (n-grams, fast) or minilm "
+                                "(all-MiniLM-L6-v2, 384-d, offline)."),
+    text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size (--encoder hashed; MiniLM's is 384)."),
     head_hidden: int = typer.Option(16, min=4, help="Width of the policy head (its cost: shapes × nodes × width)."),
     head_layers: int = typer.Option(1, min=1, max=2, help="Hidden layers of the policy head (1 or 2)."),
     head_rank: int = typer.Option(4, min=0, max=64, help="Job coefficients of the shape-factored head (0: the per-(job, node) head, "
@@ -232,8 +237,10 @@ def train(
                                 "running worker's /sql, else SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
     promote: bool = typer.Option(True, help="Evaluate the new version beside the serving one on the held-out "
                                  "replay, record both in model_versions, and serve it (<out>/latest) only if it "
-                                 "is better."),
+                                 "is better (--no-promote: record it as an unevaluated candidate)."),
     promotion_seeds: str = typer.Option("100-104", help="Held-out fill seeds of the promotion replay."),
+    pods: Path = typer.Option(None, help="openb-format pod list to train and evaluate on (default: the shared data)."),
+    nodes: Path = typer.Option(None, help="openb-format node list to train and evaluate on (default: the shared data)."),
     rl_episodes: int = typer.Option(0, help="Reinforcement-learning fine-tuning episodes after imitation/DAgger "
                                     "(self-critical PPO in the fill simulator; 0 = none)."),
     rl_from: Path = typer.Option(None, help="Fine-tune this model directory by RL instead of imitating "
@@ -251,11 +258,13 @@ def train(
 ) -> None:
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
-    from ops.cli.models import check_writable, run_promote
     from ops.cli.options import seed_list
+    from ops.cli.train_publish import check_archive, publish
 
-    if promote:
-        check_writable(archive)
+    if encoder != "hashed" and (from_archive or rl_from is not None):
+        raise typer.BadParameter("--encoder applies to imitation: --from-archive trains the hashed encoder, and "
+                                 "--rl-from keeps its model's")  # fmt: skip
+    check_archive(archive, promote)
     rl = None
     if rl_episodes > 0 or rl_from is not None:
         from ops.cli.train_rl import rl_options, run_train_rl_from
@@ -268,18 +277,18 @@ def train(
                         samples=rl_samples, minutes=rl_minutes, kl=rl_kl, state_rate=rl_state_rate, seed=seed,
                         baseline=rl_baseline, epochs=rl_epochs)  # fmt: skip
         if rl_from is not None:
-            directory = run_train_rl_from(rl_from, options=rl, out=out, version=version)
-            if promote:
-                run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive)
-            else:
-                console.print(f"not serving until promoted: semsched models promote {directory} --models {out}")
+            directory = run_train_rl_from(rl_from, options=rl, out=out, version=version, pods=pods, nodes=nodes)
+            publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive, pods=pods,
+                    nodes=nodes)  # fmt: skip
             return
     if from_archive:
         from ops.cli.train_archive import run_train_from_archive
 
-        run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr, hidden=hidden,
-                               depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers,
-                               head_rank=head_rank, seed=seed, version=version, promote=promote, promotion_seeds=promotion_seeds)  # fmt: skip
+        directory = run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr,
+                                           hidden=hidden, depth=depth, text_dim=text_dim, head_hidden=head_hidden,
+                                           head_layers=head_layers, head_rank=head_rank, seed=seed,
+                                           version=version)  # fmt: skip
+        publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive)
         return
     directory = run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
               epochs=epochs, batch=batch, lr=lr, hidden=hidden, depth=depth, text_dim=text_dim, seed=seed, out=out,
@@ -287,8 +296,5 @@ def train(
               cluster_features=cluster_features, frag_features=frag_features, dagger_rounds=dagger_rounds,
               dagger_seeds=seed_list(dagger_seeds) if dagger_seeds else None, dagger_epochs=dagger_epochs,
               dagger_beta=dagger_beta, cost_weight=cost_weight, transition_weight=transition_weight,
-              delta_weight=delta_weight, stability=stability, rl=rl)  # fmt: skip
-    if promote:
-        run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive)
-    else:
-        console.print(f"not serving until promoted: semsched models promote {directory} --models {out}")
+              delta_weight=delta_weight, stability=stability, rl=rl, encoder=encoder, pods=pods, nodes=nodes)  # fmt: skip
+    publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive, pods=pods, nodes=nodes)

@@ -1,0 +1,56 @@
+"""What ``semsched train`` does with the version it wrote: promote it, or record it.
+
+Every written version goes into the archive's ``model_versions`` table (issue 4: "every model
+version is recorded"). With promotion (the default) :func:`ops.cli.models.run_promote`
+evaluates it beside the serving version and records both and the decision; with
+``--no-promote`` :func:`publish` records it as a ``candidate`` without evaluation
+(:func:`inference.training.promotion.record_candidate`), and ``semsched models promote DIR``
+evaluates it later. Either way the archive must be writable, so :func:`check_archive` fails
+before any training when it is not (in embedded mode a running worker owns the chdb directory).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.console import Console
+
+console = Console()
+
+
+def not_evaluated(directory: Path, out: Path) -> str:
+    """The reason recorded for a version written with ``--no-promote``."""
+    return f"not evaluated (trained with --no-promote): semsched models promote {directory} --models {out}"
+
+
+def check_archive(archive: str | None, promote: bool) -> None:
+    """Fail now, not after training, when the registry cannot be written."""
+    from ops.cli.models import check_writable
+
+    try:
+        check_writable(archive)
+    except typer.BadParameter as e:
+        if promote:
+            raise
+        why = str(e).removesuffix(", or --no-promote")
+        raise typer.BadParameter(f"{why} (every trained version is recorded there, --no-promote too)") from None
+
+
+def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, archive: str | None,
+            pods: Path | None = None, nodes: Path | None = None) -> Any:  # fmt: skip
+    """Promote ``directory`` (the PromotionResult) or record it as an unevaluated candidate
+    (its :class:`~inference.training.registry.ModelVersion` row)."""
+    from ops.cli.models import archive_client, run_promote
+    from ops.cli.options import seed_list
+
+    if promote:
+        return run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive, pods=pods, nodes=nodes)
+    from inference.training.promotion import record_candidate
+    from ops.model_registry import ArchiveRegistry
+
+    row = record_candidate(directory, ArchiveRegistry(archive_client(archive, write=True)), not_evaluated(directory, out))
+    console.print(f"recorded {row.version} in model_versions as a candidate; not serving until promoted: "
+                  f"semsched models promote {directory} --models {out}")  # fmt: skip
+    return row

@@ -1,0 +1,47 @@
+"""``semsched train`` records every version it writes (ops/cli/train_publish.py): a ``--no-promote``
+run leaves an unevaluated ``candidate`` row in a real chdb archive's ``model_versions``, which a
+later ``semsched models promote`` supersedes with its evaluation and decision. Tiny openb-format
+inputs (tests/ops/cli/tiny_train.py) keep the training run to seconds."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ops.cli.main import app
+from ops.cli.train_publish import not_evaluated
+from ops.model_registry import ArchiveRegistry
+from storage.client import close_client, get_client
+from tests.ops.cli.tiny_train import TINY, tiny_inputs
+
+
+@pytest.fixture
+def tiny(tmp_path: Path):  # noqa: ANN201
+    inputs = tiny_inputs(tmp_path)
+    yield inputs
+    close_client(str(inputs["dsn"]))
+
+
+def test_a_no_promote_training_run_is_recorded_as_an_unevaluated_candidate(tiny) -> None:
+    models, inputs = tiny["models"], ["--pods", str(tiny["pods"]), "--nodes", str(tiny["nodes"])]
+    r = CliRunner().invoke(app, ["train", *TINY, *inputs, "--no-promote", "--archive", tiny["dsn"],
+                                 "--out", str(models), "--version", "tiny-1"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert not (models / "latest").exists()  # not serving: only recorded
+    registry = ArchiveRegistry(get_client(tiny["dsn"]))
+    row = registry.get("tiny-1")
+    assert row is not None and row.status == "candidate" and row.source == "simulator" and row.expert == "best-fit"
+    assert row.reason == not_evaluated(models / "tiny-1", models) and row.reason.startswith("not evaluated")
+    assert row.evaluation == {} and row.candidate_score is None and row.decided_at is None
+    assert row.path == str((models / "tiny-1").resolve()) and row.config["spec"]["encoder"] == "hashed-ngram-8"
+    assert row.train_metrics["train_seeds"] == [0, 1]
+
+    # promoting it later records the evaluation and the decision as a newer revision of the same row
+    r = CliRunner().invoke(app, ["models", "promote", str(models / "tiny-1"), "--models", str(models), *inputs,
+                                 "--archive", tiny["dsn"], "--seeds", "100", "--latency-budget-ms", "100000"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    [row] = registry.list()
+    assert row.version == "tiny-1" and row.status == "promoted" and row.reason.startswith("first version")
+    assert row.candidate_score is not None and row.revision > 1
