@@ -202,8 +202,10 @@ def test_a_better_candidate_over_budget_stays_out(trained, archive, tmp_path):
     assert r.candidate["score"] > r.serving["score"]  # type: ignore[index]  (only the latency rule refused)
     assert (root / "latest").resolve() == (root / "bad").resolve()
     worse = _run(trained["bad-twin"], root, archive, latency_budget_ms=0.0, reuse_serving_evaluation=True)
-    # the serving version is over a 0 ms budget too, so allocation does not refuse: latency alone does
-    # (both rules named together: tests/inference/training/test_gate.py)
-    assert worse.status == "rejected" and worse.reason.startswith("latency:") and "allocation" not in worse.reason
+    # the serving version is over a 0 ms budget too, but that lets in no candidate that does not beat it:
+    # allocation refuses (the same weights), the reason says the serving version is over the budget, latency refuses
+    assert worse.status == "rejected" and worse.reason.startswith("allocation: not better than serving bad")
+    assert "; the serving version bad is over the latency budget" in worse.reason
+    assert worse.reason.endswith("> budget 0 ms") and (root / "latest").resolve() == (root / "bad").resolve()
     unbounded = _run(trained["good-twin"], root, archive, latency_budget_ms=None)
     assert unbounded.promoted and "(no budget)" in unbounded.reason
