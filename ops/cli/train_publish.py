@@ -31,11 +31,10 @@ def check_archive(archive: str | None, promote: bool) -> None:
 
     try:
         check_writable(archive)
-    except typer.BadParameter as e:
-        if promote:
-            raise
+    except typer.BadParameter as e:  # (its "or --no-promote" is no way out here: that records too)
         why = str(e).removesuffix(", or --no-promote")
-        raise typer.BadParameter(f"{why} (every trained version is recorded there, --no-promote too)") from None
+        raise typer.BadParameter(f"{why} (every version semsched train writes is recorded there"
+                                 + ("" if promote else ", --no-promote too") + ")") from None
 
 
 def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, archive: str | None,
