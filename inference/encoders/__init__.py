@@ -7,6 +7,8 @@ name a model's config records) or ``"minilm"`` (all-MiniLM-L6-v2, offline).
 
 from __future__ import annotations
 
+import functools
+
 from inference.encoders.base import TextEncoder, l2_normalise
 from inference.encoders.cache import EncoderCache
 from inference.encoders.hashed import HashedNgramEncoder
@@ -20,10 +22,17 @@ def get_encoder(name: str = "hashed", dim: int = 64) -> TextEncoder:
     if name.startswith("hashed-ngram-"):
         return HashedNgramEncoder(int(name.rsplit("-", 1)[1]))
     if name in ("minilm", "all-MiniLM-L6-v2"):
-        from inference.encoders.minilm import MiniLMEncoder
-
-        return MiniLMEncoder()
+        return _minilm()
     raise ValueError(f"unknown text encoder {name!r}; available: hashed, hashed-ngram-<dim>, minilm")
+
+
+
+@functools.cache
+def _minilm() -> TextEncoder:
+    """One MiniLM per process (~90 MB, ~2 s to load; stateless): the policy and its backend share it."""
+    from inference.encoders.minilm import MiniLMEncoder
+
+    return MiniLMEncoder()
 
 
 __all__ = ["OUTCOME_LABELS", "EncoderCache", "HashedNgramEncoder", "TextEncoder", "clean_text", "get_encoder",

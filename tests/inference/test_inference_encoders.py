@@ -72,6 +72,7 @@ def test_minilm_encodes_offline_and_puts_similar_jobs_close(monkeypatch: pytest.
 
     monkeypatch.setattr(socket.socket, "connect", no_network)
     enc = get_encoder("minilm")
+    assert get_encoder("all-MiniLM-L6-v2") is enc  # one per process: the policy and its backend share it
     v = enc.encode(["train resnet50 on imagenet with 8 GPUs", "resnet-50 imagenet training job",
                     "nightly database backup to object storage"])  # fmt: skip
     assert v.shape == (3, 384) and v.dtype == np.float32
