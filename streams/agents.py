@@ -121,15 +121,33 @@ def _agent(w: Worker, topic: str, handler: Any) -> None:
             log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
             await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
 
+    last: dict[int, int] = {}  # partition -> the last offset this process handled
+
     async def consume(stream: faust.StreamT) -> None:
         async for event in stream.events():
             # submissions and traced lifecycle reports are handled inside their span (the
             # trace context rides in the message headers; Faust gives them as a dict)
             msg = event.message
+            _watch_offsets(w, topic, last, msg.partition, msg.offset)
             with telemetry.consume_span(msg.topic, topic, event.headers, msg.partition, msg.offset):
                 await one(event.value, msg)
 
     w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
+
+
+def _watch_offsets(w: Worker, topic: str, last: dict[int, int], partition: int, offset: int) -> None:
+    """Where each partition's consumption starts (logged), and any offsets skipped after that: the
+    input topics are written without transactions or compaction, so their offsets are contiguous,
+    and a skipped one is an event this worker never saw (counted, logged as a warning). Going
+    back (a rebalance re-reads from the committed offset) is fine: handling is idempotent."""
+    before = last.get(partition)
+    if before is None:
+        log.info("%s partition %d: first offset handled %d", topic, partition, offset)
+    elif offset > before + 1:
+        w.counters.offset_gaps += 1
+        log.warning("%s partition %d: offsets %d..%d were skipped (never handled by this worker)",
+                    topic, partition, before + 1, offset - 1)  # fmt: skip
+    last[partition] = offset
 
 
 def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:

@@ -44,6 +44,7 @@ class Counters:
     decisions_applied: int = 0
     lifecycle: int = 0
     telemetry: int = 0
+    offset_gaps: int = 0  # input offsets this process skipped on a partition it kept consuming (should stay 0)
     notes: dict[str, int] = field(default_factory=dict)
 
     def note(self, text: str) -> None:

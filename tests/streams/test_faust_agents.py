@@ -451,3 +451,18 @@ async def test_an_event_on_another_clusters_partition_is_dead_lettered(worker: t
     assert "j1" not in w.pending and "j2" in w.pending
     [dl] = sent.deadletters()
     assert f"arrived on partition {wrong}" in dl.reason and "partition_for" in dl.reason
+
+
+async def test_a_skipped_input_offset_is_counted_and_going_back_is_not(worker: tuple[Worker, Sent]) -> None:
+    w, _ = worker
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry("n1").to_bytes(), key=b"n1")  # offset 0
+        await put(a, telemetry("n2").to_bytes(), key=b"n2")  # offset 1
+        assert w.counters.offset_gaps == 0
+        a.sent_offset = 5  # offsets 2..4 never reach the agent
+        await put(a, telemetry("n3").to_bytes(), key=b"n3")
+        assert w.counters.offset_gaps == 1
+        a.sent_offset = 1  # a rebalance re-reads from the committed offset: no gap
+        await put(a, telemetry("n2").to_bytes(), key=b"n2")
+        await put(a, telemetry("n4").to_bytes(), key=b"n4")
+    assert w.counters.offset_gaps == 1 and w.counters.telemetry == 5
