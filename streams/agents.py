@@ -121,7 +121,15 @@ def _agent(w: Worker, topic: str, handler: Any) -> None:
             log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
             await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
 
-    last: dict[int, int] = {}  # partition -> the last offset this process handled
+    last: dict[int, int] = {}  # partition -> the last offset this process handled since it was assigned
+
+    def forget(sender: Any, revoked: Any, **_: Any) -> None:
+        # a partition taken away may come back after another worker handled more of it: no gap
+        for tp in revoked:
+            if tp.topic == w.topics[topic].get_topic_name():
+                last.pop(tp.partition, None)
+
+    w.app.on_partitions_revoked.connect(forget)
 
     async def consume(stream: faust.StreamT) -> None:
         async for event in stream.events():
@@ -139,7 +147,8 @@ def _watch_offsets(w: Worker, topic: str, last: dict[int, int], partition: int, 
     """Where each partition's consumption starts (logged), and any offsets skipped after that: the
     input topics are written without transactions or compaction, so their offsets are contiguous,
     and a skipped one is an event this worker never saw (counted, logged as a warning). Going
-    back (a rebalance re-reads from the committed offset) is fine: handling is idempotent."""
+    back (a rebalance re-reads from the committed offset) is fine: handling is idempotent. A revoked
+    partition is forgotten (another worker may handle it meanwhile)."""
     before = last.get(partition)
     if before is None:
         log.info("%s partition %d: first offset handled %d", topic, partition, offset)

@@ -466,3 +466,16 @@ async def test_a_skipped_input_offset_is_counted_and_going_back_is_not(worker: t
         await put(a, telemetry("n2").to_bytes(), key=b"n2")
         await put(a, telemetry("n4").to_bytes(), key=b"n4")
     assert w.counters.offset_gaps == 1 and w.counters.telemetry == 5
+
+
+async def test_a_partition_revoked_and_given_back_is_no_gap(worker: tuple[Worker, Sent]) -> None:
+    from faust.types import TP
+
+    w, _ = worker
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry("n1").to_bytes(), key=b"n1")  # offset 0 on the cluster's partition
+        partition = partition_for("c1", 4)
+        await w.app.on_partitions_revoked.send({TP(w.topics["nodes.telemetry"].get_topic_name(), partition)})
+        a.sent_offset = 7  # another worker handled 1..6 while the partition was away
+        await put(a, telemetry("n2").to_bytes(), key=b"n2")
+    assert w.counters.offset_gaps == 0
