@@ -2,7 +2,9 @@
 
 The main CLI mounts it with ``app.command("replay")(replay_command)``. Exit codes: 0 done,
 1 a bad trace line under ``--strict`` (printed as ``FILE:LINE: reason``) or an unreadable
-trace file, 2 bad options or Kafka unreachable.
+trace file, 2 bad options, Kafka unreachable, or events the broker refused (how many, and
+the first reason: the replay stops there; running it again places nothing twice, since the
+worker dead-letters a submission whose job id it already has).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.table import Table
 from ops.replay import ReplayStats
 from ops.replay import replay as run_replay
 from ops.traces import TraceLineError, TraceLoader, available_traces, get_loader
+from streams.producer import DeliveryError
 from streams.settings import Settings
 
 __all__ = ["replay", "replay_command"]
@@ -212,6 +215,9 @@ def replay(
         else:
             stats = asyncio.run(run_replay(loader, settings, speed=speed, limit=limit, strict=strict,
                                            progress=progress, max_gap_s=max_gap))  # fmt: skip
+    except DeliveryError as e:
+        err_console.print(f"[red]Kafka refused events[/red] at {settings.bootstrap if settings else '?'}: {e}")
+        raise typer.Exit(2) from None
     except TraceLineError as e:  # includes TraceFormatError
         typer.echo(str(e), err=True)  # plain FILE:LINE: reason, never wrapped
         raise typer.Exit(1) from None

@@ -37,6 +37,29 @@ def publish(settings: Settings, events: Iterable[Event], *, pause: float = 0.0) 
     asyncio.run(run())
 
 
+def topic_records(settings: Settings, topic: str) -> dict[str, tuple[int, int]]:
+    """Every record on un-prefixed ``topic`` by key: ``{key: (partition, offset)}`` (the last one of a key)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> dict[str, tuple[int, int]]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False)
+        await consumer.start()
+        out: dict[str, tuple[int, int]] = {}
+        try:
+            parts = [TopicPartition(settings.topic(topic), p) for p in range(settings.partitions)]
+            consumer.assign(parts)
+            await consumer.seek_to_beginning(*parts)
+            ends = await consumer.end_offsets(parts)
+            while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+                for msgs in (await consumer.getmany(timeout_ms=1000)).values():
+                    out.update({(m.key or b"").decode(): (m.partition, m.offset) for m in msgs})
+        finally:
+            await consumer.stop()
+        return out
+
+    return asyncio.run(run())
+
+
 @pytest.fixture
 def make_stack(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., LocalStack]]:
     made: list[LocalStack] = []

@@ -9,10 +9,11 @@ import time
 
 import pytest
 
+from ops.local_stack import LocalStack
 from ops.traces import get_loader
 from storage.queries import _PLACED_TWICE, _STARTED_TWICE  # the reconciliation's own SQL
 from streams.topics import ensure_topics
-from tests.integration.conftest import FAST_AGENTS, publish
+from tests.integration.conftest import FAST_AGENTS, publish, topic_records
 
 pytestmark = pytest.mark.integration
 
@@ -40,8 +41,11 @@ def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_st
     p.start_worker("--loglevel", "info")
     publish(p.settings, jobs[2 * KILL_AFTER:], pause=0.02)
 
-    st = p.wait(lambda s: s["finished"] + s["rejected"] == N and s["pending"] + s["running"] + s["reserved"] == 0,
-                timeout=240, what=f"all {N} jobs to settle after the restart")  # fmt: skip
+    try:
+        st = p.wait(lambda s: s["finished"] + s["rejected"] == N and s["pending"] + s["running"] + s["reserved"] == 0,
+                    timeout=240, what=f"all {N} jobs to settle after the restart")  # fmt: skip
+    except TimeoutError as e:
+        raise AssertionError(f"{e}\n{_which_went_missing(p, [j.job_id for j in jobs])}") from None
     assert st["finished"] == N, st
 
     assert p.scalar("SELECT uniqExact(job_id) FROM jobs_submitted FINAL") == N
@@ -71,3 +75,16 @@ def test_a_cleanly_restarted_worker_schedules_again(make_stack) -> None:  # type
     publish(p.settings, jobs[5:])
     st = p.wait(lambda s: s["finished"] == 10, timeout=90, what="the jobs submitted after the restart")
     assert st["pending"] == 0
+
+
+def _which_went_missing(p: LocalStack, job_ids: list[str]) -> str:
+    """For a run that did not settle: the jobs never finished, where each is on the topic (or that
+    it never reached it), and what the worker's offset watch logged."""
+    on_topic = topic_records(p.settings, "jobs.submitted")
+    finished = {r[0] for r in p.sql("SELECT DISTINCT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished'")}
+    missing = [j for j in job_ids if j not in finished]
+    where = {j: on_topic.get(j, "NOT ON THE TOPIC") for j in missing}
+    log = p.children["worker"].log_path.read_text(errors="replace").splitlines()
+    watch = [line for line in log if "first offset handled" in line or "were skipped" in line]
+    return (f"{len(on_topic)} submissions on jobs.submitted; not finished (partition, offset): {where}\n"
+            "worker offset watch:\n" + "\n".join(watch))

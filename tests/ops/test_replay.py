@@ -256,3 +256,29 @@ async def test_replay_pacing_against_kafka(kafka_broker) -> None:  # type: ignor
     times = {e.job_id: e.event_time for e in jobs}
     assert (times["b"] - times["a"]).total_seconds() == pytest.approx(1.5, abs=0.25)
     assert (times["c"] - times["a"]).total_seconds() == pytest.approx(0.275, abs=0.2)
+
+
+@pytest.mark.integration
+def test_cli_exits_2_naming_what_the_broker_refused(kafka_broker) -> None:  # type: ignore[no-untyped-def]
+    # jobs.submitted takes records of 200 bytes at most: every submission is refused by the broker
+    # (the nodes go through); the replay must say so and fail, not report a replay that never landed
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    prefix = f"t{uuid.uuid4().hex[:10]}."
+
+    async def create() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_broker.bootstrap)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(f"{prefix}jobs.submitted", num_partitions=4, replication_factor=1,
+                                                topic_configs={"max.message.bytes": "200"})])  # fmt: skip
+        finally:
+            await admin.close()
+
+    asyncio.run(create())
+    r = CliRunner().invoke(_cli(), ["replay", "openb", "--path", str(OPENB), "--speed", "0", "--no-progress",
+                                    "--bootstrap", kafka_broker.bootstrap, "--topic-prefix", prefix],
+                           env={"COLUMNS": "200", "SEMSCHED_PARTITIONS": "4"})  # fmt: skip
+    assert r.exit_code == 2, r.output
+    assert "Kafka refused events" in r.output and "MessageSizeTooLarge" in r.output, r.output
+    assert f"{prefix}jobs.submitted" in r.output

@@ -1,0 +1,85 @@
+"""``EventProducer`` against the session's real Kafka broker: every delivery is checked. A
+record the broker refuses (over a topic's ``max.message.bytes``, smaller than the producer's
+own request limit, so it leaves the client) raises ``DeliveryError`` on ``flush``, on the next
+``send`` and on leaving the ``async with``; it is never silently gone."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from scheduling.events import JobSubmitted
+from streams.producer import DeliveryError, EventProducer
+from streams.settings import Settings
+
+pytestmark = pytest.mark.integration
+
+SMALL_LIMIT = 4096  # the refusing topic's max.message.bytes
+
+
+def _settings(kafka_broker) -> Settings:  # type: ignore[no-untyped-def]
+    return Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"p{uuid.uuid4().hex[:10]}.", partitions=2)
+
+
+async def _create(settings: Settings, topic: str, **config: str) -> None:
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(settings.topic(topic), num_partitions=settings.partitions,
+                                            replication_factor=1, topic_configs=config)])  # fmt: skip
+    finally:
+        await admin.close()
+
+
+async def _count(settings: Settings, topic: str) -> int:
+    """Records on the topic (the sum of its partitions' end offsets)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(settings.topic(topic), p) for p in range(settings.partitions)])
+        return sum(ends.values())
+    finally:
+        await consumer.stop()
+
+
+def _job(i: int) -> JobSubmitted:
+    return JobSubmitted(job_id=f"j{i}", cluster="default", cpu_milli=1000, memory_mib=1024)
+
+
+async def test_every_event_delivered_is_counted(kafka_broker) -> None:  # type: ignore[no-untyped-def]
+    settings = _settings(kafka_broker)
+    await _create(settings, "jobs.submitted")
+    async with EventProducer(settings) as prod:
+        for i in range(40):
+            await prod.send("jobs.submitted", _job(i))
+        await prod.flush()
+        assert (prod.delivered, prod.failed) == (40, 0)
+    assert await _count(settings, "jobs.submitted") == 40
+
+
+async def test_a_refused_record_raises_on_flush_and_on_the_next_send(kafka_broker) -> None:  # type: ignore[no-untyped-def]
+    settings = _settings(kafka_broker)
+    await _create(settings, "jobs.submitted", **{"max.message.bytes": str(SMALL_LIMIT)})
+    async with EventProducer(settings) as prod:
+        await prod.send("jobs.submitted", _job(0))
+        await prod.flush()  # a small one goes through
+        await prod.send_raw("jobs.submitted", b"x" * (4 * SMALL_LIMIT), key=b"big", cluster="default")
+        with pytest.raises(DeliveryError) as err:
+            await prod.flush()
+        assert err.value.failed >= 1 and err.value.topic == settings.topic("jobs.submitted")
+        assert "TooLarge" in err.value.reason, err.value.reason
+        assert prod.delivered == 1
+        with pytest.raises(DeliveryError):  # nothing is published past the hole
+            await prod.send("jobs.submitted", _job(1))
+    assert await _count(settings, "jobs.submitted") == 1
+
+
+async def test_leaving_the_context_raises_what_was_not_flushed(kafka_broker) -> None:  # type: ignore[no-untyped-def]
+    settings = _settings(kafka_broker)
+    await _create(settings, "jobs.submitted", **{"max.message.bytes": str(SMALL_LIMIT)})
+    with pytest.raises(DeliveryError, match="not delivered"):
+        async with EventProducer(settings) as prod:
+            await prod.send_raw("jobs.submitted", b"x" * (4 * SMALL_LIMIT), key=b"big", cluster="default")
