@@ -10,7 +10,9 @@ ones a restarted worker finds there that its tables have not seen.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, TypeVar
@@ -84,8 +86,7 @@ class Worker:
         self.counters.deadletters += 1
         telemetry.count_deadletter(reason, topic=topic, source="worker")
         trace.get_current_span().set_attribute("semsched.deadletter.reason", reason[:500])
-        await self.topics["deadletter"].send(key=message.key, value=dl.to_bytes(), partition=message.partition,
-                                             headers=telemetry.inject() or None)  # fmt: skip
+        await (await self.publish("deadletter", message.key, dl.to_bytes(), message.partition, telemetry.inject()))
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
     async def apply_decision(self, rec: DecisionRecord, partition: int, *, in_stream: bool) -> Transition:
@@ -108,12 +109,20 @@ class Worker:
 
     async def emit(self, t: Transition, partition: int) -> None:
         """Publish what a transition produced: lifecycle notices (e.g. a rejection) and commands
-        for the agents (e.g. fencing a superseded placement)."""
-        for notice in t.emit:
-            await self.topics["jobs.lifecycle"].send(key=notice.job_id.encode(), value=notice.to_bytes(),
-                                                     partition=partition)  # fmt: skip
-        for cmd in t.commands:
-            await self.topics["actions"].send(key=cmd.node_id.encode(), value=cmd.to_bytes(), partition=partition)
+        for the agents (e.g. fencing a superseded placement); returns once the broker has every
+        one (a refusal raises: the caller has not changed its tables yet, see ``apply_decision``)."""
+        sent = [await self.publish("jobs.lifecycle", n.job_id.encode(), n.to_bytes(), partition) for n in t.emit]
+        sent += [await self.publish("actions", c.node_id.encode(), c.to_bytes(), partition) for c in t.commands]
+        if sent:
+            await asyncio.gather(*sent)
+
+    async def publish(self, topic: str, key: bytes | None, value: bytes, partition: int,
+                      headers: list[tuple[str, bytes]] | None = None) -> Awaitable[Any]:  # fmt: skip
+        """Hand one message to the producer; returns its delivery future, which fails when the
+        broker refuses it (awaited by every caller: a Faust ``topic.send`` is not, and its
+        failure would go unseen)."""
+        return await self.app.producer.send(self.topics[topic].get_topic_name(), key, value, partition=partition,
+                                            timestamp=None, headers=headers or None)  # fmt: skip
 
     def changelog_topics(self) -> tuple[str, ...]:
         return tuple(t.changelog_topic.get_topic_name() for t in self.app.tables.values())

@@ -304,8 +304,7 @@ class SchedulingLoop:
                     headers: list[tuple[str, bytes]] | None = None) -> Awaitable[Any]:  # fmt: skip
         """Hand one message to the producer (``headers``: the job's trace context); returns the
         delivery future (batched by linger)."""
-        return await self.w.app.producer.send(self.w.topics[topic].get_topic_name(), key.encode(), value,
-                                              partition=partition, timestamp=None, headers=headers or None)  # fmt: skip
+        return await self.w.publish(topic, key.encode(), value, partition, headers)
 
 
 def register_loop(w: Worker) -> SchedulingLoop:

@@ -75,6 +75,20 @@ class Sent:
 
     def __init__(self) -> None:
         self.by_topic: dict[str, list[dict[str, Any]]] = {}
+        self.refuse: str | None = None  # a topic whose deliveries the broker refuses
+
+    async def publish(self, topic: str, key: bytes | None, value: bytes, partition: int,
+                      headers: Any = None) -> asyncio.Future[None]:  # fmt: skip
+        """Stands in for ``Worker.publish`` (no broker in Faust's test mode): records the message
+        and returns its delivery future, failed when ``topic`` is ``refuse``."""
+        delivered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if topic == self.refuse:
+            delivered.set_exception(RuntimeError(f"MessageSizeTooLargeError on {topic}"))
+        else:
+            self.by_topic.setdefault(topic, []).append({"key": key, "value": value, "partition": partition,
+                                                        "headers": headers})  # fmt: skip
+            delivered.set_result(None)
+        return delivered
 
     def deadletters(self) -> list[DeadLetter]:
         return [decode("deadletter", s["value"]) for s in self.by_topic.get("deadletter", [])]  # type: ignore[misc]
@@ -89,13 +103,7 @@ async def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Worke
                  state_dir=tmp_path, max_retries=3)  # fmt: skip
     w = create_app(s)
     sent = Sent()
-    for name, topic in w.topics.items():
-
-        async def record(*, key: Any = None, value: Any = None, partition: Any = None, _n: str = name,
-                         **kw: Any) -> None:  # fmt: skip
-            sent.by_topic.setdefault(_n, []).append({"key": key, "value": value, "partition": partition, **kw})
-
-        monkeypatch.setattr(topic, "send", record)
+    monkeypatch.setattr(w, "publish", sent.publish)
     return w, sent
 
 
@@ -227,17 +235,13 @@ async def test_message_at_the_size_limit_is_accepted(tmp_path: Path, monkeypatch
     s = Settings(bootstrap="127.0.0.1:1", topic_prefix=f"u{uuid.uuid4().hex[:8]}.", web_port=0,
                  state_dir=tmp_path, max_message_bytes=len(raw))  # fmt: skip
     w = create_app(s)
-    sends: list[Any] = []
-
-    async def record(**kw: Any) -> None:
-        sends.append(kw)
-
-    monkeypatch.setattr(w.topics["deadletter"], "send", record)
+    sent = Sent()
+    monkeypatch.setattr(w, "publish", sent.publish)
     async with drive(w, "jobs.submitted") as a:
         await put(a, raw, key=b"edge")
         await put(a, job("edge2", name="one byte longer").to_bytes(), key=b"edge2")
     assert "edge" in w.pending and "edge2" not in w.pending
-    assert len(sends) == 1 and b"byte limit" in sends[0]["value"]
+    assert len(sent.by_topic["deadletter"]) == 1 and b"byte limit" in sent.by_topic["deadletter"][0]["value"]
 
 
 # -- nodes.telemetry ------------------------------------------------------------------------
@@ -353,6 +357,22 @@ async def test_rejection_decision_moves_to_done_and_publishes_a_notice(worker: t
     assert (n.job_id, n.state, n.reason) == ("j1", "rejected", "needs 99 GPUs")
     assert sent.by_topic["jobs.lifecycle"][0]["key"] == b"j1"
     assert sent.by_topic["jobs.lifecycle"][0]["partition"] == partition_for("c1", 4)
+
+
+async def test_a_notice_the_broker_refuses_dead_letters_its_decision_and_changes_nothing(
+    worker: tuple[Worker, Sent],
+) -> None:
+    # the rejection notice must be on the broker before the job moves to done: when the broker
+    # refuses it, the decision is dead-lettered with that reason and the job stays pending
+    w, sent = worker
+    await _submit(w, job("j1"))
+    before = snapshot(w)
+    sent.refuse = "jobs.lifecycle"
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1", node_id=None, outcome="rejected", reason="needs 99 GPUs").to_bytes(), key=b"j1")
+    assert snapshot(w) == before
+    [dl] = sent.deadletters()
+    assert dl.topic == "decisions" and "MessageSizeTooLargeError on jobs.lifecycle" in dl.reason
 
 
 async def test_handler_error_is_deadlettered_and_tables_stay(worker: tuple[Worker, Sent]) -> None:
