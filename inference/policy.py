@@ -39,6 +39,7 @@ pair features assume; in a fallen-back step, the fallback's own choice.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from collections.abc import Sequence
@@ -178,20 +179,31 @@ class LearnedPolicy(BasePolicy):
         if self.fell_back:
             return self.last_step
         self.backend.refresh()
-        cache = self.encoder()
+        budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         try:
-            missing = cache.missing([j.text for j in jobs])
-            if missing:
-                cache.put(missing, await self.backend.encode_async(missing))
-            inputs, out = await self._caller(self.backend, snapshot, jobs, now, self.spec, cache,
-                                             knn=self.loaded.config.knn, pair_cache=self.pair_cache(snapshot),
-                                             job_rows=self._job_rows, utilisation=utilisation)  # fmt: skip
+            work = self._backend_step(snapshot, jobs, now, utilisation)
+            try:
+                inputs, out = await (asyncio.wait_for(work, budget / 1000.0) if budget else work)
+            except TimeoutError:
+                raise BackendError(f"{self.backend.name}: the step's calls took over its {budget:g} ms "
+                                   "step deadline") from None  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
             self._prepared = StepStatus(self.backend.name, self.model_version, True, reason)
         self.model_calls += 1
         return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
+
+    async def _backend_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
+                            utilisation: np.ndarray | None) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+        """The step's backend calls: the texts not yet encoded, then the policy (inputs and answer)."""
+        cache = self.encoder()
+        missing = cache.missing([j.text for j in jobs])
+        if missing:
+            cache.put(missing, await self.backend.encode_async(missing))
+        return await self._caller(self.backend, snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn,
+                                  pair_cache=self.pair_cache(snapshot), job_rows=self._job_rows,
+                                  utilisation=utilisation)  # fmt: skip
 
     def _status(self, step: PreparedStep) -> StepStatus:
         return StepStatus(self.backend.name, step.version or self.model_version, False, "")

@@ -32,9 +32,9 @@ def _inference_env() -> set[str]:
     """The names the inference backends read (their modules' constants, so a rename fails here)."""
     from inference.backends import INFERENCE_ENV
     from inference.policy import MODEL_DIR_ENV
-    from inference.serving.client import DEADLINE_ENV, ENCODE_DEADLINE_ENV, URL_ENV
+    from inference.serving.client import DEADLINE_ENV, ENCODE_DEADLINE_ENV, STEP_DEADLINE_ENV, URL_ENV
 
-    return {INFERENCE_ENV, MODEL_DIR_ENV, URL_ENV, DEADLINE_ENV, ENCODE_DEADLINE_ENV}
+    return {INFERENCE_ENV, MODEL_DIR_ENV, URL_ENV, DEADLINE_ENV, ENCODE_DEADLINE_ENV, STEP_DEADLINE_ENV}
 
 
 def _compose_command() -> list[str] | None:

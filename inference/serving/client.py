@@ -7,7 +7,11 @@ Implements :class:`inference.backends.base.Backend`. Settings (keyword arguments
   the current model's call alone takes ~0.1 s for 64 pending x 1,213 nodes, ~1 s for 1,024, see
   ``semsched bench triton``; a step that misses it is decided by the fallback);
 - ``SEMSCHED_TRITON_ENCODE_DEADLINE_MS`` — of a ``job_encoder`` call (default 500 ms: new texts
-  only, in chunks of at most 256).
+  only, in chunks of at most 256);
+- ``SEMSCHED_TRITON_STEP_DEADLINE_MS`` — of all a step's calls together, the new texts' encoding
+  and the policy call (default 1,000 ms; ``0`` = none): however many chunks a step has to encode,
+  it waits this long at most before the fallback decides it
+  (:meth:`inference.policy.LearnedPolicy.prepare_step`).
 
 Any failure — the server down (``UNAVAILABLE``), the deadline missed (``DEADLINE_EXCEEDED``),
 an error from the model, an answer without the expected outputs — raises
@@ -43,8 +47,10 @@ log = logging.getLogger("semsched.serving")
 URL_ENV = "SEMSCHED_TRITON_URL"
 DEADLINE_ENV = "SEMSCHED_TRITON_DEADLINE_MS"
 ENCODE_DEADLINE_ENV = "SEMSCHED_TRITON_ENCODE_DEADLINE_MS"
+STEP_DEADLINE_ENV = "SEMSCHED_TRITON_STEP_DEADLINE_MS"
 ENCODE_CHUNK = 256  # the job_encoder's max_batch_size
 DEFAULT_DEADLINE_MS = 500.0  # of one step's policy call and of a job_encoder call (module docstring)
+DEFAULT_STEP_DEADLINE_MS = 1000.0  # of a step's calls together (module docstring)
 
 
 def _env_float(name: str, default: float) -> float:
@@ -112,7 +118,8 @@ class TritonBackend:
     computes_pairs = True  # a request with compact node arrays: the server computes the pairs
 
     def __init__(self, model_dir: Path | None = None, *, url: str | None = None, deadline_ms: float | None = None,
-                 encode_deadline_ms: float | None = None, loaded: Any = None, watch_s: float = 2.0) -> None:  # fmt: skip
+                 encode_deadline_ms: float | None = None, step_deadline_ms: float | None = None, loaded: Any = None,
+                 watch_s: float = 2.0) -> None:  # fmt: skip
         from inference.model.io import load_model
 
         if loaded is None and model_dir is None:
@@ -123,6 +130,8 @@ class TritonBackend:
         self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, DEFAULT_DEADLINE_MS)
         self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
                                    else _env_float(ENCODE_DEADLINE_ENV, DEFAULT_DEADLINE_MS))  # fmt: skip
+        step = step_deadline_ms if step_deadline_ms is not None else _env_float(STEP_DEADLINE_ENV, DEFAULT_STEP_DEADLINE_MS)
+        self.step_deadline_ms: float | None = step or None  # read by the policy's prepare_step
         self.reload_error: str | None = None
         self.watch_s = watch_s
         self._checked = time.monotonic()

@@ -43,3 +43,23 @@ async def test_triton_down_means_the_fallback_decides_and_the_record_says_so(ser
     got = schedule_step(snap, jobs, p, now=1.0)
     want = schedule_step(snap, jobs, get_policy("best-fit"), now=1.0)
     assert placements(got) == placements(want) and p.last_step.fallback
+
+
+async def test_a_step_over_its_step_deadline_is_decided_by_the_fallback_and_the_next_one_is_not(served):
+    # each call alone has 5 s; the step as a whole has 1 ms: the fallback decides it and says why
+    p = LearnedPolicy(served.latest, backend="triton", fallback="best-fit",
+                      backend_kwargs={"url": served.url, "deadline_ms": 5000, "encode_deadline_ms": 5000,
+                                      "step_deadline_ms": 0.001})  # fmt: skip
+    snap, jobs = small_snapshot(), pod_mix(20, seed=5)
+    status = await p.prepare_step(snap, jobs, 2.0)
+    assert status.fallback and "step deadline" in status.reason, status.reason
+    got = schedule_step(snap.copy(), jobs, p, now=2.0)
+    assert placements(got) == placements(schedule_step(snap.copy(), jobs, get_policy("best-fit"), now=2.0))
+    # nothing is left half-done (the cancelled call, the pair thread): the next step is the model's
+    p.backend.step_deadline_ms = None
+    status = await p.prepare_step(snap, jobs, 3.0)
+    assert not status.fallback, status.reason
+    local = LearnedPolicy(served.root / status.version, backend="in-process")
+    await local.prepare_step(snap, jobs, 3.0)
+    assert placements(schedule_step(snap.copy(), jobs, p, now=3.0)) == placements(
+        schedule_step(snap.copy(), jobs, local, now=3.0))  # fmt: skip
