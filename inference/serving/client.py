@@ -9,8 +9,8 @@ Implements :class:`inference.backends.base.Backend`. Settings (keyword arguments
 - ``SEMSCHED_TRITON_ENCODE_DEADLINE_MS`` — of a ``job_encoder`` call (default 500 ms: new texts
   only, in chunks of at most 256);
 - ``SEMSCHED_TRITON_STEP_DEADLINE_MS`` — of all a step's calls together, the new texts' encoding
-  and the policy call (default 1,000 ms; ``0`` = none): however many chunks a step has to encode,
-  it waits this long at most before the fallback decides it
+  and the policy call (default twice the policy call's deadline, 1,000 ms; ``0`` = none): however
+  many chunks a step has to encode, it waits this long at most before the fallback decides it
   (:meth:`inference.policy.LearnedPolicy.prepare_step`).
 
 Any failure — the server down (``UNAVAILABLE``), the deadline missed (``DEADLINE_EXCEEDED``),
@@ -50,7 +50,6 @@ ENCODE_DEADLINE_ENV = "SEMSCHED_TRITON_ENCODE_DEADLINE_MS"
 STEP_DEADLINE_ENV = "SEMSCHED_TRITON_STEP_DEADLINE_MS"
 ENCODE_CHUNK = 256  # the job_encoder's max_batch_size
 DEFAULT_DEADLINE_MS = 500.0  # of one step's policy call and of a job_encoder call (module docstring)
-DEFAULT_STEP_DEADLINE_MS = 1000.0  # of a step's calls together (module docstring)
 
 
 def _env_float(name: str, default: float) -> float:
@@ -130,7 +129,7 @@ class TritonBackend:
         self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, DEFAULT_DEADLINE_MS)
         self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
                                    else _env_float(ENCODE_DEADLINE_ENV, DEFAULT_DEADLINE_MS))  # fmt: skip
-        step = step_deadline_ms if step_deadline_ms is not None else _env_float(STEP_DEADLINE_ENV, DEFAULT_STEP_DEADLINE_MS)
+        step = step_deadline_ms if step_deadline_ms is not None else _env_float(STEP_DEADLINE_ENV, 2 * self.deadline_ms)
         self.step_deadline_ms: float | None = step or None  # read by the policy's prepare_step
         self.reload_error: str | None = None
         self.watch_s = watch_s
