@@ -25,6 +25,7 @@ from scheduling.events import (
 from scheduling.job import JobRequest
 from streams import telemetry
 from streams.app import Worker
+from streams.offset_watch import Verdict
 from streams.settings import Settings
 from streams.state import (
     DoneJob,
@@ -103,6 +104,7 @@ def register_agents(w: Worker) -> None:
                 "decisions": on_decided}  # fmt: skip
     for topic, handler in handlers.items():
         _agent(w, topic, handler)
+    register_offset_watch(w)
 
 
 def _agent(w: Worker, topic: str, handler: Any) -> None:
@@ -121,42 +123,65 @@ def _agent(w: Worker, topic: str, handler: Any) -> None:
             log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
             await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
 
-    last: dict[int, int] = {}  # partition -> the last offset this process handled since it was assigned
-
-    def forget(sender: Any, revoked: Any, **_: Any) -> None:
-        # a partition taken away may come back after another worker handled more of it: no gap
-        for tp in revoked:
-            if tp.topic == w.topics[topic].get_topic_name():
-                last.pop(tp.partition, None)
-
-    w.app.on_partitions_revoked.connect(forget)
-
     async def consume(stream: faust.StreamT) -> None:
         async for event in stream.events():
             # submissions and traced lifecycle reports are handled inside their span (the
             # trace context rides in the message headers; Faust gives them as a dict)
             msg = event.message
-            _watch_offsets(w, topic, last, msg.partition, msg.offset)
+            if not await _in_order(w, topic, msg):
+                continue  # it comes again, after the offsets skipped before it
             with telemetry.consume_span(msg.topic, topic, event.headers, msg.partition, msg.offset):
                 await one(event.value, msg)
 
     w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
 
 
-def _watch_offsets(w: Worker, topic: str, last: dict[int, int], partition: int, offset: int) -> None:
-    """Where each partition's consumption starts (logged), and any offsets skipped after that: the
-    input topics are written without transactions or compaction, so their offsets are contiguous,
-    and a skipped one is an event this worker never saw (counted, logged as a warning). Going
-    back (a rebalance re-reads from the committed offset) is fine: handling is idempotent. A revoked
-    partition is forgotten (another worker may handle it meanwhile)."""
-    before = last.get(partition)
-    if before is None:
-        log.info("%s partition %d: first offset handled %d", topic, partition, offset)
-    elif offset > before + 1:
+async def _in_order(w: Worker, topic: str, msg: Any) -> bool:
+    """Whether to handle ``msg`` now (:mod:`streams.offset_watch`): logs where each partition's
+    consumption starts, and seeks back to offsets it skipped."""
+    if msg.tp not in w.offsets:
+        log.info("%s partition %d: first offset handled %d", topic, msg.partition, msg.offset)
+    verdict = w.offsets.seen(msg.tp, msg.offset, time.monotonic())
+    if verdict is Verdict.REWIND:
+        to = w.offsets.rewind_to(msg.tp)
         w.counters.offset_gaps += 1
-        log.warning("%s partition %d: offsets %d..%d were skipped (never handled by this worker)",
-                    topic, partition, before + 1, offset - 1)  # fmt: skip
-    last[partition] = offset
+        log.warning("%s partition %d: offsets %d..%d were skipped (never handled): seeking back to %d",
+                    topic, msg.partition, to, msg.offset - 1, to)  # fmt: skip
+        try:
+            await w.app.consumer.seek(msg.tp, to)
+        except Exception as e:  # e.g. the partition just moved: start the watch over and go on
+            log.error("%s partition %d: could not seek back to %d (%s): offsets %d..%d stay unhandled",
+                      topic, msg.partition, to, e, to, msg.offset - 1)  # fmt: skip
+            w.offsets.forget([msg.tp])
+            w.offsets.seen(msg.tp, msg.offset, time.monotonic())
+            return True
+    return verdict is Verdict.HANDLE
+
+
+def register_offset_watch(w: Worker) -> None:
+    """Forget revoked partitions, and every ``stall_s / 2`` seek back the stalled ones."""
+
+    def forget(sender: Any, revoked: Any, **_: Any) -> None:
+        w.offsets.forget(revoked)  # another worker may handle more of them meanwhile: no gap
+
+    w.app.on_partitions_revoked.connect(forget)
+
+    @w.app.timer(interval=w.offsets.stall_s / 2)
+    async def seek_back_stalled() -> None:
+        tps = w.offsets.partitions()
+        if not tps:
+            return
+        try:
+            ends = await w.app.consumer.highwaters(*tps)
+        except Exception as e:  # e.g. a rebalance under way: the next round
+            log.debug("offset watch: no end offsets now: %s", e)
+            return
+        for tp in w.offsets.stalled(ends, time.monotonic()):
+            w.counters.offset_stalls += 1
+            to = w.offsets.rewind_to(tp)
+            log.warning("%s partition %d: ends at %d but only %d was handled, nothing arriving: seeking back",
+                        tp.topic, tp.partition, ends[tp], to - 1)  # fmt: skip
+            await w.app.consumer.seek(tp, to)
 
 
 def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:

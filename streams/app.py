@@ -28,6 +28,7 @@ from scheduling.events import (
 )
 from scheduling.order_context import LearningDurationPredictor
 from streams import telemetry
+from streams.offset_watch import OffsetWatch
 from streams.settings import Settings
 from streams.state import (
     PendingJob,
@@ -46,7 +47,9 @@ class Counters:
     decisions_applied: int = 0
     lifecycle: int = 0
     telemetry: int = 0
-    offset_gaps: int = 0  # input offsets this process skipped on a partition it kept consuming (should stay 0)
+    # input offsets consumption skipped, each sought back to (streams/offset_watch.py; should stay 0):
+    offset_gaps: int = 0  # revealed by a later offset
+    offset_stalls: int = 0  # a partition's end past what was handled, and nothing arriving
     notes: dict[str, int] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
@@ -68,6 +71,7 @@ class Worker:
     running: Any
     done: Any
     counters: Counters = field(default_factory=Counters)
+    offsets: OffsetWatch = field(default_factory=OffsetWatch)  # every input offset handled (streams/offset_watch.py)
     # decisions being published (not yet acknowledged and applied): the loop must not
     # decide those jobs again nor give their resources away meanwhile
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)

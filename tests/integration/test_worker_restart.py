@@ -85,6 +85,6 @@ def _which_went_missing(p: LocalStack, job_ids: list[str]) -> str:
     missing = [j for j in job_ids if j not in finished]
     where = {j: on_topic.get(j, "NOT ON THE TOPIC") for j in missing}
     log = p.children["worker"].log_path.read_text(errors="replace").splitlines()
-    watch = [line for line in log if "first offset handled" in line or "were skipped" in line]
+    watch = [line for line in log if "first offset handled" in line or "seek" in line]
     return (f"{len(on_topic)} submissions on jobs.submitted; not finished (partition, offset): {where}\n"
             "worker offset watch:\n" + "\n".join(watch))

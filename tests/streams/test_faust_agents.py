@@ -76,6 +76,11 @@ class Sent:
     def __init__(self) -> None:
         self.by_topic: dict[str, list[dict[str, Any]]] = {}
         self.refuse: str | None = None  # a topic whose deliveries the broker refuses
+        self.seeks: list[tuple[str, int, int]] = []  # (topic, partition, offset) the worker sought back to
+
+    async def seek(self, tp: Any, offset: int) -> None:
+        """Stands in for the Faust consumer's ``seek`` (nothing to fetch again in test mode)."""
+        self.seeks.append((tp.topic, tp.partition, offset))
 
     async def publish(self, topic: str, key: bytes | None, value: bytes, partition: int,
                       headers: Any = None) -> asyncio.Future[None]:  # fmt: skip
@@ -104,6 +109,7 @@ async def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Worke
     w = create_app(s)
     sent = Sent()
     monkeypatch.setattr(w, "publish", sent.publish)
+    monkeypatch.setattr(w.app.consumer, "seek", sent.seek)
     return w, sent
 
 
@@ -114,12 +120,17 @@ async def drive(w: Worker, topic: str) -> AsyncIterator[Any]:
         yield a
 
 
-async def put(a: Any, value: bytes | None, key: bytes | None = None, **kw: Any) -> None:
+async def put(a: Any, value: bytes | None, key: bytes | None = None, *, offset: int | None = None, **kw: Any) -> None:
     """Deliver ``value`` to the agent on its cluster's partition (as a real producer must),
-    unless the test names another."""
+    unless the test names another, at the partition's next offset (a real topic's offsets are
+    contiguous per partition), unless the test names one."""
     if "partition" not in kw and value is not None:
         with contextlib.suppress(ValueError, AttributeError, TypeError):
             kw["partition"] = partition_for(json.loads(value)["cluster"], 4)
+    nxt = a.__dict__.setdefault("next_offsets", {})
+    part = kw.get("partition") or 0
+    a.sent_offset = nxt.get(part, 0) if offset is None else offset
+    nxt[part] = a.sent_offset + 1
     await asyncio.wait_for(a.put(value, key=key, **kw), timeout=10)
 
 
@@ -218,7 +229,7 @@ async def test_malformed_submission_is_deadlettered_and_the_agent_goes_on(
     assert s["key"] == b"bad" and s["partition"] == 2
     [dl] = sent.deadletters()
     assert reason in dl.reason, dl.reason
-    assert dl.topic == "jobs.submitted" and dl.partition == 2 and dl.offset == 1 and dl.key == "bad"
+    assert dl.topic == "jobs.submitted" and dl.partition == 2 and dl.offset == 0 and dl.key == "bad"
     raw = raw or b""
     assert dl.original_size == len(raw)
     assert dl.original() == raw[: 64 * 1024]
@@ -473,19 +484,26 @@ async def test_an_event_on_another_clusters_partition_is_dead_lettered(worker: t
     assert f"arrived on partition {wrong}" in dl.reason and "partition_for" in dl.reason
 
 
-async def test_a_skipped_input_offset_is_counted_and_going_back_is_not(worker: tuple[Worker, Sent]) -> None:
-    w, _ = worker
+async def test_a_skipped_input_offset_is_sought_back_to_and_handled_in_order(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    part = partition_for("c1", 4)
+    name = w.topics["nodes.telemetry"].get_topic_name()
     async with drive(w, "nodes.telemetry") as a:
         await put(a, telemetry("n1").to_bytes(), key=b"n1")  # offset 0
         await put(a, telemetry("n2").to_bytes(), key=b"n2")  # offset 1
-        assert w.counters.offset_gaps == 0
-        a.sent_offset = 5  # offsets 2..4 never reach the agent
-        await put(a, telemetry("n3").to_bytes(), key=b"n3")
-        assert w.counters.offset_gaps == 1
-        a.sent_offset = 1  # a rebalance re-reads from the committed offset: no gap
-        await put(a, telemetry("n2").to_bytes(), key=b"n2")
-        await put(a, telemetry("n4").to_bytes(), key=b"n4")
-    assert w.counters.offset_gaps == 1 and w.counters.telemetry == 5
+        assert (w.counters.offset_gaps, sent.seeks) == (0, [])
+        await put(a, telemetry("n5").to_bytes(), key=b"n5", offset=5)  # 2..4 never reached the agent
+        assert w.counters.offset_gaps == 1 and sent.seeks == [(name, part, 2)]
+        assert "n5" not in w.nodes  # not handled yet: it comes again after 2..4
+        await put(a, telemetry("n6").to_bytes(), key=b"n6", offset=6)  # queued before the seek took effect
+        assert "n6" not in w.nodes and len(sent.seeks) == 1
+        for i, node in enumerate(("n3", "n4", "n4b", "n5", "n6"), start=2):  # the seek: 2.. again, in order
+            await put(a, telemetry(node).to_bytes(), key=node.encode(), offset=i)
+        assert {"n3", "n4", "n4b", "n5", "n6"} <= set(w.nodes)
+        await put(a, telemetry("n2").to_bytes(), key=b"n2", offset=1)  # a rebalance re-reads: no gap
+        await put(a, telemetry("n3").to_bytes(), key=b"n3", offset=2)
+    assert w.counters.offset_gaps == 1 and len(sent.seeks) == 1
+    assert w.counters.telemetry == 9  # 0, 1, then 2..6 once, then 1, 2 again: never 5 or 6 out of order
 
 
 async def test_a_partition_revoked_and_given_back_is_no_gap(worker: tuple[Worker, Sent]) -> None:
@@ -496,6 +514,6 @@ async def test_a_partition_revoked_and_given_back_is_no_gap(worker: tuple[Worker
         await put(a, telemetry("n1").to_bytes(), key=b"n1")  # offset 0 on the cluster's partition
         partition = partition_for("c1", 4)
         await w.app.on_partitions_revoked.send({TP(w.topics["nodes.telemetry"].get_topic_name(), partition)})
-        a.sent_offset = 7  # another worker handled 1..6 while the partition was away
-        await put(a, telemetry("n2").to_bytes(), key=b"n2")
-    assert w.counters.offset_gaps == 0
+        # another worker handled 1..6 while the partition was away
+        await put(a, telemetry("n2").to_bytes(), key=b"n2", offset=7)
+    assert w.counters.offset_gaps == 0 and "n2" in w.nodes

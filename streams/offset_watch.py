@@ -1,0 +1,95 @@
+"""Every input offset is handled: where the worker's consumption skips one, it goes back for it.
+
+Faust drops records it has fetched in several places and counts on a later seek to the
+committed offsets to fetch them again (on a rebalance, when flow stops, when the consumer
+generation changes between fetch and delivery: faust-streaming/faust#216, #596). aiokafka's
+``seek_to_committed`` leaves a partition without a committed offset where it is, so on a
+group's first consumption (or after a worker died before its first commit, as in the restart
+test) such a record would be gone. The input topics are written without transactions or
+compaction, so their offsets are contiguous and a skipped one is an event the worker never saw.
+
+:class:`OffsetWatch` keeps, per input partition, the last offset handled and says what to do
+with each event (:meth:`OffsetWatch.seen`):
+
+- the next offset, or an earlier one (a rebalance re-reads from the committed offset; every
+  handler is idempotent): handle it;
+- a jump past offsets never handled: seek back to the first of them and do not handle this
+  one; until the first missing offset comes back, the events already queued past it are let
+  go unhandled (they come again after it, in order);
+- :meth:`OffsetWatch.stalled` covers the last event of a burst, which no later event reveals
+  as skipped: a partition whose end offset is past what was handled, with nothing arriving on
+  it for ``stall_s``, is sought back too. A false alarm (a stream held up that long) costs a
+  re-read.
+
+The first event after an assignment is taken as the start: a skip before it is not seen here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Verdict(Enum):
+    HANDLE = "handle"
+    REWIND = "rewind"  # seek back to ``OffsetWatch.rewind_to(tp)``; this event comes again
+    AWAIT = "await"  # past a rewind's target that has not come back yet: comes again too
+
+
+@dataclass
+class _Partition:
+    last: int  # the last offset handled
+    seen_at: float  # when an event last arrived on it
+    waiting_for: int | None = None  # a rewind's target, until it arrives
+
+
+class OffsetWatch:
+    def __init__(self, stall_s: float = 10.0) -> None:
+        self.stall_s = stall_s
+        self._parts: dict[Hashable, _Partition] = {}
+
+    def seen(self, tp: Hashable, offset: int, now: float) -> Verdict:
+        """What to do with the event at ``offset`` on ``tp`` (see the module docstring)."""
+        p = self._parts.get(tp)
+        if p is None:
+            self._parts[tp] = _Partition(offset, now)
+            return Verdict.HANDLE
+        p.seen_at = now
+        if p.waiting_for is not None:
+            if offset > p.waiting_for:
+                return Verdict.AWAIT
+            p.waiting_for = None  # the target, or earlier still (a rebalance's re-read): on from here
+        elif offset > p.last + 1:
+            p.waiting_for = p.last + 1
+            return Verdict.REWIND
+        p.last = offset
+        return Verdict.HANDLE
+
+    def rewind_to(self, tp: Hashable) -> int:
+        """The offset to seek ``tp`` back to after a ``REWIND`` (or a stall)."""
+        p = self._parts[tp]
+        return p.waiting_for if p.waiting_for is not None else p.last + 1
+
+    def stalled(self, ends: Mapping[Hashable, int], now: float) -> list[Hashable]:
+        """The partitions to seek back (:meth:`rewind_to`): ``ends`` (each partition's end offset,
+        the next to be written) is past what was handled, and nothing arrived for ``stall_s``."""
+        out = []
+        for tp, end in ends.items():
+            p = self._parts.get(tp)
+            if p is None or end <= self.rewind_to(tp) or now - p.seen_at < self.stall_s:
+                continue
+            p.waiting_for, p.seen_at = self.rewind_to(tp), now  # once per stall_s at most
+            out.append(tp)
+        return out
+
+    def forget(self, tps: Iterable[Hashable]) -> None:
+        """Partitions taken away: another worker may handle more of them meanwhile."""
+        for tp in tps:
+            self._parts.pop(tp, None)
+
+    def partitions(self) -> list[Hashable]:
+        return list(self._parts)
+
+    def __contains__(self, tp: Hashable) -> bool:
+        return tp in self._parts

@@ -1,0 +1,51 @@
+"""OffsetWatch: what the worker does with each input offset (handle, seek back, wait for the
+offsets it sought back to) and which quiet partitions it seeks back to."""
+
+from __future__ import annotations
+
+from streams.offset_watch import OffsetWatch, Verdict
+
+H, R, A = Verdict.HANDLE, Verdict.REWIND, Verdict.AWAIT
+
+
+def test_contiguous_and_earlier_offsets_are_handled() -> None:
+    w = OffsetWatch()
+    assert [w.seen("t", o, 0.0) for o in (3, 4, 5, 2, 3, 4, 5, 6)] == [H] * 8  # the first is the start
+    assert w.rewind_to("t") == 7
+
+
+def test_a_gap_rewinds_once_and_waits_for_its_first_offset() -> None:
+    w = OffsetWatch()
+    assert [w.seen("t", o, 0.0) for o in (0, 1)] == [H, H]
+    assert w.seen("t", 4, 0.0) is R and w.rewind_to("t") == 2
+    assert [w.seen("t", o, 0.0) for o in (5, 6)] == [A, A]  # queued past the gap: they come again
+    assert [w.seen("t", o, 0.0) for o in (2, 3, 4, 5, 6, 7)] == [H] * 6
+    assert w.seen("u", 9, 0.0) is H  # partitions are separate
+
+
+def test_an_earlier_offset_ends_the_wait() -> None:
+    w = OffsetWatch()
+    w.seen("t", 0, 0.0)
+    assert w.seen("t", 3, 0.0) is R
+    assert w.seen("t", 0, 0.0) is H  # a rebalance re-read from the committed offset: 1, 2 come on the way
+    assert w.seen("t", 1, 0.0) is H
+
+
+def test_a_quiet_partition_behind_its_end_is_sought_back_once_per_stall() -> None:
+    w = OffsetWatch(stall_s=10.0)
+    for o in range(5):
+        w.seen("t", o, 100.0)
+    w.seen("u", 0, 100.0)
+    assert w.stalled({"t": 5, "u": 1}, 200.0) == []  # everything handled
+    assert w.stalled({"t": 7, "u": 1}, 105.0) == []  # behind, but events arrived 5 s ago
+    assert w.stalled({"t": 7, "u": 1}, 111.0) == ["t"] and w.rewind_to("t") == 5
+    assert w.stalled({"t": 7}, 115.0) == []  # not again within stall_s
+    assert w.seen("t", 6, 116.0) is A and w.seen("t", 5, 116.0) is H and w.seen("t", 6, 116.0) is H
+    assert w.stalled({"t": 7, "never-seen": 9}, 500.0) == []  # no start known for a partition never seen
+
+
+def test_forgotten_partitions_start_over() -> None:
+    w = OffsetWatch()
+    w.seen("t", 0, 0.0)
+    w.forget(["t"])
+    assert "t" not in w and w.seen("t", 9, 0.0) is H
