@@ -181,7 +181,11 @@ def register_offset_watch(w: Worker) -> None:
             to = w.offsets.rewind_to(tp)
             log.warning("%s partition %d: ends at %d but only %d was handled, nothing arriving: seeking back",
                         tp.topic, tp.partition, ends[tp], to - 1)  # fmt: skip
-            await w.app.consumer.seek(tp, to)
+            try:
+                await w.app.consumer.seek(tp, to)
+            except Exception as e:  # e.g. just revoked: forgotten, and the next owner reads it
+                log.error("%s partition %d: could not seek back to %d: %s", tp.topic, tp.partition, to, e)
+                w.offsets.forget([tp])
 
 
 def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:
