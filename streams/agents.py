@@ -25,6 +25,8 @@ from scheduling.events import (
 from scheduling.job import JobRequest
 from streams import telemetry
 from streams.app import Worker
+from streams.input_faults import ENV as FAULTS_ENV
+from streams.input_faults import InputFaults
 from streams.offset_watch import Verdict
 from streams.settings import Settings
 from streams.state import (
@@ -102,12 +104,13 @@ def register_agents(w: Worker) -> None:
 
     handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
                 "decisions": on_decided}  # fmt: skip
+    faults = InputFaults.from_env()  # none unless a test asks (streams/input_faults.py)
     for topic, handler in handlers.items():
-        _agent(w, topic, handler)
+        _agent(w, topic, handler, faults)
     register_offset_watch(w)
 
 
-def _agent(w: Worker, topic: str, handler: Any) -> None:
+def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
     async def one(raw: bytes | None, msg: Any) -> None:
         if topic == "decisions":
             w.applied_offsets[msg.partition] = msg.offset
@@ -128,6 +131,9 @@ def _agent(w: Worker, topic: str, handler: Any) -> None:
             # submissions and traced lifecycle reports are handled inside their span (the
             # trace context rides in the message headers; Faust gives them as a dict)
             msg = event.message
+            if faults.drop(topic, msg.offset):
+                log.warning("%s partition %d: offset %d dropped (%s)", topic, msg.partition, msg.offset, FAULTS_ENV)
+                continue
             if not await _in_order(w, topic, msg):
                 continue  # it comes again, after the offsets skipped before it
             with telemetry.consume_span(msg.topic, topic, event.headers, msg.partition, msg.offset):
@@ -147,30 +153,33 @@ async def _in_order(w: Worker, topic: str, msg: Any) -> bool:
         w.counters.offset_gaps += 1
         log.warning("%s partition %d: offsets %d..%d were skipped (never handled): seeking back to %d",
                     topic, msg.partition, to, msg.offset - 1, to)  # fmt: skip
-        try:
-            await w.app.consumer.seek(msg.tp, to)
-        except Exception as e:  # e.g. the partition just moved: start the watch over and go on
-            log.error("%s partition %d: could not seek back to %d (%s): offsets %d..%d stay unhandled",
-                      topic, msg.partition, to, e, to, msg.offset - 1)  # fmt: skip
-            w.offsets.forget([msg.tp])
-            w.offsets.seen(msg.tp, msg.offset, time.monotonic())
+        if not await _seek_back(w, msg.tp):
+            w.offsets.seen(msg.tp, msg.offset, time.monotonic())  # the watch starts over from here
             return True
     return verdict is Verdict.HANDLE
 
 
 def register_offset_watch(w: Worker) -> None:
-    """Forget revoked partitions, and every ``stall_s / 2`` seek back the stalled ones."""
+    """Forget revoked partitions; every ``retry_s`` seek again the partitions still waiting for a
+    rewind's target, and every ``stall_s / 2`` seek back the stalled ones."""
 
     def forget(sender: Any, revoked: Any, **_: Any) -> None:
         w.offsets.forget(revoked)  # another worker may handle more of them meanwhile: no gap
 
     w.app.on_partitions_revoked.connect(forget)
+    ends_read = [0.0]
 
-    @w.app.timer(interval=w.offsets.stall_s / 2)
-    async def seek_back_stalled() -> None:
+    @w.app.timer(interval=w.offsets.retry_s)
+    async def seek_back() -> None:
+        now = time.monotonic()
+        for tp in w.offsets.due_reseeks(now):
+            log.info("%s partition %d: offset %d not back yet: seeking back again", tp.topic, tp.partition,
+                     w.offsets.rewind_to(tp))  # fmt: skip
+            await _seek_back(w, tp)
         tps = w.offsets.partitions()
-        if not tps:
+        if not tps or now - ends_read[0] < w.offsets.stall_s / 2:
             return
+        ends_read[0] = now
         try:
             ends = await w.app.consumer.highwaters(*tps)
         except Exception as e:  # e.g. a rebalance under way: the next round
@@ -178,14 +187,20 @@ def register_offset_watch(w: Worker) -> None:
             return
         for tp in w.offsets.stalled(ends, time.monotonic()):
             w.counters.offset_stalls += 1
-            to = w.offsets.rewind_to(tp)
             log.warning("%s partition %d: ends at %d but only %d was handled, nothing arriving: seeking back",
-                        tp.topic, tp.partition, ends[tp], to - 1)  # fmt: skip
-            try:
-                await w.app.consumer.seek(tp, to)
-            except Exception as e:  # e.g. just revoked: forgotten, and the next owner reads it
-                log.error("%s partition %d: could not seek back to %d: %s", tp.topic, tp.partition, to, e)
-                w.offsets.forget([tp])
+                        tp.topic, tp.partition, ends[tp], w.offsets.rewind_to(tp) - 1)  # fmt: skip
+            await _seek_back(w, tp)
+
+
+async def _seek_back(w: Worker, tp: Any) -> bool:
+    to = w.offsets.rewind_to(tp)
+    try:
+        await w.app.consumer.seek(tp, to)
+    except Exception as e:  # e.g. the partition just moved: forgotten, its next owner reads it
+        log.error("%s partition %d: could not seek back to %d: %s", tp.topic, tp.partition, to, e)
+        w.offsets.forget([tp])
+        return False
+    return True
 
 
 def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:

@@ -15,7 +15,10 @@ with each event (:meth:`OffsetWatch.seen`):
   handler is idempotent): handle it;
 - a jump past offsets never handled: seek back to the first of them and do not handle this
   one; until the first missing offset comes back, the events already queued past it are let
-  go unhandled (they come again after it, in order);
+  go unhandled (they come again after it, in order). A seek can be undone: Faust delivers what
+  it has already fetched and moves its read offset past the target again, then drops the
+  records fetched anew as already read. So while the target has not come back,
+  :meth:`OffsetWatch.due_reseeks` asks for the seek again every ``retry_s``;
 - :meth:`OffsetWatch.stalled` covers the last event of a burst, which no later event reveals
   as skipped: a partition whose end offset is past what was handled, with nothing arriving on
   it for ``stall_s``, is sought back too. A false alarm (a stream held up that long) costs a
@@ -42,11 +45,12 @@ class _Partition:
     last: int  # the last offset handled
     seen_at: float  # when an event last arrived on it
     waiting_for: int | None = None  # a rewind's target, until it arrives
+    sought_at: float = 0.0  # when the seek back to it was last asked for
 
 
 class OffsetWatch:
-    def __init__(self, stall_s: float = 10.0) -> None:
-        self.stall_s = stall_s
+    def __init__(self, stall_s: float = 10.0, retry_s: float = 1.0) -> None:
+        self.stall_s, self.retry_s = stall_s, retry_s
         self._parts: dict[Hashable, _Partition] = {}
 
     def seen(self, tp: Hashable, offset: int, now: float) -> Verdict:
@@ -61,7 +65,7 @@ class OffsetWatch:
                 return Verdict.AWAIT
             p.waiting_for = None  # the target, or earlier still (a rebalance's re-read): on from here
         elif offset > p.last + 1:
-            p.waiting_for = p.last + 1
+            p.waiting_for, p.sought_at = p.last + 1, now
             return Verdict.REWIND
         p.last = offset
         return Verdict.HANDLE
@@ -79,8 +83,18 @@ class OffsetWatch:
             p = self._parts.get(tp)
             if p is None or end <= self.rewind_to(tp) or now - p.seen_at < self.stall_s:
                 continue
-            p.waiting_for, p.seen_at = self.rewind_to(tp), now  # once per stall_s at most
+            p.waiting_for, p.seen_at, p.sought_at = self.rewind_to(tp), now, now  # once per stall_s at most
             out.append(tp)
+        return out
+
+    def due_reseeks(self, now: float) -> list[Hashable]:
+        """The partitions still waiting for a rewind's target ``retry_s`` after the seek: seek
+        them back again (:meth:`rewind_to`)."""
+        out = []
+        for tp, p in self._parts.items():
+            if p.waiting_for is not None and now - p.sought_at >= self.retry_s:
+                p.sought_at = now
+                out.append(tp)
         return out
 
     def forget(self, tps: Iterable[Hashable]) -> None:

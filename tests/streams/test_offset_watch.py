@@ -49,3 +49,15 @@ def test_forgotten_partitions_start_over() -> None:
     w.seen("t", 0, 0.0)
     w.forget(["t"])
     assert "t" not in w and w.seen("t", 9, 0.0) is H
+
+
+def test_a_seek_whose_target_does_not_come_back_is_asked_for_again_every_retry_s() -> None:
+    # Faust can undo a seek (records it had fetched move its read offset past the target again)
+    w = OffsetWatch(retry_s=1.0)
+    w.seen("t", 0, 10.0)
+    assert w.seen("t", 3, 10.0) is R
+    assert w.due_reseeks(10.5) == []
+    assert w.due_reseeks(11.0) == ["t"] and w.rewind_to("t") == 1
+    assert w.due_reseeks(11.5) == [] and w.due_reseeks(12.0) == ["t"]
+    assert w.seen("t", 1, 12.1) is H
+    assert w.due_reseeks(20.0) == []  # back: nothing to ask for
