@@ -110,16 +110,17 @@ def frag_parts(job: JobRequest, snapshot: ClusterSnapshot, spec: FeatureSpec,
 
 
 def frag_parts_many(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,
-                    nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+                    nodes: np.ndarray, room: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """:func:`frag_parts` of several jobs on the same ``nodes``, ``([J, M], [J, M])``: FGD's node
     terms once for all of them (:meth:`scheduling.policies.fgd.FGD.score_many`). On many nodes,
     FGD runs only on those where some of the jobs fits by resources
     (:func:`inference.features.fits.shape_fits`, which holds every node FGD's ``fits`` does); the
     score is ``-inf`` on the others, as FGD's own is where a job does not fit, and ``fits``
-    False — the same columns."""
+    False — the same columns. ``room``: ``shape_fits(jobs, snapshot, spec, nodes)`` when the
+    caller has it already (the pair cache keeps it)."""
     s = snapshot
     sel = np.asarray(nodes, dtype=np.int64)
-    room = shape_fits(jobs, s, spec, sel)
+    room = shape_fits(jobs, s, spec, sel) if room is None else room
     if len(sel) > PREFILTER_FROM:  # FGD's terms only on nodes where some of the jobs fits by resources
         some = room.any(axis=0)
         cont = np.full((len(jobs), len(sel)), -np.inf)

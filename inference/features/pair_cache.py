@@ -120,7 +120,8 @@ class PairCache:
                 for part in np.array_split(group, -(-len(group) // size)):
                     nodes = np.flatnonzero(dirty[part].any(axis=0))
                     mine = [slots[i] for i in part]
-                    cont, fits = frag_parts_many([jobs[i] for i in part], snapshot, spec, nodes)
+                    cont, fits = frag_parts_many([jobs[i] for i in part], snapshot, spec, nodes,
+                                                 room=self._room[np.ix_(mine, nodes)])  # (_update_local's)
                     columns = frag_node_columns(cont, fits)
                     self._fits[np.ix_(mine, nodes)] = fits
                     self._quant[np.ix_(mine, nodes)] = columns[..., 1]
