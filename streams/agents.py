@@ -27,6 +27,7 @@ from streams import telemetry
 from streams.app import Worker
 from streams.input_faults import ENV as FAULTS_ENV
 from streams.input_faults import InputFaults
+from streams.offset_starts import OffsetStarts
 from streams.offset_watch import Verdict
 from streams.settings import Settings
 from streams.state import (
@@ -146,7 +147,11 @@ async def _in_order(w: Worker, topic: str, msg: Any) -> bool:
     """Whether to handle ``msg`` now (:mod:`streams.offset_watch`): logs where each partition's
     consumption starts, and seeks back to offsets it skipped."""
     if msg.tp not in w.offsets:
-        log.info("%s partition %d: first offset handled %d", topic, msg.partition, msg.offset)
+        start = None if w.offset_starts is None else await w.offset_starts.of(msg.tp, _assignment(w, msg.tp))
+        log.info("%s partition %d: first offset handled %d (consumption starts at %s)", topic, msg.partition,
+                 msg.offset, start)  # fmt: skip
+        if start is not None and start < msg.offset:
+            w.offsets.begin(msg.tp, start, time.monotonic())
     verdict = w.offsets.seen(msg.tp, msg.offset, time.monotonic())
     if verdict is Verdict.REWIND:
         to = w.offsets.rewind_to(msg.tp)
@@ -159,12 +164,22 @@ async def _in_order(w: Worker, topic: str, msg: Any) -> bool:
     return verdict is Verdict.HANDLE
 
 
+def _assignment(w: Worker, tp: Any) -> set[Any]:
+    try:
+        return set(w.app.consumer.assignment())
+    except Exception:  # not started (Faust's test mode): this partition alone
+        return {tp}
+
+
 def register_offset_watch(w: Worker) -> None:
     """Forget revoked partitions; every ``retry_s`` seek again the partitions still waiting for a
     rewind's target, and every ``stall_s / 2`` seek back the stalled ones."""
 
+    w.offset_starts = OffsetStarts(w.settings, w.app.conf.id, {t.get_topic_name() for t in w.topics.values()})
+
     def forget(sender: Any, revoked: Any, **_: Any) -> None:
         w.offsets.forget(revoked)  # another worker may handle more of them meanwhile: no gap
+        w.offset_starts.forget(revoked)
 
     w.app.on_partitions_revoked.connect(forget)
     ends_read = [0.0]

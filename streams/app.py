@@ -72,6 +72,7 @@ class Worker:
     done: Any
     counters: Counters = field(default_factory=Counters)
     offsets: OffsetWatch = field(default_factory=OffsetWatch)  # every input offset handled (streams/offset_watch.py)
+    offset_starts: Any = None  # streams.offset_starts.OffsetStarts, set by register_agents
     # decisions being published (not yet acknowledged and applied): the loop must not
     # decide those jobs again nor give their resources away meanwhile
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)

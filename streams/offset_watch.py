@@ -24,7 +24,8 @@ with each event (:meth:`OffsetWatch.seen`):
   it for ``stall_s``, is sought back too. A false alarm (a stream held up that long) costs a
   re-read.
 
-The first event after an assignment is taken as the start: a skip before it is not seen here.
+Where consumption starts is looked up per assignment (:mod:`streams.offset_starts`, :meth:`begin`),
+so a skip before the first event is a gap too; when the lookup fails, the first event is the start.
 """
 
 from __future__ import annotations
@@ -69,6 +70,11 @@ class OffsetWatch:
             return Verdict.REWIND
         p.last = offset
         return Verdict.HANDLE
+
+    def begin(self, tp: Hashable, start: int, now: float) -> None:
+        """Where ``tp``'s consumption starts (:mod:`streams.offset_starts`), before its first event:
+        a first event past it is then a gap like any other."""
+        self._parts[tp] = _Partition(start - 1, now)
 
     def rewind_to(self, tp: Hashable) -> int:
         """The offset to seek ``tp`` back to after a ``REWIND`` (or a stall)."""

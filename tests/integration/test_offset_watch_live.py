@@ -1,7 +1,8 @@
 """The offset watch against the real broker and Faust's real consumer: records the worker's
 consumption loses (injected with SEMSCHED_FAULT_DROP_INPUT, as Faust can drop fetched ones)
-are fetched again by seeking back, one revealed by the next offset, the other (the last of
-the burst, which nothing follows) by the partition's end offset; every job is placed once."""
+are fetched again by seeking back: the first one (revealed by where the group's consumption
+starts), one in the middle (by the next offset) and the last of a burst, which nothing follows
+(by the partition's end offset); every job is placed once."""
 
 from __future__ import annotations
 
@@ -23,21 +24,23 @@ N = 20
 def test_records_the_consumption_lost_are_read_again_and_every_job_is_placed_once(make_stack) -> None:  # type: ignore[no-untyped-def]
     p = make_stack()
     asyncio.run(ensure_topics(p.settings))
-    # offset 7 is followed by 8 (a gap); 19 is the last of its burst (only the end offset shows it)
-    p.start_worker("--loglevel", "info", env={FAULTS_ENV: "jobs.submitted:7,jobs.submitted:19"})
+    # 0 is the first (nothing committed: consumption starts there), 7 is followed by 8, and 19 is
+    # the last of its burst (only the end offset shows it)
+    p.start_worker("--loglevel", "info", env={FAULTS_ENV: "jobs.submitted:0,jobs.submitted:7,jobs.submitted:19"})
     p.start_agents(*FAST_AGENTS)
     loader = get_loader("openb", start_offset=10_000_000, limit=N)
     jobs = [tj.event for tj in loader.jobs()]
     publish(p.settings, list(loader.nodes()))
-    publish(p.settings, jobs[:10])  # offsets 0..9: 8 shows that 7 was skipped
-    st = p.wait(lambda s: s["finished"] == 10, timeout=60, what="the first 10 jobs, offset 7 read again")
-    assert (st["counters"]["offset_gaps"], st["counters"]["offset_stalls"]) == (1, 0), st["counters"]
-    publish(p.settings, jobs[10:])  # offsets 10..19: nothing follows 19
-    st = p.wait(lambda s: s["finished"] == N, timeout=60, what="the last job, offset 19 read again")
-    assert (st["counters"]["offset_gaps"], st["counters"]["offset_stalls"]) == (1, 1), st["counters"]
+    bursts = ((0, 5, (1, 0)), (5, 13, (2, 0)), (13, N, (2, 1)))  # (first, end, (gaps, stalls) after it)
+    for first, end, counts in bursts:  # one lost record in each: 0, 7, 19
+        publish(p.settings, jobs[first:end])
+        st = p.wait(lambda s, end=end: s["finished"] == end, timeout=60, what=f"jobs {first}..{end - 1}")
+        assert (st["counters"]["offset_gaps"], st["counters"]["offset_stalls"]) == counts, st["counters"]
     assert st["counters"]["accepted"] == N
     log = p.children["worker"].log_path.read_text(errors="replace")
-    assert "offset 7 dropped" in log and "offset 19 dropped" in log
+    assert "offset 0 dropped" in log and "offset 7 dropped" in log and "offset 19 dropped" in log
+    assert "jobs.submitted partition 3: first offset handled 1 (consumption starts at 0)" in log
+    assert "offsets 0..0 were skipped (never handled): seeking back to 0" in log
     assert "offsets 7..7 were skipped (never handled): seeking back to 7" in log
     assert "ends at 20 but only 18 was handled" in log
     assert p.sql(_PLACED_TWICE) == []

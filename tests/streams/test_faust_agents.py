@@ -82,6 +82,15 @@ class Sent:
         """Stands in for the Faust consumer's ``seek`` (nothing to fetch again in test mode)."""
         self.seeks.append((tp.topic, tp.partition, offset))
 
+    starts: dict[tuple[str, int], int] = {}  # noqa: RUF012  (per test: set on the instance)
+
+    async def of(self, tp: Any, assigned: Any) -> int | None:
+        """Stands in for ``OffsetStarts.of`` (no group to ask in test mode)."""
+        return self.starts.get((tp.topic, tp.partition))
+
+    def forget(self, tps: Any) -> None:
+        pass
+
     async def publish(self, topic: str, key: bytes | None, value: bytes, partition: int,
                       headers: Any = None) -> asyncio.Future[None]:  # fmt: skip
         """Stands in for ``Worker.publish`` (no broker in Faust's test mode): records the message
@@ -110,6 +119,7 @@ async def worker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Worke
     sent = Sent()
     monkeypatch.setattr(w, "publish", sent.publish)
     monkeypatch.setattr(w.app.consumer, "seek", sent.seek)
+    monkeypatch.setattr(w, "offset_starts", sent)  # where consumption starts: the first event, unless a test says
     return w, sent
 
 
@@ -504,6 +514,20 @@ async def test_a_skipped_input_offset_is_sought_back_to_and_handled_in_order(wor
         await put(a, telemetry("n3").to_bytes(), key=b"n3", offset=2)
     assert w.counters.offset_gaps == 1 and len(sent.seeks) == 1
     assert w.counters.telemetry == 9  # 0, 1, then 2..6 once, then 1, 2 again: never 5 or 6 out of order
+
+
+async def test_a_first_event_past_where_consumption_starts_is_a_gap(worker: tuple[Worker, Sent]) -> None:
+    # the group's committed offset is 2; Faust delivers 5 first (it dropped what it fetched first)
+    w, sent = worker
+    part = partition_for("c1", 4)
+    name = w.topics["nodes.telemetry"].get_topic_name()
+    sent.starts = {(name, part): 2}
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry("n5").to_bytes(), key=b"n5", offset=5)
+        assert sent.seeks == [(name, part, 2)] and "n5" not in w.nodes
+        for i in (2, 3, 4, 5):
+            await put(a, telemetry(f"n{i}").to_bytes(), key=f"n{i}".encode(), offset=i)
+    assert {"n2", "n3", "n4", "n5"} == set(w.nodes) and w.counters.offset_gaps == 1
 
 
 async def test_a_partition_revoked_and_given_back_is_no_gap(worker: tuple[Worker, Sent]) -> None:

@@ -61,3 +61,12 @@ def test_a_seek_whose_target_does_not_come_back_is_asked_for_again_every_retry_s
     assert w.due_reseeks(11.5) == [] and w.due_reseeks(12.0) == ["t"]
     assert w.seen("t", 1, 12.1) is H
     assert w.due_reseeks(20.0) == []  # back: nothing to ask for
+
+
+def test_a_first_event_past_the_known_start_is_a_gap() -> None:
+    w = OffsetWatch()
+    w.begin("t", 4, 0.0)
+    assert w.seen("t", 7, 0.0) is R and w.rewind_to("t") == 4
+    assert [w.seen("t", o, 0.0) for o in (4, 5, 6, 7)] == [H] * 4
+    w.begin("u", 4, 0.0)
+    assert w.seen("u", 4, 0.0) is H  # at the start: nothing skipped

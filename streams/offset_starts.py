@@ -1,0 +1,71 @@
+"""Where the worker group's consumption of each input partition starts: its committed offset,
+else the partition's first (the worker reads with ``auto_offset_reset=earliest``).
+
+:mod:`streams.offset_watch` takes the first event it sees on a partition as the start; with
+this, a first event past the start (Faust dropped what it fetched first, faust-streaming/faust#216)
+is a gap like any other and is sought back to. Looked up once per assignment for every
+assigned input partition together (an admin round trip), when the first event arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Hashable, Iterable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from streams.settings import Settings
+
+log = logging.getLogger("semsched.worker")
+
+
+async def start_offsets(settings: Settings, group_id: str, tps: Iterable[TopicPartition]) -> dict[Hashable, int]:
+    """``{partition: offset}``: the group's committed offset, else the partition's first."""
+    tps = list(tps)
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group_id, partitions=tps)
+    finally:
+        await admin.close()
+    out: dict[Hashable, int] = {tp: m.offset for tp, m in committed.items() if m is not None and m.offset >= 0}
+    missing = [tp for tp in tps if tp not in out]
+    if missing:
+        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
+        await consumer.start()
+        try:
+            out.update(await consumer.beginning_offsets(missing))
+        finally:
+            await consumer.stop()
+    return out
+
+
+class OffsetStarts:
+    """The starts of the current assignment, looked up once (together) and dropped on revocation."""
+
+    def __init__(self, settings: Settings, group_id: str, topics: set[str]) -> None:
+        self.settings, self.group_id, self.topics = settings, group_id, topics
+        self._known: dict[Hashable, int] = {}
+        self._lookup: asyncio.Task[dict[Hashable, int]] | None = None
+
+    async def of(self, tp: Hashable, assigned: Iterable[Hashable]) -> int | None:
+        """``tp``'s start, or ``None`` when it cannot be looked up (the first event is then the start)."""
+        if tp in self._known:
+            return self._known[tp]
+        if self._lookup is None or self._lookup.done():
+            wanted = [TopicPartition(t.topic, t.partition) for t in assigned if t.topic in self.topics]  # type: ignore[attr-defined]
+            if tp not in wanted:
+                wanted.append(TopicPartition(tp.topic, tp.partition))  # type: ignore[attr-defined]
+            self._lookup = asyncio.ensure_future(start_offsets(self.settings, self.group_id, wanted))
+        try:
+            self._known.update(await asyncio.shield(self._lookup))
+        except Exception as e:
+            log.warning("could not look up where consumption starts (%s): the first event is taken as the start", e)
+            return None
+        return self._known.get(tp)
+
+    def forget(self, tps: Iterable[Hashable]) -> None:
+        for tp in tps:
+            self._known.pop(tp, None)
