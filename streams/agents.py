@@ -187,6 +187,10 @@ def register_offset_watch(w: Worker) -> None:
     @w.app.timer(interval=w.offsets.retry_s)
     async def seek_back() -> None:
         now = time.monotonic()
+        for tp, target in w.offsets.give_up(now):
+            w.counters.offsets_lost += 1
+            log.error("%s partition %d: offset %d did not come back within %g s of seeking: given up, LOST",
+                      tp.topic, tp.partition, target, w.offsets.give_up_s)  # fmt: skip
         for tp in w.offsets.due_reseeks(now):
             log.info("%s partition %d: offset %d not back yet: seeking back again", tp.topic, tp.partition,
                      w.offsets.rewind_to(tp))  # fmt: skip

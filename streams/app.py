@@ -50,6 +50,7 @@ class Counters:
     # input offsets consumption skipped, each sought back to (streams/offset_watch.py; should stay 0):
     offset_gaps: int = 0  # revealed by a later offset
     offset_stalls: int = 0  # a partition's end past what was handled, and nothing arriving
+    offsets_lost: int = 0  # sought back to and still not back after a minute: given up (logged as an error)
     notes: dict[str, int] = field(default_factory=dict)
 
     def note(self, text: str) -> None:

@@ -19,6 +19,8 @@ with each event (:meth:`OffsetWatch.seen`):
   it has already fetched and moves its read offset past the target again, then drops the
   records fetched anew as already read. So while the target has not come back,
   :meth:`OffsetWatch.due_reseeks` asks for the seek again every ``retry_s``;
+- a wait that lasts ``give_up_s`` (60 s) ends (:meth:`OffsetWatch.give_up`): the partition
+  must not stall for good; the loss is logged as an error and counted;
 - :meth:`OffsetWatch.stalled` covers the last event of a burst, which no later event reveals
   as skipped: a partition whose end offset is past what was handled, with nothing arriving on
   it for ``stall_s``, is sought back too. A false alarm (a stream held up that long) costs a
@@ -47,11 +49,13 @@ class _Partition:
     seen_at: float  # when an event last arrived on it
     waiting_for: int | None = None  # a rewind's target, until it arrives
     sought_at: float = 0.0  # when the seek back to it was last asked for
+    waiting_since: float = 0.0  # when the wait for it began
+    resync: bool = False  # after giving up a wait: the next event is taken as the start
 
 
 class OffsetWatch:
-    def __init__(self, stall_s: float = 10.0, retry_s: float = 1.0) -> None:
-        self.stall_s, self.retry_s = stall_s, retry_s
+    def __init__(self, stall_s: float = 10.0, retry_s: float = 1.0, give_up_s: float = 60.0) -> None:
+        self.stall_s, self.retry_s, self.give_up_s = stall_s, retry_s, give_up_s
         self._parts: dict[Hashable, _Partition] = {}
 
     def seen(self, tp: Hashable, offset: int, now: float) -> Verdict:
@@ -61,12 +65,14 @@ class OffsetWatch:
             self._parts[tp] = _Partition(offset, now)
             return Verdict.HANDLE
         p.seen_at = now
-        if p.waiting_for is not None:
+        if p.resync:
+            p.resync = False
+        elif p.waiting_for is not None:
             if offset > p.waiting_for:
                 return Verdict.AWAIT
             p.waiting_for = None  # the target, or earlier still (a rebalance's re-read): on from here
         elif offset > p.last + 1:
-            p.waiting_for, p.sought_at = p.last + 1, now
+            p.waiting_for, p.sought_at, p.waiting_since = p.last + 1, now, now
             return Verdict.REWIND
         p.last = offset
         return Verdict.HANDLE
@@ -89,7 +95,8 @@ class OffsetWatch:
             p = self._parts.get(tp)
             if p is None or end <= self.rewind_to(tp) or now - p.seen_at < self.stall_s:
                 continue
-            p.waiting_for, p.seen_at, p.sought_at = self.rewind_to(tp), now, now  # once per stall_s at most
+            p.waiting_for = self.rewind_to(tp)
+            p.seen_at = p.sought_at = p.waiting_since = now  # once per stall_s at most
             out.append(tp)
         return out
 
@@ -101,6 +108,16 @@ class OffsetWatch:
             if p.waiting_for is not None and now - p.sought_at >= self.retry_s:
                 p.sought_at = now
                 out.append(tp)
+        return out
+
+    def give_up(self, now: float) -> list[tuple[Hashable, int]]:
+        """``(partition, target)`` of the waits past ``give_up_s``: stop waiting, and handle the next
+        events as they come. A partition must not stall for good; the caller reports the loss."""
+        out = []
+        for tp, p in self._parts.items():
+            if p.waiting_for is not None and now - p.waiting_since >= self.give_up_s:
+                out.append((tp, p.waiting_for))
+                p.waiting_for, p.resync = None, True
         return out
 
     def forget(self, tps: Iterable[Hashable]) -> None:

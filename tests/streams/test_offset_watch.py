@@ -70,3 +70,13 @@ def test_a_first_event_past_the_known_start_is_a_gap() -> None:
     assert [w.seen("t", o, 0.0) for o in (4, 5, 6, 7)] == [H] * 4
     w.begin("u", 4, 0.0)
     assert w.seen("u", 4, 0.0) is H  # at the start: nothing skipped
+
+
+def test_a_wait_that_lasts_gives_up_so_the_partition_goes_on() -> None:
+    w = OffsetWatch(give_up_s=60.0)
+    w.seen("t", 0, 0.0)
+    assert w.seen("t", 5, 0.0) is R
+    assert w.give_up(59.0) == [] and w.seen("t", 6, 59.0) is A
+    assert w.give_up(60.0) == [("t", 1)] and w.give_up(61.0) == []
+    assert [w.seen("t", o, 61.0) for o in (7, 8)] == [H, H]  # taken as they come: no new rewind
+    assert w.seen("t", 10, 62.0) is R  # and watched again from there
