@@ -93,8 +93,8 @@ class OffsetWatch:
         out = []
         for tp, end in ends.items():
             p = self._parts.get(tp)
-            if p is None or end <= self.rewind_to(tp) or now - p.seen_at < self.stall_s:
-                continue
+            if p is None or p.resync or end <= self.rewind_to(tp) or now - p.seen_at < self.stall_s:
+                continue  # (after a give-up, the next event is the new start: nothing to compare with)
             p.waiting_for = self.rewind_to(tp)
             p.seen_at = p.sought_at = p.waiting_since = now  # once per stall_s at most
             out.append(tp)

@@ -78,5 +78,6 @@ def test_a_wait_that_lasts_gives_up_so_the_partition_goes_on() -> None:
     assert w.seen("t", 5, 0.0) is R
     assert w.give_up(59.0) == [] and w.seen("t", 6, 59.0) is A
     assert w.give_up(60.0) == [("t", 1)] and w.give_up(61.0) == []
+    assert w.stalled({"t": 9}, 500.0) == []  # given up: not sought back again until a new start
     assert [w.seen("t", o, 61.0) for o in (7, 8)] == [H, H]  # taken as they come: no new rewind
     assert w.seen("t", 10, 62.0) is R  # and watched again from there
