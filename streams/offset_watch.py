@@ -22,8 +22,8 @@ with each event (:meth:`OffsetWatch.seen`):
 - a wait that lasts ``give_up_s`` (60 s) ends (:meth:`OffsetWatch.give_up`): the partition
   must not stall for good; the loss is logged as an error and counted;
 - :meth:`OffsetWatch.stalled` covers the last event of a burst, which no later event reveals
-  as skipped: a partition whose end offset is past what was handled, with nothing arriving on
-  it for ``stall_s``, is sought back too. A false alarm (a stream held up that long) costs a
+  as skipped: a partition whose end offset stays past what was handled for ``stall_s``, with
+  nothing arriving on it meanwhile, is sought back too. A false alarm (a stream held up that long) costs a
   re-read.
 
 Where consumption starts is looked up per assignment (:mod:`streams.offset_starts`, :meth:`begin`),
@@ -51,6 +51,7 @@ class _Partition:
     sought_at: float = 0.0  # when the seek back to it was last asked for
     waiting_since: float = 0.0  # when the wait for it began
     resync: bool = False  # after giving up a wait: the next event is taken as the start
+    behind_since: float | None = None  # when its end offset was first seen past what was handled
 
 
 class OffsetWatch:
@@ -64,7 +65,7 @@ class OffsetWatch:
         if p is None:
             self._parts[tp] = _Partition(offset, now)
             return Verdict.HANDLE
-        p.seen_at = now
+        p.seen_at, p.behind_since = now, None  # progress
         if p.resync:
             p.resync = False
         elif p.waiting_for is not None:
@@ -89,15 +90,23 @@ class OffsetWatch:
 
     def stalled(self, ends: Mapping[Hashable, int], now: float) -> list[Hashable]:
         """The partitions to seek back (:meth:`rewind_to`): ``ends`` (each partition's end offset,
-        the next to be written) is past what was handled, and nothing arrived for ``stall_s``."""
+        the next to be written) has been past what was handled for ``stall_s``, with nothing
+        arriving meanwhile. (Measured from when this saw it behind, not from the last arrival: a
+        record published a moment ago after a quiet spell is on its way, not lost.)"""
         out = []
         for tp, end in ends.items():
             p = self._parts.get(tp)
-            if p is None or p.resync or end <= self.rewind_to(tp) or now - p.seen_at < self.stall_s:
-                continue  # (after a give-up, the next event is the new start: nothing to compare with)
-            p.waiting_for = self.rewind_to(tp)
-            p.seen_at = p.sought_at = p.waiting_since = now  # once per stall_s at most
-            out.append(tp)
+            if p is None or p.resync:  # (after a give-up, the next event is the new start: nothing to compare with)
+                continue
+            if end <= self.rewind_to(tp):
+                p.behind_since = None
+            elif p.behind_since is None:
+                p.behind_since = now
+            elif now - p.behind_since >= self.stall_s:
+                p.waiting_for = self.rewind_to(tp)
+                p.sought_at = p.waiting_since = now
+                p.behind_since = None  # once per stall_s at most
+                out.append(tp)
         return out
 
     def due_reseeks(self, now: float) -> list[Hashable]:

@@ -31,17 +31,28 @@ def test_an_earlier_offset_ends_the_wait() -> None:
     assert w.seen("t", 1, 0.0) is H
 
 
-def test_a_quiet_partition_behind_its_end_is_sought_back_once_per_stall() -> None:
+def test_a_partition_behind_its_end_for_stall_s_is_sought_back_once_per_stall() -> None:
     w = OffsetWatch(stall_s=10.0)
     for o in range(5):
         w.seen("t", o, 100.0)
     w.seen("u", 0, 100.0)
     assert w.stalled({"t": 5, "u": 1}, 200.0) == []  # everything handled
-    assert w.stalled({"t": 7, "u": 1}, 105.0) == []  # behind, but events arrived 5 s ago
-    assert w.stalled({"t": 7, "u": 1}, 111.0) == ["t"] and w.rewind_to("t") == 5
-    assert w.stalled({"t": 7}, 115.0) == []  # not again within stall_s
-    assert w.seen("t", 6, 116.0) is A and w.seen("t", 5, 116.0) is H and w.seen("t", 6, 116.0) is H
+    # 5 and 6 were published after a quiet spell: behind from now on, not since the last arrival
+    assert w.stalled({"t": 7, "u": 1}, 205.0) == []
+    assert w.stalled({"t": 7, "u": 1}, 214.0) == []
+    assert w.stalled({"t": 7, "u": 1}, 215.0) == ["t"] and w.rewind_to("t") == 5
+    assert w.stalled({"t": 7}, 220.0) == []  # not again at once
+    assert w.seen("t", 6, 221.0) is A and w.seen("t", 5, 221.0) is H and w.seen("t", 6, 221.0) is H
     assert w.stalled({"t": 7, "never-seen": 9}, 500.0) == []  # no start known for a partition never seen
+
+
+def test_an_arrival_while_behind_restarts_the_stall_clock() -> None:
+    w = OffsetWatch(stall_s=10.0)
+    w.seen("t", 0, 0.0)
+    assert w.stalled({"t": 5}, 1.0) == []  # behind since 1
+    w.seen("t", 1, 8.0)  # progress
+    assert w.stalled({"t": 5}, 12.0) == []  # behind since 12 now
+    assert w.stalled({"t": 5}, 22.0) == ["t"]
 
 
 def test_forgotten_partitions_start_over() -> None:
