@@ -203,3 +203,14 @@ class LocalStack:
 
     def scalar(self, query: str) -> Any:
         return self.sql(query)[0][0]
+
+    def wait_scalar(self, query: str, want: Any, timeout: float) -> Any:
+        """Poll ``query`` until it returns ``want``: the archiver is a consumer of its own and may
+        still be catching up when the worker's tables have settled (a restarted one first waits
+        for its group's rebalance). Returns the last value, ``want`` or not, for the caller to assert."""
+        deadline = time.time() + timeout
+        got = self.scalar(query)
+        while got != want and time.time() < deadline:
+            time.sleep(0.5)
+            got = self.scalar(query)
+        return got
