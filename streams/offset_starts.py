@@ -1,5 +1,6 @@
 """Where the worker group's consumption of each input partition starts: its committed offset,
-else the partition's first (the worker reads with ``auto_offset_reset=earliest``).
+else the partition's first (the worker reads with ``auto_offset_reset=earliest``), and never
+before the first record retention has left on the broker.
 
 :mod:`streams.offset_watch` takes the first event it sees on a partition as the start; with
 this, a first event past the start (Faust dropped what it fetched first, faust-streaming/faust#216)
@@ -22,7 +23,9 @@ log = logging.getLogger("semsched.worker")
 
 
 async def start_offsets(settings: Settings, group_id: str, tps: Iterable[TopicPartition]) -> dict[Hashable, int]:
-    """``{partition: offset}``: the group's committed offset, else the partition's first."""
+    """``{partition: offset}``: the group's committed offset, else the partition's first; never
+    before the first still on the broker (retention may have deleted past a committed offset,
+    and the consumer then starts at the first)."""
     tps = list(tps)
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
@@ -30,16 +33,14 @@ async def start_offsets(settings: Settings, group_id: str, tps: Iterable[TopicPa
         committed = await admin.list_consumer_group_offsets(group_id, partitions=tps)
     finally:
         await admin.close()
-    out: dict[Hashable, int] = {tp: m.offset for tp, m in committed.items() if m is not None and m.offset >= 0}
-    missing = [tp for tp in tps if tp not in out]
-    if missing:
-        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
-        await consumer.start()
-        try:
-            out.update(await consumer.beginning_offsets(missing))
-        finally:
-            await consumer.stop()
-    return out
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        first = await consumer.beginning_offsets(tps)
+    finally:
+        await consumer.stop()
+    done = {tp: m.offset for tp, m in committed.items() if m is not None and m.offset >= 0}
+    return {tp: max(done.get(tp, 0), first[tp]) for tp in tps}
 
 
 class OffsetStarts:
