@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
+from streams.offset_starts import committed_offsets
 from streams.settings import Settings
 
 log = logging.getLogger("semsched.catchup")
@@ -40,13 +40,7 @@ class CatchUp:
             ends = {tp.partition: off for tp, off in (await consumer.end_offsets(tps)).items()}
         finally:
             await consumer.stop()
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.settings.bootstrap)
-        await admin.start()
-        try:
-            committed = await admin.list_consumer_group_offsets(self.group_id, partitions=tps)
-        finally:
-            await admin.close()
-        done = {tp.partition: meta.offset for tp, meta in committed.items() if meta is not None and meta.offset >= 0}
+        done = {tp.partition: off for tp, off in (await committed_offsets(self.settings, self.group_id, tps)).items()}
         return {p: end for p, end in ends.items() if end > done.get(p, 0)}
 
     async def ready(self, applied: dict[int, int], *, recovering: bool, assigned: set[int]) -> bool:

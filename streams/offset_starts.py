@@ -27,20 +27,26 @@ async def start_offsets(settings: Settings, group_id: str, tps: Iterable[TopicPa
     before the first still on the broker (retention may have deleted past a committed offset,
     and the consumer then starts at the first)."""
     tps = list(tps)
-    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
-    await admin.start()
-    try:
-        committed = await admin.list_consumer_group_offsets(group_id, partitions=tps)
-    finally:
-        await admin.close()
+    done = await committed_offsets(settings, group_id, tps)
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
         first = await consumer.beginning_offsets(tps)
     finally:
         await consumer.stop()
-    done = {tp: m.offset for tp, m in committed.items() if m is not None and m.offset >= 0}
     return {tp: max(done.get(tp, 0), first[tp]) for tp in tps}
+
+
+async def committed_offsets(settings: Settings, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """``{partition: offset}`` the group has committed, for those of ``tps`` it has (the restart
+    gate, :mod:`streams.catchup`, reads it too)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
+    await admin.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(group_id, partitions=tps)
+    finally:
+        await admin.close()
+    return {tp: m.offset for tp, m in committed.items() if m is not None and m.offset >= 0}
 
 
 class OffsetStarts:
