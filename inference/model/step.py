@@ -264,9 +264,16 @@ def score_nodes(model: Any, node_part: np.ndarray, job_row: np.ndarray, pairs: n
     """float32 ``[M]``: the decision scores on ``M`` nodes for one job — ``node_part [M, W]`` (rows of
     a step's ``node_part`` output), ``pairs [M, pair_dim]`` on the nodes' current free capacity and,
     for a model that damps churn, ``h [M, H]`` (rows of the step's ``h``). Used within a step for
-    the nodes earlier placements changed (the rest keep their step scores)."""
+    the nodes earlier placements changed (the rest keep their step scores), in numpy where
+    :mod:`inference.model.numpy_head` mirrors the head (torch's per-call cost is most of a few
+    nodes' work)."""
     import torch
 
+    from inference.model.numpy_head import numpy_head
+
+    fast = None if stability(model) else numpy_head(model.head)
+    if fast is not None:
+        return fast.score(node_part, job_row, pairs)
     device = next(model.parameters()).device
 
     def t(a: np.ndarray) -> Any:

@@ -1,0 +1,59 @@
+"""The numpy mirror of the policy head (in-step re-scoring) scores as the torch head does."""
+
+import numpy as np
+import pytest
+import torch
+
+from inference.features.spec import FeatureSpec
+from inference.model import ModelConfig, Scorer
+from inference.model.numpy_head import numpy_head
+from inference.model.step import score_nodes
+
+SPEC = FeatureSpec(gpu_models=("A10", "T4"), text_dim=8, encoder="hashed-ngram-8")
+
+
+@pytest.mark.parametrize("rank", [0, 3])
+@pytest.mark.parametrize("layers", [1, 2])
+def test_numpy_head_scores_as_the_torch_head(rank, layers):
+    torch.manual_seed(rank * 10 + layers)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_layers=layers, head_rank=rank)).eval()
+    fast = numpy_head(model.head)
+    assert fast is not None and fast.factored == bool(rank)
+    rng = np.random.default_rng(0)
+    for m in (1, 3, 40):
+        part = rng.normal(size=(m, model.head.node.out_features)).astype(np.float32)
+        job = rng.normal(size=SPEC.job_dim).astype(np.float32)
+        pairs = rng.normal(size=(m, SPEC.pair_dim)).astype(np.float32)
+        with torch.inference_mode():
+            want = model.head.score(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
+        got = score_nodes(model, part, job, pairs)  # the in-step path takes the mirror
+        assert got.dtype == np.float32 and got.shape == (m,)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_numpy_head_sees_in_place_weight_updates():
+    """Its weights are views of the parameters: an optimiser step or load_state_dict shows at once."""
+    torch.manual_seed(0)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2))
+    other = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2))
+    part = np.ones((2, model.head.node.out_features), np.float32)
+    job, pairs = np.full(SPEC.job_dim, 0.5, np.float32), np.full((2, SPEC.pair_dim), 0.25, np.float32)
+    before = numpy_head(model.head).score(part, job, pairs)
+    model.load_state_dict(other.state_dict())
+    after = numpy_head(model.head).score(part, job, pairs)
+    with torch.inference_mode():
+        want = other.head.score(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
+    np.testing.assert_allclose(after, want, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(before, after)
+
+
+def test_a_head_it_does_not_mirror_stays_on_torch():
+    torch.manual_seed(0)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2))
+    model.head.out.append(torch.nn.Tanh())  # a layer the mirror does not know
+    assert numpy_head(model.head) is None
+    part = np.ones((2, model.head.node.out_features), np.float32)
+    job, pairs = np.zeros(SPEC.job_dim, np.float32), np.zeros((2, SPEC.pair_dim), np.float32)
+    with torch.inference_mode():
+        want = model.head.score(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
+    np.testing.assert_allclose(score_nodes(model, part, job, pairs), want, rtol=1e-6)
