@@ -101,53 +101,65 @@ class PairCache:
 
     # -- bringing slots up to date -----------------------------------------------------------
     def _update(self, jobs: list[JobRequest], slots: list[int], snapshot: ClusterSnapshot, spec: FeatureSpec) -> None:
-        dirty = self._dirty[slots]  # [S, N]
-        whole = dirty.all(axis=1)  # new shapes (and ones that missed every node's change): all nodes
-        for group in (np.flatnonzero(whole), np.flatnonzero(~whole)):  # the rest: the union of their changes
-            if len(group):
-                self._update_local([jobs[i] for i in group], [slots[i] for i in group], dirty[group], snapshot, spec)
-        self.stats.nodes_recomputed += int(dirty.sum())
+        for group, nodes in self._groups(slots, snapshot.num_nodes):
+            self._update_group([jobs[i] for i in group], [slots[i] for i in group], nodes, snapshot, spec)
         if spec.workload:
-            from inference.features.cluster import frag_node_columns, frag_parts_many, frag_tie_sets
-
-            local = local_pair_dim(spec)
-            for group in (np.flatnonzero(whole), np.flatnonzero(~whole & dirty.any(axis=1))):
-                # FGD's per-node terms of the group's shapes on the union of their nodes, about FRAG_CHUNK
-                # (shape, node) pairs at a time: all shapes at once when few nodes changed
-                if not len(group):
-                    continue
-                size = max(1, FRAG_CHUNK // max(1, int(dirty[group].any(axis=0).sum())))
-                for part in np.array_split(group, -(-len(group) // size)):
-                    nodes = np.flatnonzero(dirty[part].any(axis=0))
-                    mine = [slots[i] for i in part]
-                    cont, fits = frag_parts_many([jobs[i] for i in part], snapshot, spec, nodes,
-                                                 room=self._room[np.ix_(mine, nodes)])  # (_update_local's)
-                    columns = frag_node_columns(cont, fits)
-                    self._fits[np.ix_(mine, nodes)] = fits
-                    self._quant[np.ix_(mine, nodes)] = columns[..., 1]
-                    self._rows[np.ix_(mine, nodes, [local, local + 1])] = columns
-            touched = np.array([slot for i, slot in enumerate(slots) if dirty[i].any()], dtype=np.int64)
-            if len(touched):  # the cluster-wide columns (tie set, pick) of every touched shape at once; only
-                # the entries that moved are written into the rows (a strided write of every one costs ~1 ms)
-                for c, now in enumerate(frag_tie_sets(self._quant[touched], self._fits[touched])):  # [T, N] each
-                    t, n = np.nonzero(now != self._tie[touched, c])
-                    self._rows[touched[t], n, local + 2 + c] = now[t, n]
-                    self._tie[touched, c] = now
+            self._update_ties(slots, local_pair_dim(spec) + 2)
         self._dirty[slots] = False
 
-    def _update_local(self, jobs: list[JobRequest], slots: list[int], dirty: np.ndarray, snapshot: ClusterSnapshot,
+    def _groups(self, slots: list[int], n: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """The slots to bring up to date, as (positions in ``slots``, the nodes to recompute them
+        on): those dirty on every node (new shapes, and ones that missed every node's change) on
+        all nodes; the rest on the union of their dirty nodes, about ``FRAG_CHUNK`` (shape, node)
+        pairs per group (all shapes at once when few nodes changed). One slot — a job scored
+        within a step — is one group on its own dirty nodes."""
+        if len(slots) == 1:
+            nodes = np.flatnonzero(self._dirty[slots[0]])
+            self.stats.nodes_recomputed += len(nodes)
+            return [(np.zeros(1, dtype=np.int64), nodes)] if len(nodes) else []
+        dirty = self._dirty[slots]  # [S, N]
+        self.stats.nodes_recomputed += int(dirty.sum())
+        whole = dirty.all(axis=1)
+        out = [(np.flatnonzero(whole), np.arange(n))] if whole.any() else []
+        rest = np.flatnonzero(~whole & dirty.any(axis=1))
+        if len(rest):
+            size = max(1, FRAG_CHUNK // max(1, int(dirty[rest].any(axis=0).sum())))
+            out += [(part, np.flatnonzero(dirty[part].any(axis=0))) for part in np.array_split(rest, -(-len(rest) // size))]
+        return out
+
+    def _update_group(self, jobs: list[JobRequest], slots: list[int], nodes: np.ndarray, snapshot: ClusterSnapshot,
                       spec: FeatureSpec) -> None:  # fmt: skip
-        """The node-local columns of ``slots`` on their ``dirty [S, N]`` nodes, in one vectorised call."""
-        nodes = np.flatnonzero(dirty.any(axis=0))
-        if len(nodes) == 0:
-            return
+        """Every column but the tie set and pick of ``slots`` on ``nodes``, in one vectorised call each
+        (a row that was current is written with the value it had)."""
+        at = np.ix_(slots, nodes)  # [S, 1] and [1, M]
+        every = len(nodes) == snapshot.num_nodes
         local = local_pair_dim(spec)
         out = np.empty((local, len(jobs), len(nodes)), dtype=np.float32)
-        every = len(nodes) == dirty.shape[1]
         local_pairs(jobs, snapshot, spec, slice(None) if every else nodes, out)
-        # every slot on the union of their nodes: a row that was current is written with the value it had
-        self._rows[np.ix_(slots, nodes, np.arange(local))] = out.transpose(1, 2, 0)  # [S, M, local]
-        self._room[np.ix_(slots, nodes)] = shape_fits(jobs, snapshot, spec, None if every else nodes)
+        self._rows[at[0], at[1], :local] = out.transpose(1, 2, 0)  # [S, M, local]
+        room = shape_fits(jobs, snapshot, spec, None if every else nodes)
+        self._room[at] = room
+        if spec.workload:
+            from inference.features.cluster import frag_node_columns, frag_parts_many
+
+            cont, fits = frag_parts_many(jobs, snapshot, spec, nodes, room=room)  # FGD's per-node terms
+            columns = frag_node_columns(cont, fits)  # [S, M, 2]
+            self._fits[at] = fits
+            self._quant[at] = columns[..., 1]
+            self._rows[at[0], at[1], local : local + 2] = columns
+
+    def _update_ties(self, slots: list[int], column: int) -> None:
+        """The cluster-wide columns (tie set, pick) of every touched slot at once; only the entries
+        that moved are written into the rows (a strided write of every one costs ~1 ms)."""
+        from inference.features.cluster import frag_tie_sets
+
+        touched = np.array([slot for slot in slots if self._dirty[slot].any()], dtype=np.int64)
+        if not len(touched):
+            return
+        for c, now in enumerate(frag_tie_sets(self._quant[touched], self._fits[touched])):  # [T, N] each
+            t, n = np.nonzero(now != self._tie[touched, c])
+            self._rows[touched[t], n, column + c] = now[t, n]
+            self._tie[touched, c] = now
 
     def _changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity or health differ from the last call."""
