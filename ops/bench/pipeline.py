@@ -117,7 +117,7 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
             "trace": "openb", "agents": " ".join(AGENT_ARGS), "partitions": settings.partitions,
             "archive_batch_rows": settings.archive_batch_rows, "archive_flush_s": settings.archive_flush_s,
             "producer_push_s": push["push_s"], "producer_jobs_per_s": jobs / push["push_s"],
-            "worker_counters": st.get("counters"), "worker_steps": st.get("steps"),
+            "worker_counters": st.get("counters"), "worker_steps": st.get("steps"), "worker_loop": st.get("loop"),
             "kafka": settings.bootstrap, "environment": environment(),
         })  # fmt: skip
         stack.stop()
