@@ -177,15 +177,23 @@ def register_offset_watch(w: Worker) -> None:
 
     w.offset_starts = OffsetStarts(w.settings, w.app.conf.id, {t.get_topic_name() for t in w.topics.values()})
 
+    unbegun: set[Any] = set()  # assigned input partitions the watch has not begun yet
+
     def forget(sender: Any, revoked: Any, **_: Any) -> None:
         w.offsets.forget(revoked)  # another worker may handle more of them meanwhile: no gap
         w.offset_starts.forget(revoked)
+        unbegun.difference_update(revoked)
+
+    def assigned(sender: Any, assigned: Any, **_: Any) -> None:
+        unbegun.update(tp for tp in assigned if tp.topic in w.offset_starts.topics)
 
     w.app.on_partitions_revoked.connect(forget)
+    w.app.on_partitions_assigned.connect(assigned)
     ends_read = [0.0]
 
     @w.app.timer(interval=w.offsets.retry_s)
     async def seek_back() -> None:
+        await _begin_assigned(w, unbegun)
         now = time.monotonic()
         for tp, target in w.offsets.give_up(now):
             w.counters.offsets_lost += 1
@@ -196,6 +204,9 @@ def register_offset_watch(w: Worker) -> None:
                      w.offsets.rewind_to(tp))  # fmt: skip
             await _seek_back(w, tp)
         tps = w.offsets.partitions()
+        if _recovering(w):  # the input partitions are paused on purpose meanwhile
+            w.offsets.hold_stall_clocks()
+            return
         if not tps or now - ends_read[0] < w.offsets.stall_s / 2:
             return
         ends_read[0] = now
@@ -209,6 +220,26 @@ def register_offset_watch(w: Worker) -> None:
             log.warning("%s partition %d: ends at %d but only %d was handled, nothing arriving: seeking back",
                         tp.topic, tp.partition, ends[tp], w.offsets.rewind_to(tp) - 1)  # fmt: skip
             await _seek_back(w, tp)
+
+
+async def _begin_assigned(w: Worker, unbegun: set[Any]) -> None:
+    """Begin the watch on assigned partitions no event has come from yet, at where their
+    consumption starts: if Faust drops every record it fetches first there and nothing else
+    arrives, the stall check still sees the partition's end past its start."""
+    for tp in list(unbegun):
+        start = None if tp in w.offsets else await w.offset_starts.of(tp, _assignment(w, tp))
+        if tp in unbegun and tp not in w.offsets and start is not None:  # (an event or a revocation may have come meanwhile)
+            w.offsets.begin(tp, start, time.monotonic())
+            log.info("%s partition %d: assigned; consumption starts at %d", tp.topic, tp.partition, start)
+        unbegun.discard(tp)
+
+
+def _recovering(w: Worker) -> bool:
+    app = w.app
+    try:
+        return bool(app.in_recovery) or not app.tables.recovery.completed.is_set()
+    except AttributeError:  # not started (Faust's test mode)
+        return False
 
 
 async def _seek_back(w: Worker, tp: Any) -> bool:

@@ -28,6 +28,8 @@ with each event (:meth:`OffsetWatch.seen`):
 
 Where consumption starts is looked up per assignment (:mod:`streams.offset_starts`, :meth:`begin`),
 so a skip before the first event is a gap too; when the lookup fails, the first event is the start.
+The worker begins each assigned partition as soon as the lookup answers, before any event, so
+a partition whose every fetched record was dropped, with nothing else arriving, stalls too.
 """
 
 from __future__ import annotations
@@ -108,6 +110,12 @@ class OffsetWatch:
                 p.behind_since = None  # once per stall_s at most
                 out.append(tp)
         return out
+
+    def hold_stall_clocks(self) -> None:
+        """Nothing is stalled while consumption is held up on purpose (Faust pauses the input
+        partitions while it recovers the tables): every partition's stall clock starts over."""
+        for p in self._parts.values():
+            p.behind_since = None
 
     def due_reseeks(self, now: float) -> list[Hashable]:
         """The partitions still waiting for a rewind's target ``retry_s`` after the seek: seek

@@ -92,3 +92,16 @@ def test_a_wait_that_lasts_gives_up_so_the_partition_goes_on() -> None:
     assert w.stalled({"t": 9}, 500.0) == []  # given up: not sought back again until a new start
     assert [w.seen("t", o, 61.0) for o in (7, 8)] == [H, H]  # taken as they come: no new rewind
     assert w.seen("t", 10, 62.0) is R  # and watched again from there
+
+
+def test_a_begun_partition_that_nothing_arrives_on_stalls_unless_held() -> None:
+    """Begun at assignment (no event yet): if every record fetched there is lost and nothing else
+    comes, its end offset still shows it; a held stall clock (tables recovering) starts over."""
+    w = OffsetWatch(stall_s=10.0)
+    w.begin("t", 4, 0.0)
+    assert w.stalled({"t": 4}, 1.0) == []  # nothing there yet
+    assert w.stalled({"t": 5}, 2.0) == []  # behind from now
+    w.hold_stall_clocks()  # e.g. 8 s later: the partitions were paused for recovery
+    assert w.stalled({"t": 5}, 10.0) == [] and w.stalled({"t": 5}, 19.0) == []  # counted from 10 s again
+    assert w.stalled({"t": 5}, 20.0) == ["t"] and w.rewind_to("t") == 4
+    assert w.seen("t", 4, 21.0) is H
