@@ -1,5 +1,6 @@
 import os
 
+import pytest
 import torch
 from inference_helpers import pod_mix, small_snapshot
 from test_inference_policy import SPEC
@@ -52,3 +53,17 @@ def test_inputs_survive_a_round_trip_through_named_arrays_and_are_checked(tmp_pa
         assert "which" in str(e)
     else:
         raise AssertionError("an out-of-range 'which' was accepted")
+
+
+def test_torch_threads_leave_a_core_to_the_rest_unless_told(monkeypatch):
+    from inference.backends.inprocess import THREADS_ENV, torch_threads
+
+    monkeypatch.delenv(THREADS_ENV, raising=False)
+    for cores, want in ((1, 1), (2, 1), (3, 2), (16, 2)):
+        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        assert torch_threads() == want, cores
+    monkeypatch.setenv(THREADS_ENV, "3")
+    assert torch_threads() == 3
+    monkeypatch.setenv(THREADS_ENV, "two")
+    with pytest.raises(ValueError, match=THREADS_ENV):
+        torch_threads()
