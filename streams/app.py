@@ -39,6 +39,8 @@ from streams.state import (
 log = logging.getLogger("semsched.worker")
 _M = TypeVar("_M", bound=BaseModel)
 
+DEADLETTER_RETRY_S = (0.5, 30.0)  # a refused dead letter: the first wait before trying again, and the longest
+
 
 @dataclass
 class Counters:
@@ -51,6 +53,7 @@ class Counters:
     offset_gaps: int = 0  # revealed by a later offset
     offset_stalls: int = 0  # a partition's end past what was handled, and nothing arriving
     offsets_lost: int = 0  # sought back to and still not back after a minute: given up (logged as an error)
+    deadletter_retries: int = 0  # dead letters the broker did not accept at first (each tried again until it does)
     notes: dict[str, int] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
@@ -92,7 +95,18 @@ class Worker:
         self.counters.deadletters += 1
         telemetry.count_deadletter(reason, topic=topic, source="worker")
         trace.get_current_span().set_attribute("semsched.deadletter.reason", reason[:500])
-        await (await self.publish("deadletter", message.key, dl.to_bytes(), message.partition, telemetry.inject()))
+        wait, longest = DEADLETTER_RETRY_S
+        while True:  # until the broker has it: the event is handled (and its offset committed) only then
+            try:
+                await (await self.publish("deadletter", message.key, dl.to_bytes(), message.partition,
+                                          telemetry.inject()))  # fmt: skip
+                break
+            except Exception as e:  # refused or timed out; the agent's later events wait meanwhile
+                self.counters.deadletter_retries += 1
+                log.error("dead letter from %s@%s:%s not accepted (%s: %s): trying again in %.1f s; the events "
+                          "after it wait", topic, message.partition, message.offset, type(e).__name__, e, wait)  # fmt: skip
+                await asyncio.sleep(wait)
+                wait = min(2 * wait, longest)
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
     async def apply_decision(self, rec: DecisionRecord, partition: int, *, in_stream: bool) -> Transition:

@@ -76,6 +76,7 @@ class Sent:
     def __init__(self) -> None:
         self.by_topic: dict[str, list[dict[str, Any]]] = {}
         self.refuse: str | None = None  # a topic whose deliveries the broker refuses
+        self.refusals: int | None = None  # how many times it refuses (None: every time)
         self.seeks: list[tuple[str, int, int]] = []  # (topic, partition, offset) the worker sought back to
 
     async def seek(self, tp: Any, offset: int) -> None:
@@ -96,7 +97,8 @@ class Sent:
         """Stands in for ``Worker.publish`` (no broker in Faust's test mode): records the message
         and returns its delivery future, failed when ``topic`` is ``refuse``."""
         delivered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        if topic == self.refuse:
+        if topic == self.refuse and self.refusals != 0:
+            self.refusals = None if self.refusals is None else self.refusals - 1
             delivered.set_exception(RuntimeError(f"MessageSizeTooLargeError on {topic}"))
         else:
             self.by_topic.setdefault(topic, []).append({"key": key, "value": value, "partition": partition,
@@ -394,6 +396,25 @@ async def test_a_notice_the_broker_refuses_dead_letters_its_decision_and_changes
     assert snapshot(w) == before
     [dl] = sent.deadletters()
     assert dl.topic == "decisions" and "MessageSizeTooLargeError on jobs.lifecycle" in dl.reason
+
+
+async def test_a_dead_letter_the_broker_refuses_is_tried_again_until_it_takes_it(
+    worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A malformed event is handled only once its dead letter is on the broker: a refusal (a
+    timeout, a leader moving) is tried again, and the events after it wait, none lost."""
+    import streams.app
+
+    monkeypatch.setattr(streams.app, "DEADLETTER_RETRY_S", (0.01, 0.02))
+    w, sent = worker
+    sent.refuse, sent.refusals = "deadletter", 3
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, b"{not json", key=b"bad")
+        await put(a, job("j1").to_bytes(), key=b"j1")
+    [dl] = sent.deadletters()
+    assert dl.topic == "jobs.submitted" and dl.key == "bad"
+    assert w.counters.deadletter_retries == 3 and w.counters.deadletters == 1
+    assert set(w.pending.keys()) == {"j1"}
 
 
 async def test_handler_error_is_deadlettered_and_tables_stay(worker: tuple[Worker, Sent]) -> None:
