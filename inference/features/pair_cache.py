@@ -110,9 +110,9 @@ class PairCache:
     def _groups(self, slots: list[int], n: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """The slots to bring up to date, as (positions in ``slots``, the nodes to recompute them
         on): those dirty on every node (new shapes, and ones that missed every node's change) on
-        all nodes; the rest on the union of their dirty nodes, about ``FRAG_CHUNK`` (shape, node)
-        pairs per group (all shapes at once when few nodes changed). One slot — a job scored
-        within a step — is one group on its own dirty nodes."""
+        all nodes; the rest on the union of their dirty nodes. About ``FRAG_CHUNK`` (shape, node)
+        pairs per group, which bounds FGD's arrays (all shapes at once when few nodes changed).
+        One slot — a job scored within a step — is one group on its own dirty nodes."""
         if len(slots) == 1:
             nodes = np.flatnonzero(self._dirty[slots[0]])
             self.stats.nodes_recomputed += len(nodes)
@@ -120,11 +120,12 @@ class PairCache:
         dirty = self._dirty[slots]  # [S, N]
         self.stats.nodes_recomputed += int(dirty.sum())
         whole = dirty.all(axis=1)
-        out = [(np.flatnonzero(whole), np.arange(n))] if whole.any() else []
-        rest = np.flatnonzero(~whole & dirty.any(axis=1))
-        if len(rest):
-            size = max(1, FRAG_CHUNK // max(1, int(dirty[rest].any(axis=0).sum())))
-            out += [(part, np.flatnonzero(dirty[part].any(axis=0))) for part in np.array_split(rest, -(-len(rest) // size))]
+        out = []
+        for group in (np.flatnonzero(whole), np.flatnonzero(~whole & dirty.any(axis=1))):
+            if len(group):
+                size = max(1, FRAG_CHUNK // max(1, int(dirty[group].any(axis=0).sum())))
+                out += [(part, np.arange(n) if whole[part[0]] else np.flatnonzero(dirty[part].any(axis=0)))
+                        for part in np.array_split(group, -(-len(group) // size))]  # fmt: skip
         return out
 
     def _update_group(self, jobs: list[JobRequest], slots: list[int], nodes: np.ndarray, snapshot: ClusterSnapshot,
@@ -153,7 +154,7 @@ class PairCache:
         that moved are written into the rows (a strided write of every one costs ~1 ms)."""
         from inference.features.cluster import frag_tie_sets
 
-        touched = np.array([slot for slot in slots if self._dirty[slot].any()], dtype=np.int64)
+        touched = np.asarray(slots, dtype=np.int64)[self._dirty[slots].any(axis=1)]
         if not len(touched):
             return
         for c, now in enumerate(frag_tie_sets(self._quant[touched], self._fits[touched])):  # [T, N] each

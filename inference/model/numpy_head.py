@@ -8,8 +8,10 @@ a factored head on two nodes, against about 15 µs for the same arithmetic in nu
 :func:`numpy_head` mirrors :meth:`PolicyHead.score` and :meth:`ShapeFactoredHead.score` of
 :mod:`inference.model.policy_head` (a test holds them equal to 1e-5 for both heads and both
 depths). Its weights are numpy views of the torch parameters — the same memory — so an
-in-place update (an optimiser step, ``load_state_dict``) is seen at once. For a head it does
-not mirror, or a model off the CPU, it answers ``None`` and the caller stays on torch.
+in-place update (an optimiser step, ``load_state_dict``) is seen at once; a parameter given new
+memory (``.to()``, ``load_state_dict(assign=True)``) is noticed at the next call and the views
+are made again. For a head it does not mirror, or a model off the CPU, it answers ``None`` and
+the caller stays on torch.
 """
 
 from __future__ import annotations
@@ -79,16 +81,19 @@ class NumpyHead:
         return (table[:, 0] + table[:, 1:] @ coeff).astype(np.float32, copy=False)
 
 
-_HEADS: weakref.WeakKeyDictionary[nn.Module, NumpyHead | None] = weakref.WeakKeyDictionary()
+_HEADS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], NumpyHead | None]] = weakref.WeakKeyDictionary()
 
 
 def numpy_head(head: Any) -> NumpyHead | None:
-    """The numpy mirror of ``head`` (built once per head), or ``None``: a head type it does not
-    mirror, or parameters off the CPU."""
-    if head not in _HEADS:
-        ok = isinstance(head, PolicyHead | ShapeFactoredHead) and all(p.device.type == "cpu" for p in head.parameters())
+    """The numpy mirror of ``head`` (made again when a parameter moved to other memory), or
+    ``None``: a head type it does not mirror (a subclass may score otherwise), or parameters
+    off the CPU."""
+    where = tuple((p.data_ptr(), p.device.type, p.dtype) for p in head.parameters())
+    known = _HEADS.get(head)
+    if known is None or known[0] != where:
+        ok = type(head) in (PolicyHead, ShapeFactoredHead) and all(w[1] == "cpu" for w in where)
         try:
-            _HEADS[head] = NumpyHead(head) if ok else None
+            _HEADS[head] = (where, NumpyHead(head) if ok else None)
         except TypeError:
-            _HEADS[head] = None
-    return _HEADS[head]
+            _HEADS[head] = (where, None)
+    return _HEADS[head][1]

@@ -109,3 +109,24 @@ def test_gpu_models_make_a_shape_only_where_the_features_see_them():
     snap = small_snapshot(16)
     both = PairCache().pairs([t4, anywhere], snap, FRAG)
     assert not np.array_equal(both[0], both[1])
+
+
+def test_each_update_is_bounded_by_frag_chunk(monkeypatch):
+    """FGD's arrays grow with the (shape, node) pairs of one call: new shapes on every node are
+    taken about FRAG_CHUNK pairs at a time, as the shapes that missed a few nodes are."""
+    import inference.features.pair_cache as pc
+
+    monkeypatch.setattr(pc, "FRAG_CHUNK", 3 * 40)
+    sizes: list[int] = []
+    update = PairCache._update_group
+
+    def spy(self, jobs, slots, nodes, snapshot, spec):  # type: ignore[no-untyped-def]
+        sizes.append(len(slots) * len(nodes))
+        return update(self, jobs, slots, nodes, snapshot, spec)
+
+    monkeypatch.setattr(PairCache, "_update_group", spy)
+    snap = small_snapshot(40)
+    jobs = pod_mix(60, seed=5)  # many shapes, all new: dirty on every node
+    rows, _ = PairCache().pairs_and_room(jobs, snap, FRAG)
+    np.testing.assert_array_equal(rows, pair_features_many(jobs, snap, FRAG))
+    assert len(sizes) > 1 and max(sizes) <= 3 * 40, sizes

@@ -57,3 +57,48 @@ def test_a_head_it_does_not_mirror_stays_on_torch():
     with torch.inference_mode():
         want = model.head.score(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
     np.testing.assert_allclose(score_nodes(model, part, job, pairs), want, rtol=1e-6)
+
+
+def test_a_parameter_given_new_memory_is_noticed():
+    """``.to()`` or ``load_state_dict(assign=True)`` give the parameters new memory: the mirror's
+    views are made again rather than reading the old weights."""
+    torch.manual_seed(0)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2))
+    other = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2))
+    part = np.ones((2, model.head.node.out_features), np.float32)
+    job, pairs = np.full(SPEC.job_dim, 0.5, np.float32), np.full((2, SPEC.pair_dim), 0.25, np.float32)
+
+    def torch_scores(m):  # type: ignore[no-untyped-def]
+        with torch.inference_mode():
+            return m.head.score(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
+
+    score_nodes(model, part, job, pairs)  # the mirror is made
+    model.load_state_dict(other.state_dict(), assign=True)
+    np.testing.assert_allclose(score_nodes(model, part, job, pairs), torch_scores(other), rtol=1e-5, atol=1e-5)
+    model.to(torch.float64)
+    with torch.no_grad():
+        model.head.pair.weight.mul_(-1.0)
+    model.to(torch.float32)
+    np.testing.assert_allclose(score_nodes(model, part, job, pairs), torch_scores(model), rtol=1e-5, atol=1e-5)
+
+
+def test_the_in_step_path_takes_the_mirror_unless_the_model_damps_churn(monkeypatch):
+    from inference.model.numpy_head import NumpyHead
+
+    calls: list[int] = []
+    score = NumpyHead.score
+
+    def spy(self, *a):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return score(self, *a)
+
+    monkeypatch.setattr(NumpyHead, "score", spy)
+    torch.manual_seed(0)
+    part = np.ones((2, 6), np.float32)
+    job, pairs = np.zeros(SPEC.job_dim, np.float32), np.zeros((2, SPEC.pair_dim), np.float32)
+    plain = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2))
+    score_nodes(plain, part, job, pairs)
+    assert calls == [1]
+    damped = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2, transition=True, stability=0.5))
+    score_nodes(damped, part, job, pairs, np.zeros((2, 8), np.float32))
+    assert calls == [1]  # Δ needs the transition head: torch
