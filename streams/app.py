@@ -88,6 +88,7 @@ class Worker:
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
     # run times of finished jobs, for sjf-predicted (in memory: it relearns after a restart)
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
+    deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
@@ -96,17 +97,25 @@ class Worker:
         telemetry.count_deadletter(reason, topic=topic, source="worker")
         trace.get_current_span().set_attribute("semsched.deadletter.reason", reason[:500])
         wait, longest = DEADLETTER_RETRY_S
-        while True:  # until the broker has it: the event is handled (and its offset committed) only then
-            try:
-                await (await self.publish("deadletter", message.key, dl.to_bytes(), message.partition,
-                                          telemetry.inject()))  # fmt: skip
-                break
-            except Exception as e:  # refused or timed out; the agent's later events wait meanwhile
-                self.counters.deadletter_retries += 1
-                log.error("dead letter from %s@%s:%s not accepted (%s: %s): trying again in %.1f s; the events "
-                          "after it wait", topic, message.partition, message.offset, type(e).__name__, e, wait)  # fmt: skip
-                await asyncio.sleep(wait)
-                wait = min(2 * wait, longest)
+        held = False  # the offset watch holds its clocks from the first refusal on (the agent waits)
+        try:
+            while True:  # until the broker has it: the event is handled (its offset committed) only then
+                try:
+                    await (await self.publish("deadletter", message.key, dl.to_bytes(), message.partition,
+                                              telemetry.inject()))  # fmt: skip
+                    break
+                except Exception as e:  # refused or timed out; this topic's later events wait meanwhile
+                    self.counters.deadletter_retries += 1
+                    if not held:
+                        held, self.deadletters_retrying = True, self.deadletters_retrying + 1
+                    log.error("dead letter from %s@%s:%s not accepted (%s: %s): trying again in %.1f s; this "
+                              "topic's later events wait", topic, message.partition, message.offset,
+                              type(e).__name__, e, wait)  # fmt: skip
+                    await asyncio.sleep(wait)
+                    wait = min(2 * wait, longest)
+        finally:
+            if held:
+                self.deadletters_retrying -= 1
         log.warning("dead letter from %s@%s:%s: %s", topic, message.partition, message.offset, reason)
 
     async def apply_decision(self, rec: DecisionRecord, partition: int, *, in_stream: bool) -> Transition:

@@ -111,11 +111,15 @@ class OffsetWatch:
                 out.append(tp)
         return out
 
-    def hold_stall_clocks(self) -> None:
-        """Nothing is stalled while consumption is held up on purpose (Faust pauses the input
-        partitions while it recovers the tables): every partition's stall clock starts over."""
+    def hold_clocks(self, now: float) -> None:
+        """Nothing is stalled or lost while consumption is held up on purpose (Faust pauses the
+        input partitions while it recovers the tables; an agent waits for a dead letter): every
+        partition's stall clock starts over, and a wait for a rewind's target starts again from
+        ``now`` (its next seek ``retry_s`` after the hold ends, its give-up ``give_up_s`` after)."""
         for p in self._parts.values():
             p.behind_since = None
+            if p.waiting_for is not None:
+                p.sought_at = p.waiting_since = now
 
     def due_reseeks(self, now: float) -> list[Hashable]:
         """The partitions still waiting for a rewind's target ``retry_s`` after the seek: seek

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import types
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -407,6 +408,14 @@ async def test_a_dead_letter_the_broker_refuses_is_tried_again_until_it_takes_it
 
     monkeypatch.setattr(streams.app, "DEADLETTER_RETRY_S", (0.01, 0.02))
     w, sent = worker
+    held: list[int] = []  # while waiting to try again, the offset watch is told to hold its clocks
+    sleep = asyncio.sleep
+
+    async def waiting(seconds: float) -> None:
+        held.append(w.deadletters_retrying)
+        await sleep(seconds)
+
+    monkeypatch.setattr(streams.app, "asyncio", types.SimpleNamespace(sleep=waiting, gather=asyncio.gather))
     sent.refuse, sent.refusals = "deadletter", 3
     async with drive(w, "jobs.submitted") as a:
         await put(a, b"{not json", key=b"bad")
@@ -414,6 +423,7 @@ async def test_a_dead_letter_the_broker_refuses_is_tried_again_until_it_takes_it
     [dl] = sent.deadletters()
     assert dl.topic == "jobs.submitted" and dl.key == "bad"
     assert w.counters.deadletter_retries == 3 and w.counters.deadletters == 1
+    assert held == [1, 1, 1] and w.deadletters_retrying == 0
     assert set(w.pending.keys()) == {"j1"}
 
 

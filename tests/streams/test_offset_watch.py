@@ -101,7 +101,18 @@ def test_a_begun_partition_that_nothing_arrives_on_stalls_unless_held() -> None:
     w.begin("t", 4, 0.0)
     assert w.stalled({"t": 4}, 1.0) == []  # nothing there yet
     assert w.stalled({"t": 5}, 2.0) == []  # behind from now
-    w.hold_stall_clocks()  # e.g. 8 s later: the partitions were paused for recovery
+    w.hold_clocks(8.0)  # e.g. 8 s later: the partitions were paused for recovery
     assert w.stalled({"t": 5}, 10.0) == [] and w.stalled({"t": 5}, 19.0) == []  # counted from 10 s again
     assert w.stalled({"t": 5}, 20.0) == ["t"] and w.rewind_to("t") == 4
     assert w.seen("t", 4, 21.0) is H
+
+
+def test_a_held_wait_is_neither_sought_again_nor_given_up_until_the_hold_ends() -> None:
+    w = OffsetWatch(retry_s=1.0, give_up_s=60.0)
+    assert [w.seen("t", o, 0.0) for o in (0, 3)] == [H, R]  # waits for 1
+    for now in range(1, 100):  # a dead letter retried for 99 s: held every second
+        w.hold_clocks(float(now))
+        assert w.due_reseeks(float(now)) == []
+    assert w.give_up(99.5) == [] and w.due_reseeks(99.5) == []
+    assert w.due_reseeks(100.0) == ["t"]  # the hold ended: sought again after retry_s
+    assert w.give_up(158.0) == [] and w.give_up(159.0) == [("t", 1)]
