@@ -7,13 +7,13 @@ another directory the new version is loaded and swapped in between steps. A vers
 fails to load is reported once (``reload_error``) and the current one keeps serving.
 
 **Threads.** torch's intra-op threads for the process: ``SEMSCHED_TORCH_THREADS``, default the
-CPU count less one, at most 2, at least 1. The shape-factored head's step is a few large ops,
+CPUs the process may run on less one, at most 2, at least 1. The shape-factored head's step is a few large ops,
 where a second thread takes the model call at 256 pending × 1,213 nodes from 5.0 to 3.0 ms on
 an idle 2-core machine; but a worker shares its cores with its event loop, and in the embedded
 stack with the broker and the agents: there, torch's threads spinning on every core during
 each step's model call slowed the whole pipeline (``semsched bench pipeline --policy learned``
 at 250 submissions/s on 2 cores: 186–188 jobs/s and a mean submit → command of 2.9–3.3 s with
-2 threads, 199 jobs/s and 2.2 s with 1). One core is left to the rest.
+2 threads, 189–199 jobs/s and 2.2–2.8 s with 1). One core is left to the rest.
 ``policy_async`` runs the model on one dedicated thread, always the same: model calls never
 overlap (a step's and a warm-up's would compete for torch's threads), and the event loop keeps
 serving while one runs. (On the idle machine a new thread's first call costs no more than
@@ -47,7 +47,11 @@ def torch_threads() -> int:
             return max(1, int(raw))
         except ValueError as e:
             raise ValueError(f"{THREADS_ENV} must be a whole number of threads, not {raw!r}") from e
-    return max(1, min(2, (os.cpu_count() or 1) - 1))
+    try:
+        cores = len(os.sched_getaffinity(0))  # the CPUs this process may run on (a container's share)
+    except AttributeError:  # not on Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(2, cores - 1))
 
 
 class InProcessBackend:

@@ -60,7 +60,7 @@ def test_torch_threads_leave_a_core_to_the_rest_unless_told(monkeypatch):
 
     monkeypatch.delenv(THREADS_ENV, raising=False)
     for cores, want in ((1, 1), (2, 1), (3, 2), (16, 2)):
-        monkeypatch.setattr(os, "cpu_count", lambda cores=cores: cores)
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid, cores=cores: set(range(cores)))
         assert torch_threads() == want, cores
     monkeypatch.setenv(THREADS_ENV, "3")
     assert torch_threads() == 3
