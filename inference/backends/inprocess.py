@@ -12,7 +12,7 @@ where a second thread takes the model call at 256 pending × 1,213 nodes from 5.
 an idle 2-core machine; but a worker shares its cores with its event loop, and in the embedded
 stack with the broker and the agents: there, torch's threads spinning on every core during
 each step's model call slowed the whole pipeline (``semsched bench pipeline --policy learned``
-at 250 submissions/s on 2 cores: 186–188 jobs/s and a mean submit → command of 2.9–3.3 s with
+at 250 submissions/s on 2 cores: 186–188 jobs/s and a mean submit → command of 2.9–3.1 s with
 2 threads, 189–199 jobs/s and 2.2–2.8 s with 1). One core is left to the rest.
 ``policy_async`` runs the model on one dedicated thread, always the same: model calls never
 overlap (a step's and a warm-up's would compete for torch's threads), and the event loop keeps
