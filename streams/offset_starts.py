@@ -56,23 +56,34 @@ class OffsetStarts:
         self.settings, self.group_id, self.topics = settings, group_id, topics
         self._known: dict[Hashable, int] = {}
         self._lookup: asyncio.Task[dict[Hashable, int]] | None = None
+        self._revocations = 0  # a lookup that saw one start may be stale (another worker moved the offsets)
+        self._lookup_after = 0  # the revocations before the current lookup began
 
     async def of(self, tp: Hashable, assigned: Iterable[Hashable]) -> int | None:
-        """``tp``'s start, or ``None`` when it cannot be looked up (the first event is then the start)."""
-        if tp in self._known:
-            return self._known[tp]
-        if self._lookup is None or self._lookup.done():
-            wanted = [TopicPartition(t.topic, t.partition) for t in assigned if t.topic in self.topics]  # type: ignore[attr-defined]
-            if tp not in wanted:
-                wanted.append(TopicPartition(tp.topic, tp.partition))  # type: ignore[attr-defined]
-            self._lookup = asyncio.ensure_future(start_offsets(self.settings, self.group_id, wanted))
-        try:
-            self._known.update(await asyncio.shield(self._lookup))
-        except Exception as e:
-            log.warning("could not look up where consumption starts (%s): the first event is taken as the start", e)
-            return None
-        return self._known.get(tp)
+        """``tp``'s start, or ``None`` when it cannot be looked up (the first event is then the start).
+        A lookup that partitions were revoked during is not kept: it is made once more."""
+        assigned = list(assigned)
+        for _ in range(2):
+            if tp in self._known:
+                return self._known[tp]
+            if self._lookup is None or self._lookup.done():
+                wanted = [TopicPartition(t.topic, t.partition) for t in assigned if t.topic in self.topics]  # type: ignore[attr-defined]
+                if tp not in wanted:
+                    wanted.append(TopicPartition(tp.topic, tp.partition))  # type: ignore[attr-defined]
+                self._lookup = asyncio.ensure_future(start_offsets(self.settings, self.group_id, wanted))
+                self._lookup_after = self._revocations
+            lookup, after = self._lookup, self._lookup_after
+            try:
+                found = await asyncio.shield(lookup)
+            except Exception as e:
+                log.warning("could not look up where consumption starts (%s): the first event is taken as the start", e)
+                return None
+            if after == self._revocations:
+                self._known.update(found)
+                return self._known.get(tp)
+        return None  # revoked during both lookups: the first event is the start
 
     def forget(self, tps: Iterable[Hashable]) -> None:
+        self._revocations += 1
         for tp in tps:
             self._known.pop(tp, None)

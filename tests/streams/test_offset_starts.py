@@ -43,3 +43,28 @@ async def test_committed_else_first_and_never_before_what_retention_left(kafka_b
     finally:
         await producer.stop()
         await admin.close()
+
+
+async def test_a_lookup_that_partitions_were_revoked_during_is_made_again(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Revoked while the lookup was on its way: another worker may have moved the committed
+    offsets, so what it found is not kept and the start is looked up once more."""
+    import asyncio
+
+    import streams.offset_starts as starts
+
+    s = Settings(bootstrap="127.0.0.1:1", topic_prefix="u.")
+    tp = TopicPartition(s.topic("jobs.submitted"), 0)
+    answers = [{tp: 5}, {tp: 9}]  # the committed offset before and after the other worker's commit
+    release = asyncio.Event()
+
+    async def lookup(settings, group_id, tps):  # type: ignore[no-untyped-def]
+        await release.wait()
+        return answers.pop(0)
+
+    monkeypatch.setattr(starts, "start_offsets", lookup)
+    o = starts.OffsetStarts(s, "g", {tp.topic})
+    asking = asyncio.ensure_future(o.of(tp, [tp]))
+    await asyncio.sleep(0)
+    o.forget([tp])  # revoked (and given back) while the first lookup is under way
+    release.set()
+    assert await asking == 9 and answers == []
