@@ -279,6 +279,10 @@ def _print(r: dict[str, Any]) -> None:
     pps = r["placements_per_step"]
     t.add_row("placements per step p50 / max", f"{fmt(pps['p50'], 0)} / {fmt(pps['max'], 0)}", "")
     t.add_row("terminal jobs in archive", f"{r['terminal_jobs']:,} / {r['jobs']:,}", "")
+    loop = r.get("worker_loop") or {}
+    if loop:  # where the worker's scheduling loop spent its time (the whole run)
+        t.add_row("worker steps, s in them", f"{r.get('worker_steps') or 0:,}, {loop.get('tick_s', 0):.1f} s", "")
+        t.add_row("of which compute / publish", f"{loop.get('compute_s', 0):.1f} / {loop.get('publish_s', 0):.1f} s", "")
     console.print(t)
     console.print("[dim]events: " + ", ".join(f"{k} {v:,}" for k, v in r["events_by_table"].items()))
     console.print(
