@@ -80,7 +80,7 @@ class PairCache:
         self.stats.calls += 1
         changed = self._changed(snapshot)
         if len(self._slot):
-            self._dirty[: self._capacity_used()] |= changed
+            self._dirty[: self._capacity_used(), np.flatnonzero(changed)] = True  # (in a step: one node, one column)
         keys = [pair_shape(j, spec) for j in jobs]
         first: dict[Shape, JobRequest] = {}
         for key, job in zip(keys, jobs, strict=True):
@@ -163,18 +163,19 @@ class PairCache:
             self._tie[touched, c] = now
 
     def _changed(self, s: ClusterSnapshot) -> np.ndarray:
-        """bool ``[N]``: nodes whose free capacity or health differ from the last call."""
-        state = (s.cpu_free.copy(), s.mem_free.copy(), s.gpu_free.copy(), s.healthy.copy())
-        before, self._state = self._state, state
-        if before is None or before[2].shape != state[2].shape:
+        """bool ``[N]``: nodes whose free capacity or health differ from the last call (the state kept
+        for the next call is brought up to date on those rows only)."""
+        now = (s.cpu_free, s.mem_free, s.gpu_free, s.healthy)
+        if self._state is None or self._state[2].shape != s.gpu_free.shape:
+            self._state = tuple(a.copy() for a in now)
             return np.ones(s.num_nodes, dtype=bool)
-        cpu, mem, gpu, healthy = before
-        return (
-            (s.cpu_free != cpu)
-            | (s.mem_free != mem)
-            | (s.gpu_free != gpu).any(axis=1)
-            | (s.healthy != healthy)
-        )
+        cpu, mem, gpu, healthy = self._state
+        changed = (s.cpu_free != cpu) | (s.mem_free != mem) | (s.gpu_free != gpu).any(axis=1) | (s.healthy != healthy)
+        rows = np.flatnonzero(changed)
+        if len(rows):
+            for kept, current in zip(self._state, now, strict=True):
+                kept[rows] = current[rows]
+        return changed
 
     # -- slots -----------------------------------------------------------------------------
     def _capacity_used(self) -> int:
