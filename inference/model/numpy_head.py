@@ -10,8 +10,8 @@ calls went from about 270 to 60 µs each.
 :mod:`inference.model.policy_head` (a test holds them equal to 1e-5 for both heads and both
 depths). Its weights are numpy views of the torch parameters — the same memory — so an
 in-place update (an optimiser step, ``load_state_dict``) is seen at once; a parameter given new
-memory (``.to()``, ``load_state_dict(assign=True)``) is noticed at the next call and the views
-are made again. For a head it does not mirror, or a model off the CPU, it answers ``None`` and
+memory or replaced (``.to()``, ``load_state_dict(assign=True)``) is noticed at the next call and
+the views are made again (a submodule replaced whole is not: nothing here does that). For a head it does not mirror, or a model off the CPU, it answers ``None`` and
 the caller stays on torch.
 """
 
@@ -29,21 +29,27 @@ from inference.model.policy_head import PolicyHead, ShapeFactoredHead
 Layer = tuple[np.ndarray, np.ndarray | None] | None  # a Linear's (weight [out, in], bias) or None for a ReLU
 
 
-def _layers(seq: nn.Module) -> list[Layer] | None:
-    """A ``Sequential`` of ``Linear`` and ``ReLU`` as numpy views; ``None`` for anything else."""
+Viewed = tuple[nn.Module, str, nn.Parameter, int]  # (owner, name, the parameter, where its memory was)
+
+
+def _layers(seq: nn.Module, viewed: list[Viewed]) -> list[Layer] | None:
+    """A ``Sequential`` of ``Linear`` and ``ReLU`` as numpy views (each noted in ``viewed``);
+    ``None`` for anything else."""
     mods = list(seq) if isinstance(seq, nn.Sequential) else [seq]
     out: list[Layer] = []
     for m in mods:
         if isinstance(m, nn.ReLU):
             out.append(None)
         elif isinstance(m, nn.Linear):
-            out.append((_view(m.weight), None if m.bias is None else _view(m.bias)))
+            out.append((_view(m, "weight", viewed), None if m.bias is None else _view(m, "bias", viewed)))
         else:
             return None
     return out
 
 
-def _view(p: nn.Parameter) -> np.ndarray:
+def _view(owner: nn.Module, name: str, viewed: list[Viewed]) -> np.ndarray:
+    p = owner._parameters[name]
+    viewed.append((owner, name, p, p.data_ptr()))
     return p.detach().numpy()  # shares the parameter's memory (CPU only)
 
 
@@ -64,12 +70,17 @@ class NumpyHead:
 
     def __init__(self, head: PolicyHead | ShapeFactoredHead) -> None:
         self.factored = isinstance(head, ShapeFactoredHead)
-        parts = {name: _layers(getattr(head, name)) for name in ("pair", "out", "job")}
-        if self.factored:
-            parts["shape"] = _layers(head.shape)
+        self.viewed: list[Viewed] = []
+        names = ("pair", "out", "job", "shape") if self.factored else ("pair", "out", "job")
+        parts = {name: _layers(getattr(head, name), self.viewed) for name in names}
         if any(v is None for v in parts.values()):
             raise TypeError(f"{type(head).__name__} has layers numpy_head does not mirror")
         self.parts: dict[str, list[Layer]] = parts  # type: ignore[assignment]
+
+    def current(self) -> bool:
+        """Whether every parameter viewed is still its owner's, in the same memory (a few µs: it
+        is asked on every call)."""
+        return all(owner._parameters[name] is p and p.data_ptr() == ptr for owner, name, p, ptr in self.viewed)
 
     def score(self, node_part: np.ndarray, job_row: np.ndarray, pairs: np.ndarray) -> np.ndarray:
         p = self.parts
@@ -82,19 +93,19 @@ class NumpyHead:
         return (table[:, 0] + table[:, 1:] @ coeff).astype(np.float32, copy=False)
 
 
-_HEADS: weakref.WeakKeyDictionary[nn.Module, tuple[tuple[Any, ...], NumpyHead | None]] = weakref.WeakKeyDictionary()
+_HEADS: weakref.WeakKeyDictionary[nn.Module, NumpyHead | None] = weakref.WeakKeyDictionary()
 
 
 def numpy_head(head: Any) -> NumpyHead | None:
-    """The numpy mirror of ``head`` (made again when a parameter moved to other memory), or
-    ``None``: a head type it does not mirror (a subclass may score otherwise), or parameters
-    off the CPU."""
-    where = tuple((p.data_ptr(), p.device.type, p.dtype) for p in head.parameters())
-    known = _HEADS.get(head)
-    if known is None or known[0] != where:
-        ok = type(head) in (PolicyHead, ShapeFactoredHead) and all(w[1] == "cpu" for w in where)
-        try:
-            _HEADS[head] = (where, NumpyHead(head) if ok else None)
-        except TypeError:
-            _HEADS[head] = (where, None)
-    return _HEADS[head][1]
+    """The numpy mirror of ``head`` (made again when a parameter was replaced or moved to other
+    memory), or ``None``: a head type it does not mirror (a subclass may score otherwise), or
+    parameters off the CPU."""
+    known = _HEADS.get(head, False)
+    if known is None or (known is not False and known.current()):
+        return known
+    ok = type(head) in (PolicyHead, ShapeFactoredHead) and all(p.device.type == "cpu" for p in head.parameters())
+    try:
+        _HEADS[head] = NumpyHead(head) if ok else None
+    except TypeError:
+        _HEADS[head] = None
+    return _HEADS[head]
