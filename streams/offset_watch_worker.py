@@ -47,8 +47,9 @@ def _assignment(w: Worker, tp: Any) -> set[Any]:
 
 
 def register_offset_watch(w: Worker) -> None:
-    """Forget revoked partitions; every ``retry_s`` seek again the partitions still waiting for a
-    rewind's target, and every ``stall_s / 2`` seek back the stalled ones."""
+    """Forget revoked partitions; every ``retry_s`` begin the newly assigned ones at their start,
+    seek again the partitions still waiting for a rewind's target, and every ``stall_s / 2`` seek
+    back the stalled ones (all held while consumption is held up on purpose)."""
 
     w.offset_starts = OffsetStarts(w.settings, w.app.conf.id, {t.get_topic_name() for t in w.topics.values()})
 
