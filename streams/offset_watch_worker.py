@@ -7,6 +7,7 @@ letter being retried) holds the watch's clocks: nothing is stalled or lost meanw
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any
@@ -66,10 +67,12 @@ def register_offset_watch(w: Worker) -> None:
     w.app.on_partitions_revoked.connect(forget)
     w.app.on_partitions_assigned.connect(assigned)
     ends_read = [0.0]
+    beginning: list[asyncio.Future[None]] = []  # the lookup under way (admin round trips: not on the timer's time)
 
     @w.app.timer(interval=w.offsets.retry_s)
     async def seek_back() -> None:
-        await _begin_assigned(w, unbegun)
+        if unbegun and not (beginning and not beginning[0].done()):
+            beginning[:] = [asyncio.ensure_future(_begin_assigned(w, unbegun))]
         now = time.monotonic()
         if _held_up(w):  # consumption is held up on purpose meanwhile: no partition is stalled or lost
             w.offsets.hold_clocks(now)
