@@ -67,11 +67,14 @@ def register_offset_watch(w: Worker) -> None:
     w.app.on_partitions_revoked.connect(forget)
     w.app.on_partitions_assigned.connect(assigned)
     ends_read = [0.0]
-    beginning: list[asyncio.Future[None]] = []  # the lookup under way (admin round trips: not on the timer's time)
+    # the start lookups and the end-offset reads are round trips to the broker (about a second under
+    # load): they run beside the timer, one of each at a time, so re-seeks keep their pace
+    beginning: list[asyncio.Future[None]] = []
+    checking: list[asyncio.Future[None]] = []
 
     @w.app.timer(interval=w.offsets.retry_s)
     async def seek_back() -> None:
-        if unbegun and not (beginning and not beginning[0].done()):
+        if unbegun and not _running(beginning):
             beginning[:] = [asyncio.ensure_future(_begin_assigned(w, unbegun))]
         now = time.monotonic()
         if _held_up(w):  # consumption is held up on purpose meanwhile: no partition is stalled or lost
@@ -86,19 +89,29 @@ def register_offset_watch(w: Worker) -> None:
                      w.offsets.rewind_to(tp))  # fmt: skip
             await _seek_back(w, tp)
         tps = w.offsets.partitions()
-        if not tps or now - ends_read[0] < w.offsets.stall_s / 2:
-            return
-        ends_read[0] = now
-        try:
-            ends = await w.app.consumer.highwaters(*tps)
-        except Exception as e:  # e.g. a rebalance under way: the next round
-            log.debug("offset watch: no end offsets now: %s", e)
-            return
-        for tp in w.offsets.stalled(ends, time.monotonic()):
-            w.counters.offset_stalls += 1
-            log.warning("%s partition %d: ends at %d but only %d was handled, nothing arriving: seeking back",
-                        tp.topic, tp.partition, ends[tp], w.offsets.rewind_to(tp) - 1)  # fmt: skip
-            await _seek_back(w, tp)
+        if tps and now - ends_read[0] >= w.offsets.stall_s / 2 and not _running(checking):
+            ends_read[0] = now
+            checking[:] = [asyncio.ensure_future(_seek_stalled(w, tps))]
+
+
+def _running(task: list[asyncio.Future[None]]) -> bool:
+    return bool(task) and not task[0].done()
+
+
+async def _seek_stalled(w: Worker, tps: list[Any]) -> None:
+    """Seek back the partitions whose end offset has stayed past what was handled (:meth:`OffsetWatch.stalled`)."""
+    try:
+        ends = await w.app.consumer.highwaters(*tps)
+    except Exception as e:  # e.g. a rebalance under way: the next round
+        log.debug("offset watch: no end offsets now: %s", e)
+        return
+    if _held_up(w):  # (while the ends were on their way)
+        return
+    for tp in w.offsets.stalled(ends, time.monotonic()):
+        w.counters.offset_stalls += 1
+        log.warning("%s partition %d: ends at %d but only %d was handled, nothing arriving: seeking back",
+                    tp.topic, tp.partition, ends[tp], w.offsets.rewind_to(tp) - 1)  # fmt: skip
+        await _seek_back(w, tp)
 
 
 async def _begin_assigned(w: Worker, unbegun: set[Any]) -> None:
