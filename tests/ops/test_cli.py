@@ -64,3 +64,11 @@ def test_unknown_policy_is_a_clear_error() -> None:
     result = runner.invoke(app, ["worker", "--policy", "no-such-policy"])
     assert result.exit_code != 0
     assert "no-such-policy" in result.output and "best-fit" in result.output
+
+
+def test_a_malformed_torch_thread_count_stops_the_learned_worker_at_start(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Not a worker whose every decision falls back to the heuristic for a typo."""
+    monkeypatch.setenv("SEMSCHED_TORCH_THREADS", "two")
+    result = runner.invoke(app, ["worker", "--policy", "las+learned"])
+    assert result.exit_code == 2
+    assert "SEMSCHED_TORCH_THREADS" in result.output and "'two'" in result.output
