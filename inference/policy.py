@@ -51,6 +51,7 @@ import numpy as np
 from inference.encoders import EncoderCache, get_encoder
 from inference.features.jobs import JobRows, job_demand
 from inference.features.pair_cache import PairCache
+from inference.lookahead import Lookahead
 from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.step_call import StepCaller
@@ -65,8 +66,8 @@ MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0  # without a model: how often to look for one again
 MAX_TABLES = 4  # node tables (clusters) whose pair features are kept
 DEFAULT_MODEL_DIR = Path("models/latest")
-_STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_now", "_calls", "model_calls",
-               "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
+_STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_position", "_now", "_calls",
+               "model_calls", "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
 def default_model_dir() -> Path:
@@ -79,8 +80,9 @@ class LearnedPolicy(BasePolicy):
 
     def __init__(self, model_dir: str | Path | None = None, *, backend: str | None = None, fallback: str = "fgd",
                  fallback_kwargs: dict[str, Any] | None = None, refresh_every: int = 1, loaded: Any = None,
-                 backend_kwargs: dict[str, Any] | None = None) -> None:  # fmt: skip
-        """``loaded``: an :class:`inference.model.io.LoadedModel` to serve in-process instead of a directory."""
+                 backend_kwargs: dict[str, Any] | None = None, lookahead: Lookahead | None = None) -> None:  # fmt: skip
+        """``loaded``: an :class:`inference.model.io.LoadedModel` to serve in-process instead of a directory;
+        ``lookahead``: roll each decision's best candidates forward through T (:mod:`inference.lookahead`)."""
         from inference.backends import InProcessBackend, get_backend
 
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
@@ -101,6 +103,8 @@ class LearnedPolicy(BasePolicy):
         self._pair_caches: dict[int, PairCache] = {}  # per node table (a worker steps each cluster in turn)
         self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
         self._job_rows = JobRows()  # the pending jobs' feature rows, kept from step to step
+        self.lookahead = lookahead
+        self._lookahead_cache = PairCache()  # the rollouts' own (their copies differ from the step's state)
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -108,6 +112,7 @@ class LearnedPolicy(BasePolicy):
         self._step_fallback: str | None = None
         self._in_step = False
         self._ordered: list[JobRequest] = []
+        self._position: dict[str, int] = {}  # job id -> its place in the step's order
         self._now = 0.0
         self._calls = 0
         self.model_calls = 0  # backend calls (one per step)
@@ -222,6 +227,7 @@ class LearnedPolicy(BasePolicy):
             return
         prepared, self._prepared = self._prepared, None
         self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
+        self._position = {j.job_id: i for i, j in enumerate(ordered)}
         if isinstance(prepared, StepStatus):
             self._step_fallback = prepared.reason
             self.last_step = prepared
@@ -274,7 +280,7 @@ class LearnedPolicy(BasePolicy):
                     self.last_step = StepStatus(self.backend.name, step.version, True, self._step_fallback)
                 else:
                     scores[~feasible_mask] = -np.inf
-                    return scores
+                    return self._look_ahead(step, job, snapshot, scores) if self.lookahead is not None else scores
         self.fallback_jobs.add(job.job_id)  # decided by the heuristic (the worker's records say so per job)
         return self.fallback.score(job, snapshot, feasible_mask)
 
@@ -300,6 +306,22 @@ class LearnedPolicy(BasePolicy):
                 self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
                 return scores
         return rescore(self.loaded.model, step, job, job_row, snapshot, self.spec, nodes, scores, pairs)
+
+    def _look_ahead(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot,
+                    scores: np.ndarray) -> np.ndarray:  # fmt: skip
+        """``scores`` adjusted by the lookahead over the next jobs of the step's order (unchanged outside
+        a step, for a job the step's call did not score, or for a model without ψ and T)."""
+        model = self.loaded.model
+        i, pos = step.index.get(job.job_id), self._position.get(job.job_id)
+        if (self.lookahead is None or not self._in_step or i is None or pos is None
+                or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None):
+            return scores  # fmt: skip
+        upcoming = [(j, step.jobs[step.index[j.job_id]]) for j in self._ordered[pos + 1: pos + 1 + self.lookahead.depth]
+                    if j.job_id in step.index]  # fmt: skip
+        if not upcoming:
+            return scores
+        return self.lookahead.adjust(model, step.h(model), step.node_part, job, step.jobs[i], scores, snapshot,
+                                     upcoming, self.spec, self._lookahead_cache)  # fmt: skip
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
@@ -355,3 +377,10 @@ class LearnedPolicy(BasePolicy):
     def __repr__(self) -> str:
         what = f"fallback {self.fallback_name}: {self.fallback_reason}" if self.fell_back else self.model_version
         return f"<policy learned ({what})>"
+
+
+@register("learned-lookahead")
+def learned_lookahead(**kwargs: Any) -> LearnedPolicy:
+    """``learned`` with each decision's best candidates rolled forward through T (:mod:`inference.lookahead`;
+    ``SEMSCHED_LOOKAHEAD_DEPTH``, ``_WIDTH``, ``_WEIGHT``)."""
+    return LearnedPolicy(lookahead=kwargs.pop("lookahead", None) or Lookahead.from_env(), **kwargs)

@@ -38,6 +38,8 @@ class PreparedStep:
     outputs: dict[str, Any] = field(default_factory=dict)
     pairs: np.ndarray | None = None  # float32 [S, N, P]: the step-start pair features, one row per shape
     which: np.ndarray | None = None  # int64 [J]: each job's row of ``pairs``
+    inputs: Any = None  # the step's PolicyInputs (the encoder's h is recomputed from them when asked for)
+    _h: np.ndarray | None = field(default=None, repr=False)
 
     @classmethod
     def of(cls, jobs: Sequence[JobRequest], inputs: Any, snapshot: ClusterSnapshot,
@@ -45,7 +47,19 @@ class PreparedStep:
         return cls({j.job_id: i for i, j in enumerate(jobs)}, inputs.jobs, np.asarray(out["scores"], np.float32),
                    np.asarray(out["node_part"], np.float32), snapshot.table,
                    (snapshot.cpu_free.copy(), snapshot.mem_free.copy(), snapshot.gpu_free.copy()),
-                   str(out.get("version", "")), out, inputs.pairs, inputs.which)  # fmt: skip
+                   str(out.get("version", "")), out, inputs.pairs, inputs.which, inputs)  # fmt: skip
+
+    def h(self, model: Any) -> np.ndarray:
+        """float32 ``[N, H]``: the step's h_t — the answer's ``h`` when it has one, else the fusion
+        encoder of ``model`` (the version that answered) on the step's inputs, computed once."""
+        if self._h is None:
+            if "h" in self.outputs:
+                self._h = np.asarray(self.outputs["h"], np.float32)
+            else:
+                from inference.model.step import encode_step
+
+                self._h = encode_step(model, self.inputs).cpu().numpy().astype(np.float32, copy=False)
+        return self._h
 
     def changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity differs from the step start."""

@@ -214,7 +214,6 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
     import torch
 
     device = next(model.parameters()).device  # CPU here; CUDA where the server has a GPU
-    topo = (topologies or TopologyCache(1)).get(inputs, device)
     head = model.head
 
     def t(a: np.ndarray) -> Any:
@@ -222,7 +221,7 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
 
     extra: dict[str, Any] = {}
     with torch.inference_mode():
-        h = model.encode(t(inputs.nodes)[None], topo, t(inputs.queue)[None])[0]  # h_t [N, H]
+        h = encode_step(model, inputs, topologies)
         node_part = head.precompute(h)
         n, jobs = node_part.shape[0], t(inputs.jobs)
         if len(inputs.jobs):
@@ -250,6 +249,17 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
     out = {"scores": scores, "node_part": node_part, **extra}
     return {k: v.cpu().numpy().astype(np.int64 if k == "cost_nodes" else np.float32, copy=False)
             for k, v in out.items()}  # fmt: skip
+
+
+def encode_step(model: Any, inputs: PolicyInputs, topologies: TopologyCache | None = None) -> Any:
+    """h_t ``[N, H]`` (a torch tensor on the model's device): the fusion encoder on one step's inputs."""
+    import torch
+
+    device = next(model.parameters()).device
+    topo = (topologies or TopologyCache(1)).get(inputs, device)
+    with torch.inference_mode():
+        nodes, queue = torch.from_numpy(inputs.nodes).to(device), torch.from_numpy(inputs.queue).to(device)
+        return model.encode(nodes[None], topo, queue[None])[0]
 
 
 def stability(model: Any) -> float:

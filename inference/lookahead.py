@@ -1,0 +1,152 @@
+"""Decision-time lookahead through the transition model T (issue 4 point 3: "a transition model
+h_{t+k} = T(h_{t+k-1}, a_{t+k-1}) for k-step lookahead").
+
+Within a scheduling step the ``learned`` policy places the pending jobs one after another, in
+the step's order. For a job with more than one feasible node, :meth:`Lookahead.adjust` tries its
+``width`` best-scored nodes. For each candidate node c:
+
+1. the placement is applied to a copy of the snapshot (exactly: the resources it takes, GPUs by
+   best fit, as the policy places them) and to the representation through T: h_1 = T(h_0, (job, c));
+2. the next ``depth`` jobs of the step's order are placed greedily, each on the policy head's best
+   node under the predicted h_k (its node part recomputed from h_k) and the copy's exact pair
+   features; h_{k+1} = T(h_k, a_k);
+3. the path cost is the cost estimator's ψ summed over the path (the fragmentation each placement
+   adds, in GPUs), plus the GPUs asked for by the next jobs the path leaves without a node
+   (by resources, GPU models and health; the other filters are not rolled).
+
+The candidate's score is lowered by ``weight`` × (its path cost − the cheapest candidate's), so
+the policy's pick changes only where the model predicts the alternative leaves the next jobs a
+cheaper cluster by more than ``1 / weight`` GPUs per score unit. Needs a model with both a cost
+head and a transition head (``semsched train``'s default); h_0 is the step's encoder output
+(recomputed locally once a step from the step's inputs, so a Triton step needs nothing more on
+the wire).
+
+Registered as the ``learned-lookahead`` placement (:mod:`inference.policy`); settings
+``SEMSCHED_LOOKAHEAD_DEPTH`` (2), ``SEMSCHED_LOOKAHEAD_WIDTH`` (4), ``SEMSCHED_LOOKAHEAD_WEIGHT``
+(1.0).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from inference.features.pair_cache import PairCache
+from inference.features.spec import FeatureSpec
+from scheduling.gpu_select import select_gpus as best_fit_gpus
+from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
+
+ENV = {"depth": "SEMSCHED_LOOKAHEAD_DEPTH", "width": "SEMSCHED_LOOKAHEAD_WIDTH", "weight": "SEMSCHED_LOOKAHEAD_WEIGHT"}
+
+
+@dataclass
+class LookaheadStats:
+    decisions: int = 0  # jobs whose candidates were rolled out
+    changed: int = 0  # of those, where the lookahead moved the best-scored node
+    rollouts: int = 0  # candidate paths rolled
+    stranded: int = 0  # next jobs a rolled path left without a node
+
+
+@dataclass
+class Lookahead:
+    depth: int = 2  # next jobs of the step's order rolled after each candidate (1..8)
+    width: int = 4  # best-scored candidate nodes tried (2..16)
+    weight: float = 1.0  # score units per GPU of predicted path cost
+    stats: LookaheadStats = field(default_factory=LookaheadStats, compare=False)
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.depth <= 8:
+            raise ValueError(f"lookahead depth must be within 1..8, not {self.depth}")
+        if not 2 <= self.width <= 16:
+            raise ValueError(f"lookahead width must be within 2..16, not {self.width}")
+        if not (self.weight >= 0 and np.isfinite(self.weight)):
+            raise ValueError(f"lookahead weight must be a finite number >= 0, not {self.weight}")
+
+    @classmethod
+    def from_env(cls) -> Lookahead:
+        """From ``SEMSCHED_LOOKAHEAD_*`` (unset: the defaults); a malformed value raises ValueError
+        naming the variable."""
+        values: dict[str, Any] = {}
+        for key, var in ENV.items():
+            raw = os.environ.get(var, "").strip()
+            if not raw:
+                continue
+            try:
+                values[key] = float(raw) if key == "weight" else int(raw)
+            except ValueError:
+                raise ValueError(f"{var}={raw!r} is not {'a number' if key == 'weight' else 'an integer'}") from None
+        try:
+            return cls(**values)
+        except ValueError as e:
+            raise ValueError(f"{', '.join(ENV.values())}: {e}") from None
+
+    def adjust(self, model: Any, h: np.ndarray, node_part: np.ndarray, job: JobRequest, job_row: np.ndarray,
+               scores: np.ndarray, snapshot: ClusterSnapshot, upcoming: Sequence[tuple[JobRequest, np.ndarray]],
+               spec: FeatureSpec, cache: PairCache) -> np.ndarray:  # fmt: skip
+        """``scores`` (float64 ``[N]``, ``-inf`` where infeasible) with the ``width`` best lowered by
+        their path costs; ``h [N, H]`` and ``node_part [N, W]``: the step's; ``upcoming``: the next jobs
+        of the step's order with their feature rows; ``cache``: a pair cache of the lookahead's own
+        (the rollouts' copies differ from the snapshot on a node or two)."""
+        finite = np.flatnonzero(np.isfinite(scores))
+        if len(finite) < 2 or not upcoming:
+            return scores
+        candidates = finite[np.argsort(-scores[finite], kind="stable")[: self.width]]
+        costs = self.path_costs(model, h, node_part, job, job_row, candidates, snapshot, upcoming[: self.depth],
+                                spec, cache)  # fmt: skip
+        out = scores.copy()
+        out[candidates] -= self.weight * (costs - costs.min())
+        self.stats.decisions += 1
+        self.stats.changed += int(candidates[int(np.argmax(out[candidates]))] != candidates[0])
+        return out
+
+    def path_costs(self, model: Any, h: np.ndarray, node_part: np.ndarray, job: JobRequest, job_row: np.ndarray,
+                   candidates: np.ndarray, snapshot: ClusterSnapshot,
+                   upcoming: Sequence[tuple[JobRequest, np.ndarray]], spec: FeatureSpec,
+                   cache: PairCache) -> np.ndarray:  # fmt: skip
+        """float64 ``[len(candidates)]``: the predicted cost, in GPUs, of placing ``job`` on each
+        candidate and the ``upcoming`` jobs greedily after it (module docstring)."""
+        import torch
+
+        from inference.model.scorer import Action
+
+        first = cache.pairs([job], snapshot, spec)[0]  # [N, P] on the current state
+        row = torch.from_numpy(np.asarray(job_row, np.float32))
+        nxt = [(j, torch.from_numpy(np.asarray(r, np.float32))) for j, r in upcoming]
+        start = torch.from_numpy(np.asarray(h, np.float32))[None]
+        parts = torch.from_numpy(np.asarray(node_part, np.float32))
+        costs = np.zeros(len(candidates), np.float64)
+        with torch.inference_mode():
+            pair = torch.from_numpy(first[candidates])
+            costs += model.cost(parts[candidates], row, pair)[:, 0].double().numpy()
+            for c, node in enumerate(candidates.tolist()):
+                self.stats.rollouts += 1
+                sim = snapshot.copy()
+                sim.reserve(node, job, best_fit_gpus(sim, node, job) or (), check=False)
+                state = model.transition(start, Action(row[None], torch.tensor([node]), pair[c][None]))
+                for other, other_row in nxt:
+                    pairs, room = cache.pairs_and_room([other], sim, spec)
+                    fits = np.flatnonzero(room[0] & _models_ok(other, sim))
+                    if not len(fits):
+                        self.stats.stranded += 1
+                        costs[c] += other.num_gpu * other.per_gpu_milli / 1000.0
+                        continue
+                    rows = torch.from_numpy(pairs[0][fits])
+                    node_rows = model.head.precompute(state[0, fits])
+                    best = int(torch.argmax(model.head.score(node_rows, other_row, rows)))
+                    costs[c] += float(model.cost(node_rows[best][None], other_row, rows[best][None])[0, 0])
+                    target = int(fits[best])
+                    sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)
+                    state = model.transition(state, Action(other_row[None], torch.tensor([target]), rows[best][None]))
+        return costs
+
+
+def _models_ok(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
+    """bool ``[N]``: the nodes whose GPU model the job accepts (all, for a job that names none)."""
+    if not job.num_gpu or not job.gpu_models:
+        return snapshot.all_true
+    return snapshot.model_mask(job.gpu_models)

@@ -1,0 +1,132 @@
+"""Decision-time lookahead through T (inference/lookahead.py): its settings, its rollouts against a
+hand computation, and a step where only looking ahead keeps room for the next job."""
+
+import numpy as np
+import pytest
+import torch
+from inference_helpers import job, pod_mix, small_snapshot
+
+import inference  # noqa: F401  (registers "learned" and "learned-lookahead")
+from inference.features.pair_cache import PairCache
+from inference.features.pairs import pair_features
+from inference.features.spec import FeatureSpec
+from inference.lookahead import ENV, Lookahead
+from inference.model import ModelConfig, Scorer, save_model
+from inference.model.scorer import Action
+from inference.model.step import build_inputs, encode_step
+from inference.policy import LearnedPolicy
+from scheduling.assign import schedule_step
+from scheduling.gpu_select import select_gpus
+from scheduling.node import NodeView
+from scheduling.policies import get_policy
+from scheduling.snapshot import ClusterSnapshot
+
+SPEC = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=16, encoder="hashed-ngram-16")
+
+
+def model_dir(tmp_path, seed: int = 0, heads: bool = True):
+    torch.manual_seed(seed)
+    config = ModelConfig(spec=SPEC, hidden=8, depth=2, head_rank=2, cost_dim=1 if heads else 0, transition=heads)
+    save_model(tmp_path / "m", Scorer(config), "look-v1")
+    return tmp_path / "m"
+
+
+def test_settings_from_the_environment(monkeypatch):
+    for var in ENV.values():
+        monkeypatch.delenv(var, raising=False)
+    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=1.0)
+    monkeypatch.setenv(ENV["depth"], "3")
+    monkeypatch.setenv(ENV["weight"], "250")
+    assert Lookahead.from_env() == Lookahead(depth=3, width=4, weight=250.0)
+    monkeypatch.setenv(ENV["width"], "four")
+    with pytest.raises(ValueError, match="SEMSCHED_LOOKAHEAD_WIDTH='four' is not an integer"):
+        Lookahead.from_env()
+    monkeypatch.setenv(ENV["width"], "1")
+    with pytest.raises(ValueError, match="width must be within 2..16"):
+        Lookahead.from_env()
+    with pytest.raises(ValueError, match="weight"):
+        Lookahead(weight=float("nan"))
+
+
+def test_learned_lookahead_is_registered_with_the_environment_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV["depth"], "5")
+    p = get_policy("learned-lookahead", model_dir=model_dir(tmp_path))
+    assert isinstance(p, LearnedPolicy) and p.name == "learned-lookahead" and not p.fell_back
+    assert p.lookahead == Lookahead(depth=5)
+    assert get_policy("learned", model_dir=tmp_path / "m").lookahead is None
+
+
+def test_path_costs_follow_the_model_through_t(tmp_path):
+    """One candidate's cost, computed by hand: ψ of the job there, then the next job placed on the
+    head's best node under T(h, a) with the pair features of the cluster after the placement."""
+    p = LearnedPolicy(model_dir(tmp_path, seed=3))
+    model = p.loaded.model
+    snap = small_snapshot()
+    first, second = job("a", gpus=1, per=500), job("b", gpus=2)
+    inputs = build_inputs(snap, [first, second], 1.0, SPEC, p.encoder())
+    h = encode_step(model, inputs)
+    with torch.inference_mode():
+        node_part = model.head.precompute(h)
+    look = Lookahead(depth=1, width=2)
+    candidate = 4  # an 8xA10 node
+    got = look.path_costs(model, h.numpy(), node_part.numpy(), first, inputs.jobs[0], np.array([candidate]), snap,
+                          [(second, inputs.jobs[1])], SPEC, PairCache())  # fmt: skip
+    with torch.inference_mode():
+        row_a, row_b = torch.from_numpy(inputs.jobs[0]), torch.from_numpy(inputs.jobs[1])
+        pa = torch.from_numpy(pair_features(first, snap, SPEC)[candidate])
+        want = float(model.cost(node_part[candidate][None], row_a, pa[None])[0, 0])
+        after = snap.copy()
+        after.reserve(candidate, first, select_gpus(after, candidate, first))
+        h1 = model.transition(h[None], Action(row_a[None], torch.tensor([candidate]), pa[None]))[0]
+        pb = torch.from_numpy(pair_features(second, after, SPEC))
+        fits = np.flatnonzero(after.num_gpu >= 2)
+        scores = model.head.score(model.head.precompute(h1), row_b, pb)[fits]
+        best = int(fits[int(torch.argmax(scores))])
+        want += float(model.cost(model.head.precompute(h1)[best][None], row_b, pb[best][None])[0, 0])
+    assert got.shape == (1,) and got[0] == pytest.approx(want, rel=1e-5, abs=1e-6)
+    assert look.stats.rollouts == 1 and look.stats.stranded == 0
+
+
+def one_free_node_each() -> ClusterSnapshot:
+    """Two 8-GPU nodes: one with a single GPU free, one with all eight."""
+    snap = ClusterSnapshot.from_nodes([NodeView(node_id=f"n{i}", cpu_milli=64_000, memory_mib=262_144, num_gpu=8,
+                                                gpu_model="A10") for i in range(2)])  # fmt: skip
+    snap.reserve(0, job("held", cpu=1000, mem=1024, gpus=7), list(range(7)))
+    return snap
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_looking_ahead_keeps_room_for_the_next_job(tmp_path, seed):
+    """A one-GPU job, then an eight-GPU one: the first must take the nearly full node or the second
+    has nowhere to go. Whatever the (untrained) model prefers, the rollouts see the second job
+    stranded on one path and move the first job; the plain policy is left to its preference."""
+    d = model_dir(tmp_path, seed=seed)
+    small, big = job("a", cpu=2000, mem=4096, gpus=1), job("b", cpu=2000, mem=4096, gpus=8)
+    look = LearnedPolicy(d, lookahead=Lookahead(depth=1, width=2, weight=1e4))
+    result = schedule_step(one_free_node_each(), [small, big], look, now=0.0, top_k=0)
+    assert {pl.job_id: pl.node_id for pl in result.placements} == {"a": "n0", "b": "n1"}
+    assert look.lookahead.stats.decisions == 1 and look.lookahead.stats.stranded == 1  # "b" has one node: no rollout
+    plain = LearnedPolicy(d)
+    placed = {pl.job_id for pl in schedule_step(one_free_node_each(), [small, big], plain, now=0.0, top_k=0).placements}
+    assert "a" in placed  # (and "b" only where the model happened to prefer n0 for "a")
+
+
+def test_weight_zero_or_no_next_job_changes_nothing(tmp_path):
+    d = model_dir(tmp_path, seed=1)
+    jobs = [j for j in pod_mix(24, seed=2) if j.num_gpu]
+    plain = schedule_step(small_snapshot(), jobs, LearnedPolicy(d), now=0.0, top_k=0)
+    zero = LearnedPolicy(d, lookahead=Lookahead(weight=0.0))
+    same = schedule_step(small_snapshot(), jobs, zero, now=0.0, top_k=0)
+    assert [(x.job_id, x.node_id, x.gpu_indices) for x in same.placements] == \
+        [(x.job_id, x.node_id, x.gpu_indices) for x in plain.placements]  # fmt: skip
+    assert zero.lookahead.stats.decisions > 0 and zero.lookahead.stats.changed == 0
+    alone = LearnedPolicy(d, lookahead=Lookahead(weight=1e4))
+    schedule_step(small_snapshot(), jobs[:1], alone, now=0.0, top_k=0)
+    assert alone.lookahead.stats.decisions == 0  # nothing after it in the step
+
+
+def test_a_model_without_cost_or_transition_heads_is_not_rolled(tmp_path):
+    d = model_dir(tmp_path, heads=False)
+    p = LearnedPolicy(d, lookahead=Lookahead(weight=1e4))
+    result = schedule_step(one_free_node_each(), [job("a", gpus=1), job("b", gpus=8)], p, now=0.0, top_k=0)
+    assert result.placements and p.lookahead.stats.rollouts == 0 and not p.last_step.fallback
