@@ -70,6 +70,15 @@ _STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "
                "model_calls", "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
+#: the placements that decide with the learned model (and so take a fallback heuristic)
+LEARNED_PLACEMENTS = frozenset({"learned", "learned-lookahead"})
+
+
+def uses_learned(policy: str) -> bool:
+    """Does this policy (``<placement>`` or ``<ordering>+<placement>``) place with the learned model?"""
+    return policy.split("+")[-1].strip() in LEARNED_PLACEMENTS
+
+
 def default_model_dir() -> Path:
     return Path(os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
 

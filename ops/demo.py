@@ -72,7 +72,9 @@ def learned_env(policy: str, inference: str, model_dir: Path | None) -> tuple[di
 
     if inference not in BACKENDS:
         return {}, f"--inference must be one of {', '.join(BACKENDS)}, not {inference!r}"
-    uses_model = policy.split("+")[-1] == "learned"
+    from inference.policy import uses_learned
+
+    uses_model = uses_learned(policy)
     if not uses_model:
         return {}, (f"--inference {inference} needs the learned policy (--policy learned)" if inference != "in-process"
                     else None)  # fmt: skip

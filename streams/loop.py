@@ -60,10 +60,9 @@ def build_policy(settings: Settings) -> Policy:
     """The worker's policy, ``settings.policy``. The learned placement (``learned``, or composed as
     ``<ordering>+learned``) gets ``settings.fallback_policy``, the heuristic that decides when its
     model is absent, slow or down; the heuristics take no such option."""
-    import inference  # noqa: F401  (registers "learned"; torch loads only with a model)
+    from inference.policy import uses_learned  # (registers "learned"; torch loads only with a model)
 
-    placement = settings.policy.partition("+")[2] or settings.policy
-    kwargs = {"fallback": settings.fallback_policy} if placement == "learned" else {}
+    kwargs = {"fallback": settings.fallback_policy} if uses_learned(settings.policy) else {}
     return get_policy(settings.policy, **kwargs)
 
 

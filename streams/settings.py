@@ -58,11 +58,12 @@ class Settings(BaseModel):
 
 
 def fallback_choices() -> list[str]:
-    """The placements the learned policy can fall back to: every registered one but ``learned``
+    """The placements the learned policy can fall back to: every registered one but the learned ones
     (the fallback decides alone, so an ordering, ``<ordering>+<placement>``, would not apply)."""
+    from inference.policy import LEARNED_PLACEMENTS
     from scheduling.policies import available_policies
 
-    return [name for name in available_policies() if name != "learned"]
+    return [name for name in available_policies() if name not in LEARNED_PLACEMENTS]
 
 
 def get_settings() -> Settings:

@@ -111,6 +111,8 @@ def _simulated_sweeps(report: Report, everything: dict[str, list[dict]], *, trac
                     "says otherwise; its rows carry the version in the `model` column.")  # fmt: skip
         report.data("learned_model", {"version": learned, "dir": str(model_dir)})
     columns = COLUMNS if learned is None else [*COLUMNS[:1], "model", *COLUMNS[1:]]
+    from inference.policy import uses_learned
+
     for sweep in sweeps:
         points = _points(sweep, workload, base_plan, steps, seed)
         rows: list[dict] = []
@@ -131,11 +133,6 @@ def _simulated_sweeps(report: Report, everything: dict[str, list[dict]], *, trac
             series = {p: (xs, [float("nan") if v is None else v for v in ys]) for p, (xs, ys) in series.items()}
             report.line_plot(f"{sweep}-{key}", f"{sweep} sweep: {ylabel}", _xlabel(sweep), ylabel, series)
     return 0
-
-
-def uses_learned(policy: str) -> bool:
-    """Does this policy (``<placement>`` or ``<ordering>+<placement>``) place with the learned model?"""
-    return policy.split("+")[-1].strip() == "learned"
 
 
 @contextlib.contextmanager
@@ -161,9 +158,10 @@ def pinned_model(model: Path | None) -> Iterator[Path]:
 def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
     """``(model version, None)`` when a policy places with the learned model and its model
     loads; ``(None, why)`` when it does not load; ``(None, None)`` when no policy is learned."""
+    from inference.policy import LearnedPolicy, uses_learned
+
     if not any(uses_learned(p) for p in policies):
         return None, None
-    from inference.policy import LearnedPolicy
 
     probe = LearnedPolicy()
     if probe.fell_back:

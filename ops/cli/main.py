@@ -64,7 +64,9 @@ def worker(
     upd = {k: v for k, v in {"policy": policy, "step_s": step, "web_port": web_port}.items() if v is not None}
     s = s.model_copy(update=upd)
     policy_names(s.policy)
-    if (s.policy.partition("+")[2] or s.policy) == "learned":  # a typo must not turn into fallback decisions
+    from inference.policy import uses_learned
+
+    if uses_learned(s.policy):  # a typo must not turn into fallback decisions
         from inference.backends.inprocess import torch_threads
 
         try:

@@ -19,7 +19,7 @@ def policy_names(text: str | None, default: list[str] | None = None) -> list[str
     for name in names:
         try:
             get_policy(name)
-        except UnknownPolicyError as e:
+        except (UnknownPolicyError, ValueError) as e:  # unknown, or its settings malformed (SEMSCHED_LOOKAHEAD_*)
             raise typer.BadParameter(str(e)) from None
     return names
 

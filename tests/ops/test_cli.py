@@ -72,3 +72,11 @@ def test_a_malformed_torch_thread_count_stops_the_learned_worker_at_start(monkey
     result = runner.invoke(app, ["worker", "--policy", "las+learned"])
     assert result.exit_code == 2
     assert "SEMSCHED_TORCH_THREADS" in result.output and "'two'" in result.output
+
+
+def test_malformed_lookahead_settings_stop_the_lookahead_worker_at_start(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("SEMSCHED_TORCH_THREADS", raising=False)
+    monkeypatch.setenv("SEMSCHED_LOOKAHEAD_DEPTH", "deep")
+    result = runner.invoke(app, ["worker", "--policy", "las+learned-lookahead"])
+    assert result.exit_code == 2
+    assert "SEMSCHED_LOOKAHEAD_DEPTH" in result.output and "'deep'" in result.output
