@@ -237,6 +237,8 @@ class LearnedPolicy(BasePolicy):
         prepared, self._prepared = self._prepared, None
         self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
         self._position = {j.job_id: i for i, j in enumerate(ordered)}
+        if self.lookahead is not None:
+            self.lookahead.begin_step()
         if isinstance(prepared, StepStatus):
             self._step_fallback = prepared.reason
             self.last_step = prepared

@@ -34,7 +34,7 @@ def model_dir(tmp_path, seed: int = 0, heads: bool = True):
 def test_settings_from_the_environment(monkeypatch):
     for var in ENV.values():
         monkeypatch.delenv(var, raising=False)
-    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=1.0)
+    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=1000.0, per_step=64)
     monkeypatch.setenv(ENV["depth"], "3")
     monkeypatch.setenv(ENV["weight"], "250")
     assert Lookahead.from_env() == Lookahead(depth=3, width=4, weight=250.0)
@@ -130,3 +130,15 @@ def test_a_model_without_cost_or_transition_heads_is_not_rolled(tmp_path):
     p = LearnedPolicy(d, lookahead=Lookahead(weight=1e4))
     result = schedule_step(one_free_node_each(), [job("a", gpus=1), job("b", gpus=8)], p, now=0.0, top_k=0)
     assert result.placements and p.lookahead.stats.rollouts == 0 and not p.last_step.fallback
+
+
+def test_a_step_rolls_at_most_per_step_decisions(tmp_path):
+    d = model_dir(tmp_path, seed=2)
+    jobs = [j for j in pod_mix(30, seed=4) if j.num_gpu][:6]
+    p = LearnedPolicy(d, lookahead=Lookahead(per_step=2))
+    for _ in range(2):  # the count starts again with each step
+        schedule_step(small_snapshot(), jobs, p, now=0.0, top_k=0)
+    stats = p.lookahead.stats
+    assert stats.decisions == 4 and stats.capped >= 2 and stats.rollouts == 4 * p.lookahead.width
+    with pytest.raises(ValueError, match="per_step"):
+        Lookahead(per_step=-1)
