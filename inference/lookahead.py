@@ -45,6 +45,7 @@ from inference.features.pair_cache import PairCache
 from inference.features.spec import FeatureSpec
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
+from scheduling.policies.registry import register
 from scheduling.snapshot import ClusterSnapshot
 
 ENV = {"depth": "SEMSCHED_LOOKAHEAD_DEPTH", "width": "SEMSCHED_LOOKAHEAD_WIDTH", "weight": "SEMSCHED_LOOKAHEAD_WEIGHT",
@@ -169,3 +170,12 @@ def _models_ok(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
     if not job.num_gpu or not job.gpu_models:
         return snapshot.all_true
     return snapshot.model_mask(job.gpu_models)
+
+
+@register("learned-lookahead")
+def learned_lookahead(**kwargs: Any) -> Any:
+    """The ``learned`` placement (:class:`inference.policy.LearnedPolicy`, which imports this module)
+    with its decisions rolled forward through T, settings from ``SEMSCHED_LOOKAHEAD_*``."""
+    from inference.policy import LearnedPolicy
+
+    return LearnedPolicy(lookahead=kwargs.pop("lookahead", None) or Lookahead.from_env(), **kwargs)

@@ -325,6 +325,7 @@ class LearnedPolicy(BasePolicy):
         model = self.loaded.model
         i, pos = step.index.get(job.job_id), self._position.get(job.job_id)
         if (self.lookahead is None or not self._in_step or i is None or pos is None
+                or (step.version and step.version != self.model_version)  # a server's version not held here yet
                 or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None):
             return scores  # fmt: skip
         upcoming = [(j, step.jobs[step.index[j.job_id]]) for j in self._ordered[pos + 1: pos + 1 + self.lookahead.depth]
@@ -388,10 +389,3 @@ class LearnedPolicy(BasePolicy):
     def __repr__(self) -> str:
         what = f"fallback {self.fallback_name}: {self.fallback_reason}" if self.fell_back else self.model_version
         return f"<policy learned ({what})>"
-
-
-@register("learned-lookahead")
-def learned_lookahead(**kwargs: Any) -> LearnedPolicy:
-    """``learned`` with each decision's best candidates rolled forward through T (:mod:`inference.lookahead`;
-    ``SEMSCHED_LOOKAHEAD_DEPTH``, ``_WIDTH``, ``_WEIGHT``)."""
-    return LearnedPolicy(lookahead=kwargs.pop("lookahead", None) or Lookahead.from_env(), **kwargs)
