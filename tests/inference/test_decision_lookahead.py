@@ -34,7 +34,7 @@ def model_dir(tmp_path, seed: int = 0, heads: bool = True):
 def test_settings_from_the_environment(monkeypatch):
     for var in ENV.values():
         monkeypatch.delenv(var, raising=False)
-    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=1000.0, per_step=64)
+    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=100_000.0, per_step=64)
     monkeypatch.setenv(ENV["depth"], "3")
     monkeypatch.setenv(ENV["weight"], "250")
     assert Lookahead.from_env() == Lookahead(depth=3, width=4, weight=250.0)
