@@ -7,12 +7,14 @@ the step's order. For a job with more than one feasible node, :meth:`Lookahead.a
 
 1. the placement is applied to a copy of the snapshot (exactly: the resources it takes, GPUs by
    best fit, as the policy places them) and to the representation through T: h_1 = T(h_0, (job, c));
-2. the next ``depth`` jobs of the step's order are placed greedily, each on the policy head's best
-   node under the predicted h_k (its node part recomputed from h_k) and the copy's exact pair
-   features; h_{k+1} = T(h_k, a_k);
+2. the next ``depth`` jobs of the step's order (those the step has not scored yet; gang jobs are
+   left out, as a gang is placed whole when its first member comes) are placed greedily, each on
+   the policy head's best node under the predicted h_k (its node part recomputed from h_k) and
+   the copy's exact pair features; h_{k+1} = T(h_k, a_k);
 3. the path cost is the cost estimator's ψ summed over the path (the fragmentation each placement
    adds, in GPUs), plus the GPUs asked for by the next jobs the path leaves without a node
-   (by resources, GPU models and health; the other filters are not rolled).
+   (judged by resources, GPU models and health; the other filters are not rolled, and a CPU-only
+   job left without a node costs nothing: every cost here is in GPUs).
 
 The candidate's score is lowered by ``weight`` × (its path cost − the cheapest candidate's), so
 the policy's pick changes where the model predicts that another of its ``width`` best nodes
@@ -23,7 +25,10 @@ changed a pick in a 128-job step; on the openb replay the mean queueing was 45.9
 44.5 s at 100, 300, 1,000 and 100,000, within that replay's noise). Needs a model with both a cost
 head and a transition head (``semsched train``'s default); h_0 is the step's encoder output
 (recomputed locally once a step from the step's inputs, so a Triton step needs nothing more on
-the wire).
+the wire). The policy's own later decisions in the step score on that step-start h (with each
+node's pair features current), the rollouts on T's prediction of it; for the serving model the
+two agree (a fresh model call before each of 768 placements in three 256-job steps changed none).
+A rollout that fails leaves the decision to the plain scores (logged, counted in ``errors``).
 
 **Cost.** Each rolled decision costs ``width`` × ``depth`` pair-feature updates, head and ψ calls
 and T steps (about 6 ms at 4 × 2 on the 1,213 openb nodes). A step rolls at most ``per_step``
@@ -38,6 +43,7 @@ Registered as the ``learned-lookahead`` placement (:mod:`inference.policy`); set
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,6 +58,8 @@ from scheduling.job import JobRequest
 from scheduling.policies.registry import register
 from scheduling.snapshot import ClusterSnapshot
 
+log = logging.getLogger("semsched.lookahead")
+
 ENV = {"depth": "SEMSCHED_LOOKAHEAD_DEPTH", "width": "SEMSCHED_LOOKAHEAD_WIDTH", "weight": "SEMSCHED_LOOKAHEAD_WEIGHT",
        "per_step": "SEMSCHED_LOOKAHEAD_PER_STEP"}  # fmt: skip
 
@@ -63,6 +71,7 @@ class LookaheadStats:
     rollouts: int = 0  # candidate paths rolled
     stranded: int = 0  # next jobs a rolled path left without a node
     capped: int = 0  # decisions not rolled: their step had rolled ``per_step`` already
+    errors: int = 0  # decisions whose rollouts failed (the plain scores decided)
 
 
 @dataclass
@@ -86,6 +95,13 @@ class Lookahead:
 
     def begin_step(self) -> None:
         self._rolled = 0
+
+    def failed(self, job_id: str, error: Exception) -> None:
+        """A decision's rollouts raised: the plain scores decide it (logged once per 100 failures)."""
+        if self.stats.errors % 100 == 0:
+            log.warning("lookahead for job %s failed (%s: %s); the plain scores decide (%d such decisions)",
+                        job_id, type(error).__name__, error, self.stats.errors + 1)  # fmt: skip
+        self.stats.errors += 1
 
     @classmethod
     def from_env(cls) -> Lookahead:
@@ -123,7 +139,8 @@ class Lookahead:
         costs = self.path_costs(model, h, node_part, job, job_row, candidates, snapshot, upcoming[: self.depth],
                                 spec, cache)  # fmt: skip
         out = scores.copy()
-        out[candidates] -= self.weight * (costs - costs.min())
+        if np.isfinite(costs).any():  # a candidate that could not be rolled (NaN) is left as it is
+            out[candidates] -= self.weight * np.nan_to_num(costs - np.nanmin(costs))
         self.stats.decisions += 1
         self.stats.changed += int(candidates[int(np.argmax(out[candidates]))] != candidates[0])
         return out
@@ -148,9 +165,13 @@ class Lookahead:
             pair = torch.from_numpy(first[candidates])
             costs += model.cost(parts[candidates], row, pair)[:, 0].double().numpy()
             for c, node in enumerate(candidates.tolist()):
+                gpus = best_fit_gpus(snapshot, node, job)
+                if gpus is None:  # the filters let it through, but no GPUs fit (a chain without the GPU filter)
+                    costs[c] = np.nan
+                    continue
                 self.stats.rollouts += 1
                 sim = snapshot.copy()
-                sim.reserve(node, job, best_fit_gpus(sim, node, job) or (), check=False)
+                sim.reserve(node, job, gpus, check=False)
                 state = model.transition(start, Action(row[None], torch.tensor([node]), pair[c][None]))
                 for other, other_row in nxt:
                     pairs, room = cache.pairs_and_room([other], sim, spec)
@@ -164,7 +185,7 @@ class Lookahead:
                     best = int(torch.argmax(model.head.score(node_rows, other_row, rows)))
                     costs[c] += float(model.cost(node_rows[best][None], other_row, rows[best][None])[0, 0])
                     target = int(fits[best])
-                    sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)
+                    sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)  # fits: room
                     state = model.transition(state, Action(other_row[None], torch.tensor([target]), rows[best][None]))
         return costs
 

@@ -52,6 +52,7 @@ from inference.encoders import EncoderCache, get_encoder
 from inference.features.jobs import JobRows, job_demand
 from inference.features.pair_cache import PairCache
 from inference.lookahead import Lookahead
+from inference.model.step import TopologyCache
 from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.step_call import StepCaller
@@ -66,8 +67,8 @@ MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0  # without a model: how often to look for one again
 MAX_TABLES = 4  # node tables (clusters) whose pair features are kept
 DEFAULT_MODEL_DIR = Path("models/latest")
-_STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_position", "_now", "_calls",
-               "model_calls", "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
+_STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
+               "_calls", "model_calls", "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
 #: the placements that decide with the learned model (and so take a fallback heuristic)
@@ -113,7 +114,9 @@ class LearnedPolicy(BasePolicy):
         self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
         self._job_rows = JobRows()  # the pending jobs' feature rows, kept from step to step
         self.lookahead = lookahead
-        self._lookahead_cache = PairCache()  # the rollouts' own (their copies differ from the step's state)
+        self._lookahead_caches: dict[int, PairCache] = {}  # the rollouts' own, per node table (their copies
+        # differ from the step's state on a node or two)
+        self._topologies = TopologyCache(MAX_TABLES)  # the lookahead's h_t, encoded on this side
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -122,6 +125,7 @@ class LearnedPolicy(BasePolicy):
         self._in_step = False
         self._ordered: list[JobRequest] = []
         self._position: dict[str, int] = {}  # job id -> its place in the step's order
+        self._scored: set[str] = set()  # the step's jobs scored so far (placed, or tried)
         self._now = 0.0
         self._calls = 0
         self.model_calls = 0  # backend calls (one per step)
@@ -166,15 +170,17 @@ class LearnedPolicy(BasePolicy):
             self._encoders[name] = EncoderCache(get_encoder(name))
         return self._encoders[name]
 
-    def pair_cache(self, snapshot: ClusterSnapshot) -> PairCache:
+    def pair_cache(self, snapshot: ClusterSnapshot, caches: dict[int, PairCache] | None = None) -> PairCache:
         """The pair features kept from step to step for ``snapshot``'s node table: one cache per
         table, for the ``MAX_TABLES`` most recently stepped (a worker steps each cluster in turn;
-        a cache holds its table, so the id is not reused while it is here)."""
+        a cache holds its table, so the id is not reused while it is here). ``caches``: another
+        set of them (the lookahead's) than the step's."""
+        caches = self._pair_caches if caches is None else caches
         key = id(snapshot.table)
-        cache = self._pair_caches.pop(key, None) or PairCache()
-        self._pair_caches[key] = cache  # most recent last
-        while len(self._pair_caches) > MAX_TABLES:
-            del self._pair_caches[next(iter(self._pair_caches))]
+        cache = caches.pop(key, None) or PairCache()
+        caches[key] = cache  # most recent last
+        while len(caches) > MAX_TABLES:
+            del caches[next(iter(caches))]
         return cache
 
     # -- the step ----------------------------------------------------------------------------
@@ -236,7 +242,7 @@ class LearnedPolicy(BasePolicy):
             return
         prepared, self._prepared = self._prepared, None
         self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
-        self._position = {j.job_id: i for i, j in enumerate(ordered)}
+        self._position, self._scored = {j.job_id: i for i, j in enumerate(ordered)}, set()
         if self.lookahead is not None:
             self.lookahead.begin_step()
         if isinstance(prepared, StepStatus):
@@ -281,6 +287,8 @@ class LearnedPolicy(BasePolicy):
         return step
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
+        if self._in_step:
+            self._scored.add(job.job_id)
         if not (self.fell_back or self._step_fallback is not None):
             step = self._step_for(job, snapshot)
             if step is not None:  # else the backend failed just now
@@ -320,20 +328,27 @@ class LearnedPolicy(BasePolicy):
 
     def _look_ahead(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot,
                     scores: np.ndarray) -> np.ndarray:  # fmt: skip
-        """``scores`` adjusted by the lookahead over the next jobs of the step's order (unchanged outside
-        a step, for a job the step's call did not score, or for a model without ψ and T)."""
-        model = self.loaded.model
+        """``scores`` adjusted by the lookahead over the next jobs of the step's order: those not yet
+        scored in this step (a gang is placed whole when its first member comes, so its members and
+        every other gang job are left out). Unchanged outside a step, for a job the step's call did
+        not score, for a model without ψ and T, and when the rollouts fail (logged, counted)."""
+        look, model = self.lookahead, self.loaded.model
         i, pos = step.index.get(job.job_id), self._position.get(job.job_id)
-        if (self.lookahead is None or not self._in_step or i is None or pos is None
+        if (look is None or not self._in_step or i is None or pos is None
                 or (step.version and step.version != self.model_version)  # a server's version not held here yet
                 or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None):
             return scores  # fmt: skip
-        upcoming = [(j, step.jobs[step.index[j.job_id]]) for j in self._ordered[pos + 1: pos + 1 + self.lookahead.depth]
-                    if j.job_id in step.index]  # fmt: skip
+        later = (j for j in self._ordered[pos + 1:] if j.job_id not in self._scored and not j.is_gang
+                 and j.job_id in step.index)  # fmt: skip
+        upcoming = [(j, step.jobs[step.index[j.job_id]]) for j, _ in zip(later, range(look.depth), strict=False)]
         if not upcoming:
             return scores
-        return self.lookahead.adjust(model, step.h(model), step.node_part, job, step.jobs[i], scores, snapshot,
-                                     upcoming, self.spec, self._lookahead_cache)  # fmt: skip
+        try:
+            return look.adjust(model, step.h(model, self._topologies), step.node_part, job, step.jobs[i], scores,
+                               snapshot, upcoming, self.spec, self.pair_cache(snapshot, self._lookahead_caches))  # fmt: skip
+        except Exception as e:  # the plain scores decide; the step goes on
+            look.failed(job.job_id, e)
+            return scores
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the

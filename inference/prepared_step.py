@@ -49,16 +49,18 @@ class PreparedStep:
                    (snapshot.cpu_free.copy(), snapshot.mem_free.copy(), snapshot.gpu_free.copy()),
                    str(out.get("version", "")), out, inputs.pairs, inputs.which, inputs)  # fmt: skip
 
-    def h(self, model: Any) -> np.ndarray:
+    def h(self, model: Any, topologies: Any = None) -> np.ndarray:
         """float32 ``[N, H]``: the step's h_t — the answer's ``h`` when it has one, else the fusion
-        encoder of ``model`` (the version that answered) on the step's inputs, computed once."""
+        encoder of ``model`` (the version that answered) on the step's inputs, computed once
+        (``topologies``: a :class:`~inference.model.step.TopologyCache` to take G_t from)."""
         if self._h is None:
             if "h" in self.outputs:
                 self._h = np.asarray(self.outputs["h"], np.float32)
             else:
                 from inference.model.step import encode_step
 
-                self._h = encode_step(model, self.inputs).cpu().numpy().astype(np.float32, copy=False)
+                h = encode_step(model, self.inputs, topologies)
+                self._h = h.cpu().numpy().astype(np.float32, copy=False)
         return self._h
 
     def changed(self, s: ClusterSnapshot) -> np.ndarray:

@@ -142,3 +142,46 @@ def test_a_step_rolls_at_most_per_step_decisions(tmp_path):
     assert stats.decisions == 4 and stats.capped >= 2 and stats.rollouts == 4 * p.lookahead.width
     with pytest.raises(ValueError, match="per_step"):
         Lookahead(per_step=-1)
+
+
+def test_the_rolled_jobs_are_the_ones_still_to_come(tmp_path, monkeypatch):
+    """A gang is placed whole at its first member, so a job between its members must not roll the
+    later member (already placed); after the step, a job scored again (as the simulator's
+    preemption does) rolls nothing."""
+    d = model_dir(tmp_path, seed=5)
+    rolled: list[tuple[str, list[str]]] = []
+    real = Lookahead.path_costs
+
+    def spy(self, model, h, node_part, job, job_row, candidates, snapshot, upcoming, *rest):  # type: ignore[no-untyped-def]
+        rolled.append((job.job_id, [j.job_id for j, _ in upcoming]))
+        return real(self, model, h, node_part, job, job_row, candidates, snapshot, upcoming, *rest)
+
+    monkeypatch.setattr(Lookahead, "path_costs", spy)
+    gang = {"gang_id": "g", "gang_size": 2}
+    jobs = [job("g1", gpus=1, submit_time=0.0, **gang), job("x", gpus=1, submit_time=1.0),
+            job("g2", gpus=1, submit_time=2.0, **gang), job("y", gpus=2, submit_time=3.0),
+            job("z", gpus=1, submit_time=4.0)]  # fmt: skip
+    p = LearnedPolicy(d, lookahead=Lookahead(depth=2))
+    snap = small_snapshot()
+    result = schedule_step(snap, jobs, p, now=5.0, top_k=0)
+    assert {pl.job_id for pl in result.placements} == {"g1", "g2", "x", "y", "z"}
+    assert dict(rolled)["x"] == ["y", "z"]  # not g2: placed with g1
+    assert dict(rolled)["g1"] == ["x", "y"] and dict(rolled)["y"] == ["z"] and "z" not in dict(rolled)
+    before = len(rolled)
+    p.score(jobs[1], snap, np.ones(snap.num_nodes, bool))  # after the step: every job was scored
+    assert len(rolled) == before
+
+
+def test_failed_rollouts_leave_the_decision_to_the_plain_scores(tmp_path, monkeypatch):
+    d = model_dir(tmp_path, seed=1)
+    jobs = [j for j in pod_mix(24, seed=2) if j.num_gpu]
+    plain = schedule_step(small_snapshot(), jobs, LearnedPolicy(d), now=0.0, top_k=0)
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("no rollout today")
+
+    monkeypatch.setattr(Lookahead, "path_costs", broken)
+    p = LearnedPolicy(d, lookahead=Lookahead())
+    got = schedule_step(small_snapshot(), jobs, p, now=0.0, top_k=0)
+    assert [(x.job_id, x.node_id) for x in got.placements] == [(x.job_id, x.node_id) for x in plain.placements]
+    assert p.lookahead.stats.errors > 0 and p.lookahead.stats.decisions == 0 and not p.last_step.fallback

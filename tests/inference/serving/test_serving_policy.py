@@ -3,22 +3,32 @@ real tritonserver; a step whose server is down is decided by the fallback and sa
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
-from inference_helpers import pod_mix, small_snapshot
+from inference_helpers import pod_mix, small_nodes, small_snapshot
 
 from inference.policy import LearnedPolicy
 from inference.serving.process import free_ports
 from scheduling.assign import schedule_step
 from scheduling.policies import get_policy
+from scheduling.snapshot import ClusterSnapshot
 
 
 def placements(result):
     return [(x.job_id, x.node_index, x.gpu_indices) for x in result.placements]
 
 
+def distinct_snapshot() -> ClusterSnapshot:
+    """``small_snapshot`` with no two nodes alike: identical nodes score the same in-process, and
+    a few 1e-8 apart on the server (another process's float sums), which picks either of them."""
+    return ClusterSnapshot.from_nodes([replace(n, cpu_milli=n.cpu_milli + 500 * i)
+                                       for i, n in enumerate(small_nodes())])  # fmt: skip
+
+
 async def test_the_learned_policy_decides_the_same_on_triton_as_in_process(served, monkeypatch):
     monkeypatch.setenv("SEMSCHED_INFERENCE", "triton")
-    snap, jobs = small_snapshot(), pod_mix(30, seed=2)
+    snap, jobs = distinct_snapshot(), pod_mix(30, seed=2)
     remote = LearnedPolicy(served.latest, backend_kwargs={"url": served.url, "deadline_ms": 5000})
     assert remote.backend.name == "triton" and not remote.fell_back
     status = await remote.prepare_step(snap, jobs, 4.0)
