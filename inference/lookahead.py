@@ -3,7 +3,9 @@ h_{t+k} = T(h_{t+k-1}, a_{t+k-1}) for k-step lookahead").
 
 Within a scheduling step the ``learned`` policy places the pending jobs one after another, in
 the step's order. For a job with more than one feasible node, :meth:`Lookahead.adjust` tries its
-``width`` best-scored nodes. For each candidate node c:
+``width`` best-scored nodes, each the best of a node state the others are not in (capacity, GPU
+model, free resources, health: nodes alike have alike futures, and the head's best few are often
+alike; ``distinct=False`` takes the best nodes as they come). For each candidate node c:
 
 1. the placement is applied to a copy of the snapshot (exactly: the resources it takes, GPUs by
    best fit, as the policy places them) and to the representation through T: h_1 = T(h_0, (job, c));
@@ -38,7 +40,8 @@ machine.
 
 Registered as the ``learned-lookahead`` placement (:mod:`inference.policy`); settings
 ``SEMSCHED_LOOKAHEAD_DEPTH`` (2), ``SEMSCHED_LOOKAHEAD_WIDTH`` (4), ``SEMSCHED_LOOKAHEAD_WEIGHT``
-(100,000) and ``SEMSCHED_LOOKAHEAD_PER_STEP`` (64; 0 = every decision).
+(100,000), ``SEMSCHED_LOOKAHEAD_PER_STEP`` (64; 0 = every decision) and
+``SEMSCHED_LOOKAHEAD_DISTINCT`` (1; 0 = the best nodes, alike or not).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from scheduling.snapshot import ClusterSnapshot
 log = logging.getLogger("semsched.lookahead")
 
 ENV = {"depth": "SEMSCHED_LOOKAHEAD_DEPTH", "width": "SEMSCHED_LOOKAHEAD_WIDTH", "weight": "SEMSCHED_LOOKAHEAD_WEIGHT",
-       "per_step": "SEMSCHED_LOOKAHEAD_PER_STEP"}  # fmt: skip
+       "per_step": "SEMSCHED_LOOKAHEAD_PER_STEP", "distinct": "SEMSCHED_LOOKAHEAD_DISTINCT"}  # fmt: skip
 
 
 @dataclass
@@ -80,6 +83,7 @@ class Lookahead:
     width: int = 4  # best-scored candidate nodes tried (2..16)
     weight: float = 100_000.0  # score units per GPU of predicted path cost
     per_step: int = 64  # decisions rolled per step at most (0: all)
+    distinct: bool = True  # candidates: the best node of each distinct node state (False: the best nodes)
     stats: LookaheadStats = field(default_factory=LookaheadStats, compare=False)
     _rolled: int = field(default=0, compare=False, repr=False)  # in the current step
 
@@ -112,6 +116,11 @@ class Lookahead:
             raw = os.environ.get(var, "").strip()
             if not raw:
                 continue
+            if key == "distinct":
+                if raw.lower() not in ("0", "1", "true", "false"):
+                    raise ValueError(f"{var}={raw!r} is not 0, 1, true or false")
+                values[key] = raw.lower() in ("1", "true")
+                continue
             try:
                 values[key] = float(raw) if key == "weight" else int(raw)
             except ValueError:
@@ -135,7 +144,10 @@ class Lookahead:
             self.stats.capped += 1
             return scores
         self._rolled += 1
-        candidates = finite[np.argsort(-scores[finite], kind="stable")[: self.width]]
+        ranked = finite[np.argsort(-scores[finite], kind="stable")]
+        candidates = distinct_states(snapshot, ranked, self.width) if self.distinct else ranked[: self.width]
+        if len(candidates) < 2:  # one state among the feasible nodes: nothing to choose between
+            return scores
         costs = self.path_costs(model, h, node_part, job, job_row, candidates, snapshot, upcoming[: self.depth],
                                 spec, cache)  # fmt: skip
         out = scores.copy()
@@ -188,6 +200,28 @@ class Lookahead:
                     sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)  # fits: room
                     state = model.transition(state, Action(other_row[None], torch.tensor([target]), rows[best][None]))
         return costs
+
+
+def distinct_states(snapshot: ClusterSnapshot, ranked: np.ndarray, width: int) -> np.ndarray:
+    """The first ``width`` of ``ranked`` (node indices, best first) whose nodes are in states none
+    before them shares (capacity, GPU model, free cpu, memory and GPUs as a multiset, health):
+    nodes alike have alike futures, so rolling two of them tries one option twice."""
+    out: list[int] = []
+    seen: set[bytes] = set()
+    t = snapshot.table
+    for start in range(0, len(ranked), 8 * width):
+        block = ranked[start : start + 8 * width]
+        gpus = np.sort(snapshot.gpu_free[block], axis=1)
+        keys = np.column_stack([t.cpu_cap[block], t.mem_cap[block], t.num_gpu[block], snapshot.cpu_free[block],
+                                snapshot.mem_free[block], snapshot.healthy[block], gpus]).astype(np.int64)  # fmt: skip
+        for node, key, model in zip(block.tolist(), keys, t.gpu_model[block], strict=True):
+            k = key.tobytes() + str(model).encode()
+            if k not in seen:
+                seen.add(k)
+                out.append(node)
+                if len(out) == width:
+                    return np.array(out, np.int64)
+    return np.array(out, np.int64)
 
 
 def _models_ok(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:

@@ -34,7 +34,7 @@ def model_dir(tmp_path, seed: int = 0, heads: bool = True):
 def test_settings_from_the_environment(monkeypatch):
     for var in ENV.values():
         monkeypatch.delenv(var, raising=False)
-    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=100_000.0, per_step=64)
+    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=100_000.0, per_step=64, distinct=True)
     monkeypatch.setenv(ENV["depth"], "3")
     monkeypatch.setenv(ENV["weight"], "250")
     assert Lookahead.from_env() == Lookahead(depth=3, width=4, weight=250.0)
@@ -46,6 +46,12 @@ def test_settings_from_the_environment(monkeypatch):
         Lookahead.from_env()
     with pytest.raises(ValueError, match="weight"):
         Lookahead(weight=float("nan"))
+    monkeypatch.setenv(ENV["width"], "3")
+    monkeypatch.setenv(ENV["distinct"], "false")
+    assert Lookahead.from_env() == Lookahead(depth=3, width=3, weight=250.0, distinct=False)
+    monkeypatch.setenv(ENV["distinct"], "yes")
+    with pytest.raises(ValueError, match="SEMSCHED_LOOKAHEAD_DISTINCT='yes' is not 0, 1, true or false"):
+        Lookahead.from_env()
 
 
 def test_learned_lookahead_is_registered_with_the_environment_settings(tmp_path, monkeypatch):
@@ -139,7 +145,7 @@ def test_a_step_rolls_at_most_per_step_decisions(tmp_path):
     for _ in range(2):  # the count starts again with each step
         schedule_step(small_snapshot(), jobs, p, now=0.0, top_k=0)
     stats = p.lookahead.stats
-    assert stats.decisions == 4 and stats.capped >= 2 and stats.rollouts == 4 * p.lookahead.width
+    assert stats.decisions == 4 and stats.capped >= 2 and 8 <= stats.rollouts <= 4 * p.lookahead.width
     with pytest.raises(ValueError, match="per_step"):
         Lookahead(per_step=-1)
 
@@ -185,3 +191,14 @@ def test_failed_rollouts_leave_the_decision_to_the_plain_scores(tmp_path, monkey
     got = schedule_step(small_snapshot(), jobs, p, now=0.0, top_k=0)
     assert [(x.job_id, x.node_id) for x in got.placements] == [(x.job_id, x.node_id) for x in plain.placements]
     assert p.lookahead.stats.errors > 0 and p.lookahead.stats.decisions == 0 and not p.last_step.fallback
+
+
+def test_distinct_states_skip_nodes_alike():
+    from inference.lookahead import distinct_states
+
+    snap = small_snapshot(12)  # four kinds of node, three of each (n0, n4, n8 alike, ...)
+    ranked = np.array([0, 4, 8, 1, 5, 2, 3])
+    np.testing.assert_array_equal(distinct_states(snap, ranked, 3), [0, 1, 2])
+    snap.reserve(4, job("x", gpus=1), [0])  # n4 now differs from n0 and n8
+    np.testing.assert_array_equal(distinct_states(snap, ranked, 3), [0, 4, 1])
+    np.testing.assert_array_equal(distinct_states(snap, ranked[:3], 4), [0, 4])  # fewer states than asked for
