@@ -23,7 +23,7 @@ the policy's pick changes where the model predicts that another of its ``width``
 leaves the next jobs a cheaper cluster by more than (score gap) / ``weight`` GPUs. The default,
 100,000, makes the cheapest predicted path win among the candidates (the serving model's best and
 next scores are 14–23 apart, the paths' costs within 0.1 GPU of each other: a weight of 1 never
-changed a pick in a 128-job step; on the openb replay the mean queueing was 45.9, 45.7, 44.6 and
+changed a pick in three 64-job steps; on the openb replay the mean queueing was 45.9, 45.7, 44.6 and
 44.5 s at 100, 300, 1,000 and 100,000, within that replay's noise). Needs a model with both a cost
 head and a transition head (``semsched train``'s default); h_0 is the step's encoder output
 (recomputed locally once a step from the step's inputs, so a Triton step needs nothing more on
