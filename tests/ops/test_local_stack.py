@@ -12,7 +12,15 @@ from ops.local_stack import stop_leftovers
 
 
 def _spawn(tag: str) -> subprocess.Popen:  # type: ignore[type-arg]
-    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", tag], start_new_session=True)
+    """A sleeping child whose command line carries ``tag``, returned once /proc shows it: Popen
+    returns when exec has closed the child's close-on-exec pipe, a moment before the kernel sets up
+    the new command line (a CI run read it empty there, and the child was not recognised)."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", tag], start_new_session=True)
+    for _ in range(100):
+        if tag.encode() in Path(f"/proc/{p.pid}/cmdline").read_bytes():
+            break
+        time.sleep(0.05)
+    return p
 
 
 def test_leftover_children_are_stopped_and_strangers_are_not(tmp_path: Path) -> None:
