@@ -392,6 +392,7 @@ class LearnedPolicy(BasePolicy):
             schedule_step(snap, jobs, self, now=0.0, top_k=0)
         finally:
             self._pair_caches.pop(id(made_up.table), None)
+            self._lookahead_caches.pop(id(made_up.table), None)
             for k, v in kept.items():
                 setattr(self, k, v)
         return time.perf_counter() - t0

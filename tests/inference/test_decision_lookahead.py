@@ -202,3 +202,17 @@ def test_distinct_states_skip_nodes_alike():
     snap.reserve(4, job("x", gpus=1), [0])  # n4 now differs from n0 and n8
     np.testing.assert_array_equal(distinct_states(snap, ranked, 3), [0, 4, 1])
     np.testing.assert_array_equal(distinct_states(snap, ranked[:3], 4), [0, 4])  # fewer states than asked for
+
+
+def test_a_warm_up_leaves_the_lookahead_as_it_was(tmp_path):
+    import asyncio
+
+    d = model_dir(tmp_path, seed=6)
+    warm, cold = (LearnedPolicy(d, lookahead=Lookahead()) for _ in range(2))
+    assert asyncio.run(warm.warm_up()) > 0
+    assert not warm._lookahead_caches  # (its made-up cluster's two nodes are alike: nothing was rolled)
+    jobs = [j for j in pod_mix(20, seed=7) if j.num_gpu]
+    a = schedule_step(small_snapshot(), jobs, warm, now=0.0, top_k=0)
+    b = schedule_step(small_snapshot(), jobs, cold, now=0.0, top_k=0)
+    assert [(p.job_id, p.node_id, p.gpu_indices) for p in a.placements] == \
+        [(p.job_id, p.node_id, p.gpu_indices) for p in b.placements]  # fmt: skip
