@@ -143,11 +143,11 @@ class Lookahead:
         if self.per_step and self._rolled >= self.per_step:
             self.stats.capped += 1
             return scores
-        self._rolled += 1
         ranked = finite[np.argsort(-scores[finite], kind="stable")]
         candidates = distinct_states(snapshot, ranked, self.width) if self.distinct else ranked[: self.width]
         if len(candidates) < 2:  # one state among the feasible nodes: nothing to choose between
             return scores
+        self._rolled += 1
         costs = self.path_costs(model, h, node_part, job, job_row, candidates, snapshot, upcoming[: self.depth],
                                 spec, cache)  # fmt: skip
         out = scores.copy()
