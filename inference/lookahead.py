@@ -86,6 +86,7 @@ class Lookahead:
     distinct: bool = True  # candidates: the best node of each distinct node state (False: the best nodes)
     stats: LookaheadStats = field(default_factory=LookaheadStats, compare=False)
     _rolled: int = field(default=0, compare=False, repr=False)  # in the current step
+    last: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)  # candidates, costs
 
     def __post_init__(self) -> None:
         if not 1 <= self.depth <= 8:
@@ -144,7 +145,10 @@ class Lookahead:
             self.stats.capped += 1
             return scores
         ranked = finite[np.argsort(-scores[finite], kind="stable")]
-        candidates = distinct_states(snapshot, ranked, self.width) if self.distinct else ranked[: self.width]
+        if self.distinct:
+            candidates, group = distinct_states(snapshot, ranked, self.width)
+        else:
+            candidates, group = ranked[: self.width], np.arange(min(self.width, len(ranked)))
         if len(candidates) < 2:  # one state among the feasible nodes: nothing to choose between
             return scores
         self._rolled += 1
@@ -152,10 +156,27 @@ class Lookahead:
                                 spec, cache)  # fmt: skip
         out = scores.copy()
         if np.isfinite(costs).any():  # a candidate that could not be rolled (NaN) is left as it is
-            out[candidates] -= self.weight * np.nan_to_num(costs - np.nanmin(costs))
+            # every node the candidates were chosen among pays its state's cost: a node alike a costly
+            # candidate, ranked between the candidates, must not win in its place
+            out[ranked[: len(group)]] -= self.weight * np.nan_to_num(costs - np.nanmin(costs))[group]
+        self.last = (candidates, costs)
         self.stats.decisions += 1
         self.stats.changed += int(candidates[int(np.argmax(out[candidates]))] != candidates[0])
         return out
+
+    def explain(self, snapshot: ClusterSnapshot, scores: np.ndarray, looked: int) -> str:
+        """The decision record's note for the last :meth:`adjust` (``scores``: what it returned)."""
+        assert self.last is not None
+        candidates, costs = self.last
+        names = snapshot.node_ids
+        best = int(candidates[int(np.argmax(scores[candidates]))])
+        cost = dict(zip(candidates.tolist(), costs.tolist(), strict=True))
+        note = (f"lookahead over the next {looked} job(s) through T: predicted path cost {cost[best]:.3f} GPU on "
+                f"{names[best]}, the least of {len(candidates)} node states")  # fmt: skip
+        head = int(candidates[0])
+        if head != best:
+            note += f" (the head's best, {names[head]}: {cost[head]:.3f} GPU)"
+        return note
 
     def path_costs(self, model: Any, h: np.ndarray, node_part: np.ndarray, job: JobRequest, job_row: np.ndarray,
                    candidates: np.ndarray, snapshot: ClusterSnapshot,
@@ -202,12 +223,15 @@ class Lookahead:
         return costs
 
 
-def distinct_states(snapshot: ClusterSnapshot, ranked: np.ndarray, width: int) -> np.ndarray:
+def distinct_states(snapshot: ClusterSnapshot, ranked: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
     """The first ``width`` of ``ranked`` (node indices, best first) whose nodes are in states none
     before them shares (capacity, GPU model, free cpu, memory and GPUs as a multiset, health):
-    nodes alike have alike futures, so rolling two of them tries one option twice."""
+    nodes alike have alike futures, so rolling two of them tries one option twice. Also, for each
+    of ``ranked`` it looked at (up to the last one chosen, or all), the index of the chosen node
+    in its state."""
     out: list[int] = []
-    seen: set[bytes] = set()
+    group: list[int] = []
+    seen: dict[bytes, int] = {}
     t = snapshot.table
     for start in range(0, len(ranked), 8 * width):
         block = ranked[start : start + 8 * width]
@@ -217,11 +241,12 @@ def distinct_states(snapshot: ClusterSnapshot, ranked: np.ndarray, width: int) -
         for node, key, model in zip(block.tolist(), keys, t.gpu_model[block], strict=True):
             k = key.tobytes() + str(model).encode()
             if k not in seen:
-                seen.add(k)
+                seen[k] = len(out)
                 out.append(node)
-                if len(out) == width:
-                    return np.array(out, np.int64)
-    return np.array(out, np.int64)
+            group.append(seen[k])
+            if len(out) == width:
+                return np.array(out, np.int64), np.array(group, np.int64)
+    return np.array(out, np.int64), np.array(group, np.int64)
 
 
 def _models_ok(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:

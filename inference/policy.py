@@ -68,7 +68,7 @@ RETRY_S = 10.0  # without a model: how often to look for one again
 MAX_TABLES = 4  # node tables (clusters) whose pair features are kept
 DEFAULT_MODEL_DIR = Path("models/latest")
 _STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
-               "_calls", "model_calls", "last_step", "fallback_jobs")  # what a step changes (warm_up puts it back)  # fmt: skip
+               "_calls", "model_calls", "last_step", "fallback_jobs", "decision_notes")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
 #: the placements that decide with the learned model (and so take a fallback heuristic)
@@ -130,6 +130,7 @@ class LearnedPolicy(BasePolicy):
         self._calls = 0
         self.model_calls = 0  # backend calls (one per step)
         self.fallback_jobs: set[str] = set()  # jobs of the current step the fallback scored
+        self.decision_notes: dict[str, str] = {}  # job id -> what the lookahead saw (for its decision record)
 
     # -- what is serving ---------------------------------------------------------------------
     def _no_model(self, e: Exception) -> None:
@@ -235,7 +236,7 @@ class LearnedPolicy(BasePolicy):
 
     def begin_step(self, ordered: list[JobRequest], now: float) -> None:
         """A step starts with these jobs in this order (from ``order``, or a composed ordering's)."""
-        self.fallback_jobs = set()
+        self.fallback_jobs, self.decision_notes = set(), {}
         if self._prepared is None:
             self._retry()  # (the worker's prepare_step already looked)
         if self.fell_back:
@@ -343,12 +344,16 @@ class LearnedPolicy(BasePolicy):
         upcoming = [(j, step.jobs[step.index[j.job_id]]) for j, _ in zip(later, range(look.depth), strict=False)]
         if not upcoming:
             return scores
+        look.last = None
         try:
-            return look.adjust(model, step.h(model, self._topologies), step.node_part, job, step.jobs[i], scores,
-                               snapshot, upcoming, self.spec, self.pair_cache(snapshot, self._lookahead_caches))  # fmt: skip
+            out = look.adjust(model, step.h(model, self._topologies), step.node_part, job, step.jobs[i], scores,
+                              snapshot, upcoming, self.spec, self.pair_cache(snapshot, self._lookahead_caches))  # fmt: skip
         except Exception as e:  # the plain scores decide; the step goes on
             look.failed(job.job_id, e)
             return scores
+        if look.last is not None:
+            self.decision_notes[job.job_id] = look.explain(snapshot, out, len(upcoming))
+        return out
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the

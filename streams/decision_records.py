@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,13 +25,15 @@ from streams.state import PendingJob
 class StepModel:
     """What the policy's model said about one step, read once after the step is scheduled:
     the model version that decided, the jobs the heuristic fallback scored instead (with the
-    reason appended to their records), and the learned cost estimator ψ, if the policy has one.
+    reason appended to their records), the learned cost estimator ψ, if the policy has one, and
+    its notes on single decisions (the lookahead's, appended to their records' reason).
     A heuristic policy has none of these: empty version, no fallback, no cost."""
 
     version: str = ""
     fallback_note: str = ""  # "; <backend> fell back to <heuristic>: <reason>"
     fallback_jobs: Collection[str] = field(default_factory=frozenset)
     cost_of: Callable[[str, int], float] | None = None
+    notes: Mapping[str, str] = field(default_factory=dict)  # job id -> the policy's note (the lookahead's)
 
     @classmethod
     def of(cls, policy: Any) -> StepModel:
@@ -42,6 +44,7 @@ class StepModel:
             fallback_note=f"; {model.backend} fell back to {policy.fallback_name}: {model.reason}" if model else "",
             fallback_jobs=getattr(policy, "fallback_jobs", set()),  # jobs the heuristic scored
             cost_of=getattr(policy, "predicted_cost", None),
+            notes=dict(getattr(policy, "decision_notes", {})),
         )
 
 
@@ -67,7 +70,8 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
         candidates=[Candidate(node_id=n, score=float(s)) for n, s in pl.candidates],
         feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
         step_compute_ms=compute_ms, submit_time=p.job.event_time,
-        reason=pl.reason + (model.fallback_note if fell_back else ""),
+        reason=pl.reason + (model.fallback_note if fell_back else "")
+        + (f"; {model.notes[pl.job_id]}" if pl.job_id in model.notes else ""),
         cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
         trace_duration_s=p.job.trace_duration_s, step_id=step_id, model_version=model.version,
         fallback=fell_back, predicted_duration_s=durations.get(pl.job_id),

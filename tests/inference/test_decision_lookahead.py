@@ -111,6 +111,8 @@ def test_looking_ahead_keeps_room_for_the_next_job(tmp_path, seed):
     look = LearnedPolicy(d, lookahead=Lookahead(depth=1, width=2, weight=1e4))
     result = schedule_step(one_free_node_each(), [small, big], look, now=0.0, top_k=0)
     assert {pl.job_id: pl.node_id for pl in result.placements} == {"a": "n0", "b": "n1"}
+    assert look.decision_notes["a"].startswith("lookahead over the next 1 job(s) through T: predicted path cost ")
+    assert "GPU on n0, the least of 2 node states" in look.decision_notes["a"] and "b" not in look.decision_notes
     assert look.lookahead.stats.decisions == 1 and look.lookahead.stats.stranded == 1  # "b" has one node: no rollout
     plain = LearnedPolicy(d)
     placed = {pl.job_id for pl in schedule_step(one_free_node_each(), [small, big], plain, now=0.0, top_k=0).placements}
@@ -198,10 +200,31 @@ def test_distinct_states_skip_nodes_alike():
 
     snap = small_snapshot(12)  # four kinds of node, three of each (n0, n4, n8 alike, ...)
     ranked = np.array([0, 4, 8, 1, 5, 2, 3])
-    np.testing.assert_array_equal(distinct_states(snap, ranked, 3), [0, 1, 2])
+    chosen, group = distinct_states(snap, ranked, 3)
+    np.testing.assert_array_equal(chosen, [0, 1, 2])
+    np.testing.assert_array_equal(group, [0, 0, 0, 1, 1, 2])  # each node looked at: its state's chosen node
     snap.reserve(4, job("x", gpus=1), [0])  # n4 now differs from n0 and n8
-    np.testing.assert_array_equal(distinct_states(snap, ranked, 3), [0, 4, 1])
-    np.testing.assert_array_equal(distinct_states(snap, ranked[:3], 4), [0, 4])  # fewer states than asked for
+    chosen, group = distinct_states(snap, ranked, 3)
+    np.testing.assert_array_equal(chosen, [0, 4, 1])
+    np.testing.assert_array_equal(group, [0, 1, 0, 2])
+    chosen, group = distinct_states(snap, ranked[:3], 4)  # fewer states than asked for
+    np.testing.assert_array_equal(chosen, [0, 4])
+    np.testing.assert_array_equal(group, [0, 1, 0])
+
+
+def test_a_node_alike_a_costly_candidate_pays_its_cost(tmp_path, monkeypatch):
+    """n0 and n4 are alike and rank first; the lookahead finds n1's state cheaper. n4, not rolled
+    itself, must lose with n0, or the step would place there in n0's stead."""
+    d = model_dir(tmp_path, seed=0)
+    p = LearnedPolicy(d, lookahead=Lookahead(width=2))
+    snap = small_snapshot(12)
+    scores = np.full(snap.num_nodes, -np.inf)
+    scores[[0, 4, 1]] = [10.0, 9.9, 5.0]
+    monkeypatch.setattr(Lookahead, "path_costs", lambda self, *a, **k: np.array([0.5, 0.1]))
+    out = p.lookahead.adjust(p.loaded.model, np.zeros((12, 8), np.float32), np.zeros((12, 32), np.float32), job("a"),
+                             np.zeros(SPEC.job_dim, np.float32), scores, snap, [(job("b"), None)], SPEC, PairCache())  # fmt: skip
+    assert int(np.argmax(out)) == 1 and out[4] < out[1] and out[0] < out[1]
+    np.testing.assert_array_equal(p.lookahead.last[0], [0, 1])
 
 
 def test_a_warm_up_leaves_the_lookahead_as_it_was(tmp_path):

@@ -78,6 +78,19 @@ def test_a_model_backed_step_records_version_cost_and_only_the_fallback_jobs_rea
     assert by_model.predicted_duration_s == 120.0 and by_fallback.predicted_duration_s is None
 
 
+def test_a_policys_note_on_a_decision_is_appended_to_its_reason() -> None:
+    policy = ModelBackedPolicy()
+    policy.decision_notes = {"j1": "lookahead over the next 2 job(s) through T: predicted path cost 0.100 GPU on n3"}  # type: ignore[attr-defined]
+    model = StepModel.of(policy)
+    policy.decision_notes = {}  # type: ignore[attr-defined]  # (the next step's; the step's own were read)
+    common = dict(cluster="c1", policy="learned-lookahead", step_id="s", compute_ms=1.0, model=model, durations={},
+                  now=T0.timestamp())  # fmt: skip
+    noted = placed_record(pending("j1"), placement("j1"), **common)  # type: ignore[arg-type]
+    plain = placed_record(pending("j3"), placement("j3"), **common)  # type: ignore[arg-type]
+    assert noted.reason == "best fit; lookahead over the next 2 job(s) through T: predicted path cost 0.100 GPU on n3"
+    assert plain.reason == "best fit"
+
+
 def test_a_retry_counts_latency_from_its_requeue_and_gets_its_attempts_decision_id() -> None:
     rec = placed_record(pending(attempt=2), placement(), cluster="c1", policy="p", step_id="s", compute_ms=0.0,
                         model=StepModel(), durations={}, now=T0.timestamp() + 31.0)  # fmt: skip
