@@ -31,6 +31,7 @@ the wire). The policy's own later decisions in the step score on that step-start
 node's pair features current), the rollouts on T's prediction of it; for the serving model the
 two agree (a fresh model call before each of 768 placements in three 256-job steps changed none).
 A rollout that fails leaves the decision to the plain scores (logged, counted in ``errors``).
+:meth:`Lookahead.explain` words what a decision's rollouts found for its decision record.
 
 **Cost.** Each rolled decision costs ``width`` × ``depth`` pair-feature updates, head and ψ calls
 and T steps (about 6 ms at 4 × 2 on the 1,213 openb nodes). A step rolls at most ``per_step``
