@@ -34,7 +34,7 @@ def model_dir(tmp_path, seed: int = 0, heads: bool = True):
 def test_settings_from_the_environment(monkeypatch):
     for var in ENV.values():
         monkeypatch.delenv(var, raising=False)
-    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=100_000.0, per_step=64, distinct=True)
+    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=100_000.0, per_step=64, distinct=False)
     monkeypatch.setenv(ENV["depth"], "3")
     monkeypatch.setenv(ENV["weight"], "250")
     assert Lookahead.from_env() == Lookahead(depth=3, width=4, weight=250.0)
@@ -47,8 +47,8 @@ def test_settings_from_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="weight"):
         Lookahead(weight=float("nan"))
     monkeypatch.setenv(ENV["width"], "3")
-    monkeypatch.setenv(ENV["distinct"], "false")
-    assert Lookahead.from_env() == Lookahead(depth=3, width=3, weight=250.0, distinct=False)
+    monkeypatch.setenv(ENV["distinct"], "true")
+    assert Lookahead.from_env() == Lookahead(depth=3, width=3, weight=250.0, distinct=True)
     monkeypatch.setenv(ENV["distinct"], "yes")
     with pytest.raises(ValueError, match="SEMSCHED_LOOKAHEAD_DISTINCT='yes' is not 0, 1, true or false"):
         Lookahead.from_env()
@@ -112,7 +112,7 @@ def test_looking_ahead_keeps_room_for_the_next_job(tmp_path, seed):
     result = schedule_step(one_free_node_each(), [small, big], look, now=0.0, top_k=0)
     assert {pl.job_id: pl.node_id for pl in result.placements} == {"a": "n0", "b": "n1"}
     assert look.decision_notes["a"].startswith("lookahead over the next 1 job(s) through T: predicted path cost ")
-    assert "GPU on n0, the least of 2 node states" in look.decision_notes["a"] and "b" not in look.decision_notes
+    assert "GPU on n0, the least of 2 candidates" in look.decision_notes["a"] and "b" not in look.decision_notes
     assert look.lookahead.stats.decisions == 1 and look.lookahead.stats.stranded == 1  # "b" has one node: no rollout
     plain = LearnedPolicy(d)
     placed = {pl.job_id for pl in schedule_step(one_free_node_each(), [small, big], plain, now=0.0, top_k=0).placements}
@@ -216,7 +216,7 @@ def test_a_node_alike_a_costly_candidate_pays_its_cost(tmp_path, monkeypatch):
     """n0 and n4 are alike and rank first; the lookahead finds n1's state cheaper. n4, not rolled
     itself, must lose with n0, or the step would place there in n0's stead."""
     d = model_dir(tmp_path, seed=0)
-    p = LearnedPolicy(d, lookahead=Lookahead(width=2))
+    p = LearnedPolicy(d, lookahead=Lookahead(width=2, distinct=True))
     snap = small_snapshot(12)
     scores = np.full(snap.num_nodes, -np.inf)
     scores[[0, 4, 1]] = [10.0, 9.9, 5.0]
