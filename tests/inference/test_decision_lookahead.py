@@ -239,3 +239,37 @@ def test_a_warm_up_leaves_the_lookahead_as_it_was(tmp_path):
     b = schedule_step(small_snapshot(), jobs, cold, now=0.0, top_k=0)
     assert [(p.job_id, p.node_id, p.gpu_indices) for p in a.placements] == \
         [(p.job_id, p.node_id, p.gpu_indices) for p in b.placements]  # fmt: skip
+
+
+def test_the_steps_h_is_the_answers_or_the_encoders_on_its_inputs(tmp_path):
+    """h₀ for the rollouts: a model that damps churn sends h with its answer; otherwise it is the
+    fusion encoder on the step's own inputs (what a Triton step would have computed on the server)."""
+    torch.manual_seed(7)
+    config = ModelConfig(spec=SPEC, hidden=8, depth=2, head_rank=2, cost_dim=1, transition=True, stability=0.5)
+    save_model(tmp_path / "damped", Scorer(config), "damped-v1")
+    snap, jobs = small_snapshot(), [j for j in pod_mix(12, seed=3) if j.num_gpu][:4]
+    for d in (tmp_path / "damped", model_dir(tmp_path, seed=7)):
+        p = LearnedPolicy(d)
+        p.score(p.order(jobs, 1.0)[0], snap, np.ones(snap.num_nodes, bool))
+        step, model = p._step, p.loaded.model
+        want = encode_step(model, build_inputs(snap, p._ordered, 1.0, SPEC, p.encoder())).numpy()
+        np.testing.assert_allclose(step.h(model), want, rtol=1e-5, atol=1e-6)
+        assert ("h" in step.outputs) == (d.name == "damped")
+
+
+def test_a_step_from_a_version_not_held_here_is_not_rolled(tmp_path):
+    d = model_dir(tmp_path, seed=8)
+    p = LearnedPolicy(d, lookahead=Lookahead())
+    snap, jobs = small_snapshot(), [j for j in pod_mix(20, seed=9) if j.num_gpu][:5]
+    ordered = p.order(jobs, 0.0)
+
+    def scored_where_it_fits(i: int) -> np.ndarray:  # the nodes the step's call scored (nothing to re-score)
+        return p.score(ordered[i], snap, np.isfinite(p._step.scores[p._step.index[ordered[i].job_id]]))
+
+    p.score(ordered[0], snap, np.ones(snap.num_nodes, bool))  # (the step's call)
+    scored_where_it_fits(1)
+    assert p.lookahead.stats.decisions == 2 and ordered[1].job_id in p.decision_notes
+    p._step.version = "a-newer-version"  # as when a server answered with a version this worker does not hold yet
+    scored_where_it_fits(2)
+    assert p.lookahead.stats.decisions == 2 and ordered[2].job_id not in p.decision_notes
+    assert not p.last_step.fallback
