@@ -3,10 +3,7 @@ h_{t+k} = T(h_{t+k-1}, a_{t+k-1}) for k-step lookahead").
 
 Within a scheduling step the ``learned`` policy places the pending jobs one after another, in
 the step's order. For a job with more than one feasible node, :meth:`Lookahead.adjust` tries its
-``width`` best-scored nodes (``distinct=True``: each the best of a node state the others are not
-in — capacity, GPU model, free resources, health — since nodes alike have alike futures and the
-head's best few are often alike; every node ranked among them pays its state's cost). For each
-candidate node c:
+``width`` best-scored nodes. For each candidate node c:
 
 1. the placement is applied to a copy of the snapshot (exactly: the resources it takes, GPUs by
    best fit, as the policy places them) and to the representation through T: h_1 = T(h_0, (job, c));
@@ -15,9 +12,9 @@ candidate node c:
    the policy head's best node under the predicted h_k (its node part recomputed from h_k) and
    the copy's exact pair features; h_{k+1} = T(h_k, a_k);
 3. the path cost is the cost estimator's ψ summed over the path (the fragmentation each placement
-   adds, in GPUs), plus the GPUs asked for by the next jobs the path leaves without a node
-   (judged by resources, GPU models and health; the other filters are not rolled, and a CPU-only
-   job left without a node costs nothing: every cost here is in GPUs).
+   adds, in GPUs), plus the GPUs asked for by the next jobs the path leaves without a node (the
+   scheduler's default filters, :func:`scheduling.filters.framework.run_filters`, on the copy; a
+   CPU-only job left without a node costs nothing: every cost here is in GPUs).
 
 The candidate's score is lowered by ``weight`` × (its path cost − the cheapest candidate's), so
 the policy's pick changes where the model predicts that another of its ``width`` best nodes
@@ -40,13 +37,13 @@ decisions (in the step's order; the rest are the plain policy's), so a long queu
 the worker's step take seconds; a count, not a time, so that a replay decides the same on any
 machine.
 
-Registered as the ``learned-lookahead`` placement (:mod:`inference.policy`); settings
+Registered here as the ``learned-lookahead`` placement (the ``learned`` policy,
+:class:`inference.policy.LearnedPolicy`, with a :class:`Lookahead`); settings
 ``SEMSCHED_LOOKAHEAD_DEPTH`` (2), ``SEMSCHED_LOOKAHEAD_WIDTH`` (4), ``SEMSCHED_LOOKAHEAD_WEIGHT``
-(100,000), ``SEMSCHED_LOOKAHEAD_PER_STEP`` (64; 0 = every decision) and
-``SEMSCHED_LOOKAHEAD_DISTINCT`` (0; 1 = distinct node states). On the openb replays the two kinds
-of candidates queued alike, level with FGD; distinct states left the GPUs more fragmented
-(a time-mean fragmentation rate of 0.43–0.48 against 0.30–0.35, in FIFO order), so they are not
-the default.
+(100,000) and ``SEMSCHED_LOOKAHEAD_PER_STEP`` (64; 0 = every decision). Taking as candidates the
+best node of each distinct node state instead (as :mod:`inference.training.lookahead`'s teacher
+does) queued alike on the openb replays and left the GPUs more fragmented (a time-mean
+fragmentation rate of 0.43–0.48 against 0.30–0.35): it was tried and taken out.
 """
 
 from __future__ import annotations
@@ -61,6 +58,8 @@ import numpy as np
 
 from inference.features.pair_cache import PairCache
 from inference.features.spec import FeatureSpec
+from scheduling.fill import gpu_demand
+from scheduling.filters.framework import run_filters
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.policies.registry import register
@@ -69,7 +68,7 @@ from scheduling.snapshot import ClusterSnapshot
 log = logging.getLogger("semsched.lookahead")
 
 ENV = {"depth": "SEMSCHED_LOOKAHEAD_DEPTH", "width": "SEMSCHED_LOOKAHEAD_WIDTH", "weight": "SEMSCHED_LOOKAHEAD_WEIGHT",
-       "per_step": "SEMSCHED_LOOKAHEAD_PER_STEP", "distinct": "SEMSCHED_LOOKAHEAD_DISTINCT"}  # fmt: skip
+       "per_step": "SEMSCHED_LOOKAHEAD_PER_STEP"}  # fmt: skip
 
 
 @dataclass
@@ -88,7 +87,6 @@ class Lookahead:
     width: int = 4  # best-scored candidate nodes tried (2..16)
     weight: float = 100_000.0  # score units per GPU of predicted path cost
     per_step: int = 64  # decisions rolled per step at most (0: all)
-    distinct: bool = False  # candidates: the best nodes (True: the best node of each distinct node state)
     stats: LookaheadStats = field(default_factory=LookaheadStats, compare=False)
     _rolled: int = field(default=0, compare=False, repr=False)  # in the current step
     last: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)  # candidates, costs
@@ -122,11 +120,6 @@ class Lookahead:
             raw = os.environ.get(var, "").strip()
             if not raw:
                 continue
-            if key == "distinct":
-                if raw.lower() not in ("0", "1", "true", "false"):
-                    raise ValueError(f"{var}={raw!r} is not 0, 1, true or false")
-                values[key] = raw.lower() in ("1", "true")
-                continue
             try:
                 values[key] = float(raw) if key == "weight" else int(raw)
             except ValueError:
@@ -149,21 +142,13 @@ class Lookahead:
         if self.per_step and self._rolled >= self.per_step:
             self.stats.capped += 1
             return scores
-        ranked = finite[np.argsort(-scores[finite], kind="stable")]
-        if self.distinct:
-            candidates, group = distinct_states(snapshot, ranked, self.width)
-        else:
-            candidates, group = ranked[: self.width], np.arange(min(self.width, len(ranked)))
-        if len(candidates) < 2:  # one state among the feasible nodes: nothing to choose between
-            return scores
+        candidates = finite[np.argsort(-scores[finite], kind="stable")][: self.width]
         self._rolled += 1
         costs = self.path_costs(model, h, node_part, job, job_row, candidates, snapshot, upcoming[: self.depth],
                                 spec, cache)  # fmt: skip
         out = scores.copy()
         if np.isfinite(costs).any():  # a candidate that could not be rolled (NaN) is left as it is
-            # every node the candidates were chosen among pays its state's cost: a node alike a costly
-            # candidate, ranked between the candidates, must not win in its place
-            out[ranked[: len(group)]] -= self.weight * np.nan_to_num(costs - np.nanmin(costs))[group]
+            out[candidates] -= self.weight * np.nan_to_num(costs - np.nanmin(costs))
         self.last = (candidates, costs)
         self.stats.decisions += 1
         self.stats.changed += int(candidates[int(np.argmax(out[candidates]))] != candidates[0])
@@ -212,53 +197,19 @@ class Lookahead:
                 sim.reserve(node, job, gpus, check=False)
                 state = model.transition(start, Action(row[None], torch.tensor([node]), pair[c][None]))
                 for other, other_row in nxt:
-                    pairs, room = cache.pairs_and_room([other], sim, spec)
-                    fits = np.flatnonzero(room[0] & _models_ok(other, sim))
+                    fits = np.flatnonzero(run_filters(other, sim, explain=False).feasible_mask)
                     if not len(fits):
                         self.stats.stranded += 1
-                        costs[c] += other.num_gpu * other.per_gpu_milli / 1000.0
+                        costs[c] += gpu_demand(other) / 1000.0
                         continue
-                    rows = torch.from_numpy(pairs[0][fits])
+                    rows = torch.from_numpy(cache.pairs([other], sim, spec)[0][fits])
                     node_rows = model.head.precompute(state[0, fits])
                     best = int(torch.argmax(model.head.score(node_rows, other_row, rows)))
                     costs[c] += float(model.cost(node_rows[best][None], other_row, rows[best][None])[0, 0])
                     target = int(fits[best])
-                    sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)  # fits: room
+                    sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)  # (feasible)
                     state = model.transition(state, Action(other_row[None], torch.tensor([target]), rows[best][None]))
         return costs
-
-
-def distinct_states(snapshot: ClusterSnapshot, ranked: np.ndarray, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """The first ``width`` of ``ranked`` (node indices, best first) whose nodes are in states none
-    before them shares (capacity, GPU model, free cpu, memory and GPUs as a multiset, health):
-    nodes alike have alike futures, so rolling two of them tries one option twice. Also, for each
-    of ``ranked`` it looked at (up to the last one chosen, or all), the index of the chosen node
-    in its state."""
-    out: list[int] = []
-    group: list[int] = []
-    seen: dict[bytes, int] = {}
-    t = snapshot.table
-    for start in range(0, len(ranked), 8 * width):
-        block = ranked[start : start + 8 * width]
-        gpus = np.sort(snapshot.gpu_free[block], axis=1)
-        keys = np.column_stack([t.cpu_cap[block], t.mem_cap[block], t.num_gpu[block], snapshot.cpu_free[block],
-                                snapshot.mem_free[block], snapshot.healthy[block], gpus]).astype(np.int64)  # fmt: skip
-        for node, key, model in zip(block.tolist(), keys, t.gpu_model[block], strict=True):
-            k = key.tobytes() + str(model).encode()
-            if k not in seen:
-                seen[k] = len(out)
-                out.append(node)
-            group.append(seen[k])
-            if len(out) == width:
-                return np.array(out, np.int64), np.array(group, np.int64)
-    return np.array(out, np.int64), np.array(group, np.int64)
-
-
-def _models_ok(job: JobRequest, snapshot: ClusterSnapshot) -> np.ndarray:
-    """bool ``[N]``: the nodes whose GPU model the job accepts (all, for a job that names none)."""
-    if not job.num_gpu or not job.gpu_models:
-        return snapshot.all_true
-    return snapshot.model_mask(job.gpu_models)
 
 
 @register("learned-lookahead")

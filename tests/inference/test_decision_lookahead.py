@@ -34,7 +34,7 @@ def model_dir(tmp_path, seed: int = 0, heads: bool = True):
 def test_settings_from_the_environment(monkeypatch):
     for var in ENV.values():
         monkeypatch.delenv(var, raising=False)
-    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=100_000.0, per_step=64, distinct=False)
+    assert Lookahead.from_env() == Lookahead(depth=2, width=4, weight=100_000.0, per_step=64)
     monkeypatch.setenv(ENV["depth"], "3")
     monkeypatch.setenv(ENV["weight"], "250")
     assert Lookahead.from_env() == Lookahead(depth=3, width=4, weight=250.0)
@@ -47,10 +47,8 @@ def test_settings_from_the_environment(monkeypatch):
     with pytest.raises(ValueError, match="weight"):
         Lookahead(weight=float("nan"))
     monkeypatch.setenv(ENV["width"], "3")
-    monkeypatch.setenv(ENV["distinct"], "true")
-    assert Lookahead.from_env() == Lookahead(depth=3, width=3, weight=250.0, distinct=True)
-    monkeypatch.setenv(ENV["distinct"], "yes")
-    with pytest.raises(ValueError, match="SEMSCHED_LOOKAHEAD_DISTINCT='yes' is not 0, 1, true or false"):
+    monkeypatch.setenv(ENV["per_step"], "-2")
+    with pytest.raises(ValueError, match="SEMSCHED_LOOKAHEAD_PER_STEP.*per_step must be >= 0, not -2"):
         Lookahead.from_env()
 
 
@@ -195,45 +193,13 @@ def test_failed_rollouts_leave_the_decision_to_the_plain_scores(tmp_path, monkey
     assert p.lookahead.stats.errors > 0 and p.lookahead.stats.decisions == 0 and not p.last_step.fallback
 
 
-def test_distinct_states_skip_nodes_alike():
-    from inference.lookahead import distinct_states
-
-    snap = small_snapshot(12)  # four kinds of node, three of each (n0, n4, n8 alike, ...)
-    ranked = np.array([0, 4, 8, 1, 5, 2, 3])
-    chosen, group = distinct_states(snap, ranked, 3)
-    np.testing.assert_array_equal(chosen, [0, 1, 2])
-    np.testing.assert_array_equal(group, [0, 0, 0, 1, 1, 2])  # each node looked at: its state's chosen node
-    snap.reserve(4, job("x", gpus=1), [0])  # n4 now differs from n0 and n8
-    chosen, group = distinct_states(snap, ranked, 3)
-    np.testing.assert_array_equal(chosen, [0, 4, 1])
-    np.testing.assert_array_equal(group, [0, 1, 0, 2])
-    chosen, group = distinct_states(snap, ranked[:3], 4)  # fewer states than asked for
-    np.testing.assert_array_equal(chosen, [0, 4])
-    np.testing.assert_array_equal(group, [0, 1, 0])
-
-
-def test_a_node_alike_a_costly_candidate_pays_its_cost(tmp_path, monkeypatch):
-    """n0 and n4 are alike and rank first; the lookahead finds n1's state cheaper. n4, not rolled
-    itself, must lose with n0, or the step would place there in n0's stead."""
-    d = model_dir(tmp_path, seed=0)
-    p = LearnedPolicy(d, lookahead=Lookahead(width=2, distinct=True))
-    snap = small_snapshot(12)
-    scores = np.full(snap.num_nodes, -np.inf)
-    scores[[0, 4, 1]] = [10.0, 9.9, 5.0]
-    monkeypatch.setattr(Lookahead, "path_costs", lambda self, *a, **k: np.array([0.5, 0.1]))
-    out = p.lookahead.adjust(p.loaded.model, np.zeros((12, 8), np.float32), np.zeros((12, 32), np.float32), job("a"),
-                             np.zeros(SPEC.job_dim, np.float32), scores, snap, [(job("b"), None)], SPEC, PairCache())  # fmt: skip
-    assert int(np.argmax(out)) == 1 and out[4] < out[1] and out[0] < out[1]
-    np.testing.assert_array_equal(p.lookahead.last[0], [0, 1])
-
-
 def test_a_warm_up_leaves_the_lookahead_as_it_was(tmp_path):
     import asyncio
 
     d = model_dir(tmp_path, seed=6)
     warm, cold = (LearnedPolicy(d, lookahead=Lookahead()) for _ in range(2))
     assert asyncio.run(warm.warm_up()) > 0
-    assert not warm._lookahead_caches  # (its made-up cluster's two nodes are alike: nothing was rolled)
+    assert not warm._lookahead_caches
     jobs = [j for j in pod_mix(20, seed=7) if j.num_gpu]
     a = schedule_step(small_snapshot(), jobs, warm, now=0.0, top_k=0)
     b = schedule_step(small_snapshot(), jobs, cold, now=0.0, top_k=0)
