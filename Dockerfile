@@ -14,14 +14,15 @@ ENV PYTHONUNBUFFERED=1 \
 # machine with general network access); the Makefile and CI install from PyPI alone.
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 
-# 1) The dependencies alone, from pyproject.toml: this layer is rebuilt only when they change.
-COPY pyproject.toml /tmp/pyproject.toml
+# 1) The dependencies alone, from pyproject.toml at constraints.txt's versions (torch's `==X`
+#    takes the CPU index's `X+cpu`): this layer is rebuilt only when they change.
+COPY pyproject.toml constraints.txt /tmp/
 ENV PIP_CACHE_DIR=/var/cache/pip
 RUN --mount=type=cache,target=/var/cache/pip \
     python -c "import tomllib; print('\n'.join(tomllib.load(open('/tmp/pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/requirements.txt \
- && pip install --extra-index-url "$TORCH_INDEX_URL" -r /tmp/requirements.txt \
- && rm /tmp/requirements.txt /tmp/pyproject.toml
+ && pip install --extra-index-url "$TORCH_INDEX_URL" -c /tmp/constraints.txt -r /tmp/requirements.txt \
+ && rm /tmp/requirements.txt /tmp/pyproject.toml /tmp/constraints.txt
 
 # 2) The package itself (not editable; the build context is bind-mounted, nothing of it is kept).
 RUN --mount=type=bind,source=.,target=/src,rw \

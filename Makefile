@@ -1,17 +1,18 @@
 # The two commands of the README: `make demo` (the main job, end to end) and `make test`
 # (the whole suite; .ci/run calls it). Both install what they need: a venv with the
-# package and its pinned dependencies, and the Apache Kafka jars from Maven Central.
+# package and its dependencies at the versions of constraints.txt, and the Apache Kafka
+# jars from Maven Central.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SEMSCHED := $(VENV)/bin/semsched
 
-.PHONY: demo test install kafka-jars lint clean
+.PHONY: demo test install kafka-jars lint lock clean
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed
@@ -29,6 +30,13 @@ test: kafka-jars
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+
+# constraints.txt again from pyproject.toml's ranges alone, resolved in a throwaway venv (then run `make test`)
+lock:
+	rm -rf .lock-venv && $(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install -q --upgrade pip && .lock-venv/bin/pip install -q -e '.[dev]'
+	{ grep '^#' constraints.txt; .lock-venv/bin/pip freeze --exclude-editable; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt && rm -rf .lock-venv
 
 clean:
 	rm -rf .state build *.egg-info
