@@ -30,8 +30,8 @@ from scheduling.simulator import (
 )
 
 #: the default comparison: every placement under FIFO, and the orderings on best-fit
-DEFAULT_POLICIES = ["random", "fifo-first-fit", "dot-product", "gpu-packing", "gpu-clustering", "best-fit", "fgd",
-                    "sjf-oracle+best-fit", "sjf-predicted+best-fit", "las+best-fit", "priority+best-fit",
+DEFAULT_POLICIES = ["random", "fifo-first-fit", "least-allocated", "dot-product", "gpu-packing", "gpu-clustering",
+                    "best-fit", "fgd", "sjf-oracle+best-fit", "sjf-predicted+best-fit", "las+best-fit", "priority+best-fit",
                     "drf+best-fit"]  # fmt: skip
 
 

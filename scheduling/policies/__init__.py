@@ -11,6 +11,7 @@ from scheduling.policies import (  # noqa: F401  (registers on import)
     fifo_first_fit,
     gpu_clustering,
     gpu_packing,
+    least_allocated,
     random_policy,
 )
 from scheduling.policies.base import BasePolicy, Policy, fifo_key
