@@ -358,14 +358,19 @@ class LearnedPolicy(BasePolicy):
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
         cost estimator saw the step's start; ``None`` without a cost head or a step, or when the
-        node was not among the job's best-scored ones (:data:`inference.model.step.COST_TOP`)."""
+        node was not among the job's best-scored ones (:meth:`PreparedStep.psi`)."""
+        psi = self._psi(job_id, node_index)
+        return None if psi is None else float(psi[0])
+
+    def predicted_run_time(self, job_id: str, node_index: int) -> float | None:
+        """ψ's expected run time of ``job_id`` on ``node_index``, s (its second column); ``None`` as
+        for :meth:`predicted_cost`, and for a ψ without that column."""
+        psi = self._psi(job_id, node_index)
+        return None if psi is None or len(psi) < 2 else float(np.expm1(max(float(psi[1]), 0.0)))
+
+    def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
         step = self._step
-        cost = None if step is None else step.outputs.get("cost")
-        i = None if step is None else step.index.get(job_id)
-        if cost is None or i is None or self._step_fallback is not None:
-            return None
-        hit = np.flatnonzero(np.asarray(step.outputs["cost_nodes"])[i] == node_index)
-        return float(np.asarray(cost)[i, hit[0], 0]) if len(hit) else None
+        return None if step is None or self._step_fallback is not None else step.psi(job_id, node_index)
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
         """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (not masked by the

@@ -63,6 +63,16 @@ class PreparedStep:
                 self._h = h.cpu().numpy().astype(np.float32, copy=False)
         return self._h
 
+    def psi(self, job_id: str, node_index: int) -> np.ndarray | None:
+        """float32 ``[cost_dim]``: the cost estimator ψ of placing ``job_id`` on ``node_index`` at the
+        step's start; ``None`` without ψ in the answer, for a job the step did not score, or a node
+        not among the job's best-scored ones (:data:`inference.model.step.COST_TOP`)."""
+        cost, i = self.outputs.get("cost"), self.index.get(job_id)
+        if cost is None or i is None:
+            return None
+        hit = np.flatnonzero(np.asarray(self.outputs["cost_nodes"])[i] == node_index)
+        return np.asarray(cost)[i, hit[0]] if len(hit) else None
+
     def changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity differs from the step start."""
         cpu, mem, gpu = self.free

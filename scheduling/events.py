@@ -240,6 +240,9 @@ class DecisionRecord(Event):
     feasible_nodes: int = 0
     predicted_duration_s: float | None = None
     predicted_cost: float | None = None
+    predicted_run_time_s: float | None = Field(
+        default=None, description="The learned cost estimator's expected run time of the job on the chosen node, s."
+    )
     latency_ms: float = Field(ge=0, description="Job submit (or tick) to command, ms.")
     step_compute_ms: float = Field(default=0.0, ge=0)
     submit_time: AwareDatetime | None = None

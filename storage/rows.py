@@ -132,6 +132,7 @@ _SPECIFIC: dict[str, list[tuple[str, pa.DataType, Getter]]] = {
         ("feasible_nodes", pa.uint32(), _attr("feasible_nodes")),
         ("predicted_duration_s", pa.float64(), _attr("predicted_duration_s")),
         ("predicted_cost", pa.float64(), _attr("predicted_cost")),
+        ("predicted_run_time_s", pa.float64(), _attr("predicted_run_time_s")),
         ("latency_ms", pa.float64(), _attr("latency_ms")),
         ("step_compute_ms", pa.float64(), _attr("step_compute_ms")),
         ("submit_time", TS, _attr("submit_time")),

@@ -25,14 +25,16 @@ from streams.state import PendingJob
 class StepModel:
     """What the policy's model said about one step, read once after the step is scheduled:
     the model version that decided, the jobs the heuristic fallback scored instead (with the
-    reason appended to their records), the learned cost estimator ψ, if the policy has one, and
+    reason appended to their records), the learned cost estimator ψ (fragmentation added and, with
+    a second column, the expected run time), if the policy has one, and
     its notes on single decisions (the lookahead's, appended to their records' reason).
     A heuristic policy has none of these: empty version, no fallback, no cost."""
 
     version: str = ""
     fallback_note: str = ""  # "; <backend> fell back to <heuristic>: <reason>"
     fallback_jobs: Collection[str] = field(default_factory=frozenset)
-    cost_of: Callable[[str, int], float] | None = None
+    cost_of: Callable[[str, int], float | None] | None = None
+    run_time_of: Callable[[str, int], float | None] | None = None  # ψ's expected run time, s
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> the policy's note (the lookahead's)
 
     @classmethod
@@ -44,6 +46,7 @@ class StepModel:
             fallback_note=f"; {model.backend} fell back to {policy.fallback_name}: {model.reason}" if model else "",
             fallback_jobs=getattr(policy, "fallback_jobs", set()),  # jobs the heuristic scored
             cost_of=getattr(policy, "predicted_cost", None),
+            run_time_of=getattr(policy, "predicted_run_time", None),
             notes=dict(getattr(policy, "decision_notes", {})),
         )
 
@@ -76,6 +79,7 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
         trace_duration_s=p.job.trace_duration_s, step_id=step_id, model_version=model.version,
         fallback=fell_back, predicted_duration_s=durations.get(pl.job_id),
         predicted_cost=model.cost_of(pl.job_id, pl.node_index) if model.cost_of else None,
+        predicted_run_time_s=model.run_time_of(pl.job_id, pl.node_index) if model.run_time_of else None,
     )  # fmt: skip
 
 

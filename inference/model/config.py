@@ -21,9 +21,13 @@ class ModelConfig:
     # shapes × nodes × head_hidden instead of pending × nodes × head_hidden)
     head_rank: int = 0
     # optional heads (issue 4 point 3); a config.json without these keys = heads absent (old models load)
-    cost_dim: int = 0  # outputs of the cost estimator ψ(h, a) (0 = no cost head); 1 = fragmentation added
+    # outputs of the cost estimator ψ(h, a) (0 = no cost head): 1 = the fragmentation the placement adds (GPUs);
+    # 2 = and the job's expected run time on the node, log(1 + s) (its completion time = the placement's + that)
+    cost_dim: int = 0
     transition: bool = False  # the transition model T(h, a) and the self-correction signal Δ
     stability: float = 0.0  # decision time: score − stability · Δ (with the transition model)
+    # the pending jobs as tokens of the encoder, pooled into this many slots (inference.model.job_tokens; 0: none)
+    job_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not 2 <= self.depth <= 10:
@@ -34,6 +38,8 @@ class ModelConfig:
             raise ValueError("head_layers must be 1 or 2")
         if not 0 <= self.head_rank <= 64:
             raise ValueError("head_rank must be within 0..64")
+        if not 0 <= self.job_tokens <= 16:
+            raise ValueError("job_tokens must be within 0..16")
         if self.cost_dim < 0 or self.stability < 0:
             raise ValueError("cost_dim and stability must be >= 0")
 

@@ -6,7 +6,9 @@ layers, each (1) aggregates neighbours over G_t (k-NN: mean of the neighbours' s
 rack/zone labels: mean over the node's group), (2) updates every node with a residual MLP
 of [own state, aggregate], (3) FiLM context modulation: ``LayerNorm(h) · (1 + γ) + β`` with
 γ, β from a context vector = [mean node state (the cluster summary), the mean demand of
-the step's pending jobs (zeros when unknown)]. Run once per scheduling step.
+the step's pending jobs (zeros when unknown)]. With ``ModelConfig.job_tokens`` = S > 0 the
+pending jobs are also tokens: pooled by attention into S summaries that every node attends to
+in each layer, after (2) (:mod:`inference.model.job_tokens`). Run once per scheduling step.
 
 **Policy head** π(a | h): for job j and node n, ``MLP(A·z_n + B·p_jn + C·e_j)`` where
 ``z_n`` is the node embedding (step-level), ``p_jn`` the pair features on the node's CURRENT
@@ -20,7 +22,9 @@ precomputed once per step (:meth:`PolicyHead.precompute`), so scoring one job co
 
 - cost estimator ψ(h, a) (:class:`CostHead`, :meth:`Scorer.cost`): ``[..., N, cost_dim]`` per
   (job, node) from the policy head's node term, the job and the pair features — trained as an
-  auxiliary regression on the fragmentation each placement adds (column 0, in GPUs);
+  auxiliary regression on the fragmentation each placement adds (column 0, in GPUs) and, with a
+  second column, on the job's run time there (``log(1 + s)``: the placement's expected completion
+  time is its start plus that);
 - transition model T (:class:`TransitionHead`, :meth:`Scorer.transition`):
   ``h_{t+1} = T(h_t, a_t)`` — the acted node's embedding gets a local update, every node a
   global one (the context the action changes); trained on consecutive states against the
@@ -43,6 +47,7 @@ from torch import nn
 
 from inference.features.topology import Topology
 from inference.model.config import ModelConfig
+from inference.model.job_tokens import JobTokens, SlotAttention
 from inference.model.policy_head import PolicyHead, ShapeFactoredHead, make_head
 
 
@@ -88,33 +93,46 @@ class TorchTopology:
 
 
 class FusionLayer(nn.Module):
-    def __init__(self, hidden: int, context: int) -> None:
+    def __init__(self, hidden: int, context: int, tokens: bool = False) -> None:
         super().__init__()
         self.update = nn.Sequential(nn.Linear(2 * hidden, hidden), nn.ReLU(), nn.Linear(hidden, hidden))
+        self.attend = SlotAttention(hidden) if tokens else None
         self.norm = nn.LayerNorm(hidden, elementwise_affine=False)
         self.film = nn.Linear(context, 2 * hidden)
         nn.init.zeros_(self.film.weight)
         nn.init.zeros_(self.film.bias)
 
-    def forward(self, h: torch.Tensor, topo: TorchTopology, queue: torch.Tensor) -> torch.Tensor:
+    def forward(self, h: torch.Tensor, topo: TorchTopology, queue: torch.Tensor,
+                slots: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         h = h + self.update(torch.cat([h, topo.aggregate(h)], dim=-1))
+        if self.attend is not None and slots is not None:
+            h = self.attend(h, slots)
         gamma, beta = self.film(torch.cat([h.mean(dim=1), queue], dim=-1)).chunk(2, dim=-1)
         return self.norm(h) * (1.0 + gamma[:, None]) + beta[:, None]
 
 
 class FusionEncoder(nn.Module):
-    def __init__(self, node_dim: int, job_dim: int, hidden: int, depth: int) -> None:
+    def __init__(self, node_dim: int, job_dim: int, hidden: int, depth: int, job_tokens: int = 0) -> None:
         super().__init__()
         self.inp = nn.Sequential(nn.Linear(node_dim, hidden), nn.ReLU())
         self.queue = nn.Linear(job_dim, hidden)
-        self.layers = nn.ModuleList(FusionLayer(hidden, 2 * hidden) for _ in range(depth))
+        self.tokens = JobTokens(job_dim, hidden, job_tokens) if job_tokens else None
+        self.layers = nn.ModuleList(FusionLayer(hidden, 2 * hidden, bool(job_tokens)) for _ in range(depth))
 
-    def forward(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor) -> torch.Tensor:
-        """``nodes [B, N, node_dim]``, ``queue [B, job_dim]`` (mean pending demand) → ``[B, N, hidden]``."""
+    def forward(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor, jobs: torch.Tensor | None = None,
+                mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """``nodes [B, N, node_dim]``, ``queue [B, job_dim]`` (mean pending demand) and, for a model with
+        job tokens, the pending jobs ``jobs [B, J, job_dim]`` (``mask [B, J]``: which are real; ``None``:
+        no jobs) → ``[B, N, hidden]``."""
         h = self.inp(nodes)
         q = self.queue(queue)
+        slots = None
+        if self.tokens is not None:
+            if jobs is None:
+                jobs = nodes.new_zeros((nodes.shape[0], 0, queue.shape[-1]))
+            slots = self.tokens(jobs, mask)
         for layer in self.layers:
-            h = layer(h, topo, q)
+            h = layer(h, topo, q, slots)
         return h
 
 
@@ -155,7 +173,7 @@ class Scorer(nn.Module):
         super().__init__()
         spec = config.spec
         self.config = config
-        self.encoder = FusionEncoder(spec.node_dim, spec.job_dim, config.hidden, config.depth)
+        self.encoder = FusionEncoder(spec.node_dim, spec.job_dim, config.hidden, config.depth, config.job_tokens)
         self.head: PolicyHead | ShapeFactoredHead = make_head(config.hidden, spec.job_dim, spec.pair_dim,
                                                                config.head_hidden, config.head_layers, config.head_rank)
         self.cost_head = CostHead(spec.job_dim, spec.pair_dim, config.head_hidden, config.cost_dim) \
@@ -163,24 +181,32 @@ class Scorer(nn.Module):
         self.transition_head = TransitionHead(config.hidden, spec.job_dim, spec.pair_dim) \
             if config.transition else None  # fmt: skip
 
-    def encode(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor) -> torch.Tensor:
-        """h_t ``[B, N, hidden]`` (the fusion encoder); ``head.precompute(h)`` is :meth:`node_part`."""
-        return self.encoder(nodes, topo, queue)
+    def encode(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor, tokens: torch.Tensor | None = None,
+               token_mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+        """h_t ``[B, N, hidden]`` (the fusion encoder; ``tokens [B, J, job_dim]``: the pending jobs, for a
+        model with job tokens); ``head.precompute(h)`` is :meth:`node_part`."""
+        return self.encoder(nodes, topo, queue, tokens, token_mask)
 
-    def node_part(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor) -> torch.Tensor:
+    def node_part(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor, tokens: torch.Tensor | None = None,
+                  token_mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """Step-level: ``[B, N, hidden]`` (encoder + the head's node projection)."""
-        return self.head.precompute(self.encoder(nodes, topo, queue))
+        return self.head.precompute(self.encoder(nodes, topo, queue, tokens, token_mask))
 
     def forward(self, nodes: torch.Tensor, topo: TorchTopology, queue: torch.Tensor, jobs: torch.Tensor,
-                pairs: torch.Tensor) -> torch.Tensor:  # fmt: skip
+                pairs: torch.Tensor, tokens: torch.Tensor | None = None,
+                token_mask: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
         """Training: one job per state. ``nodes [B, N, F]``, ``queue, jobs [B, job_dim]``,
-        ``pairs [B, N, P]`` → scores ``[B, N]`` (unmasked)."""
-        return self.head.score(self.node_part(nodes, topo, queue), jobs, pairs)
+        ``pairs [B, N, P]`` → scores ``[B, N]`` (unmasked). ``tokens``: the pending jobs per state
+        (default: the state's one job)."""
+        if tokens is None and self.encoder.tokens is not None:
+            tokens = jobs[:, None]
+        return self.head.score(self.node_part(nodes, topo, queue, tokens, token_mask), jobs, pairs)
 
     # -- the optional heads --------------------------------------------------------------------
     def cost(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """ψ: ``node_part [..., N, W]`` (:meth:`node_part`), ``jobs [..., job_dim]``, ``pairs [..., N, P]``
-        → ``[..., N, cost_dim]``; column 0 = fragmentation the placement adds, in GPUs."""
+        → ``[..., N, cost_dim]``; column 0 = fragmentation the placement adds, in GPUs; column 1 (if
+        any) = the job's expected run time on the node, ``log(1 + s)``."""
         if self.cost_head is None:
             raise ValueError("this model has no cost head (ModelConfig.cost_dim = 0)")
         return self.cost_head(node_part, jobs, pairs)

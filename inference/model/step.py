@@ -259,7 +259,8 @@ def encode_step(model: Any, inputs: PolicyInputs, topologies: TopologyCache | No
     topo = (topologies or TopologyCache(1)).get(inputs, device)
     with torch.inference_mode():
         nodes, queue = torch.from_numpy(inputs.nodes).to(device), torch.from_numpy(inputs.queue).to(device)
-        return model.encode(nodes[None], topo, queue[None])[0]
+        tokens = torch.from_numpy(inputs.jobs).to(device)[None]  # the step's pending jobs (models with job tokens)
+        return model.encode(nodes[None], topo, queue[None], tokens)[0]
 
 
 def stability(model: Any) -> float:

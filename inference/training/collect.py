@@ -20,7 +20,8 @@ node, as :func:`scheduling.assign.place_one` takes it) — the set target loses 
 tie-break, which is what makes FGD pack (FGD with random tie-breaks: 90 % instead of 95 %
 on fill seed 0) — and, for the auxiliary heads, the cost label of every node (``cost``: the
 fragmentation the placement adds under the spec's workload, :mod:`inference.features.cluster`;
-zeros without a workload) and the chosen node's state row after the placement (``next_row``),
+zeros without a workload), the job's recorded run time (``run_time``, the outcome: a label only,
+never a feature; NaN when the trace has none) and the chosen node's state row after the placement (``next_row``),
 from which the transition model's target is built.
 
 **DAgger** (:mod:`inference.training.dagger`): with ``actor=`` another policy (the learner),
@@ -63,6 +64,7 @@ class Demonstrations:
     target: list[np.ndarray] = field(default_factory=list)  # bool [N]: the expert's best nodes
     choice: list[int] = field(default_factory=list)  # the expert's actual pick (first best node)
     cost: list[np.ndarray] = field(default_factory=list)  # float32 [N]: cost label per node (frag added)
+    run_time: list[float] = field(default_factory=list)  # the job's recorded run time, s (NaN: unknown): ψ's 2nd label
     next_row: list[np.ndarray] = field(default_factory=list)  # [node_dim]: the chosen node's row after placing
     source: list[str] = field(default_factory=list)  # "fill seed 3", …
     group: list[int] = field(default_factory=list)  # index into ``snapshots``: which node table (topology)
@@ -72,7 +74,7 @@ class Demonstrations:
         return len(self.target)
 
     def has(self, name: str) -> bool:
-        """Whether the optional field ``name`` (``choice``, ``cost``, ``next_row``) is there for every sample
+        """Whether the optional field ``name`` (``choice``, ``cost``, ``run_time``, ``next_row``) is there for every sample
         (code that appends samples itself may fill only the required fields)."""
         return len(getattr(self, name)) == len(self) > 0
 
@@ -99,7 +101,7 @@ class Demonstrations:
 
 
 REQUIRED = ("nodes", "pairs", "jobs", "queues", "feasible", "target")
-OPTIONAL = ("choice", "cost", "next_row")
+OPTIONAL = ("choice", "cost", "run_time", "next_row")
 
 
 class RecordingPolicy:
@@ -170,6 +172,7 @@ class RecordingPolicy:
         d.choice.append(choice)
         d.cost.append(frag_pair_features(job, snapshot, self.spec)[:, 0] if self.spec.workload
                       else np.zeros(snapshot.num_nodes, np.float32))  # fmt: skip
+        d.run_time.append(np.nan if job.trace_duration_s is None else float(job.trace_duration_s))
         d.next_row.append(_next_row(self.expert, snapshot, choice, job, self.spec))
         d.source.append(self.source)
         if not d.snapshots or d.snapshots[-1].table is not snapshot.table:

@@ -14,7 +14,9 @@ FGD's tie-break, which is what packs. Agreement is then exact agreement with the
 demonstrations carry the labels and the weight is > 0):
 
 - ``cost_weight``: mean squared error of ψ's column 0 against the fragmentation each
-  feasible placement adds (in GPUs);
+  feasible placement adds (in GPUs) and, for a ψ with a second column, of that column against
+  ``log(1 + the job's recorded run time in s)`` on every feasible node (the job's expected run
+  time there: in these simulators a node does not change it), where the trace has one;
 - ``transition_weight``: ‖T(h_t, a_t) − h_{t+1}‖² per node, ``h_{t+1}`` the encoder's
   embedding of the next state (the chosen node's row replaced; stop-gradient target);
 - by default the cost and transition losses train their heads on the DETACHED representation
@@ -57,6 +59,7 @@ class TrainOptions:
     transition_weight: float = 0.0
     delta_weight: float = 0.0
     aux_grad: bool = False  # whether the cost and transition losses also train the encoder (else heads only)
+    token_window: int = 16  # a model with job tokens: each state's job and the next states' (token_windows)
 
 
 @dataclass
@@ -88,14 +91,37 @@ def agreement(scores: torch.Tensor, feasible: torch.Tensor, target: torch.Tensor
     return target.gather(1, pick[:, None])[:, 0]
 
 
+def token_windows(group: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """The job tokens of each recorded state, for a model with job tokens: its own job and the jobs of
+    the next ``window − 1`` states recorded in the same run (the pods that come after it, standing in
+    for a queue; one state records one decision). Indices ``[M, window]`` into the states and their
+    mask (past a run's end: padding)."""
+    m = len(group)
+    idx = np.arange(m)[:, None] + np.arange(max(1, window))[None, :]
+    clipped = np.minimum(idx, max(m - 1, 0))
+    mask = (idx < m) & (group[clipped] == group[:, None])
+    return np.where(mask, clipped, np.arange(m)[:, None]), mask
+
+
 class _Data:
     """The demonstrations as tensors, batched within one node table (one topology) at a time."""
 
-    def __init__(self, demos: Demonstrations, config: ModelConfig) -> None:
+    def __init__(self, demos: Demonstrations, config: ModelConfig, token_window: int = 16) -> None:
         a = demos.arrays()
         self.t = {k: torch.from_numpy(v) for k, v in a.items()}
         self.group = np.asarray(demos.group)
         self.topos = [TorchTopology(build_topology(s, config.spec, config.knn)) for s in demos.snapshots]
+        self.tokens: tuple[torch.Tensor, torch.Tensor] | None = None
+        if config.job_tokens:
+            idx, mask = token_windows(self.group, token_window)
+            self.tokens = torch.from_numpy(idx), torch.from_numpy(mask)
+
+    def job_tokens(self, i: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """The states' job tokens ``[B, window, job_dim]`` and mask (``None, None`` without job tokens)."""
+        if self.tokens is None:
+            return None, None
+        idx, mask = self.tokens
+        return self.t["jobs"][idx[i]], mask[i]
 
     def __len__(self) -> int:
         return len(self.group)
@@ -114,7 +140,7 @@ class _Data:
     def run(self, model: Scorer, g: int, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         i = torch.from_numpy(idx)
         t = self.t
-        scores = model(t["nodes"][i], self.topos[g], t["queues"][i], t["jobs"][i], t["pairs"][i])
+        scores = model(t["nodes"][i], self.topos[g], t["queues"][i], t["jobs"][i], t["pairs"][i], *self.job_tokens(i))
         return scores, t["feasible"][i], t["target"][i]
 
     def step(self, model: Scorer, g: int, idx: np.ndarray,
@@ -125,7 +151,8 @@ class _Data:
         t = self.t
         nodes, queue, jobs, pairs, feasible = (t[k][i] for k in ("nodes", "queues", "jobs", "pairs", "feasible"))
         topo = self.topos[g]
-        h = model.encode(nodes, topo, queue)
+        tokens = self.job_tokens(i)
+        h = model.encode(nodes, topo, queue, *tokens)
         node_part = model.head.precompute(h)
         scores = model.head.score(node_part, jobs, pairs)
         target = t["target"][i]
@@ -134,16 +161,22 @@ class _Data:
         parts = {"policy": listwise_loss(scores, feasible, target).mean()}
         h_aux, part_aux = (h, node_part) if opts.aux_grad else (h.detach(), node_part.detach())
         if model.cost_head is not None and opts.cost_weight > 0 and "cost" in t:
-            err = (model.cost(part_aux, jobs, pairs)[..., 0] - 8.0 * t["cost"][i]) ** 2  # GPUs
+            cost = model.cost(part_aux, jobs, pairs)
+            err = (cost[..., 0] - 8.0 * t["cost"][i]) ** 2  # GPUs
             parts["cost"] = (err * feasible).sum() / feasible.sum().clamp(min=1)
+            if cost.shape[-1] > 1 and "run_time" in t:  # ψ's expected run time, log(1 + s), where it is known
+                run_time = t["run_time"][i].float()
+                known = feasible & ~torch.isnan(run_time)[:, None]
+                err = (cost[..., 1] - torch.log1p(torch.nan_to_num(run_time))[:, None]) ** 2
+                parts["run_time"] = (err * known).sum() / known.sum().clamp(min=1)
         if model.transition_head is not None and "choice" in t and "next_row" in t:
             b = torch.arange(len(idx))
             choice = t["choice"][i]
             if opts.transition_weight > 0:
                 after = nodes.clone()
                 after[b, choice] = t["next_row"][i]
-                with torch.no_grad():
-                    h_next = model.encode(after, topo, queue)
+                with torch.no_grad():  # the same tokens: decisions roll T within one step's queue
+                    h_next = model.encode(after, topo, queue, *tokens)
                 pred = model.transition(h_aux, Action(jobs, choice, pairs[b, choice]))
                 parts["transition"] = ((pred - h_next) ** 2).sum(-1).mean()
             if opts.delta_weight > 0:
@@ -152,8 +185,8 @@ class _Data:
                 neg = torch.finfo(scores.dtype).min
                 pi = torch.softmax(scores.masked_fill(~feasible, neg), dim=1)
                 parts["delta"] = (pi * delta).sum(1).mean()
-        weights = {"policy": 1.0, "cost": opts.cost_weight, "transition": opts.transition_weight,
-                   "delta": opts.delta_weight}  # fmt: skip
+        weights = {"policy": 1.0, "cost": opts.cost_weight, "run_time": opts.cost_weight,
+                   "transition": opts.transition_weight, "delta": opts.delta_weight}  # fmt: skip
         total = sum(weights[k] * v for k, v in parts.items())
         assert isinstance(total, torch.Tensor)
         return total, parts, scores, feasible, target
@@ -195,8 +228,8 @@ def train_imitation(train: Demonstrations, config: ModelConfig, options: TrainOp
         raise ValueError("init's config differs from config")
     model = copy.deepcopy(init) if init is not None else Scorer(config)
     model.train()
-    data = _Data(train, config)
-    val_data = _Data(val, config) if val is not None and len(val) else None
+    data = _Data(train, config, opts.token_window)
+    val_data = _Data(val, config, opts.token_window) if val is not None and len(val) else None
     optimiser = torch.optim.AdamW(model.parameters(), lr=opts.lr, weight_decay=opts.weight_decay)
     total_steps = opts.epochs * len(data.batches(opts.batch, None))
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=opts.lr, total_steps=max(1, total_steps))

@@ -25,7 +25,10 @@ with the model) and a lean, shape-factored policy head (``--head-rank 4``, ``--h
 give +0.4 pp of fill; their FGD pass per job shape is paid, from step to step, only on the
 nodes that changed (:class:`inference.features.pair_cache.PairCache`): 14 / 20 ms p50 / p99 at
 256 pending over consecutive steps. ``--no-frag-features`` trains the lean model (9 / 11 ms). It trains the cost and transition heads as auxiliary tasks on the frozen
-representation (``--cost-weight``, ``--transition-weight``). ``--dagger-rounds N`` then rolls
+representation (``--cost-weight``, ``--transition-weight``; ψ has two columns: the fragmentation a
+placement adds and the job's run time, learned from the pods' recorded run times). The pending jobs
+are tokens of the fusion encoder, pooled into ``--job-tokens`` slots (4; 0: none): a state's tokens
+are its job and the pods recorded after it (:mod:`inference.model.job_tokens`). ``--dagger-rounds N`` then rolls
 the learner out on ``--dagger-seeds`` and retrains on the aggregate
 (:mod:`inference.training.dagger`).
 
@@ -100,7 +103,8 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
               frag_features: bool = False,
               dagger_rounds: int = 0, dagger_seeds: list[int] | None = None, dagger_epochs: int | None = None,
               dagger_beta: float = 0.0, cost_weight: float = 0.1, transition_weight: float = 0.1,
-              delta_weight: float = 0.0, stability: float = 0.0, rl: Any = None, encoder: str = "hashed") -> Path:  # fmt: skip
+              delta_weight: float = 0.0, stability: float = 0.0, rl: Any = None, encoder: str = "hashed",
+              job_tokens: int = 0) -> Path:  # fmt: skip
     """Collect, imitate, optionally DAgger, optionally RL (``rl``: :class:`RLOptions`), save. Heads:
     a cost head when ``cost_weight > 0``, a transition head when ``transition_weight``,
     ``delta_weight`` or ``stability`` is > 0. ``encoder``: the job text encoder (:func:`~ops.cli.train_spec.policy_spec`)."""
@@ -129,9 +133,9 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
                              frag=frag_features)  # fmt: skip
     config = ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden, head_layers=head_layers,
                          head_rank=head_rank,
-                         cost_dim=1 if cost_weight > 0 else 0,
+                         cost_dim=2 if cost_weight > 0 else 0,
                          transition=transition_weight > 0 or delta_weight > 0 or stability > 0,
-                         stability=stability)  # fmt: skip
+                         stability=stability, job_tokens=job_tokens)  # fmt: skip
     options = TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed, target=target, cost_weight=cost_weight,
                            transition_weight=transition_weight, delta_weight=delta_weight)  # fmt: skip
     factory = expert_factory(expert, pod_list, sum(n.num_gpu for n in node_views) * 1000)
@@ -213,6 +217,8 @@ def train(
     text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size (--encoder hashed; MiniLM's is 384)."),
     head_hidden: int = typer.Option(16, min=4, help="Width of the policy head (its cost: shapes × nodes × width)."),
     head_layers: int = typer.Option(1, min=1, max=2, help="Hidden layers of the policy head (1 or 2)."),
+    job_tokens: int = typer.Option(4, min=0, max=16, help="Slots the pending jobs are pooled into as tokens of the "
+                                   "fusion encoder (0: none; inference.model.job_tokens)."),
     head_rank: int = typer.Option(4, min=0, max=64, help="Job coefficients of the shape-factored head (0: the per-(job, node) head, "
                                   "whose cost is pending × nodes × width)."),
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
@@ -296,5 +302,6 @@ def train(
               cluster_features=cluster_features, frag_features=frag_features, dagger_rounds=dagger_rounds,
               dagger_seeds=seed_list(dagger_seeds) if dagger_seeds else None, dagger_epochs=dagger_epochs,
               dagger_beta=dagger_beta, cost_weight=cost_weight, transition_weight=transition_weight,
-              delta_weight=delta_weight, stability=stability, rl=rl, encoder=encoder, pods=pods, nodes=nodes)  # fmt: skip
+              delta_weight=delta_weight, stability=stability, rl=rl, encoder=encoder, pods=pods, nodes=nodes,
+              job_tokens=job_tokens)  # fmt: skip
     publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive, pods=pods, nodes=nodes)

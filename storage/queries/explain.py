@@ -37,7 +37,8 @@ FROM jobs_submitted FINAL WHERE job_id = %(job)s ORDER BY event_time LIMIT 1
 
 _DECISIONS = """
 SELECT decision_id, attempt, outcome, node_id, gpu_indices, policy, model_version, candidates,
-       feasible_nodes, predicted_duration_s, predicted_cost, latency_ms, reason, fallback,
+       feasible_nodes, predicted_duration_s, predicted_cost, predicted_run_time_s, latency_ms, reason,
+       fallback,
        toUnixTimestamp64Milli(event_time) AS t_ms
 FROM decisions FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
 """
@@ -137,6 +138,10 @@ def explain(client: ArchiveClient, job_id: str) -> Explanation:
         text = f"{head} by {d['policy']} (attempt {d['attempt']}, {d['latency_ms']:.1f} ms)"
         if d["reason"]:
             text += f": {d['reason']}"
+        if d["predicted_cost"] is not None:  # the learned cost estimator ψ on the chosen node
+            text += f"; ψ: {d['predicted_cost']:+.3f} GPU fragmentation"
+            if d["predicted_run_time_s"] is not None:
+                text += f", expected run time {d['predicted_run_time_s']:,.0f} s"
         if cands:
             text += f"; candidates {cands}"
         timeline.append(TimelineEntry(d["time"], "decision", text, d))

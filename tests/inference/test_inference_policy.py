@@ -273,7 +273,7 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     from scheduling.gpu_select import select_gpus
 
     torch.manual_seed(4)
-    config = ModelConfig(spec=SPEC, hidden=8, depth=2, cost_dim=1, transition=True, stability=0.5)
+    config = ModelConfig(spec=SPEC, hidden=8, depth=2, cost_dim=2, transition=True, stability=0.5)
     save_model(tmp_path / "c", Scorer(config), "cost-v1")
     p = LearnedPolicy(tmp_path / "c")
     model = p.loaded.model
@@ -283,7 +283,7 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     everywhere = np.ones(snap.num_nodes, bool)
     first = p.score(ordered[0], snap, everywhere)
     step = p._step
-    assert {"cost", "cost_nodes", "delta", "h"} <= set(step.outputs) and step.outputs["cost"].shape == (4, 8, 1)
+    assert {"cost", "cost_nodes", "delta", "h"} <= set(step.outputs) and step.outputs["cost"].shape == (4, 8, 2)
     inputs = build_inputs(snap, ordered, 1.0, SPEC, p.encoder())
     topo = TopologyCache().get(inputs)
     with torch.inference_mode():
@@ -299,10 +299,15 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     assert best == int(np.argmax(step.scores[0]))
     with torch.inference_mode():
         psi = model.cost(torch.from_numpy(step.node_part[best:best + 1]), torch.from_numpy(inputs.jobs[0]),
-                         torch.from_numpy(inputs.pairs[inputs.which[0]][best:best + 1]))[0, 0]
-    assert p.predicted_cost(ordered[0].job_id, best) == pytest.approx(float(psi), rel=1e-5)
+                         torch.from_numpy(inputs.pairs[inputs.which[0]][best:best + 1]))[0]
+    assert p.predicted_cost(ordered[0].job_id, best) == pytest.approx(float(psi[0]), rel=1e-5)
+    # ψ's second column: the job's expected run time there, log(1 + s)
+    assert p.predicted_run_time(ordered[0].job_id, best) == pytest.approx(float(np.expm1(max(psi[1], 0))), rel=1e-5)
     worst = int(np.argmin(step.scores[0]))
     assert p.predicted_cost(ordered[0].job_id, worst) is None  # not among the best 8 of 12
+    assert p.predicted_run_time(ordered[0].job_id, worst) is None
+    step.outputs["cost"] = step.outputs["cost"][..., :1]  # a ψ with the fragmentation column only
+    assert p.predicted_cost(ordered[0].job_id, best) is not None and p.predicted_run_time(ordered[0].job_id, best) is None
 
 
 def test_a_worker_started_before_any_model_picks_it_up_once_published(tmp_path):

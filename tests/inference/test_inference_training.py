@@ -66,3 +66,29 @@ def test_fgd_demonstrations_are_learnable():
     model, history = train_imitation(d, CONFIG, TrainOptions(epochs=20, batch=8, lr=1e-2, seed=0))
     assert history.loss[-1] < history.loss[0]
     assert history.agreement[-1] >= 0.6
+
+
+def test_a_model_with_job_tokens_trains_and_learns_to_read_them(best_fit_demos):
+    from dataclasses import replace
+
+    config = replace(CONFIG, job_tokens=2)
+    model, history = train_imitation(best_fit_demos, config, TrainOptions(epochs=3, batch=8, lr=1e-2, seed=0,
+                                                                          token_window=4))  # fmt: skip
+    assert history.loss[-1] < history.loss[0]
+    # the attention's output projection starts at zero: training moved it, so h now reads the tokens
+    assert all(layer.attend.out.weight.abs().sum() > 0 for layer in model.encoder.layers)
+
+
+def test_psi_learns_the_jobs_run_time_where_the_trace_records_one():
+    from dataclasses import replace
+
+    pods = [replace(p, trace_duration_s=600.0 * (1 + p.num_gpu)) for p in pod_mix(70, seed=0)]
+    pods[0] = replace(pods[0], trace_duration_s=None)  # a pod the trace has no run time for: no label
+    rec = RecordingPolicy(get_policy("best-fit"), SPEC, EncoderCache(HashedNgramEncoder(8)), rate=1.0, seed=0)
+    run_fill(small_nodes(16), pods, rec, 0)
+    d = rec.demos
+    assert d.has("run_time") and set(np.asarray(d.run_time)[np.isfinite(d.run_time)]) <= {600.0, 1200.0, 1800.0, 3000.0}
+    config = replace(CONFIG, cost_dim=2)
+    _, history = train_imitation(d, config, TrainOptions(epochs=30, batch=8, lr=1e-2, seed=0, cost_weight=1.0))
+    first, last = history.aux[0]["run_time"], history.aux[-1]["run_time"]
+    assert np.isfinite(first) and last < 0.05 * first, (first, last)

@@ -147,3 +147,12 @@ def test_a_start_and_an_end_in_the_same_millisecond_is_not_running(client: Archi
     s = summary(client)
     assert (s.finished, s.running) == (1, 0)
     assert reconcile(client).ok
+
+
+def test_explain_shows_the_cost_estimators_view_of_a_learned_decision(loaded: ArchiveClient) -> None:
+    ArchiveWriter(loaded).write("decisions", [DecisionRecord(
+        event_id="g-0", decision_id="g-0", event_time=at(9), job_id="G", outcome="placed", node_id="n2",
+        policy="learned", model_version="v3", latency_ms=3.0, predicted_cost=0.25, predicted_run_time_s=7200.0)])  # fmt: skip
+    [decision] = [x for x in explain(loaded, "G").timeline if x.source == "decision"]
+    assert "ψ: +0.250 GPU fragmentation, expected run time 7,200 s" in decision.text
+    assert decision.data["predicted_run_time_s"] == 7200.0

@@ -49,6 +49,9 @@ class ModelBackedPolicy:
     def predicted_cost(self, job_id: str, node_index: int) -> float:
         return 10.0 * node_index + len(job_id)
 
+    def predicted_run_time(self, job_id: str, node_index: int) -> float | None:
+        return 3600.0 if job_id == "j1" else None
+
 
 def test_a_heuristic_step_has_no_model_version_fallback_or_cost() -> None:
     model = StepModel.of(get_policy("best-fit"))
@@ -56,6 +59,7 @@ def test_a_heuristic_step_has_no_model_version_fallback_or_cost() -> None:
                         compute_ms=4.0, model=model, durations={}, now=T0.timestamp() + 2.0)  # fmt: skip
     assert rec.outcome == "placed" and rec.decision_id == rec.event_id == decision_id_for("j1", 0)
     assert (rec.model_version, rec.fallback, rec.predicted_cost, rec.predicted_duration_s) == ("", False, None, None)
+    assert rec.predicted_run_time_s is None
     assert rec.reason == "best fit"
     assert (rec.node_id, rec.gpu_indices, rec.feasible_nodes) == ("n3", [1], 7)
     assert [(c.node_id, c.score) for c in rec.candidates] == [("n3", 0.9), ("n1", 0.5)]
@@ -75,6 +79,7 @@ def test_a_model_backed_step_records_version_cost_and_only_the_fallback_jobs_rea
     assert by_fallback.fallback and by_fallback.model_version == "v7"
     assert by_fallback.reason == "best fit; triton fell back to best-fit: deadline exceeded"
     assert by_model.predicted_cost == 32.0 and by_fallback.predicted_cost == 32.0
+    assert by_model.predicted_run_time_s == 3600.0 and by_fallback.predicted_run_time_s is None
     assert by_model.predicted_duration_s == 120.0 and by_fallback.predicted_duration_s is None
 
 

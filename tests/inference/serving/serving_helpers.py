@@ -20,6 +20,10 @@ FRAG_SPEC = replace(SPEC, cluster=True, workload=((4000, 500, 1, (), 0.5), (8000
 def publish(root: Path, version: str, seed: int, spec: FeatureSpec = SPEC, **config: object) -> Path:
     """Save a tiny untrained scorer as ``root/version`` and point ``root/latest`` at it."""
     torch.manual_seed(seed)
-    save_model(root / version, Scorer(ModelConfig(spec=spec, hidden=8, depth=2, **config)), version)  # type: ignore[arg-type]
+    model = Scorer(ModelConfig(spec=spec, hidden=8, depth=2, **config))  # type: ignore[arg-type]
+    for layer in model.encoder.layers:  # job tokens' attention starts at 0: make the tokens count
+        if layer.attend is not None:
+            torch.nn.init.normal_(layer.attend.out.weight, std=0.5)
+    save_model(root / version, model, version)
     point_latest(root, version)
     return root / "latest"

@@ -1,5 +1,5 @@
-"""A model with the cost estimator, the self-correction term and the shape-factored policy
-head, served by its own real tritonserver: every output (scores with Δ subtracted, ψ on each job's best nodes and their
+"""A model with the cost estimator, the self-correction term, the shape-factored policy head and
+job tokens, served by its own real tritonserver: every output (scores with Δ subtracted, ψ on each job's best nodes and their
 indices, Δ, h) equals the in-process backend's."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ def test_cost_and_delta_outputs_equal_in_process(tmp_path):
     from inference.serving.process import start_server
 
     latest = publish(tmp_path / "models", "heads-v1", seed=3, cost_dim=1, transition=True, stability=0.3,
-                     head_rank=3)
+                     head_rank=3, job_tokens=2)
     with start_server(latest, log_path=tmp_path / "server.log") as server:
         triton = get_backend("triton", latest, url=server.url, deadline_ms=5000)
         local = get_backend("in-process", latest)

@@ -1,0 +1,63 @@
+"""The step's pending jobs as tokens of the fusion encoder (issue 4 point 3: "attention or a graph
+network over nodes and job tokens").
+
+:class:`JobTokens` embeds each pending job's feature row (resources, QoS, priority, time waited,
+duration estimate and its text embedding: :func:`inference.features.jobs.job_demand`) and pools
+the set by attention into ``slots`` learned summaries (a Set Transformer's pooling by multihead
+attention with one head: any number of jobs, in any order, gives ``slots`` vectors; a step
+without jobs gives zeros). :class:`SlotAttention` lets every node attend to those summaries in
+each fusion layer, a residual whose output projection starts at zero, so a new model begins as
+the encoder without tokens and learns how much of the queue to read.
+
+The cost is small beside the encoder: ``J × hidden`` for the embedding, ``(J + N) × slots ×
+hidden`` for the two attentions (256 pending × 1,213 nodes × 4 slots × 32: about 0.2 M
+multiply-adds a layer).
+
+Training (:mod:`inference.training.imitation`) records one decision per state; its tokens are
+the decided job and the jobs recorded after it in the same run (``TrainOptions.token_window``):
+the pods that come next, standing in for a queue. In a scheduling step they are the step's
+pending jobs, all of them.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+class JobTokens(nn.Module):
+    def __init__(self, job_dim: int, hidden: int, slots: int) -> None:
+        super().__init__()
+        self.embed = nn.Sequential(nn.Linear(job_dim, hidden), nn.ReLU(), nn.Linear(hidden, hidden))
+        self.seeds = nn.Parameter(torch.randn(slots, hidden) / math.sqrt(hidden))
+        self.scale = 1.0 / math.sqrt(hidden)
+
+    def forward(self, jobs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """``jobs [B, J, job_dim]`` (``mask [B, J]``: which are real) → the slots ``[B, slots, hidden]``."""
+        e = self.embed(jobs)  # [B, J, H]
+        logits = torch.einsum("sh,bjh->bsj", self.seeds, e) * self.scale
+        if mask is not None:
+            logits = logits.masked_fill(~mask[:, None, :], float("-inf"))
+        weights = torch.nan_to_num(torch.softmax(logits, dim=-1))  # a row of only padding: 0, not NaN
+        return weights @ e
+
+
+class SlotAttention(nn.Module):
+    """Nodes attend to the job slots: ``h + O·softmax(Q·h (K·slots)ᵀ / √H) V·slots`` (``O`` starts at 0)."""
+
+    def __init__(self, hidden: int) -> None:
+        super().__init__()
+        self.q = nn.Linear(hidden, hidden, bias=False)
+        self.k = nn.Linear(hidden, hidden, bias=False)
+        self.v = nn.Linear(hidden, hidden, bias=False)
+        self.out = nn.Linear(hidden, hidden)
+        nn.init.zeros_(self.out.weight)
+        nn.init.zeros_(self.out.bias)
+        self.scale = 1.0 / math.sqrt(hidden)
+
+    def forward(self, h: torch.Tensor, slots: torch.Tensor) -> torch.Tensor:
+        """``h [B, N, H]``, ``slots [B, S, H]`` → ``[B, N, H]``."""
+        attn = torch.softmax(self.q(h) @ self.k(slots).transpose(1, 2) * self.scale, dim=-1)  # [B, N, S]
+        return h + self.out(attn @ self.v(slots))
