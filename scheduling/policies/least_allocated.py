@@ -4,8 +4,9 @@ The default profile's two resource score plugins, weight 1 each, summed:
 
 - ``NodeResourcesFit`` with the ``LeastAllocated`` strategy: per resource, the share left free
   *after* the pod is placed, ``(capacity − requested) / capacity × 100``, averaged with the
-  resource weights (cpu 1, memory 1 in the default profile; a resource the node does not have
-  scores 0, as kube-scheduler's ``leastRequestedScore`` does);
+  resource weights (cpu 1, memory 1 in the default profile) over the resources the node has (one
+  it does not have is left out of the sum and of the weights, as kube-scheduler's
+  ``leastResourceScorer`` skips a resource with nothing allocatable);
 - ``NodeResourcesBalancedAllocation``: ``(1 − std) × 100`` over the same resources' requested
   fractions after placement (capped at 1), so a node whose cpu and memory fill together wins
   (a resource the node does not have is left out of the spread).
@@ -14,7 +15,9 @@ GPUs are an extended resource that the default profile does not score (``gpu_wei
 GPU pod goes to the emptiest node by cpu and memory, wherever its GPUs stand. That is the
 reference a user running the stock scheduler has; ``best-fit`` is its ``MostAllocated`` mirror.
 GPUs inside the node: best fit (:mod:`scheduling.gpu_select`). Scores are not truncated to
-integers; ties go to the lowest node index (kube-scheduler picks among ties at random).
+integers; ties go to the lowest node index (kube-scheduler picks among ties at random). Not
+modelled: the non-zero default requests kube-scheduler assumes for a pod that requests no cpu or
+memory, and its skipping BalancedAllocation for such pods.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ class LeastAllocated(BasePolicy):
         used = np.stack([np.clip(1.0 - (free[i] - request[i]) * inverse[i], 0.0, 1.0) for i in scored])
         has = np.stack([(has_cpu, has_mem, has_gpu)[i] for i in scored])
         weights = self.weights[scored][:, None]
-        score = MAX_NODE_SCORE * (weights * np.where(has, 1.0 - used, 0.0)).sum(axis=0) / weights.sum()
+        present = weights * has  # [R, N]: a resource the node lacks weighs nothing there
+        score = MAX_NODE_SCORE * (present * (1.0 - used)).sum(axis=0) / np.maximum(present.sum(axis=0), 1e-12)
         if self.balanced:
             count = has.sum(axis=0)
             mean = np.where(has, used, 0.0).sum(axis=0) / np.maximum(count, 1)

@@ -49,11 +49,11 @@ def test_gpus_are_not_scored_by_default_as_in_the_stock_profile():
     assert _best(s, job(gpus=1), gpu_weight=10.0) == "eight-free"
 
 
-def test_a_missing_resource_scores_zero_free_and_stays_out_of_the_balance():
+def test_a_resource_the_node_lacks_is_left_out_of_both_scores():
     s = snap(node("cpu-only", cpu=10_000, mem=1000))
     score = _scores(s, job(cpu=5000, mem=500), gpu_weight=1.0)[0]
-    # fit: cpu 50, memory 50, GPU 0 (none) -> 100/3; balance over cpu and memory alone: 100
-    assert score == pytest.approx(100 / 3 + 100)
+    # fit over cpu and memory alone (50 each; the GPU weight does not count here): 50; balance: 100
+    assert score == pytest.approx(50 + 100)
 
 
 def test_weights_are_validated():
