@@ -241,7 +241,9 @@ class DecisionRecord(Event):
     predicted_duration_s: float | None = None
     predicted_cost: float | None = None
     predicted_run_time_s: float | None = Field(
-        default=None, description="The learned cost estimator's expected run time of the job on the chosen node, s."
+        default=None,
+        description="The learned cost estimator's expected run time of the job on the chosen node, s "
+        "(trained on recorded run times at nominal node speed).",
     )
     latency_ms: float = Field(ge=0, description="Job submit (or tick) to command, ms.")
     step_compute_ms: float = Field(default=0.0, ge=0)

@@ -22,7 +22,7 @@ class ModelConfig:
     head_rank: int = 0
     # optional heads (issue 4 point 3); a config.json without these keys = heads absent (old models load)
     # outputs of the cost estimator ψ(h, a) (0 = no cost head): 1 = the fragmentation the placement adds (GPUs);
-    # 2 = and the job's expected run time on the node, log(1 + s) (its completion time = the placement's + that)
+    # 2 = and the job's expected run time, log(1 + s), at nominal node speed (completion = placement time + that)
     cost_dim: int = 0
     transition: bool = False  # the transition model T(h, a) and the self-correction signal Δ
     stability: float = 0.0  # decision time: score − stability · Δ (with the transition model)

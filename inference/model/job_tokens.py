@@ -14,9 +14,9 @@ hidden`` for the two attentions (256 pending × 1,213 nodes × 4 slots × 32: ab
 multiply-adds a layer).
 
 Training (:mod:`inference.training.imitation`) records one decision per state; its tokens are
-the decided job and the jobs recorded after it in the same run (``TrainOptions.token_window``):
-the pods that come next, standing in for a queue. In a scheduling step they are the step's
-pending jobs, all of them.
+the decided job and the next ``L − 1`` jobs recorded in the same run, ``L`` drawn from
+1..``TrainOptions.token_window`` per state: one token, as a fill benchmark step has, up to the
+pods that come next standing in for a queue. In a worker's step they are all the pending jobs.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ precomputed once per step (:meth:`PolicyHead.precompute`), so scoring one job co
 - cost estimator ψ(h, a) (:class:`CostHead`, :meth:`Scorer.cost`): ``[..., N, cost_dim]`` per
   (job, node) from the policy head's node term, the job and the pair features — trained as an
   auxiliary regression on the fragmentation each placement adds (column 0, in GPUs) and, with a
-  second column, on the job's run time there (``log(1 + s)``: the placement's expected completion
-  time is its start plus that);
+  second column, on the job's recorded run time (``log(1 + s)``, at nominal node speed: the
+  placement's expected completion time is its start plus that);
 - transition model T (:class:`TransitionHead`, :meth:`Scorer.transition`):
   ``h_{t+1} = T(h_t, a_t)`` — the acted node's embedding gets a local update, every node a
   global one (the context the action changes); trained on consecutive states against the
@@ -206,7 +206,7 @@ class Scorer(nn.Module):
     def cost(self, node_part: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> torch.Tensor:
         """ψ: ``node_part [..., N, W]`` (:meth:`node_part`), ``jobs [..., job_dim]``, ``pairs [..., N, P]``
         → ``[..., N, cost_dim]``; column 0 = fragmentation the placement adds, in GPUs; column 1 (if
-        any) = the job's expected run time on the node, ``log(1 + s)``."""
+        any) = the job's expected run time there, ``log(1 + s)`` (trained at nominal node speed)."""
         if self.cost_head is None:
             raise ValueError("this model has no cost head (ModelConfig.cost_dim = 0)")
         return self.cost_head(node_part, jobs, pairs)

@@ -15,8 +15,9 @@ demonstrations carry the labels and the weight is > 0):
 
 - ``cost_weight``: mean squared error of ψ's column 0 against the fragmentation each
   feasible placement adds (in GPUs) and, for a ψ with a second column, of that column against
-  ``log(1 + the job's recorded run time in s)`` on every feasible node (the job's expected run
-  time there: in these simulators a node does not change it), where the trace has one;
+  ``log(1 + the job's recorded run time in s)`` on every feasible node, where the trace has one
+  (pods that never ran have none). It is the run time at nominal speed, the same label on every
+  node: the simulators' node speeds (``--heterogeneity``) are hidden from every policy;
 - ``transition_weight``: ‖T(h_t, a_t) − h_{t+1}‖² per node, ``h_{t+1}`` the encoder's
   embedding of the next state (the chosen node's row replaced; stop-gradient target);
 - by default the cost and transition losses train their heads on the DETACHED representation
@@ -59,7 +60,7 @@ class TrainOptions:
     transition_weight: float = 0.0
     delta_weight: float = 0.0
     aux_grad: bool = False  # whether the cost and transition losses also train the encoder (else heads only)
-    token_window: int = 16  # a model with job tokens: each state's job and the next states' (token_windows)
+    token_window: int = 16  # a model with job tokens: each state's job and up to this many - 1 next ones (token_windows)
 
 
 @dataclass
@@ -91,29 +92,34 @@ def agreement(scores: torch.Tensor, feasible: torch.Tensor, target: torch.Tensor
     return target.gather(1, pick[:, None])[:, 0]
 
 
-def token_windows(group: np.ndarray, window: int) -> tuple[np.ndarray, np.ndarray]:
+def token_windows(group: np.ndarray, window: int, seed: int | None = 0) -> tuple[np.ndarray, np.ndarray]:
     """The job tokens of each recorded state, for a model with job tokens: its own job and the jobs of
-    the next ``window − 1`` states recorded in the same run (the pods that come after it, standing in
-    for a queue; one state records one decision). Indices ``[M, window]`` into the states and their
-    mask (past a run's end: padding)."""
-    m = len(group)
-    idx = np.arange(m)[:, None] + np.arange(max(1, window))[None, :]
+    the next ``L − 1`` states recorded in the same run, ``L`` drawn uniformly from 1..``window`` per
+    state (``seed``; ``None``: always ``window``). A fill state decides one pod, so the pods after it
+    stand in for a queue; the varying length shows the model both what it meets in the fill
+    benchmark (a step of one pod: one token) and in the worker (a queue). Indices
+    ``[M, window]`` into the states and their mask (past ``L`` or a run's end: padding)."""
+    m, window = len(group), max(1, window)
+    idx = np.arange(m)[:, None] + np.arange(window)[None, :]
     clipped = np.minimum(idx, max(m - 1, 0))
     mask = (idx < m) & (group[clipped] == group[:, None])
+    if seed is not None:
+        lengths = np.random.default_rng(seed).integers(1, window + 1, size=m)
+        mask &= np.arange(window)[None, :] < lengths[:, None]
     return np.where(mask, clipped, np.arange(m)[:, None]), mask
 
 
 class _Data:
     """The demonstrations as tensors, batched within one node table (one topology) at a time."""
 
-    def __init__(self, demos: Demonstrations, config: ModelConfig, token_window: int = 16) -> None:
+    def __init__(self, demos: Demonstrations, config: ModelConfig, token_window: int = 16, seed: int = 0) -> None:
         a = demos.arrays()
         self.t = {k: torch.from_numpy(v) for k, v in a.items()}
         self.group = np.asarray(demos.group)
         self.topos = [TorchTopology(build_topology(s, config.spec, config.knn)) for s in demos.snapshots]
         self.tokens: tuple[torch.Tensor, torch.Tensor] | None = None
         if config.job_tokens:
-            idx, mask = token_windows(self.group, token_window)
+            idx, mask = token_windows(self.group, token_window, seed)
             self.tokens = torch.from_numpy(idx), torch.from_numpy(mask)
 
     def job_tokens(self, i: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -228,8 +234,8 @@ def train_imitation(train: Demonstrations, config: ModelConfig, options: TrainOp
         raise ValueError("init's config differs from config")
     model = copy.deepcopy(init) if init is not None else Scorer(config)
     model.train()
-    data = _Data(train, config, opts.token_window)
-    val_data = _Data(val, config, opts.token_window) if val is not None and len(val) else None
+    data = _Data(train, config, opts.token_window, opts.seed)
+    val_data = _Data(val, config, opts.token_window, opts.seed + 1) if val is not None and len(val) else None
     optimiser = torch.optim.AdamW(model.parameters(), lr=opts.lr, weight_decay=opts.weight_decay)
     total_steps = opts.epochs * len(data.batches(opts.batch, None))
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimiser, max_lr=opts.lr, total_steps=max(1, total_steps))

@@ -28,7 +28,7 @@ nodes that changed (:class:`inference.features.pair_cache.PairCache`): 14 / 20 m
 representation (``--cost-weight``, ``--transition-weight``; ψ has two columns: the fragmentation a
 placement adds and the job's run time, learned from the pods' recorded run times). The pending jobs
 are tokens of the fusion encoder, pooled into ``--job-tokens`` slots (4; 0: none): a state's tokens
-are its job and the pods recorded after it (:mod:`inference.model.job_tokens`). ``--dagger-rounds N`` then rolls
+are its job and up to 15 pods recorded after it (:mod:`inference.model.job_tokens`). ``--dagger-rounds N`` then rolls
 the learner out on ``--dagger-seeds`` and retrains on the aggregate
 (:mod:`inference.training.dagger`).
 
@@ -104,7 +104,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
               dagger_rounds: int = 0, dagger_seeds: list[int] | None = None, dagger_epochs: int | None = None,
               dagger_beta: float = 0.0, cost_weight: float = 0.1, transition_weight: float = 0.1,
               delta_weight: float = 0.0, stability: float = 0.0, rl: Any = None, encoder: str = "hashed",
-              job_tokens: int = 0) -> Path:  # fmt: skip
+              job_tokens: int = 4) -> Path:  # fmt: skip
     """Collect, imitate, optionally DAgger, optionally RL (``rl``: :class:`RLOptions`), save. Heads:
     a cost head when ``cost_weight > 0``, a transition head when ``transition_weight``,
     ``delta_weight`` or ``stability`` is > 0. ``encoder``: the job text encoder (:func:`~ops.cli.train_spec.policy_spec`)."""

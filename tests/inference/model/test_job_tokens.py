@@ -92,7 +92,18 @@ def test_a_jobs_scores_in_a_step_depend_on_the_other_pending_jobs():
 
 
 def test_token_windows_take_the_next_states_of_the_same_run():
-    idx, mask = token_windows(np.array([0, 0, 0, 1, 1]), 3)
+    idx, mask = token_windows(np.array([0, 0, 0, 1, 1]), 3, seed=None)
     assert idx.tolist() == [[0, 1, 2], [1, 2, 1], [2, 2, 2], [3, 4, 3], [4, 4, 4]]
     assert mask.tolist() == [[True, True, True], [True, True, False], [True, False, False],
                              [True, True, False], [True, False, False]]  # fmt: skip
+
+
+def test_token_windows_vary_in_length_from_one_job_to_the_whole_window():
+    group = np.zeros(400, dtype=np.int64)
+    idx, mask = token_windows(group, 8, seed=3)
+    lengths = mask.sum(1)[:-8]  # away from the run's end
+    assert mask[:, 0].all() and (idx[:, 0] == np.arange(400)).all()  # a state's own job always
+    assert lengths.min() == 1 and lengths.max() == 8 and len(set(lengths.tolist())) == 8
+    assert (mask == (np.arange(8)[None, :] < mask.sum(1)[:, None])).all()  # a prefix: the next states in order
+    again, _ = token_windows(group, 8, seed=3)
+    assert (again == idx).all()

@@ -18,7 +18,7 @@ from inference.model.step import build_inputs
 def test_cost_and_delta_outputs_equal_in_process(tmp_path):
     from inference.serving.process import start_server
 
-    latest = publish(tmp_path / "models", "heads-v1", seed=3, cost_dim=1, transition=True, stability=0.3,
+    latest = publish(tmp_path / "models", "heads-v1", seed=3, cost_dim=2, transition=True, stability=0.3,
                      head_rank=3, job_tokens=2)
     with start_server(latest, log_path=tmp_path / "server.log") as server:
         triton = get_backend("triton", latest, url=server.url, deadline_ms=5000)
