@@ -369,8 +369,21 @@ class LearnedPolicy(BasePolicy):
         return None if psi is None or len(psi) < 2 else float(np.expm1(max(float(psi[1]), 0.0)))
 
     def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
+        """ψ on the step-start state: the answer's, for the job's best-scored nodes; for another
+        node (earlier placements of the step moved the scores, or it tied with them) the local
+        model's cost head on the step's node term and pair features, when it is the version that
+        answered."""
         step = self._step
-        return None if step is None or self._step_fallback is not None else step.psi(job_id, node_index)
+        if step is None or self._step_fallback is not None:
+            return None
+        psi = step.psi(job_id, node_index)
+        i = step.index.get(job_id)
+        if (psi is not None or i is None or "cost" not in step.outputs or step.pairs is None
+                or step.which is None or (step.version and step.version != self.model_version)):
+            return psi  # fmt: skip
+        from inference.model.step import cost_at
+
+        return cost_at(self.loaded.model, step.node_part[node_index], step.jobs[i], step.pairs[step.which[i], node_index])
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
         """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (not masked by the

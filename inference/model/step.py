@@ -263,6 +263,21 @@ def encode_step(model: Any, inputs: PolicyInputs, topologies: TopologyCache | No
         return model.encode(nodes[None], topo, queue[None], tokens)[0]
 
 
+def cost_at(model: Any, node_part: np.ndarray, job_row: np.ndarray, pair: np.ndarray) -> np.ndarray:
+    """float32 ``[cost_dim]``: ψ of one (job, node) from the node's ``node_part`` row, the job's row and
+    its pair features there (what ``run_policy`` computes for each job's best-scored nodes)."""
+    import torch
+
+    device = next(model.parameters()).device
+
+    def t(a: np.ndarray) -> Any:
+        return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+
+    with torch.inference_mode():  # one node: [1, W], the job [Dj], its pair row [1, P]
+        out = model.cost(t(node_part)[None], t(job_row), t(pair)[None])
+    return out[0].cpu().numpy().astype(np.float32, copy=False)
+
+
 def stability(model: Any) -> float:
     """The weight of Δ at decision time (0 without a transition model)."""
     if getattr(model, "transition_head", None) is None:

@@ -303,9 +303,18 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     assert p.predicted_cost(ordered[0].job_id, best) == pytest.approx(float(psi[0]), rel=1e-5)
     # ψ's second column: the job's expected run time there, log(1 + s)
     assert p.predicted_run_time(ordered[0].job_id, best) == pytest.approx(float(np.expm1(max(psi[1], 0))), rel=1e-5)
-    worst = int(np.argmin(step.scores[0]))
-    assert p.predicted_cost(ordered[0].job_id, worst) is None  # not among the best 8 of 12
-    assert p.predicted_run_time(ordered[0].job_id, worst) is None
+    # a node outside the job's best 8 of 12 (the answer has no ψ there): the local cost head, on the step start
+    worst = int(np.argmin(np.where(np.isfinite(step.scores[0]), step.scores[0], np.inf)))
+    assert worst not in step.outputs["cost_nodes"][0]
+    with torch.inference_mode():
+        psi_worst = model.cost(torch.from_numpy(step.node_part[worst:worst + 1]), torch.from_numpy(inputs.jobs[0]),
+                               torch.from_numpy(inputs.pairs[inputs.which[0]][worst:worst + 1]))[0]  # fmt: skip
+    assert p.predicted_cost(ordered[0].job_id, worst) == pytest.approx(float(psi_worst[0]), rel=1e-5)
+    assert p.predicted_run_time(ordered[0].job_id, worst) == pytest.approx(float(np.expm1(max(psi_worst[1], 0))),
+                                                                          rel=1e-5)  # fmt: skip
+    step.version = "a-version-this-process-does-not-hold"  # then only the answer's own ψ
+    assert p.predicted_cost(ordered[0].job_id, worst) is None and p.predicted_cost(ordered[0].job_id, best) is not None
+    step.version = "cost-v1"
     step.outputs["cost"] = step.outputs["cost"][..., :1]  # a ψ with the fragmentation column only
     assert p.predicted_cost(ordered[0].job_id, best) is not None and p.predicted_run_time(ordered[0].job_id, best) is None
 
