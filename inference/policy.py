@@ -357,8 +357,9 @@ class LearnedPolicy(BasePolicy):
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
-        cost estimator saw the step's start; ``None`` without a cost head or a step, or when the
-        node was not among the job's best-scored ones (:meth:`PreparedStep.psi`)."""
+        cost estimator saw the step's start; ``None`` without a cost head or a step, for a job the
+        step's call did not score, and for a node outside the answer's best-scored ones when this
+        worker does not hold the version that answered (:meth:`_psi`)."""
         psi = self._psi(job_id, node_index)
         return None if psi is None else float(psi[0])
 
