@@ -52,7 +52,7 @@ from inference.encoders import EncoderCache, get_encoder
 from inference.features.jobs import JobRows, job_demand
 from inference.features.pair_cache import PairCache
 from inference.lookahead import Lookahead
-from inference.model.step import TopologyCache
+from inference.model.step import TopologyCache, cost_at
 from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.step_call import StepCaller
@@ -361,13 +361,16 @@ class LearnedPolicy(BasePolicy):
         step's call did not score, and for a node outside the answer's best-scored ones when this
         worker does not hold the version that answered (:meth:`_psi`)."""
         psi = self._psi(job_id, node_index)
-        return None if psi is None else float(psi[0])
+        return None if psi is None or not np.isfinite(psi[0]) else float(psi[0])
 
     def predicted_run_time(self, job_id: str, node_index: int) -> float | None:
         """ψ's expected run time of ``job_id`` on ``node_index``, s (its second column); ``None`` as
-        for :meth:`predicted_cost`, and for a ψ without that column."""
+        for :meth:`predicted_cost`, for a ψ without that column, and where the estimate is not a
+        finite number of seconds (a record field must be)."""
         psi = self._psi(job_id, node_index)
-        return None if psi is None or len(psi) < 2 else float(np.expm1(max(float(psi[1]), 0.0)))
+        if psi is None or len(psi) < 2 or not np.isfinite(psi[1]) or psi[1] > 700.0:  # expm1 overflows past ~709
+            return None
+        return float(np.expm1(max(float(psi[1]), 0.0)))
 
     def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
         """ψ on the step-start state: the answer's, for the job's best-scored nodes; for another
@@ -382,8 +385,6 @@ class LearnedPolicy(BasePolicy):
         if (psi is not None or i is None or "cost" not in step.outputs or step.pairs is None
                 or step.which is None or (step.version and step.version != self.model_version)):
             return psi  # fmt: skip
-        from inference.model.step import cost_at
-
         return cost_at(self.loaded.model, step.node_part[node_index], step.jobs[i], step.pairs[step.which[i], node_index])
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:

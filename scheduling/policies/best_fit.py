@@ -25,9 +25,14 @@ def inverse_capacity(cap: np.ndarray) -> np.ndarray:
     return inv
 
 
-def _inverses(snapshot: ClusterSnapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def inverse_capacities(snapshot: ClusterSnapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``1 / capacity`` of cpu, memory and GPU milli per node (0 where the node has none); cache it
+    per node table under :data:`INVERSE_CAPACITIES`."""
     return (inverse_capacity(snapshot.cpu_cap), inverse_capacity(snapshot.mem_cap),
             inverse_capacity(snapshot.gpu_cap_milli))  # fmt: skip
+
+
+INVERSE_CAPACITIES = "inverse-capacity"  # the static_cache key of inverse_capacities
 
 
 def utilisation_after(free: np.ndarray, inv_cap: np.ndarray, request: int) -> np.ndarray:
@@ -48,7 +53,7 @@ class BestFit(BasePolicy):
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
         wg, wc, wm = self.weights
-        inv_cpu, inv_mem, inv_gpu = snapshot.static_cache("best-fit:inverse-capacity", _inverses)
+        inv_cpu, inv_mem, inv_gpu = snapshot.static_cache(INVERSE_CAPACITIES, inverse_capacities)
         score = wc * utilisation_after(snapshot.cpu_free, inv_cpu, job.cpu_milli)
         score += wm * utilisation_after(snapshot.mem_free, inv_mem, job.memory_mib)
         score += wg * utilisation_after(snapshot.gpu_free_milli, inv_gpu, job.gpu_demand_milli)

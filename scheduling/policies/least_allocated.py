@@ -26,15 +26,10 @@ import numpy as np
 
 from scheduling.job import JobRequest
 from scheduling.policies.base import BasePolicy
-from scheduling.policies.best_fit import inverse_capacity
+from scheduling.policies.best_fit import INVERSE_CAPACITIES, inverse_capacities, utilisation_after
 from scheduling.policies.registry import register
 from scheduling.policies.sim_conventions import MAX_NODE_SCORE
 from scheduling.snapshot import ClusterSnapshot
-
-
-def _capacities(snapshot: ClusterSnapshot) -> tuple[np.ndarray, ...]:
-    caps = (snapshot.cpu_cap, snapshot.mem_cap, snapshot.gpu_cap_milli)
-    return tuple(inverse_capacity(cap) for cap in caps) + tuple(cap > 0 for cap in caps)
 
 
 @register("least-allocated")
@@ -49,13 +44,13 @@ class LeastAllocated(BasePolicy):
         self.weights, self.balanced = weights, balanced
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
-        *inverse, has_cpu, has_mem, has_gpu = snapshot.static_cache("least-allocated:capacity", _capacities)
+        inverse = snapshot.static_cache(INVERSE_CAPACITIES, inverse_capacities)
         free = (snapshot.cpu_free, snapshot.mem_free, snapshot.gpu_free_milli)
         request = (job.cpu_milli, job.memory_mib, job.gpu_demand_milli)
         scored = [i for i, w in enumerate(self.weights) if w > 0]
-        # requested fraction after placement, per scored resource (0 where the node has none)
-        used = np.stack([np.clip(1.0 - (free[i] - request[i]) * inverse[i], 0.0, 1.0) for i in scored])
-        has = np.stack([(has_cpu, has_mem, has_gpu)[i] for i in scored])
+        # requested fraction after placement per scored resource, capped at 1 (masked where the node has none)
+        used = np.stack([utilisation_after(free[i], inverse[i], request[i]) for i in scored]).clip(0.0, 1.0)
+        has = np.stack([inverse[i] > 0 for i in scored])
         weights = self.weights[scored][:, None]
         present = weights * has  # [R, N]: a resource the node lacks weighs nothing there
         score = MAX_NODE_SCORE * (present * (1.0 - used)).sum(axis=0) / np.maximum(present.sum(axis=0), 1e-12)

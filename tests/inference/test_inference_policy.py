@@ -315,6 +315,8 @@ def test_cost_and_self_correction_heads_are_served_and_damp_scores(tmp_path):
     step.version = "a-version-this-process-does-not-hold"  # then only the answer's own ψ
     assert p.predicted_cost(ordered[0].job_id, worst) is None and p.predicted_cost(ordered[0].job_id, best) is not None
     step.version = "cost-v1"
+    step.outputs["cost"][0, 0, 1] = 1000.0  # e^1000 s: no finite number a record could carry
+    assert p.predicted_run_time(ordered[0].job_id, best) is None
     step.outputs["cost"] = step.outputs["cost"][..., :1]  # a ψ with the fragmentation column only
     assert p.predicted_cost(ordered[0].job_id, best) is not None and p.predicted_run_time(ordered[0].job_id, best) is None
 
