@@ -129,6 +129,31 @@ class Lookahead:
         except ValueError as e:
             raise ValueError(f"{', '.join(ENV.values())}: {e}") from None
 
+    def in_step(self, model: Any, step: Any, job: JobRequest, scores: np.ndarray, snapshot: ClusterSnapshot,
+                later: Sequence[JobRequest], spec: FeatureSpec, caches: Any) -> tuple[np.ndarray, str | None]:  # fmt: skip
+        """:meth:`adjust` for ``job`` within a step of the ``learned`` policy (``step``: its
+        :class:`~inference.prepared_step.PreparedStep`; ``later``: the step's jobs after ``job`` in
+        its order not yet scored; ``caches``: the policy's :class:`~inference.step_caches.StepCaches`),
+        and the decision record's note (None when nothing was rolled). The next ``depth`` of
+        ``later`` the step's call scored are rolled; gang jobs are left out, as a gang is placed
+        whole when its first member comes. Unchanged for a job the step's call did not score, for a
+        model without ψ and T, and when the rollouts fail (logged, counted)."""
+        i = step.index.get(job.job_id)
+        if i is None or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None:
+            return scores, None
+        rolled = (j for j in later if not j.is_gang and j.job_id in step.index)
+        upcoming = [(j, step.jobs[step.index[j.job_id]]) for j, _ in zip(rolled, range(self.depth), strict=False)]
+        if not upcoming:
+            return scores, None
+        self.last = None
+        try:
+            out = self.adjust(model, step.h(model, caches.topologies), step.node_part, job, step.jobs[i], scores,
+                              snapshot, upcoming, spec, caches.pair_cache(snapshot, lookahead=True))  # fmt: skip
+        except Exception as e:  # the plain scores decide; the step goes on
+            self.failed(job.job_id, e)
+            return scores, None
+        return out, (self.explain(snapshot, out, len(upcoming)) if self.last is not None else None)
+
     def adjust(self, model: Any, h: np.ndarray, node_part: np.ndarray, job: JobRequest, job_row: np.ndarray,
                scores: np.ndarray, snapshot: ClusterSnapshot, upcoming: Sequence[tuple[JobRequest, np.ndarray]],
                spec: FeatureSpec, cache: PairCache) -> np.ndarray:  # fmt: skip

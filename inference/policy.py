@@ -48,13 +48,13 @@ from typing import Any
 
 import numpy as np
 
-from inference.encoders import EncoderCache, get_encoder
-from inference.features.jobs import JobRows, job_demand
+from inference.encoders import EncoderCache
+from inference.features.jobs import job_demand
 from inference.features.pair_cache import PairCache
 from inference.lookahead import Lookahead
-from inference.model.step import TopologyCache, cost_at
 from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
+from inference.step_caches import StepCaches
 from inference.step_call import StepCaller
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
@@ -65,9 +65,8 @@ from scheduling.snapshot import ClusterSnapshot
 
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0  # without a model: how often to look for one again
-MAX_TABLES = 4  # node tables (clusters) whose pair features are kept
 DEFAULT_MODEL_DIR = Path("models/latest")
-_STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
+STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
                "_calls", "model_calls", "last_step", "fallback_jobs", "decision_notes")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
@@ -109,14 +108,9 @@ class LearnedPolicy(BasePolicy):
                             else get_backend(backend, self.model_dir, **self._backend_args[1]))  # fmt: skip
         except Exception as e:  # missing, corrupt or mismatched: any failure means "use the heuristic"
             self._no_model(e)
-        self._encoders: dict[str, EncoderCache] = {}
-        self._pair_caches: dict[int, PairCache] = {}  # per node table (a worker steps each cluster in turn)
+        self.caches = StepCaches()  # embeddings, pair features, job rows and topologies, from step to step
         self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
-        self._job_rows = JobRows()  # the pending jobs' feature rows, kept from step to step
         self.lookahead = lookahead
-        self._lookahead_caches: dict[int, PairCache] = {}  # the rollouts' own, per node table (their copies
-        # differ from the step's state on a node or two)
-        self._topologies = TopologyCache(MAX_TABLES)  # the lookahead's h_t, encoded on this side
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -166,23 +160,11 @@ class LearnedPolicy(BasePolicy):
         return self.backend.loaded.config.spec
 
     def encoder(self) -> EncoderCache:
-        name = self.spec.encoder
-        if name not in self._encoders:
-            self._encoders[name] = EncoderCache(get_encoder(name))
-        return self._encoders[name]
+        return self.caches.encoder(self.spec.encoder)
 
-    def pair_cache(self, snapshot: ClusterSnapshot, caches: dict[int, PairCache] | None = None) -> PairCache:
-        """The pair features kept from step to step for ``snapshot``'s node table: one cache per
-        table, for the ``MAX_TABLES`` most recently stepped (a worker steps each cluster in turn;
-        a cache holds its table, so the id is not reused while it is here). ``caches``: another
-        set of them (the lookahead's) than the step's."""
-        caches = self._pair_caches if caches is None else caches
-        key = id(snapshot.table)
-        cache = caches.pop(key, None) or PairCache()
-        caches[key] = cache  # most recent last
-        while len(caches) > MAX_TABLES:
-            del caches[next(iter(caches))]
-        return cache
+    def pair_cache(self, snapshot: ClusterSnapshot) -> PairCache:
+        """The step's pair features kept for ``snapshot``'s node table (:class:`StepCaches`)."""
+        return self.caches.pair_cache(snapshot)
 
     # -- the step ----------------------------------------------------------------------------
     @property
@@ -223,7 +205,7 @@ class LearnedPolicy(BasePolicy):
         if missing:
             cache.put(missing, await self.backend.encode_async(missing))
         return await self._caller(self.backend, snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn,
-                                  pair_cache=self.pair_cache(snapshot), job_rows=self._job_rows,
+                                  pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
                                   utilisation=utilisation)  # fmt: skip
 
     def _status(self, step: PreparedStep) -> StepStatus:
@@ -261,7 +243,7 @@ class LearnedPolicy(BasePolicy):
 
         self.backend.refresh()
         inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue,
-                              pair_cache=self.pair_cache(snapshot), job_rows=self._job_rows)  # fmt: skip
+                              pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows)  # fmt: skip
         self.model_calls += 1
         try:
             step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))
@@ -329,30 +311,17 @@ class LearnedPolicy(BasePolicy):
 
     def _look_ahead(self, step: PreparedStep, job: JobRequest, snapshot: ClusterSnapshot,
                     scores: np.ndarray) -> np.ndarray:  # fmt: skip
-        """``scores`` adjusted by the lookahead over the next jobs of the step's order: those not yet
-        scored in this step (a gang is placed whole when its first member comes, so its members and
-        every other gang job are left out). Unchanged outside a step, for a job the step's call did
-        not score, for a model without ψ and T, and when the rollouts fail (logged, counted)."""
-        look, model = self.lookahead, self.loaded.model
-        i, pos = step.index.get(job.job_id), self._position.get(job.job_id)
-        if (look is None or not self._in_step or i is None or pos is None
-                or (step.version and step.version != self.model_version)  # a server's version not held here yet
-                or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None):
+        """``scores`` adjusted by the lookahead (:meth:`Lookahead.in_step`) over the jobs of the step's
+        order after ``job`` not yet scored in this step. Unchanged outside a step and while this
+        worker does not hold the version a server answered with."""
+        pos = self._position.get(job.job_id)
+        if (self.lookahead is None or not self._in_step or pos is None
+                or (step.version and step.version != self.model_version)):
             return scores  # fmt: skip
-        later = (j for j in self._ordered[pos + 1:] if j.job_id not in self._scored and not j.is_gang
-                 and j.job_id in step.index)  # fmt: skip
-        upcoming = [(j, step.jobs[step.index[j.job_id]]) for j, _ in zip(later, range(look.depth), strict=False)]
-        if not upcoming:
-            return scores
-        look.last = None
-        try:
-            out = look.adjust(model, step.h(model, self._topologies), step.node_part, job, step.jobs[i], scores,
-                              snapshot, upcoming, self.spec, self.pair_cache(snapshot, self._lookahead_caches))  # fmt: skip
-        except Exception as e:  # the plain scores decide; the step goes on
-            look.failed(job.job_id, e)
-            return scores
-        if look.last is not None:
-            self.decision_notes[job.job_id] = look.explain(snapshot, out, len(upcoming))
+        later = [j for j in self._ordered[pos + 1:] if j.job_id not in self._scored]
+        out, note = self.lookahead.in_step(self.loaded.model, step, job, scores, snapshot, later, self.spec, self.caches)
+        if note:
+            self.decision_notes[job.job_id] = note
         return out
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
@@ -373,19 +342,13 @@ class LearnedPolicy(BasePolicy):
         return float(np.expm1(max(float(psi[1]), 0.0)))
 
     def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
-        """ψ on the step-start state: the answer's, for the job's best-scored nodes; for another
-        node (earlier placements of the step moved the scores, or it tied with them) the local
-        model's cost head on the step's node term and pair features, when it is the version that
-        answered."""
+        """ψ on the step-start state (:meth:`PreparedStep.psi`; the local cost head for nodes outside
+        the answer's, when this worker holds the version that answered)."""
         step = self._step
         if step is None or self._step_fallback is not None:
             return None
-        psi = step.psi(job_id, node_index)
-        i = step.index.get(job_id)
-        if (psi is not None or i is None or "cost" not in step.outputs or step.pairs is None
-                or step.which is None or (step.version and step.version != self.model_version)):
-            return psi  # fmt: skip
-        return cost_at(self.loaded.model, step.node_part[node_index], step.jobs[i], step.pairs[step.which[i], node_index])
+        same = not step.version or step.version == self.model_version
+        return step.psi(job_id, node_index, self.loaded.model if same else None)
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
         """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (not masked by the
@@ -397,30 +360,11 @@ class LearnedPolicy(BasePolicy):
         return step.scores
 
     async def warm_up(self, snapshot: ClusterSnapshot | None = None) -> float:
-        """A made-up step (:mod:`inference.warm_up`) before the worker's first real one, through the
-        worker's own path (:meth:`prepare_step`, then ``schedule_step`` on the calling thread, as the
-        loop runs them), leaving no step state behind: on a made-up cluster at start, on
-        ``snapshot`` (a cluster's real nodes) while the worker idles, so that cluster's first step
-        finds its per-table state built (topology, node features, FGD's tables; its pair cache is
-        kept). Seconds; 0 without a model."""
-        from inference.warm_up import warm_up_step
-        from scheduling.assign import schedule_step
+        """A made-up step before the worker's first real one, leaving no step state behind
+        (:func:`inference.warm_up.warm_up_policy`). Seconds; 0 without a model."""
+        from inference.warm_up import warm_up_policy
 
-        if self.fell_back:
-            return 0.0
-        t0 = time.perf_counter()
-        made_up, jobs = warm_up_step(self.spec.gpu_models)
-        snap = made_up if snapshot is None else snapshot
-        kept = {k: getattr(self, k) for k in _STEP_STATE}
-        try:
-            await self.prepare_step(snap, jobs, 0.0)
-            schedule_step(snap, jobs, self, now=0.0, top_k=0)
-        finally:
-            self._pair_caches.pop(id(made_up.table), None)
-            self._lookahead_caches.pop(id(made_up.table), None)
-            for k, v in kept.items():
-                setattr(self, k, v)
-        return time.perf_counter() - t0
+        return 0.0 if self.fell_back else await warm_up_policy(self, snapshot)
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
         if (self.fell_back or self._step_fallback is not None) and hasattr(self.fallback, "select_gpus"):

@@ -63,15 +63,24 @@ class PreparedStep:
                 self._h = h.cpu().numpy().astype(np.float32, copy=False)
         return self._h
 
-    def psi(self, job_id: str, node_index: int) -> np.ndarray | None:
+    def psi(self, job_id: str, node_index: int, model: Any = None) -> np.ndarray | None:
         """float32 ``[cost_dim]``: the cost estimator ψ of placing ``job_id`` on ``node_index`` at the
-        step's start; ``None`` without ψ in the answer, for a job the step did not score, or a node
-        not among the job's best-scored ones (:data:`inference.model.step.COST_TOP`)."""
+        step's start. The answer's, for the job's best-scored nodes
+        (:data:`inference.model.step.COST_TOP`); for another node (earlier placements of the step
+        moved the scores, or it tied with them), ``model``'s cost head on the step's node term and
+        pair features — pass it only when it is the version that answered. ``None`` without ψ in
+        the answer, for a job the step did not score, and for another node without ``model``."""
         cost, i = self.outputs.get("cost"), self.index.get(job_id)
         if cost is None or i is None:
             return None
         hit = np.flatnonzero(np.asarray(self.outputs["cost_nodes"])[i] == node_index)
-        return np.asarray(cost)[i, hit[0]] if len(hit) else None
+        if len(hit):
+            return np.asarray(cost)[i, hit[0]]
+        if model is None or self.pairs is None or self.which is None:
+            return None
+        from inference.model.step import cost_at
+
+        return cost_at(model, self.node_part[node_index], self.jobs[i], self.pairs[self.which[i], node_index])
 
     def changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity differs from the step start."""

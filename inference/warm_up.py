@@ -8,7 +8,9 @@ one — so the step's model call and the in-step re-scoring both run.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
+from typing import Any
 
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
@@ -23,3 +25,27 @@ def warm_up_step(gpu_models: Sequence[str] = ()) -> tuple[ClusterSnapshot, list[
     jobs = [JobRequest(f"warm-up-{kind}", cpu_milli=1000, memory_mib=1024, num_gpu=1, per_gpu_milli=milli,
                        text=f"warm-up {kind}") for kind, milli in (("share", 500), ("whole", 1000))]  # fmt: skip
     return ClusterSnapshot.from_nodes(nodes), jobs
+
+
+async def warm_up_policy(policy: Any, snapshot: ClusterSnapshot | None = None) -> float:
+    """Run :func:`warm_up_step`'s pods through ``policy``'s (a loaded
+    :class:`~inference.policy.LearnedPolicy`) own path — ``prepare_step``, then ``schedule_step``
+    on the calling thread, as the worker's loop runs them — and put its step state back
+    (``STEP_STATE``): on the made-up cluster at start, on ``snapshot`` (a cluster's real nodes)
+    while the worker idles, so that cluster's first step finds its per-table state built
+    (topology, node features, FGD's tables; its pair cache is kept). Seconds."""
+    from inference.policy import STEP_STATE
+    from scheduling.assign import schedule_step
+
+    t0 = time.perf_counter()
+    made_up, jobs = warm_up_step(policy.spec.gpu_models)
+    snap = made_up if snapshot is None else snapshot
+    kept = {k: getattr(policy, k) for k in STEP_STATE}
+    try:
+        await policy.prepare_step(snap, jobs, 0.0)
+        schedule_step(snap, jobs, policy, now=0.0, top_k=0)
+    finally:
+        policy.caches.forget(made_up)
+        for k, v in kept.items():
+            setattr(policy, k, v)
+    return time.perf_counter() - t0

@@ -199,7 +199,7 @@ def test_a_warm_up_leaves_the_lookahead_as_it_was(tmp_path):
     d = model_dir(tmp_path, seed=6)
     warm, cold = (LearnedPolicy(d, lookahead=Lookahead()) for _ in range(2))
     assert asyncio.run(warm.warm_up()) > 0
-    assert not warm._lookahead_caches
+    assert not warm.caches.lookahead_pairs
     jobs = [j for j in pod_mix(20, seed=7) if j.num_gpu]
     a = schedule_step(small_snapshot(), jobs, warm, now=0.0, top_k=0)
     b = schedule_step(small_snapshot(), jobs, cold, now=0.0, top_k=0)

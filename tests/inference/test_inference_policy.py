@@ -341,7 +341,7 @@ def test_each_cluster_keeps_its_own_pair_cache(tmp_path):
     """A worker steps its clusters in turn: each node table keeps its pair features between its
     steps (one shared cache would start over at every switch); the least recent of more than
     MAX_TABLES is dropped."""
-    from inference.policy import MAX_TABLES
+    from inference.step_caches import MAX_TABLES
 
     p = LearnedPolicy(loaded=untrained(tmp_path))
     a, b = small_snapshot(), small_snapshot(8)
@@ -365,7 +365,7 @@ def test_warm_up_runs_the_model_and_leaves_no_trace(tmp_path):
     warm, cold = LearnedPolicy(loaded=loaded), LearnedPolicy(loaded=loaded)
     assert asyncio.run(warm.warm_up()) > 0
     assert not warm.encoder().missing(["warm-up share", "warm-up whole"])  # went through the model inputs
-    assert warm.model_calls == 0 and not warm._pair_caches
+    assert warm.model_calls == 0 and not warm.caches.pairs
     assert warm.last_step == cold.last_step
     pods = pod_mix(30, seed=5)
     a = schedule_step(small_snapshot(), pods, warm, now=0.0)

@@ -59,13 +59,13 @@ def test_warm_ups_at_start_and_once_per_new_settled_table(tmp_path, monkeypatch)
     loop = Loop(policy, {"a": small_nodes(12)})
     warm = PolicyWarmUp(loop)  # type: ignore[arg-type]
     asyncio.run(warm.at_start())
-    assert loop.stats["warm_ups"] == 1 and loop.stats["warm_up_s"] > 0 and not policy._pair_caches
+    assert loop.stats["warm_ups"] == 1 and loop.stats["warm_up_s"] > 0 and not policy.caches.pairs
     asyncio.run(warm.idle_clusters())  # the inventory just appeared: not settled yet
     assert loop.stats["warm_ups"] == 1
     monkeypatch.setattr(policy_warm_up, "SETTLE_S", 0.0)
     asyncio.run(warm.idle_clusters())
     table = loop.tables["a"]
-    assert loop.stats["warm_ups"] == 2 and id(table) in policy._pair_caches  # the real table's cache is kept
+    assert loop.stats["warm_ups"] == 2 and id(table) in policy.caches.pairs  # the real table's cache is kept
     asyncio.run(warm.idle_clusters())  # the same nodes: nothing to do
     assert loop.stats["warm_ups"] == 2 and loop.tables["a"] is table
     loop.clusters["a"] = small_nodes(13)  # a node joined: a new table
