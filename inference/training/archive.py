@@ -15,7 +15,12 @@ events in time order rebuilds, for each placed decision, the state the policy sa
   that is retried) until its placement; the queue summary of a decision is the mean demand
   of the jobs pending when its scheduling step (``step_id``) began, as
   :class:`~inference.training.collect.RecordingPolicy` records it. Decisions of one step
-  are replayed in their Kafka order (they may share a millisecond).
+  are replayed in their Kafka order (they may share a millisecond);
+- the job tokens: every demonstration carries the feature rows of the jobs pending when its step
+  began (``Demonstrations.tokens``: its own job first, then at most ``max_tokens`` − 1 others, a
+  seeded sample when more were pending), the tokens the worker's model call saw; a model with
+  job tokens (``ModelConfig.job_tokens``) trains on these real queues instead of the stand-in
+  the fill sequences need (:func:`inference.training.imitation.token_windows`).
 
 A decision becomes a demonstration when its OUTCOME is kept (default: the attempt
 ``finished`` — placements that ended in failure, preemption or a timeout are not imitated),
@@ -109,14 +114,17 @@ def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
 
 def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
                 policies: Iterable[str] | None = None, min_feasible: int = 2, max_samples: int | None = None,
-                seed: int = 0, tied_targets: bool = False) -> ArchiveDemonstrations:  # fmt: skip
+                seed: int = 0, tied_targets: bool = False, max_tokens: int = 64) -> ArchiveDemonstrations:  # fmt: skip
     """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
     states to learn from (``running`` = no end yet); ``policies``: only decisions of these
     policies (None = all); ``max_samples``: a seeded sample of the eligible decisions;
     ``tied_targets``: the target set also holds the archived top candidates that scored as
     high as the chosen node (heuristics like FGD tie often). Off by default: measured on a
     3,000-job fgd demo archive, imitating the worker's actual pick (its tie-break, the lowest
-    node index, packs) reached 93.6 % on the held-out fill replay, the tied sets 89.2 %."""
+    node index, packs) reached 93.6 % on the held-out fill replay, the tied sets 89.2 %.
+    ``max_tokens``: job tokens kept per demonstration (module docstring)."""
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1 (the job itself), not {max_tokens}")
     spec = spec or archive_spec(events)
     encoder = EncoderCache(get_encoder(spec.encoder))
     keep_outcomes, keep_policies = set(outcomes), None if policies is None else set(policies)
@@ -142,6 +150,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     pending: dict[tuple[str, str], JobRequest] = {}
     held: set[str] = set()
     queues: dict[str, np.ndarray | None] = {}
+    steps: dict[str, _StepJobs] = {}  # the jobs pending when each step began, and their rows
+    rng = np.random.default_rng(seed)
     for t, _, kind, what in _timeline(events):
         if kind == "submit":
             pending[(what.cluster, what.job_id)] = what
@@ -164,14 +174,35 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 continue
             if d.step_id not in queues or not d.step_id:  # the step's queue: pending when it began
                 jobs = [j for (c, _), j in pending.items() if c == d.cluster]
-                queues[d.step_id] = job_demand(jobs, t, spec, encoder).mean(axis=0) if jobs else None
+                rows = job_demand(jobs, t, spec, encoder) if jobs else np.zeros((0, spec.job_dim), np.float32)
+                queues[d.step_id] = rows.mean(axis=0) if jobs else None
+                steps[d.step_id] = _StepJobs({j.job_id: k for k, j in enumerate(jobs)}, rows)
             if d.decision_id in chosen:
                 _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
-                        tied_targets)  # fmt: skip
+                        tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng))  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
             held.add(d.decision_id)
     return result
+
+
+@dataclass(frozen=True)
+class _StepJobs:
+    """The jobs pending when a step began: their ids' rows in ``rows`` (``job_demand`` at the step's start)."""
+
+    index: dict[str, int]
+    rows: np.ndarray  # float32 [P, job_dim]
+
+    def tokens(self, job_id: str, most: int, rng: np.random.Generator) -> np.ndarray | None:
+        """Rows of the other pending jobs, at most ``most`` − 1 (a sample from ``rng`` when more
+        were pending, kept in pending order); None when ``job_id`` was not pending at the step's start."""
+        own = self.index.get(job_id)
+        if own is None:
+            return None
+        others = np.delete(np.arange(len(self.rows)), own)
+        if len(others) > most - 1:
+            others = np.sort(rng.choice(others, most - 1, replace=False))
+        return self.rows[others]
 
 
 def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
@@ -182,7 +213,7 @@ def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
 
 def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSnapshot, i: int,
             events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
-            min_feasible: int, group: dict[str, int], tied: bool) -> None:  # fmt: skip
+            min_feasible: int, group: dict[str, int], tied: bool, others: np.ndarray | None) -> None:  # fmt: skip
     job = events.jobs.get((p.cluster, p.job_id))
     if job is None:
         result.skipped["no submission archived"] += 1
@@ -206,10 +237,12 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
         result.skipped["every feasible node tied"] += 1
         return
     d = result.demos
+    own = job_demand([job], t, spec, encoder)[0]
     d.nodes.append(node_state(snap, spec))
     d.pairs.append(pair_features(job, snap, spec))
-    d.jobs.append(job_demand([job], t, spec, encoder)[0])
-    d.queues.append(job_demand([job], t, spec, encoder)[0] if queue is None else queue)
+    d.jobs.append(own)
+    d.queues.append(own if queue is None else queue)
+    d.tokens.append(own[None] if others is None else np.concatenate([own[None], others]))
     d.feasible.append(feasible.copy())
     d.target.append(target)
     if hasattr(d, "choice"):  # the node actually picked (optional field of newer Demonstrations)

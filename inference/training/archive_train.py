@@ -32,19 +32,22 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
                        head_hidden: int = 16, head_layers: int = 1, head_rank: int = 4, outcomes: Iterable[str] = ("finished",),
                        policies: Iterable[str] | None = None, max_samples: int | None = 2000,
                        min_feasible: int = 2, tied_targets: bool = False, val_share: float = 0.15, version: str | None = None,
-                       archive: str = "", on_batch: Any = None) -> Path:  # fmt: skip
+                       archive: str = "", on_batch: Any = None, job_tokens: int = 0, max_tokens: int = 64) -> Path:  # fmt: skip
     """Reconstruct from ``events`` (:func:`~inference.training.archive_events.fold_events`), train,
     save; returns the model directory. ``config``: the architecture
-    and featurisation (default: built from the archive's GPU models and the size options)."""
+    and featurisation (default: built from the archive's GPU models and the size options, with
+    ``job_tokens`` slots; their tokens are the jobs pending when each decision's step began, at
+    most ``max_tokens``, :func:`~inference.training.archive.reconstruct`)."""
     from inference.model.io import save_model
 
     options = options or TrainOptions()
     started = time.perf_counter()
     spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim)
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
-                                   head_layers=head_layers, head_rank=head_rank)  # fmt: skip
+                                   head_layers=head_layers, head_rank=head_rank, job_tokens=job_tokens)  # fmt: skip
     rebuilt = reconstruct(events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
-                          max_samples=max_samples, seed=options.seed, tied_targets=tied_targets)  # fmt: skip
+                          max_samples=max_samples, seed=options.seed, tied_targets=tied_targets,
+                          max_tokens=max_tokens)  # fmt: skip
     n = len(rebuilt.demos)
     if n == 0:
         raise ValueError(f"the archive has no usable placed decisions: {rebuilt.summary()}")
@@ -65,6 +68,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
             else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
             "val_states": len(val), "val_split": f"latest {val_share:.0%} of the decisions in time",
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),
+            "job_tokens": config.job_tokens, "max_tokens": max_tokens if config.job_tokens else None,
             "epochs": options.epochs, "batch": options.batch, "lr": options.lr, "seed": options.seed,
             "reconstruct_seconds": reconstruct_s, "train_seconds": history.seconds,
             "total_seconds": time.perf_counter() - started, "history": history.to_json(),

@@ -66,6 +66,7 @@ class Demonstrations:
     cost: list[np.ndarray] = field(default_factory=list)  # float32 [N]: cost label per node (frag added)
     run_time: list[float] = field(default_factory=list)  # the job's recorded run time, s (NaN: unknown): ψ's 2nd label
     next_row: list[np.ndarray] = field(default_factory=list)  # [node_dim]: the chosen node's row after placing
+    tokens: list[np.ndarray] = field(default_factory=list)  # [K, job_dim]: the step's pending jobs, this one first
     source: list[str] = field(default_factory=list)  # "fill seed 3", …
     group: list[int] = field(default_factory=list)  # index into ``snapshots``: which node table (topology)
     snapshots: list[ClusterSnapshot] = field(default_factory=list)  # one per node table seen
@@ -74,7 +75,7 @@ class Demonstrations:
         return len(self.target)
 
     def has(self, name: str) -> bool:
-        """Whether the optional field ``name`` (``choice``, ``cost``, ``run_time``, ``next_row``) is there for every sample
+        """Whether the optional field ``name`` (``choice``, ``cost``, ``run_time``, ``next_row``, ``tokens``) is there for every sample
         (code that appends samples itself may fill only the required fields)."""
         return len(getattr(self, name)) == len(self) > 0
 
@@ -96,12 +97,14 @@ class Demonstrations:
         return out
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Stacked fields: the required ones, and the optional ones every sample has."""
-        return {name: np.stack(getattr(self, name)) for name in (*REQUIRED, *(n for n in OPTIONAL if self.has(n)))}
+        """Stacked fields: the required ones, and the optional ones every sample has (not the ragged ``tokens``)."""
+        return {name: np.stack(getattr(self, name)) for name in (*REQUIRED, *(n for n in OPTIONAL if self.has(n)))
+                if name not in RAGGED}  # fmt: skip
 
 
 REQUIRED = ("nodes", "pairs", "jobs", "queues", "feasible", "target")
-OPTIONAL = ("choice", "cost", "run_time", "next_row")
+OPTIONAL = ("choice", "cost", "run_time", "next_row", "tokens")
+RAGGED = ("tokens",)  # a length per sample: not in ``arrays()``
 
 
 class RecordingPolicy:

@@ -109,6 +109,17 @@ def token_windows(group: np.ndarray, window: int, seed: int | None = 0) -> tuple
     return np.where(mask, clipped, np.arange(m)[:, None]), mask
 
 
+def padded_tokens(tokens: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-state token rows (``[K_i, job_dim]`` each) as one float32 ``[M, max K_i, job_dim]`` array,
+    zero-padded, and its mask."""
+    width = max(len(t) for t in tokens)
+    rows = np.zeros((len(tokens), width, tokens[0].shape[1]), np.float32)
+    mask = np.zeros((len(tokens), width), bool)
+    for k, t in enumerate(tokens):
+        rows[k, : len(t)], mask[k, : len(t)] = t, True
+    return rows, mask
+
+
 class _Data:
     """The demonstrations as tensors, batched within one node table (one topology) at a time."""
 
@@ -117,13 +128,21 @@ class _Data:
         self.t = {k: torch.from_numpy(v) for k, v in a.items()}
         self.group = np.asarray(demos.group)
         self.topos = [TorchTopology(build_topology(s, config.spec, config.knn)) for s in demos.snapshots]
-        self.tokens: tuple[torch.Tensor, torch.Tensor] | None = None
-        if config.job_tokens:
+        self.tokens: tuple[torch.Tensor, torch.Tensor] | None = None  # indices into the states' jobs, mask
+        self.queue_tokens: tuple[torch.Tensor, torch.Tensor] | None = None  # recorded queues' rows, mask
+        if config.job_tokens and demos.has("tokens"):  # real queues (the archive's)
+            rows, mask = padded_tokens(demos.tokens)
+            self.queue_tokens = torch.from_numpy(rows), torch.from_numpy(mask)
+        elif config.job_tokens:
             idx, mask = token_windows(self.group, token_window, seed)
             self.tokens = torch.from_numpy(idx), torch.from_numpy(mask)
 
     def job_tokens(self, i: torch.Tensor) -> tuple[torch.Tensor | None, torch.Tensor | None]:
-        """The states' job tokens ``[B, window, job_dim]`` and mask (``None, None`` without job tokens)."""
+        """The states' job tokens ``[B, K, job_dim]`` and mask (``None, None`` without job tokens): the
+        queue recorded with each state where the demonstrations carry one, else :func:`token_windows`."""
+        if self.queue_tokens is not None:
+            rows, mask = self.queue_tokens
+            return rows[i], mask[i]
         if self.tokens is None:
             return None, None
         idx, mask = self.tokens

@@ -28,7 +28,9 @@ nodes that changed (:class:`inference.features.pair_cache.PairCache`): 14 / 20 m
 representation (``--cost-weight``, ``--transition-weight``; ψ has two columns: the fragmentation a
 placement adds and the job's run time, learned from the pods' recorded run times). The pending jobs
 are tokens of the fusion encoder, pooled into ``--job-tokens`` slots (4; 0: none): a state's tokens
-are its job and up to 15 pods recorded after it (:mod:`inference.model.job_tokens`). ``--dagger-rounds N`` then rolls
+are its job and up to 15 pods recorded after it (:mod:`inference.model.job_tokens`). With ``--from-archive`` they are
+the jobs pending when its step began (at most 64), and off unless ``--job-tokens`` is given: trained so from a
+learned demo's archive they changed nothing measurable (see the README). ``--dagger-rounds N`` then rolls
 the learner out on ``--dagger-seeds`` and retrains on the aggregate
 (:mod:`inference.training.dagger`).
 
@@ -217,8 +219,9 @@ def train(
     text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size (--encoder hashed; MiniLM's is 384)."),
     head_hidden: int = typer.Option(16, min=4, help="Width of the policy head (its cost: shapes × nodes × width)."),
     head_layers: int = typer.Option(1, min=1, max=2, help="Hidden layers of the policy head (1 or 2)."),
-    job_tokens: int = typer.Option(4, min=0, max=16, help="Slots the pending jobs are pooled into as tokens of the "
-                                   "fusion encoder (0: none; inference.model.job_tokens)."),
+    job_tokens: int | None = typer.Option(None, min=0, max=16, help="Slots the pending jobs are pooled into as tokens of the "
+                                   "fusion encoder (0: none; inference.model.job_tokens). Default 4; with "
+                                   "--from-archive (tokens = the recorded queues) 0."),
     head_rank: int = typer.Option(4, min=0, max=64, help="Job coefficients of the shape-factored head (0: the per-(job, node) head, "
                                   "whose cost is pending × nodes × width)."),
     seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
@@ -293,7 +296,7 @@ def train(
         directory = run_train_from_archive(archive=archive, out=out, epochs=epochs, batch=batch, lr=lr,
                                            hidden=hidden, depth=depth, text_dim=text_dim, head_hidden=head_hidden,
                                            head_layers=head_layers, head_rank=head_rank, seed=seed,
-                                           version=version)  # fmt: skip
+                                           version=version, job_tokens=job_tokens or 0)  # fmt: skip
         publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive)
         return
     directory = run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
@@ -303,5 +306,5 @@ def train(
               dagger_seeds=seed_list(dagger_seeds) if dagger_seeds else None, dagger_epochs=dagger_epochs,
               dagger_beta=dagger_beta, cost_weight=cost_weight, transition_weight=transition_weight,
               delta_weight=delta_weight, stability=stability, rl=rl, encoder=encoder, pods=pods, nodes=nodes,
-              job_tokens=job_tokens)  # fmt: skip
+              job_tokens=4 if job_tokens is None else job_tokens)  # fmt: skip
     publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive, pods=pods, nodes=nodes)

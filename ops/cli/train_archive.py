@@ -25,7 +25,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                            head_hidden: int = 16, head_layers: int = 1, head_rank: int = 4, seed: int = 0, version: str | None = None,
                            max_samples: int | None = 2000, outcomes: str = "finished", policies: str | None = None,
                            tied_targets: bool = False, promote: bool = False, promotion_seeds: str = "100-104",
-                           pod_sample: int | None = None) -> Path:  # fmt: skip
+                           pod_sample: int | None = None, job_tokens: int = 0) -> Path:  # fmt: skip
     import torch
 
     from inference.training import TrainOptions
@@ -51,7 +51,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
             outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
             policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
             max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
-            on_batch=on_batch)  # fmt: skip
+            on_batch=on_batch, job_tokens=job_tokens)  # fmt: skip
     info = json.loads((directory / "train.json").read_text())
     history = info["history"]
     console.print(json.dumps({"reconstruction": info["reconstruction"], "train_states": info["train_states"],

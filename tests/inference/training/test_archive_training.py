@@ -3,10 +3,12 @@ back by ``storage.queries.training_events`` (what ``semsched train --from-archiv
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
+import torch
 from training_helpers import SPEC, cluster_nodes, live_run
 
 from inference.model import ModelConfig, load_model
@@ -56,6 +58,45 @@ def test_one_demonstration_per_placed_and_finished_decision(filled):
         np.testing.assert_array_equal(a["feasible"][k], t.feasible)
         np.testing.assert_allclose(a["queues"][k], t.queue, atol=1e-6)
     assert len(got.demos.snapshots) == 1 and set(got.demos.group) == {0}
+
+
+def test_each_demonstration_carries_the_jobs_pending_at_its_step_start_as_tokens(filled):
+    events, truths = filled
+    finished = [t for t in truths if t.outcome == "finished"]
+    got = reconstruct(events, spec=SPEC, min_feasible=1)
+    assert got.demos.has("tokens") and "tokens" not in got.demos.arrays()  # ragged: not stacked
+    a = got.demos.arrays()
+    for k, t in enumerate(finished):
+        tokens = got.demos.tokens[k]
+        assert len(tokens) == t.pending  # every job pending when the step began, as the worker's call saw them
+        np.testing.assert_array_equal(tokens[0], a["jobs"][k])  # its own job first
+        np.testing.assert_allclose(tokens.mean(axis=0), t.queue, atol=1e-6)  # the rest: the step's other jobs
+    assert max(t.pending for t in finished) > 3  # the scenario has queues
+    few = reconstruct(events, spec=SPEC, min_feasible=1, max_tokens=3, seed=2)
+    for k, t in enumerate(finished):  # a sample of the others when more were pending
+        tokens, everything = few.demos.tokens[k], got.demos.tokens[k]
+        assert len(tokens) == min(3, t.pending)
+        np.testing.assert_array_equal(tokens[0], everything[0])
+        assert all(any(np.allclose(row, other, atol=1e-6) for other in everything[1:]) for row in tokens[1:])
+    with pytest.raises(ValueError, match="max_tokens"):
+        reconstruct(events, spec=SPEC, max_tokens=0)
+
+
+def test_a_model_with_job_tokens_trains_on_the_recorded_queues(filled, tmp_path):
+    from inference.training.imitation import _Data
+
+    events, _ = filled
+    demos = reconstruct(events, spec=SPEC, min_feasible=1).demos
+    config = dataclasses.replace(CONFIG, job_tokens=2)
+    rows, mask = _Data(demos, config).job_tokens(torch.arange(len(demos)))
+    for k, tokens in enumerate(demos.tokens):  # the recorded queue, zero-padded, not a window of later states
+        np.testing.assert_array_equal(rows[k, : len(tokens)].numpy(), tokens)
+        assert mask[k].sum() == len(tokens) and not rows[k, len(tokens):].any()
+    assert _Data(demos, CONFIG).job_tokens(torch.arange(2)) == (None, None)  # a model without job tokens
+    directory = train_from_archive(events, tmp_path / "models", options=TrainOptions(epochs=2, batch=8, seed=1),
+                                   hidden=16, depth=2, text_dim=SPEC.text_dim, job_tokens=2, version="tokens")  # fmt: skip
+    info = json.loads((directory / "train.json").read_text())
+    assert load_model(directory).config.job_tokens == 2 and info["job_tokens"] == 2 and info["max_tokens"] == 64
 
 
 def test_targets_include_the_archived_candidates_tied_with_the_choice(filled):

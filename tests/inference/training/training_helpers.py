@@ -62,6 +62,7 @@ class Truth:
     queue: np.ndarray
     time: float
     tied: frozenset[int]  # nodes among the archived candidates that scored as high as the chosen one
+    pending: int = 0  # jobs pending when the step began (this one among them)
 
 
 def cluster_nodes(n: int = 10) -> list[NodeView]:
@@ -140,7 +141,8 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
             running.append((t + duration, job.job_id, attempt, res.node_index, tuple(res.gpu_indices), fails))
             truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, node_state(before, SPEC),
                                 pair_features(job, before, SPEC), feasible, queue, at(t).timestamp(),
-                                frozenset(int(n[-2:]) for n, v in res.candidates if v >= res.score)))  # fmt: skip
+                                frozenset(int(n[-2:]) for n, v in res.candidates if v >= res.score),
+                                len(pending)))  # fmt: skip
         pending = still
     for table, events in (("jobs_submitted", subs), ("nodes_telemetry", tel), ("decisions", decisions),
                           ("jobs_lifecycle", life)):  # fmt: skip
