@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,7 +130,7 @@ class Lookahead:
             raise ValueError(f"{', '.join(ENV.values())}: {e}") from None
 
     def in_step(self, model: Any, step: Any, job: JobRequest, scores: np.ndarray, snapshot: ClusterSnapshot,
-                later: Sequence[JobRequest], spec: FeatureSpec, caches: Any) -> tuple[np.ndarray, str | None]:  # fmt: skip
+                later: Iterable[JobRequest], spec: FeatureSpec, caches: Any) -> tuple[np.ndarray, str | None]:  # fmt: skip
         """:meth:`adjust` for ``job`` within a step of the ``learned`` policy (``step``: its
         :class:`~inference.prepared_step.PreparedStep`; ``later``: the step's jobs after ``job`` in
         its order not yet scored; ``caches``: the policy's :class:`~inference.step_caches.StepCaches`),

@@ -318,7 +318,7 @@ class LearnedPolicy(BasePolicy):
         if (self.lookahead is None or not self._in_step or pos is None
                 or (step.version and step.version != self.model_version)):
             return scores  # fmt: skip
-        later = [j for j in self._ordered[pos + 1:] if j.job_id not in self._scored]
+        later = (j for j in self._ordered[pos + 1:] if j.job_id not in self._scored)  # lazy: in_step takes `depth`
         out, note = self.lookahead.in_step(self.loaded.model, step, job, scores, snapshot, later, self.spec, self.caches)
         if note:
             self.decision_notes[job.job_id] = note

@@ -45,9 +45,10 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim)
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
                                    head_layers=head_layers, head_rank=head_rank, job_tokens=job_tokens)  # fmt: skip
+    # a model without job tokens reads none: each state keeps its own row only
     rebuilt = reconstruct(events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
                           max_samples=max_samples, seed=options.seed, tied_targets=tied_targets,
-                          max_tokens=max_tokens)  # fmt: skip
+                          max_tokens=max_tokens if config.job_tokens else 1)  # fmt: skip
     n = len(rebuilt.demos)
     if n == 0:
         raise ValueError(f"the archive has no usable placed decisions: {rebuilt.summary()}")

@@ -21,6 +21,13 @@ with the same state again and again, the pair caches on both sides would recompu
   sent, and this process's copy of the pair features (which in-step re-scoring reads) computed
   while the answer travels. These are the issue's decision latency per step. Each side has its
   own pair and text caches, so both compute the same changes;
+- **server's call** (with the server this run starts, not with ``--url``): what the server does
+  for that request, timed in this process on a twin of the served ``policy`` model (:class:`inference.serving.models.PolicyModel`, its own pair cache
+  fed the same requests): the compact arrays unpacked, the pair features computed, ``run_policy``,
+  the answer packed; **triton - server's call**: the rest of the Triton call, step by step — the
+  client's serialisation and parsing, gRPC, Triton's scheduling and PyTriton's hand-over to the
+  Python process and back (with the server's work done twice, on 2 shared cores, the two
+  processes also wait for each other);
 - **triton - in-process**: step triton − step in-process, step by step; **triton, pairs sent**:
   the same step once more with the pair features on the wire (what every request carried
   before the server computed them; the request is ~10× larger; it carries ``FITS`` and gets
@@ -80,7 +87,7 @@ def clusters(sizes: list[int]) -> tuple[dict[int, Any], list[Any]]:
 
 
 def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], pending: list[int], repeat: int,
-               deadline_ms: float, churn: int = 16) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
+               deadline_ms: float, churn: int = 16, served: Any = None) -> tuple[list[dict[str, Any]], dict[str, Any]]:  # fmt: skip
     from inference.encoders import EncoderCache, get_encoder
     from inference.features.jobs import JobRows
     from inference.features.pair_cache import PairCache
@@ -127,7 +134,13 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                             samples.setdefault("triton, pairs sent", []).append((time.perf_counter() - t4) * 1000.0)
                     # every step: the server's pair features (its own cache, when it computes them) agree
                     np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
-                    payload.append(sum(a.nbytes for a in to_wire(sent_inputs).values()) + got["answer_bytes"])
+                    wire = to_wire(sent_inputs)
+                    payload.append(sum(a.nbytes for a in wire.values()) + got["answer_bytes"])
+                    if served is not None:  # the server's own work for this request, on the twin
+                        t5 = time.perf_counter()
+                        served([{name: value[None] for name, value in wire.items()}])
+                        if r:
+                            samples.setdefault("server's call", []).append((time.perf_counter() - t5) * 1000.0)
                     between()
                     if r == 0:  # warm-up
                         continue
@@ -136,6 +149,9 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                         samples[key].append(dt * 1000.0)
                 samples["triton - in-process"] = [a - b for a, b in zip(samples["step triton"], samples["step in-process"],
                                                                         strict=True)]  # fmt: skip
+                if "server's call" in samples:
+                    samples["triton - server's call"] = [a - b for a, b in zip(samples["triton"], samples["server's call"],
+                                                                               strict=True)]  # fmt: skip
                 misses = sum(t > deadline_ms for t in samples["triton"])
                 for what, values in samples.items():
                     stats = percentiles(values)
@@ -175,6 +191,8 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     from inference.backends import InProcessBackend
     from inference.policy import default_model_dir
     from inference.serving.client import DEADLINE_ENV, DEFAULT_DEADLINE_MS, TritonBackend
+    from inference.serving.host import ModelHost
+    from inference.serving.models import PolicyModel
     from inference.training.step_latency import frozen_heap
     from ops.reports import Report
 
@@ -198,8 +216,11 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     try:
         remote = TritonBackend(model_dir, url=url, deadline_ms=60_000)
         snaps, pods = clusters(nodes)
+        # the server's work, timed here: only for a server this run started, on the CPU, with this model
+        # (one at --url may serve another version or device)
+        served = PolicyModel(ModelHost(model_dir, watch_s=3600.0, device="cpu")) if handle is not None else None
         with frozen_heap():  # as the worker runs (streams/heap.py)
-            rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn)
+            rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn, served)
         remote.close()
     finally:
         if handle is not None:
@@ -220,6 +241,9 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 "the worker's call: the inputs without the pair features, the request sent, and the client's "
                 "own copy of the pair features computed while the answer travels (each side has its own "
                 "caches); 'triton - in-process' = the difference of the steps, step by step; "
+                "'server's call' = the server's work for the same request (compact arrays unpacked, pair features, "
+                "run_policy, answer packed), timed in this process on a twin of the served model (only with a server this run started); 'triton - server's "
+                "call' = the rest of the Triton call (serialisation, gRPC, Triton, PyTriton's hand-over), step by step; "
                 "'triton, pairs sent' = the same step sent once more with the pair "
                 "features on the wire instead of the compact node arrays (how every request travelled before). "
                 f"The last column counts Triton calls slower than the worker's default deadline ({deadline_ms:g} ms), "

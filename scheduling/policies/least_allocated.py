@@ -17,7 +17,8 @@ reference a user running the stock scheduler has; ``best-fit`` is its ``MostAllo
 GPUs inside the node: best fit (:mod:`scheduling.gpu_select`). Scores are not truncated to
 integers; ties go to the lowest node index (kube-scheduler picks among ties at random). Not
 modelled: the non-zero default requests kube-scheduler assumes for a pod that requests no cpu or
-memory, and its skipping BalancedAllocation for such pods.
+memory, and its skipping BalancedAllocation for such pods (162 of the 20,139 Google 2011 jobs
+request no cpu, one openb pod no memory, no dlrm2025 job).
 """
 
 from __future__ import annotations
