@@ -3,7 +3,7 @@ DAG schedulers ``learned`` and ``learned-sample`` (registered when :mod:`inferen
 imported).
 
 Where the model comes from: the ``model_dir`` argument, else ``$SEMSCHED_DAG_MODEL``, else
-``<repo>/models/dag/latest`` (what ``python -m inference.dag.train`` writes). When there
+``<repo>/models/dag/latest`` (what ``semsched train-dag`` writes). When there
 is no model there, the scheduler falls back to HEFT: it warns once (``RuntimeWarning``,
 naming the directory), and ``scheduler.fallback`` says why; ``strict=True`` raises
 ``FileNotFoundError`` instead.

@@ -14,8 +14,8 @@
 Deterministic for a seed (single-threaded torch, seeded generators). Writes
 ``models/dag/<version>/{policy.pt,config.json}`` and points ``models/dag/latest`` at it::
 
-    .venv/bin/python -m inference.dag.train                 # the shipped recipe (v003): imitation only
-    .venv/bin/python -m inference.dag.train --init models/dag/v003 --rl-dags 120 --rl-lr 3e-4
+    .venv/bin/semsched train-dag                            # the shipped recipe (v003): imitation only
+    .venv/bin/semsched train-dag --init models/dag/v003 --rl-dags 120 --rl-lr 3e-4
 
 The defaults are the recipe that produced the best model measured: 80 teacher DAGs,
 imitation only. DAgger (20 DAGs) and REINFORCE (80–120 updates, lr 1e-4 and 3e-4) did not
@@ -27,10 +27,10 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-import typer
 from torch import nn
 
 from inference.dag.dataset import TeacherData, build_teacher_data, progress
@@ -160,20 +160,11 @@ def next_version(root: Path) -> str:
     return f"v{max(taken, default=0) + 1:03d}"
 
 
-def main(dags: int = typer.Option(80, help="training DAGs the teacher labels (imitation)"),
-         k: int = typer.Option(3, help="teacher: ready tasks of highest rank tried per step"),
-         epochs: int = typer.Option(30, help="imitation epochs"),
-         dagger_dags: int = typer.Option(0, help="DAgger: training DAGs run by the student, labelled by the teacher"),
-         rl_dags: int = typer.Option(0, help="REINFORCE updates (one fresh training DAG each)"),
-         rl_samples: int = typer.Option(6, help="sampled schedules per DAG (baseline: their mean)"),
-         rl_lr: float = typer.Option(1e-4, help="REINFORCE learning rate (Adam)"),
-         valid_dags: int = typer.Option(30, help="validation DAGs (a training seed, not held-out)"),
-         init: Path = typer.Option(None, help="start from this model dir (skips the teacher and imitation)"),
-         seed: int = typer.Option(0),
-         hidden: int = typer.Option(64),
-         out: Path = typer.Option(MODELS, help="models root; the model goes to <out>/<version>"),
-         version: str = typer.Option("", help="default: the next vNNN")) -> None:  # fmt: skip
-    """Train the learned DAG policy and write a versioned model directory."""
+def train_dag(*, dags: int = 80, k: int = 3, epochs: int = 30, dagger_dags: int = 0, rl_dags: int = 0,
+              rl_samples: int = 6, rl_lr: float = 1e-4, valid_dags: int = 30, init: Path | None = None, seed: int = 0,
+              hidden: int = 64, out: Path = MODELS, version: str = "") -> dict[str, Any]:  # fmt: skip
+    """Train the learned DAG policy (module docstring; ``semsched train-dag`` names every option), write
+    ``<out>/<version>/`` and point ``<out>/latest`` at it; returns the model's metadata."""
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = DagGeneratorConfig()
@@ -205,10 +196,4 @@ def main(dags: int = typer.Option(80, help="training DAGs the teacher labels (im
     if latest.is_symlink() or not latest.exists():
         latest.unlink(missing_ok=True)
         latest.symlink_to(version)
-    print(f"model {directory} (latest -> {version}); teacher/HEFT {meta['teacher_vs_heft']:.4f}, "
-          f"imitation valid/HEFT {imitation_valid:.4f}, after RL {rl.get('valid_vs_heft', imitation_valid):.4f}; "
-          f"{total:.0f} s")
-
-
-if __name__ == "__main__":
-    typer.run(main)
+    return meta | {"directory": str(directory)}

@@ -15,6 +15,7 @@ from ops.cli.models import models_app
 from ops.cli.replay import replay_command
 from ops.cli.serve import serve_command
 from ops.cli.train import train as train_command
+from ops.cli.train_dag import train_dag as train_dag_command
 from ops.cli.train_duration import train_duration as train_duration_command
 from streams.settings import Settings
 
@@ -32,6 +33,7 @@ app.command("sql")(sql_command)
 app.command("explain")(explain_command)
 app.command("train")(train_command)
 app.command("train-duration")(train_duration_command)
+app.command("train-dag")(train_dag_command)
 app.command("serve")(serve_command)
 app.add_typer(models_app, name="models", help="Model versions: the registry (model_versions) and promotion.")
 
