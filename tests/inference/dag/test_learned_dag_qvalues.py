@@ -111,6 +111,7 @@ def test_rollout_search_is_valid_and_never_worse_than_heft(small_dags, topcuoglu
             assert check_schedule(problem, schedule) == []
             assert schedule.makespan <= heft * (1 + 1e-9)
     save_model(net, tmp_path / "m")
-    scheduler = get_dag_scheduler("learned-rollout", model_dir=tmp_path / "m")
-    assert scheduler.fallback is None
-    assert scheduler.schedule(topcuoglu).makespan <= 80.0
+    for name, (tasks, procs) in (("learned-rollout", (1, 2)), ("learned-rollout-wide", (2, 4))):
+        scheduler = get_dag_scheduler(name, model_dir=tmp_path / "m")
+        assert scheduler.fallback is None and (scheduler.tasks, scheduler.procs) == (tasks, procs)
+        assert scheduler.schedule(topcuoglu).makespan <= 80.0
