@@ -3,7 +3,7 @@
 Imitation of the rollout teacher on generated *training* DAGs (20–150 tasks), then optionally
 DAgger and REINFORCE (:mod:`inference.dag.train`, where the recipe and its measurements are).
 Writes ``<out>/<version>/`` (default: the repository's ``models/dag/vNNN``) and points
-``<out>/latest`` at it: the ``learned``, ``learned-sample`` and ``learned-rollout`` DAG schedulers
+``<out>/latest`` at it: the ``learned``, ``learned-sample`` and ``learned-rollout(-wide)`` DAG schedulers
 load ``models/dag/latest`` (or ``$SEMSCHED_DAG_MODEL``), and ``semsched bench dag`` compares
 them with HEFT and CPOP on held-out DAGs. The teacher's labels are cached under
 ``<out>/cache`` (a second run with the same DAGs, seed and ``--k`` skips the teacher).
