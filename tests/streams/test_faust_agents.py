@@ -572,3 +572,29 @@ async def test_a_partition_revoked_and_given_back_is_no_gap(worker: tuple[Worker
         # another worker handled 1..6 while the partition was away
         await put(a, telemetry("n2").to_bytes(), key=b"n2", offset=7)
     assert w.counters.offset_gaps == 0 and "n2" in w.nodes
+
+
+async def test_a_logged_decision_the_tables_lost_is_applied_before_scheduling(worker: tuple[Worker, Sent]) -> None:
+    # a killed worker's tables came back with j1 pending, though its decision is on the decisions
+    # topic behind the group's committed offset (the replay never brings it): the loop applies it
+    # from the log read back (streams/catchup.py) instead of deciding j1 again
+    from streams.loop import SchedulingLoop
+
+    w, sent = worker
+    await _submit(w, job("j1"), job("j2"))
+    loop = SchedulingLoop(w)
+    logged = [(1, placed("j1", node_id="n7").to_bytes()), (1, placed("gone").to_bytes()), (1, b"{not json"),
+              (1, placed("j2", attempt=1).to_bytes()), (1, placed("j2", outcome="unschedulable", node_id=None).to_bytes())]
+
+    async def log_read_back() -> list[tuple[int, bytes]]:
+        return logged
+
+    loop.catchup.logged_decisions = log_read_back  # type: ignore[method-assign]
+    await loop._apply_logged_decisions()
+    assert "j1" not in w.pending and w.running["j1"]["node_id"] == "n7"
+    assert w.running["j1"]["decision_id"] == decision_id_for("j1", 0)
+    assert "j2" in w.pending and "j2" not in w.running  # another attempt's, and an unschedulable: not applied
+    assert w.counters.decisions_restored == 1
+    await loop._apply_logged_decisions()  # idempotent: applied already
+    assert w.counters.decisions_restored == 1 and w.running["j1"]["node_id"] == "n7"
+    assert sent.by_topic == {}
