@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     from streams.settings import Settings
 
 log = logging.getLogger("semsched.loop")
+LOG_READ_TIMEOUT_S = 60.0  # reading the decisions log back at an assignment (_apply_logged_decisions)
 
 #: a job that fits no node of a cluster is rejected only once the cluster's node list has
 #: not changed for this long (nodes arrive one telemetry event at a time)
@@ -290,8 +291,8 @@ class SchedulingLoop:
         hold pending at that attempt: the tables lost the transition (its changelog write) while
         the group's committed offset went past the decision (:mod:`streams.catchup`). Undecodable
         messages are left to the decisions agent (it dead-letters them)."""
-        try:
-            logged = await self.catchup.logged_decisions()
+        try:  # bounded: a read that never reaches the end offsets must not hold scheduling back for good
+            logged = await asyncio.wait_for(self.catchup.logged_decisions(), LOG_READ_TIMEOUT_S)
         except Exception as e:  # the broker is the agents' too: the in-stream replay still runs
             log.error("could not read the decisions log back (%s: %s); scheduling on the tables as they are",
                       type(e).__name__, e)  # fmt: skip

@@ -598,3 +598,23 @@ async def test_a_logged_decision_the_tables_lost_is_applied_before_scheduling(wo
     await loop._apply_logged_decisions()  # idempotent: applied already
     assert w.counters.decisions_restored == 1 and w.running["j1"]["node_id"] == "n7"
     assert sent.by_topic == {}
+
+
+
+async def test_a_decisions_log_read_that_hangs_is_given_up_and_scheduling_goes_on(
+        worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import streams.loop as loop_module
+    from streams.loop import SchedulingLoop
+
+    w, _ = worker
+    await _submit(w, job("j1"))
+    loop = SchedulingLoop(w)
+
+    async def never() -> list[tuple[int, bytes]]:
+        await asyncio.sleep(3600)
+        return []
+
+    monkeypatch.setattr(loop_module, "LOG_READ_TIMEOUT_S", 0.05)
+    loop.catchup.logged_decisions = never  # type: ignore[method-assign]
+    await asyncio.wait_for(loop._apply_logged_decisions(), 5)  # returns: the tables stay as they are
+    assert "j1" in w.pending and w.counters.decisions_restored == 0
