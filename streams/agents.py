@@ -33,6 +33,7 @@ from streams.state import (
     DoneJob,
     PendingJob,
     RunningJob,
+    Transition,
     gang_fences,
     on_lifecycle,
     on_submitted,
@@ -46,10 +47,23 @@ def _known(w: Worker, job_id: str) -> PendingJob | RunningJob | DoneJob | None:
             or w.read("done", job_id, DoneJob))  # fmt: skip
 
 
+def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
+    """What a lifecycle report does to the tables (:func:`streams.state.on_lifecycle`), with the
+    fences for the rest of its gang when a member leaves the gang's placement."""
+    was = w.read("running", ev.job_id, RunningJob)
+    t = on_lifecycle(ev, was, pending=w.read("pending", ev.job_id, PendingJob),
+                     max_retries=w.settings.max_retries, now=time.time())  # fmt: skip
+    left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"
+    if left and was is not None and was.job.gang_id:
+        members = [w.read("running", k, RunningJob) for k, d in list(w.running.items())
+                   if d is not None and d["job"].get("gang_id") == was.job.gang_id]  # fmt: skip
+        t.commands += gang_fences(was.job, [m for m in members if m is not None], f"left the gang: {ev.state}")
+    return t
+
+
 def register_agents(w: Worker) -> None:
     """One agent per input topic; each decodes (malformed → dead letter) then applies a
     handler. A handler that raises dead-letters its event too: the worker keeps going."""
-    s = w.settings
 
     async def on_job(ev: JobSubmitted, raw: bytes, msg: Any) -> None:
         t = on_submitted(ev, _known(w, ev.job_id), time.time())
@@ -81,14 +95,7 @@ def register_agents(w: Worker) -> None:
             ran = ev.event_time.timestamp() - was.started_ts
             if ran >= 0:
                 w.durations.observe(JobRequest.from_event(was.job), ran)
-        t = on_lifecycle(ev, was,
-                         pending=w.read("pending", ev.job_id, PendingJob),
-                         max_retries=s.max_retries, now=time.time())  # fmt: skip
-        left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"
-        if left and (gone := w.read("running", ev.job_id, RunningJob)) is not None and gone.job.gang_id:
-            members = [w.read("running", k, RunningJob) for k, d in list(w.running.items())
-                       if d is not None and d["job"].get("gang_id") == gone.job.gang_id]  # fmt: skip
-            t.commands += gang_fences(gone.job, [m for m in members if m is not None], f"left the gang: {ev.state}")
+        t = lifecycle_transition(w, ev)
         await w.emit(t, msg.partition)  # before the tables change: a crash repeats it, never loses it
         w.apply(t)
         w.counters.lifecycle += 1

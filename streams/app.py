@@ -47,7 +47,8 @@ class Counters:
     accepted: int = 0
     deadletters: int = 0
     decisions_applied: int = 0
-    decisions_restored: int = 0  # logged decisions the tables had lost, applied when scheduling (re)starts (catchup.py)
+    # per topic, logged events the tables had lost, applied when scheduling (re)starts (log_restore.py; should stay 0):
+    restored: dict[str, int] = field(default_factory=dict)
     lifecycle: int = 0
     telemetry: int = 0
     # input offsets consumption skipped, each sought back to (streams/offset_watch.py; should stay 0):

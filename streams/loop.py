@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduling.assign import schedule_step
 from scheduling.duration_estimate import estimator_for
-from scheduling.events import DecisionRecord, JobLifecycle, decode, partition_for
+from scheduling.events import DecisionRecord, JobLifecycle, partition_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.node_table import NodeTable
@@ -40,6 +40,7 @@ from streams.decision_records import (
     waiting_record,
 )
 from streams.heap import freeze_start_up_heap
+from streams.log_restore import restore
 from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
 from streams.state import PendingJob, RunningJob
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     from streams.settings import Settings
 
 log = logging.getLogger("semsched.loop")
-LOG_READ_TIMEOUT_S = 60.0  # reading the decisions log back at an assignment (_apply_logged_decisions)
+LOG_READ_TIMEOUT_S = 60.0  # reading the input logs back at an assignment (_restore_from_logs)
 
 #: a job that fits no node of a cluster is rejected only once the cluster's node list has
 #: not changed for this long (nodes arrive one telemetry event at a time)
@@ -101,8 +102,8 @@ class SchedulingLoop:
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic}
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):
             return
-        if not self.catchup.log_applied:  # once per assignment, before its first step (catchup.py)
-            await self._apply_logged_decisions()
+        if not self.catchup.log_applied:  # once per assignment, before its first step (log_restore.py)
+            await self._restore_from_logs()
             self.catchup.log_applied = True
         # only the clusters whose partitions this worker owns: the tables may also hold
         # standby replicas and keys of partitions that moved to another worker
@@ -286,31 +287,16 @@ class SchedulingLoop:
         rec = waiting_record(p, reason, policy=self.policy.name, step_id=self.step_id, compute_ms=compute_ms)
         return await self._send("decisions", rec.job_id, rec.to_bytes(), part)
 
-    async def _apply_logged_decisions(self) -> None:
-        """Apply every decision on the assigned ``decisions`` partitions whose job the tables still
-        hold pending at that attempt: the tables lost the transition (its changelog write) while
-        the group's committed offset went past the decision (:mod:`streams.catchup`). Undecodable
-        messages are left to the decisions agent (it dead-letters them)."""
+    async def _restore_from_logs(self) -> None:
+        """Apply what the tables lost while the group's committed offsets went past it
+        (:mod:`streams.log_restore`), from the input logs read back at this assignment."""
         try:  # bounded: a read that never reaches the end offsets must not hold scheduling back for good
-            logged = await asyncio.wait_for(self.catchup.logged_decisions(), LOG_READ_TIMEOUT_S)
+            logged = await asyncio.wait_for(self.catchup.logged(), LOG_READ_TIMEOUT_S)
         except Exception as e:  # the broker is the agents' too: the in-stream replay still runs
-            log.error("could not read the decisions log back (%s: %s); scheduling on the tables as they are",
+            log.error("could not read the input logs back (%s: %s); scheduling on the tables as they are",
                       type(e).__name__, e)  # fmt: skip
             return
-        restored = 0
-        for partition, raw in logged:
-            try:
-                rec = decode("decisions", raw)
-            except (ValueError, TypeError):  # a null or malformed value: the agent's to dead-letter
-                continue
-            if not isinstance(rec, DecisionRecord):
-                continue
-            pending = self.w.read("pending", rec.job_id, PendingJob)
-            if rec.outcome != "unschedulable" and pending is not None and pending.attempt == rec.attempt:
-                await self.w.apply_decision(rec, partition, in_stream=False)
-                restored += 1
-        self.w.counters.decisions_restored += restored
-        log.info("decisions log read back: %d decisions, %d applied that the tables had lost", len(logged), restored)
+        await restore(self.w, logged)
 
     async def _check_timeouts(self) -> None:
         now = time.time()

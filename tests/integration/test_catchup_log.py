@@ -1,5 +1,7 @@
-"""The restart gate reads the decisions log back from a real broker (streams/catchup.py): every
-message from each assigned partition's start up to its end offset at assignment, in order."""
+"""The restart gate reads the input logs back from a real broker (streams/catchup.py): every
+message of the topics that change the job tables, from each assigned partition's start up to
+the group's committed offset at assignment (what the live consumption will not bring again),
+partition by partition, in offset order."""
 
 from __future__ import annotations
 
@@ -15,29 +17,35 @@ from streams.topics import ensure_topics
 pytestmark = pytest.mark.integration
 
 
-async def test_the_decisions_log_is_read_back_from_the_start_up_to_the_end_at_assignment(kafka_bootstrap: str) -> None:
+async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets(kafka_bootstrap: str) -> None:
     settings = Settings(bootstrap=kafka_bootstrap, topic_prefix=f"it{uuid.uuid4().hex[:8]}.")
     await ensure_topics(settings)
-    topic = settings.topic("decisions")
+    decisions, submitted = settings.topic("decisions"), settings.topic("jobs.submitted")
     producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap)
     await producer.start()
     try:
         for i in range(5):
-            await producer.send_and_wait(topic, f"p2-{i}".encode(), partition=2)
-        await producer.send_and_wait(topic, b"p0-0", partition=0)
+            await producer.send_and_wait(decisions, f"d2-{i}".encode(), partition=2)
+            await producer.send_and_wait(submitted, f"s2-{i}".encode(), partition=2)
+        await producer.send_and_wait(decisions, b"d0-0", partition=0)
+        await producer.send_and_wait(submitted, b"s1-0", partition=1)  # nothing committed there
         group = f"g{uuid.uuid4().hex[:8]}"
         consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
         await consumer.start()
-        try:  # the group commits an empty partition only: partitions 0 and 2 are to be replayed
-            consumer.assign([TopicPartition(topic, 1)])
-            await consumer.commit({TopicPartition(topic, 1): 0})
+        try:  # the group has handled decisions 2:0..2 and 0:0, and submissions 2:0..3
+            committed = {TopicPartition(decisions, 2): 3, TopicPartition(decisions, 0): 1,
+                         TopicPartition(submitted, 2): 4}  # fmt: skip
+            consumer.assign(list(committed))
+            await consumer.commit(committed)
         finally:
             await consumer.stop()
-        gate = CatchUp(settings, topic, group_id=group)
-        assert await gate.ready({}, recovering=False, assigned={0, 1, 2, 3}) is False
-        await producer.send_and_wait(topic, b"p2-late", partition=2)  # after the assignment's end offsets
-        logged = await gate.logged_decisions()
+        gate = CatchUp(settings, decisions, group_id=group)
+        assert await gate.ready({}, recovering=False, assigned={0, 1, 2, 3}) is False  # decisions 2:3.. to replay
+        await producer.send_and_wait(submitted, b"s2-late", partition=2)  # after the assignment
+        logged = await gate.logged()
     finally:
         await producer.stop()
-    assert logged == [(0, b"p0-0"), *((2, f"p2-{i}".encode()) for i in range(5))]
-    assert await CatchUp(settings, topic, group_id="g").logged_decisions() == []  # no assignment read yet
+    assert logged == {"decisions": [(0, b"d0-0"), (2, b"d2-0"), (2, b"d2-1"), (2, b"d2-2")],
+                      "jobs.submitted": [(2, f"s2-{i}".encode()) for i in range(4)],
+                      "jobs.lifecycle": []}  # fmt: skip
+    assert await CatchUp(settings, decisions, group_id="g").logged() == {}  # no assignment read yet

@@ -58,6 +58,9 @@ def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_st
     # each job started exactly once over the whole run, whatever was redelivered
     assert p.scalar("SELECT max(c) FROM (SELECT job_id, uniqExact(decision_id) AS c FROM jobs_lifecycle "
                     "WHERE state = 'started' GROUP BY job_id)") == 1  # fmt: skip
+    # the restarted worker read its input logs back before its first step (streams/log_restore.py)
+    log = p.children["worker"].log_path.read_text(errors="replace")
+    assert "logs read back (jobs.submitted" in log and "could not read the input logs back" not in log
 
 
 def test_a_cleanly_restarted_worker_schedules_again(make_stack) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,146 @@
+"""Restoring what a killed worker's tables lost (streams/log_restore.py): the input logs read back
+at an assignment are applied where the tables lag, in Faust's broker-free test mode (the real
+broker's read-back is tests/integration/test_catchup_log.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from scheduling.events import JobLifecycle, decision_id_for
+from streams.app import Worker
+from streams.log_restore import restore
+from tests.streams.test_faust_agents import Sent, _submit, drive, job, placed, put, snapshot, worker
+
+__all__ = ["worker"]  # the fixture
+
+P = 1  # the partition of cluster "c1" among 4
+
+
+def report(job_id: str, state: str, attempt: int = 0, node_id: str | None = "n1") -> bytes:
+    return JobLifecycle(job_id=job_id, cluster="c1", state=state, attempt=attempt, node_id=node_id,
+                        decision_id=decision_id_for(job_id, attempt)).to_bytes()  # fmt: skip
+
+
+def logs(submitted: list[bytes] = (), decisions: list[bytes] = (), lifecycle: list[bytes] = ()) -> dict:  # type: ignore[assignment]
+    return {"jobs.submitted": [(P, m) for m in submitted], "decisions": [(P, m) for m in decisions],
+            "jobs.lifecycle": [(P, m) for m in lifecycle]}  # fmt: skip
+
+
+async def test_a_history_the_tables_lost_is_applied_in_passes_until_it_settles(worker: tuple[Worker, Sent]) -> None:
+    # the tables came back empty; the logs say: j1 was placed, started and finished; j2 was
+    # placed, failed, and placed again on n2 (that decision needs the failure before it: a second pass)
+    w, sent = worker
+    logged = logs(submitted=[job("j1").to_bytes(), job("j2").to_bytes()],
+                  decisions=[placed("j1").to_bytes(), placed("j2").to_bytes(), placed("j2", 1, "n2").to_bytes()],
+                  lifecycle=[report("j1", "started"), report("j2", "failed"), report("j1", "finished")])  # fmt: skip
+    applied = await restore(w, logged)
+    assert w.done["j1"]["status"] == "finished" and "j1" not in w.running and "j1" not in w.pending
+    assert w.running["j2"]["attempt"] == 1 and w.running["j2"]["node_id"] == "n2"
+    assert w.running["j2"]["state"] == "reserved" and w.running["j2"]["failures"] == 1
+    assert applied == {"jobs.submitted": 2, "decisions": 3, "jobs.lifecycle": 3}
+    assert w.counters.restored == applied
+    assert sent.by_topic == {}
+    before = snapshot(w)
+    assert await restore(w, logged) == {}  # idempotent: nothing is lost any more
+    assert snapshot(w) == before and w.counters.restored == applied
+
+
+async def test_what_the_tables_hold_is_left_as_it_is(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    await _submit(w, job("j1"), job("j2"))
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1", node_id="n7").to_bytes(), key=b"j1")
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, report("j1", "started", node_id="n7"), key=b"j1")
+        await put(a, report("j1", "finished", node_id="n7"), key=b"j1")
+    before = snapshot(w)
+    logged = logs(submitted=[job("j1").to_bytes(), job("j2").to_bytes()],
+                  decisions=[placed("j1", node_id="n7").to_bytes(), placed("j2", 1).to_bytes(),
+                             placed("j2", outcome="unschedulable", node_id=None).to_bytes()],
+                  # j1's reports again: it is done (a started one must not be fenced as superseded);
+                  # a rejection notice, a report of another attempt, an unknown job's
+                  lifecycle=[report("j1", "started", node_id="n7"), report("j2", "rejected"),
+                             report("j2", "failed", attempt=3), report("gone", "finished")])  # fmt: skip
+    assert await restore(w, logged) == {}
+    assert snapshot(w) == before and sent.by_topic == {}
+
+
+async def test_malformed_and_misplaced_events_are_left_to_their_agents(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    elsewhere = job("j3").model_copy(update={"cluster": "c2"}).to_bytes()  # c2 is not on partition 1
+    logged = logs(submitted=[b"{not json", elsewhere, job("j1").to_bytes()], decisions=[b"\xff"],
+                  lifecycle=[b"[]"])  # fmt: skip
+    assert await restore(w, logged) == {"jobs.submitted": 1}
+    assert set(w.pending) == {"j1"} and sent.by_topic == {}
+
+
+async def test_a_lost_started_report_keeps_a_running_job_from_timing_out(worker: tuple[Worker, Sent]) -> None:
+    # left reserved, the confirmation timeout would re-queue j1 and place it a second time
+    w, _ = worker
+    await _submit(w, job("j1"))
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1").to_bytes(), key=b"j1")
+    assert w.running["j1"]["state"] == "reserved"
+    assert await restore(w, logs(lifecycle=[report("j1", "started")])) == {"jobs.lifecycle": 1}
+    assert w.running["j1"]["state"] == "running"
+
+
+async def test_a_lost_report_that_stands_for_a_lost_decision_is_applied(worker: tuple[Worker, Sent]) -> None:
+    # the agent's report names the decision of the job's pending attempt: it is that placement
+    w, _ = worker
+    await _submit(w, job("j1"))
+    assert await restore(w, logs(lifecycle=[report("j1", "started", node_id="n4")])) == {"jobs.lifecycle": 1}
+    assert w.running["j1"]["node_id"] == "n4" and w.running["j1"]["state"] == "running"
+
+
+async def test_what_a_restored_transition_publishes_is_published_first(worker: tuple[Worker, Sent]) -> None:
+    # a lost last failure (max_retries=3) gives the job up: its rejection notice goes out again
+    w, sent = worker
+    await _submit(w, job("j1"))
+    for attempt in range(3):
+        async with drive(w, "decisions") as a:
+            await put(a, placed("j1", attempt=attempt).to_bytes(), key=b"j1")
+        async with drive(w, "jobs.lifecycle") as a:
+            await put(a, report("j1", "failed", attempt=attempt), key=b"j1")
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1", attempt=3).to_bytes(), key=b"j1")
+    assert await restore(w, logs(lifecycle=[report("j1", "failed", attempt=3)])) == {"jobs.lifecycle": 1}
+    assert w.done["j1"]["status"] == "rejected"
+    [notice] = sent.lifecycle()
+    assert notice.state == "rejected" and notice.job_id == "j1"
+
+
+async def test_a_log_read_that_hangs_is_given_up_and_scheduling_goes_on(
+        worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    import streams.loop as loop_module
+    from streams.loop import SchedulingLoop
+
+    w, _ = worker
+    await _submit(w, job("j1"))
+    loop = SchedulingLoop(w)
+
+    async def never() -> dict:  # type: ignore[type-arg]
+        await asyncio.sleep(3600)
+        return {}
+
+    monkeypatch.setattr(loop_module, "LOG_READ_TIMEOUT_S", 0.05)
+    loop.catchup.logged = never  # type: ignore[method-assign]
+    await asyncio.wait_for(loop._restore_from_logs(), 5)  # returns: the tables stay as they are
+    assert "j1" in w.pending and w.counters.restored == {}
+
+
+async def test_the_loop_restores_from_the_logs_it_read_back(worker: tuple[Worker, Sent]) -> None:
+    from streams.loop import SchedulingLoop
+
+    w, _ = worker
+    loop = SchedulingLoop(w)
+
+    async def read_back() -> dict:  # type: ignore[type-arg]
+        return logs(submitted=[job("j1").to_bytes()], decisions=[placed("j1").to_bytes()])
+
+    loop.catchup.logged = read_back  # type: ignore[method-assign]
+    await loop._restore_from_logs()
+    assert w.running["j1"]["decision_id"] == decision_id_for("j1", 0)
+    assert w.counters.restored == {"jobs.submitted": 1, "decisions": 1}
