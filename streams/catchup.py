@@ -16,9 +16,11 @@ a worker killed in between comes back with tables that miss the transition and a
 behind the committed offset, never replayed (seen once in the integration suite: a finished
 job placed again on another node, its decision lost that way). So before the first step of
 an assignment, :meth:`CatchUp.logged` reads the assigned partitions of the topics that change
-the job tables (``RESTORED_TOPICS``) from their start up to the group's committed offsets at
-assignment, with a consumer of its own, and :mod:`streams.log_restore` applies what the
-tables lack. This costs one read of those topics per assignment.
+the job tables (``RESTORED_TOPICS``) up to the group's committed offsets at assignment, with a
+consumer of its own, and :mod:`streams.log_restore` applies what the tables lack. The writes
+lost are those still in flight when the worker died, so the read starts a window of
+``restore_window`` messages (100,000 per partition and topic; 0 = the whole log) before the
+committed offset: a bounded read per assignment however long the topics are.
 """
 
 from __future__ import annotations
@@ -64,20 +66,23 @@ class CatchUp:
 
     async def logged(self) -> dict[str, list[tuple[int, bytes]]]:
         """Per topic of ``RESTORED_TOPICS`` (its short name), ``(partition, value)`` of every message
-        on the assigned partitions from their start up to the group's committed offset read at
-        assignment (partition by partition, each in offset order): the events the tables must
-        already hold, as the live consumption will not bring them again. Empty before an
-        assignment was read."""
+        on the assigned partitions up to the group's committed offset read at assignment, from
+        ``settings.restore_window`` messages before it (0: from the start), partition by
+        partition, each in offset order: the events the tables must already hold, as the live
+        consumption will not bring them again. Empty before an assignment was read."""
         upto = {tp: off for tp, off in (self._committed or {}).items() if off > 0}
         names = {self.settings.topic(t): t for t in RESTORED_TOPICS}
         out: dict[str, list[tuple[int, bytes]]] = {t: [] for t in RESTORED_TOPICS} if self._committed else {}
         if not upto:
             return out
+        window = self.settings.restore_window
         consumer = AIOKafkaConsumer(bootstrap_servers=self.settings.bootstrap, enable_auto_commit=False)
         await consumer.start()
         try:
             consumer.assign(list(upto))
-            await consumer.seek_to_beginning(*upto)
+            first = await consumer.beginning_offsets(list(upto))  # (retention may have deleted the start)
+            for tp, off in upto.items():
+                consumer.seek(tp, max(first[tp], off - window) if window else first[tp])
             left = {tp for tp in upto if await consumer.position(tp) < upto[tp]}
             while left:
                 batch = await consumer.getmany(*left, timeout_ms=1000)

@@ -7,7 +7,7 @@ brings it: an accepted submission would be gone, a decided job decided again, a 
 timed out and placed a second time, a finished one holding its resources for good.
 
 So before the first step of each assignment, the loop reads the assigned partitions of
-``jobs.submitted``, ``decisions`` and ``jobs.lifecycle`` back from their start
+``jobs.submitted``, ``decisions`` and ``jobs.lifecycle`` back up to the group's committed offsets
 (:meth:`streams.catchup.CatchUp.logged`) and :func:`restore` applies every event that moves
 a job on from where the tables hold it, with the same idempotent transitions the agents make:
 

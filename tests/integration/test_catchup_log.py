@@ -1,7 +1,7 @@
 """The restart gate reads the input logs back from a real broker (streams/catchup.py): every
 message of the topics that change the job tables, from each assigned partition's start up to
 the group's committed offset at assignment (what the live consumption will not bring again),
-partition by partition, in offset order."""
+partition by partition, in offset order; with a window, only that many messages before it."""
 
 from __future__ import annotations
 
@@ -49,3 +49,8 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
                       "jobs.submitted": [(2, f"s2-{i}".encode()) for i in range(4)],
                       "jobs.lifecycle": []}  # fmt: skip
     assert await CatchUp(settings, decisions, group_id="g").logged() == {}  # no assignment read yet
+    # a window of 2 messages: the last two before each committed offset
+    windowed = CatchUp(settings.model_copy(update={"restore_window": 2}), decisions, group_id=group)
+    assert await windowed.ready({}, recovering=False, assigned={0, 1, 2, 3}) is False
+    assert await windowed.logged() == {"decisions": [(0, b"d0-0"), (2, b"d2-1"), (2, b"d2-2")],
+                                       "jobs.submitted": [(2, b"s2-2"), (2, b"s2-3")], "jobs.lifecycle": []}  # fmt: skip
