@@ -69,6 +69,12 @@ def decision_id_for(job_id: str, attempt: int) -> str:
     return hashlib.sha1(f"{job_id}#{attempt}".encode()).hexdigest()[:20]
 
 
+def derived_event_id(cause_event_id: str, what: str) -> str:
+    """Deterministic: the id of an event the worker derives from another (a rejection notice from
+    the failure that gave its job up), so handling the cause again repeats the same event."""
+    return hashlib.sha1(f"{what}#{cause_event_id}".encode()).hexdigest()[:32]
+
+
 class Event(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -42,7 +42,7 @@ from streams.state import (
 log = logging.getLogger("semsched.worker")
 
 
-def _known(w: Worker, job_id: str) -> PendingJob | RunningJob | DoneJob | None:
+def known_job(w: Worker, job_id: str) -> PendingJob | RunningJob | DoneJob | None:
     return (w.read("pending", job_id, PendingJob) or w.read("running", job_id, RunningJob)
             or w.read("done", job_id, DoneJob))  # fmt: skip
 
@@ -66,7 +66,7 @@ def register_agents(w: Worker) -> None:
     handler. A handler that raises dead-letters its event too: the worker keeps going."""
 
     async def on_job(ev: JobSubmitted, raw: bytes, msg: Any) -> None:
-        t = on_submitted(ev, _known(w, ev.job_id), time.time())
+        t = on_submitted(ev, known_job(w, ev.job_id), time.time())
         if t.deadletter:
             await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
             return
@@ -121,9 +121,9 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
     async def one(raw: bytes | None, msg: Any) -> None:
         if topic == "decisions":
             w.applied_offsets[msg.partition] = msg.offset
-        ev = _decode_or_none(raw, topic, w.settings)
+        ev = decode_or_reason(raw, topic, w.settings)
         if not isinstance(ev, str):
-            ev = _misplaced(ev, msg.partition, w.settings) or ev
+            ev = misplaced_reason(ev, msg.partition, w.settings) or ev
         if isinstance(ev, str):
             await w.deadletter(raw or b"", ev, msg, topic)
             return
@@ -149,7 +149,7 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
     w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
 
 
-def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:
+def misplaced_reason(ev: Any, partition: int, s: Settings) -> str | None:
     """Every topic is partitioned by cluster (tables and their changelogs rely on it): an
     event on another partition is refused with a reason rather than split the state."""
     cluster = getattr(ev, "cluster", None)
@@ -163,7 +163,7 @@ def _misplaced(ev: Any, partition: int, s: Settings) -> str | None:
             "scheduling.events.partition_for, as streams.producer.EventProducer does")  # fmt: skip
 
 
-def _decode_or_none(raw: bytes | None, topic: str, s: Settings) -> Any:
+def decode_or_reason(raw: bytes | None, topic: str, s: Settings) -> Any:
     """The decoded event, or a human-readable reason string when it is malformed."""
     if raw is None:
         return "empty message (null value)"

@@ -47,7 +47,7 @@ class Counters:
     accepted: int = 0
     deadletters: int = 0
     decisions_applied: int = 0
-    # per topic, logged events the tables had lost, applied when scheduling (re)starts (log_restore.py; should stay 0):
+    # per topic, logged events the tables had lost, applied at an assignment (log_restore.py; should stay 0):
     restored: dict[str, int] = field(default_factory=dict)
     lifecycle: int = 0
     telemetry: int = 0
@@ -251,9 +251,11 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
     # until they drain (its default, 100, stalls ingest under a few hundred jobs/s).
     app.producer.buffer.max_messages = 2000
     from streams.agents import register_agents
+    from streams.log_restore import register_log_restore
     from streams.loop import register_loop
 
     register_agents(w)
+    register_log_restore(w)
     from streams.web import register_web
 
     register_loop(w)

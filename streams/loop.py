@@ -40,7 +40,6 @@ from streams.decision_records import (
     waiting_record,
 )
 from streams.heap import freeze_start_up_heap
-from streams.log_restore import restore
 from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
 from streams.state import PendingJob, RunningJob
@@ -51,7 +50,6 @@ if TYPE_CHECKING:
     from streams.settings import Settings
 
 log = logging.getLogger("semsched.loop")
-LOG_READ_TIMEOUT_S = 60.0  # reading the input logs back at an assignment (_restore_from_logs)
 
 #: a job that fits no node of a cluster is rejected only once the cluster's node list has
 #: not changed for this long (nodes arrive one telemetry event at a time)
@@ -102,9 +100,6 @@ class SchedulingLoop:
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic}
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):
             return
-        if not self.catchup.log_applied:  # once per assignment, before its first step (log_restore.py)
-            await self._restore_from_logs()
-            self.catchup.log_applied = True
         # only the clusters whose partitions this worker owns: the tables may also hold
         # standby replicas and keys of partitions that moved to another worker
         self.owned = assigned
@@ -286,17 +281,6 @@ class SchedulingLoop:
         self.last_reason[p.job.job_id] = reason
         rec = waiting_record(p, reason, policy=self.policy.name, step_id=self.step_id, compute_ms=compute_ms)
         return await self._send("decisions", rec.job_id, rec.to_bytes(), part)
-
-    async def _restore_from_logs(self) -> None:
-        """Apply what the tables lost while the group's committed offsets went past it
-        (:mod:`streams.log_restore`), from the input logs read back at this assignment."""
-        try:  # bounded: a read that never reaches the end offsets must not hold scheduling back for good
-            logged = await asyncio.wait_for(self.catchup.logged(), LOG_READ_TIMEOUT_S)
-        except Exception as e:  # the broker is the agents' too: the in-stream replay still runs
-            log.error("could not read the input logs back (%s: %s); scheduling on the tables as they are",
-                      type(e).__name__, e)  # fmt: skip
-            return
-        await restore(self.w, logged)
 
     async def _check_timeouts(self) -> None:
         now = time.time()

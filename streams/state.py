@@ -22,7 +22,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, PreemptCommand, decision_id_for
+from scheduling.events import (
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    PreemptCommand,
+    decision_id_for,
+    derived_event_id,
+)
 
 
 class PendingJob(BaseModel):
@@ -88,7 +95,8 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None) -> Transition:
         done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected", gang_id=pending.job.gang_id,
                        attempt=rec.attempt, reason=rec.reason)  # fmt: skip
         notice = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="rejected", attempt=rec.attempt,
-                              decision_id=rec.decision_id, reason=rec.reason)  # fmt: skip
+                              decision_id=rec.decision_id, reason=rec.reason, event_time=rec.event_time,
+                              event_id=derived_event_id(rec.event_id, "rejected"))  # fmt: skip
         return Transition(pending={rec.job_id: None}, done={rec.job_id: done}, emit=[notice])
     assert rec.node_id is not None
     run = RunningJob(
@@ -162,7 +170,8 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
                        gang_id=running.job.gang_id,
                        reason=reason)  # fmt: skip
         notice = JobLifecycle(job_id=job_id, cluster=running.job.cluster, state="rejected", attempt=attempt,
-                              reason=reason)  # fmt: skip
+                              reason=reason, event_time=ev.event_time,
+                              event_id=derived_event_id(ev.event_id, "rejected"))  # fmt: skip
         return Transition(running={job_id: None}, done={job_id: done}, emit=[notice])
     requeued = PendingJob(job=running.job, attempt=attempt, failures=failures, submit_ts=running.submit_ts,
                           queued_ts=now)  # fmt: skip

@@ -5,13 +5,17 @@ none is placed or started twice."""
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import pytest
+from aiokafka import TopicPartition
 
 from ops.local_stack import LocalStack
 from ops.traces import get_loader
 from storage.queries import _PLACED_TWICE, _STARTED_TWICE  # the reconciliation's own SQL
+from streams.offset_starts import committed_offsets
+from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.integration.conftest import FAST_AGENTS, publish, topic_records
 
@@ -34,6 +38,7 @@ def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_st
     publish(p.settings, nodes)
     publish(p.settings, jobs[:KILL_AFTER], pause=0.05)
     p.wait(lambda s: s["counters"]["decisions_applied"] >= 20, timeout=60, what="the first placements")
+    _wait_for_commits(p.settings)  # so the restarted worker has logs to read back (streams/log_restore.py)
     p.children["worker"].kill()  # no goodbye: no flush, no commit
     # submissions keep coming while no worker runs
     publish(p.settings, jobs[KILL_AFTER:2 * KILL_AFTER], pause=0.02)
@@ -58,9 +63,34 @@ def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_st
     # each job started exactly once over the whole run, whatever was redelivered
     assert p.scalar("SELECT max(c) FROM (SELECT job_id, uniqExact(decision_id) AS c FROM jobs_lifecycle "
                     "WHERE state = 'started' GROUP BY job_id)") == 1  # fmt: skip
-    # the restarted worker read its input logs back before its first step (streams/log_restore.py)
+    # both workers read their input logs back at each assignment, after recovery and before
+    # scheduling started (streams/log_restore.py); the log holds both workers' lives
     log = p.children["worker"].log_path.read_text(errors="replace")
-    assert "logs read back (jobs.submitted" in log and "could not read the input logs back" not in log
+    assert "could not read the input logs back" not in log and "restoring from the logs failed" not in log
+    restored, openings = False, 0
+    for line in log.splitlines():
+        if "logs read back (jobs.submitted" in line:
+            restored = True
+        elif "caught up on" in line:
+            assert restored, f"scheduling started before the logs were read back: {line}"
+            restored, openings = False, openings + 1
+    assert openings >= 2
+    # the restarted worker's read covered what the killed one had committed
+    submitted, decided = map(int, re.findall(r"logs read back \(jobs.submitted (\d+), decisions (\d+)", log)[-1])
+    assert submitted > 0 and decided > 0
+
+
+def _wait_for_commits(settings: Settings, timeout: float = 30.0) -> None:
+    """Until the worker group has committed offsets on jobs.submitted and decisions."""
+    tps = [TopicPartition(settings.topic(t), q) for t in ("jobs.submitted", "decisions")
+           for q in range(settings.partitions)]  # fmt: skip
+    deadline = time.monotonic() + timeout
+    while True:
+        done = asyncio.run(committed_offsets(settings, f"{settings.topic_prefix}worker", tps))
+        if {tp.topic for tp, off in done.items() if off > 0} == {tp.topic for tp in tps}:
+            return
+        assert time.monotonic() < deadline, f"the worker group committed nothing in {timeout:.0f} s: {done}"
+        time.sleep(0.5)
 
 
 def test_a_cleanly_restarted_worker_schedules_again(make_stack) -> None:  # type: ignore[no-untyped-def]

@@ -1,15 +1,19 @@
 """Restoring what a killed worker's tables lost (streams/log_restore.py): the input logs read back
 at an assignment are applied where the tables lag, in Faust's broker-free test mode (the real
-broker's read-back is tests/integration/test_catchup_log.py)."""
+broker's read-back is tests/integration/test_log_readback.py)."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
+from faust.types import TP
 
-from scheduling.events import JobLifecycle, decision_id_for
+from scheduling.events import JobLifecycle, decision_id_for, decode, derived_event_id
+from streams import log_restore
 from streams.app import Worker
+from streams.log_readback import Logged
 from streams.log_restore import restore
 from tests.streams.test_faust_agents import Sent, _submit, drive, job, placed, put, snapshot, worker
 
@@ -96,7 +100,8 @@ async def test_a_lost_report_that_stands_for_a_lost_decision_is_applied(worker: 
 
 
 async def test_what_a_restored_transition_publishes_is_published_first(worker: tuple[Worker, Sent]) -> None:
-    # a lost last failure (max_retries=3) gives the job up: its rejection notice goes out again
+    # a lost last failure (max_retries=3) gives the job up: its rejection notice goes out again,
+    # before the tables change (a crash in between repeats the notice, never loses it)
     w, sent = worker
     await _submit(w, job("j1"))
     for attempt in range(3):
@@ -106,41 +111,88 @@ async def test_what_a_restored_transition_publishes_is_published_first(worker: t
             await put(a, report("j1", "failed", attempt=attempt), key=b"j1")
     async with drive(w, "decisions") as a:
         await put(a, placed("j1", attempt=3).to_bytes(), key=b"j1")
-    assert await restore(w, logs(lifecycle=[report("j1", "failed", attempt=3)])) == {"jobs.lifecycle": 1}
-    assert w.done["j1"]["status"] == "rejected"
+    done_when_published: list[bool] = []
+    publish = sent.publish
+
+    async def watching(topic: str, *args: Any, **kw: Any) -> Any:
+        done_when_published.append("j1" in w.done)
+        return await publish(topic, *args, **kw)
+
+    w.publish = watching  # type: ignore[method-assign]
+    lost = report("j1", "failed", attempt=3)
+    assert await restore(w, logs(lifecycle=[lost])) == {"jobs.lifecycle": 1}
+    assert w.done["j1"]["status"] == "rejected" and done_when_published == [False]
     [notice] = sent.lifecycle()
     assert notice.state == "rejected" and notice.job_id == "j1"
+    # the notice is the one the live agent published for the same report: same id, same time
+    cause = decode("jobs.lifecycle", lost)
+    assert notice.event_id == derived_event_id(cause.event_id, "rejected") and notice.event_time == cause.event_time
 
 
-async def test_a_log_read_that_hangs_is_given_up_and_scheduling_goes_on(
+async def test_a_restored_gang_failure_fences_the_rest_of_the_gang(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    await _submit(w, job("g1", gang_id="g"), job("g2", gang_id="g"))
+    async with drive(w, "decisions") as a:
+        await put(a, placed("g1", node_id="n1").to_bytes(), key=b"g1")
+        await put(a, placed("g2", node_id="n2").to_bytes(), key=b"g2")
+    assert await restore(w, logs(lifecycle=[report("g1", "failed", node_id="n1")])) == {"jobs.lifecycle": 1}
+    assert w.pending["g1"]["attempt"] == 1
+    [fence] = [decode("actions", m["value"]) for m in sent.by_topic["actions"]]
+    assert fence.job_id == "g2" and fence.node_id == "n2" and fence.target_decision_id == decision_id_for("g2", 0)
+
+
+async def test_a_long_history_is_restored_whole(worker: tuple[Worker, Sent]) -> None:
+    # twelve attempts, each decision needing the failure before it (reports without a node do
+    # not stand for their decision): one pass per attempt
+    w, _ = worker
+    w.settings.max_retries = 20
+    attempts = 12
+    logged = logs(submitted=[job("j1").to_bytes()],
+                  decisions=[placed("j1", attempt=k).to_bytes() for k in range(attempts)],
+                  lifecycle=[report("j1", "failed", attempt=k, node_id=None) for k in range(attempts - 1)])  # fmt: skip
+    assert await restore(w, logged) == {"jobs.submitted": 1, "decisions": attempts, "jobs.lifecycle": attempts - 1}
+    assert w.running["j1"]["attempt"] == attempts - 1 and w.running["j1"]["failures"] == attempts - 1
+
+
+async def test_an_event_that_fails_to_apply_is_skipped_and_the_others_restored(worker: tuple[Worker, Sent]) -> None:
+    w, _ = worker
+    broken = placed("j1", node_id=None).to_bytes()  # "placed" on no node: the transition refuses it
+    logged = logs(submitted=[job("j1").to_bytes(), job("j2").to_bytes()], decisions=[broken, placed("j2").to_bytes()])
+    assert await restore(w, logged) == {"jobs.submitted": 2, "decisions": 1}
+    assert "j1" in w.pending and w.running["j2"]["node_id"] == "n1"
+
+
+async def test_a_read_back_that_hangs_is_given_up_and_the_worker_goes_on(
         worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    import streams.loop as loop_module
-    from streams.loop import SchedulingLoop
-
     w, _ = worker
     await _submit(w, job("j1"))
-    loop = SchedulingLoop(w)
 
-    async def never() -> dict:  # type: ignore[type-arg]
+    async def never(*args: Any) -> Logged:
         await asyncio.sleep(3600)
         return {}
 
-    monkeypatch.setattr(loop_module, "LOG_READ_TIMEOUT_S", 0.05)
-    loop.catchup.logged = never  # type: ignore[method-assign]
-    await asyncio.wait_for(loop._restore_from_logs(), 5)  # returns: the tables stay as they are
+    monkeypatch.setattr(log_restore, "READ_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(log_restore, "read_back", never)
+    await asyncio.wait_for(log_restore.restore_assignment(w, {P}), 5)  # returns: the tables stay as they are
     assert "j1" in w.pending and w.counters.restored == {}
 
 
-async def test_the_loop_restores_from_the_logs_it_read_back(worker: tuple[Worker, Sent]) -> None:
-    from streams.loop import SchedulingLoop
-
+async def test_every_assignment_restores_its_input_partitions_before_the_streams_resume(
+        worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # Faust awaits on_rebalance_complete after table recovery, before it resumes the streams
     w, _ = worker
-    loop = SchedulingLoop(w)
+    asked: list[tuple[str, set[int]]] = []
 
-    async def read_back() -> dict:  # type: ignore[type-arg]
+    async def read_back(settings: Any, group_id: str, partitions: set[int]) -> Logged:
+        asked.append((group_id, set(partitions)))
         return logs(submitted=[job("j1").to_bytes()], decisions=[placed("j1").to_bytes()])
 
-    loop.catchup.logged = read_back  # type: ignore[method-assign]
-    await loop._restore_from_logs()
+    monkeypatch.setattr(log_restore, "read_back", read_back)
+    s = w.settings
+    assigned = {TP(s.topic("jobs.submitted"), 1), TP(s.topic("decisions"), 1), TP(s.topic("jobs.lifecycle"), 3),
+                TP(s.topic("nodes.telemetry"), 2), TP(f"{w.app.conf.id}-pending-changelog", 0)}  # fmt: skip
+    monkeypatch.setattr(w.app.consumer, "assignment", lambda: assigned)
+    await w.app.on_rebalance_complete.send()
+    assert asked == [(w.app.conf.id, {1, 3})]
     assert w.running["j1"]["decision_id"] == decision_id_for("j1", 0)
     assert w.counters.restored == {"jobs.submitted": 1, "decisions": 1}

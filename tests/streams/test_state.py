@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, decision_id_for
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, decision_id_for, derived_event_id
 from streams.state import (
     DoneJob,
     PendingJob,
@@ -163,6 +163,9 @@ def test_rejection_moves_to_done_with_a_rejected_notice() -> None:
     assert (n.job_id, n.cluster, n.state, n.attempt, n.decision_id, n.reason) == (
         "j1", "c1", "rejected", 0, rec.decision_id, "can never run in cluster 'c1': needs 99 GPUs",
     )  # fmt: skip
+    # applying the decision again (a replay, a restore) publishes the same notice, not a second one
+    assert on_decision(rec, pending()).emit == [n]
+    assert n.event_time == rec.event_time and n.event_id == derived_event_id(rec.event_id, "rejected")
 
 
 def test_rejection_of_a_job_no_longer_pending_is_a_noop() -> None:
@@ -231,6 +234,12 @@ def test_failed_retries_until_max_retries_then_gives_up() -> None:
     assert len(t.emit) == 1
     n = t.emit[0]
     assert (n.state, n.job_id, n.cluster, n.attempt, n.reason) == ("rejected", "j1", "c1", 3, d.reason)
+    # the same report handled again (redelivered, restored) publishes the same notice
+    cause = life("failed", attempt=attempt, reason="exit 1")
+    first = on_lifecycle(cause, running(attempt=attempt, failures=failures), max_retries=max_retries, now=NOW)
+    again = on_lifecycle(cause, running(attempt=attempt, failures=failures), max_retries=max_retries, now=NOW + 5)
+    assert first.emit == again.emit and first.emit[0].event_time == cause.event_time
+    assert first.emit[0].event_id == derived_event_id(cause.event_id, "rejected")
 
 
 def test_give_up_without_a_reason_says_so() -> None:

@@ -1,7 +1,7 @@
-"""The restart gate reads the input logs back from a real broker (streams/catchup.py): every
+"""The input logs read back from a real broker at an assignment (streams/log_readback.py): every
 message of the topics that change the job tables, from each assigned partition's start up to
-the group's committed offset at assignment (what the live consumption will not bring again),
-partition by partition, in offset order; with a window, only that many messages before it."""
+the group's committed offset (what the live consumption will not bring again), partition by
+partition, in offset order; with a window, only that many messages before it."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import uuid
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.catchup import CatchUp
+from streams.log_readback import read_back
 from streams.settings import Settings
 from streams.topics import ensure_topics
 
@@ -39,18 +39,17 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
             await consumer.commit(committed)
         finally:
             await consumer.stop()
-        gate = CatchUp(settings, decisions, group_id=group)
-        assert await gate.ready({}, recovering=False, assigned={0, 1, 2, 3}) is False  # decisions 2:3.. to replay
-        await producer.send_and_wait(submitted, b"s2-late", partition=2)  # after the assignment
-        logged = await gate.logged()
+        await producer.send_and_wait(submitted, b"s2-late", partition=2)  # not handled by the group yet
+        logged = await read_back(settings, group, {0, 1, 2, 3})
+        windowed = await read_back(settings.model_copy(update={"restore_window": 2}), group, {0, 1, 2, 3})
+        assert await read_back(settings, group, {0, 3}) == {"decisions": [(0, b"d0-0")], "jobs.submitted": [],
+                                                            "jobs.lifecycle": []}  # fmt: skip
+        assert await read_back(settings, "another-group", {0, 1, 2, 3}) == {t: [] for t in logged}
     finally:
         await producer.stop()
     assert logged == {"decisions": [(0, b"d0-0"), (2, b"d2-0"), (2, b"d2-1"), (2, b"d2-2")],
                       "jobs.submitted": [(2, f"s2-{i}".encode()) for i in range(4)],
                       "jobs.lifecycle": []}  # fmt: skip
-    assert await CatchUp(settings, decisions, group_id="g").logged() == {}  # no assignment read yet
     # a window of 2 messages: the last two before each committed offset
-    windowed = CatchUp(settings.model_copy(update={"restore_window": 2}), decisions, group_id=group)
-    assert await windowed.ready({}, recovering=False, assigned={0, 1, 2, 3}) is False
-    assert await windowed.logged() == {"decisions": [(0, b"d0-0"), (2, b"d2-1"), (2, b"d2-2")],
-                                       "jobs.submitted": [(2, b"s2-2"), (2, b"s2-3")], "jobs.lifecycle": []}  # fmt: skip
+    assert windowed == {"decisions": [(0, b"d0-0"), (2, b"d2-1"), (2, b"d2-2")],
+                        "jobs.submitted": [(2, b"s2-2"), (2, b"s2-3")], "jobs.lifecycle": []}  # fmt: skip

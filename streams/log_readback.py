@@ -1,0 +1,57 @@
+"""Reading the input logs back: what the worker group has consumed of the topics that change
+the job tables, for :mod:`streams.log_restore`.
+
+The group's committed offset on a partition says its events were handled, not that the table
+writes they caused reached the changelog (Faust may commit first). :func:`read_back` returns
+the messages before the committed offsets of the given partitions, read with a consumer of
+its own; the live consumption starts at those offsets and will not bring them again. The
+writes a killed worker lost are those in flight when it died, so the read starts a window of
+``settings.restore_window`` messages (100,000 per partition and topic; 0 = the whole log)
+before each committed offset, and at the first one retention has left at most: a bounded
+read however long the topics grow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from streams.offset_starts import committed_offsets
+from streams.settings import Settings
+
+#: the topics whose events change the job tables (telemetry is sent again by the nodes)
+RESTORED_TOPICS = ("jobs.submitted", "decisions", "jobs.lifecycle")
+
+Logged = dict[str, list[tuple[int, bytes]]]  # short topic name -> (partition, value), in offset order
+
+
+async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]) -> Logged:
+    """Per topic of ``RESTORED_TOPICS`` (its short name), ``(partition, value)`` of the messages on
+    ``partitions`` before the group's committed offsets (read now), from the restore window
+    on: partition by partition, each in offset order."""
+    out: Logged = {t: [] for t in RESTORED_TOPICS}
+    names = {settings.topic(t): t for t in RESTORED_TOPICS}
+    tps = [TopicPartition(topic, p) for topic in names for p in sorted(set(partitions))]
+    upto = {tp: off for tp, off in (await committed_offsets(settings, group_id, tps)).items() if off > 0}
+    if not upto:
+        return out
+    window = settings.restore_window
+    consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        consumer.assign(list(upto))
+        first = await consumer.beginning_offsets(list(upto))  # (retention may have deleted the start)
+        for tp, off in upto.items():
+            consumer.seek(tp, max(first[tp], off - window) if window else first[tp])
+        left = {tp for tp in upto if await consumer.position(tp) < upto[tp]}
+        while left:
+            batch = await consumer.getmany(*left, timeout_ms=1000)
+            for tp, messages in batch.items():
+                out[names[tp.topic]] += [(tp.partition, m.value) for m in messages if m.offset < upto[tp]]
+            left = {tp for tp in left if await consumer.position(tp) < upto[tp]}
+    finally:
+        await consumer.stop()
+    for messages in out.values():
+        messages.sort(key=lambda m: m[0])  # stable: each partition's messages stay in offset order
+    return out
