@@ -28,6 +28,7 @@ from scheduling.events import (
 )
 from scheduling.order_context import LearningDurationPredictor
 from streams import telemetry
+from streams.changelog_faults import ChangelogFaults
 from streams.offset_watch import OffsetWatch
 from streams.settings import Settings
 from streams.state import (
@@ -250,6 +251,7 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
     # Table writes queue changelog messages; past this many queued, Faust pauses every stream
     # until they drain (its default, 100, stalls ingest under a few hundred jobs/s).
     app.producer.buffer.max_messages = 2000
+    ChangelogFaults.from_env().install([w.pending, w.running, w.done])  # none unless a test asks
     from streams.agents import register_agents
     from streams.log_restore import register_log_restore
     from streams.loop import register_loop

@@ -50,7 +50,8 @@ class CatchUp:
 
     async def ready(self, applied: dict[int, int], *, recovering: bool, assigned: set[int]) -> bool:
         """True once every assigned partition's decisions up to its end offset at assignment
-        time are applied. Closed while tables recover and while nothing is assigned."""
+        time are applied. Once the assignment changes, closed while tables recover and while
+        nothing is assigned (an assignment kept through a rebalance stays open)."""
         now = frozenset(assigned)
         if now != self._assigned:
             self._assigned, self._targets, self.open = now, None, False

@@ -6,9 +6,10 @@ writes they caused reached the changelog (Faust may commit first). :func:`read_b
 the messages before the committed offsets of the given partitions, read with a consumer of
 its own; the live consumption starts at those offsets and will not bring them again. The
 writes a killed worker lost are those in flight when it died, so the read starts a window of
-``settings.restore_window`` messages (100,000 per partition and topic; 0 = the whole log)
+``settings.restore_window`` messages (10,000 per partition and topic; 0 = the whole log)
 before each committed offset, and at the first one retention has left at most: a bounded
-read however long the topics grow.
+read however long the topics grow. A committed offset past the end of the log (a topic
+deleted and created again) is read up to the end.
 """
 
 from __future__ import annotations
@@ -23,23 +24,25 @@ from streams.settings import Settings
 #: the topics whose events change the job tables (telemetry is sent again by the nodes)
 RESTORED_TOPICS = ("jobs.submitted", "decisions", "jobs.lifecycle")
 
-Logged = dict[str, list[tuple[int, bytes]]]  # short topic name -> (partition, value), in offset order
+Logged = dict[str, list[tuple[int, int, bytes]]]  # short topic name -> (partition, offset, value), in offset order
 
 
 async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]) -> Logged:
-    """Per topic of ``RESTORED_TOPICS`` (its short name), ``(partition, value)`` of the messages on
+    """Per topic of ``RESTORED_TOPICS`` (its short name), ``(partition, offset, value)`` of the messages on
     ``partitions`` before the group's committed offsets (read now), from the restore window
     on: partition by partition, each in offset order."""
     out: Logged = {t: [] for t in RESTORED_TOPICS}
     names = {settings.topic(t): t for t in RESTORED_TOPICS}
     tps = [TopicPartition(topic, p) for topic in names for p in sorted(set(partitions))]
-    upto = {tp: off for tp, off in (await committed_offsets(settings, group_id, tps)).items() if off > 0}
-    if not upto:
+    done = await committed_offsets(settings, group_id, tps)
+    if not any(done.values()):
         return out
     window = settings.restore_window
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
+        ends = await consumer.end_offsets(list(done))
+        upto = {tp: min(off, ends[tp]) for tp, off in done.items() if min(off, ends[tp]) > 0}
         consumer.assign(list(upto))
         first = await consumer.beginning_offsets(list(upto))  # (retention may have deleted the start)
         for tp, off in upto.items():
@@ -48,10 +51,10 @@ async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]
         while left:
             batch = await consumer.getmany(*left, timeout_ms=1000)
             for tp, messages in batch.items():
-                out[names[tp.topic]] += [(tp.partition, m.value) for m in messages if m.offset < upto[tp]]
+                out[names[tp.topic]] += [(tp.partition, m.offset, m.value) for m in messages if m.offset < upto[tp]]
             left = {tp for tp in left if await consumer.position(tp) < upto[tp]}
     finally:
         await consumer.stop()
     for messages in out.values():
-        messages.sort(key=lambda m: m[0])  # stable: each partition's messages stay in offset order
+        messages.sort(key=lambda m: m[:2])
     return out

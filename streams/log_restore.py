@@ -6,9 +6,10 @@ transition, and the event lies behind the committed offset, so no live consumpti
 again: an accepted submission would be gone, a decided job decided again, a started job timed
 out and placed a second time, a finished one holding its resources for good.
 
-So at every assignment, once the tables are recovered and while the input streams are still
-paused (Faust awaits ``app.on_rebalance_complete`` before it resumes them), the worker reads
-the assigned partitions of ``jobs.submitted``, ``decisions`` and ``jobs.lifecycle`` back up to
+So when partitions are assigned to this worker that it did not hold (its start, a partition
+moved from another worker), once the tables are recovered and while the input streams are
+still paused (Faust awaits ``app.on_rebalance_complete`` before it resumes them), the worker
+reads those partitions of ``jobs.submitted``, ``decisions`` and ``jobs.lifecycle`` back up to
 the group's committed offsets (:func:`streams.log_readback.read_back`), and :func:`restore`
 applies every event that moves a job on from where the tables hold it, with the agents'
 own idempotent transitions:
@@ -17,26 +18,31 @@ own idempotent transitions:
 - a decision whose job is pending at that attempt (``unschedulable`` ones are archive only);
 - a lifecycle report that moves the job's current placement on (or stands for the decision
   of its pending attempt, :func:`streams.state.on_lifecycle`). Reports about placements the
-  tables have already moved past change nothing and are left alone (the fence such a report
-  may call for went out when its agent handled it).
+  tables have already moved past change nothing and are left alone.
 
-Nothing past the committed offsets has been handled yet in this assignment, so the live
+Nothing past the committed offsets has been handled yet on those partitions, so the live
 events that depend on a restored one (a decision on a restored submission) find it in place.
-The topics are applied in that order, in passes, until a pass changes nothing (a lost
-decision, then a lost failure, then the next attempt's decision each need the one before).
-Malformed, misplaced or refused events are skipped: their agent dead-lettered them. What a
+A partition the worker kept needs none of this: its tables are the process's own, every write
+flushed before Faust recovers (it reads back its own changelog writes and nothing else).
+
+The topics are applied in that order, in passes, each after the first only over the jobs the
+one before moved (a lost decision, then a lost failure, then the next attempt's decision each
+need the one before), yielding to the event loop as it goes (heartbeats, the web status).
+Each event applied is logged with its offset. Malformed and misplaced events are skipped:
+their agent dead-lettered them. An event its agent dead-lettered for an internal error (the
+handler raised) is applied like any other: that is the repair it was waiting for. What a
 transition publishes (a rejection notice, fences for the rest of a gang) is published again
 before the tables change, as the agents do; the ids are deterministic, so a repeat is the same
-message to the agents and the archive. A restore does not wake the scheduling loop (it is not
-stepping yet) nor teach the duration estimate (no run time is observed twice).
+message to the agents and the archive. A restore does not wake the scheduling loop (the
+catch-up gate holds it until the assignment is caught up) nor teach the duration estimate.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import Counter
+from dataclasses import dataclass
 from typing import Any
 
 from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted
@@ -47,15 +53,24 @@ from streams.state import PendingJob, Transition, on_submitted
 
 log = logging.getLogger("semsched.restore")
 
-READ_TIMEOUT_S = 60.0  # a read-back that does not finish by then is given up (the tables stay as they are)
+TIMEOUT_S = 120.0  # reading back and applying, per assignment: past it, the worker goes on as it is
+YIELD_EVERY = 500  # events applied or checked between turns given to the event loop
 
 
-def _events(w: Worker, topic: str, logged: list[tuple[int, bytes]]) -> list[tuple[int, Any]]:
+@dataclass(frozen=True)
+class LoggedEvent:
+    topic: str
+    partition: int
+    offset: int
+    event: Any
+
+
+def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes]]) -> list[LoggedEvent]:
     out = []
-    for partition, raw in logged:
+    for partition, offset, raw in logged:
         ev = decode_or_reason(raw, topic, w.settings)
         if not isinstance(ev, str) and misplaced_reason(ev, partition, w.settings) is None:
-            out.append((partition, ev))
+            out.append(LoggedEvent(topic, partition, offset, ev))
     return out
 
 
@@ -66,7 +81,7 @@ def _changes_tables(t: Transition) -> bool:
 async def _submission(w: Worker, partition: int, ev: JobSubmitted) -> bool:
     if known_job(w, ev.job_id) is not None:
         return False
-    w.apply(on_submitted(ev, None, time.time()), partition=partition)
+    w.apply(on_submitted(ev, None, ev.event_time.timestamp()), partition=partition)  # queued when submitted
     return True
 
 
@@ -90,62 +105,88 @@ async def _report(w: Worker, partition: int, ev: JobLifecycle) -> bool:
 _APPLY = {"jobs.submitted": _submission, "decisions": _decision, "jobs.lifecycle": _report}
 
 
-async def _apply_one(w: Worker, topic: str, partition: int, ev: Any) -> bool:
+async def _apply_one(w: Worker, e: LoggedEvent) -> bool:
     try:
-        return await _APPLY[topic](w, partition, ev)
+        moved = await _APPLY[e.topic](w, e.partition, e.event)
     except Exception:  # one bad event must not keep the others (or the worker) from coming back
-        log.exception("restoring %s event %s failed: left as it is", topic, getattr(ev, "event_id", "?"))
+        log.exception("restoring %s@%d:%d failed: left as it is", e.topic, e.partition, e.offset)
         return False
+    if moved:
+        state = getattr(e.event, "state", None) or getattr(e.event, "outcome", None) or "submitted"
+        log.warning("restored %s@%d:%d (job %s, %s): the tables had lost it", e.topic, e.partition, e.offset,
+                    e.event.job_id, state)  # fmt: skip
+        w.counters.restored[e.topic] = w.counters.restored.get(e.topic, 0) + 1
+    return moved
 
 
 async def restore(w: Worker, logged: Logged) -> Counter[str]:
     """Apply the logged events the tables lack (see the module's text); returns how many of each
-    topic were applied, and adds them to the worker's counters (``restored``)."""
-    events = {topic: _events(w, topic, logged.get(topic, [])) for topic in RESTORED_TOPICS}
+    topic were applied (also added to the worker's counters, ``restored``, as they are)."""
+    per_topic = {topic: _events(w, topic, logged.get(topic, [])) for topic in RESTORED_TOPICS}
+    todo = [e for topic in RESTORED_TOPICS for e in per_topic[topic]]  # topic by topic, each in offset order
     applied: Counter[str] = Counter()
-    # an event changes the tables at most once (after, its job has moved past it): the passes end
-    for _ in range(1 + sum(len(e) for e in events.values())):
-        moved = 0
-        for topic in RESTORED_TOPICS:
-            for partition, ev in events[topic]:
-                if await _apply_one(w, topic, partition, ev):
-                    applied[topic] += 1
-                    moved += 1
+    seen = 0
+    while todo:
+        moved: set[str] = set()
+        for e in todo:
+            if await _apply_one(w, e):
+                applied[e.topic] += 1
+                moved.add(e.event.job_id)
+            seen += 1
+            if seen % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+        # an event changes the tables at most once (then its job has moved past it): this ends
+        todo = [e for e in todo if e.event.job_id in moved]
         if not moved:
             break
-    else:
-        log.error("restoring from the logs did not settle: stopped after one pass per event")
-    for topic, n in applied.items():
-        w.counters.restored[topic] = w.counters.restored.get(topic, 0) + n
     log.info("logs read back (%s events): applied %s that the tables had lost",
-             ", ".join(f"{t} {len(events[t])}" for t in RESTORED_TOPICS),
+             ", ".join(f"{t} {len(per_topic[t])}" for t in RESTORED_TOPICS),
              ", ".join(f"{t} {applied[t]}" for t in RESTORED_TOPICS))  # fmt: skip
     return applied
 
 
-async def restore_assignment(w: Worker, partitions: set[int]) -> None:
-    """Read the logs of ``partitions`` back and restore them (bounded by ``READ_TIMEOUT_S``): a
-    read that fails or hangs is logged, and the worker goes on with the tables as they are."""
-    if not partitions:
-        return
+async def restore_partitions(w: Worker, partitions: set[int]) -> None:
+    """Read the logs of ``partitions`` back and restore them, within ``TIMEOUT_S``: a read or a
+    restore that fails or runs over is logged, and the worker goes on with the tables as they are
+    (what was applied stays: every step of it is a transition of its own)."""
+    async def read_and_restore() -> None:
+        await restore(w, await read_back(w.settings, w.app.conf.id, partitions))
+
     try:
-        logged = await asyncio.wait_for(read_back(w.settings, w.app.conf.id, partitions), READ_TIMEOUT_S)
+        await asyncio.wait_for(read_and_restore(), TIMEOUT_S)
     except Exception as e:  # (a timeout too) the broker is the agents' as well: they will say more
-        log.error("could not read the input logs back (%s: %s); going on with the tables as they are",
-                  type(e).__name__, e)  # fmt: skip
-        return
-    try:
-        await restore(w, logged)
-    except Exception:  # never take the worker's recovery down with it
-        log.exception("restoring from the logs failed; going on with the tables as they are")
+        log.error("could not restore partitions %s from the input logs (%s: %s); going on with the tables "
+                  "as they are", sorted(partitions), type(e).__name__, e)  # fmt: skip
 
 
-def register_log_restore(w: Worker) -> None:
+class LogRestore:
+    """Restores the input partitions newly assigned to this worker, at each assignment."""
+
+    def __init__(self, w: Worker) -> None:
+        self.w = w
+        self.inputs = {w.settings.topic(t) for t in RESTORED_TOPICS}
+        self.held: set[int] = set()  # input partitions restored (or held since) and assigned ever since
+
+    def _assigned(self) -> set[int]:
+        return {tp.partition for tp in self.w.app.consumer.assignment() if tp.topic in self.inputs}
+
+    async def on_partitions_assigned(self, sender: Any = None, *args: Any, **kwargs: Any) -> None:
+        self.held &= self._assigned()  # a partition that left (even for a generation) comes back new
+
+    async def on_rebalance_complete(self, sender: Any = None, *args: Any, **kwargs: Any) -> None:
+        assigned = self._assigned()
+        new = assigned - self.held
+        if new:
+            await restore_partitions(self.w, new)
+        self.held = assigned  # (a cancelled restore, by a rebalance under way, leaves them new)
+
+    def register(self) -> None:
+        self.w.app.on_partitions_assigned.connect(self.on_partitions_assigned)
+        self.w.app.on_rebalance_complete.connect(self.on_rebalance_complete)
+
+
+def register_log_restore(w: Worker) -> LogRestore:
     """Restore at every assignment, after table recovery, before the input streams resume."""
-    inputs = {w.settings.topic(t) for t in RESTORED_TOPICS}
-
-    async def on_rebalance_complete(sender: Any, **kwargs: Any) -> None:
-        assigned = {tp.partition for tp in w.app.consumer.assignment() if tp.topic in inputs}
-        await restore_assignment(w, assigned)
-
-    w.app.on_rebalance_complete.connect(on_rebalance_complete)
+    restorer = LogRestore(w)
+    restorer.register()
+    return restorer

@@ -32,7 +32,7 @@ class Settings(BaseModel):
     max_retries: int = Field(default_factory=lambda: int(_env("MAX_RETRIES", "3")))
     # how far behind the committed offsets a (re)assigned worker reads its input logs back, messages per
     # partition and topic (streams/log_restore.py; 0 = from the start): lost writes are the last few
-    restore_window: int = Field(default_factory=lambda: int(_env("RESTORE_WINDOW", "100000")), ge=0)
+    restore_window: int = Field(default_factory=lambda: int(_env("RESTORE_WINDOW", "10000")), ge=0)
     max_message_bytes: int = Field(default_factory=lambda: int(_env("MAX_MESSAGE_BYTES", str(256 * 1024))))
     web_port: int = Field(default_factory=lambda: int(_env("WEB_PORT", "6066")))
     archive_batch_rows: int = Field(default_factory=lambda: int(_env("ARCHIVE_BATCH_ROWS", "5000")))

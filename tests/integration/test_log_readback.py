@@ -1,7 +1,8 @@
 """The input logs read back from a real broker at an assignment (streams/log_readback.py): every
 message of the topics that change the job tables, from each assigned partition's start up to
 the group's committed offset (what the live consumption will not bring again), partition by
-partition, in offset order; with a window, only that many messages before it."""
+partition, in offset order; with a window, only that many messages before it; an offset past
+the end of the log, up to the end."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
         group = f"g{uuid.uuid4().hex[:8]}"
         consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
         await consumer.start()
-        try:  # the group has handled decisions 2:0..2 and 0:0, and submissions 2:0..3
+        try:  # the group has handled decisions 2:0..2 and 0:0, and submissions 2:0..3; its offset
+            # on decisions 3 is past the end of the log (a topic deleted and created again)
             committed = {TopicPartition(decisions, 2): 3, TopicPartition(decisions, 0): 1,
-                         TopicPartition(submitted, 2): 4}  # fmt: skip
+                         TopicPartition(submitted, 2): 4, TopicPartition(decisions, 3): 50}  # fmt: skip
             consumer.assign(list(committed))
             await consumer.commit(committed)
         finally:
@@ -42,14 +44,14 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
         await producer.send_and_wait(submitted, b"s2-late", partition=2)  # not handled by the group yet
         logged = await read_back(settings, group, {0, 1, 2, 3})
         windowed = await read_back(settings.model_copy(update={"restore_window": 2}), group, {0, 1, 2, 3})
-        assert await read_back(settings, group, {0, 3}) == {"decisions": [(0, b"d0-0")], "jobs.submitted": [],
+        assert await read_back(settings, group, {0, 3}) == {"decisions": [(0, 0, b"d0-0")], "jobs.submitted": [],
                                                             "jobs.lifecycle": []}  # fmt: skip
         assert await read_back(settings, "another-group", {0, 1, 2, 3}) == {t: [] for t in logged}
     finally:
         await producer.stop()
-    assert logged == {"decisions": [(0, b"d0-0"), (2, b"d2-0"), (2, b"d2-1"), (2, b"d2-2")],
-                      "jobs.submitted": [(2, f"s2-{i}".encode()) for i in range(4)],
+    assert logged == {"decisions": [(0, 0, b"d0-0"), (2, 0, b"d2-0"), (2, 1, b"d2-1"), (2, 2, b"d2-2")],
+                      "jobs.submitted": [(2, i, f"s2-{i}".encode()) for i in range(4)],
                       "jobs.lifecycle": []}  # fmt: skip
     # a window of 2 messages: the last two before each committed offset
-    assert windowed == {"decisions": [(0, b"d0-0"), (2, b"d2-1"), (2, b"d2-2")],
-                        "jobs.submitted": [(2, b"s2-2"), (2, b"s2-3")], "jobs.lifecycle": []}  # fmt: skip
+    assert windowed == {"decisions": [(0, 0, b"d0-0"), (2, 1, b"d2-1"), (2, 2, b"d2-2")],
+                        "jobs.submitted": [(2, 2, b"s2-2"), (2, 3, b"s2-3")], "jobs.lifecycle": []}  # fmt: skip

@@ -27,9 +27,10 @@ def report(job_id: str, state: str, attempt: int = 0, node_id: str | None = "n1"
                         decision_id=decision_id_for(job_id, attempt)).to_bytes()  # fmt: skip
 
 
-def logs(submitted: list[bytes] = (), decisions: list[bytes] = (), lifecycle: list[bytes] = ()) -> dict:  # type: ignore[assignment]
-    return {"jobs.submitted": [(P, m) for m in submitted], "decisions": [(P, m) for m in decisions],
-            "jobs.lifecycle": [(P, m) for m in lifecycle]}  # fmt: skip
+def logs(submitted: list[bytes] = (), decisions: list[bytes] = (), lifecycle: list[bytes] = ()) -> Logged:  # type: ignore[assignment]
+    """Per topic, ``(partition, offset, value)``: every message on partition ``P``, from offset 0."""
+    return {topic: [(P, offset, m) for offset, m in enumerate(ms)]
+            for topic, ms in (("jobs.submitted", submitted), ("decisions", decisions), ("jobs.lifecycle", lifecycle))}  # fmt: skip
 
 
 async def test_a_history_the_tables_lost_is_applied_in_passes_until_it_settles(worker: tuple[Worker, Sent]) -> None:
@@ -171,28 +172,66 @@ async def test_a_read_back_that_hangs_is_given_up_and_the_worker_goes_on(
         await asyncio.sleep(3600)
         return {}
 
-    monkeypatch.setattr(log_restore, "READ_TIMEOUT_S", 0.05)
+    monkeypatch.setattr(log_restore, "TIMEOUT_S", 0.05)
     monkeypatch.setattr(log_restore, "read_back", never)
-    await asyncio.wait_for(log_restore.restore_assignment(w, {P}), 5)  # returns: the tables stay as they are
+    await asyncio.wait_for(log_restore.restore_partitions(w, {P}), 5)  # returns: the tables stay as they are
     assert "j1" in w.pending and w.counters.restored == {}
 
 
-async def test_every_assignment_restores_its_input_partitions_before_the_streams_resume(
+async def test_a_long_restore_gives_the_event_loop_turns(
         worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    # Faust awaits on_rebalance_complete after table recovery, before it resumes the streams
+    # heartbeats and the web status run in the same loop: 3,000 events known to the tables
+    w, _ = worker
+    monkeypatch.setattr(log_restore, "YIELD_EVERY", 100)
+    await _submit(w, *[job(f"j{i}") for i in range(1000)])
+    turns = 0
+
+    async def count_turns() -> None:
+        nonlocal turns
+        while True:
+            turns += 1
+            await asyncio.sleep(0)
+
+    counting = asyncio.create_task(count_turns())
+    await asyncio.sleep(0)
+    logged = logs(submitted=[job(f"j{i}").to_bytes() for i in range(1000)] * 3)
+    assert await restore(w, logged) == {}
+    counting.cancel()
+    assert turns >= 3000 // 100
+
+
+def assign(w: Worker, monkeypatch: pytest.MonkeyPatch, *partitions: int) -> None:
+    """The consumer's assignment: every input and changelog topic on ``partitions``."""
+    names = [w.settings.topic(t) for t in ("jobs.submitted", "decisions", "jobs.lifecycle", "nodes.telemetry")]
+    tps = {TP(n, p) for n in [*names, f"{w.app.conf.id}-pending-changelog"] for p in partitions}
+    monkeypatch.setattr(w.app.consumer, "assignment", lambda: tps)
+
+
+async def test_partitions_new_to_the_worker_are_restored_at_each_assignment(
+        worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # Faust awaits both signals: on_partitions_assigned, then, after table recovery and before
+    # the input streams resume, on_rebalance_complete
     w, _ = worker
     asked: list[tuple[str, set[int]]] = []
 
     async def read_back(settings: Any, group_id: str, partitions: set[int]) -> Logged:
         asked.append((group_id, set(partitions)))
-        return logs(submitted=[job("j1").to_bytes()], decisions=[placed("j1").to_bytes()])
+        return logs(submitted=[job("j1").to_bytes()], decisions=[placed("j1").to_bytes()]) if P in partitions else {}
 
     monkeypatch.setattr(log_restore, "read_back", read_back)
-    s = w.settings
-    assigned = {TP(s.topic("jobs.submitted"), 1), TP(s.topic("decisions"), 1), TP(s.topic("jobs.lifecycle"), 3),
-                TP(s.topic("nodes.telemetry"), 2), TP(f"{w.app.conf.id}-pending-changelog", 0)}  # fmt: skip
-    monkeypatch.setattr(w.app.consumer, "assignment", lambda: assigned)
-    await w.app.on_rebalance_complete.send()
+
+    async def rebalance(*partitions: int, completed: bool = True) -> None:
+        assign(w, monkeypatch, *partitions)
+        await w.app.on_partitions_assigned.send(set())
+        if completed:  # (a rebalance under way cancels the recovery before its signal)
+            await w.app.on_rebalance_complete.send()
+
+    await rebalance(1, 3)  # the worker starts
     assert asked == [(w.app.conf.id, {1, 3})]
     assert w.running["j1"]["decision_id"] == decision_id_for("j1", 0)
     assert w.counters.restored == {"jobs.submitted": 1, "decisions": 1}
+    await rebalance(0, 1, 3)  # another worker left: only its partition is new
+    await rebalance(0, 1, 3)  # kept: the tables are this process's own
+    await rebalance(0, 3, completed=False)  # partition 1 moves away for a generation...
+    await rebalance(0, 1, 3)  # ...and comes back: another worker may have handled (and lost) its events
+    assert asked[1:] == [(w.app.conf.id, {0}), (w.app.conf.id, {1})]
