@@ -235,3 +235,31 @@ async def test_partitions_new_to_the_worker_are_restored_at_each_assignment(
     await rebalance(0, 3, completed=False)  # partition 1 moves away for a generation...
     await rebalance(0, 1, 3)  # ...and comes back: another worker may have handled (and lost) its events
     assert asked[1:] == [(w.app.conf.id, {0}), (w.app.conf.id, {1})]
+
+
+async def test_a_restore_cancelled_by_a_new_rebalance_is_done_again_at_the_next(
+        worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    # Faust cancels its recovery (our receiver with it) when another rebalance starts
+    w, _ = worker
+    asked: list[set[int]] = []
+    hold = asyncio.Event()
+
+    async def read_back(settings: Any, group_id: str, partitions: set[int]) -> Logged:
+        asked.append(set(partitions))
+        await hold.wait()
+        return logs(submitted=[job("j1").to_bytes()])
+
+    monkeypatch.setattr(log_restore, "read_back", read_back)
+    assign(w, monkeypatch, 1)
+    await w.app.on_partitions_assigned.send(set())
+    first = asyncio.create_task(w.app.on_rebalance_complete.send())
+    while not asked:
+        await asyncio.sleep(0)
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert "j1" not in w.pending
+    hold.set()
+    await w.app.on_partitions_assigned.send(set())
+    await w.app.on_rebalance_complete.send()
+    assert asked == [{1}, {1}] and "j1" in w.pending
