@@ -30,8 +30,8 @@ class Settings(BaseModel):
     event_debounce_s: float = Field(default_factory=lambda: float(_env("EVENT_DEBOUNCE", "0.05")))
     confirm_timeout_s: float = Field(default_factory=lambda: float(_env("CONFIRM_TIMEOUT", "30")))
     max_retries: int = Field(default_factory=lambda: int(_env("MAX_RETRIES", "3")))
-    # how far behind the committed offsets a (re)assigned worker reads its input logs back, messages per
-    # partition and topic (streams/log_restore.py; 0 = from the start): lost writes are the last few
+    # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
+    # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few
     restore_window: int = Field(default_factory=lambda: int(_env("RESTORE_WINDOW", "10000")), ge=0)
     max_message_bytes: int = Field(default_factory=lambda: int(_env("MAX_MESSAGE_BYTES", str(256 * 1024))))
     web_port: int = Field(default_factory=lambda: int(_env("WEB_PORT", "6066")))
