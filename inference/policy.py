@@ -184,7 +184,10 @@ class LearnedPolicy(BasePolicy):
         self.backend.refresh()
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         try:
-            work = self._backend_step(snapshot, jobs, now, utilisation)
+            # the texts the backend embeds, the inputs, the answer (StepCaller)
+            work = self._caller(self.backend, snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
+                                pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
+                                utilisation=utilisation)  # fmt: skip
             try:
                 inputs, out = await (asyncio.wait_for(work, budget / 1000.0) if budget else work)
             except TimeoutError:
@@ -196,17 +199,6 @@ class LearnedPolicy(BasePolicy):
             self._prepared = StepStatus(self.backend.name, self.model_version, True, reason)
         self.model_calls += 1
         return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
-
-    async def _backend_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
-                            utilisation: np.ndarray | None) -> tuple[Any, dict[str, Any]]:  # fmt: skip
-        """The step's backend calls: the texts not yet encoded, then the policy (inputs and answer)."""
-        cache = self.encoder()
-        missing = cache.missing([j.text for j in jobs])
-        if missing:
-            cache.put(missing, await self.backend.encode_async(missing))
-        return await self._caller(self.backend, snapshot, jobs, now, self.spec, cache, knn=self.loaded.config.knn,
-                                  pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
-                                  utilisation=utilisation)  # fmt: skip
 
     def _status(self, step: PreparedStep) -> StepStatus:
         return StepStatus(self.backend.name, step.version or self.model_version, False, "")

@@ -1,5 +1,9 @@
-"""One step's backend call: the inputs, then the model, with the pair features overlapped
-where the backend allows it.
+"""One step's backend calls: the texts not yet embedded, the inputs, then the model, with the
+pair features overlapped where the backend allows it.
+
+The step's new job texts are embedded by the backend (Triton's ``job_encoder``) when the
+model's encoder is worth serving there (MiniLM, ``serve_remotely``); the hashed encoder costs
+less than that round trip and embeds them here, in ``build_inputs``.
 
 The policy needs the step-start pair features itself: in-step re-scoring reads them. A backend
 that computes them from the request's compact node arrays (Triton, ``computes_pairs``) does not
@@ -19,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from inference.encoders.base import TextEncoder
+from inference.encoders import EncoderCache
 from inference.features.jobs import JobRows
 from inference.features.pair_cache import PairCache
 from inference.features.spec import FeatureSpec
@@ -35,12 +39,15 @@ class StepCaller:
         self._thread: ThreadPoolExecutor | None = None
 
     async def __call__(self, backend: Any, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
-                       spec: FeatureSpec, encoder: TextEncoder, *, knn: int = 8, queue: np.ndarray | None = None,
+                       spec: FeatureSpec, encoder: EncoderCache, *, knn: int = 8, queue: np.ndarray | None = None,
                        pair_cache: PairCache | None = None, job_rows: JobRows | None = None,
                        utilisation: np.ndarray | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
         """``(inputs, answer)``: :func:`~inference.model.step.build_inputs` (with ``pairs`` always
         set) and the backend's ``policy_async`` answer. ``snapshot`` and ``pair_cache`` must not
         change until it returns."""
+        missing = encoder.missing([j.text for j in jobs]) if encoder.serve_remotely else []
+        if missing:
+            encoder.put(missing, await backend.encode_async(missing))
         overlap = bool(getattr(backend, "computes_pairs", False))
         inputs = build_inputs(snapshot, jobs, now, spec, encoder, knn=knn, queue=queue, pair_cache=pair_cache,
                               pairs=not overlap, job_rows=job_rows, utilisation=utilisation)  # fmt: skip

@@ -19,6 +19,10 @@ class TextEncoder(Protocol):
     #: vectors must be served with the same encoder)
     name: str
     dim: int
+    #: whether a remote backend (Triton's ``job_encoder``) computes the vectors when the policy runs
+    #: there: a neural encoder (MiniLM) is worth the round trip and the server's GPU; the hashed
+    #: one costs less than the round trip itself and is computed where the features are built
+    serve_remotely: bool
 
     def encode(self, texts: Sequence[str]) -> np.ndarray: ...
 

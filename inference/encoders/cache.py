@@ -34,6 +34,10 @@ class EncoderCache:
     def name(self) -> str:
         return self.encoder.name
 
+    @property
+    def serve_remotely(self) -> bool:
+        return self.encoder.serve_remotely
+
     def missing(self, texts: Sequence[str]) -> list[str]:
         """The distinct cleaned texts of ``texts`` not cached yet (to encode elsewhere, e.g. on Triton)."""
         return [t for t in dict.fromkeys(self._clean(t) for t in texts) if t not in self._vectors]

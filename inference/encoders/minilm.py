@@ -21,6 +21,7 @@ from inference.encoders.base import l2_normalise
 class MiniLMEncoder:
     name = "all-MiniLM-L6-v2"
     dim = 384
+    serve_remotely = True  # a policy on Triton has its job_encoder (on the server's GPU, where there is one) embed
 
     def __init__(self, device: str = "cpu", batch_size: int = 128) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network

@@ -17,7 +17,9 @@ with the same state again and again, the pair caches on both sides would recompu
   :mod:`inference.serving.models`), the same ``run_policy`` on the server, the answer back;
   **payload** = request + answer bytes;
 - **step in-process** = features + the in-process call; **step triton** = the worker's own call
-  (:class:`inference.step_call.StepCaller`): the inputs without the pair features, the request
+  (:class:`inference.step_call.StepCaller`): the step's new job texts embedded by the server's
+  ``job_encoder`` when the model's encoder is served there (MiniLM; the hashed encoder embeds
+  them in this process, in the inputs), the inputs without the pair features, the request
   sent, and this process's copy of the pair features (which in-step re-scoring reads) computed
   while the answer travels. These are the issue's decision latency per step. Each side has its
   own pair and text caches, so both compute the same changes;
@@ -176,6 +178,9 @@ class _Timed:
     def __init__(self, backend: Any) -> None:
         self.backend, self.computes_pairs, self.last_s = backend, backend.computes_pairs, 0.0
 
+    async def encode_async(self, texts: Any) -> Any:  # in the step, not in the call's column
+        return await self.backend.encode_async(texts)
+
     async def policy_async(self, inputs: Any) -> dict[str, Any]:
         t = time.perf_counter()
         try:
@@ -189,6 +194,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     import torch
 
     from inference.backends import InProcessBackend
+    from inference.encoders import get_encoder
     from inference.policy import default_model_dir
     from inference.serving.client import DEADLINE_ENV, DEFAULT_DEADLINE_MS, TritonBackend
     from inference.serving.host import ModelHost
@@ -225,6 +231,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     finally:
         if handle is not None:
             handle.stop()
+    served_text = get_encoder(local.loaded.config.spec.encoder).serve_remotely
     report = Report(out_dir, "bench-triton", "Decision latency per step: Triton (gRPC) beside in-process", command,
                     started=started, console=console)  # fmt: skip
     where = (f"a local Triton server started for the run (PyTriton {_version('nvidia-pytriton')}, CPU, ready in "
@@ -238,7 +245,8 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 f"(fusion encoder once + the head over N x nodes) in this process / via {where}, async gRPC "
                 "(the request carries the compact node arrays, the server computes the pair features); "
                 "'payload' = request + answer bytes; 'step in-process' = features + the call; 'step triton' = "
-                "the worker's call: the inputs without the pair features, the request sent, and the client's "
+                "the worker's call: the new job texts embedded by the server's job_encoder if the model's encoder "
+                f"is served there ({local.loaded.config.spec.encoder}: {'yes' if served_text else 'no'}), the inputs without the pair features, the request sent, and the client's "
                 "own copy of the pair features computed while the answer travels (each side has its own "
                 "caches); 'triton - in-process' = the difference of the steps, step by step; "
                 "'server's call' = the server's work for the same request (compact arrays unpacked, pair features, "

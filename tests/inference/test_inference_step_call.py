@@ -1,6 +1,7 @@
 """The step's backend call: a backend that computes the pair features itself gets the request
 before this process has computed its own copy, and the two overlap; the copy is the same as
-computing it first; a failure while computing it cancels the call."""
+computing it first; a failure while computing it cancels the call. The backend embeds the
+step's new texts only for an encoder served remotely (MiniLM), once per text."""
 
 from __future__ import annotations
 
@@ -99,15 +100,47 @@ def test_an_in_process_backend_gets_the_pairs_in_the_request():
     np.testing.assert_array_equal(inputs.pairs, want.pairs)
 
 
-def _call_at_once(backend):
-    snap, jobs = small_snapshot(), pod_mix(40, seed=5)
+def _call_at_once(backend, encoder=None, jobs=None):
+    snap, jobs = small_snapshot(), jobs or pod_mix(40, seed=5)
     caller = StepCaller()
     try:
-        inputs, out = asyncio.run(caller(backend, snap, jobs, 3.0, FRAG, EncoderCache(get_encoder(FRAG.encoder)),
+        inputs, out = asyncio.run(caller(backend, snap, jobs, 3.0, FRAG, encoder or EncoderCache(get_encoder(FRAG.encoder)),
                                          pair_cache=PairCache()))  # fmt: skip
     finally:
         caller.close()
     return inputs, out, build_inputs(snap, jobs, 3.0, FRAG, EncoderCache(get_encoder(FRAG.encoder)))
+
+
+class ServedEncoder:
+    """An encoder the backend embeds for, as for MiniLM (the hashed vectors, so the inputs compare)."""
+
+    serve_remotely = True
+
+    def __init__(self) -> None:
+        self.name, self.dim = FRAG.encoder, FRAG.text_dim
+
+    def encode(self, texts):
+        raise AssertionError(f"{len(texts)} texts embedded in this process, not by the backend")
+
+
+@pytest.mark.parametrize("served", [False, True])
+def test_the_backend_embeds_the_new_texts_only_for_an_encoder_served_remotely(served):
+    backend = Backend(computes_pairs=False)
+    embedded: list[list[str]] = []
+
+    async def encode_async(texts):
+        embedded.append(list(texts))
+        return get_encoder(FRAG.encoder).encode(texts)
+
+    backend.encode_async = encode_async
+    encoder = EncoderCache(ServedEncoder() if served else get_encoder(FRAG.encoder))
+    jobs = pod_mix(40, seed=5)
+    inputs, _, want = _call_at_once(backend, encoder, jobs)
+    np.testing.assert_array_equal(inputs.jobs, want.jobs)
+    texts = sorted({encoder._clean(j.text) for j in jobs})
+    assert [sorted(call) for call in embedded] == ([texts] if served else [])
+    _call_at_once(backend, encoder, jobs)  # the same texts again: none new
+    assert len(embedded) == (1 if served else 0)
 
 
 def test_a_failure_while_computing_the_pairs_cancels_the_call():
