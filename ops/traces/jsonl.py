@@ -5,7 +5,8 @@ Each non-blank line is either
 
 - a bare event: a :class:`JobSubmitted` (``"kind": "job_submitted"``) or a
   :class:`NodeTelemetry` (``"kind": "node_telemetry"``), exactly as on the wire; a job's
-  ``offset_s`` is its ``event_time`` minus the earliest job ``event_time`` in the file; or
+  ``offset_s`` is its ``event_time`` (required on such a line) minus the earliest job
+  ``event_time`` in the file; or
 - an envelope ``{"offset_s": <seconds>, "event": {...}}`` that fixes the offset explicitly.
 
 Node lines are the inventory, published as written (``source`` is kept). Lines that are
@@ -48,6 +49,7 @@ class JsonlLoader(TraceLoader):
             fh = open_text(self.path)
         except OSError as e:
             raise TraceFormatError(self.path, 0, f"cannot open: {e.strerror or e}") from None
+        n = 0  # the last line read (a file unreadable from its first line reports line 1)
         with fh:
             try:
                 for n, text in enumerate(fh, 1):
@@ -110,6 +112,9 @@ class JsonlLoader(TraceLoader):
             if not isinstance(obj, dict):
                 raise ValueError("event must be a JSON object")
         kind = obj.get("kind")
+        if kind == "job_submitted" and offset is None and "event_time" not in obj:  # (it would default to now)
+            raise ValueError("a bare job line needs its event_time, which sets its offset; or wrap it as "
+                             '{"offset_s": <seconds>, "event": {...}}')  # fmt: skip
         if kind == "job_submitted":
             return (None if offset is None else float(offset)), JobSubmitted.model_validate(obj)
         if kind == "node_telemetry":

@@ -37,8 +37,17 @@ def test_bench_trace_rejects_a_bad_load_and_an_unknown_policy(tmp_path):
 
 def test_bench_trace_names_the_bad_line_and_exits_non_zero(tmp_path):
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"kind": "job_submitted", "job_id": "a", "cpu_milli": 1000}\nnot json\n')
+    bad.write_text('{"kind": "job_submitted", "job_id": "a", "cpu_milli": 1000, "event_time": "2026-01-01T00:00:00Z"}\n'
+                   'not json\n')  # fmt: skip
     result = CliRunner().invoke(app, ["bench", "trace", "--trace", "jsonl", "--path", str(bad),
                                       "--policies", "best-fit", "--out", str(tmp_path)])  # fmt: skip
     assert result.exit_code == 1
     assert f"{bad}:2:" in result.output.replace("\n", "")
+
+
+def test_bench_trace_refuses_the_learned_policy_without_a_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("SEMSCHED_MODEL_DIR", str(tmp_path / "no-model-here"))
+    result = CliRunner().invoke(app, ["bench", "trace", "--limit", "50", "--policies", "learned,best-fit",
+                                      "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 2 and "no model" in result.output and "semsched train" in result.output
+    assert not (tmp_path / "bench-trace-openb.json").exists()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ops.traces import TraceLineError, available_traces, get_loader
+from ops.traces.base import TraceFormatError
 from ops.traces.jsonl import JsonlLoader, write_jsonl
 from ops.traces.openb import OpenbLoader
 
@@ -30,6 +31,27 @@ def test_bad_lines(fixtures: Path) -> None:
     assert "job_lifecycle" in loader.errors[2].reason
     with pytest.raises(TraceLineError, match=r"events_broken.jsonl:4: "):
         JsonlLoader(path, strict=True).load_jobs()
+
+
+@pytest.mark.parametrize("in_first_line", [True, False])
+def test_a_truncated_gz_file_says_where_it_stops(tmp_path: Path, fixtures: Path, in_first_line: bool) -> None:
+    import gzip
+
+    whole = gzip.compress((fixtures / "jsonl/events.jsonl").read_bytes())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(whole[:20] if in_first_line else whole[: len(whole) // 2])
+    with pytest.raises(TraceFormatError, match=r"cut.jsonl.gz:\d+: unreadable"):
+        JsonlLoader(path).load_jobs()
+
+
+def test_a_bare_job_line_without_its_time_is_a_bad_line(tmp_path: Path) -> None:
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"kind": "job_submitted", "job_id": "x", "event_time": "2026-01-01T00:00:00Z"}\n'
+                    '{"kind": "job_submitted", "job_id": "y"}\n'
+                    '{"offset_s": 3, "event": {"kind": "job_submitted", "job_id": "z"}}\n')  # fmt: skip
+    loader = JsonlLoader(path)
+    assert [(j.event.job_id, j.offset_s) for j in loader.load_jobs()] == [("x", 0.0), ("z", 3.0)]
+    assert [(e.line, e.reason.split(",")[0]) for e in loader.errors] == [(2, "a bare job line needs its event_time")]
 
 
 def test_path_required() -> None:
