@@ -46,6 +46,16 @@ def test_refused_demo_starts_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "demo").exists()
 
 
+def test_an_unknown_policy_is_refused_before_the_last_run_is_wiped(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    last_run = tmp_path / "demo" / "archive-of-the-last-run"
+    last_run.mkdir(parents=True)
+    rc = run_demo(jobs=10, speed=2000, start_offset=10_000_000, policy="nope", port=1, timeout_s=900,
+                  state_root=tmp_path)  # fmt: skip
+    assert rc == 2 and last_run.exists()
+    out = capsys.readouterr().out
+    assert "unknown --policy 'nope'" in out and "best-fit" in out and "learned" in out
+
+
 def test_a_speed_that_is_not_a_speed_up_is_refused() -> None:
     loader = get_loader("openb", start_offset=10_000_000, limit=10)
     for speed in (0.0, -5.0, float("nan")):
