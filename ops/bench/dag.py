@@ -61,7 +61,10 @@ class DagBenchOptions(HeldOutDagSet):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in self.schedulers:
-            get_dag_scheduler(name)  # unknown names fail before any work
+            scheduler = get_dag_scheduler(name)  # unknown names fail before any work
+            if getattr(scheduler, "fallback", None):  # never another scheduler's numbers under this one's name
+                raise ValueError(f"{name} would fall back ({scheduler.fallback}): train its model with "
+                                 "`semsched train-dag`, or name one with SEMSCHED_DAG_MODEL")  # fmt: skip
 
 
 def evaluate(problem: DagProblem, schedulers: tuple[str, ...]) -> dict[str, dict[str, float]]:

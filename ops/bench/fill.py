@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.bench import environment
+from ops.bench.model_check import learned_version
 
 console = Console()
 
@@ -51,6 +52,10 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
     from ops.traces import get_loader
 
     started = time.perf_counter()
+    model, why = learned_version(policies)
+    if why:
+        console.print(f"[red]bench fill: {why}")
+        return 2
     from scheduling.fill import fill_sequence, gpu_demand, run_fill
     from scheduling.job import JobRequest
     from scheduling.metrics.fragmentation import Workload
@@ -90,7 +95,7 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
                 f"{demand:.1%} of the GPU capacity, inflated to 130 %; none departs. Seeds {seeds}. "
                 "Method: `../shared/benchmarks/openb-fill.md` (the FGD authors', Weng et al., USENIX ATC 2023). "
                 "Their figures are their simulator's checked-in results for the default pod list "
-                "(mean of seeds 42–51).")  # fmt: skip
+                "(mean of seeds 42–51)." + (f" The learned policy's model: {model}." if model else ""))  # fmt: skip
     rows = summary_rows(policies, runs)
     report.table(f"GPU allocated at 100 % arrived demand (mean of {len(seeds)} seeds)", rows,
                  ["policy", "theirs", "ours %", "± std", "theirs %", "Δ pp", "s / run"],

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ops.bench.depth_sweep import check_models, run_depth_sweep
+from ops.bench.model_check import learned_version
 from ops.bench.simulation import load_for_bench, parse_load, run_policies
 from ops.reports import Report, wide_console
 from scheduling.simulator import HETEROGENEITY_LEVELS, LOAD_LEVELS, SimConfig, Workload
@@ -69,7 +70,7 @@ def run_sweep_bench(*, trace: str, path: Path | None, policies: Sequence[str], s
         learned, why = learned_version(policies if simulated else [])
         if why:
             console.print(f"[red]{why}")
-            return 1
+            return 2
         name = f"bench-sweep-{trace}" if simulated else "bench-sweep-depth"
         title = f"Sensitivity sweeps: {trace}" if simulated else "Depth sweep: the learned policy"
         report = Report(out_dir, name, title, command, console=console, started=started)
@@ -153,21 +154,6 @@ def pinned_model(model: Path | None) -> Iterator[Path]:
             os.environ.pop(MODEL_DIR_ENV, None)
         else:
             os.environ[MODEL_DIR_ENV] = before
-
-
-def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
-    """``(model version, None)`` when a policy places with the learned model and its model
-    loads; ``(None, why)`` when it does not load; ``(None, None)`` when no policy is learned."""
-    from inference.policy import LearnedPolicy, uses_learned
-
-    if not any(uses_learned(p) for p in policies):
-        return None, None
-
-    probe = LearnedPolicy()
-    if probe.fell_back:
-        return None, (f"the learned policy has no model at {probe.model_dir} ({probe.fallback_reason}); "
-                      "train one (semsched train) or name one with --model DIR")  # fmt: skip
-    return probe.model_version, None
 
 
 def _xlabel(sweep: str) -> str:

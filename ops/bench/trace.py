@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from ops.bench.model_check import learned_version
 from ops.bench.simulation import load_for_bench, parse_heterogeneity, parse_load, run_policies
 from ops.reports import Report, wide_console
 from scheduling.simulator import SimConfig, SimResult
@@ -25,6 +26,10 @@ CLUSTER_COLUMNS = ["policy", "gpu_alloc_mean", "gpu_alloc_peak", "gpu_frag_rate_
 def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], load: str, step: float,
                     heterogeneity: str, seed: int, limit: int | None, nodes: int | None, out_dir: Path, command: str) -> int:  # fmt: skip
     started = time.perf_counter()
+    model, why = learned_version(policies)
+    if why:
+        console.print(f"[red]bench trace: {why}")
+        return 2
     workload = load_for_bench(console, trace, path, limit, nodes, seed)
     if isinstance(workload, int):
         return workload
@@ -42,7 +47,7 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
                f"(left out: {skipped}); load **{load_name}**: arrivals ×{plan.factor:,.4g}"
                f"{f' and {plan.copies} superposed replicas' if plan.copies > 1 else ''} → {len(jobs):,} jobs, "
                f"offered peak {plan.offered_peak:.0%} of the dominant resource; scheduling step {step:g} s; "
-               f"node speeds {het_name} (seed {seed}).")  # fmt: skip
+               f"node speeds {het_name} (seed {seed})." + (f" The learned policy's model: {model}." if model else ""))  # fmt: skip
     console.print(setting)
     results = run_policies(workload.nodes, jobs, policies, config, console)
     report = Report(out_dir, f"bench-trace-{trace}", f"Trace replay: {trace}", command, console=console,

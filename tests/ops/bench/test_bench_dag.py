@@ -48,3 +48,14 @@ def test_random_dags_only_and_bad_options(tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "tasks_min <= tasks_max" in bad.output
     unknown = runner.invoke(app, ["--schedulers", "heft,nope", "--out", str(tmp_path)])
     assert unknown.exit_code == 2 and "unknown DAG scheduler 'nope'" in unknown.output
+
+
+def test_a_learned_scheduler_without_its_model_is_refused_not_run_as_heft(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SEMSCHED_DAG_MODEL", str(tmp_path / "no-model-here"))
+    app = typer.Typer()
+    app.command()(dag)
+    with pytest.warns(RuntimeWarning, match="scheduling with HEFT instead"):
+        result = CliRunner(env={"COLUMNS": "300"}).invoke(app, ["--schedulers", "heft,learned", "--dags", "1",
+                                                                "--no-workflows", "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 2 and "learned would fall back" in result.output and "train-dag" in result.output
+    assert not (tmp_path / "bench-dag.json").exists()

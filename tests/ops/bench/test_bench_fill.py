@@ -27,3 +27,13 @@ def test_writes_markdown_json_and_plot_with_the_reference_beside(tmp_path: Path)
     assert len(result["runs"]) == 4 and len(result["runs"][0]["curve"]) == 130
     assert (out / "bench-fill-allocation.png").stat().st_size > 0
     assert "| fgd | FGD |" in (out / "bench-fill.md").read_text()
+
+
+def test_the_learned_policy_without_a_model_is_refused_not_run_as_its_fallback(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("SEMSCHED_MODEL_DIR", str(tmp_path / "no-model-here"))
+    (tmp_path / "nodes.csv").write_text(NODES)
+    (tmp_path / "pods.csv").write_text(POD_HEADER + "p00,1000,1024,1,500,,BE,Running,0,,\n")
+    out = tmp_path / "out"
+    assert run_fill_bench(pods=tmp_path / "pods.csv", nodes=tmp_path / "nodes.csv", policies=["learned", "fgd"],
+                          seeds=[1], out_dir=out) == 2  # fmt: skip
+    assert not (out / "bench-fill.json").exists()

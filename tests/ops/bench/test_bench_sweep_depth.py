@@ -81,5 +81,5 @@ def test_the_learned_rows_of_the_step_sweep_name_the_model_version(tiny, tmp_pat
 def test_a_sweep_with_the_learned_policy_and_no_model_refuses_rather_than_report_its_fallback(tmp_path):
     result = CliRunner().invoke(app, ["bench", "sweep", "--limit", "50", "--policies", "learned", "--sweeps", "step",
                                       "--model", str(tmp_path / "nothing"), "--out", str(tmp_path)])  # fmt: skip
-    assert result.exit_code == 1 and "no model" in result.output
+    assert result.exit_code == 2 and "no model" in result.output
     assert not (tmp_path / "bench-sweep-openb.json").exists()
