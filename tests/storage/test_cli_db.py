@@ -96,3 +96,18 @@ def test_cli_sql_via_worker(
     assert json.loads(r.output) == {"columns": ["x"], "rows": [[1]]}
     r = CliRunner().invoke(app, ["explain", "nope"])
     assert r.exit_code == 0 and "not in the archive" in r.output
+
+
+def test_cli_explain_with_the_archive_unreachable_says_so_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    import typer
+
+    from ops.cli.db import explain_command
+
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")  # no worker answers there
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", "http://127.0.0.1:1/db")  # nor a ClickHouse server
+    app = typer.Typer()
+    app.command("explain")(explain_command)
+    app.command("other")(lambda: None)  # (two commands: typer keeps the command name in the args)
+    r = CliRunner().invoke(app, ["explain", "some-job"])
+    assert r.exit_code == 1 and "explain failed" in r.output, r.output
+    assert isinstance(r.exception, SystemExit)  # a clean exit, not an escaped error
