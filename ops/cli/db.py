@@ -152,7 +152,13 @@ def migrate_command() -> None:
     versions applied (none when the schema is up to date). In embedded mode, stop the
     worker first: it owns the chdb directory (and migrates it itself on start)."""
     settings = Settings()
-    applied = migrate(get_client(settings.clickhouse_dsn))
+    try:
+        applied = migrate(get_client(settings.clickhouse_dsn))
+    except Exception as e:  # noqa: BLE001 - the database's message and the likely cause, not a traceback
+        hint = ("; in embedded mode a running worker owns the chdb directory: stop it first (it migrates on start)"
+                if settings.clickhouse_dsn.startswith("chdb://") else "")  # fmt: skip
+        console.print(f"[red]migrate failed:[/red] {type(e).__name__}: {e}{hint}")
+        raise typer.Exit(1) from None
     if applied:
         console.print("applied migrations: " + ", ".join(f"{v:04d}" for v in applied))
     else:

@@ -17,7 +17,7 @@ from ops.cli.serve import serve_command
 from ops.cli.train import train as train_command
 from ops.cli.train_dag import train_dag as train_dag_command
 from ops.cli.train_duration import train_duration as train_duration_command
-from streams.settings import Settings
+from streams.settings import Settings, SettingsError
 
 app = typer.Typer(
     help="semsched: an event-streaming control plane for cluster scheduling "
@@ -43,7 +43,10 @@ def schema(out: Path = typer.Option(Path("schemas"), help="Directory for one JSO
     """Write the JSON Schema of every topic's events, for producers."""
     from scheduling.events import json_schemas
 
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise typer.BadParameter(f"--out {out}: {e.strerror or e}") from None
     for topic, sch in json_schemas().items():
         path = out / f"{topic}.schema.json"
         path.write_text(json.dumps(sch, indent=2) + "\n")
@@ -120,5 +123,23 @@ def demo(
                               timeout_s=timeout, inference=inference, model_dir=model, max_gap_s=max_gap))  # fmt: skip
 
 
+def main() -> None:
+    """The ``semsched`` console script: :data:`app`, with a ``SEMSCHED_*`` variable that cannot be
+    read (a number that is not one, an unknown fallback policy) as a one-line error, exit 2."""
+    from pydantic import ValidationError
+
+    try:
+        app()
+    except SettingsError as e:
+        typer.echo(f"semsched: {e}", err=True)
+        raise SystemExit(2) from None
+    except ValidationError as e:
+        if e.title != Settings.__name__:
+            raise
+        for error in e.errors():
+            typer.echo(f"semsched: {str(error['msg']).removeprefix('Value error, ')}", err=True)
+        raise SystemExit(2) from None
+
+
 if __name__ == "__main__":
-    app()
+    main()

@@ -80,3 +80,21 @@ def test_malformed_lookahead_settings_stop_the_lookahead_worker_at_start(monkeyp
     result = runner.invoke(app, ["worker", "--policy", "las+learned-lookahead"])
     assert result.exit_code == 2
     assert "SEMSCHED_LOOKAHEAD_DEPTH" in result.output and "'deep'" in result.output
+
+
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("SEMSCHED_PARTITIONS", "abc", "SEMSCHED_PARTITIONS must be an integer, not 'abc'"),
+    ("SEMSCHED_STEP", "fast", "SEMSCHED_STEP must be a number, not 'fast'"),
+    ("SEMSCHED_FALLBACK_POLICY", "nope", "SEMSCHED_FALLBACK_POLICY must be a heuristic placement policy"),
+])  # fmt: skip
+def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable: str, value: str, says: str,
+                                                                        tmp_path: Path) -> None:  # fmt: skip
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, variable: value, "SEMSCHED_STATE_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "ops.cli.main", "sql", "SELECT 1"], env=env, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert says in done.stderr and "Traceback" not in done.stderr
