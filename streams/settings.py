@@ -4,10 +4,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
+T = TypeVar("T", int, float)
 TOPICS = ("jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions", "actions", "deadletter")
 
 
@@ -20,19 +23,19 @@ def _env(name: str, default: str) -> str:
 
 
 def _env_int(name: str, default: int) -> int:
-    raw = _env(name, str(default))
-    try:
-        return int(raw)
-    except ValueError:
-        raise SettingsError(f"SEMSCHED_{name} must be an integer, not {raw!r}") from None
+    return _env_parsed(name, default, int, "an integer")
 
 
 def _env_float(name: str, default: float) -> float:
+    return _env_parsed(name, default, float, "a number")
+
+
+def _env_parsed(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
     raw = _env(name, str(default))
     try:
-        return float(raw)
+        return parse(raw)
     except ValueError:
-        raise SettingsError(f"SEMSCHED_{name} must be a number, not {raw!r}") from None
+        raise SettingsError(f"SEMSCHED_{name} must be {what}, not {raw!r}") from None
 
 
 class Settings(BaseModel):
