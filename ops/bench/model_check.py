@@ -1,8 +1,10 @@
 """Which model a benchmark's learned policies place with, or why they cannot.
 
 A benchmark never reports the fallback heuristic's numbers under the learned policy's name:
-``semsched bench fill|trace|sweep`` refuse, before running anything, a learned policy whose
-model does not load, and name the version that does in the report.
+``semsched bench fill|trace|sweep|step`` refuse, before running anything, a learned policy
+named on the command line whose model does not load, and name the version that does in the
+report; their default list (every registered placement) leaves the learned ones out then, and
+says so (``unless_no_model``).
 """
 
 from __future__ import annotations
@@ -21,5 +23,14 @@ def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
     probe = LearnedPolicy()
     if probe.fell_back:
         return None, (f"the learned policy has no model at {probe.model_dir} ({probe.fallback_reason}); "
-                      "train one (semsched train) or name one with --model DIR / SEMSCHED_MODEL_DIR")  # fmt: skip
+                      "train one (semsched train) or point SEMSCHED_MODEL_DIR (bench sweep: --model) at one")  # fmt: skip
     return probe.model_version, None
+
+
+def unless_no_model(policies: Sequence[str]) -> tuple[list[str], str | None]:
+    """A benchmark's DEFAULT list (every registered placement): ``policies`` without the learned
+    ones when their model does not load, and why (the benchmark says so and runs the rest)."""
+    from inference.policy import uses_learned
+
+    _, why = learned_version(policies)
+    return ([p for p in policies if not uses_learned(p)], why) if why else (list(policies), None)

@@ -22,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ops.bench import environment, fmt, percentiles, write_json
+from ops.bench.model_check import learned_version
 
 console = Console()
 
@@ -69,6 +70,10 @@ def run_step_bench(*, pending: list[int], policies: list[str] | None, repeat: in
         return 2
     if repeat < 1:
         console.print("[red]--repeat must be >= 1")
+        return 2
+    _, why = learned_version(names)
+    if why:
+        console.print(f"[red]bench step: {why}")
         return 2
     console.rule("[bold]semsched bench step")
     with console.status("loading the openb trace…"):

@@ -31,6 +31,19 @@ def pipeline(
     )
 
 
+def _defaulted(text: str, names: list[str]) -> list[str]:
+    """``names``; when they are the default list (``text`` empty), without the learned policies if
+    their model does not load, with a note (named explicitly, the benchmark refuses them instead)."""
+    from ops.bench.model_check import unless_no_model
+
+    if text.strip():
+        return names
+    kept, why = unless_no_model(names)
+    if why:
+        typer.echo(f"leaving out {', '.join(n for n in names if n not in kept)}: {why}", err=True)
+    return kept
+
+
 @bench_app.command("step")
 def step(
     pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
@@ -48,7 +61,7 @@ def step(
         raise typer.BadParameter(str(e)) from None
     from ops.cli.options import policy_names
 
-    names = policy_names(policies)
+    names = _defaulted(policies, policy_names(policies))
     raise typer.Exit(run_step_bench(pending=sizes, policies=names, repeat=repeat, out=out))
 
 
@@ -65,7 +78,7 @@ def fill(
     from ops.bench.fill import run_fill_bench
     from ops.cli.options import policy_names, seed_list
 
-    raise typer.Exit(run_fill_bench(pods=pods, nodes=nodes, policies=policy_names(policies),
+    raise typer.Exit(run_fill_bench(pods=pods, nodes=nodes, policies=_defaulted(policies, policy_names(policies)),
                                     seeds=seed_list(seeds), out_dir=out))  # fmt: skip
 
 

@@ -37,3 +37,21 @@ def test_the_learned_policy_without_a_model_is_refused_not_run_as_its_fallback(t
     assert run_fill_bench(pods=tmp_path / "pods.csv", nodes=tmp_path / "nodes.csv", policies=["learned", "fgd"],
                           seeds=[1], out_dir=out) == 2  # fmt: skip
     assert not (out / "bench-fill.json").exists()
+
+
+def test_the_default_list_leaves_the_learned_policies_out_without_a_model_and_says_so(tmp_path: Path,
+                                                                                      monkeypatch) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    from typer.testing import CliRunner
+
+    from ops.cli.main import app
+
+    monkeypatch.setenv("SEMSCHED_MODEL_DIR", str(tmp_path / "no-model-here"))
+    (tmp_path / "nodes.csv").write_text(NODES)
+    (tmp_path / "pods.csv").write_text(POD_HEADER + "p00,1000,1024,1,500,,BE,Running,0,,\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["bench", "fill", "--pods", str(tmp_path / "pods.csv"), "--nodes",
+                                      str(tmp_path / "nodes.csv"), "--seeds", "1", "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "leaving out learned, learned-lookahead" in result.output and "no model" in result.output
+    ran = {r["policy"] for r in json.loads((out / "bench-fill.json").read_text())["policies"]}
+    assert "fgd" in ran and not ran & {"learned", "learned-lookahead"}
