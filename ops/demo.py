@@ -66,15 +66,10 @@ async def worker_knows_nodes(stack: LocalStack, nodes: int, *, warm_up: bool = F
 
 
 def learned_env(policy: str, inference: str, model_dir: Path | None) -> tuple[dict[str, str], str | None]:
-    """The worker's environment for the learned policy, or an error message (an unknown policy, no
-    model, a bad flag): checked before the demo wipes its state directory and starts anything."""
+    """The worker's environment for the learned policy, or an error message (no model, a bad flag)."""
     from inference.backends import BACKENDS
     from inference.policy import default_model_dir
-    from scheduling.policies.registry import available_orderings, available_policies, is_policy_name
 
-    if not is_policy_name(policy):  # (importing inference registered the learned placements and orderings)
-        return {}, (f"unknown --policy {policy!r}; placements: {', '.join(available_policies())}; orderings: "
-                    f"{', '.join(available_orderings())} (compose as '<ordering>+<placement>', e.g. 'las+fgd')")  # fmt: skip
     if inference not in BACKENDS:
         return {}, f"--inference must be one of {', '.join(BACKENDS)}, not {inference!r}"
     from inference.policy import uses_learned

@@ -4,7 +4,7 @@ A benchmark never reports the fallback heuristic's numbers under the learned pol
 ``semsched bench fill|trace|sweep|step`` refuse, before running anything, a learned policy
 named on the command line whose model does not load, and name the version that does in the
 report; their default list (every registered placement) leaves the learned ones out then, and
-says so (``unless_no_model``).
+says so (``ops/cli/bench.py``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,3 @@ def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
                       "train one (semsched train) or point SEMSCHED_MODEL_DIR (bench sweep: --model) at one")  # fmt: skip
     return probe.model_version, None
 
-
-def unless_no_model(policies: Sequence[str]) -> tuple[list[str], str | None]:
-    """A benchmark's DEFAULT list (every registered placement): ``policies`` without the learned
-    ones when their model does not load, and why (the benchmark says so and runs the rest)."""
-    from inference.policy import uses_learned
-
-    _, why = learned_version(policies)
-    return ([p for p in policies if not uses_learned(p)], why) if why else (list(policies), None)

@@ -34,14 +34,14 @@ def pipeline(
 def _defaulted(text: str, names: list[str]) -> list[str]:
     """``names``; when they are the default list (``text`` empty), without the learned policies if
     their model does not load, with a note (named explicitly, the benchmark refuses them instead)."""
-    from ops.bench.model_check import unless_no_model
+    from inference.policy import uses_learned
+    from ops.bench.model_check import learned_version
 
-    if text.strip():
+    _, why = learned_version(names) if not text.strip() else (None, None)
+    if not why:
         return names
-    kept, why = unless_no_model(names)
-    if why:
-        typer.echo(f"leaving out {', '.join(n for n in names if n not in kept)}: {why}", err=True)
-    return kept
+    typer.echo(f"leaving out {', '.join(n for n in names if uses_learned(n))}: {why}", err=True)
+    return [n for n in names if not uses_learned(n)]
 
 
 @bench_app.command("step")

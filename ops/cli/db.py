@@ -200,12 +200,12 @@ def explain_command(job_id: str = typer.Argument(..., help="The job id.")) -> No
     try:
         client.query_rows("SELECT 1")
     except (WorkerUnavailable, RuntimeError):
-        client = None
-    try:
-        e = explain(client or _direct(settings), job_id)
-    except Exception as err:  # noqa: BLE001 - the archive unreachable or unreadable: its message, not a traceback
-        console.print(f"[red]explain failed:[/red] {type(err).__name__}: {err}")
-        raise typer.Exit(1) from None
+        try:
+            client = _direct(settings)
+        except Exception as err:  # noqa: BLE001 - the archive unreachable or unreadable: its message, not a traceback
+            console.print(f"[red]explain failed:[/red] {type(err).__name__}: {err}")
+            raise typer.Exit(1) from None
+    e = explain(client, job_id)
     t = Table("time (UTC)", "what", "detail")
     for entry in e.timeline:
         t.add_row(entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], entry.source, entry.text)

@@ -117,7 +117,10 @@ def demo(
     """The main job, end to end on one machine: broker, worker, agents, a replay of the openb trace,
     then a reconciled summary from ClickHouse. Exits non-zero if any job is lost or placed twice.
     ``--policy learned --inference triton`` runs the learned policy served by Triton."""
+    from ops.cli.options import policy_names
     from ops.demo import run_demo
+
+    policy_names(policy)  # an unknown policy stops here, before the demo wipes its state directory
 
     raise typer.Exit(run_demo(jobs=jobs, speed=speed, start_offset=start_offset, policy=policy, port=port,
                               timeout_s=timeout, inference=inference, model_dir=model, max_gap_s=max_gap))  # fmt: skip

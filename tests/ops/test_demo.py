@@ -46,14 +46,18 @@ def test_refused_demo_starts_nothing(tmp_path: Path) -> None:
     assert not (tmp_path / "demo").exists()
 
 
-def test_an_unknown_policy_is_refused_before_the_last_run_is_wiped(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_an_unknown_policy_is_refused_before_the_last_run_is_wiped(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from typer.testing import CliRunner
+
+    from ops.cli.main import app
+
+    monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path))
     last_run = tmp_path / "demo" / "archive-of-the-last-run"
     last_run.mkdir(parents=True)
-    rc = run_demo(jobs=10, speed=2000, start_offset=10_000_000, policy="nope", port=1, timeout_s=900,
-                  state_root=tmp_path)  # fmt: skip
-    assert rc == 2 and last_run.exists()
-    out = capsys.readouterr().out
-    assert "unknown --policy 'nope'" in out and "best-fit" in out and "learned" in out
+    result = CliRunner(env={"COLUMNS": "300"}).invoke(app, ["demo", "--policy", "nope", "--jobs", "10",
+                                                            "--start-offset", "10000000"])  # fmt: skip
+    assert result.exit_code == 2 and last_run.exists()
+    assert "'nope'" in result.output and "best-fit" in result.output
 
 
 def test_a_speed_that_is_not_a_speed_up_is_refused() -> None:
