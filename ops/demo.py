@@ -12,9 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ops.console import wide_console
 from ops.local_stack import LocalStack, worker_status
 from ops.processes import sigterm_as_interrupt
 from ops.replay import planned_due_s, replay
@@ -22,7 +22,7 @@ from ops.traces.base import TraceLoader
 from streams.archiver import archive_catch_up
 from streams.settings import Settings
 
-console = Console()
+console = wide_console()
 
 
 def wait_until_settled(stack: LocalStack, expected: int, timeout_s: float) -> dict[str, Any]:

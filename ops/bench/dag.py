@@ -20,6 +20,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ops.console import wide_console
 from ops.reports import Report
 from scheduling.dag import DagGeneratorConfig, DagProblem, check_schedule, held_out_dags
 from scheduling.dag.schedulers import get_dag_scheduler
@@ -92,7 +93,7 @@ def hetero_machines(recorded: tuple[Any, ...]) -> list[Any]:
 def run_dag_bench(options: DagBenchOptions, out_dir: Path, command: str, *, console: Console | None = None) -> int:
     from ops.workflows import load_topcuoglu, load_wfinstance, topcuoglu_dir, wfinstance_files
 
-    console = console or Console()
+    console = console or wide_console()
     report = Report(out_dir, "bench-dag", "DAG workflows: HEFT, CPOP, FIFO", command, console=console)
     names = options.schedulers
     wf_files = wfinstance_files() if options.workflows else []

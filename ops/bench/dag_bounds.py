@@ -23,6 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ops.bench.dag import HeldOutDagSet, hetero_machines
 from ops.bench.dag_cpsat import solve_exact
 from ops.bench.dag_lower_bounds import analytic_bounds
+from ops.console import wide_console
 from ops.reports import Report
 from scheduling.dag import DagProblem, check_schedule, held_out_dags
 from scheduling.dag.schedulers import get_dag_scheduler
@@ -76,7 +77,7 @@ def summarise(rows: list[dict[str, Any]], label: str) -> dict[str, Any]:
 def run_dag_bounds(options: DagBoundsOptions, out_dir: Path, command: str, *, console: Console | None = None) -> int:
     from ops.workflows import load_wfinstance, wfinstance_files
 
-    console = console or Console()
+    console = console or wide_console()
     report = Report(out_dir, "bench-dag-bounds", "DAG workflows: how far from optimal is HEFT?", command,
                     console=console)  # fmt: skip
     problems: list[tuple[str, DagProblem]] = []

@@ -32,7 +32,8 @@ from typing import Any
 import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ops.reports import Report, wide_console
+from ops.console import wide_console
+from ops.reports import Report
 from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.job import JobRequest
 

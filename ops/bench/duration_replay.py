@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from ops.bench.simulation import load_for_bench, parse_load
-from ops.reports import Report, wide_console
+from ops.console import wide_console
+from ops.reports import Report
 from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.policies import get_policy
 from scheduling.simulator import LoadPlan, SimConfig, SimJob, SimResult, Workload, simulate

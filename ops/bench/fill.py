@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.bench import environment
 from ops.bench.model_check import learned_version
+from ops.console import wide_console
 
-console = Console()
+console = wide_console()
 
 #: allocated GPU at 100 % arrived, default openb pod list, mean of seeds 42–51 (their repository):
 #: our policy name -> (their policy name, their figure)

@@ -20,11 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from ops.bench import environment, percentiles
+from ops.console import wide_console
 
-console = Console()
+console = wide_console()
 
 
 def loaded_cluster(fraction: float = 0.7, seed: int = 0) -> tuple[Any, list[Any]]:

@@ -34,17 +34,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ops.bench import environment, fmt, percentiles, write_json
+from ops.console import wide_console
 from ops.local_stack import LocalStack
 from ops.processes import Child, wait_for
 from storage.queries import bench_pipeline as q
 from streams.settings import Settings
 
-console = Console()
+console = wide_console()
 
 AGENT_ARGS = ["--speed", "1e9", "--default-duration", "0", "--telemetry", "2"]
 

@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ops.bench import environment, fmt, percentiles, write_json
 from ops.bench.model_check import learned_version
+from ops.console import wide_console
 
-console = Console()
+console = wide_console()
 
 
 def parse_sizes(text: str) -> list[int]:

@@ -30,7 +30,8 @@ from pathlib import Path
 from ops.bench.depth_sweep import check_models, run_depth_sweep
 from ops.bench.model_check import learned_version
 from ops.bench.simulation import load_for_bench, parse_load, run_policies
-from ops.reports import Report, wide_console
+from ops.console import wide_console
+from ops.reports import Report
 from scheduling.simulator import HETEROGENEITY_LEVELS, LOAD_LEVELS, SimConfig, Workload
 
 console = wide_console()

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from ops.bench.model_check import learned_version
 from ops.bench.simulation import load_for_bench, parse_heterogeneity, parse_load, run_policies
-from ops.reports import Report, wide_console
+from ops.console import wide_console
+from ops.reports import Report
 from scheduling.simulator import SimConfig, SimResult
 
 console = wide_console()

@@ -53,11 +53,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.console import Console
 
 from ops.bench import environment, percentiles
+from ops.console import wide_console
 
-console = Console()
+console = wide_console()
 
 
 def replicated_cluster(snap: Any, nodes: list[Any], count: int) -> Any:

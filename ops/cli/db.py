@@ -18,27 +18,52 @@ import urllib.error
 import urllib.request
 from datetime import date, datetime
 from enum import StrEnum
-from typing import Any
+from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from storage.client import ArchiveClient, get_client
+from ops.console import wide_console
+from storage.client import ArchiveClient, chdb_path, get_client
 from storage.migrate import migrate
 from storage.queries import explain, run_sql
 from streams.settings import Settings
 
-__all__ = ["WorkerSqlClient", "db_app", "explain_command", "query_via_worker", "sql_command"]
+__all__ = ["WorkerSqlClient", "db_app", "explain_command", "open_archive", "query_via_worker", "sql_command"]
 
 db_app = typer.Typer(help="The ClickHouse archive: schema migrations.", no_args_is_help=True)
-console = Console()
+console = wide_console()
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 
 
 class WorkerUnavailable(RuntimeError):
     """No worker answered on the web port (connection refused, timeout)."""
+
+
+def open_archive(dsn: str, *, create: bool = False) -> ArchiveClient:
+    """A direct client on ``dsn``, migrated; when it cannot be opened, the reason in one line and
+    exit 1. An embedded archive that does not exist is created only with ``create`` (recording
+    something there): a read would find it empty, and a mistyped ``SEMSCHED_STATE_DIR`` would
+    leave an empty archive behind."""
+    if dsn.startswith("chdb://") and not create:
+        path = chdb_path(dsn)
+        if path != ":memory:" and not Path(path).exists():
+            _archive_unavailable(f"no archive at {path}: nothing has been recorded there (check "
+                                 "SEMSCHED_STATE_DIR or SEMSCHED_CLICKHOUSE_URL; the worker creates it)")  # fmt: skip
+    try:
+        client = get_client(dsn)
+        migrate(client)
+    except Exception as e:  # noqa: BLE001 - the database's message and the likely cause, not a traceback
+        hint = "; a running worker owns an embedded archive's directory: stop it first" if dsn.startswith("chdb://") else ""
+        _archive_unavailable(f"cannot open the archive {dsn}: {type(e).__name__}: {e}{hint}")
+    return client
+
+
+def _archive_unavailable(reason: str) -> NoReturn:
+    typer.echo(f"semsched: {reason}", err=True)
+    raise typer.Exit(1)
 
 
 def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows:
@@ -104,12 +129,6 @@ class WorkerSqlClient:
         return None
 
 
-def _direct(settings: Settings) -> ArchiveClient:
-    client = get_client(settings.clickhouse_dsn)
-    migrate(client)
-    return client
-
-
 class OutputFormat(StrEnum):
     table = "table"
     csv = "csv"
@@ -134,7 +153,7 @@ def _print(cols: list[str], rows: list[tuple[Any, ...]], fmt: OutputFormat) -> N
     if fmt is OutputFormat.json:
         sys.stdout.write(json.dumps({"columns": cols, "rows": [[_cell(v) for v in r] for r in rows]}) + "\n")
     elif fmt is OutputFormat.csv:
-        w = csv.writer(sys.stdout)
+        w = csv.writer(sys.stdout, lineterminator="\n")  # (the csv module's default is RFC 4180's CRLF)
         w.writerow(cols)
         for r in rows:
             w.writerow([json.dumps(_cell(v)) if isinstance(v, list | tuple | dict) else _cell(v) for v in r])
@@ -179,8 +198,9 @@ def sql_command(
     try:
         cols, rows = query_via_worker(settings, query)
     except WorkerUnavailable:
+        client = open_archive(settings.clickhouse_dsn)
         try:
-            cols, rows = run_sql(_direct(settings), query)
+            cols, rows = run_sql(client, query)
         except Exception as e:  # noqa: BLE001 - show the database's message, not a traceback
             console.print(f"[red]query failed:[/red] {e}")
             raise typer.Exit(1) from None
@@ -200,11 +220,7 @@ def explain_command(job_id: str = typer.Argument(..., help="The job id.")) -> No
     try:
         client.query_rows("SELECT 1")
     except (WorkerUnavailable, RuntimeError):
-        try:
-            client = _direct(settings)
-        except Exception as err:  # noqa: BLE001 - the archive unreachable or unreadable: its message, not a traceback
-            console.print(f"[red]explain failed:[/red] {type(err).__name__}: {err}")
-            raise typer.Exit(1) from None
+        client = open_archive(settings.clickhouse_dsn)
     e = explain(client, job_id)
     t = Table("time (UTC)", "what", "detail")
     for entry in e.timeline:
@@ -212,3 +228,5 @@ def explain_command(job_id: str = typer.Argument(..., help="The job id.")) -> No
     if e.timeline:
         console.print(t)
     console.print(e.answer)
+    if not e.timeline:  # not in the archive (a typo, or another archive): like `kubectl describe` of no such pod
+        raise typer.Exit(1)

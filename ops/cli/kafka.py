@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
+from ops.console import wide_console
 from ops.kafka.broker import BrokerStatus, KafkaBroker, KafkaBrokerError
 
 __all__ = ["kafka_app", "default_data_dir"]
@@ -31,8 +31,8 @@ kafka_app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
-console = Console()
-err_console = Console(stderr=True)
+console = wide_console()
+err_console = wide_console(stderr=True)
 
 
 def default_data_dir() -> Path:

@@ -21,10 +21,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-console = Console()
+from ops.console import wide_console
+
+console = wide_console()
 models_app = typer.Typer(help="Model versions: the registry and promotion.", no_args_is_help=True)
 
 
@@ -49,9 +50,7 @@ def check_writable(archive: str | None) -> None:
 def archive_client(archive: str | None, *, write: bool) -> Any:
     """The archive to use: the running worker's read-only ``/sql`` for reads when it answers
     (and no ``--archive`` was given), else a direct client on the DSN (migrated)."""
-    from ops.cli.db import WorkerSqlClient, WorkerUnavailable
-    from storage.client import get_client
-    from storage.migrate import migrate
+    from ops.cli.db import WorkerSqlClient, WorkerUnavailable, open_archive
     from streams.settings import Settings
 
     settings = Settings()
@@ -68,9 +67,7 @@ def archive_client(archive: str | None, *, write: bool) -> Any:
                     "read-only: stop it first, or point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server")
         except (WorkerUnavailable, RuntimeError):
             pass
-    client = get_client(dsn)
-    migrate(client)
-    return client
+    return open_archive(dsn, create=write)
 
 
 def _sample(items: list, n: int | None) -> list:

@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from ops.console import wide_console
 from ops.replay import ReplayStats
 from ops.replay import replay as run_replay
 from ops.traces import TraceLineError, TraceLoader, available_traces, get_loader
@@ -27,8 +27,8 @@ from streams.settings import Settings
 
 __all__ = ["replay", "replay_command"]
 
-console = Console()
-err_console = Console(stderr=True)
+console = wide_console()
+err_console = wide_console(stderr=True)
 
 
 def _opt_value(text: str) -> object:

@@ -49,10 +49,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-console = Console()
+from ops.console import wide_console
+
+console = wide_console()
 HELD_OUT = frozenset(range(42, 52))  # the fill benchmark's evaluation seeds
 
 

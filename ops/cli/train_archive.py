@@ -14,10 +14,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-console = Console()
+from ops.console import wide_console
+
+console = wide_console()
 
 
 def run_train_from_archive(*, archive: str | None = None, out: Path = Path("models"), epochs: int = 12,

@@ -14,9 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
-console = Console()
+from ops.console import wide_console
+
+console = wide_console()
 
 
 def train_dag(

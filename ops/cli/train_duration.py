@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-console = Console()
+from ops.console import wide_console
+
+console = wide_console()
 TRACES = ("google2011", "dlrm2025", "openb", "archive")
 ENCODERS = ("hashed", "minilm")
 

@@ -15,9 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 
-console = Console()
+from ops.console import wide_console
+
+console = wide_console()
 
 
 def not_evaluated(directory: Path, out: Path) -> str:

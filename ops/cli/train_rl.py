@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-console = Console()
+from ops.console import wide_console
+
+console = wide_console()
 
 
 def rl_options(*, episodes: int, seeds: list[int], rate: float, temperature: float, samples: int,

@@ -2,6 +2,6 @@
 plus rich tables on the console. Every ``semsched bench …`` command writes through
 :class:`Report`."""
 
-from ops.reports.report import Report, wide_console
+from ops.reports.report import Report
 
-__all__ = ["Report", "wide_console"]
+__all__ = ["Report"]

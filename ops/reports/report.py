@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import platform
-import sys
 import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -21,6 +20,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ops.console import wide_console
 from ops.reports import plots
 
 
@@ -44,12 +44,6 @@ def fmt(value: Any) -> str:
             return f"{value:.2f}"
         return f"{value:.3g}"
     return str(value)
-
-
-def wide_console() -> Console:
-    """A console for report tables: the terminal's width, or 160 columns when the output
-    is not a terminal (a log file or a pipe would otherwise get 80 and truncated cells)."""
-    return Console() if sys.stdout.isatty() else Console(width=160)
 
 
 def _jsonable(value: Any) -> Any:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from storage_scenario import scenario
 from typer.testing import CliRunner
 
@@ -82,10 +83,11 @@ def test_no_worker_is_unavailable(tmp_path: Path) -> None:
 def test_cli_sql_via_worker(
     client: ArchiveClient, worker: int, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    import typer
 
     from ops.cli.db import explain_command, sql_command
 
+    for table, events in scenario().items():
+        ArchiveWriter(client).write(table, events)
     monkeypatch.setenv("SEMSCHED_WEB_PORT", str(worker))
     monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path / "unused"))
     app = typer.Typer()
@@ -95,11 +97,12 @@ def test_cli_sql_via_worker(
     assert r.exit_code == 0, r.output
     assert json.loads(r.output) == {"columns": ["x"], "rows": [[1]]}
     r = CliRunner().invoke(app, ["explain", "nope"])
-    assert r.exit_code == 0 and "not in the archive" in r.output
+    assert r.exit_code == 1 and "not in the archive" in r.output  # a typo is not a success
+    r = CliRunner().invoke(app, ["explain", "A"])
+    assert r.exit_code == 0 and "Job A" in r.output
 
 
 def test_cli_explain_with_the_archive_unreachable_says_so_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    import typer
 
     from ops.cli.db import explain_command
 
@@ -109,5 +112,36 @@ def test_cli_explain_with_the_archive_unreachable_says_so_without_a_traceback(mo
     app.command("explain")(explain_command)
     app.command("other")(lambda: None)  # (two commands: typer keeps the command name in the args)
     r = CliRunner().invoke(app, ["explain", "some-job"])
-    assert r.exit_code == 1 and "explain failed" in r.output, r.output
+    assert r.exit_code == 1 and "cannot open the archive http://127.0.0.1:1/db" in r.output, r.output
     assert isinstance(r.exception, SystemExit)  # a clean exit, not an escaped error
+
+
+def _db_app() -> typer.Typer:
+    from ops.cli.db import explain_command, sql_command
+
+    app = typer.Typer()
+    app.command("sql")(sql_command)
+    app.command("explain")(explain_command)
+    return app
+
+
+@pytest.mark.parametrize("args", [["sql", "SELECT 1"], ["explain", "some-job"]])
+def test_reading_an_archive_that_does_not_exist_says_so_and_creates_nothing(args: list[str], tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A mistyped SEMSCHED_STATE_DIR: not an empty archive created there and an empty answer."""
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")  # no worker answers there
+    monkeypatch.delenv("SEMSCHED_CLICKHOUSE_URL", raising=False)
+    monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path / "typo"))
+    r = CliRunner().invoke(_db_app(), args)
+    assert r.exit_code == 1, r.output
+    assert f"no archive at {tmp_path / 'typo' / 'chdb'}" in r.output and "SEMSCHED_STATE_DIR" in r.output
+    assert not (tmp_path / "typo").exists()
+
+
+def test_sql_csv_ends_lines_with_newlines_as_unix_tools_expect(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch,
+                                                                chdb_dsn: str) -> None:  # fmt: skip
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", chdb_dsn)
+    r = CliRunner().invoke(_db_app(), ["sql", "-f", "csv", "SELECT number AS n, 'a,b' AS s FROM numbers(2)"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == 'n,s\n0,"a,b"\n1,"a,b"\n'

@@ -95,3 +95,15 @@ def test_promote_refuses_what_is_not_a_model_or_a_benchmark_seed(dsn: str, tmp_p
     (tmp_path / "m" / "config.json").write_text("{}")
     r = runner.invoke(app, ["models", "promote", str(tmp_path / "m"), "--archive", dsn, "--seeds", "42-43"])
     assert r.exit_code == 2 and "seeds[42,43]areusedbytraining" in _flat(r.output)
+
+
+@pytest.mark.parametrize(("archive", "says"), [
+    ("bogus://x", "unsupported ClickHouse DSN 'bogus://x'"),
+    ("chdb://{tmp}/typo", "no archive at {tmp}/typo"),  # read: an archive that is not there is not created
+])  # fmt: skip
+def test_models_list_on_an_archive_it_cannot_open_is_one_line_and_exit_1(archive: str, says: str,
+                                                                        tmp_path: Path) -> None:  # fmt: skip
+    r = runner.invoke(_app(), ["models", "list", "--archive", archive.format(tmp=tmp_path), "--models", str(tmp_path)])
+    assert r.exit_code == 1 and _flat(says.format(tmp=tmp_path)) in _flat(r.output), r.output
+    assert isinstance(r.exception, SystemExit)  # not a traceback
+    assert not (tmp_path / "typo").exists()
