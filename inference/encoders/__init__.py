@@ -29,10 +29,12 @@ def get_encoder(name: str = "hashed", dim: int = 64) -> TextEncoder:
 
 @functools.cache
 def _minilm() -> TextEncoder:
-    """One MiniLM per process (~90 MB, ~2 s to load; stateless): the policy and its backend share it."""
+    """One MiniLM per process (~90 MB, ~2 s to load; stateless): the policy and its backend share it.
+    Loaded on its first encode: a worker whose steps embed on Triton never does (the in-process
+    backend does in the worker's warm-up step)."""
     from inference.encoders.minilm import MiniLMEncoder
 
-    return MiniLMEncoder()
+    return MiniLMEncoder(lazy=True)
 
 
 __all__ = ["OUTCOME_LABELS", "EncoderCache", "HashedNgramEncoder", "TextEncoder", "clean_text", "get_encoder",

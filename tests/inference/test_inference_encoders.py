@@ -79,3 +79,17 @@ def test_minilm_encodes_offline_and_puts_similar_jobs_close(monkeypatch: pytest.
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1.0, rtol=1e-5)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.2  # the two training jobs are much closer than the backup
     assert enc.encode([]).shape == (0, 384)
+
+
+def test_a_lazy_minilm_loads_its_weights_on_the_first_encode_only():
+    """What a worker needs before any text is embedded (the name, the width, whether Triton's
+    job_encoder embeds) comes without the ~90 MB load; a worker whose steps embed on Triton never encodes."""
+    from inference.encoders.minilm import MiniLMEncoder
+
+    enc = MiniLMEncoder(lazy=True)
+    cache = EncoderCache(enc)
+    assert (cache.name, cache.dim, cache.serve_remotely) == ("all-MiniLM-L6-v2", 384, True)
+    assert cache.encode([]).shape == (0, 384) and enc.model is None
+    v = cache.encode(["train resnet50 on imagenet"])
+    assert enc.model is not None and v.shape == (1, 384)
+    np.testing.assert_allclose(v, MiniLMEncoder().encode(["train resnet50 on imagenet"]), atol=1e-6)
