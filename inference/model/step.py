@@ -270,8 +270,8 @@ def cost_at(model: Any, node_part: np.ndarray, job_row: np.ndarray, pair: np.nda
 
     device = next(model.parameters()).device
 
-    def t(a: np.ndarray) -> Any:
-        return torch.from_numpy(np.ascontiguousarray(a)).to(device)
+    def t(a: np.ndarray) -> Any:  # a copy (a few hundred floats): a Triton answer's arrays are read-only
+        return torch.tensor(a, dtype=torch.float32, device=device)
 
     with torch.inference_mode():  # one node: [1, W], the job [Dj], its pair row [1, P]
         out = model.cost(t(node_part)[None], t(job_row), t(pair)[None])

@@ -33,6 +33,7 @@ from scheduling.events import (
     PreemptCommand,
     decode,
 )
+from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.producer import EventProducer
 from streams.settings import Settings
 from streams.telemetry import (
@@ -242,6 +243,7 @@ class SimulatedAgents:
 
 
 def run_agents(settings: Settings, **kw: object) -> None:
+    quiet_retried_coordinator_lookups()
     try:
         log.warning(configure(settings, "semsched-agents"))
     except TelemetryConfigError as e:
