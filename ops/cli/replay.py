@@ -1,8 +1,9 @@
 """``semsched replay TRACE``: publish a real trace (node inventory, then job submissions) to Kafka.
 
 The main CLI mounts it with ``app.command("replay")(replay_command)``. Exit codes: 0 done,
-1 a bad trace line under ``--strict`` (printed as ``FILE:LINE: reason``) or an unreadable
-trace file, 2 bad options, Kafka unreachable, or events the broker refused (how many, and
+1 bad trace lines (each printed as ``FILE:LINE: reason``: under ``--strict`` the replay stops at
+the first, else every good line is published and the bad ones are counted and listed) or an
+unreadable trace file, 2 bad options, Kafka unreachable, or events the broker refused (how many, and
 the first reason: the replay stops there; running it again places nothing twice, since the
 worker dead-letters a submission whose job id it already has).
 """
@@ -193,8 +194,9 @@ def replay(
     progress: Annotated[bool, typer.Option(help="Show a progress bar.")] = True,
 ) -> None:
     """Replay a real cluster trace into Kafka: the node inventory on nodes.telemetry, then every job
-    on jobs.submitted at the trace's pace divided by --speed. Bad trace lines are skipped and counted
-    (or, with --strict, reported as FILE:LINE: reason with exit code 1)."""
+    on jobs.submitted at the trace's pace divided by --speed. Bad trace lines are skipped, counted and
+    listed as FILE:LINE: reason, and the replay exits 1 after publishing the good ones (--strict: stops
+    at the first)."""
     opts = parse_options(option or [])
     try:
         loader = get_loader(trace, path, min_duration_s=min_duration, max_duration_s=max_duration,
@@ -231,10 +233,11 @@ def replay(
             raise typer.Exit(2) from None
         raise
     console.print(_summary(stats, loader, settings))
-    if stats.skipped_lines:
+    if stats.skipped_lines:  # the good lines are out; the file still had bad ones, which a script must see
         typer.echo(f"{stats.skipped_lines:,} bad line(s) skipped; first:", err=True)
         for err in stats.first_errors:
             typer.echo(f"  {err}", err=True)
+        raise typer.Exit(1)
 
 
 replay_command = replay

@@ -168,13 +168,16 @@ def test_cli_strict_prints_file_line_and_exits_1() -> None:
     assert f"{broken}:4: cpu_milli is not a number: 'abc'" in r.output
 
 
-def test_cli_default_prints_skipped() -> None:
+def test_cli_default_prints_skipped_lines_and_exits_1() -> None:
+    """The good lines are replayed (49 jobs), the bad ones listed with FILE:LINE, and the exit code
+    says the file was not clean."""
     broken = OPENB / "openb_pod_list_broken.csv"
     r = CliRunner().invoke(
         _cli(), ["replay", "openb", "--path", str(broken), "--dry-run"], env={"COLUMNS": "200"}
     )
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output
     assert "5 bad line(s) skipped" in r.output and f"{broken}:7: expected 11 fields, got 10" in r.output
+    assert "49" in r.output  # jobs (the summary is printed first)
 
 
 def test_cli_option_parsing() -> None:
