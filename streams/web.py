@@ -6,6 +6,8 @@
 - ``POST /sql``    — run one query on the archive this worker owns. In embedded mode one
   process owns the chdb directory, so while a worker runs, ``semsched sql`` and
   ``semsched explain`` are answered here; with no worker they open the directory directly.
+  The answer names the archive (``"archive"``: its DSN), so a CLI pointed at another one
+  does not take it.
 """
 
 from __future__ import annotations
@@ -79,8 +81,10 @@ def register_web(w: Worker) -> None:
             try:
                 cols, rows = await archiver.query(sql)
             except Exception as e:  # the analyst's SQL error goes back to the analyst
-                return self.json({"error": str(e)}, status=400)
-            return self.json({"columns": cols, "rows": [[_jsonable(v) for v in r] for r in rows]})
+                return self.json({"error": str(e), "archive": w.settings.clickhouse_dsn}, status=400)
+            # "archive": which one answered, so a CLI pointed at another one does not take this answer
+            return self.json({"columns": cols, "rows": [[_jsonable(v) for v in r] for r in rows],
+                              "archive": w.settings.clickhouse_dsn})  # fmt: skip
 
 
 def _jsonable(v: Any) -> Any:

@@ -11,6 +11,7 @@ from streams.app import Worker, create_app
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.settings import Settings
 from streams.topics import ensure_topics
+from streams.web_address import advertise, withdraw
 
 log = logging.getLogger("semsched.worker")
 
@@ -61,4 +62,8 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
     # leaves it there, so every debug call of aiokafka and Faust builds a record for the worker's
     # whole life (5 % of its CPU under the demo's load)
     worker.spinner = None
-    worker.execute_from_commandline()
+    advertise(settings.state_dir, settings.web_port)  # for `semsched sql` / `explain` (streams/web_address.py)
+    try:
+        worker.execute_from_commandline()
+    finally:
+        withdraw(settings.state_dir, settings.web_port)

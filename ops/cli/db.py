@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
+import os
 import sys
 import urllib.error
 import urllib.request
@@ -29,6 +30,7 @@ from storage.client import ArchiveClient, chdb_path, get_client
 from storage.migrate import migrate
 from storage.queries import explain, run_sql
 from streams.settings import Settings
+from streams.web_address import advertised_port
 
 __all__ = ["WorkerSqlClient", "db_app", "explain_command", "open_archive", "query_via_worker", "sql_command"]
 
@@ -66,14 +68,25 @@ def _archive_unavailable(reason: str) -> NoReturn:
     raise typer.Exit(1)
 
 
-def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows:
-    """Run ``sql`` through the running worker's ``/sql`` endpoint.
+def worker_port(settings: Settings) -> int:
+    """The web port of the worker to ask: ``SEMSCHED_WEB_PORT`` (or a port given to ``settings``)
+    when set, else the one the worker on ``settings.state_dir`` advertised
+    (:mod:`streams.web_address`), else the default."""
+    if "SEMSCHED_WEB_PORT" in os.environ or "web_port" in settings.model_fields_set:
+        return settings.web_port
+    return advertised_port(settings.state_dir) or settings.web_port
 
-    Raises :class:`WorkerUnavailable` when nothing answers (so the caller can open the
-    archive itself) and ``RuntimeError`` with the worker's message when the query fails.
+
+def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows:
+    """Run ``sql`` through the running worker's ``/sql`` endpoint (:func:`worker_port`).
+
+    Raises :class:`WorkerUnavailable` when nothing answers, or a worker of another archive than
+    ``settings.clickhouse_dsn`` does (so the caller can open the archive itself), and
+    ``RuntimeError`` with the worker's message when the query fails.
     """
+    port = worker_port(settings)
     req = urllib.request.Request(
-        f"http://127.0.0.1:{settings.web_port}/sql",
+        f"http://127.0.0.1:{port}/sql",
         data=sql.encode(),
         method="POST",
         headers={"Content-Type": "text/plain; charset=utf-8", "Accept": "application/json"},
@@ -86,15 +99,26 @@ def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows
             raise WorkerUnavailable("the worker has no /sql endpoint") from None
         detail = e.read().decode(errors="replace")
         with contextlib.suppress(ValueError, AttributeError):
-            detail = json.loads(detail).get("error", detail)
+            answer = json.loads(detail)
+            _same_archive(settings, port, answer)
+            detail = answer.get("error", detail)
         raise RuntimeError(f"query failed in the worker: {detail}") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
         raise WorkerUnavailable(str(e)) from None
     except ValueError as e:
-        raise WorkerUnavailable(f"not a semsched worker on port {settings.web_port}: {e}") from None
+        raise WorkerUnavailable(f"not a semsched worker on port {port}: {e}") from None
     if not isinstance(body, dict) or "columns" not in body or "rows" not in body:
-        raise WorkerUnavailable(f"unexpected answer from port {settings.web_port}")
+        raise WorkerUnavailable(f"unexpected answer from port {port}")
+    _same_archive(settings, port, body)
     return list(body["columns"]), [tuple(r) for r in body["rows"]]
+
+
+def _same_archive(settings: Settings, port: int, answer: Any) -> None:
+    """A worker's answer names its archive; another archive's answer is no answer (a worker that
+    predates the field is taken at its word)."""
+    theirs = answer.get("archive") if isinstance(answer, dict) else None
+    if theirs is not None and theirs != settings.clickhouse_dsn:
+        raise WorkerUnavailable(f"the worker on port {port} serves another archive than {settings.clickhouse_dsn}")
 
 
 class WorkerSqlClient:
@@ -106,7 +130,7 @@ class WorkerSqlClient:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.dsn = f"http://127.0.0.1:{settings.web_port}/sql"
+        self.dsn = f"http://127.0.0.1:{worker_port(settings)}/sql"
 
     def query_rows(self, sql: str, parameters: Any = None) -> Rows:
         from storage.client import bind

@@ -32,7 +32,7 @@ models_app = typer.Typer(help="Model versions: the registry and promotion.", no_
 def check_writable(archive: str | None) -> None:
     """Fail now (not after a long training run) when the registry cannot be written: in embedded
     mode a running worker owns the chdb directory."""
-    from ops.cli.db import WorkerSqlClient, WorkerUnavailable
+    from ops.cli.db import WorkerSqlClient, WorkerUnavailable, worker_port
     from streams.settings import Settings
 
     settings = Settings()
@@ -43,14 +43,14 @@ def check_writable(archive: str | None) -> None:
         except (WorkerUnavailable, RuntimeError):
             return
         raise typer.BadParameter(
-            f"a worker on port {settings.web_port} owns the embedded archive ({dsn}), where model versions are "
+            f"a worker on port {worker_port(settings)} owns the embedded archive ({dsn}), where model versions are "
             "recorded: stop it first, point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server, or --no-promote")
 
 
 def archive_client(archive: str | None, *, write: bool) -> Any:
     """The archive to use: the running worker's read-only ``/sql`` for reads when it answers
     (and no ``--archive`` was given), else a direct client on the DSN (migrated)."""
-    from ops.cli.db import WorkerSqlClient, WorkerUnavailable, open_archive
+    from ops.cli.db import WorkerSqlClient, WorkerUnavailable, open_archive, worker_port
     from streams.settings import Settings
 
     settings = Settings()
@@ -63,7 +63,7 @@ def archive_client(archive: str | None, *, write: bool) -> Any:
                 return worker
             if dsn.startswith("chdb://"):
                 raise typer.BadParameter(
-                    f"a worker on port {settings.web_port} owns the embedded archive ({dsn}) and serves it "
+                    f"a worker on port {worker_port(settings)} owns the embedded archive ({dsn}) and serves it "
                     "read-only: stop it first, or point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server")
         except (WorkerUnavailable, RuntimeError):
             pass

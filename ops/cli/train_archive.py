@@ -59,7 +59,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                               "val_states": info["val_states"], "train_loss": history["loss"][-1],
                               "val_agreement": (history.get("val_agreement") or [None])[-1],
                               "seconds": round(info["total_seconds"], 1)}))  # fmt: skip
-    console.print(f"wrote {directory} (not serving until promoted: semsched models promote {directory})")
+    console.print(f"wrote {directory}")
     if promote:
         run_promote(directory, out, seeds=seed_list(promotion_seeds), pod_sample=pod_sample, archive=archive)
     return directory

@@ -23,7 +23,7 @@ console = wide_console()
 
 def not_evaluated(directory: Path, out: Path) -> str:
     """The reason recorded for a version written with ``--no-promote``."""
-    return f"not evaluated (trained with --no-promote): semsched models promote {directory} --models {out}"
+    return f"not evaluated (trained with --no-promote): {promote_hint(directory, out)}"
 
 
 def check_archive(archive: str | None, promote: bool) -> None:
@@ -52,5 +52,15 @@ def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, 
 
     row = record_candidate(directory, ArchiveRegistry(archive_client(archive, write=True)), not_evaluated(directory, out))
     console.print(f"recorded {row.version} in model_versions as a candidate; not serving until promoted: "
-                  f"semsched models promote {directory} --models {out}")  # fmt: skip
+                  f"{promote_hint(directory, out)}")  # fmt: skip
     return row
+
+
+def promote_hint(directory: Path, out: Path) -> str:
+    """The command that judges ``directory`` against the serving version: the one of ``out`` when
+    it has one, else of the default root (``--out models/candidates`` keeps candidates beside
+    ``models/latest``; promoting into a root without one would beat nothing and serve at once)."""
+    from inference.training.promotion import serving_dir
+
+    root = f" --models {out}" if serving_dir(out) is not None and out != Path("models") else ""
+    return f"semsched models promote {directory}{root}"

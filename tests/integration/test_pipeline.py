@@ -18,7 +18,8 @@ pytestmark = pytest.mark.integration
 N = 60
 
 
-def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack) -> None:  # type: ignore[no-untyped-def]
+def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("SEMSCHED_WEB_PORT", raising=False)
     p = make_stack()
     p.start_worker("--loglevel", "info")
     p.start_agents(*FAST_AGENTS)
@@ -65,6 +66,21 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack) -> None: 
         view = json.loads(r.read())
     assert view["telemetry"]["node_id"] == node and view["telemetry"]["num_gpu"] >= 1
     assert set(view["window"]) == {"reports", "gpu_util_mean", "cpu_util_mean"}
+
+    # `semsched sql` finds this worker by the port it advertised in its state directory (no
+    # SEMSCHED_WEB_PORT), and takes the answer because it names the archive it was pointed at
+    from ops.cli.db import WorkerUnavailable, query_via_worker
+    from streams.settings import Settings
+    from streams.web_address import advertised_port
+
+    assert advertised_port(p.settings.state_dir) == p.settings.web_port
+    cli = Settings(state_dir=p.settings.state_dir, clickhouse_url=p.settings.clickhouse_url)
+    assert cli.web_port != p.settings.web_port  # (the default: only the advertised port leads there)
+    assert query_via_worker(cli, "SELECT count() FROM jobs_submitted FINAL")[1] == [(N,)]
+    elsewhere = Settings(state_dir=p.settings.state_dir / "elsewhere", web_port=p.settings.web_port,
+                         clickhouse_url=p.settings.clickhouse_url)  # fmt: skip
+    with pytest.raises(WorkerUnavailable, match="another archive"):  # the worker's port, another state dir
+        query_via_worker(elsewhere, "SELECT 1")
 
     # the decision record carries what `explain` needs
     row = p.sql("SELECT policy, length(candidates), feasible_nodes, reason, latency_ms FROM decisions FINAL "

@@ -145,3 +145,57 @@ def test_sql_csv_ends_lines_with_newlines_as_unix_tools_expect(client: ArchiveCl
     r = CliRunner().invoke(_db_app(), ["sql", "-f", "csv", "SELECT number AS n, 'a,b' AS s FROM numbers(2)"])
     assert r.exit_code == 0, r.output
     assert r.stdout == 'n,s\n0,"a,b"\n1,"a,b"\n'
+
+
+def _answering(body: dict[str, Any]) -> tuple[ThreadingHTTPServer, int]:
+    """A stand-in worker whose /sql gives ``body`` to every query."""
+
+    class H(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(json.dumps(body).encode())
+
+        def log_message(self, *a: Any) -> None:
+            return None
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, srv.server_address[1]
+
+
+def test_the_cli_finds_the_worker_of_its_state_dir_by_the_port_it_advertised(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """The demo's worker listens on a free port; SEMSCHED_STATE_DIR=<its state dir> leads there."""
+    from streams.web_address import advertise
+
+    monkeypatch.delenv("SEMSCHED_WEB_PORT", raising=False)
+    monkeypatch.delenv("SEMSCHED_CLICKHOUSE_URL", raising=False)
+    monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path))
+    srv, port = _answering({"columns": ["x"], "rows": [[7]], "archive": f"chdb://{tmp_path.resolve() / 'chdb'}"})
+    try:
+        advertise(tmp_path, port)
+        r = CliRunner().invoke(_db_app(), ["sql", "-f", "json", "SELECT 7 AS x"])
+        assert r.exit_code == 0, r.output  # (no archive directory here: only the worker could answer)
+        assert json.loads(r.stdout)["rows"] == [[7]]
+    finally:
+        srv.shutdown()
+
+
+def test_a_worker_serving_another_archive_is_not_taken_at_its_answer(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A worker runs on one state dir; the CLI, pointed at another (here a typo), must not print
+    that worker's rows as if they were its archive's."""
+    monkeypatch.delenv("SEMSCHED_CLICKHOUSE_URL", raising=False)
+    srv, port = _answering({"columns": ["n"], "rows": [[300]], "archive": "chdb:///somewhere/else/chdb"})
+    try:
+        monkeypatch.setenv("SEMSCHED_WEB_PORT", str(port))
+        monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path / "typo"))
+        with pytest.raises(WorkerUnavailable, match="another archive"):
+            query_via_worker(Settings(), "SELECT count() FROM jobs_lifecycle")
+        r = CliRunner().invoke(_db_app(), ["sql", "SELECT count() FROM jobs_lifecycle"])
+        assert r.exit_code == 1 and "no archive at" in r.output and "300" not in r.output, r.output
+    finally:
+        srv.shutdown()

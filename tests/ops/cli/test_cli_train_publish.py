@@ -45,3 +45,16 @@ def test_a_no_promote_training_run_is_recorded_as_an_unevaluated_candidate(tiny)
     [row] = registry.list()
     assert row.version == "tiny-1" and row.status == "promoted" and row.reason.startswith("first version")
     assert row.candidate_score is not None and row.revision > 1
+
+
+def test_the_promote_hint_judges_a_candidate_against_a_serving_version(tmp_path: Path) -> None:
+    """`--out models/candidates --no-promote` keeps candidates beside models/latest: the hint must
+    compare with that, not promote into the candidates' root, where it would beat nothing."""
+    from ops.cli.train_publish import promote_hint
+
+    candidates = tmp_path / "candidates"
+    (candidates / "jt4-s0").mkdir(parents=True)
+    assert promote_hint(candidates / "jt4-s0", candidates) == f"semsched models promote {candidates / 'jt4-s0'}"
+    (candidates / "latest").symlink_to("jt4-s0")  # a root that serves: judged there
+    assert promote_hint(candidates / "jt4-s0", candidates).endswith(f" --models {candidates}")
+    assert promote_hint(Path("models/v1"), Path("models")) == "semsched models promote models/v1"  # the default root
