@@ -12,6 +12,7 @@ of the machine the run used, so homogeneous and without communication cost) and
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,7 +63,9 @@ class DagBenchOptions(HeldOutDagSet):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in self.schedulers:
-            scheduler = get_dag_scheduler(name)  # unknown names fail before any work
+            with warnings.catch_warnings():  # its fallback warning: the error below says it, once
+                warnings.simplefilter("ignore", RuntimeWarning)
+                scheduler = get_dag_scheduler(name)  # unknown names fail before any work
             if getattr(scheduler, "fallback", None):  # never another scheduler's numbers under this one's name
                 raise ValueError(f"{name} would fall back ({scheduler.fallback}): train its model with "
                                  "`semsched train-dag`, or name one with SEMSCHED_DAG_MODEL")  # fmt: skip

@@ -198,12 +198,15 @@ def promote_command(
                                                         "openb pods, 1,213 nodes at 70 %) takes longer (ms)."),
 ) -> None:
     """Promote CANDIDATE if it beats the serving version on the held-out replay and its model step is
-    within the latency budget; record both."""
+    within the latency budget; record both. Exits 1 when it is refused (the reason is printed), so
+    a script can tell."""
     from ops.cli.options import seed_list
 
-    run_promote(candidate, models, seeds=seed_list(seeds), pod_sample=pod_sample, node_sample=node_sample, pods=pods,
-                nodes=nodes, archive=archive, reuse=reuse, sim_jobs=sim_jobs, sim_load=sim_load,
-                latency_budget_ms=latency_budget_ms)  # fmt: skip
+    result = run_promote(candidate, models, seeds=seed_list(seeds), pod_sample=pod_sample, node_sample=node_sample,
+                         pods=pods, nodes=nodes, archive=archive, reuse=reuse, sim_jobs=sim_jobs, sim_load=sim_load,
+                         latency_budget_ms=latency_budget_ms)  # fmt: skip
+    if not result.promoted:
+        raise typer.Exit(1)
 
 
 @models_app.command("list")

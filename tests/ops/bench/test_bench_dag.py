@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,8 @@ def test_a_learned_scheduler_without_its_model_is_refused_not_run_as_heft(tmp_pa
     monkeypatch.setenv("SEMSCHED_DAG_MODEL", str(tmp_path / "no-model-here"))
     app = typer.Typer()
     app.command()(dag)
-    with pytest.warns(RuntimeWarning, match="scheduling with HEFT instead"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the error says it once: no RuntimeWarning before it
         result = CliRunner(env={"COLUMNS": "300"}).invoke(app, ["--schedulers", "heft,learned", "--dags", "1",
                                                                 "--no-workflows", "--out", str(tmp_path)])  # fmt: skip
     assert result.exit_code == 2 and "learned would fall back" in result.output and "train-dag" in result.output

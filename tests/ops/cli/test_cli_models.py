@@ -82,7 +82,7 @@ def test_promote_refuses_a_candidate_over_the_latency_budget(dsn: str, tmp_path:
     r = runner.invoke(app, ["models", "promote", str(models / "arch-slow"), "--models", str(models), "--archive", dsn,
                             "--seeds", "100", "--pods", str(OPENB / "openb_pod_list_default.csv"), "--nodes",
                             str(OPENB / "openb_node_list_gpu_node.csv"), "--latency-budget-ms", "0"])  # fmt: skip
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 1, r.output  # refused: a script can tell
     assert "rejected" in r.output and "latency:p99modelstep" in _flat(r.output) and "budget0ms" in _flat(r.output)
     assert not (models / "latest").exists()
 
