@@ -134,7 +134,7 @@ def start(
         with console.status(f"Starting Kafka on {broker.bootstrap} ..."):
             status = broker.start(timeout=timeout)
     except KafkaBrokerError as exc:
-        err_console.print(Panel(str(exc), title="[red]kafka start failed[/red]", border_style="red"))
+        err_console.print(Panel(str(exc), title="[red]kafka start failed[/red]", border_style="red", expand=False))
         raise typer.Exit(1) from exc
     verb = "already running" if was_running else f"started in {time.monotonic() - t0:.1f}s"
     console.print(f"[green]Kafka {verb}[/green] - bootstrap [bold]{status.bootstrap}[/bold]")

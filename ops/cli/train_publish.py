@@ -62,5 +62,5 @@ def promote_hint(directory: Path, out: Path) -> str:
     ``models/latest``; promoting into a root without one would beat nothing and serve at once)."""
     from inference.training.promotion import serving_dir
 
-    root = f" --models {out}" if serving_dir(out) is not None and out != Path("models") else ""
+    root = f" --models {out}" if serving_dir(out) is not None else ""
     return f"semsched models promote {directory}{root}"

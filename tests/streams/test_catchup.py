@@ -53,3 +53,16 @@ async def test_every_assignment_closes_the_gate_even_one_that_keeps_the_partitio
     assert not await g.ready({0: 3}, recovering=False, assigned={0}) and g.reads == 2
     assert not await g.ready({0: 6}, recovering=True, assigned={0})  # tables still recovering
     assert await g.ready({0: 6}, recovering=False, assigned={0})
+
+
+async def test_the_workers_gate_closes_on_faust_s_assignment_signal(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The wiring: SchedulingLoop connects its gate to the app's on_partitions_assigned."""
+    from streams.app import create_app
+
+    w = create_app(Settings(bootstrap="127.0.0.1:1", web_port=0, state_dir=tmp_path))
+    gate = w.loop.catchup  # type: ignore[attr-defined]
+    signal = w.app.on_partitions_assigned
+    [receiver] = [r for r in signal.iter_receivers(signal.default_sender) if getattr(r, "__self__", None) is gate]
+    gate._assigned, gate._targets, gate.open = frozenset({0}), {}, True
+    await receiver(signal.default_sender, set(), signal=signal)  # as Signal.send calls each receiver
+    assert not gate.open and gate._assigned is None

@@ -57,4 +57,3 @@ def test_the_promote_hint_judges_a_candidate_against_a_serving_version(tmp_path:
     assert promote_hint(candidates / "jt4-s0", candidates) == f"semsched models promote {candidates / 'jt4-s0'}"
     (candidates / "latest").symlink_to("jt4-s0")  # a root that serves: judged there
     assert promote_hint(candidates / "jt4-s0", candidates).endswith(f" --models {candidates}")
-    assert promote_hint(Path("models/v1"), Path("models")) == "semsched models promote models/v1"  # the default root
