@@ -32,6 +32,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
+import numpy as np
+
 from scheduling.job import JobRequest
 from scheduling.order_context import EMPTY_CONTEXT, OrderContext, service_rate
 from scheduling.orderings.base import Unit, sort_units
@@ -66,6 +68,17 @@ class DiscretisedLas:
         if executed > 0 and waited >= self.promote_knob * executed:
             return 0
         return queue
+
+    def queues_of(self, attained: np.ndarray, rate: np.ndarray, waited: np.ndarray) -> np.ndarray:
+        """int ``[M]``: :meth:`queue_of` of ``M`` single jobs at once (the simulator ranks every running
+        job this way at each step), from each one's ``attained`` service, service ``rate``
+        (:func:`~scheduling.order_context.service_rate`) and the time ``waited`` since it was last queued
+        (``now`` − ``queued_since``, else − submit time). Equal to :meth:`queue_of` job by job (a test)."""
+        queue = np.searchsorted(np.asarray(self.thresholds, dtype=np.float64), attained, side="right")
+        if self.promote_knob is None:
+            return queue
+        executed = np.divide(attained, rate, out=np.zeros_like(attained), where=rate > 0)
+        return np.where((queue > 0) & (executed > 0) & (waited >= self.promote_knob * executed), 0, queue)
 
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
         ctx = context or EMPTY_CONTEXT

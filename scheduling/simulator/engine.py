@@ -30,10 +30,10 @@ from scheduling.metrics import Holding, JobOutcome
 from scheduling.metrics.fragmentation import Workload as TargetWorkload
 from scheduling.metrics.fragmentation import fragmentation_rate, partial_gpu_ratio
 from scheduling.node import NodeView
-from scheduling.order_context import LearningDurationPredictor, OrderContext, service_rate
+from scheduling.order_context import LearningDurationPredictor, OrderContext
 from scheduling.policies.base import Policy
 from scheduling.simulator.config import SimConfig
-from scheduling.simulator.preemption import Victim, VictimSet, preempt_for, queue_function
+from scheduling.simulator.preemption import RunningTable, preempt_for, preemptive_ordering
 from scheduling.simulator.result import SimResult, StepRecord
 from scheduling.simulator.speeds import node_speeds
 from scheduling.simulator.workload import SimJob
@@ -93,7 +93,8 @@ class Simulator:
         rejected_reasons: dict[str, int] = {}
         attained: dict[str, float] = {}  # service received in preempted runs
         queued_since: dict[str, float] = {}
-        queue_of = queue_function(self.policy)
+        ordering = preemptive_ordering(self.policy)
+        table = RunningTable()  # what preemption ranks (kept only for a preemptive ordering)
         reversals = 0
         seq = 0
         next_arrival = 0
@@ -136,26 +137,27 @@ class Simulator:
                 holding = len(holdings)
                 holdings.append(Holding(now, end, job.request.gpu_demand_milli))
             running[job_id] = _Running(job, node, gpus, now, seq, holding)
+            if ordering is not None:
+                table.add(job.request, node, gpus, now, attained.get(job_id, 0.0),
+                          queued_since.get(job_id, job.request.submit_time))  # fmt: skip
             o = outcome[job_id]
             o.update(state="running", start=o.get("start", now), placements=o.get("placements", 0) + 1)
 
         def preempt(order: list[str], context: OrderContext) -> int:
             """Let blocked higher-priority jobs evict lower-priority running ones; the count."""
-            assert queue_of is not None
+            assert ordering is not None
             blocked = [j for j in order if j in pending and not pending[j].is_gang][: cfg.preemption_checks]
             if not blocked or not running:
                 return 0
-            now_attained = {**attained, **{j: attained.get(j, 0.0) + service_rate(r.job.request) * (now - r.start)
-                                           for j, r in running.items()}}  # fmt: skip
-            ctx_now = OrderContext(attained_service=now_attained, queued_since=queued_since)
-            victims = VictimSet(snap, [
-                Victim(r.job.request, r.node, r.gpus, queue_of((r.job.request,), now, ctx_now), r.start)
-                for r in running.values()])  # fmt: skip
+            queues = {j: ordering.queue_of((pending[j],), now, context) for j in blocked}
+            victims = table.victims(snap, now, ordering, below=min(queues.values()))
+            if not len(victims):
+                return 0
             evictions = 0
             hopeless: set[tuple] = set()  # (shape, queue) that found no node this step
             for job_id in blocked:
                 req = pending[job_id]
-                queue = queue_of((req,), now, context)
+                queue = queues[job_id]
                 key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.per_gpu_milli, req.gpu_models, queue)
                 if key in hopeless:
                     continue
@@ -166,7 +168,8 @@ class Simulator:
                 placement, evicted = got
                 for v in evicted:
                     r = running.pop(v.job.job_id)
-                    attained[v.job.job_id] = now_attained[v.job.job_id]
+                    table.remove(v.job.job_id)
+                    attained[v.job.job_id] = v.attained
                     hold(v.job.tenant, v.job, -1)
                     if r.holding >= 0:
                         h = holdings[r.holding]
@@ -191,6 +194,7 @@ class Simulator:
                 if job_id not in running or running[job_id].seq != dep_seq:
                     continue  # the departure of a run that was preempted
                 r = running.pop(job_id)
+                table.remove(job_id)
                 snap.free(r.node, r.job.request, r.gpus)
                 hold(r.job.request.tenant, r.job.request, -1)
                 outcome[job_id].update(state="finished", finish=now)
@@ -228,7 +232,7 @@ class Simulator:
                     if u.permanent:
                         del pending[u.job_id]
                         reject(u.job_id, u.reason)
-                if queue_of is not None:  # preemption is part of the step's compute time
+                if ordering is not None:  # preemption is part of the step's compute time
                     t0 = time.perf_counter()
                     reversals += preempt(result.order, context)
                     steps[-1] = dataclasses.replace(steps[-1], compute_ms=steps[-1].compute_ms

@@ -1,6 +1,7 @@
 """Preemption for priority-queue orderings (Tiresias' 2D-LAS) in the simulator.
 
-An ordering that exposes ``queue_of(unit, now, context) -> int`` (0 = served first) is
+An ordering that exposes ``queue_of(unit, now, context) -> int`` (0 = served first) and the
+same rule over arrays of single jobs, ``queues_of`` (:class:`PreemptiveOrdering`), is
 preemptive: after the normal step, a job still pending in queue ``q`` may evict running
 jobs of strictly lower priority (queue ``> q``, service attained so far included) to
 start. The node is the one where evicting lower-priority jobs makes room with the fewest
@@ -14,19 +15,25 @@ nor are preempted (all-or-nothing across nodes is left out).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 
 from scheduling.assign import place_one
 from scheduling.job import JobRequest
-from scheduling.order_context import OrderContext
+from scheduling.order_context import OrderContext, service_rate
+from scheduling.orderings.base import Unit
 from scheduling.policies.base import Policy
 from scheduling.snapshot import ClusterSnapshot
 from scheduling.step_result import Placement
 
-QueueOf = Callable[[tuple[JobRequest, ...], float, OrderContext], int]
+
+class PreemptiveOrdering(Protocol):
+    def queue_of(self, unit: Unit, now: float, context: OrderContext) -> int: ...
+
+    def queues_of(self, attained: np.ndarray, rate: np.ndarray, waited: np.ndarray) -> np.ndarray: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +43,73 @@ class Victim:
     gpus: tuple[int, ...]
     queue: int
     start: float
+    attained: float  # service attained by now, earlier runs included
 
 
-def queue_function(policy: Policy) -> QueueOf | None:
-    """The policy's ordering's ``queue_of`` when it has one (``las+…``), else ``None``."""
+def preemptive_ordering(policy: Policy) -> PreemptiveOrdering | None:
+    """The policy's ordering when it ranks jobs into priority queues (``las+…``), else ``None``."""
     ordering = getattr(policy, "ordering", None)
-    return getattr(ordering, "queue_of", None) if ordering is not None else None
+    return ordering if hasattr(ordering, "queue_of") and hasattr(ordering, "queues_of") else None
+
+
+class RunningTable:
+    """The running jobs a preemptive ordering ranks at every step, kept as arrays: a job's row is
+    written when it starts and freed when it stops, so a step ranks them all without a Python
+    loop over thousands of jobs. What a row holds does not change while the job runs: its service
+    attained in earlier runs and the time it was last queued (else its submit time) change only
+    when it is preempted, and then it is no longer running."""
+
+    def __init__(self) -> None:
+        self._row: dict[str, int] = {}
+        self._free: list[int] = []
+        self._victims: list[Victim | None] = []
+        self.alive = np.zeros(0, dtype=bool)
+        self.rate = np.zeros(0)  # service_rate
+        self.before = np.zeros(0)  # service attained in earlier runs
+        self.start = np.zeros(0)
+        self.since = np.zeros(0)  # last queued, else submitted
+
+    def __len__(self) -> int:
+        return len(self._row)
+
+    def add(self, job: JobRequest, node: int, gpus: tuple[int, ...], start: float, attained: float, since: float) -> None:
+        if job.is_gang:  # gang members are never preempted
+            return
+        if not self._free:
+            old = len(self.alive)
+            size = max(64, 2 * old)
+            for name in ("alive", "rate", "before", "start", "since"):
+                a = getattr(self, name)
+                grown = np.zeros(size, dtype=a.dtype)
+                grown[:old] = a
+                setattr(self, name, grown)
+            self._victims += [None] * (size - old)
+            self._free = list(range(size - 1, old - 1, -1))
+        i = self._free.pop()
+        self._row[job.job_id] = i
+        self._victims[i] = Victim(job, node, gpus, 0, start, attained)
+        self.alive[i], self.rate[i], self.before[i], self.start[i], self.since[i] = (
+            True, service_rate(job), attained, start, since)  # fmt: skip
+
+    def remove(self, job_id: str) -> None:
+        i = self._row.pop(job_id, None)
+        if i is not None:
+            self.alive[i] = False
+            self._victims[i] = None
+            self._free.append(i)
+
+    def victims(self, snap: ClusterSnapshot, now: float, ordering: PreemptiveOrdering, below: int) -> VictimSet:
+        """The running jobs in a queue of lower priority than ``below`` (``queue > below``), ranked
+        at ``now`` by :meth:`PreemptiveOrdering.queues_of` (each with its service attained by now)."""
+        rows = np.flatnonzero(self.alive)
+        attained = self.before[rows] + self.rate[rows] * (now - self.start[rows])
+        queue = ordering.queues_of(attained, self.rate[rows], now - self.since[rows])
+        out = []
+        for k in np.flatnonzero(queue > below):
+            v = self._victims[rows[k]]
+            assert v is not None
+            out.append(Victim(v.job, v.node, v.gpus, int(queue[k]), v.start, float(attained[k])))
+        return VictimSet(snap, out)
 
 
 class VictimSet:
@@ -50,14 +118,18 @@ class VictimSet:
     def __init__(self, snap: ClusterSnapshot, victims: Sequence[Victim]) -> None:
         self.snap = snap
         self.victims = [v for v in victims if not v.job.is_gang]
-        self.alive = np.ones(len(self.victims), dtype=bool)
-        self.queue = np.array([v.queue for v in self.victims], dtype=np.int64)
-        self.node = np.array([v.node for v in self.victims], dtype=np.int64)
-        self.cpu = np.array([v.job.cpu_milli for v in self.victims], dtype=np.int64)
-        self.mem = np.array([v.job.memory_mib for v in self.victims], dtype=np.int64)
+        m = len(self.victims)
+        self.alive = np.ones(m, dtype=bool)
+        self.queue = np.fromiter((v.queue for v in self.victims), np.int64, m)
+        self.node = np.fromiter((v.node for v in self.victims), np.int64, m)
+        self.cpu = np.fromiter((v.job.cpu_milli for v in self.victims), np.int64, m)
+        self.mem = np.fromiter((v.job.memory_mib for v in self.victims), np.int64, m)
         slots = [(i, v.node, g, v.job.per_gpu_milli) for i, v in enumerate(self.victims) for g in v.gpus]
         self.slot_victim, self.slot_node, self.slot_gpu, self.slot_milli = (
             np.array([s[k] for s in slots], dtype=np.int64) for k in range(4))  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.victims)
 
     def best_node(self, job: JobRequest, queue: int) -> int | None:
         """The node where evicting all its lower-priority victims makes ``job`` fit, with

@@ -75,3 +75,34 @@ def test_gang_attained_service_is_summed():
 def test_invalid_knobs(kw):
     with pytest.raises(ValueError):
         get_ordering("las", **kw)
+
+
+@pytest.mark.parametrize("knob", [8.0, 1.0, None])
+def test_queues_of_ranks_single_jobs_like_queue_of(knob):
+    import numpy as np
+
+    las = get_ordering("las", thresholds=(100.0, 3600.0), promote_knob=knob)
+    rng = np.random.default_rng(7)
+    jobs, attained, since = [], {}, {}
+    for i in range(400):
+        kind = i % 3  # a whole GPU, a GPU share, CPU only
+        j = job(f"j{i}", cpu=int(rng.integers(500, 8000)), gpus=0 if kind == 2 else 1,
+                share=int(rng.integers(100, 1000)) if kind == 1 else 0, submit_time=float(rng.uniform(0, 500)))  # fmt: skip
+        jobs.append(j)
+        if i % 5:  # some have attained nothing
+            attained[j.job_id] = float(rng.choice([100.0, 3600.0, rng.uniform(0, 8000)]))
+        if i % 2:
+            since[j.job_id] = float(rng.uniform(500, 900))
+    now = 1000.0
+    edge = job("edge", gpus=1, submit_time=now - (knob or 1.0) * 150.0)  # waited exactly knob × executed
+    jobs.append(edge)
+    attained["edge"] = 150.0
+    ctx = OrderContext(attained_service=attained, queued_since=since)
+    got = las.queues_of(np.array([attained.get(j.job_id, 0.0) for j in jobs]),
+                        np.array([service_rate(j) for j in jobs]),
+                        np.array([now - since.get(j.job_id, j.submit_time) for j in jobs]))  # fmt: skip
+    want = [las.queue_of((j,), now, ctx) for j in jobs]
+    assert got.tolist() == want
+    assert len(set(want)) == 3  # every queue is reached
+    if knob == 1.0:  # and the guard promotes some
+        assert any(w == 0 and attained.get(j.job_id, 0.0) >= 100.0 for w, j in zip(want, jobs, strict=True))

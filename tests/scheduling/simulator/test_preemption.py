@@ -33,3 +33,38 @@ def test_las_does_not_evict_within_the_same_queue():
 def test_fifo_never_preempts():
     r, o = run([sj("A", 0, 10_000), sj("B", 4000, 100)], policy="fifo-first-fit")
     assert o["B"].start == 10_000 and r.reversals == 0
+
+
+def test_running_table_ranks_what_runs_now_as_queue_of_would():
+    import numpy as np
+    from sched_builders import snap
+
+    from scheduling.order_context import OrderContext
+    from scheduling.orderings import get_ordering
+    from scheduling.simulator.preemption import RunningTable
+
+    las = get_ordering("las", thresholds=(100.0, 3600.0), promote_knob=8.0)
+    rng = np.random.default_rng(3)
+    table, running, attained = RunningTable(), {}, {}
+    for step in range(6):  # jobs start and stop; freed rows are reused
+        for i in range(40):
+            j = job(f"s{step}j{i}", gpus=1, share=int(rng.choice([0, 250, 500])), submit_time=float(step * 100))
+            if rng.random() < 0.5:
+                attained[j.job_id] = float(rng.uniform(0, 5000))
+            running[j.job_id] = (j, float(step * 100 + rng.uniform(0, 50)))
+            table.add(j, i % 3, (0,), running[j.job_id][1], attained.get(j.job_id, 0.0), j.submit_time)
+        for job_id in list(running)[::3]:
+            del running[job_id]
+            table.remove(job_id)
+    table.add(job("gang", gpus=1, gang_id="g", gang_size=2), 0, (0,), 0.0, 0.0, 0.0)  # never a victim
+    assert len(table) == len(running) and len(table.alive) < 6 * 40  # rows were reused
+    now = 560.0  # the last jobs started 10-60 s ago
+    ctx = OrderContext(attained_service={j: attained.get(j, 0.0) + (now - s) * (1.0 if r.per_gpu_milli == 0
+                                         else r.per_gpu_milli / 1000) for j, (r, s) in running.items()})  # fmt: skip
+    want = {j: las.queue_of((r,), now, ctx) for j, (r, _) in running.items()}
+    every = {v.job.job_id: v for v in table.victims(snap(node("a", gpus=1)), now, las, below=-1).victims}
+    assert {j: v.queue for j, v in every.items()} == want
+    assert all(v.attained == pytest.approx(ctx.attained_service[j]) for j, v in every.items())
+    lower = table.victims(snap(node("a", gpus=1)), now, las, below=0)
+    assert {v.job.job_id for v in lower.victims} == {j for j, q in want.items() if q > 0}
+    assert 0 < len(lower) < len(every)
