@@ -15,7 +15,8 @@
    model-step latency (measured by the same evaluation) is within ``latency_budget_ms`` —
    and records the decision (``promoted`` or ``rejected`` with the reason naming the rule
    that refused, both evaluations, the budget, ``decided_at``): a new revision of the
-   candidate's row.
+   candidate's row. The candidate is evaluated where it lies and copied to
+   ``<models_root>/<version>`` only when promoted: a refused one leaves the model root as it was.
 
 A version written without promotion (``semsched train --no-promote``) is recorded too, as a
 ``candidate`` without evaluation (:func:`record_candidate`).
@@ -96,15 +97,20 @@ def record_candidate(candidate_dir: Path, registry: Registry, reason: str) -> Mo
     return registry.record(_row_for(Path(candidate_dir), "candidate", reason=reason))
 
 
-def _install(candidate_dir: Path, models_root: Path, version: str) -> Path:
-    """The candidate as ``<models_root>/<version>`` (copied there if it lives elsewhere)."""
+def _target(candidate_dir: Path, models_root: Path, version: str) -> Path:
+    """Where the candidate serves from once promoted: ``<models_root>/<version>`` (checked free, or
+    the candidate itself, before anything is evaluated)."""
     target = models_root / version
-    if candidate_dir.resolve() == target.resolve():
-        return target
-    if target.exists():
+    if target.exists() and candidate_dir.resolve() != target.resolve():
         raise FileExistsError(f"{target} exists and is not {candidate_dir}: version names must be unique")
-    models_root.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(candidate_dir, target)
+    return target
+
+
+def _install(candidate_dir: Path, target: Path) -> Path:
+    """The promoted candidate as ``target`` (copied there if it lives elsewhere)."""
+    if candidate_dir.resolve() != target.resolve():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(candidate_dir, target)
     return target
 
 
@@ -136,7 +142,8 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
     replay = replay or HeldOutReplay()
     models_root = Path(models_root)
     version, _, _ = model_meta(Path(candidate_dir))
-    candidate = _install(Path(candidate_dir), models_root, version)
+    candidate = Path(candidate_dir)  # evaluated where it is; copied into models_root only if promoted
+    target = _target(candidate, models_root, version)
     serving = serving_dir(models_root)
     serving_version = model_meta(serving)[0] if serving is not None and (serving / "config.json").exists() else (
         serving.name if serving is not None else None)  # fmt: skip
@@ -160,6 +167,7 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
     if status == "promoted":
         from inference.model.io import point_latest
 
+        candidate = _install(candidate, target)
         point_latest(models_root, candidate.name)
     row = registry.record(_row_for(
         candidate, status, created_at=created, parent_version=serving_version or "", reason=reason,

@@ -111,6 +111,7 @@ def test_a_worse_candidate_is_rejected_and_latest_stays(trained, archive, tmp_pa
     r = _run(trained["bad"], root, archive)
     assert r.status == "rejected" and "not better than serving good" in r.reason
     assert (root / "latest").resolve() == (root / "good").resolve()
+    assert not (root / "bad").exists()  # a refused candidate is not copied into the model root
     bad, good = get_version(archive, "bad"), get_version(archive, "good")
     assert bad is not None and bad.status == "rejected" and bad.parent_version == "good"
     assert bad.candidate_score < bad.serving_score  # type: ignore[operator]
@@ -154,7 +155,7 @@ def test_a_candidate_that_does_not_load_is_rejected(trained, archive, tmp_path):
     (broken / "model.pt").write_bytes(b"not a state dict")
     r = _run(broken, root, archive)
     assert r.status == "rejected" and "does not load" in r.reason
-    assert (root / "latest").resolve() == (root / "good").resolve()
+    assert (root / "latest").resolve() == (root / "good").resolve() and not (root / "broken").exists()
     assert get_version(archive, "broken").status == "rejected"  # type: ignore[union-attr]
 
 
@@ -209,3 +210,12 @@ def test_a_better_candidate_over_budget_stays_out(trained, archive, tmp_path):
     assert worse.reason.endswith("> budget 0 ms") and (root / "latest").resolve() == (root / "bad").resolve()
     unbounded = _run(trained["good-twin"], root, archive, latency_budget_ms=None)
     assert unbounded.promoted and "(no budget)" in unbounded.reason
+
+
+def test_a_candidate_whose_version_name_is_taken_in_the_root_is_refused_before_evaluation(trained, archive, tmp_path):
+    root = tmp_path / "models"
+    _serve(trained, "good", root)
+    (root / "bad").mkdir()  # another directory under the candidate's version name
+    with pytest.raises(FileExistsError, match="version names must be unique"):
+        _run(trained["bad"], root, archive)
+    assert get_version(archive, "bad") is None and not any((root / "bad").iterdir())
