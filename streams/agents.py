@@ -19,16 +19,14 @@ from scheduling.events import (
     JobLifecycle,
     JobSubmitted,
     NodeTelemetry,
-    decode,
-    partition_for,
 )
 from scheduling.job import JobRequest
 from streams import telemetry
+from streams.admission import admit
 from streams.app import Worker
 from streams.input_faults import ENV as FAULTS_ENV
 from streams.input_faults import InputFaults
 from streams.offset_watch_worker import in_order, register_offset_watch
-from streams.settings import Settings
 from streams.state import (
     DoneJob,
     PendingJob,
@@ -121,9 +119,7 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
     async def one(raw: bytes | None, msg: Any) -> None:
         if topic == "decisions":
             w.applied_offsets[msg.partition] = msg.offset
-        ev = decode_or_reason(raw, topic, w.settings)
-        if not isinstance(ev, str):
-            ev = misplaced_reason(ev, msg.partition, w.settings) or ev
+        ev = admit(raw, topic, msg.partition, w.settings)
         if isinstance(ev, str):
             await w.deadletter(raw or b"", ev, msg, topic)
             return
@@ -147,31 +143,3 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
                 await one(event.value, msg)
 
     w.app.agent(w.topics[topic], name=f"ingest-{topic.replace('.', '-')}")(consume)
-
-
-def misplaced_reason(ev: Any, partition: int, s: Settings) -> str | None:
-    """Every topic is partitioned by cluster (tables and their changelogs rely on it): an
-    event on another partition is refused with a reason rather than split the state."""
-    cluster = getattr(ev, "cluster", None)
-    if cluster is None or partition < 0:
-        return None
-    want = partition_for(cluster, s.partitions)
-    if partition == want:
-        return None
-    return (f"event of cluster {cluster!r} arrived on partition {partition}, but that cluster's events "
-            f"belong on partition {want} (crc32(cluster) % {s.partitions}): publish with "
-            "scheduling.events.partition_for, as streams.producer.EventProducer does")  # fmt: skip
-
-
-def decode_or_reason(raw: bytes | None, topic: str, s: Settings) -> Any:
-    """The decoded event, or a human-readable reason string when it is malformed."""
-    if raw is None:
-        return "empty message (null value)"
-    if len(raw) > s.max_message_bytes:
-        return f"message of {len(raw)} bytes exceeds the {s.max_message_bytes}-byte limit"
-    try:
-        return decode(topic, raw)
-    except ValueError as e:
-        return f"invalid {topic} event: {e}"
-    except UnicodeDecodeError as e:
-        return f"not UTF-8: {e}"

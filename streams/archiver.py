@@ -12,10 +12,11 @@ consumed offset of its topic safe). A failed write is retried with capped expone
 backoff and nothing is committed past it; after a crash the uncommitted tail is re-read
 and re-written, and the ``ReplacingMergeTree`` tables (``FINAL`` reads) count it once.
 
-A message that does not decode is not archived into the event tables (the ingest path
-dead-letters it; the dead letter itself arrives on the ``deadletter`` topic and is archived
-there): it is counted in ``undecodable`` and its offset committed with its topic's next
-flush.
+A message the worker refuses on the message alone (:func:`streams.admission.admit`: empty,
+over the size limit, not a valid event, on another partition than its cluster's) is not
+archived into the event tables: the ingest path dead-letters it, and the dead letter itself
+arrives on the ``deadletter`` topic and is archived there. It is counted in ``undecodable``
+and its offset committed with its topic's next flush.
 
 Telemetry: each batch write is an ``archive write`` span linked to the records of the batch
 that carried a trace context in their headers (capped by ``OTEL_SPAN_LINK_COUNT_LIMIT``), and
@@ -43,12 +44,13 @@ from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 from opentelemetry.trace import SpanContext
 
-from scheduling.events import Event, decode
+from scheduling.events import Event
 from storage.client import ArchiveClient, get_client
 from storage.migrate import migrate
 from storage.rows import TOPIC_TABLES
 from storage.writer import ArchiveWriter
 from streams import telemetry
+from streams.admission import admit
 from streams.settings import TOPICS, Settings
 from streams.telemetry.metrics import ARCHIVES
 
@@ -202,13 +204,10 @@ class Archiver:
         for rec in records:
             self.stats.consumed += 1
             self._consumed[tp] = rec.offset + 1
-            try:
-                if rec.value is None:
-                    raise ValueError("empty message (tombstone)")
-                event = decode(topic, rec.value)
-            except (ValueError, KeyError) as e:
+            event = admit(rec.value, topic, tp.partition, self.settings)
+            if isinstance(event, str):  # the worker dead-letters it (and the dead letter is archived)
                 self.stats.undecodable += 1
-                log.debug("archiver: undecodable %s[%d]@%d: %s", tp.topic, tp.partition, rec.offset, e)
+                log.debug("archiver: refused %s[%d]@%d: %s", tp.topic, tp.partition, rec.offset, event)
                 continue
             if buf.first_at is None:
                 buf.first_at = time.monotonic()

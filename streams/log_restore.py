@@ -46,7 +46,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted
-from streams.agents import decode_or_reason, known_job, lifecycle_transition, misplaced_reason
+from streams.admission import admit
+from streams.agents import known_job, lifecycle_transition
 from streams.app import Worker
 from streams.log_readback import RESTORED_TOPICS, Logged, read_back
 from streams.state import PendingJob, Transition, on_submitted
@@ -68,8 +69,8 @@ class LoggedEvent:
 def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes]]) -> list[LoggedEvent]:
     out = []
     for partition, offset, raw in logged:
-        ev = decode_or_reason(raw, topic, w.settings)
-        if not isinstance(ev, str) and misplaced_reason(ev, partition, w.settings) is None:
+        ev = admit(raw, topic, partition, w.settings)
+        if not isinstance(ev, str):
             out.append(LoggedEvent(topic, partition, offset, ev))
     return out
 

@@ -20,6 +20,7 @@ from scheduling.events import (
     JobSubmitted,
     NodeTelemetry,
     PlacementCommand,
+    partition_for,
 )
 from storage.client import ArchiveClient, close_client, get_client
 from storage.rows import TOPIC_TABLES
@@ -94,13 +95,19 @@ def _events(n_jobs: int) -> list[tuple[str, Event]]:
     return out  # fmt: skip
 
 
-async def _publish(settings: Settings, events: list[tuple[str, Event]], junk: int = 0) -> None:
+async def _publish(settings: Settings, events: list[tuple[str, Event]], junk: int = 0, refused: int = 0) -> None:
     await ensure_topics(settings)
     async with EventProducer(settings) as p:
         for topic, e in events:
             await p.send(topic, e)
         for k in range(junk):  # not decodable: counted, not archived, offsets still committed
             await p.send_raw("jobs.submitted", b"{oops", key=None, cluster=f"c{k}")
+        for k in range(refused):  # valid events the worker refuses: on another partition than their
+            # cluster's, or over the size limit; not archived as submitted either
+            ev = JobSubmitted(job_id=f"refused{k}", cluster="c0",
+                              labels={"blob": "x" * (settings.max_message_bytes if k % 2 else 1)})
+            other = next(c for c in (f"c{i}" for i in range(1, 9)) if partition_for(c, 2) != partition_for("c0", 2))
+            await p.send_raw("jobs.submitted", ev.to_bytes(), key=None, cluster="c0" if k % 2 else other)
         await p.flush()
 
 
@@ -148,21 +155,21 @@ async def test_archives_every_event_once_and_commits(
 ) -> None:  # noqa: ANN001
     settings = _settings(kafka_broker.bootstrap, tmp_path)
     events = _events(60)
-    await _publish(settings, events, junk=3)
+    await _publish(settings, events, junk=3, refused=2)
     arch = Archiver(settings, client=archive)
     await arch.start()
     task = asyncio.create_task(arch.run())
     try:
-        await _wait(lambda: arch.stats.consumed == len(events) + 3)
+        await _wait(lambda: arch.stats.consumed == len(events) + 5)
         await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
     finally:
         await arch.stop()
         await task
-    assert arch.stats.undecodable == 3
-    assert _rows(archive) == _expected(events)  # exactly N: no duplicates, nothing lost
+    assert arch.stats.undecodable == 5
+    assert _rows(archive) == _expected(events)  # exactly N: no duplicates, nothing lost, nothing refused
     committed, ends = await _committed(settings, arch.group_id)
     assert committed == ends
-    assert sum(ends.values()) == len(events) + 3
+    assert sum(ends.values()) == len(events) + 5
 
 
 class FlakyClient:

@@ -1,0 +1,63 @@
+"""Admission: what the worker accepts from an input topic, on the message alone.
+
+A message is refused — dead-lettered by the worker with the reason — when it is empty, over
+``settings.max_message_bytes``, not a valid event of its topic, or on another partition than its
+cluster's. The archiver applies the same check, so an event the worker refused on these grounds
+is in the ``deadletter`` table only, never in an event table as if it had been accepted (refusals
+that depend on the worker's state, such as a job id submitted twice, are its alone).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from scheduling.events import Event, decode, partition_for
+from streams.settings import Settings
+
+#: the topics the worker consumes; the others (``actions``, ``deadletter``) are the worker's and the
+#: agents' own output, checked for decoding only (a dead letter of a large message is archived whatever
+#: the size limit)
+INGESTED = frozenset({"jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions"})
+
+
+def admit(raw: bytes | None, topic: str, partition: int, settings: Settings) -> Event | str:
+    """The decoded event, or a human-readable reason string when it must be refused."""
+    if topic not in INGESTED:
+        if raw is None:
+            return "empty message (null value)"
+        try:
+            return decode(topic, raw)
+        except (ValueError, UnicodeDecodeError) as e:
+            return f"invalid {topic} event: {e}"
+    ev = decode_or_reason(raw, topic, settings)
+    if isinstance(ev, str):
+        return ev
+    return misplaced_reason(ev, partition, settings) or ev
+
+
+def decode_or_reason(raw: bytes | None, topic: str, s: Settings) -> Any:
+    """The decoded event, or a human-readable reason string when it is malformed."""
+    if raw is None:
+        return "empty message (null value)"
+    if len(raw) > s.max_message_bytes:
+        return f"message of {len(raw)} bytes exceeds the {s.max_message_bytes}-byte limit"
+    try:
+        return decode(topic, raw)
+    except ValueError as e:
+        return f"invalid {topic} event: {e}"
+    except UnicodeDecodeError as e:
+        return f"not UTF-8: {e}"
+
+
+def misplaced_reason(ev: Any, partition: int, s: Settings) -> str | None:
+    """Every topic is partitioned by cluster (tables and their changelogs rely on it): an
+    event on another partition is refused with a reason rather than split the state."""
+    cluster = getattr(ev, "cluster", None)
+    if cluster is None or partition < 0:
+        return None
+    want = partition_for(cluster, s.partitions)
+    if partition == want:
+        return None
+    return (f"event of cluster {cluster!r} arrived on partition {partition}, but that cluster's events "
+            f"belong on partition {want} (crc32(cluster) % {s.partitions}): publish with "
+            "scheduling.events.partition_for, as streams.producer.EventProducer does")  # fmt: skip
