@@ -354,11 +354,11 @@ _ADAPTERS: dict[str, TypeAdapter] = {t: TypeAdapter(m) for t, m in TOPIC_EVENTS.
 
 def decode(topic: str, raw: bytes) -> Event:
     """Parse one wire message of ``topic`` (un-prefixed name). Raises ``ValueError`` with a
-    human-readable reason on anything malformed."""
+    human-readable reason on anything malformed, a field of the wrong JSON type included."""
     from pydantic import ValidationError
 
-    try:
-        return _ADAPTERS[topic].validate_json(raw)
+    try:  # strict: a mistyped field ("1000" for an integer, true for a count) is refused, not coerced
+        return _ADAPTERS[topic].validate_json(raw, strict=True)
     except ValidationError as e:
         raise ValueError(format_validation_error(e)) from None
 
@@ -370,8 +370,9 @@ def format_validation_error(e: Exception) -> str:
         return str(e)
     parts = []
     for err in e.errors()[:5]:
-        loc = ".".join(str(p) for p in err.get("loc", ())) or "<message>"
-        parts.append(f"{loc}: {err.get('msg')}")
+        loc = ".".join(str(p) for p in err.get("loc", ()))
+        msg = str(err.get("msg", "")).removeprefix("Value error, ")  # a validator's own words, without pydantic's tag
+        parts.append(f"{loc}: {msg}" if loc else msg)
     more = "" if e.error_count() <= 5 else f" (+{e.error_count() - 5} more)"
     return "; ".join(parts) + more
 

@@ -96,7 +96,7 @@ class JsonlLoader(TraceLoader):
         try:
             obj = json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"not JSON: {e.msg} at column {e.colno}") from None
+            raise ValueError(f"not JSON: {e.msg} (column {e.colno})") from None
         if not isinstance(obj, dict):
             raise ValueError("a line must be a JSON object")
         offset = None
@@ -115,10 +115,11 @@ class JsonlLoader(TraceLoader):
         if kind == "job_submitted" and offset is None and "event_time" not in obj:  # (it would default to now)
             raise ValueError("a bare job line needs its event_time, which sets its offset; or wrap it as "
                              '{"offset_s": <seconds>, "event": {...}}')  # fmt: skip
+        # strict, as the worker decodes the wire: a mistyped field ("1000", true) is refused, not coerced
         if kind == "job_submitted":
-            return (None if offset is None else float(offset)), JobSubmitted.model_validate(obj)
+            return (None if offset is None else float(offset)), JobSubmitted.model_validate_json(json.dumps(obj), strict=True)
         if kind == "node_telemetry":
-            return None, NodeTelemetry.model_validate(obj)
+            return None, NodeTelemetry.model_validate_json(json.dumps(obj), strict=True)
         raise ValueError(f"kind must be job_submitted or node_telemetry, not {kind!r}")
 
     def _parse_nodes(self, jobs: list[TraceJob]) -> Iterator[NodeTelemetry]:

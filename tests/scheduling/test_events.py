@@ -86,6 +86,11 @@ def test_event_time_is_utc_and_ids_are_unique() -> None:
         ({"surprise": 1}, "Extra inputs are not permitted"),
         ({"schema_version": 2}, "schema_version"),
         ({"job_id": ""}, "at least 1 character"),
+        # the wire is strict: a field of the wrong JSON type is refused, not coerced
+        ({"num_gpu": True}, "num_gpu: Input should be a valid integer"),
+        ({"cpu_milli": "1000"}, "cpu_milli: Input should be a valid integer"),
+        ({"priority": 1.5}, "priority: Input should be a valid integer"),
+        ({"labels": {"team": 7}}, "labels.team: Input should be a valid string"),
     ],
 )
 def test_bad_submissions_are_rejected_with_a_reason(patch: dict, words: str) -> None:
@@ -95,8 +100,16 @@ def test_bad_submissions_are_rejected_with_a_reason(patch: dict, words: str) -> 
 
 
 def test_not_json_is_a_reason_not_a_crash() -> None:
-    with pytest.raises(ValueError, match="Invalid JSON"):
+    with pytest.raises(ValueError, match="^Invalid JSON"):  # no field to name: the reason alone
         decode("jobs.submitted", b"{nope")
+
+
+def test_the_strict_wire_still_takes_what_json_cannot_type() -> None:
+    raw = json.dumps({"job_id": "j", "event_time": "2026-01-01T00:00:00Z", "gpu_models": ["V100M16"],
+                      "runtime_estimate_s": 60, "dag_parents": ["p"]}).encode()  # fmt: skip
+    ev = decode("jobs.submitted", raw)
+    assert isinstance(ev, JobSubmitted) and ev.event_time.year == 2026 and ev.runtime_estimate_s == 60.0
+    assert list(ev.gpu_models) == ["V100M16"] and list(ev.dag_parents) == ["p"]
 
 
 def test_node_telemetry_consistency() -> None:
