@@ -71,7 +71,11 @@ def register_web(w: Worker) -> None:
     @app.page("/sql")
     class SQLView(View):
         async def post(self, request: Request) -> Response:
-            """Body: the SQL text. ``?flush=1`` first writes what the archiver has buffered."""
+            """Body: the SQL text, one read-only statement (storage/queries/read_only.py). ``?flush=1``
+            first writes what the archiver has buffered. A browser's request (it carries an
+            ``Origin``) is refused: a web page must not query the archive through the analyst's machine."""
+            if request.headers.get("Origin"):
+                return self.json({"error": "cross-origin requests are refused: /sql answers the local CLI"}, status=403)
             sql = (await request.text()).strip()
             archiver = getattr(w, "archiver", None)
             if archiver is None:

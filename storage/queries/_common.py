@@ -27,8 +27,11 @@ def _dicts(client: ArchiveClient, sql: str, params: dict[str, Any] | None = None
 
 
 def run_sql(client: ArchiveClient, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Any query (for ``semsched sql``): column names and rows."""
-    return client.query_rows(sql)
+    """An analyst's query (``semsched sql``, ``POST /sql``): column names and rows. Read-only:
+    anything else raises ``ValueError`` with the reason (:mod:`storage.queries.read_only`)."""
+    from storage.queries.read_only import check_read_only
+
+    return client.query_rows(check_read_only(sql))
 
 
 # Jobs with an attempt that started and has not ended, and no final state: by the events

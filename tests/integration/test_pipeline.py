@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 
 import pytest
@@ -81,6 +82,15 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack, monkeypat
                          clickhouse_url=p.settings.clickhouse_url)  # fmt: skip
     with pytest.raises(WorkerUnavailable, match="another archive"):  # the worker's port, another state dir
         query_via_worker(elsewhere, "SELECT 1")
+    # /sql only reads, and answers no browser
+    with pytest.raises(RuntimeError, match="INSERT is refused"):
+        query_via_worker(cli, "INSERT INTO deadletter (event_id) VALUES ('x')")
+    assert query_via_worker(cli, "SELECT count() FROM deadletter WHERE event_id = 'x'")[1] == [(0,)]
+    page = urllib.request.Request(f"http://127.0.0.1:{p.settings.web_port}/sql", data=b"SELECT 1", method="POST",
+                                  headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})  # fmt: skip
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(page, timeout=10)
+    assert refused.value.code == 403
 
     # the decision record carries what `explain` needs
     row = p.sql("SELECT policy, length(candidates), feasible_nodes, reason, latency_ms FROM decisions FINAL "

@@ -1,0 +1,48 @@
+"""The analyst's SQL reads the archive and never changes it (storage/queries/read_only.py)."""
+
+import pytest
+
+from storage.client import ArchiveClient
+from storage.queries import run_sql
+from storage.queries.read_only import check_read_only
+
+
+@pytest.mark.parametrize("sql", [
+    "SELECT count() FROM jobs_submitted FINAL",
+    "  select 1;  ",
+    "WITH 1 AS x SELECT x",
+    "(SELECT 1) UNION ALL (SELECT 2)",
+    "-- how many\nSELECT 1",
+    "/* a ; b */ SELECT 'a;b; DROP TABLE x', `weird;name` FROM (SELECT 1 AS `weird;name`)",
+    "SHOW TABLES", "DESCRIBE TABLE decisions", "DESC decisions", "EXPLAIN SELECT 1", "EXISTS TABLE decisions",
+    "SELECT 'it''s' -- into outfile",
+])  # fmt: skip
+def test_reads_pass(sql: str) -> None:
+    assert check_read_only(sql) == sql.strip()
+
+
+@pytest.mark.parametrize(("sql", "words"), [
+    ("INSERT INTO deadletter (event_id) VALUES ('x')", "INSERT is refused"),
+    ("DROP TABLE IF EXISTS nonexistent_t", "DROP is refused"),
+    ("ALTER TABLE decisions DELETE WHERE 1", "ALTER is refused"),
+    ("TRUNCATE TABLE decisions", "TRUNCATE is refused"),
+    ("SELECT 1; DROP TABLE decisions", "one statement at a time"),
+    ("select 1 ;insert into deadletter (event_id) values ('x')", "one statement at a time"),
+    ("SELECT * FROM decisions INTO OUTFILE '/tmp/x.csv'", "INTO OUTFILE is refused"),
+    ("SET readonly = 0", "SET is refused"),
+    ("SELECT 'unterminated", "unterminated"),
+    ("  ;  ", "no SQL statement"),
+    ("-- only a comment", "no SQL statement"),
+])  # fmt: skip
+def test_anything_else_is_refused_with_the_reason(sql: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        check_read_only(sql)
+
+
+def test_run_sql_refuses_a_write_and_the_archive_is_unchanged(client: ArchiveClient) -> None:
+    with pytest.raises(ValueError, match="INSERT is refused"):
+        run_sql(client, "INSERT INTO deadletter (event_id) VALUES ('x')")
+    with pytest.raises(ValueError, match="one statement at a time"):
+        run_sql(client, "SELECT 1; INSERT INTO deadletter (event_id) VALUES ('x')")
+    assert run_sql(client, "SELECT count() FROM deadletter")[1] == [(0,)]
+    assert run_sql(client, "SELECT 1;")[1] == [(1,)]  # a trailing ';' is fine
