@@ -19,11 +19,13 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer
 from opentelemetry.trace import Span
 
 from ops.agents.node_ledger import NodeLedger
+from ops.agents.recovery import LOST_REASON, recover
 from scheduling.events import (
     DeadLetter,
     IsolateNodeCommand,
@@ -32,6 +34,7 @@ from scheduling.events import (
     PlacementCommand,
     PreemptCommand,
     decode,
+    derived_event_id,
 )
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.producer import EventProducer
@@ -59,6 +62,7 @@ class AgentStats:
     preempted: int = 0
     unknown_node_waits: int = 0
     malformed_commands: int = 0
+    lost_on_restart: int = 0  # runs a predecessor left unfinished, reported failed at start
     first_refusals: list[str] = field(default_factory=list)
 
 
@@ -97,6 +101,7 @@ class SimulatedAgents:
             auto_offset_reset="earliest", enable_auto_commit=True,
         )  # fmt: skip
         await self._producer.__aenter__()
+        await self._recover()
         await consumer.start()
         telemetry = asyncio.create_task(self._telemetry_loop())
         try:
@@ -119,6 +124,24 @@ class SimulatedAgents:
 
     def stop(self) -> None:
         self._stopping.set()
+
+    async def _recover(self) -> None:
+        """Read back the nodes and what a predecessor executed (ops/agents/recovery.py); report
+        each run it left unfinished ``failed``, so the worker decides that job again."""
+        got = await recover(self.settings)
+        for node_id, inventory in got.inventory.items():
+            self.nodes.setdefault(node_id, NodeLedger.from_inventory(inventory))
+        self.executed |= got.reported
+        for started in got.lost:
+            await self._producer.send("jobs.lifecycle", started.model_copy(update={
+                "state": "failed", "exit_code": -1, "reason": LOST_REASON,
+                "event_id": derived_event_id(started.event_id, "lost-run"),
+                "event_time": datetime.now(UTC)}))  # fmt: skip
+        self.stats.lost_on_restart = len(got.lost)
+        if got.lost:
+            await self._producer.flush()
+        log.warning("agents: %d nodes known from the inventory, %d decisions already executed, %d lost runs "
+                    "reported failed", len(self.nodes), len(got.reported), len(got.lost))  # fmt: skip
 
     async def _handle(self, topic: str, raw: bytes | None, *, partition: int = -1, offset: int = -1,
                       key: bytes | None = None, headers: object = None) -> None:  # fmt: skip
