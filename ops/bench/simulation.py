@@ -86,6 +86,16 @@ def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:
     raise ValueError(f"load must be native, one of {', '.join(LOAD_LEVELS)}, or a factor like 250x; not {text!r}")
 
 
+def load_shortfall(name: str, plan: LoadPlan) -> str | None:
+    """A warning when a load level's target offered peak was not reached (a trace slice too small
+    for it: :func:`~scheduling.simulator.plan_load` superposes a few replicas at most), else None."""
+    target = LOAD_LEVELS.get(name)
+    if target is None or plan.offered_peak >= 0.9 * target:
+        return None
+    return (f"load {name}: offered peak {plan.offered_peak:.0%}, short of the level's {target:.0%}: this trace "
+            f"slice is too small to reach it ({plan.copies} superposed replica(s)); give it more jobs (--limit)")
+
+
 def parse_heterogeneity(text: str) -> tuple[str, float]:
     """A level name (``none`` … ``extreme``) or a spread like ``0.25``."""
     text = text.strip().lower()

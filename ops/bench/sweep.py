@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ops.bench.depth_sweep import check_models, run_depth_sweep
 from ops.bench.model_check import learned_version
-from ops.bench.simulation import load_for_bench, parse_load, run_policies
+from ops.bench.simulation import load_for_bench, load_shortfall, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
 from scheduling.simulator import HETEROGENEITY_LEVELS, LOAD_LEVELS, SimConfig, Workload
@@ -178,6 +178,8 @@ def _points(sweep: str, workload: Workload, base_plan, steps: Sequence[float], s
     for name, target in LOAD_LEVELS.items():
         with console.status(f"planning load {name}…"):
             plan = plan_load(workload.nodes, workload.jobs, target)
+        if (short := load_shortfall(name, plan)) is not None:
+            console.print(f"[yellow]warning: {short}")
         jobs = workload.scaled(plan.factor, plan.copies)
         out.append((f"{name} ({plan.offered_peak:.0%})", plan.offered_peak, jobs,
                     SimConfig(load_factor=plan.factor, seed=seed)))  # fmt: skip

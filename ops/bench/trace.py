@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ops.bench.model_check import learned_version
-from ops.bench.simulation import load_for_bench, parse_heterogeneity, parse_load, run_policies
+from ops.bench.simulation import load_for_bench, load_shortfall, parse_heterogeneity, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
 from scheduling.simulator import SimConfig, SimResult
@@ -50,6 +50,9 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
                f"offered peak {plan.offered_peak:.0%} of the dominant resource; scheduling step {step:g} s; "
                f"node speeds {het_name} (seed {seed})." + (f" The learned policy's model: {model}." if model else ""))  # fmt: skip
     console.print(setting)
+    if (short := load_shortfall(load_name, plan)) is not None:
+        console.print(f"[yellow]warning: {short}")
+        setting += f" **Warning:** {short}."
     results = run_policies(workload.nodes, jobs, policies, config, console)
     report = Report(out_dir, f"bench-trace-{trace}", f"Trace replay: {trace}", command, console=console,
                     started=started)  # fmt: skip

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ops.cli.options import positive
+
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers.")
 
 
@@ -14,8 +16,9 @@ def pipeline(
     jobs: int = typer.Option(2000, help="Submissions to push through the pipeline (openb pods, cycled)."),
     port: int = typer.Option(0, help="Kafka port (0 = a free one)."),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
-    step: float = typer.Option(None, help="Seconds between scheduling steps (default: the worker's, 1 s)."),
-    rate: float = typer.Option(0.0, help="Submissions per second (0 = as fast as the producer goes: a burst)."),
+    step: float = typer.Option(None, help="Seconds between scheduling steps (default: the worker's, 1 s).",
+                               callback=positive),
+    rate: float = typer.Option(0.0, help="Submissions per second (0 = as fast as the producer goes: a burst).", min=0.0),
     timeout: float = typer.Option(900, help="Give up after this many seconds of waiting for the jobs."),
     out: Path = typer.Option(Path("reports/bench-pipeline.json"), help="JSON result file."),
 ) -> None:
@@ -90,7 +93,7 @@ def trace(
                                  "(default: every placement and every ordering on best-fit)."),
     load: str = typer.Option("extreme", help="Load: native, low, medium, high, extreme (peak utilisation bands) "
                              "or an arrival factor like 250x."),
-    step: float = typer.Option(1.0, help="Scheduling step (virtual seconds)."),
+    step: float = typer.Option(1.0, help="Scheduling step (virtual seconds).", callback=positive),
     heterogeneity: str = typer.Option("none", help="Node speed spread: none, low, medium, high, extreme or 0..1."),
     seed: int = typer.Option(0, help="Seed (node speeds)."),
     limit: int = typer.Option(None, help="Only the first N jobs of the trace."),

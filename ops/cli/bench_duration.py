@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ops.cli.options import positive
+
 
 def duration(
     traces: str = typer.Option("dlrm2025,google2011,openb", help="Traces, comma-separated (semsched replay names)."),
@@ -39,7 +41,7 @@ def sjf(
                                                     "models learn from them, only later jobs are replayed."),
     held_out_jobs: int = typer.Option(None, help="Replay only the first N held-out jobs (a quicker run)."),
     load: str = typer.Option("extreme", help="Load planned on the held-out part: native, low … extreme, or 250x."),
-    step: float = typer.Option(1.0, help="Scheduling step, seconds."),
+    step: float = typer.Option(1.0, help="Scheduling step, seconds.", callback=positive),
     nodes: int = typer.Option(None, help="Seeded sample of this many nodes (Google 2011: 800)."),
     seed: int = typer.Option(0, help="Seed (node sample, node speeds)."),
     limit: int = typer.Option(None, help="Read only the first N jobs of the trace."),

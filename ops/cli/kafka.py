@@ -160,12 +160,21 @@ def stop(
 
 @kafka_app.command("status")
 def status(
-    port: PortOpt = DEFAULT_PORT,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", "-p", envvar="SEMSCHED_KAFKA_PORT", show_default=False,
+                     help="PLAINTEXT client port on 127.0.0.1 (default: the port the data dir's broker was "
+                          f"started on, else {DEFAULT_PORT})."),
+    ] = None,
     data_dir: DataDirOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:
     """Show whether the broker is running, its PID and bootstrap string. Exit code 1 if stopped."""
-    st = _broker(port, data_dir).status()
+    if port is None:
+        from ops.kafka.config import recorded_port
+
+        port = recorded_port((data_dir if data_dir is not None else default_data_dir()) / "server.properties")
+    st = _broker(port or DEFAULT_PORT, data_dir).status()
     if as_json:
         typer.echo(json.dumps(_status_dict(st)))
     else:

@@ -12,6 +12,7 @@ from ops.cli.bench import bench_app
 from ops.cli.db import db_app, explain_command, sql_command
 from ops.cli.kafka import kafka_app
 from ops.cli.models import models_app
+from ops.cli.options import positive
 from ops.cli.replay import replay_command
 from ops.cli.serve import serve_command
 from ops.cli.train import train as train_command
@@ -56,9 +57,10 @@ def schema(out: Path = typer.Option(Path("schemas"), help="Directory for one JSO
 @app.command()
 def worker(
     policy: str = typer.Option(None, help="Scheduling policy (default SEMSCHED_POLICY or best-fit)."),
-    step: float = typer.Option(None, help="Seconds between scheduling steps (default SEMSCHED_STEP or 1)."),
+    step: float = typer.Option(None, help="Seconds between scheduling steps (default SEMSCHED_STEP or 1).",
+                               callback=positive),
     web_port: int = typer.Option(None, help="Port of the status/sql web server on 127.0.0.1 (0 = off)."),
-    no_archive: bool = typer.Option(False, help="Do not run the ClickHouse archiver in this worker."),
+    no_archive: bool = typer.Option(False, "--no-archive", help="Do not run the ClickHouse archiver in this worker."),
     loglevel: str = typer.Option("warning", help="Faust log level."),
 ) -> None:
     """Run a Faust worker: ingest, cluster-state tables, the scheduling loop and the archiver."""

@@ -29,7 +29,18 @@ def seed_list(text: str) -> list[int]:
     try:
         if "-" in text:
             a, b = (int(x) for x in text.split("-", 1))
-            return list(range(a, b + 1))
-        return [int(x) for x in text.split(",") if x.strip()]
+            seeds = list(range(a, b + 1))
+        else:
+            seeds = [int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise typer.BadParameter(f"seeds must be 'a-b' or a comma-separated list, not {text!r}") from None
+    if not seeds:
+        raise typer.BadParameter(f"no seeds in {text!r} (a range 'a-b' needs a <= b)")
+    return seeds
+
+
+def positive(value: float | None) -> float | None:
+    """A typer callback: the option, when given, must be > 0."""
+    if value is not None and not value > 0:
+        raise typer.BadParameter(f"must be > 0, not {value:g}")
+    return value

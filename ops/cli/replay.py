@@ -1,7 +1,7 @@
 """``semsched replay TRACE``: publish a real trace (node inventory, then job submissions) to Kafka.
 
 The main CLI mounts it with ``app.command("replay")(replay_command)``. Exit codes: 0 done,
-1 bad trace lines (each printed as ``FILE:LINE: reason``: under ``--strict`` the replay stops at
+1 bad trace lines or a trace without any event (each bad line printed as ``FILE:LINE: reason``: under ``--strict`` the replay stops at
 the first, else every good line is published and the bad ones are counted and listed) or an
 unreadable trace file, 2 bad options, Kafka unreachable, or events the broker refused (how many, and
 the first reason: the replay stops there; running it again places nothing twice, since the
@@ -121,11 +121,11 @@ def replay(
     ] = None,
     speed: Annotated[
         float,
-        typer.Option(help="Divide the trace's inter-arrival times by this; 0 or inf = as fast as possible."),
+        typer.Option(help="Divide the trace's inter-arrival times by this; 0 or inf = as fast as possible.", min=0.0),
     ] = 1.0,
     limit: Annotated[
         int | None,
-        typer.Option(help="Publish at most this many jobs (after the other filters).", show_default=False),
+        typer.Option(help="Publish at most this many jobs (after the other filters).", show_default=False, min=0),
     ] = None,
     strict: Annotated[
         bool,
@@ -233,6 +233,9 @@ def replay(
             raise typer.Exit(2) from None
         raise
     console.print(_summary(stats, loader, settings))
+    if not (stats.nodes or stats.jobs or stats.skipped_lines or any(stats.filtered.values())):
+        typer.echo(f"{path or trace}: no events in the trace: nothing was replayed", err=True)
+        raise typer.Exit(1)
     if stats.skipped_lines:  # the good lines are out; the file still had bad ones, which a script must see
         typer.echo(f"{stats.skipped_lines:,} bad line(s) skipped; first:", err=True)
         for err in stats.first_errors:

@@ -79,6 +79,17 @@ def previous_controller_port(config_file: Path, port: int) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def recorded_port(config_file: Path) -> int | None:
+    """The client port an earlier run of the broker in this data dir listened on (its
+    ``server.properties``), or None."""
+    try:
+        text = config_file.read_text()
+    except OSError:
+        return None
+    match = re.search(r"^listeners=.*PLAINTEXT://[^,\s]*:(\d+)", text, re.M)
+    return int(match.group(1)) if match else None
+
+
 def find_java(java: str | None = None) -> str:
     """``java`` if given, else ``$JAVA_HOME/bin/java``, else ``java`` on PATH."""
     if java:

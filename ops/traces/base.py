@@ -182,6 +182,14 @@ class TraceLoader(ABC):
         self.errors.append(err)
         self.stats.bad_lines += 1
 
+    def _broken_off(self, path: str | Path, line: int, exc: Exception) -> None:
+        """The file cannot be read on from ``line`` (a truncated ``.gz``): with lines read before it
+        and without ``strict``, one bad line (the good lines before it are kept); else
+        :class:`TraceFormatError`."""
+        if self.strict or self.stats.lines == 0:
+            raise TraceFormatError(path, line, f"unreadable: {exc}") from None
+        self._bad(path, line, f"unreadable from here on: {exc}")
+
     def _bad_exc(self, path: str | Path, line: int, exc: Exception) -> None:
         reason = format_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)
         self._bad(path, line, reason or type(exc).__name__)
@@ -247,7 +255,7 @@ class TraceLoader(ABC):
                         continue
                     yield reader.line_num, row
             except (csv.Error, EOFError, gzip.BadGzipFile, OSError) as e:
-                raise TraceFormatError(path, reader.line_num + 1, f"unreadable: {e}") from None
+                self._broken_off(path, reader.line_num + 1, e)
 
 
 def parse_float(value: str, what: str, *, required: bool = True) -> float | None:

@@ -58,7 +58,7 @@ class JsonlLoader(TraceLoader):
                         self.stats.lines += 1
                         yield n, s
             except (EOFError, OSError) as e:
-                raise TraceFormatError(self.path, n + 1, f"unreadable: {e}") from None
+                self._broken_off(self.path, n + 1, e)
 
     def _parse_jobs(self) -> Iterable[TraceJob]:
         jobs: list[tuple[float | None, datetime, JobSubmitted]] = []

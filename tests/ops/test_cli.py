@@ -98,3 +98,40 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
                           text=True, timeout=120)  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert says in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["bench", "trace", "--step", "0"], "must be > 0"),
+    (["bench", "pipeline", "--rate", "-5"], "--rate"),
+    (["bench", "fill", "--seeds", "5-1"], "no seeds in '5-1'"),
+    (["replay", "openb", "--dry-run", "--limit", "-1"], "--limit"),
+    (["replay", "openb", "--dry-run", "--speed", "-3"], "--speed"),
+    (["worker", "--step", "-1"], "must be > 0"),
+])  # fmt: skip
+def test_options_out_of_range_are_refused_before_anything_runs(args: list[str], says: str) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and says in result.output, result.output
+
+
+def test_bench_fill_names_the_bad_line_of_a_pod_list_and_exits_1(tmp_path: Path) -> None:
+    pods = tmp_path / "pods.csv"
+    header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"
+    pods.write_text(f"{header}\nbroken,row\n")
+    result = runner.invoke(app, ["bench", "fill", "--policies", "fgd", "--seeds", "42", "--pods", str(pods),
+                                 "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 1 and f"{pods}:2:" in result.output.replace("\n", ""), result.output
+    missing = runner.invoke(app, ["bench", "fill", "--policies", "fgd", "--pods", str(tmp_path / "nope.csv")])
+    assert missing.exit_code == 1 and "cannot open" in missing.output, missing.output
+
+
+def test_replaying_a_trace_without_any_event_is_an_error(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("# nothing but a comment\n\n")
+    result = runner.invoke(app, ["replay", "jsonl", "--path", str(empty), "--dry-run"])
+    assert result.exit_code == 1 and "no events in the trace" in result.output, result.output
+
+
+def test_kafka_status_reads_the_port_its_data_dir_was_started_on(tmp_path: Path) -> None:
+    (tmp_path / "server.properties").write_text("listeners=PLAINTEXT://127.0.0.1:29500,CONTROLLER://127.0.0.1:29501\n")
+    result = runner.invoke(app, ["kafka", "status", "--data-dir", str(tmp_path), "--json"], env={"SEMSCHED_KAFKA_PORT": ""})
+    assert result.exit_code == 1 and json.loads(result.output)["port"] == 29500, result.output

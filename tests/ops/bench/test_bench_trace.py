@@ -51,3 +51,13 @@ def test_bench_trace_refuses_the_learned_policy_without_a_model(tmp_path, monkey
                                       "--out", str(tmp_path)])  # fmt: skip
     assert result.exit_code == 2 and "no model" in result.output and "semsched train" in result.output
     assert not (tmp_path / "bench-trace-openb.json").exists()
+
+
+def test_a_load_level_the_slice_cannot_reach_is_flagged() -> None:
+    from ops.bench.simulation import load_shortfall
+    from scheduling.simulator import LoadPlan
+
+    assert load_shortfall("extreme", LoadPlan(40.0, 1, 1.19)) is None  # within 10 % of 120 %
+    short = load_shortfall("extreme", LoadPlan(900.0, 8, 0.77))
+    assert short is not None and "77%" in short and "120%" in short and "8 superposed" in short
+    assert load_shortfall("native", LoadPlan(1.0, 1, 0.05)) is None and load_shortfall("250x", LoadPlan(250, 1, 0.1)) is None

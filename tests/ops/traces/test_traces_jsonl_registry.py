@@ -41,7 +41,32 @@ def test_a_truncated_gz_file_says_where_it_stops(tmp_path: Path, fixtures: Path,
     path = tmp_path / "cut.jsonl.gz"
     path.write_bytes(whole[:20] if in_first_line else whole[: len(whole) // 2])
     with pytest.raises(TraceFormatError, match=r"cut.jsonl.gz:\d+: unreadable"):
-        JsonlLoader(path).load_jobs()
+        JsonlLoader(path, strict=True).load_jobs()
+    if in_first_line:  # nothing readable: the file as a whole is refused
+        with pytest.raises(TraceFormatError, match=r"cut.jsonl.gz:1: unreadable"):
+            JsonlLoader(path).load_jobs()
+        return
+    # broken off half-way: the lines before the break are read, the break is one bad line
+    loader = JsonlLoader(path)
+    loader.load_jobs()
+    assert loader.stats.lines > 0 and loader.stats.bad_lines == 1
+    assert loader.errors[-1].reason.startswith("unreadable from here on")
+
+
+def test_the_good_lines_before_a_truncated_gz_break_are_kept(tmp_path: Path) -> None:
+    import gzip
+    import random
+
+    rng = random.Random(0)  # incompressible names: the cut lands in the middle of the lines
+    lines = "".join(f'{{"offset_s": {i}, "event": {{"kind": "job_submitted", "job_id": "j{i}-{rng.getrandbits(64):x}"}}}}\n'
+                    for i in range(400))  # fmt: skip
+    whole = gzip.compress(lines.encode())
+    path = tmp_path / "cut.jsonl.gz"
+    path.write_bytes(whole[: len(whole) // 2])
+    loader = JsonlLoader(path)
+    jobs = loader.load_jobs()
+    assert 50 < len(jobs) < 400 and [j.event.job_id.split("-")[0] for j in jobs] == [f"j{i}" for i in range(len(jobs))]
+    assert loader.stats.bad_lines == 1 and loader.errors[0].line == len(jobs) + 1
 
 
 def test_a_bare_job_line_without_its_time_is_a_bad_line(tmp_path: Path) -> None:
