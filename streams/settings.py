@@ -22,8 +22,11 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"SEMSCHED_{name}", default)
 
 
-def _env_int(name: str, default: int) -> int:
-    return _env_parsed(name, default, int, "an integer")
+def _env_int(name: str, default: int, minimum: int | None = None) -> int:
+    value = _env_parsed(name, default, int, "an integer")
+    if minimum is not None and value < minimum:
+        raise SettingsError(f"SEMSCHED_{name} must be at least {minimum}, not {value}")
+    return value
 
 
 def _env_float(name: str, default: float) -> float:
@@ -41,7 +44,7 @@ def _env_parsed(name: str, default: T, parse: Callable[[str], T], what: str) -> 
 class Settings(BaseModel):
     bootstrap: str = Field(default_factory=lambda: _env("BOOTSTRAP", "127.0.0.1:19092"))
     topic_prefix: str = Field(default_factory=lambda: _env("TOPIC_PREFIX", "semsched."))
-    partitions: int = Field(default_factory=lambda: _env_int("PARTITIONS", 4))
+    partitions: int = Field(default_factory=lambda: _env_int("PARTITIONS", 4, minimum=1), ge=1)
     state_dir: Path = Field(default_factory=lambda: Path(_env("STATE_DIR", ".state")).resolve())
     clickhouse_url: str = Field(default_factory=lambda: _env("CLICKHOUSE_URL", ""))
     policy: str = Field(default_factory=lambda: _env("POLICY", "best-fit"))

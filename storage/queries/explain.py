@@ -48,6 +48,13 @@ SELECT kind, decision_id, node_id, reason, toUnixTimestamp64Milli(event_time) AS
 FROM actions FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
 """
 
+# a submission the worker refused (malformed, too large, misplaced, a job id seen before): the
+# producer's key is the job id
+_DEADLETTERS = """
+SELECT reason, toUnixTimestamp64Milli(event_time) AS t_ms
+FROM deadletter FINAL WHERE topic = 'jobs.submitted' AND message_key = %(job)s ORDER BY event_time, event_id
+"""
+
 _LIFECYCLE = """
 SELECT state, attempt, node_id, exit_code, reason, log_tail, toUnixTimestamp64Milli(event_time) AS t_ms
 FROM jobs_lifecycle FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
@@ -62,11 +69,18 @@ def _candidates_text(cands: list[Any], n: int = 3) -> str:
     return ", ".join(parts)
 
 
-def _answer(
-    job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]], life: list[dict[str, Any]]
-) -> str:
+def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]], life: list[dict[str, Any]],
+            dead: list[dict[str, Any]]) -> str:  # fmt: skip
+    if sub is None and not decs and dead:
+        last = dead[-1]
+        return (f"Job {job_id} was never scheduled: its submission was refused at {last['time'].isoformat()} and "
+                f"went to the dead-letter topic: {_text(last['reason'])}.")  # fmt: skip
     if sub is None and not decs and not life:
         return f"Job {job_id} is not in the archive: no submission, decision or lifecycle event."
+    if sub is None and not decs:
+        last = life[-1]
+        return (f"Job {job_id} was never submitted: the archive holds only {len(life)} lifecycle report(s) for it "
+                f"(last: {last['state']} at {last['time'].isoformat()}), which no scheduling decision explains.")  # fmt: skip
     last_life = life[-1] if life else None
     placed = [d for d in decs if d["outcome"] == "placed"]
     last_dec = decs[-1] if decs else None
@@ -121,7 +135,8 @@ def explain(client: ArchiveClient, job_id: str) -> Explanation:
     decs = _dicts(client, _DECISIONS, p)
     acts = _dicts(client, _ACTIONS, p)
     life = _dicts(client, _LIFECYCLE, p)
-    for rows in (subs, decs, acts, life):
+    dead = _dicts(client, _DEADLETTERS, p)
+    for rows in (subs, decs, acts, life, dead):
         for r in rows:
             r["time"] = _dt(r.pop("t_ms"))
     sub = subs[0] if subs else None
@@ -154,6 +169,13 @@ def explain(client: ArchiveClient, job_id: str) -> Explanation:
         if e["reason"]:
             text += f": {e['reason']}"
         timeline.append(TimelineEntry(e["time"], "lifecycle", text, e))
-    order = {"submitted": 0, "decision": 1, "action": 2, "lifecycle": 3}
+    for d in dead:
+        timeline.append(TimelineEntry(d["time"], "dead letter", f"submission refused: {_text(d['reason'])}", d))
+    order = {"submitted": 0, "dead letter": 1, "decision": 2, "action": 3, "lifecycle": 4}
     timeline.sort(key=lambda x: (x.time, order[x.source]))
-    return Explanation(job_id, sub, decs, life, timeline, _answer(job_id, sub, decs, life))
+    return Explanation(job_id, sub, decs, life, timeline, _answer(job_id, sub, decs, life, dead))
+
+
+def _text(value: Any) -> str:
+    """A String column as text (the archive returns ClickHouse strings as bytes)."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)

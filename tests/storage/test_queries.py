@@ -156,3 +156,22 @@ def test_explain_shows_the_cost_estimators_view_of_a_learned_decision(loaded: Ar
     [decision] = [x for x in explain(loaded, "G").timeline if x.source == "decision"]
     assert "ψ: +0.250 GPU fragmentation, expected run time 7,200 s" in decision.text
     assert decision.data["predicted_run_time_s"] == 7200.0
+
+
+def test_explain_a_refused_submission_gives_the_dead_letters_reason(client: ArchiveClient) -> None:
+    from scheduling.events import DeadLetter
+
+    w = ArchiveWriter(client)
+    refused = DeadLetter.of(JobSubmitted(job_id="big").to_bytes(), "message of 300000 bytes exceeds the 262144-byte limit",
+                            topic="jobs.submitted", partition=0, offset=3, key=b"big")  # fmt: skip
+    w.write("deadletter", [refused], [(0, 0)])
+    e = explain(client, "big")
+    assert e.answer.startswith("Job big was never scheduled: its submission was refused at")
+    assert "exceeds the 262144-byte limit" in e.answer and [t.source for t in e.timeline] == ["dead letter"]
+
+
+def test_explain_a_job_known_only_from_lifecycle_reports_says_it_was_never_submitted(client: ArchiveClient) -> None:
+    w = ArchiveWriter(client)
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="x", event_time=T0, job_id="ghost", state="finished")], [(0, 0)])
+    e = explain(client, "ghost")
+    assert e.answer.startswith("Job ghost was never submitted: the archive holds only 1 lifecycle report(s)")
