@@ -130,11 +130,17 @@ def demo(
 
 def main() -> None:
     """The ``semsched`` console script: :data:`app`, with a ``SEMSCHED_*`` variable that cannot be
-    read (a number that is not one, an unknown fallback policy) as a one-line error, exit 2."""
+    read (a number that is not one, an unknown fallback policy) as a one-line error, exit 2, and a
+    report directory that cannot be written as one line, exit 1."""
     from pydantic import ValidationError
+
+    from ops.reports.report import ReportError
 
     try:
         app()
+    except ReportError as e:  # a benchmark's output directory
+        typer.echo(f"semsched: {e}", err=True)
+        raise SystemExit(1) from None
     except SettingsError as e:
         typer.echo(f"semsched: {e}", err=True)
         raise SystemExit(2) from None

@@ -2,6 +2,6 @@
 plus rich tables on the console. Every ``semsched bench …`` command writes through
 :class:`Report`."""
 
-from ops.reports.report import Report
+from ops.reports.report import Report, ReportError
 
-__all__ = ["Report"]
+__all__ = ["Report", "ReportError"]

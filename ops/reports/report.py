@@ -62,6 +62,10 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+class ReportError(Exception):
+    """The report's directory or files cannot be written (the console tables were printed already)."""
+
+
 class Report:
     def __init__(self, out_dir: Path, name: str, title: str, command: str, *,
                  console: Console | None = None, started: float | None = None) -> None:  # fmt: skip
@@ -104,8 +108,14 @@ class Report:
         self._data[key] = value
 
     # -- plots -------------------------------------------------------------------------------
+    def _make_dir(self) -> None:
+        try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ReportError(f"cannot write the report to {self.out_dir}: {e.strerror or e}") from None
+
     def _plot_path(self, name: str) -> Path:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._make_dir()
         return self.out_dir / f"{self.name}-{name}.png"
 
     def _add_plot(self, path: Path, title: str) -> None:
@@ -133,7 +143,7 @@ class Report:
     # -- output ------------------------------------------------------------------------------
     def write(self) -> list[Path]:
         """Write ``<name>.md`` and ``<name>.json`` (plots are already written); the paths."""
-        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self._make_dir()
         elapsed = time.perf_counter() - self._started
         when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
         head = (f"# {self.title}\n\n`{self.command}`\n\n"

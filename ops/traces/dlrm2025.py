@@ -81,6 +81,8 @@ class DlrmLoader(TraceLoader):
                  cn_shape: NodeShape | None = None, hn_shape: NodeShape | None = None,
                  headroom: float = 1.2, **opts: object) -> None:  # fmt: skip
         super().__init__(path, **opts)  # type: ignore[arg-type]
+        if not isinstance(include_preexisting, bool):  # a --option value read as JSON: true or false
+            raise ValueError(f"include_preexisting must be true or false, not {include_preexisting!r}")
         self.csv_path = self.path / FILE if self.path.is_dir() else self.path
         self.include_preexisting = include_preexisting
         self.cluster = cluster

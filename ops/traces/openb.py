@@ -61,6 +61,8 @@ class OpenbLoader(TraceLoader):
                  nodes_path: str | Path | None = None, include_unscheduled: bool = True,
                  cluster: str = CLUSTER, **opts: object) -> None:  # fmt: skip
         super().__init__(path, **opts)  # type: ignore[arg-type]
+        if not isinstance(include_unscheduled, bool):  # a --option value read as JSON: true or false
+            raise ValueError(f"include_unscheduled must be true or false, not {include_unscheduled!r}")
         if node_list not in NODE_FILES:
             raise ValueError(f"node_list must be one of {sorted(NODE_FILES)}, not {node_list!r}")
         if self.path.is_dir():

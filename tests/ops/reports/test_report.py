@@ -1,5 +1,8 @@
+import io
 import json
+from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from ops.reports import Report
@@ -36,3 +39,13 @@ def test_fmt():
     assert fmt(1234.5) == "1,234" or fmt(1234.5) == "1,235"
     assert fmt(float("nan")) == "–"
     assert fmt(True) == "yes"
+
+
+def test_a_directory_that_cannot_be_written_is_a_report_error_naming_it(tmp_path: Path) -> None:
+    from ops.reports import ReportError
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    r = Report(blocker / "out", "bench-x", "X", "semsched bench x", console=Console(file=io.StringIO()))
+    with pytest.raises(ReportError, match=f"cannot write the report to {blocker / 'out'}"):
+        r.write()

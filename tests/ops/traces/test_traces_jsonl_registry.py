@@ -106,3 +106,11 @@ def test_registry(monkeypatch: pytest.MonkeyPatch, fixtures: Path) -> None:
     assert get_loader("google2011").load_jobs()
     with pytest.raises(TypeError):
         get_loader("openb", no_such_option=1)
+
+
+@pytest.mark.parametrize(("trace", "option"), [("openb", "include_unscheduled"), ("dlrm2025", "include_preexisting")])
+def test_a_yes_no_loader_option_takes_true_or_false_only(trace: str, option: str) -> None:
+    from ops.traces import get_loader
+
+    with pytest.raises(ValueError, match=f"{option} must be true or false, not 'maybe'"):
+        get_loader(trace, None, **{option: "maybe"})
