@@ -40,6 +40,11 @@ class Recovered:
 
 
 async def recover(settings: Settings) -> Recovered:
+    """The topics are created first when missing (idempotent): agents may start before the worker
+    or the replay has created them."""
+    from streams.topics import ensure_topics
+
+    await ensure_topics(settings)
     out = Recovered()
     started: dict[str, JobLifecycle] = {}
     ended: set[str] = set()

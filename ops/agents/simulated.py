@@ -1,6 +1,8 @@
 """Simulated cluster agents: one process that plays the node agents of every node.
 
-It learns the nodes from the inventory telemetry, executes commands from ``actions``
+At start it reads back the inventory and the lifecycle reports (:mod:`ops.agents.recovery`:
+a restarted process knows the nodes, skips the decisions already executed and reports the runs
+its predecessor lost ``failed``). It learns the nodes from the inventory telemetry, executes commands from ``actions``
 (ignoring a decision id it has already executed), refuses any command that would
 over-commit a node (a ``failed`` lifecycle event with the reason), runs each job for its
 trace duration divided by ``speed``, reports ``started`` / ``finished``, and publishes
