@@ -48,8 +48,9 @@ def policy_kwargs(name: str, seed: int, workload: Any) -> dict[str, Any]:
 
 def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str], seeds: list[int],
                    out_dir: Path, command: str | None = None) -> int:  # fmt: skip
+    from ops.bench.simulation import load_error
     from ops.reports import Report
-    from ops.traces import TraceLineError, get_loader
+    from ops.traces import get_loader
 
     started = time.perf_counter()
     model, why = learned_version(policies)
@@ -68,12 +69,8 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
         node_views = [NodeView(node_id=n.node_id, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, num_gpu=n.num_gpu,
                                gpu_model=n.gpu_model) for n in loader.nodes()]  # fmt: skip
         pod_list = [JobRequest.from_event(tj.event.model_copy(update={"cluster": "default"})) for tj in loader.jobs()]
-    except TraceLineError as e:
-        console.print(f"[red]bad trace line: {e}")
-        return 1
     except (ValueError, OSError) as e:
-        console.print(f"[red]bench fill: {e}")
-        return 2
+        return load_error(console, e)
     if not node_views or not pod_list:
         console.print(f"[red]bench fill: no {'nodes' if not node_views else 'pods'} to fill with")
         return 1

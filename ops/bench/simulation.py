@@ -60,16 +60,22 @@ def load_for_bench(console: Console, trace: str, path: Path | None, limit: int |
     try:
         with console.status(f"loading {trace}…"):
             workload = load_trace_workload(trace, path, limit, nodes, seed)
-    except TraceLineError as e:
-        console.print(f"[red]bad trace line: {e}")
-        return 1
     except (ValueError, OSError) as e:
-        console.print(f"[red]{e}")
-        return 2
+        return load_error(console, e)
     if not workload.jobs:
         console.print(f"[red]{trace}: no job with a run time to replay")
         return 1
     return workload
+
+
+def load_error(console: Console, e: Exception) -> int:
+    """Say why a trace could not be loaded; the exit code: a bad line (``FILE:LINE: reason``) 1,
+    anything else (an unknown trace, bad options) 2."""
+    if isinstance(e, TraceLineError):
+        console.print(f"[red]bad trace line: {e}")
+        return 1
+    console.print(f"[red]{e}")
+    return 2
 
 
 def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:
