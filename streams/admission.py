@@ -22,25 +22,20 @@ INGESTED = frozenset({"jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "de
 
 def admit(raw: bytes | None, topic: str, partition: int, settings: Settings) -> Event | str:
     """The decoded event, or a human-readable reason string when it must be refused."""
-    if topic not in INGESTED:
-        if raw is None:
-            return "empty message (null value)"
-        try:
-            return decode(topic, raw)
-        except (ValueError, UnicodeDecodeError) as e:
-            return f"invalid {topic} event: {e}"
-    ev = decode_or_reason(raw, topic, settings)
-    if isinstance(ev, str):
+    ingested = topic in INGESTED
+    ev = decode_or_reason(raw, topic, settings.max_message_bytes if ingested else None)
+    if isinstance(ev, str) or not ingested:
         return ev
     return misplaced_reason(ev, partition, settings) or ev
 
 
-def decode_or_reason(raw: bytes | None, topic: str, s: Settings) -> Any:
-    """The decoded event, or a human-readable reason string when it is malformed."""
+def decode_or_reason(raw: bytes | None, topic: str, max_bytes: int | None) -> Any:
+    """The decoded event, or a human-readable reason string when it is malformed (or over
+    ``max_bytes``; None: no limit)."""
     if raw is None:
         return "empty message (null value)"
-    if len(raw) > s.max_message_bytes:
-        return f"message of {len(raw)} bytes exceeds the {s.max_message_bytes}-byte limit"
+    if max_bytes is not None and len(raw) > max_bytes:
+        return f"message of {len(raw)} bytes exceeds the {max_bytes}-byte limit"
     try:
         return decode(topic, raw)
     except ValueError as e:

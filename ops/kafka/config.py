@@ -69,13 +69,9 @@ def server_properties(port: int, controller_port: int, log_dirs: Path) -> str:
 
 def previous_controller_port(config_file: Path, port: int) -> int | None:
     """Controller port of an earlier run whose ``config_file`` has the same client ``port``."""
-    try:
-        text = config_file.read_text()
-    except OSError:
+    if recorded_port(config_file) != port:
         return None
-    if not re.search(rf"^listeners=.*PLAINTEXT://[^,\s]*:{port}(,|$)", text, re.M):
-        return None
-    match = re.search(r"^listeners=.*CONTROLLER://[^,\s]*:(\d+)", text, re.M)
+    match = re.search(r"^listeners=.*CONTROLLER://[^,\s]*:(\d+)", config_file.read_text(), re.M)
     return int(match.group(1)) if match else None
 
 

@@ -1,0 +1,27 @@
+"""streams/admission.py: what the worker (and so the archive) accepts, on the message alone."""
+
+from __future__ import annotations
+
+from scheduling.events import DeadLetter, JobSubmitted, partition_for
+from streams.admission import admit
+from streams.settings import Settings
+
+S = Settings(partitions=4, max_message_bytes=2048)
+
+
+def test_an_ingested_event_is_refused_for_its_size_or_its_partition_with_the_reason() -> None:
+    ok = JobSubmitted(job_id="a", cluster="c1")
+    home = partition_for("c1", 4)
+    assert admit(ok.to_bytes(), "jobs.submitted", home, S) == ok
+    big = JobSubmitted(job_id="b", cluster="c1", labels={"x": "y" * 4000}).to_bytes()
+    assert "exceeds the 2048-byte limit" in admit(big, "jobs.submitted", home, S)  # type: ignore[operator]
+    assert "belong on partition" in admit(ok.to_bytes(), "jobs.submitted", (home + 1) % 4, S)  # type: ignore[operator]
+    assert admit(None, "jobs.submitted", home, S) == "empty message (null value)"
+    assert str(admit(b'{"kind": "job_submitted", "job_id": 7}', "jobs.submitted", home, S)).startswith(
+        "invalid jobs.submitted event: job_id")
+
+
+def test_a_dead_letter_of_a_large_message_is_admitted_whatever_the_size_limit() -> None:
+    dl = DeadLetter.of(b"z" * 5000, "too large", topic="jobs.submitted")
+    assert len(dl.to_bytes()) > S.max_message_bytes
+    assert admit(dl.to_bytes(), "deadletter", 0, S) == dl
