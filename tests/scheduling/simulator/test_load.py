@@ -33,3 +33,26 @@ def test_plan_load_hits_the_target_and_adds_replicas_only_when_needed():
     few = [sj("a", 0.0, 50.0), sj("b", 1.0, 50.0)]  # at most 2 of 10 GPUs: replicas needed for 0.4
     plan = plan_load(nodes, few, 0.4)
     assert plan.copies >= 2 and plan.offered_peak == pytest.approx(0.4, rel=0.03)
+
+
+def test_plan_load_scores_each_scaling_as_the_scaled_jobs_to_the_last_bit():
+    """plan_load scores its scalings on arrays (load._Scaled), not on scaled jobs: the same numbers,
+    bit for bit, with ties on the submit time and irregular float times."""
+    import numpy as np
+
+    from scheduling.simulator.load import _capacity, _Scaled
+
+    rng = np.random.default_rng(7)
+    nodes = [node("a", gpus=8), node("b", gpus=4)]
+    times = np.sort(rng.uniform(0, 1e5, 40)).round(3)
+    times[5:9] = times[5]  # a tie
+    jobs = [sj(f"j{i}", float(t), float(rng.uniform(1, 5e3)), gpus=1 + i % 3) for i, t in enumerate(times)]
+    scaled = _Scaled(jobs, "gpu")
+    cap = _capacity(nodes, "gpu")
+    for factor in (1.0, 0.37, 3.0, 1234.5678, *(10 ** rng.uniform(-3, 4, 20))):
+        for copies in (1, 2, 5):
+            for windows in (3, 100):
+                expected = offered_peak(nodes, scale_jobs(jobs, float(factor), copies), windows)
+                assert scaled.peak(float(factor), copies, cap, windows) == expected, (factor, copies, windows)
+    plan = plan_load(nodes, jobs, 1.2)
+    assert plan.offered_peak == offered_peak(nodes, scale_jobs(jobs, plan.factor, plan.copies))
