@@ -84,14 +84,37 @@ def format_reason(available: int, total: int, parts: dict[str, int]) -> str:
     return head + ": " + ", ".join(f"{c} {text}" for text, c in items) + "."
 
 
+NEVER_FITS_KEPT = 10_000  # job shapes whose never_fits answer a node table keeps (then it starts over)
+
+
+def filter_shape(job: JobRequest) -> tuple:
+    """Everything the filters look at: two jobs of one shape pass the same nodes."""
+    return (job.cluster, job.cpu_milli, job.memory_mib, job.num_gpu, job.per_gpu_milli, job.gpu_models,
+            job.app, job.max_instances_per_node)  # fmt: skip
+
+
 def never_fits(job: JobRequest, snapshot: ClusterSnapshot, filters: Sequence[Filter] | None = None) -> str | None:
     """Why ``job`` can never run in this cluster (even empty and all healthy), else ``None``.
 
     An empty snapshot (no nodes known yet) returns ``None``: absence of evidence is not a
-    reason to reject.
+    reason to reject. The answer depends on the node table and the job's :func:`filter_shape`
+    alone, so for the default chain the table keeps it per shape (a replay asks again at every
+    step for every shape that does not fit now).
     """
     if snapshot.num_nodes == 0:
         return None
+    if filters is not None:
+        return _never_fits(job, snapshot, filters)
+    known: dict[tuple, str | None] = snapshot.static_cache("scheduling:never-fits", lambda _: {})
+    key = filter_shape(job)
+    if key not in known:
+        if len(known) >= NEVER_FITS_KEPT:
+            known.clear()
+        known[key] = _never_fits(job, snapshot, None)
+    return known[key]
+
+
+def _never_fits(job: JobRequest, snapshot: ClusterSnapshot, filters: Sequence[Filter] | None) -> str | None:
     result = run_filters(job, snapshot.empty(), filters)
     if result.feasible_count:
         return None

@@ -38,6 +38,28 @@ def test_never_fits_against_the_empty_cluster():
     assert never_fits(job(gpus=1), snap()) is None  # nothing known yet: no verdict
 
 
+def test_never_fits_is_kept_per_node_table_and_job_shape():
+    """The answer is kept on the node table for the default chain, by filter_shape: asked again
+    (another job of the shape, a copy of the snapshot, another free state) it is the same, while
+    another table or a custom chain computes its own."""
+    from scheduling.filters.capacity import CapacityFilter
+    from scheduling.filters.framework import _never_fits
+
+    s = snap(node("a", gpus=2, model="T4"), node("b", gpus=4, model="V100M16"))
+    for j in (job("p", gpus=8), job("q", gpus=1, gpu_models=frozenset({"A10"})), job("t", gpus=1), job("r", gpus=4),
+              job("s", cpu=64_000)):  # fmt: skip
+        assert never_fits(j, s) == _never_fits(j, s, None)
+    first = never_fits(job("p", gpus=8), s)
+    busy = s.copy()
+    busy.reserve(1, job("x", gpus=4), (0, 1, 2, 3))
+    assert first is not None and never_fits(job("other", gpus=8), busy) is first  # kept, not recomputed
+    assert never_fits(job("r", gpus=4), busy) is None  # busy now, but fits when b drains
+    bigger = snap(node("a", gpus=2, model="T4"), node("b", gpus=8, model="V100M16"))
+    assert never_fits(job("p", gpus=8), bigger) is None  # another table: its own answer
+    only_capacity = (CapacityFilter(),)
+    assert never_fits(job(gpus=1, gpu_models=frozenset({"A10"})), s, only_capacity) is None  # custom chain
+
+
 def test_empty_cluster_reason():
     assert run_filters(job(), snap()).reason == "0/0 nodes are available: no nodes in the cluster."
 
