@@ -31,6 +31,7 @@ class StepModel:
     A heuristic policy has none of these: empty version, no fallback, no cost."""
 
     version: str = ""
+    fallback_name: str = ""  # the heuristic that decides when the model cannot
     fallback_note: str = ""  # "; <backend> fell back to <heuristic>: <reason>"
     fallback_jobs: Collection[str] = field(default_factory=frozenset)
     cost_of: Callable[[str, int], float | None] | None = None
@@ -43,6 +44,7 @@ class StepModel:
         model = getattr(policy, "last_step", None)  # which model version decided, or why not
         return cls(
             version=(model.version or "") if model else "",
+            fallback_name=getattr(policy, "fallback_name", "") if model else "",
             fallback_note=f"; {model.backend} fell back to {policy.fallback_name}: {model.reason}" if model else "",
             fallback_jobs=getattr(policy, "fallback_jobs", set()),  # jobs the heuristic scored
             cost_of=getattr(policy, "predicted_cost", None),
@@ -67,14 +69,17 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
     since = p.submit_ts if p.attempt == 0 else p.queued_ts
     did = decision_id_for(p.job.job_id, p.attempt)
     fell_back = pl.job_id in model.fallback_jobs
+    reason = pl.reason
+    if fell_back:  # the heuristic scored it: its name heads the reason ("fgd: highest score 50 …"), then why
+        head = f"{policy}:"
+        reason = (f"{model.fallback_name}:{reason[len(head):]}" if reason.startswith(head) else reason) + model.fallback_note
     return DecisionRecord(
         event_id=did, decision_id=did, job_id=p.job.job_id, cluster=cluster, attempt=p.attempt,
         outcome="placed", node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), policy=policy,
         candidates=[Candidate(node_id=n, score=float(s)) for n, s in pl.candidates],
         feasible_nodes=pl.feasible_nodes, latency_ms=max(0.0, (now - since) * 1000),
         step_compute_ms=compute_ms, submit_time=p.job.event_time,
-        reason=pl.reason + (model.fallback_note if fell_back else "")
-        + (f"; {model.notes[pl.job_id]}" if pl.job_id in model.notes else ""),
+        reason=reason + (f"; {model.notes[pl.job_id]}" if pl.job_id in model.notes else ""),
         cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
         trace_duration_s=p.job.trace_duration_s, step_id=step_id, model_version=model.version,
         fallback=fell_back, predicted_duration_s=durations.get(pl.job_id),

@@ -40,6 +40,7 @@ from streams.decision_records import (
     waiting_record,
 )
 from streams.heap import freeze_start_up_heap
+from streams.model_status import ModelStatus
 from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
 from streams.state import PendingJob, RunningJob
@@ -86,6 +87,7 @@ class SchedulingLoop:
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
         self.warm_up = PolicyWarmUp(self)  # (adds its counters to the stats)
+        self.model_status = ModelStatus(self.policy)  # model or fallback: logged when it changes
         self.woken = asyncio.Event()
         self.step_trace: telemetry.StepTrace | None = None  # spans of the cluster step under way
 
@@ -177,6 +179,8 @@ class SchedulingLoop:
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
         model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not
+        if prepare is not None and requests:
+            self.model_status.observe()
         durations = predicted_durations(self.w.durations, [by_id[pl.job_id][1] for pl in result.placements])
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)

@@ -39,6 +39,7 @@ def status(w: Worker) -> dict[str, Any]:
         "steps": getattr(getattr(w, "loop", None), "steps", 0),
         "loop": dict(getattr(getattr(w, "loop", None), "stats", {})),
         "owned_partitions": sorted(getattr(getattr(w, "loop", None), "owned", ())),
+        "model": model.as_dict() if (model := getattr(getattr(w, "loop", None), "model_status", None)) else None,
         "counters": dataclasses.asdict(w.counters),
         "archiver": dataclasses.asdict(archiver.stats) if archiver is not None else None,
         "log_level": logging.getLevelName(logging.root.getEffectiveLevel()),

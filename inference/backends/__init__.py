@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from inference.backends.base import Backend, BackendError
-from inference.backends.inprocess import InProcessBackend
+from inference.backends.inprocess import InProcessBackend, torch_threads
 
 INFERENCE_ENV = "SEMSCHED_INFERENCE"
 BACKENDS = ("in-process", "triton")
@@ -35,5 +35,19 @@ def get_backend(name: str | None, model_dir: Path, **kwargs: Any) -> Backend:
     raise ValueError(f"unknown inference backend {name!r}; available: {', '.join(BACKENDS)}")
 
 
-__all__ = ["BACKENDS", "INFERENCE_ENV", "Backend", "BackendError", "InProcessBackend", "default_backend_name",
-           "get_backend"]  # fmt: skip
+def check_environment() -> None:
+    """The learned policy's settings read the way its backend will (``SEMSCHED_INFERENCE``, torch's
+    threads, the Triton deadlines); ``ValueError`` names a bad one. The policy turns any failure to
+    build its backend into fallback decisions, so the worker checks these at start instead."""
+    name = default_backend_name()
+    if name not in BACKENDS:
+        raise ValueError(f"{INFERENCE_ENV} must be one of {', '.join(BACKENDS)}, not {name!r}")
+    torch_threads()
+    if name == "triton":
+        from inference.serving.client import check_environment as check_triton
+
+        check_triton()
+
+
+__all__ = ["BACKENDS", "INFERENCE_ENV", "Backend", "BackendError", "InProcessBackend", "check_environment",
+           "default_backend_name", "get_backend"]  # fmt: skip

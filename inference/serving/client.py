@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from collections.abc import Sequence
@@ -52,9 +53,27 @@ ENCODE_CHUNK = 256  # the job_encoder's max_batch_size
 DEFAULT_DEADLINE_MS = 500.0  # of one step's policy call and of a job_encoder call (module docstring)
 
 
-def _env_float(name: str, default: float) -> float:
-    raw = os.environ.get(name)
-    return float(raw) if raw else default
+def _env_float(name: str, default: float, *, zero: str = "") -> float:
+    """A deadline in ms from the environment; ``zero``: what 0 means, when it is allowed."""
+    raw = (os.environ.get(name) or "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and (value > 0 or (zero and value == 0))):
+        allowed = f"above 0 (0: {zero})" if zero else "above 0"
+        raise ValueError(f"{name} must be a number of milliseconds {allowed}, not {raw!r}")
+    return value
+
+
+def check_environment() -> None:
+    """Read the ``SEMSCHED_TRITON_*`` deadlines as :class:`TritonBackend` will; ``ValueError`` names a
+    bad one (a worker checks them at start: a typo must not turn every step into a fallback)."""
+    deadline = _env_float(DEADLINE_ENV, DEFAULT_DEADLINE_MS)
+    _env_float(ENCODE_DEADLINE_ENV, DEFAULT_DEADLINE_MS)
+    _env_float(STEP_DEADLINE_ENV, 2 * deadline, zero="none")
 
 
 def policy_request(inputs: PolicyInputs) -> list[Any]:
@@ -129,7 +148,8 @@ class TritonBackend:
         self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, DEFAULT_DEADLINE_MS)
         self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
                                    else _env_float(ENCODE_DEADLINE_ENV, DEFAULT_DEADLINE_MS))  # fmt: skip
-        step = step_deadline_ms if step_deadline_ms is not None else _env_float(STEP_DEADLINE_ENV, 2 * self.deadline_ms)
+        step = (step_deadline_ms if step_deadline_ms is not None
+                else _env_float(STEP_DEADLINE_ENV, 2 * self.deadline_ms, zero="none"))  # fmt: skip
         self.step_deadline_ms: float | None = step or None  # read by the policy's prepare_step
         self.reload_error: str | None = None
         self.watch_s = watch_s

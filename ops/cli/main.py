@@ -74,10 +74,10 @@ def worker(
     from inference.policy import uses_learned
 
     if uses_learned(s.policy):  # a typo must not turn into fallback decisions
-        from inference.backends.inprocess import torch_threads
+        from inference.backends import check_environment
 
         try:
-            torch_threads()
+            check_environment()
         except ValueError as e:
             raise typer.BadParameter(str(e)) from None
     run_worker(s, archive=not no_archive, loglevel=loglevel)

@@ -42,3 +42,7 @@ HAVING countIf(state = 'started') > 0
    AND countIf(state IN ('finished', 'failed', 'preempted', 'rejected')) = 0
    AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'rejected'))
 """
+
+#: the policy a decision is counted under: a model-backed policy's placements that its fallback
+#: heuristic scored (Triton down, a deadline missed) are a group of their own, "learned (fallback)"
+DECIDED_BY = "if(fallback, concat(policy, ' (fallback)'), policy)"

@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from scheduling.metrics import AllocationSample, Distribution, Holding, JobMetrics, allocation_over_time
 from storage.client import ArchiveClient
-from storage.queries._common import _RUNNING, _dicts, _f
+from storage.queries._common import _RUNNING, DECIDED_BY, _dicts, _f
 
 Group = Literal["all", "policy"]
 ALL = "all"
@@ -67,7 +67,7 @@ LEFT JOIN (SELECT job_id, countIf(state = 'started') AS n_started,
                   countIf(state = 'rejected') AS n_rejected
            FROM jobs_lifecycle FINAL GROUP BY job_id) AS l ON s.job_id = l.job_id
 LEFT JOIN (SELECT job_id, countIf(outcome = 'placed') AS placements,
-                  argMin(policy, (outcome = 'unschedulable', event_time)) AS policy
+                  argMin({DECIDED_BY}, (outcome = 'unschedulable', event_time)) AS policy
            FROM decisions FINAL GROUP BY job_id) AS d ON s.job_id = d.job_id
 """
 
@@ -126,7 +126,7 @@ FROM ({source}) GROUP BY grp ORDER BY grp
 
 def decision_latency_sql(group: Group = "all", time_filter: str = "1") -> str:
     """Decision latency (ms) of placed decisions, per group."""
-    src = f"SELECT policy, latency_ms FROM decisions FINAL WHERE outcome = 'placed' AND {time_filter}"
+    src = f"SELECT {DECIDED_BY} AS policy, latency_ms FROM decisions FINAL WHERE outcome = 'placed' AND {time_filter}"
     return _dist_sql("latency_ms", src, group)
 
 
@@ -136,7 +136,7 @@ def steps_sql(time_filter: str = "1") -> str:
     per distinct (cluster, policy, compute ms)."""
     return f"""
 SELECT cluster, policy, ms AS step_compute_ms, step_time FROM (
-    SELECT cluster, policy, any(step_compute_ms) AS ms, min(event_time) AS step_time,
+    SELECT cluster, {DECIDED_BY} AS policy, any(step_compute_ms) AS ms, min(event_time) AS step_time,
            if(step_id != '', step_id, toString(step_compute_ms)) AS step_key
     FROM decisions FINAL WHERE step_compute_ms > 0 AND {time_filter}
     GROUP BY cluster, policy, step_key)
@@ -163,12 +163,12 @@ def step_compute(client: ArchiveClient, group: Group = "all") -> dict[str, Distr
 # -- placement stability ------------------------------------------------------------------------
 
 #: One row per placement: whether it was reversed, by what, and when (see the module doc).
-PLACEMENTS = """
+PLACEMENTS = f"""
 SELECT p.job_id AS job_id, p.attempt AS attempt, p.policy AS policy, p.event_time AS event_time,
        e.hard > 0 OR m.max_attempt > p.attempt AS reversed,
        if(reversed, if(e.cause = '', 'unknown', e.cause), '') AS cause,
        if(e.cause = '', NULL, e.t) AS reversed_at
-FROM (SELECT job_id, attempt, policy, event_time FROM decisions FINAL WHERE outcome = 'placed') AS p
+FROM (SELECT job_id, attempt, {DECIDED_BY} AS policy, event_time FROM decisions FINAL WHERE outcome = 'placed') AS p
 LEFT JOIN (SELECT job_id, max(attempt) AS max_attempt FROM (
                SELECT job_id, attempt FROM decisions FINAL
                UNION ALL SELECT job_id, attempt FROM jobs_lifecycle FINAL) GROUP BY job_id) AS m

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from scheduling.metrics import JobOutcome
 from storage.client import ArchiveClient
+from storage.queries._common import DECIDED_BY
 
 _SUBMITTED = """SELECT job_id, toUnixTimestamp64Milli(event_time) AS t, tenant,
     toUInt32(num_gpu) * if(gpu_milli = 0, 1000, gpu_milli) AS gpu_milli FROM jobs_submitted FINAL"""
@@ -61,7 +62,7 @@ def job_outcomes(client: ArchiveClient) -> list[JobOutcome]:
     return out
 
 
-_DECIDED = "SELECT job_id, policy, outcome, toUnixTimestamp64Milli(event_time) AS t FROM decisions FINAL"
+_DECIDED = f"SELECT job_id, {DECIDED_BY} AS policy, outcome, toUnixTimestamp64Milli(event_time) AS t FROM decisions FINAL"
 
 
 def job_policies(client: ArchiveClient) -> dict[str, str]:

@@ -182,7 +182,8 @@ FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROU
           f"SELECT grp AS policy, {_job_columns()} "
           f"FROM ({m.job_metrics_sql('policy', '$__timeFilter(event_time)')})",
           ranges={"jobs": NONNEG, "jct_mean": NONNEG, "jct_p95": NONNEG, "queue_mean": NONNEG}, width=24,
-          description="Jobs submitted in the range, by the policy that decided them."),
+          description="Jobs submitted in the range, by the policy that decided them (placements a "
+                      "model-backed policy left to its fallback heuristic: 'learned (fallback)')."),
     Panel("policies.latency", "semsched-policies", "Decision latency, step compute and stability by policy",
           "table", f"""
 SELECT l.grp AS policy, l.q[1] AS latency_p50_ms, l.q[3] AS latency_p99_ms, s.q[1] AS step_p50_ms,

@@ -74,6 +74,23 @@ def test_a_malformed_torch_thread_count_stops_the_learned_worker_at_start(monkey
     assert "SEMSCHED_TORCH_THREADS" in result.output and "'two'" in result.output
 
 
+@pytest.mark.parametrize(("variable", "value", "says"), [
+    ("SEMSCHED_INFERENCE", "bogus", "SEMSCHED_INFERENCE must be one of in-process, triton, not 'bogus'"),
+    ("SEMSCHED_TRITON_DEADLINE_MS", "abc", "SEMSCHED_TRITON_DEADLINE_MS must be a number of milliseconds above 0, not 'abc'"),
+    ("SEMSCHED_TRITON_ENCODE_DEADLINE_MS", "-5", "SEMSCHED_TRITON_ENCODE_DEADLINE_MS must be a number of milliseconds"),
+    ("SEMSCHED_TRITON_STEP_DEADLINE_MS", "nan", "above 0 (0: none), not 'nan'"),
+])  # fmt: skip
+def test_malformed_inference_settings_stop_the_learned_worker_at_start(monkeypatch, variable: str, value: str,
+                                                                       says: str) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """SEMSCHED_INFERENCE=bogus or a deadline of 'abc' ran a worker whose every step FGD decided."""
+    monkeypatch.delenv("SEMSCHED_TORCH_THREADS", raising=False)
+    monkeypatch.setenv("SEMSCHED_INFERENCE", "triton")
+    monkeypatch.setenv(variable, value)
+    result = runner.invoke(app, ["worker", "--policy", "learned"])
+    assert result.exit_code == 2
+    assert says in " ".join(result.output.replace("│", " ").split()), result.output
+
+
 def test_malformed_lookahead_settings_stop_the_lookahead_worker_at_start(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("SEMSCHED_TORCH_THREADS", raising=False)
     monkeypatch.setenv("SEMSCHED_LOOKAHEAD_DEPTH", "deep")

@@ -188,3 +188,24 @@ def test_empty_archive(client: ArchiveClient) -> None:
     assert m.job_metrics(client) == {} and m.decision_latency(client) == {} and m.stability(client) == {}
     assert m.gpu_allocation(client) == [] and m.gpu_allocation_in_sql(client) == []
     assert job_metrics(job_outcomes(client)).jobs == 0
+
+
+def test_placements_the_fallback_heuristic_scored_are_a_group_of_their_own(client: ArchiveClient) -> None:
+    """A learned worker whose Triton went down: its fallback's placements are not the model's."""
+    def learned(job: str, t: float, fallback: bool, step: float) -> DecisionRecord:
+        return placed(job, 0, t, "learned", 1000.0 * (1 + fallback), step).model_copy(update={"fallback": fallback})
+
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j, num_gpu=1)
+                               for j in ("A", "B", "C")])  # fmt: skip
+    w.write("decisions", [learned("A", 1, False, 5.0), learned("B", 2, True, 6.0), learned("C", 3, True, 7.0)])
+    w.write("jobs_lifecycle", [life(j, 0, s, t) for j, s, t in (("A", "started", 2), ("A", "finished", 12),
+                                                                 ("B", "started", 3), ("B", "finished", 8),
+                                                                 ("C", "started", 4))])  # fmt: skip
+    jobs = m.job_metrics(client, "policy")
+    assert set(jobs) == {"learned", "learned (fallback)"}
+    assert (jobs["learned"].jobs, jobs["learned (fallback)"].jobs, jobs["learned (fallback)"].finished) == (1, 2, 1)
+    assert m.decision_latency(client, "policy")["learned (fallback)"] == Distribution.of([2000, 2000])
+    assert m.step_compute(client, "policy")["learned"] == Distribution.of([5.0])
+    assert m.stability(client, "policy")["learned (fallback)"].placements == 2
+    assert {p: job_metrics(o) for p, o in job_outcomes_by_policy(client).items()} == jobs

@@ -3,6 +3,7 @@ the ``decisions`` topic — model version, fallback and its reason, predicted co
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -78,6 +79,11 @@ def test_a_model_backed_step_records_version_cost_and_only_the_fallback_jobs_rea
     assert (by_model.model_version, by_model.fallback, by_model.reason) == ("v7", False, "best fit")
     assert by_fallback.fallback and by_fallback.model_version == "v7"
     assert by_fallback.reason == "best fit; triton fell back to best-fit: deadline exceeded"
+    scored = dataclasses.replace(placement("j2"), reason="learned: highest score 50 of 7 feasible node(s)")
+    assert placed_record(pending("j2"), scored, **common).reason == (  # type: ignore[arg-type]
+        "best-fit: highest score 50 of 7 feasible node(s); triton fell back to best-fit: deadline exceeded")  # the heuristic's score
+    assert placed_record(pending("j1"), dataclasses.replace(scored, job_id="j1"), **common).reason == (  # type: ignore[arg-type]
+        "learned: highest score 50 of 7 feasible node(s)")
     assert by_model.predicted_cost == 32.0 and by_fallback.predicted_cost == 32.0
     assert by_model.predicted_run_time_s == 3600.0 and by_fallback.predicted_run_time_s is None
     assert by_model.predicted_duration_s == 120.0 and by_fallback.predicted_duration_s is None
