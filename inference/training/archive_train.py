@@ -27,6 +27,10 @@ from inference.training.archive_events import ArchiveEvents
 from inference.training.imitation import TrainOptions, train_imitation
 
 
+class NothingToLearnError(ValueError):
+    """The archive holds no decision a model could be trained on (empty, or none that qualifies)."""
+
+
 def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainOptions | None = None,
                        config: ModelConfig | None = None, hidden: int = 32, depth: int = 2, text_dim: int = 32,
                        head_hidden: int = 16, head_layers: int = 1, head_rank: int = 4, outcomes: Iterable[str] = ("finished",),
@@ -51,7 +55,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
                           max_tokens=max_tokens if config.job_tokens else 1)  # fmt: skip
     n = len(rebuilt.demos)
     if n == 0:
-        raise ValueError(f"the archive has no usable placed decisions: {rebuilt.summary()}")
+        raise NothingToLearnError(f"the archive has no usable placed decisions: {rebuilt.summary()}")
     reconstruct_s = time.perf_counter() - started
     order = np.argsort(np.asarray(rebuilt.times), kind="stable")
     n_val = int(round(n * val_share)) if n >= 10 else 0

@@ -97,13 +97,22 @@ def record_candidate(candidate_dir: Path, registry: Registry, reason: str) -> Mo
     return registry.record(_row_for(Path(candidate_dir), "candidate", reason=reason))
 
 
-def _target(candidate_dir: Path, models_root: Path, version: str) -> Path:
-    """Where the candidate serves from once promoted: ``<models_root>/<version>`` (checked free, or
-    the candidate itself, before anything is evaluated)."""
+def check_candidate(candidate_dir: Path, models_root: Path) -> tuple[str, Path]:
+    """The candidate's version and where it serves from once promoted (``<models_root>/<version>``),
+    checked before anything is evaluated: ``ValueError`` for a directory whose config cannot be
+    read and for the serving version itself, ``FileExistsError`` for a version name taken there."""
+    candidate = Path(candidate_dir)
+    try:
+        version = model_meta(candidate)[0]
+    except (OSError, ValueError, KeyError) as e:
+        raise ValueError(f"{candidate} is not a readable model directory: {type(e).__name__}: {e}") from None
+    serving = serving_dir(models_root)
+    if serving is not None and serving.resolve() == candidate.resolve():
+        raise ValueError(f"{version} is already the serving version ({models_root / 'latest'})")
     target = models_root / version
-    if target.exists() and candidate_dir.resolve() != target.resolve():
-        raise FileExistsError(f"{target} exists and is not {candidate_dir}: version names must be unique")
-    return target
+    if target.exists() and candidate.resolve() != target.resolve():
+        raise FileExistsError(f"{target} exists and is not {candidate}: version names must be unique")
+    return version, target
 
 
 def _install(candidate_dir: Path, target: Path) -> Path:
@@ -141,14 +150,11 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
     (None: no latency rule)."""
     replay = replay or HeldOutReplay()
     models_root = Path(models_root)
-    version, _, _ = model_meta(Path(candidate_dir))
+    version, target = check_candidate(Path(candidate_dir), models_root)
     candidate = Path(candidate_dir)  # evaluated where it is; copied into models_root only if promoted
-    target = _target(candidate, models_root, version)
     serving = serving_dir(models_root)
     serving_version = model_meta(serving)[0] if serving is not None and (serving / "config.json").exists() else (
         serving.name if serving is not None else None)  # fmt: skip
-    if serving is not None and serving.resolve() == candidate.resolve():
-        raise ValueError(f"{version} is already the serving version ({models_root / 'latest'})")
     created = datetime.now(UTC)
     registry.record(_row_for(candidate, "candidate", created_at=created, parent_version=serving_version or ""))
 

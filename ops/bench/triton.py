@@ -193,7 +193,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                      deadline_ms: float | None, out_dir: Path, command: str, churn: int = 16) -> int:  # fmt: skip
     import torch
 
-    from inference.backends import InProcessBackend
+    from inference.backends import BackendError, InProcessBackend
     from inference.encoders import get_encoder
     from inference.policy import default_model_dir
     from inference.serving.client import DEADLINE_ENV, DEFAULT_DEADLINE_MS, TritonBackend
@@ -225,9 +225,14 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
         # the server's work, timed here: only for a server this run started, on the CPU, with this model
         # (one at --url may serve another version or device)
         served = PolicyModel(ModelHost(model_dir, watch_s=3600.0, device="cpu")) if handle is not None else None
-        with frozen_heap():  # as the worker runs (streams/heap.py)
-            rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn, served)
-        remote.close()
+        try:
+            with frozen_heap():  # as the worker runs (streams/heap.py)
+                rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn, served)
+        except BackendError as e:  # nothing at --url, or not a semsched server
+            console.print(f"[red]the Triton server at {url} did not answer: {e}[/red]")
+            return 1
+        finally:
+            remote.close()
     finally:
         if handle is not None:
             handle.stop()

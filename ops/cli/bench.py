@@ -51,7 +51,7 @@ def _defaulted(text: str, names: list[str]) -> list[str]:
 def step(
     pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
     policies: str = typer.Option("", help="Policies, comma-separated (default: every registered one)."),
-    repeat: int = typer.Option(7, help="Timed steps per (policy, size), after one warm-up step."),
+    repeat: int = typer.Option(7, min=1, help="Timed steps per (policy, size), after one warm-up step."),
     out: Path = typer.Option(Path("reports/bench-step.json"), help="JSON result file."),
 ) -> None:
     """In-process compute time of one scheduling step (scheduling.assign.schedule_step) for N

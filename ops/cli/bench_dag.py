@@ -29,6 +29,8 @@ def dag(
     from ops.bench.dag import DagBenchOptions, run_dag_bench
 
     names = tuple(s.strip() for s in schedulers.split(",") if s.strip())
+    if not names:
+        raise typer.BadParameter("--schedulers needs at least one scheduler")
     if any(n.startswith("learned") for n in names):
         import inference.dag  # noqa: F401  (registers the learned DAG schedulers; loads torch)
     try:

@@ -14,7 +14,7 @@ def duration(
     encoders: str = typer.Option("hashed,minilm", help="Text encoders, comma-separated: hashed, minilm."),
     train_fraction: float = typer.Option(0.75, help="Share of the jobs (by submission time) in the training period."),
     limit: int = typer.Option(None, help="Read only the first N jobs of each trace (a quick run)."),
-    epochs: int = typer.Option(80, help="Maximum MLP epochs (early stopping on the validation split)."),
+    epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs (early stopping on the validation split)."),
     save: Path = typer.Option(None, help="Also save each trained model to SAVE/<trace>-<encoder>."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-duration.md/.json and the plots."),
     censored: bool = typer.Option(True, help="Also learn from the jobs still running at the cut, as lower bounds "
@@ -29,6 +29,8 @@ def duration(
     encs = [e.strip() for e in encoders.split(",") if e.strip()]
     if not 0 < train_fraction < 1:
         raise typer.BadParameter("--train-fraction must be within (0, 1)")
+    if not names or not encs:
+        raise typer.BadParameter("--traces and --encoders need at least one name each")
     raise typer.Exit(run_duration_bench(traces=names, encoders=encs, train_fraction=train_fraction, limit=limit,
                                         save_dir=save, epochs=epochs, out_dir=out, censored=censored,
                                         command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
@@ -46,7 +48,7 @@ def sjf(
     seed: int = typer.Option(0, help="Seed (node sample, node speeds)."),
     limit: int = typer.Option(None, help="Read only the first N jobs of the trace."),
     encoder: str = typer.Option("hashed", help="Text encoder of the duration model: hashed or minilm."),
-    epochs: int = typer.Option(80, help="Maximum MLP epochs."),
+    epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs."),
     policies: str = typer.Option(None, help="Override the policies (comma-separated, <ordering>+<placement>)."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-sjf-<trace>.md/.json and the plots."),
     censored: bool = typer.Option(True, help="The duration model also learns from the jobs still running at the "

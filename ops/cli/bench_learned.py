@@ -10,7 +10,7 @@ import typer
 def learned(
     model: Path = typer.Option(None, help="Model directory (default: $SEMSCHED_MODEL_DIR, else models/latest)."),
     pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
-    repeat: int = typer.Option(30, help="Timed model steps per size (after one warm-up)."),
+    repeat: int = typer.Option(30, min=1, help="Timed model steps per size (after one warm-up)."),
     compare: str = typer.Option("fgd,best-fit", help="Policies whose schedule_step time is shown beside."),
     churn: int = typer.Option(16, min=0, help="Placements, arrivals and departures between the consecutive "
                               "steps of the 'churned' rows (pair features kept across steps); 0: no such rows."),
@@ -21,11 +21,12 @@ def learned(
 
     from ops.bench.learned import run_learned_bench
     from ops.bench.step import parse_sizes
+    from ops.cli.options import policy_names
 
     try:
         sizes = parse_sizes(pending)
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    names = [p.strip() for p in compare.split(",") if p.strip()]
+    names = policy_names(compare) if compare.strip() else []  # an unknown one stops here, not after the timings
     raise typer.Exit(run_learned_bench(model_dir=model, pending=sizes, repeat=repeat, compare=names, out_dir=out, churn=churn,
                                        command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip

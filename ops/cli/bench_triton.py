@@ -12,7 +12,7 @@ def triton(
     url: str = typer.Option(None, help="gRPC host:port of a running Triton (`semsched serve`); default: start one."),
     pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
     nodes: str = typer.Option("1213,5000", help="Cluster sizes (1,213 = openb; more = its nodes replicated)."),
-    repeat: int = typer.Option(20, help="Timed steps per size (after one warm-up)."),
+    repeat: int = typer.Option(20, min=1, help="Timed steps per size (after one warm-up)."),
     churn: int = typer.Option(16, min=0, help="Placements, arrivals and departures between consecutive steps "
                               "(both sides keep their pair features from step to step)."),
     deadline_ms: float | None = typer.Option(None, help="Count the Triton calls slower than this (default: the worker's "
@@ -26,7 +26,7 @@ def triton(
     from ops.bench.triton import run_triton_bench
 
     try:
-        sizes, node_counts = parse_sizes(pending), parse_sizes(nodes)
+        sizes, node_counts = parse_sizes(pending), parse_sizes(nodes, "--nodes")
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     raise typer.Exit(run_triton_bench(model_dir=model, url=url, pending=sizes, nodes=node_counts, repeat=repeat,

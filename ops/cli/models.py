@@ -108,7 +108,7 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
     """Promote ``candidate`` into ``models`` (prints the comparison); returns the PromotionResult.
     ``latency_budget_ms``: the candidate's p99 model step must be within it (None: no budget)."""
     from inference.training.heldout import HeldOutReplay
-    from inference.training.promotion import promote
+    from inference.training.promotion import check_candidate, promote
     from ops.cli.train import openb_fill_inputs
     from ops.model_registry import ArchiveRegistry
 
@@ -120,6 +120,10 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
                                pods_path=str(pods) if pods else None, nodes_path=str(nodes) if nodes else None,
                                extra=extra | {"latency_inputs": "openb, every node and pod"})  # fmt: skip
     except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    try:  # before the held-out inputs are loaded: the serving version itself, a taken name, a broken config
+        check_candidate(candidate, models)
+    except (ValueError, FileExistsError) as e:
         raise typer.BadParameter(str(e)) from None
     registry = ArchiveRegistry(archive_client(archive, write=True))
     every_node, every_pod = openb_fill_inputs(pods, nodes)
@@ -185,7 +189,7 @@ def promote_command(
     candidate: Path = typer.Argument(..., help="The model directory to promote (e.g. models/<version>)."),
     models: Path = typer.Option(Path("models"), help="Model root: <models>/latest is the serving version."),
     seeds: str = typer.Option("100-104", help="Held-out fill seeds (never 0-9 or 42-51)."),
-    pod_sample: int = typer.Option(None, help="Evaluate on a seeded sample of this many openb pods."),
+    pod_sample: int = typer.Option(None, min=1, help="Evaluate on a seeded sample of this many openb pods."),
     node_sample: int = typer.Option(None, help="Evaluate on a seeded sample of this many openb nodes (faster)."),
     pods: Path = typer.Option(None, help="openb pod list (default: the shared data)."),
     nodes: Path = typer.Option(None, help="openb node list (default: the shared data)."),

@@ -35,6 +35,13 @@ def serve_command(
     if duration is not None and not (duration / "config.json").is_file():
         typer.echo(f"error: no duration model in {duration} (config.json missing)", err=True)
         raise typer.Exit(2)
+    from ops.ports import port_free
+
+    taken = [f"--{name}-port {port}" for name, port in (("grpc", grpc_port), ("http", http_port),
+                                                          ("metrics", metrics_port)) if not port_free(port, "0.0.0.0")]
+    if taken:  # tritonserver would fail to bind and PyTriton wait ~2 minutes before a traceback
+        typer.echo(f"error: port in use: {', '.join(taken)} (another Triton server?); pick free ports", err=True)
+        raise typer.Exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pytriton").setLevel(logging.WARNING)
     options = ServeOptions(model_dir=model_dir, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,

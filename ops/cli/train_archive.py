@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.console import wide_console
@@ -31,7 +32,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
 
     from inference.training import TrainOptions
     from inference.training.archive_events import fold_events
-    from inference.training.archive_train import train_from_archive
+    from inference.training.archive_train import NothingToLearnError, train_from_archive
     from ops.cli.models import archive_client, run_promote
     from ops.cli.options import seed_list
     from storage.queries.training_events import training_events
@@ -46,13 +47,18 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
             bar.update(task, completed=done, what=f"epoch {epoch + 1}/{epochs} loss {loss:.3f}")
 
         events = fold_events(training_events(client))
-        directory = train_from_archive(
-            events, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), hidden=hidden,
-            depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers, head_rank=head_rank,
-            outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
-            policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
-            max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
-            on_batch=on_batch, job_tokens=job_tokens)  # fmt: skip
+        try:
+            directory = train_from_archive(
+                events, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), hidden=hidden,
+                depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers, head_rank=head_rank,
+                outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
+                policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
+                max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
+                on_batch=on_batch, job_tokens=job_tokens)  # fmt: skip
+        except NothingToLearnError as e:
+            bar.stop()
+            console.print(f"[red]{e}[/red]")
+            raise typer.Exit(1) from None
     info = json.loads((directory / "train.json").read_text())
     history = info["history"]
     console.print(json.dumps({"reconstruction": info["reconstruction"], "train_states": info["train_states"],

@@ -52,15 +52,16 @@ def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, 
 
     row = record_candidate(directory, ArchiveRegistry(archive_client(archive, write=True)), not_evaluated(directory, out))
     console.print(f"recorded {row.version} in model_versions as a candidate; not serving until promoted: "
-                  f"{promote_hint(directory, out)}")  # fmt: skip
+                  f"{promote_hint(directory, out, archive)}")  # fmt: skip
     return row
 
 
-def promote_hint(directory: Path, out: Path) -> str:
+def promote_hint(directory: Path, out: Path, archive: str | None = None) -> str:
     """The command that judges ``directory`` against the serving version: the one of ``out`` when
     it has one, else of the default root (``--out models/candidates`` keeps candidates beside
-    ``models/latest``; promoting into a root without one would beat nothing and serve at once)."""
+    ``models/latest``; promoting into a root without one would beat nothing and serve at once),
+    recording in ``archive`` when the candidate was recorded there."""
     from inference.training.promotion import serving_dir
 
     root = f" --models {out}" if serving_dir(out) is not None else ""
-    return f"semsched models promote {directory}{root}"
+    return f"semsched models promote {directory}{root}" + (f" --archive {archive}" if archive else "")

@@ -47,6 +47,7 @@ from ops.kafka.jars import (  # noqa: F401  (re-exported: the package's public A
     kafka_version,
     output_tail,
 )
+from ops.ports import port_free
 
 __all__ = [
     "BrokerStatus",
@@ -92,16 +93,6 @@ def _port_open(port: int, host: str = HOST, timeout: float = 0.5) -> bool:
     with contextlib.suppress(OSError), socket.create_connection((host, port), timeout=timeout):
         return True
     return False
-
-
-def _port_free(port: int, host: str = HOST) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
 
 
 def _run_coroutine(coro: Coroutine[Any, Any, _T]) -> _T:
@@ -313,7 +304,7 @@ class KafkaBroker:
                 )
             self.pid_file.unlink(missing_ok=True)  # stale
         for name, p in (("port", self.port), ("controller port", self.controller_port)):
-            if not _port_free(p):
+            if not port_free(p, HOST):
                 raise KafkaBrokerError(f"Kafka {name} {HOST}:{p} is already in use")
 
         self.ensure_jars()

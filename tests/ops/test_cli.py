@@ -153,3 +153,34 @@ def test_kafka_status_reads_the_port_its_data_dir_was_started_on(tmp_path: Path)
     (tmp_path / "server.properties").write_text("listeners=PLAINTEXT://127.0.0.1:29500,CONTROLLER://127.0.0.1:29501\n")
     result = runner.invoke(app, ["kafka", "status", "--data-dir", str(tmp_path), "--json"], env={"SEMSCHED_KAFKA_PORT": ""})
     assert result.exit_code == 1 and json.loads(result.output)["port"] == 29500, result.output
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["bench", "learned", "--compare", "nonsense", "--pending", "8"], "nonsense"),
+    (["bench", "learned", "--repeat", "0"], "--repeat"),
+    (["bench", "triton", "--repeat", "0"], "--repeat"),
+    (["bench", "triton", "--nodes", "0"], "--nodes needs at least one size"),
+    (["bench", "dag", "--schedulers", ""], "--schedulers needs at least one scheduler"),
+    (["bench", "duration", "--traces", ""], "--traces and --encoders need at least one name each"),
+    (["bench", "duration", "--epochs", "0"], "--epochs"),
+])  # fmt: skip
+def test_benchmark_options_that_cannot_work_are_refused_before_any_work(args: list[str], says: str) -> None:
+    """Each was a traceback after the run (--compare nonsense, --schedulers '', --epochs 0) or an
+    empty report that overwrote the last one, exit 0 (--repeat 0, --traces '')."""
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert says in " ".join(result.output.replace("│", " ").split()), result.output
+
+
+def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """tritonserver failed to bind, and PyTriton waited ~2 minutes before a traceback."""
+    import socket
+
+    (tmp_path / "config.json").write_text("{}")
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = runner.invoke(app, ["serve", "--model", str(tmp_path), "--grpc-port", str(port)])
+    assert result.exit_code == 2
+    assert f"port in use: --grpc-port {port}" in result.output

@@ -107,3 +107,30 @@ def test_models_list_on_an_archive_it_cannot_open_is_one_line_and_exit_1(archive
     assert r.exit_code == 1 and _flat(says.format(tmp=tmp_path)) in _flat(r.output), r.output
     assert isinstance(r.exception, SystemExit)  # not a traceback
     assert not (tmp_path / "typo").exists()
+
+
+def test_promote_refuses_the_serving_version_and_a_broken_config_in_one_line(dsn: str, tmp_path: Path) -> None:
+    """Both were tracebacks, the first after loading every held-out input."""
+    app = _app()
+    root = tmp_path / "models"
+    (root / "v1").mkdir(parents=True)
+    (root / "v1" / "config.json").write_text(json.dumps({"version": "v1"}))
+    (root / "latest").symlink_to("v1")
+    r = runner.invoke(app, ["models", "promote", str(root / "latest"), "--models", str(root), "--archive", dsn])
+    assert r.exit_code == 2 and "v1isalreadytheservingversion" in _flat(r.output), r.output
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text("{x")
+    r = runner.invoke(app, ["models", "promote", str(tmp_path / "broken"), "--models", str(root), "--archive", dsn])
+    assert r.exit_code == 2 and "isnotareadablemodeldirectory:JSONDecodeError" in _flat(r.output), r.output
+
+
+def test_train_from_an_archive_without_decisions_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    dsn = f"chdb://{tmp_path / 'empty'}"
+    migrate(get_client(dsn))
+    close_client(dsn)
+    try:
+        r = runner.invoke(_app(), ["train", "--from-archive", "--archive", dsn, "--no-promote", "--out", str(tmp_path)])
+    finally:
+        close_client(dsn)
+    assert r.exit_code == 1 and "thearchivehasnousableplaceddecisions" in _flat(r.output), r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)

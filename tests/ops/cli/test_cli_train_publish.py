@@ -57,3 +57,11 @@ def test_the_promote_hint_judges_a_candidate_against_a_serving_version(tmp_path:
     assert promote_hint(candidates / "jt4-s0", candidates) == f"semsched models promote {candidates / 'jt4-s0'}"
     (candidates / "latest").symlink_to("jt4-s0")  # a root that serves: judged there
     assert promote_hint(candidates / "jt4-s0", candidates).endswith(f" --models {candidates}")
+
+
+def test_the_promote_hint_records_where_the_candidate_was_recorded(tmp_path: Path) -> None:
+    """`train --from-archive --archive X --no-promote` records the candidate in X: promote must too."""
+    from ops.cli.train_publish import promote_hint
+
+    assert promote_hint(tmp_path / "v2", tmp_path, "chdb:///data/x").endswith(" --archive chdb:///data/x")
+    assert "--archive" not in promote_hint(tmp_path / "v2", tmp_path)
