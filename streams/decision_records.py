@@ -45,7 +45,8 @@ class StepModel:
         return cls(
             version=(model.version or "") if model else "",
             fallback_name=getattr(policy, "fallback_name", "") if model else "",
-            fallback_note=f"; {model.backend} fell back to {policy.fallback_name}: {model.reason}" if model else "",
+            fallback_note=f"; {model.backend or 'no model'} fell back to {policy.fallback_name}: {model.reason}"
+            if model else "",  # (no backend: the model could not be loaded at all)
             fallback_jobs=getattr(policy, "fallback_jobs", set()),  # jobs the heuristic scored
             cost_of=getattr(policy, "predicted_cost", None),
             run_time_of=getattr(policy, "predicted_run_time", None),

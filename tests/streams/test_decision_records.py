@@ -89,6 +89,11 @@ def test_a_model_backed_step_records_version_cost_and_only_the_fallback_jobs_rea
     assert by_model.predicted_duration_s == 120.0 and by_fallback.predicted_duration_s is None
 
 
+def test_a_policy_without_a_model_says_so_in_the_fallback_note() -> None:
+    policy = ModelBackedPolicy(last_step=StepStatus("", None, True, "FileNotFoundError: models/latest"))
+    assert StepModel.of(policy).fallback_note == "; no model fell back to best-fit: FileNotFoundError: models/latest"
+
+
 def test_a_policys_note_on_a_decision_is_appended_to_its_reason() -> None:
     policy = ModelBackedPolicy()
     policy.decision_notes = {"j1": "lookahead over the next 2 job(s) through T: predicted path cost 0.100 GPU on n3"}  # type: ignore[attr-defined]
