@@ -32,7 +32,9 @@ from streams.changelog_faults import ChangelogFaults
 from streams.offset_watch import OffsetWatch
 from streams.settings import Settings
 from streams.state import (
+    DoneJob,
     PendingJob,
+    RunningJob,
     Transition,
     on_decision,
 )
@@ -126,7 +128,10 @@ class Worker:
         scheduling loop once the broker acknowledged it, or from the ``decisions`` topic when
         a restarted worker replays it. Notices go out before the tables change, so a crash
         in between repeats a notice rather than losing it."""
-        t = on_decision(rec, self.read("pending", rec.job_id, PendingJob))
+        pending = self.read("pending", rec.job_id, PendingJob)
+        current = None if pending is not None else (self.read("running", rec.job_id, RunningJob)
+                                                     or self.read("done", rec.job_id, DoneJob))  # fmt: skip
+        t = on_decision(rec, pending, current)
         await self.emit(t, partition)
         self.apply(t, partition=None if in_stream else partition)
         held = self.inflight.get(rec.job_id)

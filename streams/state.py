@@ -85,11 +85,17 @@ def on_submitted(ev: JobSubmitted, known: PendingJob | RunningJob | DoneJob | No
     return Transition(pending={ev.job_id: PendingJob(job=ev, submit_ts=ts, queued_ts=now)})
 
 
-def on_decision(rec: DecisionRecord, pending: PendingJob | None) -> Transition:
-    """A decision the worker published comes back: apply it (first one wins)."""
+def on_decision(rec: DecisionRecord, pending: PendingJob | None,
+                current: RunningJob | DoneJob | None = None) -> Transition:  # fmt: skip
+    """A decision the worker published comes back: apply it (first one wins). ``current``: where the
+    job is now when it is not pending (running or done), to tell the worker's own decision coming
+    back from the topic after the loop applied it (every one does) from a stale one."""
     if rec.outcome == "unschedulable":
         return Transition(note="unschedulable: archive only")
     if pending is None or pending.attempt != rec.attempt:
+        if (isinstance(current, RunningJob) and current.decision_id == rec.decision_id) or (
+                isinstance(current, DoneJob) and current.attempt == rec.attempt):  # fmt: skip
+            return Transition(note="already applied: this decision, back from the topic")
         return Transition(note="stale decision: job no longer pending at this attempt")
     if rec.outcome == "rejected":
         done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected", gang_id=pending.job.gang_id,

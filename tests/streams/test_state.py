@@ -135,6 +135,15 @@ def test_placement_applies_once_then_is_a_noop() -> None:
     again = on_decision(rec, None)
     assert_noop(again)
     assert "stale" in again.note
+    # the loop applied it, then it comes back from the topic: not stale, and counted apart
+    echo = on_decision(rec, None, first.running["j1"])
+    assert_noop(echo)
+    assert echo.note.startswith("already applied")
+    other = first.running["j1"].model_copy(update={"decision_id": "another"})
+    assert "stale" in on_decision(rec, None, other).note  # a job placed by another decision
+    done = DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0)
+    assert on_decision(rec, None, done).note.startswith("already applied")  # it even finished since
+    assert "stale" in on_decision(rec, None, done.model_copy(update={"attempt": 1})).note
 
 
 def test_decision_for_another_attempt_is_stale() -> None:
