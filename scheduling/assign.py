@@ -66,9 +66,8 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
                 continue
             shape = filter_shape(job)
             known = no_fit.get(shape)
-            if known is not None:  # (every field by hand: dataclasses.replace is 4× slower, and this runs for
-                # every waiting job at every step)
-                result.unschedulable.append(Unschedulable(job.job_id, known.reason, known.permanent, known.filtered_out))
+            if known is not None:
+                result.unschedulable.append(known.for_job(job.job_id))
                 continue
             outcome = place_one(snap, job, policy, top_k=top_k, filters=filters)
             if isinstance(outcome, Placement):

@@ -153,3 +153,16 @@ def test_same_shape_is_not_filtered_twice_but_gets_the_same_reason():
     assert (big1.job_id, big2.job_id) == ("big1", "big2")
     assert big1.reason == big2.reason and "cpu" in big1.reason.lower()
     assert big1.permanent and big2.permanent and big2.filtered_out
+
+
+def test_an_unschedulable_outcome_repeated_for_another_job_keeps_every_field() -> None:
+    """for_job copies field by hand (dataclasses.replace is slow): a field added later and not
+    copied fails here."""
+    import dataclasses
+
+    from scheduling.step_result import Unschedulable
+
+    values = {"job_id": "a", "reason": "r", "permanent": True, "filtered_out": True}
+    assert [f.name for f in dataclasses.fields(Unschedulable)] == list(values), "new field: copy it in for_job"
+    u = Unschedulable(**values)
+    assert u.for_job("b") == dataclasses.replace(u, job_id="b") and u.for_job("b").job_id == "b"
