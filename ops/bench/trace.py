@@ -14,7 +14,8 @@ from ops.bench.model_check import learned_version
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_heterogeneity, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
-from scheduling.simulator import SimConfig, SimResult
+from scheduling.simulator import SimConfig, SimJob, SimResult
+from scheduling.simulator.bounds import instance_limit_bounds
 
 console = wide_console()
 
@@ -63,6 +64,8 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
                 "order agreement as defined in `scheduling/metrics/stability.py`. `sjf-oracle` reads the "
                 "true run times: a bound to compare with, not a deployable policy.")  # fmt: skip
     write_results(report, results)
+    if spread == 0:
+        write_instance_limit_floor(report, workload.nodes, jobs, results)
     report.data("setting", {"trace": trace, "nodes": len(workload.nodes), "jobs": len(jobs), "load": load_name,
                             "load_factor": plan.factor, "copies": plan.copies, "offered_peak": plan.offered_peak,
                             "step_s": step, "heterogeneity": het_name, "speed_spread": spread, "seed": seed,
@@ -86,3 +89,33 @@ def write_results(report: Report, results: Sequence[SimResult]) -> None:
                      {r.policy: r.queue_length() for r in results})  # fmt: skip
     report.line_plot("gpu-allocation", "GPU allocation over the arrival span", "time (s)", "allocated share",
                      {r.policy: r.gpu_allocation() for r in results})  # fmt: skip
+
+
+def write_instance_limit_floor(report: Report, nodes: Sequence, jobs: Sequence[SimJob],
+                               results: Sequence[SimResult]) -> None:  # fmt: skip
+    """Where apps limited per node queue whatever the placement does: each policy's queueing of
+    their tasks beside the floor of :func:`~scheduling.simulator.bounds.instance_limit_bounds`."""
+    bounds = [b for b in instance_limit_bounds(nodes, jobs) if b.wait_s > 0]
+    if not bounds or not jobs:
+        return
+    limited = frozenset().union(*(b.job_ids for b in bounds))
+    floor = sum(b.wait_s for b in bounds)
+    rows = []
+    for r in results:
+        waits = {o.job_id: o.queueing_delay for o in r.outcomes}
+        theirs = sum(w for j in limited if (w := waits.get(j)) is not None)
+        everyone = sum(w for w in waits.values() if w is not None)
+        rows.append({"policy": r.policy, "limited_queue_mean": theirs / len(limited),
+                     "floor_mean": floor / len(limited), "above_floor_pct": 100 * (theirs / floor - 1),
+                     "share_of_all_queueing_pct": 100 * theirs / everyone if everyone else None,
+                     "queue_mean_all": everyone / len(jobs), "floor_over_all_jobs": floor / len(jobs)})  # fmt: skip
+    apps = "; ".join(f"{b.app}: {b.tasks:,} tasks on {b.slots:,} slots, floor {b.mean_wait_s:,.1f} s mean"
+                     for b in bounds[:5]) + (f"; and {len(bounds) - 5} more" if len(bounds) > 5 else "")  # fmt: skip
+    report.table("Queueing behind per-node instance limits (s)", rows, note=(
+        f"{len(bounds)} app(s) submit more tasks than the cluster has slots for under their "
+        f"max_instances_per_node ({apps}). Their tasks queue at least floor_mean whatever the placement, "
+        "when they start in queue order (fifo and the plain placements; not sjf-*, nor preemptive las); "
+        "floor_over_all_jobs is that floor spread over every job, a floor of queue_mean_all for those "
+        "policies. See scheduling/simulator/bounds.py."))
+    report.data("instance_limit_floor", [{"app": b.app, "tasks": b.tasks, "slots": b.slots, "wait_s": b.wait_s}
+                                         for b in bounds])  # fmt: skip

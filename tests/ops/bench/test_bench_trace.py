@@ -61,3 +61,21 @@ def test_a_load_level_the_slice_cannot_reach_is_flagged() -> None:
     short = load_shortfall("extreme", LoadPlan(900.0, 8, 0.77))
     assert short is not None and "77%" in short and "120%" in short and "8 superposed" in short
     assert load_shortfall("native", LoadPlan(1.0, 1, 0.05)) is None and load_shortfall("250x", LoadPlan(250, 1, 0.1)) is None
+
+
+def test_bench_trace_reports_the_floor_of_apps_limited_per_node(tmp_path):
+    """The first 1,000 Google 2011 events on 20 nodes: one job's 472 tasks, at most one per node,
+    queue whatever the placement; every policy's queueing of them is at or above the floor."""
+    result = CliRunner().invoke(app, ["bench", "trace", "--trace", "google2011", "--limit", "1000", "--nodes", "20",
+                                      "--load", "native", "--policies", "best-fit,least-allocated",
+                                      "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads((tmp_path / "bench-trace-google2011.json").read_text())
+    (floor,) = [b for b in data["instance_limit_floor"] if b["app"] == "6252026869"]
+    assert (floor["tasks"], floor["slots"]) == (472, 20) and floor["wait_s"] > 0
+    rows = data["tables"]["Queueing behind per-node instance limits (s)"]
+    assert {r["policy"] for r in rows} == {"best-fit", "least-allocated"}
+    for r in rows:
+        assert r["limited_queue_mean"] >= r["floor_mean"] > 0 and r["above_floor_pct"] >= 0
+        assert r["queue_mean_all"] >= r["floor_over_all_jobs"]
+    assert "Queueing behind per-node instance limits" in (tmp_path / "bench-trace-google2011.md").read_text()
