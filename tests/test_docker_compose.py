@@ -280,6 +280,7 @@ def test_triton_service_serves_the_workers_models_on_a_gpu(compose_gpu: dict) ->
     assert w["SEMSCHED_INFERENCE"] == "triton"
     host, _, port = w["SEMSCHED_TRITON_URL"].partition(":")
     assert host == "triton" and port == _option(triton["command"], "--grpc-port")
+    assert _option(triton["command"], "--host") == "0.0.0.0"  # `serve` listens on 127.0.0.1 by default
     assert float(w["SEMSCHED_TRITON_DEADLINE_MS"]) > 0
     assert worker["depends_on"]["triton"]["condition"] == "service_healthy"
     # both see the same model directory: one named volume, the worker's SEMSCHED_MODEL_DIR is what triton serves

@@ -43,6 +43,7 @@ QUEUE_DELAY_US = 200
 @dataclass
 class ServeOptions:
     model_dir: Path
+    host: str = "127.0.0.1"  # the address all three ports listen on (0.0.0.0: every interface)
     http_port: int = 8000
     grpc_port: int = 8001
     metrics_port: int = 8002
@@ -139,7 +140,8 @@ def serve(options: ServeOptions, stop: threading.Event | None = None, on_ready: 
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-    config = TritonConfig(http_port=options.http_port, grpc_port=options.grpc_port,
+    config = TritonConfig(http_address=options.host, http_port=options.http_port, grpc_address=options.host,
+                          grpc_port=options.grpc_port, metrics_address=options.host,
                           metrics_port=options.metrics_port, exit_timeout_secs=5)  # fmt: skip
     triton = Triton(config=config, workspace=str(workspace))
     code = 0
@@ -148,8 +150,9 @@ def serve(options: ServeOptions, stop: threading.Event | None = None, on_ready: 
         triton.run()
         for name, text in described.items():
             log.info("model %-11s %s", name, text)
-        log.info("triton ready: grpc :%d, http :%d, metrics :%d; models from %s (checked every %.1f s)",
-                 options.grpc_port, options.http_port, options.metrics_port, options.model_dir, options.watch_s)
+        log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s (checked every %.1f s)",
+                 options.host, options.grpc_port, options.http_port, options.metrics_port, options.model_dir,
+                 options.watch_s)  # fmt: skip
         options.info.update(described)
         if on_ready is not None:
             on_ready(described)
@@ -168,6 +171,7 @@ def serve(options: ServeOptions, stop: threading.Event | None = None, on_ready: 
 def parse_args(argv: list[str]) -> ServeOptions:
     p = argparse.ArgumentParser(prog="python -m inference.serving.server", description=__doc__.split("\n")[0])
     p.add_argument("--model-dir", type=Path, required=True)
+    p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--http-port", type=int, default=8000)
     p.add_argument("--grpc-port", type=int, default=8001)
     p.add_argument("--metrics-port", type=int, default=8002)

@@ -10,6 +10,8 @@ import typer
 def serve_command(
     model: Path = typer.Option(None, help="Model directory (default: $SEMSCHED_MODEL_DIR, else models/latest); "
                                           "a `latest` symlink is watched and new versions are served without a restart."),
+    host: str = typer.Option("127.0.0.1", help="Address the three ports listen on: 127.0.0.1 for workers on this "
+                                                "machine, 0.0.0.0 for every interface (a container, other hosts)."),
     grpc_port: int = typer.Option(8001, help="gRPC port (the worker's SEMSCHED_TRITON_URL)."),
     http_port: int = typer.Option(8000, help="HTTP port (/v2/health/ready)."),
     metrics_port: int = typer.Option(8002, help="Prometheus metrics port."),
@@ -37,13 +39,16 @@ def serve_command(
         raise typer.Exit(2)
     from ops.ports import port_free
 
+    if not port_free(0, host):  # any port: whether this machine has the address at all
+        typer.echo(f"error: --host {host}: not an address this machine can listen on", err=True)
+        raise typer.Exit(2)
     taken = [f"--{name}-port {port}" for name, port in (("grpc", grpc_port), ("http", http_port),
-                                                          ("metrics", metrics_port)) if not port_free(port, "0.0.0.0")]
+                                                          ("metrics", metrics_port)) if not port_free(port, host)]
     if taken:  # tritonserver would fail to bind and PyTriton wait ~2 minutes before a traceback
         typer.echo(f"error: port in use: {', '.join(taken)} (another Triton server?); pick free ports", err=True)
         raise typer.Exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("pytriton").setLevel(logging.WARNING)
-    options = ServeOptions(model_dir=model_dir, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
+    options = ServeOptions(model_dir=model_dir, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                            device=device, watch_s=watch, workspace=workspace, duration_dir=duration)  # fmt: skip
     raise typer.Exit(serve(options))

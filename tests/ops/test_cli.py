@@ -184,3 +184,10 @@ def test_serve_on_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path) -> None:
         result = runner.invoke(app, ["serve", "--model", str(tmp_path), "--grpc-port", str(port)])
     assert result.exit_code == 2
     assert f"port in use: --grpc-port {port}" in result.output
+
+
+def test_serve_on_an_address_this_machine_lacks_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path), "--host", "192.0.2.1"])  # TEST-NET-1
+    assert result.exit_code == 2
+    assert "--host 192.0.2.1: not an address this machine can listen on" in result.output
