@@ -32,7 +32,7 @@ from storage.queries import explain, run_sql
 from streams.settings import Settings
 from streams.web_address import advertised_port
 
-__all__ = ["WorkerSqlClient", "db_app", "explain_command", "open_archive", "query_via_worker", "sql_command"]
+__all__ = ["WorkerBusy", "WorkerSqlClient", "db_app", "explain_command", "open_archive", "query_via_worker", "sql_command"]
 
 db_app = typer.Typer(help="The ClickHouse archive: schema migrations.", no_args_is_help=True)
 console = wide_console()
@@ -41,7 +41,12 @@ Rows = tuple[list[str], list[tuple[Any, ...]]]
 
 
 class WorkerUnavailable(RuntimeError):
-    """No worker answered on the web port (connection refused, timeout)."""
+    """No worker answered on the web port (connection refused, not a worker, another archive)."""
+
+
+class WorkerBusy(RuntimeError):
+    """A worker took the query and did not answer within the timeout: it owns the archive, so
+    opening the directory instead would only meet its lock."""
 
 
 def open_archive(dsn: str, *, create: bool = False) -> ArchiveClient:
@@ -81,8 +86,9 @@ def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows
     """Run ``sql`` through the running worker's ``/sql`` endpoint (:func:`worker_port`).
 
     Raises :class:`WorkerUnavailable` when nothing answers, or a worker of another archive than
-    ``settings.clickhouse_dsn`` does (so the caller can open the archive itself), and
-    ``RuntimeError`` with the worker's message when the query fails.
+    ``settings.clickhouse_dsn`` does (so the caller can open the archive itself),
+    :class:`WorkerBusy` when the worker took the query and gave no answer within ``timeout``
+    seconds, and ``RuntimeError`` with the worker's message when the query fails.
     """
     port = worker_port(settings)
     req = urllib.request.Request(
@@ -104,6 +110,9 @@ def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows
             detail = answer.get("error", detail)
         raise RuntimeError(f"query failed in the worker: {detail}") from None
     except (urllib.error.URLError, TimeoutError, ConnectionError, OSError) as e:
+        if isinstance(e, TimeoutError) or isinstance(getattr(e, "reason", None), TimeoutError):
+            raise WorkerBusy(f"the worker on port {port} did not answer within {timeout:g} s (the query may "
+                             "still be running there)") from None  # fmt: skip
         raise WorkerUnavailable(str(e)) from None
     except ValueError as e:
         raise WorkerUnavailable(f"not a semsched worker on port {port}: {e}") from None
@@ -213,14 +222,15 @@ def sql_command(
         ..., help='A ClickHouse SQL query, e.g. "SELECT count() FROM jobs_submitted FINAL".'
     ),
     format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table | csv | json"),  # noqa: A002
+    timeout: float = typer.Option(60.0, help="Seconds to wait for a running worker's answer.", min=0.1),
 ) -> None:
     """Run SQL against the archive. Tries the running worker first (POST
-    http://127.0.0.1:<web_port>/sql, 1 s timeout: in embedded mode the worker owns the chdb
-    directory), then opens Settings().clickhouse_dsn directly. Read tables with FINAL so
+    http://127.0.0.1:<web_port>/sql: in embedded mode the worker owns the chdb directory), then,
+    when no worker listens, opens Settings().clickhouse_dsn directly. Read tables with FINAL so
     redelivered events count once."""
     settings = Settings()
     try:
-        cols, rows = query_via_worker(settings, query)
+        cols, rows = query_via_worker(settings, query, timeout=timeout)
     except WorkerUnavailable:
         client = open_archive(settings.clickhouse_dsn)
         try:
@@ -228,7 +238,7 @@ def sql_command(
         except Exception as e:  # noqa: BLE001 - show the database's message, not a traceback
             console.print(f"[red]query failed:[/red] {e}")
             raise typer.Exit(1) from None
-    except RuntimeError as e:
+    except RuntimeError as e:  # the worker's error, or WorkerBusy
         console.print(f"[red]{e}[/red]")
         raise typer.Exit(1) from None
     _print(cols, rows, format)

@@ -2,11 +2,13 @@
 
 :func:`check_read_only` accepts one statement that starts with ``SELECT``, ``WITH``, ``SHOW``,
 ``DESCRIBE``/``DESC``, ``EXPLAIN`` or ``EXISTS`` (after comments and opening parentheses), and
-refuses a second statement after a ``;`` (chdb runs every statement of a multi-statement text)
-and ``INTO OUTFILE`` (a write to the machine's files). Comments, string literals and quoted
-identifiers are set aside first, so a ``;`` or a keyword inside them does not count. The
-archive's own writes (the archiver's inserts, migrations, the model registry) do not come
-through here.
+refuses a second statement after a ``;`` (chdb runs every statement of a multi-statement text),
+``INTO OUTFILE`` (a write to the machine's files) and the functions that reach outside the
+archive (:data:`OUTSIDE_FUNCTIONS`: files, URLs, other databases, processes, the worker's own
+Python objects). Comments, string literals (``'…'`` and ``$tag$…$tag$``) and quoted
+identifiers are set aside first, so a ``;``, a keyword or a function name inside them does not
+count. The archive's own writes (the archiver's inserts, migrations, the model registry) do not
+come through here.
 """
 
 from __future__ import annotations
@@ -15,21 +17,43 @@ import re
 
 READ_STATEMENTS = ("SELECT", "WITH", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "EXISTS")
 
+# Table functions (and the scalar ``file``) that read or write outside the archive: the
+# machine's files, the network, other databases, processes, and chdb's ``python`` (objects in
+# the calling process's frames). ``numbers``, ``values``, ``merge``, ``view`` and the like stay.
+OUTSIDE_FUNCTIONS = frozenset({
+    "azureblobstorage", "azureblobstoragecluster", "cluster", "clusterallreplicas", "cosn", "deltalake",
+    "deltalakeazure", "deltalakecluster", "deltalakelocal", "deltalakes3", "dictionary", "executable",
+    "file", "filecluster", "gcs", "hdfs", "hdfscluster", "hudi", "hudicluster", "iceberg", "icebergazure",
+    "icebergazurecluster", "iceberghdfs", "iceberghdfscluster", "iceberglocal", "icebergs3",
+    "icebergs3cluster", "input", "jdbc", "mysql", "odbc", "oss", "postgresql", "prometheusquery",
+    "prometheusqueryrange", "python", "redis", "remote", "remotesecure", "s3", "s3cluster", "sqlite",
+    "url", "urlcluster", "ytsaurus", "mongodb", "arrowflight", "paimon", "hive", "kafka", "nats", "rabbitmq",
+})  # fmt: skip
+
 _TOKENS = re.compile(r"""
     (?P<comment>--[^\n]*|\#[^\n]*|/\*.*?\*/)
-  | (?P<quoted>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`)
-  | (?P<open>'|"|`|/\*)
+  | (?P<quoted>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`|\$(?P<tag>\w*)\$.*?\$(?P=tag)\$)
+  | (?P<open>'|"|`|/\*|\$\w*\$)
 """, re.VERBOSE | re.DOTALL)  # fmt: skip
+_CALL = re.compile(r"\b([A-Za-z_]\w*)\s*\(")
 
 
 def _code(sql: str) -> str:
-    """``sql`` with comments dropped and literals / quoted identifiers replaced by a placeholder."""
+    """``sql`` with comments dropped and literals replaced by a placeholder; a quoted identifier
+    of word characters stays as the bare word (`` `file`(…) `` calls ``file``), any other by the
+    placeholder."""
     out, pos = [], 0
     for m in _TOKENS.finditer(sql):
         out.append(sql[pos : m.start()])
-        if m.lastgroup == "open":
+        if m.group("open") is not None:
             raise ValueError("unterminated string, quoted identifier or comment")
-        out.append(" " if m.lastgroup == "comment" else " _ ")
+        token = m.group(0)
+        if m.lastgroup == "comment":
+            out.append(" ")
+        elif token[0] in '`"' and re.fullmatch(r"\w+", token[1:-1]):
+            out.append(f" {token[1:-1]} ")
+        else:
+            out.append(" _ ")
         pos = m.end()
     out.append(sql[pos:])
     return "".join(out)
@@ -50,4 +74,9 @@ def check_read_only(sql: str) -> str:
                          f"(allowed: {', '.join(READ_STATEMENTS)})")  # fmt: skip
     if re.search(r"\bINTO\s+OUTFILE\b", body, re.IGNORECASE):
         raise ValueError("the archive is read-only here: INTO OUTFILE is refused")
+    outside = sorted({m.group(1) for m in _CALL.finditer(body) if m.group(1).lower() in OUTSIDE_FUNCTIONS})
+    if outside:
+        raise ValueError(f"the archive is all this SQL may read: {', '.join(f'{name}()' for name in outside)} "
+                         "reaches outside it (files, URLs, other databases, processes or Python objects) "
+                         "and is refused")  # fmt: skip
     return sql.strip()

@@ -16,6 +16,8 @@ from storage.queries.read_only import check_read_only
     "/* a ; b */ SELECT 'a;b; DROP TABLE x', `weird;name` FROM (SELECT 1 AS `weird;name`)",
     "SHOW TABLES", "DESCRIBE TABLE decisions", "DESC decisions", "EXPLAIN SELECT 1", "EXISTS TABLE decisions",
     "SELECT 'it''s' -- into outfile",
+    "SELECT $$a';b$$, $tag$ DROP TABLE x; $tag$", "SELECT 'file(' AS `url`, \"remote\" FROM (SELECT 1 AS remote)",
+    "SELECT * FROM numbers(3)", "SELECT count() FROM merge(currentDatabase(), '^jobs_')",
 ])  # fmt: skip
 def test_reads_pass(sql: str) -> None:
     assert check_read_only(sql) == sql.strip()
@@ -32,6 +34,14 @@ def test_reads_pass(sql: str) -> None:
     ("SET readonly = 0", "SET is refused"),
     ("SELECT 'unterminated", "unterminated"),
     ("  ;  ", "no SQL statement"),
+    # a '$$…$$' string hid a lone quote, so the guard read the ';' and the CREATE as inside a string
+    ("SELECT $$'$$; CREATE TABLE probe (x UInt8) ENGINE = Memory; SELECT $$'$$", "one statement at a time"),
+    ("SELECT $x$ never closed", "unterminated"),
+    ("SELECT * FROM file('/etc/passwd', 'LineAsString')", r"file\(\) reaches outside"),
+    ("SELECT * FROM `file` /* quoted */ ('/etc/passwd', 'LineAsString')", r"file\(\) reaches outside"),
+    ("SELECT file('/etc/passwd')", r"file\(\) reaches outside"),
+    ("SELECT * FROM url('http://example.com', 'CSV') JOIN s3('x') USING a", r"s3\(\), url\(\) reaches outside"),
+    ("SELECT * FROM Python(batch)", r"Python\(\) reaches outside"),
     ("-- only a comment", "no SQL statement"),
 ])  # fmt: skip
 def test_anything_else_is_refused_with_the_reason(sql: str, words: str) -> None:
@@ -46,3 +56,14 @@ def test_run_sql_refuses_a_write_and_the_archive_is_unchanged(client: ArchiveCli
         run_sql(client, "SELECT 1; INSERT INTO deadletter (event_id) VALUES ('x')")
     assert run_sql(client, "SELECT count() FROM deadletter")[1] == [(0,)]
     assert run_sql(client, "SELECT 1;")[1] == [(1,)]  # a trailing ';' is fine
+
+
+def test_run_sql_refuses_what_chdb_would_have_run(client: ArchiveClient) -> None:
+    """Each of these runs on chdb as it stands (the first created a table through the guard)."""
+    with pytest.raises(ValueError, match="one statement at a time"):
+        run_sql(client, "SELECT $$'$$; CREATE TABLE probe (x UInt8) ENGINE = Memory; SELECT $$'$$")
+    assert run_sql(client, "EXISTS TABLE probe")[1] == [(0,)]
+    assert client.query_rows("SELECT $$'$$")[1] == [("'",)]  # chdb reads $$…$$ as a string
+    with pytest.raises(ValueError, match="reaches outside"):
+        run_sql(client, "SELECT * FROM `file`('/etc/hostname', 'LineAsString')")
+    assert run_sql(client, "SELECT $$a;b$$ AS s")[1] == [("a;b",)]
