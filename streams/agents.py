@@ -119,6 +119,8 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
     async def one(raw: bytes | None, msg: Any) -> None:
         if topic == "decisions":
             w.applied_offsets[msg.partition] = msg.offset
+        elif topic == "jobs.lifecycle":
+            w.lifecycle_offsets[msg.partition] = msg.offset
         ev = admit(raw, topic, msg.partition, w.settings)
         if isinstance(ev, str):
             await w.deadletter(raw or b"", ev, msg, topic)

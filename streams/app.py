@@ -85,7 +85,8 @@ class Worker:
     # decisions being published (not yet acknowledged and applied): the loop must not
     # decide those jobs again nor give their resources away meanwhile
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)
-    applied_offsets: dict[int, int] = field(default_factory=dict)
+    applied_offsets: dict[int, int] = field(default_factory=dict)  # decisions: partition → last offset handled
+    lifecycle_offsets: dict[int, int] = field(default_factory=dict)  # jobs.lifecycle: the same
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     # gangs with a rejected member (rebuilt from the done table once after recovery)
     rejected_gangs: set[str] = field(default_factory=set)

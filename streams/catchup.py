@@ -13,6 +13,11 @@ applied the message just before the end. Every assignment closes the gate again
 too: between two of the loop's steps a partition can go to another worker for a generation,
 which decides there, and come back.
 
+The same gate over ``jobs.lifecycle`` holds the confirmation timeouts (``streams/loop.py``):
+a reservation is timed out only once the lifecycle reports already on the topic at the
+assignment are applied. Before, a restarted worker timed out reservations whose ``started``
+(and ``finished``) were still behind in that backlog, and published false ``timed_out`` notices.
+
 Decisions are not the only events whose effect a restart can lose: Faust may commit an
 event's offset before the changelog write of the transition it caused reaches the broker.
 Those are restored from the input logs while the streams are still paused after recovery
@@ -32,9 +37,10 @@ log = logging.getLogger("semsched.catchup")
 
 
 class CatchUp:
-    def __init__(self, settings: Settings, topic: str, group_id: str) -> None:
+    def __init__(self, settings: Settings, topic: str, group_id: str, holds: str = "scheduling") -> None:
         self.settings = settings
         self.topic = topic
+        self.holds = holds  # what waits for it, in the log lines
         self.group_id = group_id
         self._assigned: frozenset[int] | None = None
         self._targets: dict[int, int] | None = None  # partition -> end offset still to apply
@@ -60,21 +66,21 @@ class CatchUp:
         self.reassigned()
 
     async def ready(self, applied: dict[int, int], *, recovering: bool, assigned: set[int]) -> bool:
-        """True once every assigned partition's decisions up to its end offset at assignment
-        time are applied. After every assignment (:meth:`reassigned`) or a change of the set,
+        """True once every assigned partition's events up to its end offset at assignment
+        time are applied (``applied``: partition → the last offset handled). After every assignment (:meth:`reassigned`) or a change of the set,
         closed while tables recover and while nothing is assigned."""
         now = frozenset(assigned)
         if now != self._assigned:
             self._assigned, self._targets, self.open = now, None, False
-            log.info("assignment of %s is now %s: scheduling waits to catch up", self.topic, sorted(now))
+            log.info("assignment of %s is now %s: %s waits to catch up", self.topic, sorted(now), self.holds)
         if self.open:
             return True
         if recovering or not now:
             return False
         if self._targets is None:
             self._targets = await self._replay_targets(now)
-            log.info("decisions to replay before scheduling (partition: end offset): %s", self._targets)
+            log.info("%s to apply before %s (partition: end offset): %s", self.topic, self.holds, self._targets)
         if all(applied.get(p, -1) >= end - 1 for p, end in self._targets.items()):
             self.open = True
-            log.info("caught up on %s: scheduling starts", self.topic)
+            log.info("caught up on %s: %s starts", self.topic, self.holds)
         return self.open

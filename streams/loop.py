@@ -7,7 +7,8 @@ Order matters. A decision is durable before its job changes state, and before it
 command exists: a worker that dies in between finds the decision on the ``decisions``
 topic when it restarts (it replays that topic before it schedules again, see
 ``catchup.py``) and the job reserved; if no agent ever confirms, the confirmation
-timeout re-queues it. Decision ids are deterministic per (job, attempt), so a decision
+timeout re-queues it (checked only once the lifecycle reports already on the topic are
+applied: a restarted worker would otherwise time out jobs whose ``started`` it has not read yet). Decision ids are deterministic per (job, attempt), so a decision
 repeated after a restart is the same decision to the agents and the archive.
 """
 
@@ -74,6 +75,9 @@ class SchedulingLoop:
         w.durations = estimator_for(self.policy)  # sjf-learned: finishing jobs teach its own predictor
         self.catchup = CatchUp(w.settings, w.settings.topic("decisions"), group_id=w.app.conf.id)
         w.app.on_partitions_assigned.connect(self.catchup.on_partitions_assigned)
+        self.lifecycle_catchup = CatchUp(w.settings, w.settings.topic("jobs.lifecycle"), group_id=w.app.conf.id,
+                                         holds="the confirmation timeout")  # fmt: skip
+        w.app.on_partitions_assigned.connect(self.lifecycle_catchup.on_partitions_assigned)
         self.owned: set[int] = set()
         self._gangs_scanned = False
         self._inventory_size: dict[str, int] = {}
@@ -110,7 +114,9 @@ class SchedulingLoop:
             self.w.rejected_gangs |= {d["gang_id"] for d in list(self.w.done.values())
                                       if d and d["status"] == "rejected" and d.get("gang_id")}  # fmt: skip
             self._gangs_scanned = True
-        await self._check_timeouts()
+        lifecycle = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.lifecycle_catchup.topic}
+        if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
+            await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)
         if not pending:

@@ -150,9 +150,9 @@ def serve(options: ServeOptions, stop: threading.Event | None = None, on_ready: 
         triton.run()
         for name, text in described.items():
             log.info("model %-11s %s", name, text)
-        log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s (checked every %.1f s)",
-                 options.host, options.grpc_port, options.http_port, options.metrics_port, options.model_dir,
-                 options.watch_s)  # fmt: skip
+        log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
+                 "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
+                 options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip
         options.info.update(described)
         if on_ready is not None:
             on_ready(described)

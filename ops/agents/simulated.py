@@ -28,6 +28,12 @@ from opentelemetry.trace import Span
 
 from ops.agents.node_ledger import NodeLedger
 from ops.agents.recovery import LOST_REASON, recover
+from ops.agents.single_instance import (
+    PREDECESSOR_WAIT_S,
+    AgentsAlreadyRunning,
+    agents_group,
+    wait_until_alone,
+)
 from scheduling.events import (
     DeadLetter,
     IsolateNodeCommand,
@@ -71,8 +77,9 @@ class AgentStats:
 class SimulatedAgents:
     def __init__(self, settings: Settings, *, speed: float = 1.0, default_duration_s: float = 60.0,
                  max_duration_s: float | None = None, telemetry_s: float = 5.0, fail_rate: float = 0.0,
-                 seed: int = 0) -> None:  # fmt: skip
+                 seed: int = 0, predecessor_wait_s: float = PREDECESSOR_WAIT_S) -> None:  # fmt: skip
         self.settings = settings
+        self.predecessor_wait_s = predecessor_wait_s
         self.speed = speed
         self.default_duration_s = default_duration_s
         self.max_duration_s = max_duration_s
@@ -97,9 +104,10 @@ class SimulatedAgents:
         return d / self.speed if self.speed > 0 else 0.0
 
     async def run(self) -> None:
+        await wait_until_alone(self.settings, self.predecessor_wait_s)  # before the read-back: it reports the runs it finds lost
         consumer = AIOKafkaConsumer(
             self.settings.topic("actions"), self.settings.topic("nodes.telemetry"),
-            bootstrap_servers=self.settings.bootstrap, group_id=f"{self.settings.topic_prefix}agents",
+            bootstrap_servers=self.settings.bootstrap, group_id=agents_group(self.settings),
             auto_offset_reset="earliest", enable_auto_commit=True,
         )  # fmt: skip
         await self._producer.__aenter__()
@@ -281,7 +289,10 @@ def run_agents(settings: Settings, **kw: object) -> None:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, agents.stop)
         t0 = time.time()
-        await agents.run()
+        try:
+            await agents.run()
+        except AgentsAlreadyRunning as e:
+            raise SystemExit(f"semsched agents: {e}") from None
         log.warning("agents stopped after %.0fs: %s", time.time() - t0, agents.stats)
 
     asyncio.run(main())

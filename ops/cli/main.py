@@ -85,11 +85,13 @@ def worker(
 
 @app.command()
 def agents(
-    speed: float = typer.Option(1.0, help="Run each job for its trace duration divided by this."),
-    default_duration: float = typer.Option(60.0, help="Seconds a job without a trace duration runs (before speed)."),
-    max_duration: float = typer.Option(None, help="Cap on a job's trace duration, seconds (before speed)."),
-    telemetry: float = typer.Option(5.0, help="Seconds between telemetry reports of changed nodes."),
-    fail_rate: float = typer.Option(0.0, help="Share of jobs that fail half-way (to exercise retries)."),
+    speed: float = typer.Option(1.0, help="Run each job for its trace duration divided by this.", callback=positive),
+    default_duration: float = typer.Option(60.0, help="Seconds a job without a trace duration runs (before speed).",
+                                           min=0.0),
+    max_duration: float = typer.Option(None, help="Cap on a job's trace duration, seconds (before speed).", min=0.0),
+    telemetry: float = typer.Option(5.0, help="Seconds between telemetry reports of changed nodes.", callback=positive),
+    fail_rate: float = typer.Option(0.0, help="Share of jobs that fail half-way (to exercise retries).", min=0.0,
+                                    max=1.0),
     seed: int = typer.Option(0, help="Seed of the failure injection."),
 ) -> None:
     """Run simulated cluster agents: execute placement commands, report lifecycle and telemetry."""

@@ -16,7 +16,7 @@ def serve_command(
     http_port: int = typer.Option(8000, help="HTTP port (/v2/health/ready)."),
     metrics_port: int = typer.Option(8002, help="Prometheus metrics port."),
     device: str = typer.Option("auto", help="auto (cuda when torch sees a GPU), cpu or cuda."),
-    watch: float = typer.Option(1.0, help="Seconds between checks of the model directory for a new version."),
+    watch: float = typer.Option(1.0, help="Least seconds between checks of the model directory for a new version (checked when a request comes)."),
     duration: Path = typer.Option(None, help="Duration-model directory for the predictor model "
                                              "(default: models/duration/latest beside the model, when it exists)."),
     workspace: Path = typer.Option(None, help="PyTriton workspace; must not exist yet (default: a fresh /tmp dir)."),

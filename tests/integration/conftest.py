@@ -19,7 +19,7 @@ from streams.settings import Settings
 
 FAST_AGENTS = ("--speed", "1000", "--max-duration", "2000", "--telemetry", "1")
 
-TOPIC_OF = {"job_submitted": "jobs.submitted", "node_telemetry": "nodes.telemetry"}
+TOPIC_OF = {"job_submitted": "jobs.submitted", "node_telemetry": "nodes.telemetry", "job_lifecycle": "jobs.lifecycle"}
 
 
 def publish(settings: Settings, events: Iterable[Event], *, pause: float = 0.0) -> None:
@@ -67,8 +67,8 @@ def make_stack(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory) -> I
     def make(**overrides: Any) -> LocalStack:
         run_dir = tmp_path_factory.mktemp("stack")
         settings = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"it{uuid.uuid4().hex[:8]}.",
-                            state_dir=run_dir, web_port=free_port(), partitions=4, step_s=0.5,
-                            confirm_timeout_s=20, **overrides)  # fmt: skip
+                            state_dir=run_dir, web_port=free_port(), partitions=4,
+                            **{"step_s": 0.5, "confirm_timeout_s": 20, **overrides})  # fmt: skip
         stack = LocalStack(settings, run_dir)
         made.append(stack)
         return stack

@@ -60,9 +60,10 @@ async def test_the_workers_gate_closes_on_faust_s_assignment_signal(tmp_path) ->
     from streams.app import create_app
 
     w = create_app(Settings(bootstrap="127.0.0.1:1", web_port=0, state_dir=tmp_path))
-    gate = w.loop.catchup  # type: ignore[attr-defined]
     signal = w.app.on_partitions_assigned
-    [receiver] = [r for r in signal.iter_receivers(signal.default_sender) if getattr(r, "__self__", None) is gate]
-    gate._assigned, gate._targets, gate.open = frozenset({0}), {}, True
-    await receiver(signal.default_sender, set(), signal=signal)  # as Signal.send calls each receiver
-    assert not gate.open and gate._assigned is None
+    for gate in (w.loop.catchup, w.loop.lifecycle_catchup):  # type: ignore[attr-defined]  # decisions; timeouts
+        [receiver] = [r for r in signal.iter_receivers(signal.default_sender) if getattr(r, "__self__", None) is gate]
+        gate._assigned, gate._targets, gate.open = frozenset({0}), {}, True
+        await receiver(signal.default_sender, set(), signal=signal)  # as Signal.send calls each receiver
+        assert not gate.open and gate._assigned is None
+    assert w.loop.lifecycle_catchup.topic.endswith("jobs.lifecycle")  # type: ignore[attr-defined]
