@@ -65,6 +65,8 @@ def model_device(loaded: LoadedModel) -> torch.device:
 
 def point_latest(root: Path, version: str) -> Path:
     """``root/latest`` → ``version`` (a relative symlink, replaced atomically)."""
+    if version in ("latest", "") or "/" in version:
+        raise ValueError(f"latest cannot point at {version!r}: a version is a directory of {root}")
     link = Path(root) / "latest"
     tmp = Path(root) / f".latest-{os.getpid()}"
     tmp.unlink(missing_ok=True)

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ops.bench.simulation import load_for_bench, parse_load
+from ops.bench.simulation import load_for_bench, load_shortfall, parse_load
 from ops.console import wide_console
 from ops.reports import Report
 from scheduling.duration_estimate import HistoryDurationPredictor
@@ -158,6 +158,9 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
     config = SimConfig(step_s=step, load_factor=plan.factor, seed=seed)
     setting = describe(trace, replay, plan, load_name, len(jobs), step, placement, encoder)
     console.print(setting)
+    if (short := load_shortfall(load_name, plan)) is not None:  # as bench trace and sweep say it
+        console.print(f"[yellow]warning: {short}")
+        setting += f" **Warning:** {short}."
     names = policies or policy_names(placement)
     model = None
     if any(n.partition("+")[0] in LEARNED for n in names):

@@ -2,8 +2,8 @@
 
 A benchmark never reports the fallback heuristic's numbers under the learned policy's name:
 ``semsched bench fill|trace|sweep|step`` refuse, before running anything, a learned policy
-named on the command line whose model does not load, and name the version that does in the
-report; their default list (every registered placement) leaves the learned ones out then, and
+named on the command line whose model does not load (the learned orderings' duration model
+too), and name the version that does in the report; their default list (every registered placement) leaves the learned ones out then, and
 says so (``ops/cli/bench.py``).
 """
 
@@ -11,12 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+LEARNED_ORDERINGS = ("sjf-learned", "gittins-learned")
+
+
+def duration_model_problem(policies: Sequence[str]) -> str | None:
+    """Why an ordering on the learned duration model (``sjf-learned+…``, ``gittins-learned+…``)
+    among ``policies`` would run as ``sjf-predicted`` (its model does not load), else ``None``."""
+    if not any(p.partition("+")[0] in LEARNED_ORDERINGS for p in policies if "+" in p):
+        return None
+    from inference.duration.ordering import SjfLearned
+
+    probe = SjfLearned()
+    if not probe.fell_back:
+        return None
+    return (f"the learned duration model at {probe.model_dir} does not load ({probe.fallback_reason}), so "
+            f"{' and '.join(LEARNED_ORDERINGS)} would order as sjf-predicted; train one (semsched train-duration) "
+            "or point SEMSCHED_DURATION_MODEL_DIR at one")  # fmt: skip
+
 
 def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
     """``(model version, None)`` when a policy places with the learned model and its model
-    loads; ``(None, why)`` when it does not load; ``(None, None)`` when no policy is learned."""
+    loads; ``(None, why)`` when it does not load, or when a learned ordering's duration model
+    does not (:func:`duration_model_problem`); ``(None, None)`` when no policy is learned."""
     from inference.policy import LearnedPolicy, uses_learned
 
+    if (why := duration_model_problem(policies)) is not None:
+        return None, why
     if not any(uses_learned(p) for p in policies):
         return None, None
 

@@ -41,7 +41,7 @@ def sjf(
     placement: str = typer.Option(None, help="Placement under every ordering (default: openb fgd, else best-fit)."),
     train_fraction: float = typer.Option(0.75, help="Share of the jobs (by submission time) before the cut: the "
                                                     "models learn from them, only later jobs are replayed."),
-    held_out_jobs: int = typer.Option(None, help="Replay only the first N held-out jobs (a quicker run)."),
+    held_out_jobs: int = typer.Option(None, min=1, help="Replay only the first N held-out jobs (a quicker run)."),
     load: str = typer.Option("extreme", help="Load planned on the held-out part: native, low … extreme, or 250x."),
     step: float = typer.Option(1.0, help="Scheduling step, seconds.", callback=positive),
     nodes: int = typer.Option(None, help="Seeded sample of this many nodes (Google 2011: 800)."),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
 
@@ -22,6 +24,20 @@ def policy_names(text: str | None, default: list[str] | None = None) -> list[str
         except (UnknownPolicyError, ValueError) as e:  # unknown, or its settings malformed (SEMSCHED_LOOKAHEAD_*)
             raise typer.BadParameter(str(e)) from None
     return names
+
+
+def check_new_version(out: Path, version: str | None, option: str = "--version") -> None:
+    """Refuse, before any training, a ``version`` name that would overwrite a model or escape
+    ``out``: an existing ``out/version`` (the serving one too), ``latest`` (the serving link),
+    a path. ``None`` or empty: the command picks a fresh name."""
+    if not version:
+        return
+    if version in ("latest", ".", "..") or version.startswith(".") or "/" in version or "\\" in version:
+        raise typer.BadParameter(f"{version!r} is not a version name (a plain directory name; not latest, "
+                                 "which points at the serving version)", param_hint=option)  # fmt: skip
+    if (Path(out) / version).exists():
+        raise typer.BadParameter(f"{Path(out) / version} already exists: a version is never overwritten "
+                                 "(pick another name)", param_hint=option)  # fmt: skip
 
 
 def seed_list(text: str) -> list[int]:

@@ -268,9 +268,10 @@ def train(
 ) -> None:
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
-    from ops.cli.options import seed_list
+    from ops.cli.options import check_new_version, seed_list
     from ops.cli.train_publish import check_archive, publish
 
+    check_new_version(out, version)
     if encoder != "hashed" and (from_archive or rl_from is not None):
         raise typer.BadParameter("--encoder applies to imitation: --from-archive trains the hashed encoder, and "
                                  "--rl-from keeps its model's")  # fmt: skip

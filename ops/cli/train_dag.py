@@ -39,7 +39,9 @@ def train_dag(
     """Train the learned DAG scheduler (two stages: a ready task, then a processor) and publish it."""
     from inference.dag.train import MODELS
     from inference.dag.train import train_dag as run
+    from ops.cli.options import check_new_version
 
+    check_new_version(out or MODELS, version)
     if init is not None and not (init / "config.json").is_file():
         raise typer.BadParameter(f"{init} holds no DAG model (no config.json)", param_hint="--init")
     meta = run(dags=dags, k=k, epochs=epochs, dagger_dags=dagger_dags, rl_dags=rl_dags, rl_samples=rl_samples,

@@ -133,7 +133,7 @@ def train_duration(
                                                     "trace and finished by its cut (1 = every job)."),
     out: Path = typer.Option(Path("models/duration"), help="Model root: writes <out>/<version>/ and <out>/latest."),
     version: str = typer.Option(None, help="Version name (default <trace>-<encoder>-f<percent>-<UTC time>)."),
-    epochs: int = typer.Option(80, help="Maximum MLP epochs (early stopping on a time-ordered validation split)."),
+    epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs (early stopping on a time-ordered validation split)."),
     limit: int = typer.Option(None, help="Read only the first N jobs of the trace (a quick run)."),
     path: Path = typer.Option(None, help="Trace file or directory (default: the shared data)."),
     seed: int = typer.Option(0, help="Seed of the MLP's initialisation and batches."),
@@ -143,6 +143,9 @@ def train_duration(
                                            "/sql, else SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
 ) -> None:
     """Train the learned duration predictor (regression + retrieval) on a trace and publish it."""
+    from ops.cli.options import check_new_version
+
+    check_new_version(out, version)
     try:
         run_train_duration(trace=trace, encoder=encoder, train_fraction=train_fraction, out=out, version=version,
                            epochs=epochs, limit=limit, path=path, seed=seed, censored=censored,

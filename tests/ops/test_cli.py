@@ -163,6 +163,9 @@ def test_kafka_status_reads_the_port_its_data_dir_was_started_on(tmp_path: Path)
     (["bench", "dag", "--schedulers", ""], "--schedulers needs at least one scheduler"),
     (["bench", "duration", "--traces", ""], "--traces and --encoders need at least one name each"),
     (["bench", "duration", "--epochs", "0"], "--epochs"),
+    (["agents", "--fail-rate", "1.5"], "--fail-rate"),  # these three started agents that ran with them
+    (["agents", "--speed", "0"], "--speed"),
+    (["agents", "--speed", "-1"], "--speed"),
 ])  # fmt: skip
 def test_benchmark_options_that_cannot_work_are_refused_before_any_work(args: list[str], says: str) -> None:
     """Each was a traceback after the run (--compare nonsense, --schedulers '', --epochs 0) or an
@@ -191,3 +194,19 @@ def test_serve_on_an_address_this_machine_lacks_is_one_line_and_exit_2(tmp_path:
     result = runner.invoke(app, ["serve", "--model", str(tmp_path), "--host", "192.0.2.1"])  # TEST-NET-1
     assert result.exit_code == 2
     assert "--host 192.0.2.1: not an address this machine can listen on" in result.output
+
+
+@pytest.mark.parametrize("command", [["train", "--no-promote"], ["train-duration", "--trace", "openb"], ["train-dag"]])
+def test_a_train_command_never_overwrites_a_version(tmp_path: Path, command: list[str]) -> None:
+    """Each wrote over an existing version (the serving one too), into latest's target with
+    --version latest (then latest -> latest), or outside the model root with ../name."""
+    kept = tmp_path / "models" / "v1"
+    kept.mkdir(parents=True)
+    (kept / "config.json").write_text('{"version": "v1"}')
+    (tmp_path / "models" / "latest").symlink_to("v1")
+    for name, says in (("v1", "already exists"), ("latest", "not a version name"), ("../esc", "not a version name")):
+        result = runner.invoke(app, [*command, "--out", str(tmp_path / "models"), "--version", name])
+        assert result.exit_code == 2, result.output
+        assert says in " ".join(result.output.replace("│", " ").split()), result.output
+    assert (kept / "config.json").read_text() == '{"version": "v1"}' and not (tmp_path / "esc").exists()
+    assert (tmp_path / "models" / "latest").resolve() == kept.resolve()

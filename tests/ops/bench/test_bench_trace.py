@@ -79,3 +79,14 @@ def test_bench_trace_reports_the_floor_of_apps_limited_per_node(tmp_path):
         assert r["limited_queue_mean"] >= r["floor_mean"] > 0 and r["above_floor_pct"] >= 0
         assert r["queue_mean_all"] >= r["floor_over_all_jobs"]
     assert "Queueing behind per-node instance limits" in (tmp_path / "bench-trace-google2011.md").read_text()
+
+
+def test_bench_trace_refuses_a_learned_ordering_whose_duration_model_does_not_load(tmp_path, monkeypatch):
+    """It ran sjf-predicted's order and reported it as sjf-learned's, exit 0, without a word."""
+    monkeypatch.setenv("SEMSCHED_DURATION_MODEL_DIR", str(tmp_path / "no-duration-model"))
+    result = CliRunner().invoke(app, ["bench", "trace", "--limit", "50", "--policies", "sjf-learned+best-fit",
+                                      "--out", str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "duration model" in text and "semsched train-duration" in text
+    assert not (tmp_path / "bench-trace-openb.json").exists()
