@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -41,4 +42,15 @@ def dag(
         raise typer.BadParameter(str(e)) from None
     command = (f"semsched bench dag {o.held_out_flags(dags, seed, tasks_min, tasks_max, processors, ccr, beta)} "
                f"--schedulers {','.join(names)}{'' if workflows else ' --no-workflows'} --out {out}")  # fmt: skip
-    raise typer.Exit(run_dag_bench(options, out, command))
+    raise typer.Exit(workflow_errors_in_one_line(run_dag_bench, options, out, command))
+
+
+def workflow_errors_in_one_line(run: Any, *args: Any) -> int:
+    """``run(*args)``'s exit code; a bad workflow file is one line naming it and why, exit 1."""
+    from ops.workflows import WorkflowFormatError
+
+    try:
+        return int(run(*args))
+    except WorkflowFormatError as e:
+        typer.echo(f"error: {e}", err=True)
+        return 1

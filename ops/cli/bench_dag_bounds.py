@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 import ops.cli.dag_set_options as o
+from ops.cli.bench_dag import workflow_errors_in_one_line
 
 
 def dag_bounds(
@@ -35,4 +36,4 @@ def dag_bounds(
         raise typer.BadParameter(str(e)) from None
     command = (f"semsched bench dag-bounds {o.held_out_flags(dags, seed, tasks_min, tasks_max, processors, ccr, beta)} "
                f"--time-limit {time_limit:g} --workers {workers}{' --workflows' if workflows else ''} --out {out}")  # fmt: skip
-    raise typer.Exit(run_dag_bounds(options, out, command))
+    raise typer.Exit(workflow_errors_in_one_line(run_dag_bounds, options, out, command))

@@ -61,3 +61,20 @@ def test_a_learned_scheduler_without_its_model_is_refused_not_run_as_heft(tmp_pa
                                                                 "--no-workflows", "--out", str(tmp_path)])  # fmt: skip
     assert result.exit_code == 2 and "learned would fall back" in result.output and "train-dag" in result.output
     assert not (tmp_path / "bench-dag.json").exists()
+
+
+@pytest.mark.parametrize("command", [["bench", "dag", "--dags", "1"],
+                                     ["bench", "dag-bounds", "--dags", "1", "--time-limit", "1"]])
+def test_a_bad_workflow_file_is_one_line_naming_it(tmp_path: Path, monkeypatch, command) -> None:  # type: ignore[no-untyped-def]
+    """It was a WorkflowFormatError traceback."""
+    data = tmp_path / "data" / "workflows"
+    (data / "wfinstances").mkdir(parents=True)
+    bad = data / "wfinstances" / "broken.json"
+    bad.write_text("{not json")
+    monkeypatch.setenv("SEMSCHED_DATA_DIR", str(tmp_path / "data"))
+    from ops.cli.main import app
+
+    result = CliRunner().invoke(app, [*command, "--workflows", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1, result.output
+    assert f"{bad}" in result.output and "not JSON" in result.output
+    assert "Traceback" not in result.output
