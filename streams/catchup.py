@@ -67,8 +67,9 @@ class CatchUp:
 
     async def ready(self, applied: dict[int, int], *, recovering: bool, assigned: set[int]) -> bool:
         """True once every assigned partition's events up to its end offset at assignment
-        time are applied (``applied``: partition → the last offset handled). After every assignment (:meth:`reassigned`) or a change of the set,
-        closed while tables recover and while nothing is assigned."""
+        time are applied (``applied``: partition → the last offset handled). After every
+        assignment (:meth:`reassigned`) or a change of the set, closed while tables recover and
+        while nothing is assigned."""
         now = frozenset(assigned)
         if now != self._assigned:
             self._assigned, self._targets, self.open = now, None, False
