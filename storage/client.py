@@ -34,6 +34,8 @@ from urllib.parse import unquote, urlparse
 import pyarrow as pa
 from clickhouse_connect.driver.binding import finalize_query
 
+from storage.json_rows import JSON_SETTINGS, rows_from_json_compact
+
 __all__ = [
     "ArchiveClient",
     "ChdbClient",
@@ -66,6 +68,10 @@ def _py(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _py(v) for k, v in value.items()}
     return value
+
+
+#: ClickHouse's error (chdb's and a server's) for a result column Arrow cannot carry
+_NOT_IN_ARROW = "is not supported for conversion into Arrow data format"
 
 
 def rows_from_arrow(table: pa.Table) -> tuple[list[str], list[tuple[Any, ...]]]:
@@ -124,6 +130,8 @@ class ChdbClient:
         # results as Arrow ``binary`` for String columns: ClickHouse strings are bytes
         # (the dead-letter archive keeps the original, possibly non-UTF-8, message).
         self._conn.query("SET output_format_arrow_string_as_string = 0")
+        for name, value in JSON_SETTINGS.items():  # for query_rows' fallback
+            self._conn.query(f"SET {name} = {value}")
 
     def _run(self, sql: str, fmt: str = "CSV") -> Any:
         with self._lock:
@@ -138,7 +146,13 @@ class ChdbClient:
         return self._run(bind(sql, parameters), "Arrowtable")
 
     def query_rows(self, sql: str, parameters: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-        return rows_from_arrow(self.query_arrow(sql, parameters))
+        try:
+            return rows_from_arrow(self.query_arrow(sql, parameters))
+        except Exception as e:
+            if _NOT_IN_ARROW not in str(e):
+                raise
+        # a type Arrow has no place for (UUID, a bare NULL's Nothing): ClickHouse's own JSON writes every type
+        return rows_from_json_compact(self._run(bind(sql, parameters), "JSONCompact").bytes())
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:
         if data.num_rows == 0:
@@ -186,7 +200,14 @@ class HttpArchiveClient:
         return self._client.query_arrow(bind(sql, parameters), use_strings=False)
 
     def query_rows(self, sql: str, parameters: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-        return rows_from_arrow(self.query_arrow(sql, parameters))
+        try:
+            return rows_from_arrow(self.query_arrow(sql, parameters))
+        except Exception as e:
+            if _NOT_IN_ARROW not in str(e):
+                raise
+        # a type Arrow has no place for (UUID, a bare NULL's Nothing): the driver's native format has one
+        result = self._client.query(bind(sql, parameters))
+        return list(result.column_names), [tuple(_py(v) for v in row) for row in result.result_rows]
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:
         if data.num_rows == 0:

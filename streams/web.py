@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from faust.web import Request, Response, View
 
+from storage.json_cells import json_cell
 from streams.node_utilisation import window_means
 
 if TYPE_CHECKING:
@@ -88,15 +89,5 @@ def register_web(w: Worker) -> None:
             except Exception as e:  # the analyst's SQL error goes back to the analyst
                 return self.json({"error": str(e), "archive": w.settings.clickhouse_dsn}, status=400)
             # "archive": which one answered, so a CLI pointed at another one does not take this answer
-            return self.json({"columns": cols, "rows": [[_jsonable(v) for v in r] for r in rows],
+            return self.json({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows],
                               "archive": w.settings.clickhouse_dsn})  # fmt: skip
-
-
-def _jsonable(v: Any) -> Any:
-    if isinstance(v, (str, int, float, bool)) or v is None:
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    return str(v)

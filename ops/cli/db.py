@@ -17,7 +17,6 @@ import os
 import sys
 import urllib.error
 import urllib.request
-from datetime import date, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, NoReturn
@@ -27,6 +26,7 @@ from rich.table import Table
 
 from ops.console import wide_console
 from storage.client import ArchiveClient, chdb_path, get_client
+from storage.json_cells import json_cell, text_cell
 from storage.migrate import migrate
 from storage.queries import explain, run_sql
 from streams.settings import Settings
@@ -168,32 +168,18 @@ class OutputFormat(StrEnum):
     json = "json"
 
 
-def _cell(v: Any) -> Any:
-    if isinstance(v, datetime | date):
-        return v.isoformat()
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    if isinstance(v, tuple):
-        return [_cell(x) for x in v]
-    if isinstance(v, list):
-        return [_cell(x) for x in v]
-    if isinstance(v, dict):
-        return {str(k): _cell(x) for k, x in v.items()}
-    return v
-
-
 def _print(cols: list[str], rows: list[tuple[Any, ...]], fmt: OutputFormat) -> None:
     if fmt is OutputFormat.json:
-        sys.stdout.write(json.dumps({"columns": cols, "rows": [[_cell(v) for v in r] for r in rows]}) + "\n")
+        sys.stdout.write(json.dumps({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows]}) + "\n")
     elif fmt is OutputFormat.csv:
         w = csv.writer(sys.stdout, lineterminator="\n")  # (the csv module's default is RFC 4180's CRLF)
         w.writerow(cols)
         for r in rows:
-            w.writerow([json.dumps(_cell(v)) if isinstance(v, list | tuple | dict) else _cell(v) for v in r])
+            w.writerow([text_cell(v) for v in r])
     else:
         t = Table(*cols, show_lines=False)
         for r in rows:
-            t.add_row(*("NULL" if v is None else str(_cell(v)) for v in r))
+            t.add_row(*("NULL" if v is None else str(text_cell(v)) for v in r))
         console.print(t)
         console.print(f"[dim]{len(rows)} row(s)[/dim]")
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
-from datetime import date, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -17,17 +16,10 @@ from typer.testing import CliRunner
 
 from ops.cli.db import WorkerSqlClient, WorkerUnavailable, query_via_worker
 from storage.client import ArchiveClient
+from storage.json_cells import json_cell
 from storage.queries import explain, run_sql
 from storage.writer import ArchiveWriter
 from streams.settings import Settings
-
-
-def _default(v: Any) -> Any:
-    if isinstance(v, datetime | date):
-        return v.isoformat()
-    if isinstance(v, bytes):
-        return v.decode("utf-8", "replace")
-    raise TypeError(type(v))
 
 
 @pytest.fixture
@@ -39,7 +31,7 @@ def worker(client: ArchiveClient) -> Iterator[int]:
             sql = self.rfile.read(int(self.headers["Content-Length"])).decode()
             try:
                 cols, rows = run_sql(client, sql)
-                body, code = json.dumps({"columns": cols, "rows": rows}, default=_default), 200
+                body, code = json.dumps({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows]}), 200  # as streams/web.py
             except Exception as e:  # noqa: BLE001
                 body, code = json.dumps({"error": str(e)}), 400
             self.send_response(code)
@@ -145,6 +137,41 @@ def test_sql_csv_ends_lines_with_newlines_as_unix_tools_expect(client: ArchiveCl
     r = CliRunner().invoke(_db_app(), ["sql", "-f", "csv", "SELECT number AS n, 'a,b' AS s FROM numbers(2)"])
     assert r.exit_code == 0, r.output
     assert r.stdout == 'n,s\n0,"a,b"\n1,"a,b"\n'
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
+#: values Python's json writes as NaN/Infinity or refuses, and types chdb cannot give as Arrow
+AWKWARD = ("SELECT nan AS a, -inf AS b, (SELECT avg(number) FROM numbers(0)) AS empty_avg, NULL AS n, "
+           "toUUID('61f0c404-5cb3-11e7-907b-a6006ad3dba0') AS u, toIPv4('10.0.0.1') AS ip, toDecimal64(1.25, 2) AS d, "
+           "toDecimal128('0.1000000000000000000001', 22) AS d_exact, [1.5, nan] AS arr, map('k', 1) AS m")  # fmt: skip
+
+
+def test_sql_json_is_json_for_every_type(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch, chdb_dsn: str) -> None:
+    """NaN and ±inf as null (ClickHouse's JSON does the same), a UUID and a bare NULL (no Arrow
+    type in chdb: a query error before), a Decimal (a TypeError traceback before)."""
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", chdb_dsn)
+    r = CliRunner().invoke(_db_app(), ["sql", "-f", "json", AWKWARD])
+    assert r.exit_code == 0, r.output
+    answer = json.loads(r.stdout, parse_constant=_not_json)
+    assert answer["columns"] == ["a", "b", "empty_avg", "n", "u", "ip", "d", "d_exact", "arr", "m"]
+    assert answer["rows"] == [[None, None, None, None, "61f0c404-5cb3-11e7-907b-a6006ad3dba0", "10.0.0.1", 1.25,
+                               "0.1000000000000000000001", [1.5, None], {"k": 1}]]  # fmt: skip
+
+
+def test_sql_csv_and_table_keep_nan_apart_from_null(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch,
+                                                    chdb_dsn: str) -> None:  # fmt: skip
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", chdb_dsn)
+    r = CliRunner().invoke(_db_app(), ["sql", "-f", "csv", "SELECT nan AS a, -inf AS b, NULL AS n, [1, 2] AS arr"])
+    assert r.exit_code == 0, r.output
+    assert r.stdout == 'a,b,n,arr\nnan,-inf,,"[1, 2]"\n'
+    r = CliRunner().invoke(_db_app(), ["sql", AWKWARD])
+    assert r.exit_code == 0, r.output
+    assert "│ nan " in r.stdout and "│ NULL " in r.stdout and "61f0c404-5cb3-11e7-907b-a6006ad3dba0" in r.stdout
 
 
 def _answering(body: dict[str, Any]) -> tuple[ThreadingHTTPServer, int]:

@@ -1,0 +1,50 @@
+"""Rows from ClickHouse's ``JSONCompact`` output: chdb's fallback for a result that Arrow cannot
+carry (a UUID, a bare NULL's ``Nothing``). The session writes decimals and NaN/±inf quoted
+(``output_format_json_quote_decimals``, ``…_quote_denormals``), and the column types in the
+answer's ``meta`` turn them back into ``Decimal`` and ``float``, so the rows hold what the
+Arrow path gives for those types: exact decimals, NaN apart from NULL."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+#: the session settings the conversion relies on (set once per chdb connection)
+JSON_SETTINGS = {
+    "output_format_json_quote_64bit_integers": 0,  # Int64/UInt64/Int128/… as numbers (Python's are exact)
+    "output_format_json_quote_decimals": 1,
+    "output_format_json_quote_denormals": 1,
+    "output_format_json_validate_utf8": 1,  # invalid UTF-8 replaced, as rows_from_arrow decodes it
+}
+
+
+def _unwrap(type_: str, *wrappers: str) -> str | None:
+    for w in wrappers:
+        if type_.startswith(f"{w}(") and type_.endswith(")"):
+            return type_[len(w) + 1 : -1]
+    return None
+
+
+def _typed(value: Any, type_: str) -> Any:
+    if value is None:
+        return None
+    inner = _unwrap(type_, "Nullable", "LowCardinality")
+    if inner is not None:
+        return _typed(value, inner)
+    element = _unwrap(type_, "Array")
+    if element is not None and isinstance(value, list):
+        return [_typed(v, element) for v in value]
+    if type_.startswith("Float") and isinstance(value, str):
+        return float(value)  # "nan", "inf", "-inf"
+    if type_.startswith("Decimal") and isinstance(value, str):
+        return Decimal(value)
+    return value  # (maps and tuples as ClickHouse's JSON gives them)
+
+
+def rows_from_json_compact(raw: bytes) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and row tuples of a ``JSONCompact`` answer."""
+    answer = json.loads(raw)
+    meta = answer["meta"]
+    return [c["name"] for c in meta], [tuple(_typed(v, c["type"]) for v, c in zip(r, meta, strict=True))
+                                       for r in answer["data"]]  # fmt: skip
