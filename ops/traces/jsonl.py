@@ -10,8 +10,9 @@ Each non-blank line is either
 - an envelope ``{"offset_s": <seconds>, "event": {...}}`` that fixes the offset explicitly.
 
 Node lines are the inventory, published as written (``source`` is kept). Lines that are
-not JSON, not an object, of another kind, or fail validation are bad lines; so is a
-duplicate ``job_id`` / ``node_id``. Blank lines and lines starting with ``#`` are skipped.
+not JSON, not an object, of another kind, fail validation, or are larger on the wire than the
+worker admits (``SEMSCHED_MAX_MESSAGE_BYTES``) are bad lines; so is a duplicate ``job_id`` /
+``node_id``. Blank lines and lines starting with ``#`` are skipped.
 The path is required (there is no default file); ``.gz`` is read transparently.
 """
 
@@ -26,6 +27,7 @@ from pydantic import ValidationError
 
 from ops.traces.base import TraceFormatError, TraceJob, TraceLoader, open_text
 from scheduling.events import JobSubmitted, NodeTelemetry
+from streams.settings import Settings
 
 
 class JsonlLoader(TraceLoader):
@@ -39,6 +41,7 @@ class JsonlLoader(TraceLoader):
             raise ValueError("the jsonl trace needs a path")
         super().__init__(path, **opts)  # type: ignore[arg-type]
         self._inventory: list[NodeTelemetry] = []
+        self.max_event_bytes = Settings().max_message_bytes  # the worker's limit (SEMSCHED_MAX_MESSAGE_BYTES)
 
     @classmethod
     def default_path(cls) -> Path:  # pragma: no cover - never used, path is required
@@ -116,11 +119,18 @@ class JsonlLoader(TraceLoader):
             raise ValueError("a bare job line needs its event_time, which sets its offset; or wrap it as "
                              '{"offset_s": <seconds>, "event": {...}}')  # fmt: skip
         # strict, as the worker decodes the wire: a mistyped field ("1000", true) is refused, not coerced
+        event: JobSubmitted | NodeTelemetry
         if kind == "job_submitted":
-            return (None if offset is None else float(offset)), JobSubmitted.model_validate_json(json.dumps(obj), strict=True)
-        if kind == "node_telemetry":
-            return None, NodeTelemetry.model_validate_json(json.dumps(obj), strict=True)
-        raise ValueError(f"kind must be job_submitted or node_telemetry, not {kind!r}")
+            event = JobSubmitted.model_validate_json(json.dumps(obj), strict=True)
+        elif kind == "node_telemetry":
+            event = NodeTelemetry.model_validate_json(json.dumps(obj), strict=True)
+        else:
+            raise ValueError(f"kind must be job_submitted or node_telemetry, not {kind!r}")
+        size = len(event.to_bytes())  # as the worker admits it: it would dead-letter a larger one
+        if size > self.max_event_bytes:
+            raise ValueError(f"the event is {size:,} bytes on the wire; the worker refuses events over "
+                             f"{self.max_event_bytes:,} (SEMSCHED_MAX_MESSAGE_BYTES)")  # fmt: skip
+        return (None if offset is None or kind != "job_submitted" else float(offset)), event
 
     def _parse_nodes(self, jobs: list[TraceJob]) -> Iterator[NodeTelemetry]:
         return iter(self._inventory)

@@ -79,6 +79,22 @@ def test_a_bare_job_line_without_its_time_is_a_bad_line(tmp_path: Path) -> None:
     assert [(e.line, e.reason.split(",")[0]) for e in loader.errors] == [(2, "a bare job line needs its event_time")]
 
 
+def test_an_event_larger_than_the_worker_admits_is_a_bad_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It was published and then dead-lettered by the worker (or, at 2 MB, stopped the replay with
+    the producer's MessageSizeTooLargeError and no line); now it is the file's line and why."""
+    monkeypatch.setenv("SEMSCHED_MAX_MESSAGE_BYTES", "4096")
+    labels = ", ".join(f'"k{i}": "{"v" * 50}"' for i in range(100))  # ~6 KB of labels
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"offset_s": 0, "event": {"kind": "job_submitted", "job_id": "small"}}\n'
+                    f'{{"offset_s": 1, "event": {{"kind": "job_submitted", "job_id": "big", "labels": {{{labels}}}}}}}\n')  # fmt: skip
+    loader = JsonlLoader(path)
+    assert [j.event.job_id for j in loader.load_jobs()] == ["small"]
+    assert len(loader.errors) == 1 and loader.errors[0].line == 2
+    assert "bytes on the wire; the worker refuses events over 4,096 (SEMSCHED_MAX_MESSAGE_BYTES)" in loader.errors[0].reason
+    with pytest.raises(TraceLineError, match=":2: the event is"):
+        JsonlLoader(path, strict=True).load_jobs()
+
+
 def test_path_required() -> None:
     with pytest.raises(ValueError, match="needs a path"):
         get_loader("jsonl")
