@@ -84,12 +84,24 @@ def save_model(net: DagPolicyNet, directory: Path, meta: dict[str, object] | Non
     return directory
 
 
+class DagModelError(ValueError):
+    """A DAG model directory whose files do not make a network (unreadable, or weights of
+    another shape than its config says)."""
+
+
 def load_model(directory: Path) -> DagPolicyNet:
-    """The network saved in ``directory``; raises ``FileNotFoundError`` when there is none."""
+    """The network saved in ``directory``; raises ``FileNotFoundError`` when there is none and
+    :class:`DagModelError` (one line: the directory and why) when it does not load."""
     cfg_path, w_path = directory / CONFIG, directory / WEIGHTS
     if not cfg_path.exists() or not w_path.exists():
         raise FileNotFoundError(f"no DAG policy model in {directory} (need {CONFIG} and {WEIGHTS})")
-    net = DagPolicyNet(NetConfig(**json.loads(cfg_path.read_text())["net"]))
-    net.load_state_dict(torch.load(w_path, map_location="cpu", weights_only=True))
+    try:
+        net = DagPolicyNet(NetConfig(**json.loads(cfg_path.read_text())["net"]))
+        net.load_state_dict(torch.load(w_path, map_location="cpu", weights_only=True))
+    except Exception as e:  # JSON, config fields, pickle, shapes: the model is not usable, whatever the cause
+        lines = [line.strip() for line in str(e).splitlines() if line.strip()] or [""]
+        shapes = [line for line in lines if line.startswith("size mismatch")]  # torch lists every tensor
+        why = f"{shapes[0]} (and {len(shapes) - 1} more)" if len(shapes) > 1 else (shapes or lines)[0]
+        raise DagModelError(f"the DAG model in {directory} does not load: {type(e).__name__}: {why}") from e
     net.eval()
     return net

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from inference.dag.features import DagContext, TaskView, dag_context, proc_features, task_view
-from inference.dag.model import DagPolicyNet, load_model
+from inference.dag.model import DagModelError, DagPolicyNet, load_model
 from scheduling.dag import DagProblem, ListSchedulingEnv, Schedule
 from scheduling.dag.schedulers import get_dag_scheduler, register_dag_scheduler, run_policy
 
@@ -114,7 +114,7 @@ class LearnedDagScheduler:
         self.fallback: str | None = None
         try:
             self.net = load_model(self.model_dir)
-        except FileNotFoundError as e:
+        except (FileNotFoundError, DagModelError) as e:
             if strict:
                 raise
             self.fallback = f"{e}; scheduling with HEFT instead"

@@ -42,8 +42,13 @@ def train_dag(
     from ops.cli.options import check_new_version
 
     check_new_version(out or MODELS, version)
-    if init is not None and not (init / "config.json").is_file():
-        raise typer.BadParameter(f"{init} holds no DAG model (no config.json)", param_hint="--init")
+    if init is not None:
+        from inference.dag.model import DagModelError, load_model
+
+        try:
+            load_model(init)  # before the teacher's rollouts: a model that does not load is refused now
+        except (FileNotFoundError, DagModelError) as e:
+            raise typer.BadParameter(str(e), param_hint="--init") from None
     meta = run(dags=dags, k=k, epochs=epochs, dagger_dags=dagger_dags, rl_dags=rl_dags, rl_samples=rl_samples,
                rl_lr=rl_lr, valid_dags=valid_dags, init=init, seed=seed, hidden=hidden, out=out or MODELS,
                version=version)  # fmt: skip

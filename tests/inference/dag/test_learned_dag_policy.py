@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
 import inference.dag  # noqa: F401 - registers the schedulers
 from inference.dag.features import PROC_DIM, TASK_DIM
-from inference.dag.model import DagPolicyNet, NetConfig, load_model, save_model
+from inference.dag.model import DagModelError, DagPolicyNet, NetConfig, load_model, save_model
 from inference.dag.policy import MODEL_ENV, LearnedDagScheduler, schedule_with
 from scheduling.dag import check_schedule
 from scheduling.dag.schedulers import available_dag_schedulers, get_dag_scheduler
@@ -66,6 +68,36 @@ def test_without_a_model_it_falls_back_to_heft_and_says_so(tmp_path, small_dags)
         assert scheduler.schedule(problem).makespan == heft.schedule(problem).makespan
     with pytest.raises(FileNotFoundError, match="no DAG policy model"):
         LearnedDagScheduler(tmp_path / "missing", strict=True)
+
+
+def _widened(tmp_path):
+    """A model directory whose config says another width than its weights have."""
+    save_model(DagPolicyNet(NetConfig(hidden=8)), tmp_path / "m")
+    config = json.loads((tmp_path / "m" / "config.json").read_text())
+    config["net"]["hidden"] = 16
+    (tmp_path / "m" / "config.json").write_text(json.dumps(config))
+    return tmp_path / "m"
+
+
+@pytest.mark.parametrize("damage", ["width", "config", "weights"])
+def test_a_model_that_does_not_load_is_one_line_and_a_fallback(tmp_path, small_dags, damage):
+    """Weights of another width, an unreadable config, or weights that are not a state dict: one
+    line naming the directory (it was a torch/JSON traceback), and HEFT with a warning."""
+    directory = _widened(tmp_path)
+    if damage == "config":
+        (directory / "config.json").write_text("{")
+    elif damage == "weights":
+        (directory / "policy.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(DagModelError, match=f"the DAG model in {directory} does not load") as e:
+        load_model(directory)
+    assert "\n" not in str(e.value)
+    if damage == "width":
+        assert "size mismatch" in str(e.value) and "more)" in str(e.value)
+    with pytest.warns(RuntimeWarning, match="does not load"):
+        scheduler = LearnedDagScheduler(directory)
+    assert scheduler.schedule(small_dags[0]).makespan == get_dag_scheduler("heft").schedule(small_dags[0]).makespan
+    with pytest.raises(DagModelError):
+        LearnedDagScheduler(directory, strict=True)
 
 
 def test_evaluate_problems_reports_every_scheduler_on_every_problem(tmp_path, small_dags):

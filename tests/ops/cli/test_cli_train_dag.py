@@ -34,5 +34,16 @@ def test_train_dag_writes_a_versioned_model_the_dag_schedulers_load(tmp_path):
 
 def test_train_dag_refuses_an_init_directory_without_a_model(tmp_path):
     r = runner.invoke(app, ["train-dag", "--init", str(tmp_path), "--out", str(tmp_path / "dag")], env={"COLUMNS": "300"})
-    assert r.exit_code == 2 and "holds no DAG model" in r.output
+    assert r.exit_code == 2 and "no DAG policy model" in r.output
+    assert not (tmp_path / "dag").exists()
+
+
+def test_train_dag_refuses_an_init_model_that_does_not_load(tmp_path):
+    """A corrupt config: the option's error before any training (it was a JSONDecodeError traceback)."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("{")
+    (tmp_path / "m" / "policy.pt").write_bytes(b"x")
+    r = runner.invoke(app, ["train-dag", "--init", str(tmp_path / "m"), "--out", str(tmp_path / "dag")],
+                      env={"COLUMNS": "300"})  # fmt: skip
+    assert r.exit_code == 2 and "does not load: JSONDecodeError" in r.output, r.output
     assert not (tmp_path / "dag").exists()
