@@ -4,6 +4,7 @@ short (``semsched models list | less``, a benchmark's log). ``COLUMNS`` still wi
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -16,3 +17,10 @@ def wide_console(*, stderr: bool = False) -> Console:
     stream = sys.stderr if stderr else sys.stdout
     piped = not stream.isatty() and not os.environ.get("COLUMNS")
     return Console(stderr=stderr, width=PIPED_WIDTH if piped else None)
+
+
+def print_json_line(obj: object) -> None:
+    """``obj`` as one line of JSON on stdout, for scripts (``| jq``): rich would wrap it at the
+    console's width and break it in the middle of a string."""
+    sys.stdout.write(json.dumps(obj, default=str) + "\n")
+    sys.stdout.flush()

@@ -14,16 +14,30 @@ from inference.encoders.cache import EncoderCache
 from inference.encoders.hashed import HashedNgramEncoder
 from inference.encoders.text import OUTCOME_LABELS, clean_text
 
+ENCODER_NAMES = "hashed, hashed-ngram-<dim>, minilm"
+
+
+def encoder_problem(name: str) -> str | None:
+    """Why ``name`` names no encoder (None when it does), without building one: for the CLI's
+    options, before a run loads a trace."""
+    if name in ("hashed", "minilm", "all-MiniLM-L6-v2"):
+        return None
+    dim = name.removeprefix("hashed-ngram-")
+    if dim != name and dim.isdigit() and int(dim) > 0:
+        return None
+    return f"unknown text encoder {name!r}; available: {ENCODER_NAMES}"
+
 
 def get_encoder(name: str = "hashed", dim: int = 64) -> TextEncoder:
     """An encoder by name (see the module docstring)."""
+    problem = encoder_problem(name)
+    if problem is not None:
+        raise ValueError(problem)
     if name == "hashed":
         return HashedNgramEncoder(dim)
     if name.startswith("hashed-ngram-"):
         return HashedNgramEncoder(int(name.rsplit("-", 1)[1]))
-    if name in ("minilm", "all-MiniLM-L6-v2"):
-        return _minilm()
-    raise ValueError(f"unknown text encoder {name!r}; available: hashed, hashed-ngram-<dim>, minilm")
+    return _minilm()
 
 
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import typer
 
-from ops.cli.options import positive
+from ops.cli.options import encoder_names, positive
 
 
 def duration(
     traces: str = typer.Option("dlrm2025,google2011,openb", help="Traces, comma-separated (semsched replay names)."),
-    encoders: str = typer.Option("hashed,minilm", help="Text encoders, comma-separated: hashed, minilm."),
+    encoders: str = typer.Option("hashed,minilm", help="Text encoders, comma-separated: hashed, minilm.", callback=encoder_names),
     train_fraction: float = typer.Option(0.75, help="Share of the jobs (by submission time) in the training period."),
     limit: int = typer.Option(None, help="Read only the first N jobs of each trace (a quick run)."),
     epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs (early stopping on the validation split)."),
@@ -47,7 +47,7 @@ def sjf(
     nodes: int = typer.Option(None, help="Seeded sample of this many nodes (Google 2011: 800)."),
     seed: int = typer.Option(0, help="Seed (node sample, node speeds)."),
     limit: int = typer.Option(None, help="Read only the first N jobs of the trace."),
-    encoder: str = typer.Option("hashed", help="Text encoder of the duration model: hashed or minilm."),
+    encoder: str = typer.Option("hashed", help="Text encoder of the duration model: hashed or minilm.", callback=encoder_names),
     epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs."),
     policies: str = typer.Option(None, help="Override the policies (comma-separated, <ordering>+<placement>)."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-sjf-<trace>.md/.json and the plots."),

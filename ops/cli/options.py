@@ -60,3 +60,15 @@ def positive(value: float | None) -> float | None:
     if value is not None and not value > 0:
         raise typer.BadParameter(f"must be > 0, not {value:g}")
     return value
+
+
+def encoder_names(text: str) -> str:
+    """A typer callback: every comma-separated name names a text encoder
+    (:func:`inference.encoders.encoder_problem`)."""
+    from inference.encoders import encoder_problem
+
+    for name in (n.strip() for n in text.split(",")):
+        problem = encoder_problem(name) if name else None
+        if problem is not None:
+            raise typer.BadParameter(problem)
+    return text

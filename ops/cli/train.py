@@ -42,7 +42,6 @@ imitating (``--rl-minutes`` caps the wall time).
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +50,8 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ops.console import wide_console
+from ops.cli.options import encoder_names
+from ops.console import print_json_line, wide_console
 
 console = wide_console()
 HELD_OUT = frozenset(range(42, 52))  # the fill benchmark's evaluation seeds
@@ -198,9 +198,9 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     directory = save_model(out / version, model, version, info)
     summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters",
                                     "total_seconds")}  # fmt: skip
-    console.print(json.dumps(summary | {"train_loss": history.loss[-1], "train_agreement": history.agreement[-1],
-                                        "val_agreement": history.val_agreement[-1] if history.val_agreement else None,
-                                        "dagger": rounds}))  # fmt: skip
+    print_json_line(summary | {"train_loss": history.loss[-1], "train_agreement": history.agreement[-1],
+                               "val_agreement": history.val_agreement[-1] if history.val_agreement else None,
+                               "dagger": rounds})  # fmt: skip
     console.print(f"wrote {directory}")
     return directory
 
@@ -216,7 +216,7 @@ def train(
     hidden: int = typer.Option(32, min=4, help="Width of the node and job embeddings."),
     depth: int = typer.Option(2, min=2, max=10, help="Fusion-encoder layers (2-10)."),
     encoder: str = typer.Option("hashed", help="Job text encoder: hashed (n-grams, fast) or minilm "
-                                "(all-MiniLM-L6-v2, 384-d, offline)."),
+                                "(all-MiniLM-L6-v2, 384-d, offline).", callback=encoder_names),
     text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size (--encoder hashed; MiniLM's is 384)."),
     head_hidden: int = typer.Option(16, min=4, help="Width of the policy head (its cost: shapes × nodes × width)."),
     head_layers: int = typer.Option(1, min=1, max=2, help="Hidden layers of the policy head (1 or 2)."),

@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ops.console import wide_console
+from ops.console import print_json_line, wide_console
 
 console = wide_console()
 
@@ -61,10 +61,10 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
             raise typer.Exit(1) from None
     info = json.loads((directory / "train.json").read_text())
     history = info["history"]
-    console.print(json.dumps({"reconstruction": info["reconstruction"], "train_states": info["train_states"],
-                              "val_states": info["val_states"], "train_loss": history["loss"][-1],
-                              "val_agreement": (history.get("val_agreement") or [None])[-1],
-                              "seconds": round(info["total_seconds"], 1)}))  # fmt: skip
+    print_json_line({"reconstruction": info["reconstruction"], "train_states": info["train_states"],
+                     "val_states": info["val_states"], "train_loss": history["loss"][-1],
+                     "val_agreement": (history.get("val_agreement") or [None])[-1],
+                     "seconds": round(info["total_seconds"], 1)})  # fmt: skip
     console.print(f"wrote {directory}")
     if promote:
         run_promote(directory, out, seeds=seed_list(promotion_seeds), pod_sample=pod_sample, archive=archive)

@@ -23,7 +23,6 @@ attempt, read through a running worker's ``/sql`` when one answers, else ``--arc
 
 from __future__ import annotations
 
-import json
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,7 +31,8 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ops.console import wide_console
+from ops.cli.options import encoder_names
+from ops.console import print_json_line, wide_console
 
 console = wide_console()
 TRACES = ("google2011", "dlrm2025", "openb", "archive")
@@ -119,7 +119,7 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     summary = {"version": version, "jobs": len(train), "val_mae_log": info.get("val_mae_log"),
                "chosen": info.get("chosen"),
                "seconds": round(time.perf_counter() - started, 1)}  # fmt: skip
-    console.print(json.dumps(summary, default=str))
+    print_json_line(summary)
     console.print(f"wrote {directory}; {out / 'latest'} → {version} "
                   f"(serve it with SEMSCHED_POLICY=sjf-learned+best-fit)")  # fmt: skip
     return directory
@@ -128,7 +128,7 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
 def train_duration(
     trace: str = typer.Option(..., help="Trace to learn from: google2011, dlrm2025, openb, or archive (the "
                                         "ClickHouse archive's finished jobs)."),
-    encoder: str = typer.Option("hashed", help="Text encoder: hashed (n-grams, fast) or minilm (all-MiniLM-L6-v2)."),
+    encoder: str = typer.Option("hashed", help="Text encoder: hashed (n-grams, fast) or minilm (all-MiniLM-L6-v2).", callback=encoder_names),
     train_fraction: float = typer.Option(0.75, help="Learn from the jobs submitted in this first share of the "
                                                     "trace and finished by its cut (1 = every job)."),
     out: Path = typer.Option(Path("models/duration"), help="Model root: writes <out>/<version>/ and <out>/latest."),

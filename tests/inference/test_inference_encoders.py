@@ -3,6 +3,7 @@ import sys
 
 import numpy as np
 import pytest
+import typer
 
 from inference.encoders import EncoderCache, HashedNgramEncoder, TextEncoder, clean_text, get_encoder
 from inference.encoders.hashed import ngrams, stable_bucket
@@ -93,3 +94,26 @@ def test_a_lazy_minilm_loads_its_weights_on_the_first_encode_only():
     v = cache.encode(["train resnet50 on imagenet"])
     assert enc.model is not None and v.shape == (1, 384)
     np.testing.assert_allclose(v, MiniLMEncoder().encode(["train resnet50 on imagenet"]), atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["hashed", "hashed-ngram-32", "minilm", "all-MiniLM-L6-v2"])
+def test_encoder_names_that_build_have_no_problem(name: str) -> None:
+    from inference.encoders import encoder_problem
+
+    assert encoder_problem(name) is None
+
+
+@pytest.mark.parametrize("name", ["bert", "hashed-ngram-x", "hashed-ngram-0", "hashed-ngram-", ""])
+def test_an_unknown_encoder_name_is_refused_with_the_names_there_are(name: str) -> None:
+    """The CLI's --encoder(s) check (ops/cli/options.encoder_names): a one-line option error, not a
+    traceback after the trace has loaded (``bench sjf --encoder bert``, before)."""
+    from inference.encoders import encoder_problem, get_encoder
+    from ops.cli.options import encoder_names
+
+    assert "available: hashed, hashed-ngram-<dim>, minilm" in (encoder_problem(name) or "")
+    with pytest.raises(ValueError, match="unknown text encoder"):
+        get_encoder(name)
+    if name:
+        with pytest.raises(typer.BadParameter, match="unknown text encoder"):
+            encoder_names(f"hashed,{name}")
+

@@ -8,7 +8,9 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import typer
+from rich.console import Console
 from typer.testing import CliRunner
 
 from inference.duration.io import load_predictor
@@ -24,10 +26,13 @@ def _app() -> typer.Typer:
     return app
 
 
-def test_train_duration_writes_a_version_and_repoints_latest(tmp_path: Path) -> None:
+def test_train_duration_writes_a_version_and_repoints_latest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ops.cli.train_duration.console", Console(width=40))  # a narrow terminal
     out = tmp_path / "duration"
     first = runner.invoke(_app(), [*ARGS, "--out", str(out), "--version", "v1", "--train-fraction", "0.6"])
     assert first.exit_code == 0, first.output
+    summary = json.loads(next(line for line in first.stdout.splitlines() if line.startswith("{")))  # one line, for jq
+    assert summary["version"] == "v1" and summary["jobs"] > 0
     assert os.readlink(out / "latest") == "v1"  # relative: the root can move
     model = load_predictor(out / "latest")
     assert model.version == "v1" and model.config.encoder == "hashed-ngram-64"
