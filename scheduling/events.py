@@ -28,6 +28,7 @@ from typing import Annotated, Literal
 from pydantic import (
     AwareDatetime,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
@@ -48,6 +49,16 @@ MAX_GANG = 4096
 MAX_TEXT = 4096
 
 QoS = Literal["LS", "BE", "Burstable", "Guaranteed"]
+
+
+def _integral(v: object) -> object:
+    return int(v) if isinstance(v, float) and v.is_integer() else v
+
+
+#: an integer field of an event that producers and agents write. Decoding is strict ("1000" and
+#: true are refused), but 1000.0 is 1000: JSON has one number type, JSON Schema's "integer"
+#: admits it, and encoders of floats write it so (Python's json.dumps(1000.0)). 1000.5 is refused.
+WireInt = Annotated[int, BeforeValidator(_integral)]
 
 
 def utcnow() -> datetime:
@@ -99,12 +110,12 @@ class JobSubmitted(Event):
     cluster: str = Field(default="default", min_length=1, max_length=128)
     tenant: str = Field(default="default", max_length=256)
     user: str = Field(default="", max_length=256)
-    priority: int = Field(default=0, ge=-1_000_000, le=1_000_000)
+    priority: WireInt = Field(default=0, ge=-1_000_000, le=1_000_000)
     qos: QoS = "BE"
-    cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
-    memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
-    num_gpu: int = Field(default=0, ge=0, le=MAX_GPUS)
-    gpu_milli: int = Field(
+    cpu_milli: WireInt = Field(default=0, ge=0, le=MAX_CPU_MILLI)
+    memory_mib: WireInt = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
+    num_gpu: WireInt = Field(default=0, ge=0, le=MAX_GPUS)
+    gpu_milli: WireInt = Field(
         default=0,
         ge=0,
         le=1000,
@@ -112,10 +123,10 @@ class JobSubmitted(Event):
     )
     gpu_models: list[str] = Field(default_factory=list, description="Allowed GPU models; empty = any.")
     gang_id: str | None = Field(default=None, max_length=256)
-    gang_size: int = Field(default=1, ge=1, le=MAX_GANG)
+    gang_size: WireInt = Field(default=1, ge=1, le=MAX_GANG)
     dag_parents: list[str] = Field(default_factory=list)
     app: str | None = Field(default=None, max_length=256)
-    max_instances_per_node: int | None = Field(default=None, ge=1, le=100_000)
+    max_instances_per_node: WireInt | None = Field(default=None, ge=1, le=100_000)
     name: str = Field(default="", max_length=MAX_TEXT)
     command: str = Field(default="", max_length=MAX_TEXT)
     labels: dict[str, str] = Field(default_factory=dict)
@@ -164,13 +175,13 @@ class NodeTelemetry(Event):
     node_id: str = Field(min_length=1, max_length=256)
     cluster: str = Field(default="default", min_length=1, max_length=128)
     source: Literal["inventory", "agent"] = "agent"
-    cpu_milli: int = Field(ge=0, le=MAX_CPU_MILLI)
-    memory_mib: int = Field(ge=0, le=MAX_MEMORY_MIB)
-    num_gpu: int = Field(default=0, ge=0, le=MAX_GPUS)
+    cpu_milli: WireInt = Field(ge=0, le=MAX_CPU_MILLI)
+    memory_mib: WireInt = Field(ge=0, le=MAX_MEMORY_MIB)
+    num_gpu: WireInt = Field(default=0, ge=0, le=MAX_GPUS)
     gpu_model: str | None = None
-    cpu_alloc_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
-    memory_alloc_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
-    gpu_alloc_milli: list[int] = Field(default_factory=list, description="Allocated milli per GPU.")
+    cpu_alloc_milli: WireInt = Field(default=0, ge=0, le=MAX_CPU_MILLI)
+    memory_alloc_mib: WireInt = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
+    gpu_alloc_milli: list[WireInt] = Field(default_factory=list, description="Allocated milli per GPU.")
     cpu_util: float = Field(default=0.0, ge=0.0, le=1.0, description="Measured, 0..1.")
     gpu_util: float = Field(default=0.0, ge=0.0, le=1.0, description="Measured, 0..1.")
     healthy: bool = True
@@ -208,13 +219,13 @@ class JobLifecycle(Event):
     job_id: str = Field(min_length=1, max_length=256)
     cluster: str = Field(default="default", min_length=1, max_length=128)
     state: LifecycleState
-    attempt: int = Field(default=0, ge=0)
+    attempt: WireInt = Field(default=0, ge=0)
     decision_id: str | None = None
     node_id: str | None = None
-    gpu_indices: list[Annotated[int, Field(ge=0, le=MAX_GPUS)]] = Field(
+    gpu_indices: list[Annotated[WireInt, Field(ge=0, le=MAX_GPUS)]] = Field(
         default_factory=list, description="The GPUs the placement holds (agents report them)."
     )
-    exit_code: int | None = None
+    exit_code: WireInt | None = None
     reason: str = Field(default="", max_length=MAX_TEXT)
     log_tail: str = Field(default="", max_length=MAX_TEXT)
 

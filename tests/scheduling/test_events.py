@@ -112,6 +112,26 @@ def test_the_strict_wire_still_takes_what_json_cannot_type() -> None:
     assert list(ev.gpu_models) == ["V100M16"] and list(ev.dag_parents) == ["p"]
 
 
+def test_an_integral_number_with_a_decimal_point_is_an_integer_on_the_wire() -> None:
+    """Python's json.dumps writes cpu_milli = 4 * 1000.0 as 4000.0, and the JSON Schema producers
+    validate against (``semsched schema``) says "integer", which admits it; the worker refused it."""
+    raw = json.dumps({"job_id": "j", "cpu_milli": 4 * 1000.0, "num_gpu": 1.0, "gpu_milli": 500.0,
+                      "max_instances_per_node": 2.0}).encode()  # fmt: skip
+    assert b"4000.0" in raw
+    ev = decode("jobs.submitted", raw)
+    assert (ev.cpu_milli, ev.num_gpu, ev.gpu_milli, ev.max_instances_per_node) == (4000, 1, 500, 2)
+    assert all(type(v) is int for v in (ev.cpu_milli, ev.num_gpu, ev.gpu_milli, ev.max_instances_per_node))
+    node = decode("nodes.telemetry", json.dumps({"kind": "node_telemetry", "node_id": "n", "cpu_milli": 8000.0,
+                                                 "memory_mib": 1024.0, "num_gpu": 2, "gpu_model": "T4",
+                                                 "gpu_alloc_milli": [0.0, 500.0]}).encode())  # fmt: skip
+    assert node.cpu_milli == 8000 and node.gpu_alloc_milli == [0, 500]
+    done = decode("jobs.lifecycle", json.dumps({"kind": "job_lifecycle", "job_id": "j", "state": "finished",
+                                                "attempt": 1.0, "exit_code": 0.0, "gpu_indices": [3.0]}).encode())  # fmt: skip
+    assert (done.attempt, done.exit_code, done.gpu_indices) == (1, 0, [3])
+    schema = json_schemas()["jobs.submitted"]["properties"]["cpu_milli"]
+    assert schema["type"] == "integer"
+
+
 def test_node_telemetry_consistency() -> None:
     with pytest.raises(ValueError, match="needs a gpu_model"):
         NodeTelemetry(node_id="n", cpu_milli=1, memory_mib=1, num_gpu=1)
