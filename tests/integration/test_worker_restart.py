@@ -62,8 +62,9 @@ def test_worker_killed_mid_replay_loses_nothing_and_places_nothing_twice(make_st
     assert p.sql(_PLACED_TWICE) == []
     assert p.sql(_STARTED_TWICE) == []
     # each job started exactly once over the whole run, whatever was redelivered
-    assert p.scalar("SELECT max(c) FROM (SELECT job_id, uniqExact(decision_id) AS c FROM jobs_lifecycle "
-                    "WHERE state = 'started' GROUP BY job_id)") == 1  # fmt: skip
+    twice = [r[0] for r in p.sql("SELECT job_id FROM jobs_lifecycle WHERE state = 'started' GROUP BY job_id "
+                                 "HAVING uniqExact(decision_id) > 1")]  # fmt: skip
+    assert twice == [], _histories(p, twice)
     # both workers read their input logs back at each assignment, after recovery and before
     # scheduling started (streams/log_restore.py); the log holds both workers' lives
     log = p.children["worker"].log_path.read_text(errors="replace")
@@ -158,3 +159,24 @@ def _which_went_missing(p: LocalStack, job_ids: list[str]) -> str:
     watch = [line for line in log if "first offset handled" in line or "seek" in line]
     return (f"{len(on_topic)} submissions on jobs.submitted; not finished (partition, offset): {where}\n"
             "worker offset watch:\n" + "\n".join(watch))
+
+
+def _histories(p: LocalStack, job_ids: list[str]) -> str:
+    """For jobs started under more than one decision: every decision, action and lifecycle event
+    of each, in time order, and the worker's log lines that name it."""
+    log = p.children["worker"].log_path.read_text(errors="replace").splitlines()
+    out = []
+    for job in job_ids[:3]:
+        rows = p.sql(f"""
+            SELECT toString(event_time), 'decision', toString(attempt), outcome, ifNull(node_id, ''), reason, decision_id
+            FROM decisions WHERE job_id = '{job}'
+            UNION ALL SELECT toString(event_time), 'action', toString(attempt), kind, ifNull(node_id, ''), '', decision_id
+            FROM actions WHERE job_id = '{job}'
+            UNION ALL SELECT toString(event_time), 'lifecycle', toString(attempt), state, ifNull(node_id, ''), reason,
+                             ifNull(decision_id, '')
+            FROM jobs_lifecycle WHERE job_id = '{job}'
+            ORDER BY 1""")
+        out.append(f"{job}:\n" + "\n".join("  " + " | ".join(map(str, r)) for r in rows))
+        out.append("  worker log: " + "\n  ".join(line for line in log if job in line)[-3000:])
+    return f"{len(job_ids)} job(s) started under two decisions\n" + "\n".join(out)
+
