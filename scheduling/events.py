@@ -23,7 +23,7 @@ import hashlib
 import uuid
 import zlib
 from datetime import UTC, datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AwareDatetime,
@@ -78,6 +78,19 @@ def decision_id_for(job_id: str, attempt: int) -> str:
     """Deterministic: a worker that re-decides the same attempt after a restart emits the
     same id, so agents and the archive see one decision, never two."""
     return hashlib.sha1(f"{job_id}#{attempt}".encode()).hexdigest()[:20]
+
+
+def with_record_identity(ev: Event, topic: str, partition: int, offset: int, timestamp_ms: int | None) -> Event:
+    """``ev`` as read from ``topic[partition]@offset``: a producer that left out ``event_id``
+    gets one derived from that place, and one that left out ``event_time`` gets the record's
+    timestamp. Every reader of the record (the worker, the archiver, a restore) then holds the
+    same id and time; each used to draw its own uuid and clock."""
+    update: dict[str, Any] = {}
+    if "event_id" not in ev.model_fields_set:
+        update["event_id"] = hashlib.sha1(f"{topic}:{partition}:{offset}".encode()).hexdigest()[:32]
+    if "event_time" not in ev.model_fields_set and timestamp_ms is not None:
+        update["event_time"] = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+    return ev.model_copy(update=update) if update else ev
 
 
 def derived_event_id(cause_event_id: str, what: str) -> str:

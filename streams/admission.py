@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduling.events import Event, decode, partition_for
+from scheduling.events import Event, decode, partition_for, with_record_identity
 from streams.settings import Settings
 
 #: the topics the worker consumes; the others (``actions``, ``deadletter``) are the worker's and the
@@ -20,11 +20,18 @@ from streams.settings import Settings
 INGESTED = frozenset({"jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions"})
 
 
-def admit(raw: bytes | None, topic: str, partition: int, settings: Settings) -> Event | str:
-    """The decoded event, or a human-readable reason string when it must be refused."""
+def admit(raw: bytes | None, topic: str, partition: int, settings: Settings, *, offset: int | None = None,
+          timestamp_ms: int | None = None) -> Event | str:  # fmt: skip
+    """The decoded event, or a human-readable reason string when it must be refused. With the
+    record's ``offset`` (and timestamp), an event without ``event_id`` (``event_time``) gets
+    the one its place on the topic gives (:func:`~scheduling.events.with_record_identity`)."""
     ingested = topic in INGESTED
     ev = decode_or_reason(raw, topic, settings.max_message_bytes if ingested else None)
-    if isinstance(ev, str) or not ingested:
+    if isinstance(ev, str):
+        return ev
+    if offset is not None:
+        ev = with_record_identity(ev, topic, partition, offset, timestamp_ms)
+    if not ingested:
         return ev
     return misplaced_reason(ev, partition, settings) or ev
 

@@ -121,7 +121,8 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
             w.applied_offsets[msg.partition] = msg.offset
         elif topic == "jobs.lifecycle":
             w.lifecycle_offsets[msg.partition] = msg.offset
-        ev = admit(raw, topic, msg.partition, w.settings)
+        stamp = round(msg.timestamp * 1000) if msg.timestamp is not None else None  # Faust gives seconds
+        ev = admit(raw, topic, msg.partition, w.settings, offset=msg.offset, timestamp_ms=stamp)
         if isinstance(ev, str):
             await w.deadletter(raw or b"", ev, msg, topic)
             return

@@ -204,7 +204,7 @@ class Archiver:
         for rec in records:
             self.stats.consumed += 1
             self._consumed[tp] = rec.offset + 1
-            event = admit(rec.value, topic, tp.partition, self.settings)
+            event = admit(rec.value, topic, tp.partition, self.settings, offset=rec.offset, timestamp_ms=rec.timestamp)
             if isinstance(event, str):  # the worker dead-letters it (and the dead letter is archived)
                 self.stats.undecodable += 1
                 log.debug("archiver: refused %s[%d]@%d: %s", tp.topic, tp.partition, rec.offset, event)

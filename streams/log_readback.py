@@ -24,7 +24,8 @@ from streams.settings import Settings
 #: the topics whose events change the job tables (telemetry is sent again by the nodes)
 RESTORED_TOPICS = ("jobs.submitted", "decisions", "jobs.lifecycle")
 
-Logged = dict[str, list[tuple[int, int, bytes]]]  # short topic name -> (partition, offset, value), in offset order
+# short topic name -> (partition, offset, value, timestamp ms), in offset order
+Logged = dict[str, list[tuple[int, int, bytes, int | None]]]
 
 
 async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]) -> Logged:
@@ -51,7 +52,8 @@ async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]
         while left:
             batch = await consumer.getmany(*left, timeout_ms=1000)
             for tp, messages in batch.items():
-                out[names[tp.topic]] += [(tp.partition, m.offset, m.value) for m in messages if m.offset < upto[tp]]
+                out[names[tp.topic]] += [(tp.partition, m.offset, m.value, m.timestamp) for m in messages
+                                         if m.offset < upto[tp]]  # fmt: skip
             left = {tp for tp in left if await consumer.position(tp) < upto[tp]}
     finally:
         await consumer.stop()

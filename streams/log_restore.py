@@ -66,10 +66,10 @@ class LoggedEvent:
     event: Any
 
 
-def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes]]) -> list[LoggedEvent]:
+def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes, int | None]]) -> list[LoggedEvent]:
     out = []
-    for partition, offset, raw in logged:
-        ev = admit(raw, topic, partition, w.settings)
+    for partition, offset, raw, timestamp_ms in logged:
+        ev = admit(raw, topic, partition, w.settings, offset=offset, timestamp_ms=timestamp_ms)
         if not isinstance(ev, str):
             out.append(LoggedEvent(topic, partition, offset, ev))
     return out

@@ -81,3 +81,29 @@ def test_malformed_events_are_dead_lettered_and_the_worker_keeps_going(make_stac
     assert "cpu_milli" in by_key["n2"][1] and by_key["n2"][4] == "nodes.telemetry"
     # and nothing malformed reached the job tables
     assert p.scalar("SELECT count() FROM jobs_submitted FINAL") == 1
+
+
+def test_a_submission_without_event_id_has_one_id_in_the_worker_and_the_archive(make_stack) -> None:  # type: ignore[no-untyped-def]
+    """The worker and the archiver each drew their own uuid for it: the dead letter of a second
+    copy named an event the archive did not hold."""
+    import re
+
+    p = make_stack()
+    asyncio.run(ensure_topics(p.settings))
+    p.start_worker()
+    bare = b'{"kind": "job_submitted", "job_id": "no-id", "cpu_milli": 1000}'
+
+    async def publish() -> None:
+        async with EventProducer(p.settings) as prod:
+            for _ in range(2):  # the same bytes twice: the second is the same job id again
+                await prod.send_raw("jobs.submitted", bare, key=b"no-id", cluster="default")
+            await prod.flush()
+
+    asyncio.run(publish())
+    p.wait(lambda s: s["counters"]["deadletters"] == 1, timeout=60, what="the second copy dead-lettered")
+    assert p.wait_scalar("SELECT count() FROM jobs_submitted FINAL WHERE job_id = 'no-id'", 2, timeout=60) == 2
+    assert p.wait_scalar("SELECT count() FROM deadletter FINAL WHERE message_key = 'no-id'", 1, timeout=60) == 1
+    reason = p.sql("SELECT reason FROM deadletter FINAL WHERE message_key = 'no-id'")[0][0]
+    (cited,) = re.findall(r"already submitted \(event (\w+)\)", reason)
+    archived = p.sql("SELECT event_id FROM jobs_submitted FINAL WHERE job_id = 'no-id'")
+    assert [cited] in archived and len(archived) == 2  # the first copy's id; the second has its own

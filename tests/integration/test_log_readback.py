@@ -42,10 +42,12 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
         finally:
             await consumer.stop()
         await producer.send_and_wait(submitted, b"s2-late", partition=2)  # not handled by the group yet
-        logged = await read_back(settings, group, {0, 1, 2, 3})
-        windowed = await read_back(settings.model_copy(update={"restore_window": 2}), group, {0, 1, 2, 3})
-        assert await read_back(settings, group, {0, 3}) == {"decisions": [(0, 0, b"d0-0")], "jobs.submitted": [],
-                                                            "jobs.lifecycle": []}  # fmt: skip
+        stamped = await read_back(settings, group, {0, 1, 2, 3})
+        assert all(isinstance(ts, int) and ts > 0 for records in stamped.values() for *_, ts in records)  # the broker's
+        logged = _unstamped(stamped)
+        windowed = _unstamped(await read_back(settings.model_copy(update={"restore_window": 2}), group, {0, 1, 2, 3}))
+        assert _unstamped(await read_back(settings, group, {0, 3})) == {"decisions": [(0, 0, b"d0-0")],
+                                                                        "jobs.submitted": [], "jobs.lifecycle": []}  # fmt: skip
         assert await read_back(settings, "another-group", {0, 1, 2, 3}) == {t: [] for t in logged}
     finally:
         await producer.stop()
@@ -55,3 +57,8 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
     # a window of 2 messages: the last two before each committed offset
     assert windowed == {"decisions": [(0, 0, b"d0-0"), (2, 1, b"d2-1"), (2, 2, b"d2-2")],
                         "jobs.submitted": [(2, 2, b"s2-2"), (2, 3, b"s2-3")], "jobs.lifecycle": []}  # fmt: skip
+
+
+def _unstamped(logged: dict) -> dict:  # type: ignore[type-arg]
+    """``(partition, offset, value)``: the records without their timestamps."""
+    return {topic: [record[:3] for record in records] for topic, records in logged.items()}

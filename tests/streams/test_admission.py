@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from scheduling.events import DeadLetter, JobSubmitted, partition_for
 from streams.admission import admit
 from streams.settings import Settings
@@ -25,3 +27,18 @@ def test_a_dead_letter_of_a_large_message_is_admitted_whatever_the_size_limit() 
     dl = DeadLetter.of(b"z" * 5000, "too large", topic="jobs.submitted")
     assert len(dl.to_bytes()) > S.max_message_bytes
     assert admit(dl.to_bytes(), "deadletter", 0, S) == dl
+
+
+def test_an_event_without_id_or_time_takes_them_from_its_place_on_the_topic() -> None:
+    """Each reader drew its own uuid and clock for them: the worker's dead-letter reason named
+    one id, the archive held another, and a restore a third."""
+    home = partition_for("default", 4)
+    bare = b'{"kind": "job_submitted", "job_id": "x"}'
+    first = admit(bare, "jobs.submitted", home, S, offset=41, timestamp_ms=1_700_000_000_123)
+    again = admit(bare, "jobs.submitted", home, S, offset=41, timestamp_ms=1_700_000_000_123)  # another reader
+    resent = admit(bare, "jobs.submitted", home, S, offset=42, timestamp_ms=1_700_000_005_000)  # sent again
+    assert isinstance(first, JobSubmitted) and isinstance(resent, JobSubmitted)
+    assert first == again and first.event_id != resent.event_id
+    assert first.event_time == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
+    given = JobSubmitted(job_id="y", event_id="mine", event_time=datetime(2026, 1, 1, tzinfo=UTC))
+    assert admit(given.to_bytes(), "jobs.submitted", home, S, offset=7, timestamp_ms=1) == given  # kept as sent

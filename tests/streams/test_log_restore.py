@@ -28,8 +28,8 @@ def report(job_id: str, state: str, attempt: int = 0, node_id: str | None = "n1"
 
 
 def logs(submitted: list[bytes] = (), decisions: list[bytes] = (), lifecycle: list[bytes] = ()) -> Logged:  # type: ignore[assignment]
-    """Per topic, ``(partition, offset, value)``: every message on partition ``P``, from offset 0."""
-    return {topic: [(P, offset, m) for offset, m in enumerate(ms)]
+    """Per topic, ``(partition, offset, value, timestamp)``: every message on partition ``P``, from offset 0."""
+    return {topic: [(P, offset, m, None) for offset, m in enumerate(ms)]
             for topic, ms in (("jobs.submitted", submitted), ("decisions", decisions), ("jobs.lifecycle", lifecycle))}  # fmt: skip
 
 
