@@ -246,9 +246,11 @@ class SchedulingLoop:
     def _dag_gate(self, jobs: list[tuple[PendingJob, JobRequest]]
                   ) -> tuple[list[tuple[PendingJob, JobRequest]], list[tuple[PendingJob, str, bool]]]:  # fmt: skip
         """Jobs whose DAG parents have all finished go on; the others wait (a parent still to
-        come or to finish) or are rejected (a parent was rejected, so it never will; or a
-        member of their gang was, so the gang can never run whole)."""
+        come or to finish) or are rejected (a parent was rejected, so it never will; a parent
+        never submitted ``dag_parent_wait_s`` after the job; or a member of their gang was
+        rejected, so the gang can never run whole)."""
         ready, held = [], []
+        now, patience = time.time(), self.w.settings.dag_parent_wait_s
         for p, req in jobs:
             if p.job.gang_id and p.job.gang_id in self.w.rejected_gangs:
                 held.append((p, f"gang {p.job.gang_id}: another member was rejected", True))
@@ -260,10 +262,17 @@ class SchedulingLoop:
             status = {q: (self.w.done.get(q) or {}).get("status") for q in parents}
             failed = sorted(q for q, st in status.items() if st == "rejected")
             waiting = sorted(q for q, st in status.items() if st != "finished")
+            unknown = [q for q in waiting if status[q] is None and self.w.pending.get(q) is None
+                       and self.w.running.get(q) is None]  # fmt: skip
             if failed:
                 held.append((p, f"DAG parent(s) {', '.join(failed)} were rejected", True))
+            elif unknown and patience > 0 and now - p.submit_ts > patience:
+                held.append((p, f"DAG parent(s) {', '.join(unknown)} never submitted to cluster {p.job.cluster!r} "
+                                f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)", True))  # fmt: skip
             elif waiting:
-                held.append((p, f"waiting for DAG parent(s) {', '.join(waiting)} to finish", False))
+                unseen = (f" ({', '.join(unknown)} not submitted yet: rejected {patience:g} s after this job)"
+                          if unknown and patience > 0 else "")  # fmt: skip
+                held.append((p, f"waiting for DAG parent(s) {', '.join(waiting)} to finish{unseen}", False))
             else:
                 ready.append((p, req))
         return ready, held

@@ -56,6 +56,9 @@ class Settings(BaseModel):
     event_debounce_s: float = Field(default_factory=lambda: _env_float("EVENT_DEBOUNCE", 0.05))
     confirm_timeout_s: float = Field(default_factory=lambda: _env_float("CONFIRM_TIMEOUT", 30))
     max_retries: int = Field(default_factory=lambda: _env_int("MAX_RETRIES", 3))
+    # a job whose DAG parent this worker has never seen (not pending, running or done in its cluster)
+    # is rejected this long after its submission (0: it waits for the parent however long it takes)
+    dag_parent_wait_s: float = Field(default_factory=lambda: _env_float("DAG_PARENT_WAIT", 600), ge=0)
     # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
     # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few
     restore_window: int = Field(default_factory=lambda: _env_int("RESTORE_WINDOW", 10000), ge=0)

@@ -104,11 +104,12 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
 
     p = make_stack()
     asyncio.run(ensure_topics(p.settings))
-    p.start_worker()
+    p.start_worker(env={"SEMSCHED_DAG_PARENT_WAIT": "5"})
     p.start_agents("--speed", "1", "--telemetry", "1")
     node = NodeTelemetry(node_id="n1", source="inventory", cpu_milli=8000, memory_mib=16384, num_gpu=1, gpu_model="T4")
     jobs = [
         JobSubmitted(job_id="child", cpu_milli=1000, dag_parents=["parent"], trace_duration_s=0.5),
+        JobSubmitted(job_id="orphan", cpu_milli=1000, dag_parents=["parent", "ghost"]),  # ghost never comes
         JobSubmitted(job_id="parent", cpu_milli=1000, trace_duration_s=2),
         JobSubmitted(job_id="huge", cpu_milli=1000, num_gpu=8),  # never fits a 1-GPU cluster
         JobSubmitted(job_id="elsewhere", cluster="nowhere", cpu_milli=1000),  # no nodes in its cluster
@@ -120,7 +121,7 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
     ]  # fmt: skip
 
     publish(p.settings, [node, *jobs])
-    p.wait(lambda s: s["finished"] == 4 and s["rejected"] == 3, timeout=90, what="parent, child, gangs, rejections")
+    p.wait(lambda s: s["finished"] == 4 and s["rejected"] == 4, timeout=90, what="parent, child, gangs, rejections")
     started = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'started' "
                          "GROUP BY job_id"))  # fmt: skip
     finished = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'finished' "
@@ -129,6 +130,10 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
     reasons = dict(p.sql("SELECT job_id, groupArray(reason) FROM decisions FINAL WHERE outcome != 'placed' "
                          "GROUP BY job_id"))  # fmt: skip
     assert any("waiting for DAG parent(s) parent" in r for r in reasons["child"])
+    # a parent never submitted: the job waits, says so, and is rejected after SEMSCHED_DAG_PARENT_WAIT
+    assert any("(ghost not submitted yet: rejected 5 s after this job)" in r for r in reasons["orphan"])
+    assert any("DAG parent(s) ghost never submitted to cluster 'default' within 5 s" in r for r in reasons["orphan"])
+    assert "orphan" not in started
     assert any("can never run" in r and "GPU" in r for r in reasons["huge"])
     assert any("no nodes known in cluster 'nowhere'" in r for r in reasons["elsewhere"])
     assert p.status()["pending"] == 1  # 'elsewhere' waits, it is not lost
