@@ -59,6 +59,23 @@ def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
     return t
 
 
+async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> None:
+    """Apply one lifecycle report: its transition, its notices and fences first."""
+    was = w.read("running", ev.job_id, RunningJob)
+    if ev.state == "finished" and was is not None and was.started_ts is not None:
+        ran = ev.event_time.timestamp() - was.started_ts
+        if ran >= 0:
+            w.durations.observe(JobRequest.from_event(was.job), ran)
+    t = lifecycle_transition(w, ev)
+    await w.emit(t, partition)  # before the tables change: a crash repeats it, never loses it
+    w.apply(t, partition=partition)  # (named: it also runs for a held report, outside its stream)
+    w.counters.lifecycle += 1
+    if ev.state == "finished":
+        w.traces.forget(ev.job_id)
+    if any(v is None for v in t.running.values()):  # resources freed (or the job re-queued)
+        w.wake()
+
+
 def register_agents(w: Worker) -> None:
     """One agent per input topic; each decodes (malformed → dead letter) then applies a
     handler. A handler that raises dead-letters its event too: the worker keeps going."""
@@ -75,6 +92,8 @@ def register_agents(w: Worker) -> None:
             w.traces.remember(ev.job_id, span)
         w.apply(t)
         if t.pending:
+            for early in w.early_reports.take(ev.job_id):  # its reports that came first
+                await apply_lifecycle(w, early.event, early.partition)
             w.wake()
 
     async def on_telemetry(ev: NodeTelemetry, raw: bytes, msg: Any) -> None:
@@ -88,24 +107,21 @@ def register_agents(w: Worker) -> None:
             w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
-        was = w.read("running", ev.job_id, RunningJob)
-        if ev.state == "finished" and was is not None and was.started_ts is not None:
-            ran = ev.event_time.timestamp() - was.started_ts
-            if ran >= 0:
-                w.durations.observe(JobRequest.from_event(was.job), ran)
-        t = lifecycle_transition(w, ev)
-        await w.emit(t, msg.partition)  # before the tables change: a crash repeats it, never loses it
-        w.apply(t)
-        w.counters.lifecycle += 1
         trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
-        if ev.state == "finished":
-            w.traces.forget(ev.job_id)
-        if any(v is None for v in t.running.values()):  # resources freed (or the job re-queued)
-            w.wake()
+        if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, msg.partition, time.time()):
+            w.counters.early_reports += 1  # before its job's submission (streams/early_reports.py)
+            return
+        await apply_lifecycle(w, ev, msg.partition)
 
     async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
         await w.apply_decision(ev, msg.partition, in_stream=True)
         w.counters.decisions_applied += 1
+
+    @w.app.timer(interval=1.0)
+    async def early_reports_expire() -> None:
+        """Reports whose job never came: handled as reports about a placement never known."""
+        for early in w.early_reports.expired(time.time()):
+            await apply_lifecycle(w, early.event, early.partition)
 
     handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
                 "decisions": on_decided}  # fmt: skip

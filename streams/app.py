@@ -29,6 +29,7 @@ from scheduling.events import (
 from scheduling.order_context import LearningDurationPredictor
 from streams import telemetry
 from streams.changelog_faults import ChangelogFaults
+from streams.early_reports import EarlyReports
 from streams.offset_watch import OffsetWatch
 from streams.settings import Settings
 from streams.state import (
@@ -42,6 +43,8 @@ from streams.state import (
 log = logging.getLogger("semsched.worker")
 _M = TypeVar("_M", bound=BaseModel)
 
+# how long a lifecycle report waits for its job's submission (a restart's backlog; streams/early_reports.py)
+EARLY_REPORT_WAIT_S = 300.0
 DEADLETTER_RETRY_S = (0.5, 30.0)  # a refused dead letter: the first wait before trying again, and the longest
 
 
@@ -52,6 +55,7 @@ class Counters:
     decisions_applied: int = 0
     # per topic, logged events the tables had lost, applied at an assignment (log_restore.py; should stay 0):
     restored: dict[str, int] = field(default_factory=dict)
+    early_reports: int = 0  # lifecycle reports that came before their job's submission, held until it did
     lifecycle: int = 0
     telemetry: int = 0
     # input offsets consumption skipped, each sought back to (streams/offset_watch.py; should stay 0):
@@ -95,6 +99,8 @@ class Worker:
     # run times of finished jobs, for sjf-predicted (in memory: it relearns after a restart)
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
+    # lifecycle reports for jobs whose submission this worker has not read yet (streams/early_reports.py)
+    early_reports: EarlyReports = field(default_factory=lambda: EarlyReports(max_age_s=EARLY_REPORT_WAIT_S))
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,

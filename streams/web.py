@@ -37,6 +37,7 @@ def status(w: Worker) -> dict[str, Any]:
         "rejected": sum(1 for d in done if d["status"] == "rejected"),
         "nodes": sum(1 for d in list(w.nodes.values()) if d is not None),
         "inflight": len(w.inflight),
+        "early_reports": len(w.early_reports),  # lifecycle reports waiting for their job's submission
         "steps": getattr(getattr(w, "loop", None), "steps", 0),
         "loop": dict(getattr(getattr(w, "loop", None), "stats", {})),
         "owned_partitions": sorted(getattr(getattr(w, "loop", None), "owned", ())),

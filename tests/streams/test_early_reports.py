@@ -1,0 +1,35 @@
+"""streams/early_reports.py: reports held per job, handed back in their order, expired by age."""
+
+from __future__ import annotations
+
+from scheduling.events import JobLifecycle
+from streams.early_reports import EarlyReports
+
+
+def _report(job: str, state: str) -> JobLifecycle:
+    return JobLifecycle(job_id=job, state=state, decision_id=f"d-{job}", node_id="n")  # type: ignore[arg-type]
+
+
+def test_reports_are_held_per_job_and_taken_back_in_order() -> None:
+    held = EarlyReports(max_age_s=10)
+    assert held.hold(_report("a", "started"), 1, now=0.0) and held.hold(_report("b", "started"), 2, now=1.0)
+    assert held.hold(_report("a", "finished"), 1, now=2.0)
+    assert len(held) == 3
+    assert [(r.event.state, r.partition) for r in held.take("a")] == [("started", 1), ("finished", 1)]
+    assert held.take("a") == [] and len(held) == 1
+
+
+def test_a_job_whose_first_report_waited_too_long_expires_whole() -> None:
+    held = EarlyReports(max_age_s=10)
+    held.hold(_report("a", "started"), 0, now=0.0)
+    held.hold(_report("b", "started"), 0, now=5.0)
+    held.hold(_report("a", "finished"), 0, now=9.0)
+    assert held.expired(now=9.9) == []
+    assert [(r.event.job_id, r.event.state) for r in held.expired(now=10.0)] == [("a", "started"), ("a", "finished")]
+    assert len(held) == 1 and [r.event.job_id for r in held.expired(now=15.0)] == ["b"]
+
+
+def test_beyond_its_limit_a_report_is_not_held() -> None:
+    held = EarlyReports(max_age_s=10, limit=1)
+    assert held.hold(_report("a", "started"), 0, now=0.0)
+    assert not held.hold(_report("b", "started"), 0, now=0.0) and len(held) == 1
