@@ -130,10 +130,14 @@ def test_reading_an_archive_that_does_not_exist_says_so_and_creates_nothing(args
     assert not (tmp_path / "typo").exists()
 
 
-def test_sql_csv_ends_lines_with_newlines_as_unix_tools_expect(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch,
-                                                                chdb_dsn: str) -> None:  # fmt: skip
+@pytest.fixture
+def direct(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch, chdb_dsn: str) -> None:
+    """The CLI on the chdb archive itself: no worker answers."""
     monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
     monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", chdb_dsn)
+
+
+def test_sql_csv_ends_lines_with_newlines_as_unix_tools_expect(direct: None) -> None:
     r = CliRunner().invoke(_db_app(), ["sql", "-f", "csv", "SELECT number AS n, 'a,b' AS s FROM numbers(2)"])
     assert r.exit_code == 0, r.output
     assert r.stdout == 'n,s\n0,"a,b"\n1,"a,b"\n'
@@ -149,11 +153,9 @@ AWKWARD = ("SELECT nan AS a, -inf AS b, (SELECT avg(number) FROM numbers(0)) AS 
            "toDecimal128('0.1000000000000000000001', 22) AS d_exact, [1.5, nan] AS arr, map('k', 1) AS m")  # fmt: skip
 
 
-def test_sql_json_is_json_for_every_type(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch, chdb_dsn: str) -> None:
+def test_sql_json_is_json_for_every_type(direct: None) -> None:
     """NaN and ±inf as null (ClickHouse's JSON does the same), a UUID and a bare NULL (no Arrow
     type in chdb: a query error before), a Decimal (a TypeError traceback before)."""
-    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
-    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", chdb_dsn)
     r = CliRunner().invoke(_db_app(), ["sql", "-f", "json", AWKWARD])
     assert r.exit_code == 0, r.output
     answer = json.loads(r.stdout, parse_constant=_not_json)
@@ -162,10 +164,7 @@ def test_sql_json_is_json_for_every_type(client: ArchiveClient, monkeypatch: pyt
                                "0.1000000000000000000001", [1.5, None], {"k": 1}]]  # fmt: skip
 
 
-def test_sql_csv_and_table_keep_nan_apart_from_null(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch,
-                                                    chdb_dsn: str) -> None:  # fmt: skip
-    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
-    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", chdb_dsn)
+def test_sql_csv_and_table_keep_nan_apart_from_null(direct: None) -> None:
     r = CliRunner().invoke(_db_app(), ["sql", "-f", "csv", "SELECT nan AS a, -inf AS b, NULL AS n, [1, 2] AS arr"])
     assert r.exit_code == 0, r.output
     assert r.stdout == 'a,b,n,arr\nnan,-inf,,"[1, 2]"\n'
