@@ -266,7 +266,7 @@ class SchedulingLoop:
                        and self.w.running.get(q) is None]  # fmt: skip
             if failed:
                 held.append((p, f"DAG parent(s) {', '.join(failed)} were rejected", True))
-            elif unknown and patience > 0 and now - p.submit_ts > patience:
+            elif unknown and patience > 0 and now - p.queued_ts > patience:  # (the worker's clock, not the producer's)
                 held.append((p, f"DAG parent(s) {', '.join(unknown)} never submitted to cluster {p.job.cluster!r} "
                                 f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)", True))  # fmt: skip
             elif waiting:
