@@ -31,7 +31,8 @@ def train_dag(
     valid_dags: int = typer.Option(30, min=1, help="Validation DAGs (another training seed, never the held-out stream)."),
     init: Path = typer.Option(None, help="Start from this model directory (skips the teacher and imitation)."),
     seed: int = typer.Option(0, help="Seed (training DAGs, initialisation, batches)."),
-    hidden: int = typer.Option(64, min=4, help="Width of the two-stage policy network."),
+    hidden: int | None = typer.Option(None, min=4, help="Width of the two-stage policy network (default 64; with "
+                                      "--init, the model's own)."),
     out: Path = typer.Option(None, help="Model root: writes <out>/<version>/ and points <out>/latest at it "
                              "(default: the repository's models/dag, where the DAG schedulers look)."),
     version: str = typer.Option("", help="Version name (default: the next vNNN)."),
@@ -46,11 +47,15 @@ def train_dag(
         from inference.dag.model import DagModelError, load_model
 
         try:
-            load_model(init)  # before the teacher's rollouts: a model that does not load is refused now
+            width = load_model(init).config.hidden  # before the teacher's rollouts: a model that does not load is refused now
         except (FileNotFoundError, DagModelError) as e:
             raise typer.BadParameter(str(e), param_hint="--init") from None
+        if hidden is not None and hidden != width:  # it trains the model it starts from, at its width
+            raise typer.BadParameter(f"{hidden} is not the width of the --init model ({width}); leave it out",
+                                     param_hint="--hidden")  # fmt: skip
+        hidden = width
     meta = run(dags=dags, k=k, epochs=epochs, dagger_dags=dagger_dags, rl_dags=rl_dags, rl_samples=rl_samples,
-               rl_lr=rl_lr, valid_dags=valid_dags, init=init, seed=seed, hidden=hidden, out=out or MODELS,
+               rl_lr=rl_lr, valid_dags=valid_dags, init=init, seed=seed, hidden=hidden or 64, out=out or MODELS,
                version=version)  # fmt: skip
     final = meta["rl"].get("valid_vs_heft", meta["imitation_valid_vs_heft"])
     console.print(f"wrote {meta['directory']} (latest -> {meta['version']}); makespan / HEFT's: the teacher "

@@ -47,3 +47,14 @@ def test_train_dag_refuses_an_init_model_that_does_not_load(tmp_path):
                       env={"COLUMNS": "300"})  # fmt: skip
     assert r.exit_code == 2 and "does not load: JSONDecodeError" in r.output, r.output
     assert not (tmp_path / "dag").exists()
+
+
+def test_train_dag_refuses_a_hidden_width_other_than_the_init_models(tmp_path):
+    """It trained the --init model at that model's width and ignored --hidden without a word."""
+    from inference.dag.model import DagPolicyNet, NetConfig, save_model
+
+    save_model(DagPolicyNet(NetConfig(hidden=8)), tmp_path / "m")
+    r = runner.invoke(app, ["train-dag", "--init", str(tmp_path / "m"), "--hidden", "16", "--out", str(tmp_path / "dag")],
+                      env={"COLUMNS": "300"})  # fmt: skip
+    assert r.exit_code == 2 and "16 is not the width of the --init model (8)" in r.output, r.output
+    assert not (tmp_path / "dag").exists()
