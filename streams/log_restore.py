@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -95,6 +96,8 @@ async def _decision(w: Worker, partition: int, rec: DecisionRecord) -> bool:
 
 
 async def _report(w: Worker, partition: int, ev: JobLifecycle) -> bool:
+    if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, partition, time.time()):
+        return False  # its submission comes live, after the restore: the report waits for it (early_reports.py)
     t = lifecycle_transition(w, ev)  # a report about a placement the tables moved past changes nothing
     if not _changes_tables(t):
         return False

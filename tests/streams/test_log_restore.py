@@ -100,6 +100,17 @@ async def test_a_lost_report_that_stands_for_a_lost_decision_is_applied(worker: 
     assert w.running["j1"]["node_id"] == "n4" and w.running["j1"]["state"] == "running"
 
 
+async def test_a_read_back_report_of_a_job_not_yet_submitted_waits_for_the_submission(
+        worker: tuple[Worker, Sent]) -> None:  # fmt: skip
+    """Its submission is past the committed offset (it comes live, after the restore). Applied
+    now, the report found no job: its placement was fenced and, once the job came, placed again."""
+    w, sent = worker
+    assert await restore(w, logs(lifecycle=[report("j1", "started", node_id="n4"), report("j1", "finished")])) == {}
+    assert len(w.early_reports) == 2 and sent.by_topic.get("actions", []) == []  # nothing fenced
+    await _submit(w, job("j1"))
+    assert len(w.early_reports) == 0 and w.done["j1"]["status"] == "finished" and "j1" not in w.running
+
+
 async def test_what_a_restored_transition_publishes_is_published_first(worker: tuple[Worker, Sent]) -> None:
     # a lost last failure (max_retries=3) gives the job up: its rejection notice goes out again,
     # before the tables change (a crash in between repeats the notice, never loses it)
