@@ -21,7 +21,7 @@ SJF-oracle ordering needs none of it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -80,6 +80,29 @@ def tenant_usage(running: Iterable[JobRequest]) -> dict[str, Triple]:
         acc[1] += mem
         acc[2] += gpu
     return {tenant: (a[0], a[1], a[2]) for tenant, a in held.items()}
+
+
+class TenantUsage(Mapping[str, Triple]):
+    """:func:`tenant_usage` of ``running()``, summed only when an ordering first reads it (most
+    orderings never do, and the worker's running jobs are thousands)."""
+
+    def __init__(self, running: Callable[[], Iterable[JobRequest]]) -> None:
+        self._running: Callable[[], Iterable[JobRequest]] | None = running
+        self._held: dict[str, Triple] = {}
+
+    def _usage(self) -> dict[str, Triple]:
+        if self._running is not None:
+            self._held, self._running = tenant_usage(self._running()), None
+        return self._held
+
+    def __getitem__(self, tenant: str) -> Triple:
+        return self._usage()[tenant]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._usage())
+
+    def __len__(self) -> int:
+        return len(self._usage())
 
 
 def cluster_capacity(snapshot: ClusterSnapshot) -> Triple:

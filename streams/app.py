@@ -30,6 +30,7 @@ from scheduling.order_context import LearningDurationPredictor
 from streams import telemetry
 from streams.changelog_faults import ChangelogFaults
 from streams.early_reports import EarlyReports
+from streams.held_ledger import HeldLedger
 from streams.offset_watch import OffsetWatch
 from streams.settings import Settings
 from streams.state import (
@@ -101,6 +102,8 @@ class Worker:
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     # lifecycle reports for jobs whose submission this worker has not read yet (streams/early_reports.py)
     early_reports: EarlyReports = field(default_factory=lambda: EarlyReports(max_age_s=EARLY_REPORT_WAIT_S))
+    # what the running table holds, per cluster, kept from the writes below (streams/held_ledger.py)
+    held: HeldLedger = field(default_factory=HeldLedger)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
@@ -180,6 +183,8 @@ class Worker:
                                     ("done", self.done, t.done)):  # fmt: skip
             for key, value in writes.items():
                 d = None if value is None else value.model_dump(mode="json")
+                if name == "running":
+                    self.held.touch(key)
                 if partition is None:
                     if d is None:
                         table.pop(key, None)

@@ -28,9 +28,8 @@ from scheduling.events import DecisionRecord, JobLifecycle, partition_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.node_table import NodeTable
-from scheduling.order_context import OrderContext, cluster_capacity, tenant_usage
+from scheduling.order_context import OrderContext, TenantUsage, cluster_capacity
 from scheduling.policies import Policy, get_policy
-from scheduling.snapshot import ClusterSnapshot
 from streams import telemetry
 from streams.catchup import CatchUp
 from streams.decision_records import (
@@ -45,6 +44,7 @@ from streams.heap import freeze_start_up_heap
 from streams.model_status import ModelStatus
 from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
+from streams.snapshot_cache import SnapshotCache
 from streams.state import PendingJob, RunningJob
 from streams.table_views import TableViews
 
@@ -84,10 +84,13 @@ class SchedulingLoop:
         self._inventory_size: dict[str, int] = {}
         self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
+        self._timeouts_checked = 0.0  # when _check_timeouts last read the running table
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
         self.steps = 0
-        self.tables: dict[str, NodeTable] = {}  # per cluster: the last step's node table
+        # per cluster, the snapshot a step starts from, kept from step to step (streams/snapshot_cache.py)
+        self.snapshots = SnapshotCache(w.held, verify_s=w.settings.snapshot_verify_s)
+        self.tables: dict[str, NodeTable] = self.snapshots.tables  # per cluster: the node table steps build on
         self.step_id = ""  # the step being decided (on its decision records)
         self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
@@ -107,7 +110,10 @@ class SchedulingLoop:
         recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set()
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic}
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):
+            self.w.held.invalidate()  # the tables are being recovered: read them whole once they are
             return
+        if recovering or assigned != self.owned:
+            self.w.held.invalidate()
         # only the clusters whose partitions this worker owns: the tables may also hold
         # standby replicas and keys of partitions that moved to another worker
         self.owned = assigned
@@ -125,7 +131,6 @@ class SchedulingLoop:
             return
         t0 = time.perf_counter()
         nodes = self.views.nodes(self.owned)
-        holdings = self.views.holdings(self.owned)
         for cluster, jobs in pending.items():
             views = nodes.get(cluster)
             self.track_inventory(cluster, len(views or ()))
@@ -136,28 +141,30 @@ class SchedulingLoop:
                         await fut
                 continue
             with telemetry.step_trace(cluster, self.policy.name, self.w.traces, len(jobs)) as self.step_trace:
-                await self._step_cluster(cluster, views, jobs, holdings)
+                await self._step_cluster(cluster, views, jobs)
         self.steps += 1
         self.stats["tick_s"] += time.perf_counter() - t0
         self.stats["pending_seen"] += sum(len(j) for j in pending.values())
-        self.stats["holdings_seen"] += len(holdings)
+        self.stats["holdings_seen"] += len(self.w.held)
+        self.stats["snapshot_builds"] = self.snapshots.builds
+        self.stats["snapshot_mismatches"] = self.snapshots.mismatches
+        self.snapshots.forget(set(nodes))
         # forget cache entries of jobs that left the queue
         queued = self.views.forget_left_jobs()
         for job_id in [j for j in self.last_reason if j not in queued]:
             del self.last_reason[job_id]
-        reserved = {d["decision_id"] for d in list(self.w.running.values()) if d is not None}
-        self.timed_out &= reserved
 
-    async def _step_cluster(self, cluster: str, views: list[NodeView], jobs: list[tuple[PendingJob, JobRequest]],
-                            holdings: list[tuple[str, JobRequest, list[int]]]) -> None:  # fmt: skip
+    async def _step_cluster(self, cluster: str, views: list[NodeView],
+                            jobs: list[tuple[PendingJob, JobRequest]]) -> None:  # fmt: skip
         tick_ts = time.time()
         self.step_id = f"{cluster}:{self.steps}:{tick_ts:.3f}"  # on every decision of this step
-        snap = ClusterSnapshot.from_nodes(views, table=self.tables.get(cluster))
-        self.tables[cluster] = snap.table  # shared by the next step while the nodes stay the same
-        index = {v.node_id: i for i, v in enumerate(views)}
-        held = [(index[node_id], req, gpus) for node_id, req, gpus in holdings
-                if req.cluster == cluster and node_id in index]  # fmt: skip
-        for req, why in snap.reserve_many(held):  # e.g. GPU indices that node no longer has
+        # the nodes minus what placed jobs hold, kept from the last step (streams/snapshot_cache.py);
+        # the ledger is read up to the table here, with no await before the snapshot is taken
+        self.w.held.sync(self.w.running, self.views.holding)
+        snap = self.snapshots.snapshot(cluster, views, lambda: self.views.holdings(self.owned))
+        index = snap.table.index
+        inflight = self.views.inflight(cluster)  # placements being published hold their resources too
+        for req, why in snap.reserve_many([(index[n], req, gpus) for n, req, gpus in inflight if n in index]):
             log.warning("cannot account %s: %s", req.job_id, why)
         part = partition_for(cluster, self.w.settings.partitions)
         st = self.step_trace  # opened by tick() around this call
@@ -170,7 +177,7 @@ class SchedulingLoop:
                 await fut
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
         context = OrderContext(
-            tenant_held=tenant_usage(req for _, req, _ in holdings if req.cluster == cluster),
+            tenant_held=TenantUsage(lambda: [h[1] for h in (*self.w.held.held(cluster).values(), *inflight)]),
             capacity=cluster_capacity(snap),
             queued_since={p.job.job_id: p.queued_ts for p, _ in jobs if p.attempt > 0},
             estimator=self.w.durations,
@@ -304,9 +311,18 @@ class SchedulingLoop:
         return await self._send("decisions", rec.job_id, rec.to_bytes(), part)
 
     async def _check_timeouts(self) -> None:
+        """Announce ``timed_out`` for placements not confirmed within ``confirm_timeout_s``: a pass over
+        the running table, at most every ``min(1 s, timeout / 4)`` (not at every step: under load
+        the steps come many times a second, and the table holds thousands of jobs)."""
         now = time.time()
         timeout = self.w.settings.confirm_timeout_s
+        if now - self._timeouts_checked < min(1.0, timeout / 4):
+            return
+        self._timeouts_checked = now
+        placed = set()
         for d in list(self.w.running.values()):
+            if d is not None:
+                placed.add(d["decision_id"])
             if d is None or d["state"] != "reserved" or d["decision_id"] in self.timed_out:
                 continue
             if now - d["reserved_ts"] > timeout:
@@ -319,6 +335,7 @@ class SchedulingLoop:
                 part = partition_for(r.job.cluster, self.w.settings.partitions)
                 await (await self._send("jobs.lifecycle", ev.job_id, ev.to_bytes(), part))
                 self.timed_out.add(r.decision_id)  # only once the broker has it: else retry next step
+        self.timed_out &= placed
 
     async def _send(self, topic: str, key: str, value: bytes, partition: int,
                     headers: list[tuple[str, bytes]] | None = None) -> Awaitable[Any]:  # fmt: skip

@@ -62,6 +62,9 @@ class Settings(BaseModel):
     # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
     # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few
     restore_window: int = Field(default_factory=lambda: _env_int("RESTORE_WINDOW", 10000), ge=0)
+    # how often the scheduling loop's kept cluster snapshot is checked against one built from the tables,
+    # seconds (streams/snapshot_cache.py; 0 = at every step)
+    snapshot_verify_s: float = Field(default_factory=lambda: _env_float("SNAPSHOT_VERIFY", 60), ge=0)
     max_message_bytes: int = Field(default_factory=lambda: _env_int("MAX_MESSAGE_BYTES", 256 * 1024))
     web_port: int = Field(default_factory=lambda: _env_int("WEB_PORT", 6066))
     archive_batch_rows: int = Field(default_factory=lambda: _env_int("ARCHIVE_BATCH_ROWS", 5000))

@@ -11,12 +11,11 @@ from typing import TYPE_CHECKING
 from scheduling.events import NodeTelemetry, partition_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
+from streams.held_ledger import Holding
 from streams.state import PendingJob, RunningJob
 
 if TYPE_CHECKING:
     from streams.app import Worker
-
-Holding = tuple[str, JobRequest, list[int]]  # (node id, job, GPU indices)
 
 
 class TableViews:
@@ -62,8 +61,19 @@ class TableViews:
                 by_cluster[cached[0].job.cluster].append(cached)
         return by_cluster
 
+    def holding(self, job_id: str) -> Holding | None:
+        """What ``running[job_id]`` holds (the ledger's reading of a row, streams/held_ledger.py)."""
+        r = self.w.read("running", job_id, RunningJob)
+        return None if r is None else (r.node_id, JobRequest.from_event(r.job), r.gpu_indices)
+
+    def inflight(self, cluster: str) -> list[Holding]:
+        """The placements of ``cluster`` being published (acknowledged and applied within the step)."""
+        return [(rec.node_id, req, list(rec.gpu_indices)) for rec, req in list(self.w.inflight.values())
+                if rec.outcome == "placed" and rec.node_id and req is not None and req.cluster == cluster]  # fmt: skip
+
     def holdings(self, owned: set[int]) -> list[Holding]:
-        """Everything that holds resources: placed jobs and placements being published."""
+        """What placed jobs hold, read from the whole ``running`` table. The scheduling loop keeps
+        this instead (streams/snapshot_cache.py) and reads it whole only to check what it keeps."""
         out: list[Holding] = []
         seen = set()
         for d in list(self.w.running.values()):
@@ -80,9 +90,6 @@ class TableViews:
                 out.append(held)
         for key in [k for k in self._held if k not in seen]:
             del self._held[key]
-        for rec, req in self.w.inflight.values():
-            if rec.outcome == "placed" and rec.node_id and req is not None:
-                out.append((rec.node_id, req, list(rec.gpu_indices)))
         return out
 
     def forget_left_jobs(self) -> set[str]:

@@ -68,11 +68,15 @@ def make_stack(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory) -> I
         run_dir = tmp_path_factory.mktemp("stack")
         settings = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"it{uuid.uuid4().hex[:8]}.",
                             state_dir=run_dir, web_port=free_port(), partitions=4,
-                            **{"step_s": 0.5, "confirm_timeout_s": 20, **overrides})  # fmt: skip
+                            **{"step_s": 0.5, "confirm_timeout_s": 20, "snapshot_verify_s": 0, **overrides})  # fmt: skip
         stack = LocalStack(settings, run_dir)
         made.append(stack)
         return stack
 
     yield make
+    # every step's kept cluster snapshot was checked against one built from the tables (snapshot_verify_s=0)
+    mismatched = [f"{stack.run_dir}: {n}" for stack in made
+                  if (n := ((stack.status() or {}).get("loop") or {}).get("snapshot_mismatches"))]  # fmt: skip
     for stack in made:
         stack.stop()
+    assert not mismatched, f"kept snapshots differed from rebuilt ones (worker logs say where): {mismatched}"
