@@ -83,7 +83,7 @@ class SnapshotCache:
         self.builds += 1
         self.ledger.drain(cluster)  # what it holds now is in ``held``
         held = self.ledger.held(cluster)
-        snap = _reserved(views, held.values(), self.tables.get(cluster), cluster)
+        snap = built_afresh(views, held.values(), self.tables.get(cluster), cluster)
         self.tables[cluster] = snap.snapshot.table
         index = snap.snapshot.table.index
         refused = {job.job_id for job, _ in snap.refused}
@@ -131,7 +131,7 @@ class SnapshotCache:
     # -- verifying ----------------------------------------------------------------------
     def _verify(self, cluster: str, views: list[NodeView], kept: _Kept,
                 reference: Callable[[], list[Holding]]) -> _Kept:  # fmt: skip
-        fresh = _reserved(views, reference(), kept.snap.table, cluster).snapshot
+        fresh = built_afresh(views, reference(), kept.snap.table, cluster).snapshot
         kept.verified_at = time.monotonic()
         diff = difference(kept.snap, fresh)
         if diff is None:
@@ -149,7 +149,7 @@ class _Reserved:
     refused: list[tuple[Holder, str]]
 
 
-def _reserved(views: list[NodeView], holdings: Iterable[Holding], table: NodeTable | None, cluster: str) -> _Reserved:
+def built_afresh(views: list[NodeView], holdings: Iterable[Holding], table: NodeTable | None, cluster: str) -> _Reserved:
     """``views`` with every holding of ``cluster`` on a known node reserved (unchecked: the worker
     honours what it placed even where telemetry disagrees), as each step used to build it."""
     snap = ClusterSnapshot.from_nodes(views, table=table)

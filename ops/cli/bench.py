@@ -68,6 +68,25 @@ def step(
     raise typer.Exit(run_step_bench(pending=sizes, policies=names, repeat=repeat, out=out))
 
 
+@bench_app.command("snapshot")
+def snapshot(
+    held: str = typer.Option("1000,3000,5000", help="Jobs in the running table, comma-separated sizes."),
+    changes: int = typer.Option(32, min=2, help="Jobs that finish and are placed between two steps."),
+    repeat: int = typer.Option(30, min=1, help="Timed steps per size."),
+    out: Path = typer.Option(Path("reports/bench-snapshot.json"), help="JSON result file."),
+) -> None:
+    """What a worker's step pays to know what placed jobs hold: the snapshot built afresh from the
+    whole running table (as before) against the one kept from step to step (streams/snapshot_cache.py)."""
+    from ops.bench.snapshot import run_snapshot_bench
+    from ops.bench.step import parse_sizes
+
+    try:
+        sizes = parse_sizes(held, "--held")
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+    raise typer.Exit(run_snapshot_bench(held=sizes, changes=changes, repeat=repeat, out=out))
+
+
 @bench_app.command("fill")
 def fill(
     pods: Path = typer.Option(None, help="A pod list in the openb format (default: the shared default list)."),
