@@ -4,6 +4,7 @@
   events/s through ingest → decision → command → archive, and submission → command
   latency.
 - :mod:`ops.bench.step` — the in-process compute time of one scheduling step.
+- :mod:`ops.bench.snapshot` — what a worker's step pays to know what placed jobs hold.
 
 Performance is measured here, never asserted in timed tests.
 """
@@ -48,3 +49,12 @@ def write_json(path: Path, result: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result, indent=2, default=str) + "\n")
     return path
+
+
+def show_and_write(console: Any, table: Any, note: str, out: Path | None, bench: str, result: dict[str, Any]) -> None:
+    """Print a benchmark's table and its dim ``note``; write ``result`` (with the bench's name and
+    :func:`environment`) to ``out`` unless it is ``None``."""
+    console.print(table)
+    console.print(f"[dim]{note}[/]")
+    if out is not None:
+        console.print(f"wrote {write_json(out, {'bench': bench, **result, 'environment': environment()})}")

@@ -26,7 +26,7 @@ from typing import Any
 
 from rich.table import Table
 
-from ops.bench import environment, fmt, percentiles, write_json
+from ops.bench import fmt, percentiles, show_and_write
 from ops.console import wide_console
 
 console = wide_console()
@@ -136,11 +136,7 @@ def run_snapshot_bench(*, held: list[int], changes: int, repeat: int, out: Path 
         a, k = r["afresh_ms"], r["kept_ms"]
         table.add_row(fmt(r["held"]), fmt(r["changes"]), f"{fmt(a['p50'])} / {fmt(a['p99'])}",
                       f"{fmt(k['p50'])} / {fmt(k['p99'])}", fmt(r["speed_up"], 1))  # fmt: skip
-    console.print(table)
-    console.print("[dim]held: rows in the running table (as many as fit when fewer); afresh: TableViews.holdings "
-                  "+ a snapshot of the nodes + reserve_many; kept: HeldLedger.sync + SnapshotCache.snapshot.[/]")  # fmt: skip
-    if out is not None:
-        path = write_json(out, {"bench": "snapshot", "trace": "openb", "repeat": repeat, "results": rows,
-                                "environment": environment()})  # fmt: skip
-        console.print(f"wrote {path}")
+    show_and_write(console, table, "held: rows in the running table (as many as fit when fewer); afresh: "
+                   "TableViews.holdings + a snapshot of the nodes + reserve_many; kept: HeldLedger.sync + "
+                   "SnapshotCache.snapshot.", out, "snapshot", {"trace": "openb", "repeat": repeat, "results": rows})
     return 0

@@ -20,7 +20,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ops.bench import environment, fmt, percentiles, write_json
+from ops.bench import fmt, percentiles, show_and_write
 from ops.bench.model_check import learned_version
 from ops.console import wide_console
 
@@ -115,11 +115,7 @@ def run_step_bench(*, pending: list[int], policies: list[str] | None, repeat: in
         c = r["compute_ms"]
         table.add_row(r["policy"], fmt(r["pending"]), fmt(r["placements"]), fmt(r["unschedulable"]), fmt(c["p50"]),
                       fmt(c["p99"]), fmt(c["mean"]), fmt(c["min"]), fmt(r["placements_per_s"], 0))  # fmt: skip
-    console.print(table)
-    console.print("[dim]compute ms = StepResult.compute_ms (snapshot copy + order + filter + score + assign); "
-                  "placed/s = placements / p50; p99 over few repeats is close to the max.[/]")  # fmt: skip
-    if out is not None:
-        path = write_json(out, {"bench": "step", "trace": "openb", "repeat": repeat, "results": rows,
-                                "environment": environment()})  # fmt: skip
-        console.print(f"wrote {path}")
+    show_and_write(console, table, "compute ms = StepResult.compute_ms (snapshot copy + order + filter + score + "
+                   "assign); placed/s = placements / p50; p99 over few repeats is close to the max.", out, "step",
+                   {"trace": "openb", "repeat": repeat, "results": rows})
     return 0
