@@ -26,6 +26,11 @@ Change = tuple[str, Holding | None]  # (job id, what it holds now; None: nothing
 JOURNAL_LIMIT = 50_000  # changes kept per cluster before it is rebuilt instead
 
 
+def identity_of(row: dict[str, Any]) -> tuple[Any, ...]:
+    """What a ``running`` row holds where: a row with the same identity holds the same resources."""
+    return row["decision_id"], row["node_id"], tuple(row["gpu_indices"]), row["job"]["cluster"]
+
+
 class HeldLedger:
     def __init__(self) -> None:
         self.epoch = 0  # bumped by every full read of the table
@@ -46,7 +51,15 @@ class HeldLedger:
     def sync(self, running: Mapping[str, Any], parse: Callable[[str], Holding | None]) -> None:
         """Bring the ledger up to the table: the touched keys, or every key after :meth:`invalidate`.
         ``parse(job_id)``: the holding of the row there (only called when the row's identity —
-        decision, node, GPUs — changed)."""
+        decision, node, GPUs, cluster — changed). If reading a row fails, the error goes up and the
+        next call reads the whole table again (nothing is left half read)."""
+        try:
+            self._sync(running, parse)
+        except BaseException:
+            self._full = True
+            raise
+
+    def _sync(self, running: Mapping[str, Any], parse: Callable[[str], Holding | None]) -> None:
         if self._full:
             self._full, self._dirty = False, set()
             self.epoch += 1
@@ -89,7 +102,7 @@ class HeldLedger:
 
     def _set(self, job_id: str, d: dict[str, Any], kept: tuple[tuple[Any, ...], Holding] | None,
              parse: Callable[[str], Holding | None], *, journal: bool) -> None:  # fmt: skip
-        identity = (d["decision_id"], d["node_id"], tuple(d["gpu_indices"]))
+        identity = identity_of(d)
         if kept is not None and kept[0] == identity:  # e.g. reserved -> running: the same resources
             self._rows[job_id] = kept
             self._clusters.setdefault(kept[1][1].cluster, {})[job_id] = kept[1]

@@ -79,12 +79,13 @@ class SchedulingLoop:
         self.lifecycle_catchup = CatchUp(w.settings, w.settings.topic("jobs.lifecycle"), group_id=w.app.conf.id,
                                          holds="the confirmation timeout")  # fmt: skip
         w.app.on_partitions_assigned.connect(self.lifecycle_catchup.on_partitions_assigned)
+        w.app.on_rebalance_complete.connect(self._on_rebalance_complete)
         self.owned: set[int] = set()
         self._gangs_scanned = False
         self._inventory_size: dict[str, int] = {}
         self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
-        self._timeouts_checked = 0.0  # when _check_timeouts last read the running table
+        self._timeouts_checked = -1e9  # when _check_timeouts last read the running table (monotonic)
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
         self.steps = 0
@@ -99,6 +100,10 @@ class SchedulingLoop:
         self.woken = asyncio.Event()
         self.step_trace: telemetry.StepTrace | None = None  # spans of the cluster step under way
 
+    async def _on_rebalance_complete(self, sender: object = None, *args: object, **kwargs: object) -> None:
+        """Faust's signal after a rebalance's table recovery: the ledger reads the running table whole."""
+        self.w.held.invalidate()
+
     def wake(self) -> None:
         """Something changed (arrival, freed resources): step soon instead of on the clock."""
         if self.w.settings.event_debounce_s >= 0:
@@ -109,10 +114,13 @@ class SchedulingLoop:
         app = self.w.app
         recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set()
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic}
+        was_open = self.catchup.open
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):
             self.w.held.invalidate()  # the tables are being recovered: read them whole once they are
             return
-        if recovering or assigned != self.owned:
+        if not was_open or recovering or assigned != self.owned:
+            # a rebalance (even one that gave back the same partitions: their recovery rewrote the
+            # tables without Worker.apply) or a recovery: the ledger reads the running table whole
             self.w.held.invalidate()
         # only the clusters whose partitions this worker owns: the tables may also hold
         # standby replicas and keys of partitions that moved to another worker
@@ -145,7 +153,6 @@ class SchedulingLoop:
         self.steps += 1
         self.stats["tick_s"] += time.perf_counter() - t0
         self.stats["pending_seen"] += sum(len(j) for j in pending.values())
-        self.stats["holdings_seen"] += len(self.w.held)
         self.stats["snapshot_builds"] = self.snapshots.builds
         self.stats["snapshot_mismatches"] = self.snapshots.mismatches
         self.snapshots.forget(set(nodes))
@@ -164,6 +171,7 @@ class SchedulingLoop:
         snap = self.snapshots.snapshot(cluster, views, lambda: self.views.holdings(self.owned))
         index = snap.table.index
         inflight = self.views.inflight(cluster)  # placements being published hold their resources too
+        self.stats["holdings_seen"] += len(self.w.held.held(cluster)) + len(inflight)
         for req, why in snap.reserve_many([(index[n], req, gpus) for n, req, gpus in inflight if n in index]):
             log.warning("cannot account %s: %s", req.job_id, why)
         part = partition_for(cluster, self.w.settings.partitions)
@@ -314,11 +322,11 @@ class SchedulingLoop:
         """Announce ``timed_out`` for placements not confirmed within ``confirm_timeout_s``: a pass over
         the running table, at most every ``min(1 s, timeout / 4)`` (not at every step: under load
         the steps come many times a second, and the table holds thousands of jobs)."""
-        now = time.time()
+        now, checked = time.time(), time.monotonic()
         timeout = self.w.settings.confirm_timeout_s
-        if now - self._timeouts_checked < min(1.0, timeout / 4):
+        if checked - self._timeouts_checked < min(1.0, timeout / 4):
             return
-        self._timeouts_checked = now
+        self._timeouts_checked = checked
         placed = set()
         for d in list(self.w.running.values()):
             if d is not None:

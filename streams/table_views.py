@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from scheduling.events import NodeTelemetry, partition_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
-from streams.held_ledger import Holding
+from streams.held_ledger import Holding, identity_of
 from streams.state import PendingJob, RunningJob
 
 if TYPE_CHECKING:
@@ -23,7 +23,7 @@ class TableViews:
         self.w = w
         self._nodes: dict[str, tuple[str, NodeView]] = {}
         self._jobs: dict[tuple[str, int], tuple[PendingJob, JobRequest]] = {}
-        self._held: dict[tuple[str, str, tuple[int, ...]], Holding] = {}
+        self._held: dict[tuple[object, ...], Holding] = {}
 
     def owns(self, cluster: str, owned: set[int]) -> bool:
         return partition_for(cluster, self.w.settings.partitions) in owned
@@ -79,7 +79,7 @@ class TableViews:
         for d in list(self.w.running.values()):
             if d is None:
                 continue
-            key = (d["decision_id"], d["node_id"], tuple(d["gpu_indices"]))
+            key = identity_of(d)
             seen.add(key)
             held = self._held.get(key)
             if held is None:

@@ -11,7 +11,7 @@ from streams.held_ledger import HeldLedger, Holding
 
 
 def row(decision: str, node: str, gpus: list[int], cluster: str = "a", state: str = "reserved") -> dict[str, Any]:
-    return {"decision_id": decision, "node_id": node, "gpu_indices": gpus, "state": state, "cluster": cluster}
+    return {"decision_id": decision, "node_id": node, "gpu_indices": gpus, "state": state, "job": {"cluster": cluster}}
 
 
 class Table(dict[str, Any]):
@@ -31,7 +31,7 @@ class Table(dict[str, Any]):
     def parse(self, job_id: str) -> Holding | None:
         self.parsed += 1
         d = self[job_id]
-        return d["node_id"], JobRequest(job_id, cluster=d["cluster"], num_gpu=len(d["gpu_indices"]),
+        return d["node_id"], JobRequest(job_id, cluster=d["job"]["cluster"], num_gpu=len(d["gpu_indices"]),
                                         per_gpu_milli=500 if d["gpu_indices"] else 0), d["gpu_indices"]  # fmt: skip
 
 
@@ -95,3 +95,37 @@ def test_a_journal_past_its_limit_asks_for_a_rebuild(monkeypatch) -> None:
         t.write(f"j{i}", row(f"d{i}", "n1", []))
     ledger.sync(t, t.parse)
     assert ledger.drain("a") is None and len(ledger.held("a")) == 5
+
+
+def test_a_row_that_cannot_be_read_fails_the_sync_and_the_next_one_reads_the_whole_table() -> None:
+    ledger = HeldLedger()
+    t = Table(ledger)
+    ledger.sync(t, t.parse)
+    t.write("j1", row("d1", "n1", [0]))
+    t.write("j2", row("d2", "n2", [1]))
+    broken = {"j1"}
+
+    def parse(job_id: str) -> Holding | None:
+        if job_id in broken:
+            raise ValueError("a row of an older version")
+        return t.parse(job_id)
+
+    try:
+        ledger.sync(t, parse)
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("the error must go up (the step fails and says so)")
+    broken.clear()
+    ledger.sync(t, parse)
+    assert set(ledger.held("a")) == {"j1", "j2"} and ledger.epoch == 2  # nothing left half read
+
+
+def test_the_same_decision_node_and_gpus_in_another_cluster_is_another_holding() -> None:
+    ledger = HeldLedger()
+    t = Table(ledger)
+    t.write("j", row("d1", "n1", [0], cluster="a"))
+    ledger.sync(t, t.parse)
+    t.write("j", row("d1", "n1", [0], cluster="b"))  # a job id re-used: same attempt, node name and GPUs
+    ledger.sync(t, t.parse)
+    assert set(ledger.held("a")) == set() and set(ledger.held("b")) == {"j"}

@@ -33,7 +33,7 @@ class Cluster:
         else:
             self.running[job_id] = holding
             self.rows[job_id] = {"decision_id": f"d{len(self.rows)}-{job_id}", "node_id": holding[0],
-                                 "gpu_indices": holding[2]}  # fmt: skip
+                                 "gpu_indices": holding[2], "job": {"cluster": "a"}}  # fmt: skip
         if tell:
             self.ledger.touch(job_id)
 
