@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 from pathlib import Path
@@ -128,6 +129,22 @@ def demo(
 
     raise typer.Exit(run_demo(jobs=jobs, speed=speed, start_offset=start_offset, policy=policy, port=port,
                               timeout_s=timeout, inference=inference, model_dir=model, max_gap_s=max_gap))  # fmt: skip
+
+
+def one_line_summaries(group: typer.Typer) -> None:
+    """Give every command of ``group`` (and of its sub-groups) a command-list summary: its help's
+    first paragraph as one line. Typer's rich mode keeps a docstring's line breaks there, which
+    wrapped the list raggedly; a command's own ``--help`` re-wraps its text and is unchanged."""
+    for info in group.registered_commands:
+        doc = info.help or (info.callback.__doc__ if info.callback else None) or ""
+        if info.short_help is None and doc:
+            info.short_help = " ".join(inspect.cleandoc(doc).split("\n\n")[0].split())
+    for sub in group.registered_groups:
+        if sub.typer_instance is not None:
+            one_line_summaries(sub.typer_instance)
+
+
+one_line_summaries(app)
 
 
 def main() -> None:

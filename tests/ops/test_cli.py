@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer
 from typer.main import get_command
 from typer.testing import CliRunner
 
@@ -210,3 +211,18 @@ def test_a_train_command_never_overwrites_a_version(tmp_path: Path, command: lis
         assert says in " ".join(result.output.replace("│", " ").split()), result.output
     assert (kept / "config.json").read_text() == '{"version": "v1"}' and not (tmp_path / "esc").exists()
     assert (tmp_path / "models" / "latest").resolve() == kept.resolve()
+
+
+def test_every_command_lists_its_summary_as_one_line() -> None:
+    """The command lists (``semsched --help``, ``semsched bench --help``) show each command's first
+    help paragraph as one line, re-wrapped to the terminal; Typer's rich mode kept the docstrings'
+    line breaks there (ragged lines)."""
+    def commands(group: typer.Typer) -> list[Any]:
+        found = list(group.registered_commands)
+        for sub in group.registered_groups:
+            found += commands(sub.typer_instance) if sub.typer_instance is not None else []
+        return found
+
+    listed = commands(app)
+    assert len(listed) >= 30
+    assert all(c.short_help and "\n" not in c.short_help for c in listed), [c.name for c in listed if not c.short_help]
