@@ -281,6 +281,24 @@ class ClusterSnapshot:
                 counts = self._apps[job.app] = np.zeros(self.num_nodes, dtype=np.int32)
             counts[i] = max(0, counts[i] - sign)
 
+    def first_difference(self, other: ClusterSnapshot) -> str | None:
+        """Where the mutable state of two snapshots of the same nodes first differs (the array and
+        the node, this one's value first), or ``None`` when it is equal: every array a policy reads,
+        health and the per-app instance counts."""
+        for name in ("cpu_free", "mem_free", "gpu_free", "gpu_free_milli", "gpu_max_free", "gpu_full_free", "healthy"):
+            x, y = getattr(self, name), getattr(other, name)
+            if x.shape != y.shape:
+                return f"{name}: shape {x.shape} against {y.shape}"
+            bad = np.flatnonzero((x != y).reshape(len(x), -1).any(axis=1))
+            if len(bad):
+                i = int(bad[0])
+                return f"{name} of node {self.node_ids[i]}: {x[i].tolist()} against {y[i].tolist()}"
+        for app in sorted(set(self.apps) | set(other.apps)):
+            bad = np.flatnonzero(self.instances(app) != other.instances(app))
+            if len(bad):
+                return f"instances of app {app!r} on node {self.node_ids[int(bad[0])]}"
+        return None
+
     def _gpu_slots(self, node_index: int, job: Holder, gpu_indices: Sequence[int]) -> list[int]:
         if not 0 <= node_index < self.num_nodes:
             raise IndexError(f"node index {node_index} out of range 0..{self.num_nodes - 1}")

@@ -27,8 +27,6 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-import numpy as np
-
 from scheduling.node import NodeView
 from scheduling.node_table import NodeTable
 from scheduling.snapshot import ClusterSnapshot, Holder
@@ -133,12 +131,12 @@ class SnapshotCache:
                 reference: Callable[[], list[Holding]]) -> _Kept:  # fmt: skip
         fresh = built_afresh(views, reference(), kept.snap.table, cluster).snapshot
         kept.verified_at = time.monotonic()
-        diff = difference(kept.snap, fresh)
+        diff = kept.snap.first_difference(fresh)
         if diff is None:
             return kept
         self.mismatches += 1
-        log.error("the kept snapshot of cluster %s differs from one built from the tables (%s): using the "
-                  "rebuilt one (please report this)", cluster, diff)  # fmt: skip
+        log.error("the kept snapshot of cluster %s differs from one built from the tables (%s; kept first): "
+                  "using the rebuilt one (please report this)", cluster, diff)  # fmt: skip
         self.ledger.invalidate()
         return self._keep(cluster, _Kept(list(views), fresh, -1, {}, kept.verified_at))  # rebuilt at the next step
 
@@ -160,20 +158,3 @@ def built_afresh(views: list[NodeView], holdings: Iterable[Holding], table: Node
     for job, why in refused:
         log.warning("cannot account %s in cluster %s: %s", job.job_id, cluster, why)
     return _Reserved(snap, refused)
-
-
-def difference(a: ClusterSnapshot, b: ClusterSnapshot) -> str | None:
-    """The first array (and node) where two snapshots of the same nodes differ; ``None`` if equal."""
-    for name in ("cpu_free", "mem_free", "gpu_free", "gpu_free_milli", "gpu_max_free", "gpu_full_free", "healthy"):
-        x, y = getattr(a, name), getattr(b, name)
-        if x.shape != y.shape:
-            return f"{name}: shape {x.shape} against {y.shape}"
-        bad = np.flatnonzero((x != y).reshape(len(x), -1).any(axis=1))
-        if len(bad):
-            i = int(bad[0])
-            return f"{name} of node {a.node_ids[i]}: {x[i].tolist()} kept against {y[i].tolist()} rebuilt"
-    for app in sorted(set(a.apps) | set(b.apps)):
-        bad = np.flatnonzero(a.instances(app) != b.instances(app))
-        if len(bad):
-            return f"instances of app {app!r} on node {a.node_ids[int(bad[0])]}"
-    return None

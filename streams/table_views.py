@@ -64,7 +64,7 @@ class TableViews:
     def holding(self, job_id: str) -> Holding | None:
         """What ``running[job_id]`` holds (the ledger's reading of a row, streams/held_ledger.py)."""
         r = self.w.read("running", job_id, RunningJob)
-        return None if r is None else (r.node_id, JobRequest.from_event(r.job), r.gpu_indices)
+        return None if r is None else _holding(r)
 
     def inflight(self, cluster: str) -> list[Holding]:
         """The placements of ``cluster`` being published (acknowledged and applied within the step)."""
@@ -83,8 +83,7 @@ class TableViews:
             seen.add(key)
             held = self._held.get(key)
             if held is None:
-                r = RunningJob.model_validate(d)
-                held = (r.node_id, JobRequest.from_event(r.job), r.gpu_indices)
+                held = _holding(RunningJob.model_validate(d))
                 self._held[key] = held
             if self.owns(held[1].cluster, owned):
                 out.append(held)
@@ -98,3 +97,7 @@ class TableViews:
         for key in [k for k in self._jobs if k not in live]:
             del self._jobs[key]
         return {j for j, _ in live}
+
+
+def _holding(r: RunningJob) -> Holding:
+    return r.node_id, JobRequest.from_event(r.job), r.gpu_indices

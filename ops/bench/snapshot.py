@@ -50,7 +50,9 @@ class _Table:
 
     def place(self) -> str | None:
         """The next openb pod (a fresh job id) on a random node where it fits; its job id."""
+        from scheduling.gpu_select import select_gpus
         from scheduling.job import JobRequest
+        from scheduling.snapshot import CapacityError
         from streams.state import RunningJob
 
         k, self.serial = self.serial, self.serial + 1
@@ -58,9 +60,14 @@ class _Table:
         job, t = JobRequest.from_event(ev), self.truth
         for _ in range(64):
             i = self.rng.randrange(t.num_nodes)
-            gpus = [g for g in range(int(t.num_gpu[i])) if t.gpu_free[i, g] >= job.per_gpu_milli][: job.num_gpu]
-            if t.cpu_free[i] >= job.cpu_milli and t.mem_free[i] >= job.memory_mib and len(gpus) == job.num_gpu:
-                t.reserve(i, job, gpus)
+            if (picked := select_gpus(t, i, job)) is None:
+                continue
+            gpus = list(picked)
+            try:
+                t.reserve(i, job, gpus)  # checks cpu and memory
+            except CapacityError:
+                continue
+            else:
                 self.rows[job.job_id] = RunningJob(job=ev, attempt=0, submit_ts=0.0, decision_id=f"d-{k}",
                                                    node_id=self.views[i].node_id, gpu_indices=gpus, state="running",
                                                    reserved_ts=0.0).model_dump(mode="json")  # fmt: skip
@@ -78,7 +85,7 @@ class _Table:
 def _measure(views: list[Any], events: list[Any], held: int, changes: int, repeat: int) -> dict[str, Any] | str:
     """One size: the row of the table, or what differed."""
     from streams.held_ledger import HeldLedger
-    from streams.snapshot_cache import SnapshotCache, built_afresh, difference
+    from streams.snapshot_cache import SnapshotCache, built_afresh
     from streams.table_views import TableViews
 
     table, cluster = _Table(views, events, seed=held), views[0].cluster
@@ -108,7 +115,7 @@ def _measure(views: list[Any], events: list[Any], held: int, changes: int, repea
         ledger.sync(table.rows, table_views.holding)
         kept = cache.snapshot(cluster, views, list)
         kept_ms.append((time.perf_counter() - t) * 1000)
-        if (diff := difference(kept, fresh.snapshot) or difference(kept, table.truth)) is not None:
+        if (diff := kept.first_difference(fresh.snapshot) or kept.first_difference(table.truth)) is not None:
             return diff
     a, k = percentiles(afresh_ms), percentiles(kept_ms)
     return {"held": len(table.rows), "changes": changes, "afresh_ms": a, "kept_ms": k,

@@ -127,3 +127,19 @@ def test_reserve_many_equals_reserving_one_by_one_and_refuses_bad_indices():
         np.testing.assert_array_equal(many.instances(app), one.instances(app))
     assert many.cpu_free[2] < 0 and many.gpu_full_free[2] == 1  # (the cases the check above covers)
     assert snap(*nodes).reserve_many([]) == []
+
+
+def test_first_difference_names_the_array_and_the_node_and_none_when_equal() -> None:
+    from scheduling.job import JobRequest
+    from scheduling.node import NodeView
+    from scheduling.snapshot import ClusterSnapshot
+
+    nodes = [NodeView(f"n{i}", cpu_milli=8000, memory_mib=8192, num_gpu=2, gpu_model="T4") for i in range(3)]
+    a, b = ClusterSnapshot.from_nodes(nodes), ClusterSnapshot.from_nodes(nodes)
+    assert a.first_difference(b) is None
+    a.reserve(1, JobRequest("j", cpu_milli=1000, num_gpu=1, per_gpu_milli=500, app="web"), [0])
+    assert a.first_difference(b) == "cpu_free of node n1: 7000 against 8000"
+    b.reserve(1, JobRequest("j", cpu_milli=1000, num_gpu=1, per_gpu_milli=500), [0])
+    assert a.first_difference(b) == "instances of app 'web' on node n1"  # the same resources, not the same apps
+    b.set_healthy(2, False)
+    assert a.first_difference(b) == "healthy of node n2: True against False"

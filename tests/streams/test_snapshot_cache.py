@@ -12,7 +12,7 @@ from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.snapshot import ClusterSnapshot
 from streams.held_ledger import HeldLedger, Holding
-from streams.snapshot_cache import SnapshotCache, difference
+from streams.snapshot_cache import SnapshotCache
 
 
 class Cluster:
@@ -72,10 +72,10 @@ def test_the_kept_snapshot_equals_a_rebuild_over_placements_finishes_and_health_
             i = rng.randrange(len(c.views))
             c.views[i] = replace(c.views[i])
         snap = c.snapshot()
-        assert difference(snap, c.rebuilt()) is None, f"step {step}"
+        assert snap.first_difference(c.rebuilt()) is None, f"step {step}"
         snap.reserve(0, JobRequest("scratch", cluster="a", cpu_milli=1))  # a step's copy: the kept one stays
     assert c.cache.builds == 1 and c.cache.mismatches == 0  # built once, then followed
-    assert difference(c.snapshot(), c.rebuilt()) is None
+    assert c.snapshot().first_difference(c.rebuilt()) is None
 
 
 def test_a_node_that_joins_or_changes_capacity_builds_it_afresh_on_the_same_table_when_it_can() -> None:
@@ -84,9 +84,9 @@ def test_a_node_that_joins_or_changes_capacity_builds_it_afresh_on_the_same_tabl
     c.views.append(NodeView("n6", cluster="a", cpu_milli=1000, memory_mib=1024))
     place(c, random.Random(1), "j")
     joined = c.snapshot()
-    assert c.cache.builds == 2 and joined.table is not first.table and difference(joined, c.rebuilt()) is None
+    assert c.cache.builds == 2 and joined.table is not first.table and joined.first_difference(c.rebuilt()) is None
     c.views[2] = replace(c.views[2], cpu_milli=128_000)
-    assert difference(c.snapshot(), c.rebuilt()) is None and c.cache.builds == 3
+    assert c.snapshot().first_difference(c.rebuilt()) is None and c.cache.builds == 3
     assert c.cache.tables["a"] is c.snapshot().table  # what the policy's warm-up builds on
 
 
@@ -97,8 +97,8 @@ def test_a_write_the_ledger_missed_is_caught_by_the_verification_and_repaired() 
     c.write("ghost", ("n1", job, []), tell=False)  # e.g. a changelog write outside Worker.apply
     snap = c.snapshot()
     assert c.cache.mismatches == 1
-    assert difference(snap, c.rebuilt()) is None  # the step got the rebuilt one
-    assert difference(c.snapshot(), c.rebuilt()) is None and c.cache.mismatches == 1  # and the ledger read it all
+    assert snap.first_difference(c.rebuilt()) is None  # the step got the rebuilt one
+    assert c.snapshot().first_difference(c.rebuilt()) is None and c.cache.mismatches == 1  # and the ledger read it all
     assert set(c.ledger.held("a")) == {"ghost"}
 
 
@@ -107,4 +107,4 @@ def test_without_verification_a_missed_write_would_go_unseen() -> None:
     c = Cluster(6)
     c.snapshot()
     c.write("ghost", ("n1", JobRequest("ghost", cluster="a", cpu_milli=3000), []), tell=False)
-    assert difference(c.snapshot(), c.rebuilt()) is not None
+    assert c.snapshot().first_difference(c.rebuilt()) is not None
