@@ -56,6 +56,8 @@ from streams.telemetry.metrics import ARCHIVES
 
 log = logging.getLogger(__name__)
 
+FETCH_MIN_BYTES = 256 * 1024  # what a fetch waits for (up to settings.archive_fetch_wait_ms)
+
 
 @dataclass
 class _Buffer:
@@ -139,6 +141,12 @@ class Archiver:
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_partition_fetch_bytes=max(self.settings.max_message_bytes * 4, 1024 * 1024),
+            # a sink that writes once a second need not fetch as each record lands: the broker holds
+            # a fetch until this much data or the wait is up (the worker's own consumer keeps Faust's
+            # defaults, for latency). Fetching as records landed cost the demo's worker about 8 % of
+            # its CPU (72.5 against 66.5 s over the run).
+            fetch_min_bytes=FETCH_MIN_BYTES,
+            fetch_max_wait_ms=self.settings.archive_fetch_wait_ms,
         )
         self._consumer.subscribe(list(self._by_full), listener=_Rebalance(self))
         await self._consumer.start()
