@@ -51,6 +51,25 @@ class Child:
         """SIGKILL, no goodbye: what a crash looks like."""
         self.stop(timeout=5, sig=signal.SIGKILL)
 
+    def cpu_seconds(self) -> tuple[float, float] | None:
+        """CPU time used so far (user + system, s): the whole process, and its main thread (a
+        worker's event loop, where Faust, the streams and the scheduling steps run). From
+        ``/proc``; None where there is none or the process is gone."""
+        return cpu_seconds(self.pid)
+
+
+def cpu_seconds(pid: int) -> tuple[float, float] | None:
+    """(process, main thread) CPU seconds of ``pid`` (:meth:`Child.cpu_seconds`)."""
+
+    def used(stat: Path) -> float:
+        fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state is fields[0]
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+    try:
+        return used(Path(f"/proc/{pid}/stat")), used(Path(f"/proc/{pid}/task/{pid}/stat"))
+    except (OSError, IndexError, ValueError):
+        return None
+
 
 def spawn_semsched(name: str, args: list[str], *, env: dict[str, str], run_dir: Path) -> Child:
     """Start ``semsched <args>`` (this interpreter) as a process-group leader."""

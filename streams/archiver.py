@@ -109,11 +109,13 @@ class Archiver:
         poll_ms: int = 200,
         max_backoff_s: float = 5.0,
         stop_timeout_s: float = 30.0,
+        fetch_min_bytes: int = FETCH_MIN_BYTES,
     ) -> None:
         self.settings = settings
         self.client = client
         self.group_id = group_id or f"{settings.topic_prefix}archiver"
         self.poll_ms = poll_ms
+        self.fetch_min_bytes = fetch_min_bytes
         self.max_backoff_s = max_backoff_s
         self.stop_timeout_s = stop_timeout_s
         self.stats = ArchiverStats()
@@ -143,9 +145,9 @@ class Archiver:
             max_partition_fetch_bytes=max(self.settings.max_message_bytes * 4, 1024 * 1024),
             # a sink that writes once a second need not fetch as each record lands: the broker holds
             # a fetch until this much data or the wait is up (the worker's own consumer keeps Faust's
-            # defaults, for latency). Fetching as records landed cost the demo's worker about 8 % of
-            # its CPU (72.5 against 66.5 s over the run).
-            fetch_min_bytes=FETCH_MIN_BYTES,
+            # settings, for latency). At 300 events a second, fetching as they landed took the
+            # archiver's event loop ten times the CPU (`semsched bench archiver`).
+            fetch_min_bytes=self.fetch_min_bytes,
             fetch_max_wait_ms=self.settings.archive_fetch_wait_ms,
         )
         self._consumer.subscribe(list(self._by_full), listener=_Rebalance(self))

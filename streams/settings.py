@@ -70,8 +70,9 @@ class Settings(BaseModel):
     archive_batch_rows: int = Field(default_factory=lambda: _env_int("ARCHIVE_BATCH_ROWS", 5000))
     session_timeout_s: float = Field(default_factory=lambda: _env_float("SESSION_TIMEOUT", 10))
     archive_flush_s: float = Field(default_factory=lambda: _env_float("ARCHIVE_FLUSH", 1.0))
-    # how long the broker may hold the archiver's fetch for more data (ms; streams/archiver.py)
-    archive_fetch_wait_ms: int = Field(default_factory=lambda: _env_int("ARCHIVE_FETCH_WAIT", 250), ge=0)
+    # how long the broker may hold the archiver's fetch for more data (ms; streams/archiver.py; at
+    # least 10: with none it would answer at once, and the archiver would poll in a loop)
+    archive_fetch_wait_ms: int = Field(default_factory=lambda: _env_int("ARCHIVE_FETCH_WAIT", 250), ge=10)
     # OpenTelemetry spans and metrics (streams/telemetry): console | otlp | none | file:DIR. The
     # OTLP endpoint, sampler, batch sizes and metric interval come from the standard OTEL_* names.
     otel_exporter: str = Field(default_factory=lambda: _env("OTEL_EXPORTER", "console"))

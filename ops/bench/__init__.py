@@ -5,6 +5,7 @@
   latency.
 - :mod:`ops.bench.step` — the in-process compute time of one scheduling step.
 - :mod:`ops.bench.snapshot` — what a worker's step pays to know what placed jobs hold.
+- :mod:`ops.bench.archiver` — the archiver's event-loop CPU on a steady stream.
 
 Performance is measured here, never asserted in timed tests.
 """

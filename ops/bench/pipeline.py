@@ -104,11 +104,13 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
         _wait_nodes(settings, worker, len(nodes))
         console.print(f"[green]✓[/] {len(nodes):,} openb nodes in the worker's table")
 
-        events = _make_jobs(trace, jobs)
+        events = unique_submissions(trace, jobs)
+        cpu_before = worker.cpu_seconds()
         push = asyncio.run(_push_jobs(settings, events, rate))
         console.print(f"[green]✓[/] pushed {jobs:,} submissions in {push['push_s']:.2f}s "
                       f"({jobs / push['push_s']:,.0f}/s producer-side)")  # fmt: skip
         t_end = _wait_archived(settings, worker, agents, jobs, push["t_first"], timeout_s)
+        cpu_after = worker.cpu_seconds()
         with console.status("reading the results from the archive…"):
             result = _measure(settings, jobs=jobs, t_first=push["t_first"], t_end=t_end)
         st = worker_status(settings) or {}
@@ -117,6 +119,7 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
             "trace": "openb", "agents": " ".join(AGENT_ARGS), "partitions": settings.partitions,
             "archive_batch_rows": settings.archive_batch_rows, "archive_flush_s": settings.archive_flush_s,
             "producer_push_s": push["push_s"], "producer_jobs_per_s": jobs / push["push_s"],
+            "worker_cpu_s": _cpu_used(cpu_before, cpu_after),
             "worker_counters": st.get("counters"), "worker_steps": st.get("steps"), "worker_loop": st.get("loop"),
             "kafka": settings.bootstrap, "environment": environment(),
         })  # fmt: skip
@@ -131,6 +134,14 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
         return 2
     finally:
         stack.stop()
+
+
+def _cpu_used(before: tuple[float, float] | None, after: tuple[float, float] | None) -> dict[str, float] | None:
+    """The worker's CPU seconds from the first submission to all archived: the process (every
+    thread: chdb's, the archiver's writes) and its event-loop thread, which bounds its throughput."""
+    if before is None or after is None:
+        return None
+    return {"process": after[0] - before[0], "event_loop": after[1] - before[1]}
 
 
 async def _publish_nodes(settings: Settings, nodes: list[Any]) -> None:
@@ -156,7 +167,7 @@ def _wait_nodes(settings: Settings, worker: Child, expected: int, timeout_s: flo
         wait_for(ready, timeout_s, what="the node inventory")
 
 
-def _make_jobs(trace: list[Any], n: int) -> list[Any]:
+def unique_submissions(trace: list[Any], n: int) -> list[Any]:
     """``n`` submissions cycled from the trace, each with a unique job id and event id."""
     from scheduling.events import new_event_id
 
@@ -276,6 +287,11 @@ def _print(r: dict[str, Any]) -> None:
                        ("step_compute_ms", "step compute")):  # fmt: skip
         p = r[key]
         t.add_row(f"[bold]{label}[/] p50 / p99 ms", f"{fmt(p['p50'])} / {fmt(p['p99'])}", f"n={p['n']:,}")
+    if cpu := r.get("worker_cpu_s"):
+        per_k = 1000.0 / r["jobs"]
+        t.add_row("[bold]worker CPU per 1,000 jobs[/] process / event loop",
+                  f"{cpu['process'] * per_k:.2f} / {cpu['event_loop'] * per_k:.2f} s",
+                  f"{cpu['process']:.1f} / {cpu['event_loop']:.1f} s in all")  # fmt: skip
     pps = r["placements_per_step"]
     t.add_row("placements per step p50 / max", f"{fmt(pps['p50'], 0)} / {fmt(pps['max'], 0)}", "")
     t.add_row("terminal jobs in archive", f"{r['terminal_jobs']:,} / {r['jobs']:,}", "")

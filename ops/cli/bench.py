@@ -87,6 +87,21 @@ def snapshot(
     raise typer.Exit(run_snapshot_bench(held=sizes, changes=changes, repeat=repeat, out=out))
 
 
+@bench_app.command("archiver")
+def archiver(
+    rate: float = typer.Option(300.0, help="Events per second published (openb pods on jobs.submitted).",
+                               callback=positive),
+    seconds: float = typer.Option(20.0, help="How long each run publishes.", callback=positive),
+    port: int = typer.Option(0, help="Kafka port (0 = a free one)."),
+    out: Path = typer.Option(Path("reports/bench-archiver.json"), help="JSON result file."),
+) -> None:
+    """The archiver's event-loop CPU per 1,000 events on a steady stream, with semsched's fetch
+    setting and with Kafka's defaults (a fetch answered as soon as any record lands)."""
+    from ops.bench.archiver import run_archiver_bench
+
+    raise typer.Exit(run_archiver_bench(rate=rate, seconds=seconds, port=port, out=out))
+
+
 @bench_app.command("fill")
 def fill(
     pods: Path = typer.Option(None, help="A pod list in the openb format (default: the shared default list)."),

@@ -122,6 +122,7 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
 @pytest.mark.parametrize(("args", "says"), [
     (["bench", "trace", "--step", "0"], "must be > 0"),
     (["bench", "pipeline", "--rate", "-5"], "--rate"),
+    (["bench", "archiver", "--rate", "0"], "must be > 0"),
     (["bench", "fill", "--seeds", "5-1"], "no seeds in '5-1'"),
     (["replay", "openb", "--dry-run", "--limit", "-1"], "--limit"),
     (["replay", "openb", "--dry-run", "--speed", "-3"], "--speed"),

@@ -46,3 +46,26 @@ def test_sigterm_runs_the_cleanup(tmp_path: Path) -> None:
 def test_without_it_sigterm_skips_the_cleanup(tmp_path: Path) -> None:
     plain = SCRIPT.replace("with sigterm_as_interrupt():", "if True:")
     assert _run_and_terminate(tmp_path, plain) == "started"
+
+
+def test_cpu_seconds_tells_the_busy_main_thread_from_an_idle_process(tmp_path: Path) -> None:
+    """The worker's CPU in `bench pipeline`: a child that spins its main thread for about half a second
+    shows it there and in the process; an idle child shows next to none; a gone one, None."""
+    from ops.processes import cpu_seconds
+
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(30)"
+    busy = subprocess.Popen([sys.executable, "-c", spin])
+    idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        deadline = time.time() + 20
+        while (used := cpu_seconds(busy.pid)) is not None and used[1] < 0.5 and time.time() < deadline:
+            time.sleep(0.05)
+        assert used is not None and used[1] >= 0.5 and used[0] >= used[1], used
+        quiet = cpu_seconds(idle.pid)
+        assert quiet is not None and quiet[1] < 0.4, quiet
+    finally:
+        busy.kill()
+        idle.kill()
+        busy.wait(10)
+        idle.wait(10)
+    assert cpu_seconds(busy.pid) is None
