@@ -22,10 +22,12 @@ def _env(name: str, default: str) -> str:
     return os.environ.get(f"SEMSCHED_{name}", default)
 
 
-def _env_int(name: str, default: int, minimum: int | None = None) -> int:
+def _env_int(name: str, default: int, minimum: int | None = None, maximum: int | None = None) -> int:
     value = _env_parsed(name, default, int, "an integer")
     if minimum is not None and value < minimum:
         raise SettingsError(f"SEMSCHED_{name} must be at least {minimum}, not {value}")
+    if maximum is not None and value > maximum:
+        raise SettingsError(f"SEMSCHED_{name} must be at most {maximum}, not {value}")
     return value
 
 
@@ -70,9 +72,11 @@ class Settings(BaseModel):
     archive_batch_rows: int = Field(default_factory=lambda: _env_int("ARCHIVE_BATCH_ROWS", 5000))
     session_timeout_s: float = Field(default_factory=lambda: _env_float("SESSION_TIMEOUT", 10))
     archive_flush_s: float = Field(default_factory=lambda: _env_float("ARCHIVE_FLUSH", 1.0))
-    # how long the broker may hold the archiver's fetch for more data (ms; streams/archiver.py; at
-    # least 10: with none it would answer at once, and the archiver would poll in a loop)
-    archive_fetch_wait_ms: int = Field(default_factory=lambda: _env_int("ARCHIVE_FETCH_WAIT", 250), ge=10)
+    # how long the broker may hold the archiver's fetch for more data (ms; streams/archiver.py): at
+    # least 10 (with none it would answer at once, and the archiver would poll in a loop), at most
+    # 5,000 (the archive would trail the topics by that much)
+    archive_fetch_wait_ms: int = Field(default_factory=lambda: _env_int("ARCHIVE_FETCH_WAIT", 250, minimum=10,
+                                                                        maximum=5000), ge=10, le=5000)  # fmt: skip
     # OpenTelemetry spans and metrics (streams/telemetry): console | otlp | none | file:DIR. The
     # OTLP endpoint, sampler, batch sizes and metric interval come from the standard OTEL_* names.
     otel_exporter: str = Field(default_factory=lambda: _env("OTEL_EXPORTER", "console"))

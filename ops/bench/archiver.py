@@ -4,15 +4,16 @@ Inside a worker the archiver (:mod:`streams.archiver`) shares the event-loop thr
 ingest streams and the scheduling steps, so every CPU second it takes is one they lose. This
 benchmark publishes openb pods on ``jobs.submitted`` at a steady ``rate`` for ``seconds``
 (as a cluster's producers would: one at a time, not in a burst), runs an archiver on its own
-thread and event loop (a fresh chdb archive, subscribed to all six topics as in the worker),
+thread and event loop (one chdb archive for the runs, all six topics subscribed as in the worker),
 and measures that thread's CPU time from its start until it has written every event. Once
-per fetch setting:
+per fetch setting, each on topics of its own:
 
 - **semsched's**: the broker holds a fetch until ``FETCH_MIN_BYTES`` have arrived or
   ``settings.archive_fetch_wait_ms`` have passed;
 - **Kafka's defaults**: 1 byte, 500 ms: a fetch returns as soon as any record lands.
 
-Each run checks that the archive holds exactly the events sent; it exits 1 if not.
+Each run then counts its pods in the archive (``FINAL``, by job id); the benchmark exits 1 if
+that is not exactly the number sent, and 2 if the archiver fails or does not write them in time.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class _ArchiverThread(threading.Thread):
         self.settings, self.fetch_min_bytes, self.client = settings, fetch_min_bytes, client
         self.expected: int | None = None  # set once every event is sent
         self.started = threading.Event()
+        self.stop = threading.Event()  # the caller gave up: stop without measuring
         self.cpu_s = 0.0
         self.archived = 0
         self.error: BaseException | None = None
@@ -66,6 +68,8 @@ class _ArchiverThread(threading.Thread):
         task = asyncio.create_task(archiver.run())
         try:
             while self.expected is None or sum(archiver.stats.archived.values()) < self.expected:
+                if self.stop.is_set():
+                    return
                 if task.done():
                     task.result()  # its error, if it failed
                 await asyncio.sleep(0.05)
@@ -93,19 +97,27 @@ async def _publish(settings: Settings, events: list[Any], rate: float) -> float:
 def measure(settings: Settings, events: list[Any], rate: float, fetch_min_bytes: int, client: ArchiveClient,
             timeout_s: float = 300.0) -> dict[str, Any]:  # fmt: skip
     """One run on the broker of ``settings`` (its topics exist, with nothing on them yet): the
-    archiver thread's CPU and what it wrote."""
+    archiver thread's CPU, what it wrote (its count), and the rows of those events' jobs in the
+    archive (``FINAL``). Raises if the archiver fails or has not written them within ``timeout_s``;
+    the thread is stopped either way."""
     worker = _ArchiverThread(settings, fetch_min_bytes, client)
     worker.start()
-    if not worker.started.wait(120) or worker.error is not None:
-        raise RuntimeError(f"the archiver did not start: {worker.error}")
-    sent_s = asyncio.run(_publish(settings, events, rate))
-    worker.expected = len(events)
-    worker.join(timeout_s)
-    if worker.is_alive() or worker.error is not None:
-        raise RuntimeError(f"the archiver did not write the {len(events):,} events within {timeout_s:g} s: "
-                           f"{worker.error or 'still running'}")  # fmt: skip
-    return {"events": len(events), "archived": worker.archived, "send_s": sent_s, "cpu_s": worker.cpu_s,
-            "cpu_ms_per_1000": worker.cpu_s * 1e6 / len(events)}  # fmt: skip
+    try:
+        if not worker.started.wait(120) or worker.error is not None:
+            raise RuntimeError(f"the archiver did not start: {worker.error}")
+        sent_s = asyncio.run(_publish(settings, events, rate))
+        worker.expected = len(events)
+        worker.join(timeout_s)
+        if worker.is_alive() or worker.error is not None:
+            raise RuntimeError(f"the archiver did not write the {len(events):,} events within {timeout_s:g} s: "
+                               f"{worker.error or 'still running'}")  # fmt: skip
+    finally:
+        worker.stop.set()
+        worker.join(60)
+    ids = ",".join(f"'{e.job_id}'" for e in events)  # (openb pod names and an index: no quotes in them)
+    _, [(in_archive,)] = client.query_rows(f"SELECT count() FROM jobs_submitted FINAL WHERE job_id IN ({ids})")
+    return {"events": len(events), "archived": worker.archived, "in_archive": int(in_archive), "send_s": sent_s,
+            "cpu_s": worker.cpu_s, "cpu_ms_per_1000": worker.cpu_s * 1e6 / len(events)}  # fmt: skip
 
 
 def run_archiver_bench(*, rate: float, seconds: float, port: int, out: Path | None, state_root: Path | None = None,
@@ -113,16 +125,17 @@ def run_archiver_bench(*, rate: float, seconds: float, port: int, out: Path | No
     from ops.bench.pipeline import unique_submissions
     from ops.local_stack import LocalStack
     from ops.traces.registry import get_loader
-    from storage.client import get_client
+    from storage.client import close_client, get_client
     from streams.topics import ensure_topics
 
     stack = LocalStack.fresh("bench-archiver", port=port, state_root=state_root)
+    dsn = f"chdb://{stack.run_dir / 'chdb'}"
     rows: list[dict[str, Any]] = []
     try:
         with console.status("starting the Kafka broker…"):
             stack.start_broker()
         trace = get_loader("openb").load_jobs()
-        client = get_client(f"chdb://{stack.run_dir / 'chdb'}")
+        client = get_client(dsn)
         n = max(1, int(rate * seconds))
         for name, min_bytes in SETUPS.items():
             wait = stack.settings.archive_fetch_wait_ms if min_bytes == FETCH_MIN_BYTES else KAFKA_DEFAULT_WAIT_MS
@@ -130,25 +143,27 @@ def run_archiver_bench(*, rate: float, seconds: float, port: int, out: Path | No
             settings = stack.settings.model_copy(update={"archive_fetch_wait_ms": wait,
                                                          "topic_prefix": f"semsched.bench{len(rows)}."})  # fmt: skip
             asyncio.run(ensure_topics(settings))
+            pods = [e.model_copy(update={"job_id": f"r{len(rows)}-{e.job_id}"}) for e in unique_submissions(trace, n)]
             with console.status(f"{name}: {n:,} openb pods at {rate:g}/s…"):
-                r = measure(settings, unique_submissions(trace, n), rate, min_bytes, client)
+                r = measure(settings, pods, rate, min_bytes, client)
             rows.append({"fetch": name, "fetch_min_bytes": min_bytes, "fetch_max_wait_ms": wait, **r})
     except Exception as e:  # noqa: BLE001 - report, stop what was started
         console.print(f"[red]bench failed:[/] {e}")
         return 2
     finally:
+        close_client(dsn)
         stack.stop()
     t = Table(title=f"archiver event loop: {rate:g} openb pods/s for {seconds:g} s (all six topics subscribed)")
-    for col in ("fetch (min bytes, max wait)", "events", "archived", "CPU s", "CPU ms per 1,000 events"):
+    for col in ("fetch (min bytes, max wait)", "events sent", "in the archive", "CPU s", "CPU ms per 1,000 events"):
         t.add_column(col, justify="left" if col.startswith("fetch") else "right")
     for r in rows:
         t.add_row(f"{r['fetch']} ({r['fetch_min_bytes']:,} B, {r['fetch_max_wait_ms']} ms)", f"{r['events']:,}",
-                  f"{r['archived']:,}", f"{r['cpu_s']:.2f}", f"{r['cpu_ms_per_1000']:,.0f}")  # fmt: skip
+                  f"{r['in_archive']:,}", f"{r['cpu_s']:.2f}", f"{r['cpu_ms_per_1000']:,.0f}")  # fmt: skip
     note = ("CPU = the archiver thread's own time (decoding, buffering, fetching; not chdb's threads), from its start "
             "until it had written every event sent. In a worker that thread is the event loop the streams and the "
             "scheduling steps run on.")  # fmt: skip
     show_and_write(console, t, note, out, "archiver", {"command": command, "rate": rate, "seconds": seconds, "rows": rows})
-    lost = [r["fetch"] for r in rows if r["archived"] != r["events"]]
+    lost = [r["fetch"] for r in rows if r["in_archive"] != r["events"]]
     if lost:
         console.print(f"[red]the archive does not hold exactly the events sent: {', '.join(lost)}[/]")
     return 1 if lost else 0

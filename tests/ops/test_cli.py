@@ -103,6 +103,8 @@ def test_malformed_lookahead_settings_stop_the_lookahead_worker_at_start(monkeyp
 @pytest.mark.parametrize(("variable", "value", "says"), [
     ("SEMSCHED_PARTITIONS", "abc", "SEMSCHED_PARTITIONS must be an integer, not 'abc'"),
     ("SEMSCHED_PARTITIONS", "0", "SEMSCHED_PARTITIONS must be at least 1, not 0"),
+    ("SEMSCHED_ARCHIVE_FETCH_WAIT", "0", "SEMSCHED_ARCHIVE_FETCH_WAIT must be at least 10, not 0"),
+    ("SEMSCHED_ARCHIVE_FETCH_WAIT", "60000", "SEMSCHED_ARCHIVE_FETCH_WAIT must be at most 5000, not 60000"),
     ("SEMSCHED_STEP", "fast", "SEMSCHED_STEP must be a number, not 'fast'"),
     ("SEMSCHED_FALLBACK_POLICY", "nope", "SEMSCHED_FALLBACK_POLICY must be a heuristic placement policy"),
 ])  # fmt: skip

@@ -50,12 +50,16 @@ def test_without_it_sigterm_skips_the_cleanup(tmp_path: Path) -> None:
 
 def test_cpu_seconds_tells_the_busy_main_thread_from_an_idle_process(tmp_path: Path) -> None:
     """The worker's CPU in `bench pipeline`: a child that spins its main thread for about half a second
-    shows it there and in the process; an idle child shows next to none; a gone one, None."""
+    shows it there and in the process; one that spins another thread, in the process only; an idle
+    child shows next to none; a gone one, None."""
     from ops.processes import cpu_seconds
 
     spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass\ntime.sleep(30)"
+    side = ("import threading, time\ndef f():\n    t = time.thread_time()\n    while time.thread_time() - t < 0.5: pass\n"
+            "threading.Thread(target=f).start()\ntime.sleep(30)")  # fmt: skip
     busy = subprocess.Popen([sys.executable, "-c", spin])
     idle = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    other = subprocess.Popen([sys.executable, "-c", side])  # busy on a thread that is not the main one
     try:
         deadline = time.time() + 20
         while (used := cpu_seconds(busy.pid)) is not None and used[1] < 0.5 and time.time() < deadline:
@@ -63,9 +67,11 @@ def test_cpu_seconds_tells_the_busy_main_thread_from_an_idle_process(tmp_path: P
         assert used is not None and used[1] >= 0.5 and used[0] >= used[1], used
         quiet = cpu_seconds(idle.pid)
         assert quiet is not None and quiet[1] < 0.4, quiet
+        while (aside := cpu_seconds(other.pid)) is not None and aside[0] < 0.5 and time.time() < deadline:
+            time.sleep(0.05)
+        assert aside is not None and aside[0] >= 0.5 and aside[1] < 0.4, aside
     finally:
-        busy.kill()
-        idle.kill()
-        busy.wait(10)
-        idle.wait(10)
+        for p in (busy, idle, other):
+            p.kill()
+            p.wait(10)
     assert cpu_seconds(busy.pid) is None

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,7 +21,7 @@ from scheduling.events import (
     PlacementCommand,
     partition_for,
 )
-from storage.client import ArchiveClient, close_client, get_client
+from storage.client import ArchiveClient
 from storage.rows import TOPIC_TABLES
 from streams.archiver import Archiver
 from streams.producer import EventProducer
@@ -30,13 +29,6 @@ from streams.settings import TOPICS, Settings
 from streams.topics import ensure_topics
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def archive(tmp_path: Path) -> Iterator[ArchiveClient]:
-    dsn = f"chdb://{tmp_path / 'chdb'}"
-    yield get_client(dsn)
-    close_client(dsn)
 
 
 def _settings(bootstrap: str, tmp_path: Path) -> Settings:
@@ -150,13 +142,43 @@ async def _wait(cond, timeout: float = 60.0) -> None:  # noqa: ANN001
         await asyncio.sleep(0.05)
 
 
+async def test_the_consumer_waits_for_fuller_fetches_and_a_drain_does_not(kafka_broker, chdb_archive: ArchiveClient,
+                                                                          tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """The fetch setting reaches aiokafka (``semsched bench archiver`` measures what it saves); the
+    demo's final drain (``archive_catch_up``) runs an archiver whose fetches are answered at once."""
+    from streams import archiver as archiver_module
+    from streams.archiver import FETCH_MIN_BYTES
+
+    settings = _settings(kafka_broker.bootstrap, tmp_path).model_copy(update={"archive_fetch_wait_ms": 123})
+    await ensure_topics(settings)
+    arch = Archiver(settings, client=chdb_archive)
+    await arch.start()
+    try:
+        assert arch._consumer is not None
+        assert (arch._consumer._fetch_min_bytes, arch._consumer._fetch_max_wait_ms) == (FETCH_MIN_BYTES, 123)
+    finally:
+        await arch.stop()
+
+    drains: list[int] = []
+
+    class Recorded(Archiver):
+        async def start(self) -> None:
+            await super().start()
+            assert self._consumer is not None
+            drains.append(self._consumer._fetch_min_bytes)
+
+    monkeypatch.setattr(archiver_module, "Archiver", Recorded)
+    assert await archiver_module.archive_catch_up(settings) == 0  # nothing on the topics
+    assert drains == [1]
+
+
 async def test_archives_every_event_once_and_commits(
-    kafka_broker, archive: ArchiveClient, tmp_path: Path
+    kafka_broker, chdb_archive: ArchiveClient, tmp_path: Path
 ) -> None:  # noqa: ANN001
     settings = _settings(kafka_broker.bootstrap, tmp_path)
     events = _events(60)
     await _publish(settings, events, junk=3, refused=2)
-    arch = Archiver(settings, client=archive)
+    arch = Archiver(settings, client=chdb_archive)
     await arch.start()
     task = asyncio.create_task(arch.run())
     try:
@@ -166,7 +188,7 @@ async def test_archives_every_event_once_and_commits(
         await arch.stop()
         await task
     assert arch.stats.undecodable == 5
-    assert _rows(archive) == _expected(events)  # exactly N: no duplicates, nothing lost, nothing refused
+    assert _rows(chdb_archive) == _expected(events)  # exactly N: no duplicates, nothing lost, nothing refused
     committed, ends = await _committed(settings, arch.group_id)
     assert committed == ends
     assert sum(ends.values()) == len(events) + 5
@@ -202,13 +224,13 @@ class FlakyClient:
 
 async def test_write_failure_never_commits_past_unwritten(
     kafka_broker,
-    archive: ArchiveClient,  # noqa: ANN001
+    chdb_archive: ArchiveClient,  # noqa: ANN001
     tmp_path: Path,
 ) -> None:
     settings = _settings(kafka_broker.bootstrap, tmp_path)
     events = _events(30)
     await _publish(settings, events)
-    flaky = FlakyClient(archive)
+    flaky = FlakyClient(chdb_archive)
     arch = Archiver(settings, client=flaky, max_backoff_s=0.2)  # type: ignore[arg-type]
     await arch.start()
     task = asyncio.create_task(arch.run())
@@ -217,27 +239,27 @@ async def test_write_failure_never_commits_past_unwritten(
         await _wait(lambda: flaky.failures >= 3)
         committed, _ = await _committed(settings, arch.group_id)
         assert sum(committed.values()) == 0, "committed offsets past data that was never written"
-        assert sum(_rows(archive).values()) == 0
+        assert sum(_rows(chdb_archive).values()) == 0
         flaky.failing = False  # the archive comes back
         await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
     finally:
         await arch.stop()
         await task
     assert arch.stats.write_failures >= 3
-    assert _rows(archive) == _expected(events)
+    assert _rows(chdb_archive) == _expected(events)
     committed, ends = await _committed(settings, arch.group_id)
     assert committed == ends
 
 
 async def test_stop_while_unwritable_does_not_commit(
     kafka_broker,
-    archive: ArchiveClient,  # noqa: ANN001
+    chdb_archive: ArchiveClient,  # noqa: ANN001
     tmp_path: Path,
 ) -> None:
     settings = _settings(kafka_broker.bootstrap, tmp_path)
     events = _events(5)
     await _publish(settings, events)
-    flaky = FlakyClient(archive)
+    flaky = FlakyClient(chdb_archive)
     arch = Archiver(settings, client=flaky, max_backoff_s=0.1, stop_timeout_s=0.5)  # type: ignore[arg-type]
     await arch.start()
     task = asyncio.create_task(arch.run())
@@ -247,7 +269,7 @@ async def test_stop_while_unwritable_does_not_commit(
     committed, _ = await _committed(settings, arch.group_id)
     assert sum(committed.values()) == 0
     # a restarted archiver (same group) re-reads and writes everything exactly once
-    arch2 = Archiver(settings, client=archive)
+    arch2 = Archiver(settings, client=chdb_archive)
     await arch2.start()
     task2 = asyncio.create_task(arch2.run())
     try:
@@ -255,4 +277,4 @@ async def test_stop_while_unwritable_does_not_commit(
     finally:
         await arch2.stop()
         await task2
-    assert _rows(archive) == _expected(events)
+    assert _rows(chdb_archive) == _expected(events)
