@@ -95,11 +95,15 @@ async def _publish(settings: Settings, events: list[Any], rate: float) -> float:
 
 
 def measure(settings: Settings, events: list[Any], rate: float, fetch_min_bytes: int, client: ArchiveClient,
-            timeout_s: float = 300.0) -> dict[str, Any]:  # fmt: skip
+            prefix: str, timeout_s: float = 300.0) -> dict[str, Any]:  # fmt: skip
     """One run on the broker of ``settings`` (its topics exist, with nothing on them yet): the
-    archiver thread's CPU, what it wrote (its count), and the rows of those events' jobs in the
-    archive (``FINAL``). Raises if the archiver fails or has not written them within ``timeout_s``;
-    the thread is stopped either way."""
+    archiver thread's CPU, what it wrote (its count), and the submissions in the archive whose job
+    ids start with ``prefix`` (``FINAL``; every event's job id must, and no other run's). Raises if
+    the archiver fails or has not written them within ``timeout_s``; the thread is stopped either way."""
+    from storage.queries.bench_pipeline import SUBMITTED_WITH_PREFIX
+
+    if not all(e.job_id.startswith(prefix) for e in events):
+        raise ValueError(f"every job id of a run must start with {prefix!r}")
     worker = _ArchiverThread(settings, fetch_min_bytes, client)
     worker.start()
     try:
@@ -114,8 +118,7 @@ def measure(settings: Settings, events: list[Any], rate: float, fetch_min_bytes:
     finally:
         worker.stop.set()
         worker.join(60)
-    ids = ",".join(f"'{e.job_id}'" for e in events)  # (openb pod names and an index: no quotes in them)
-    _, [(in_archive,)] = client.query_rows(f"SELECT count() FROM jobs_submitted FINAL WHERE job_id IN ({ids})")
+    _, [(in_archive,)] = client.query_rows(SUBMITTED_WITH_PREFIX, {"prefix": prefix})
     return {"events": len(events), "archived": worker.archived, "in_archive": int(in_archive), "send_s": sent_s,
             "cpu_s": worker.cpu_s, "cpu_ms_per_1000": worker.cpu_s * 1e6 / len(events)}  # fmt: skip
 
@@ -143,9 +146,10 @@ def run_archiver_bench(*, rate: float, seconds: float, port: int, out: Path | No
             settings = stack.settings.model_copy(update={"archive_fetch_wait_ms": wait,
                                                          "topic_prefix": f"semsched.bench{len(rows)}."})  # fmt: skip
             asyncio.run(ensure_topics(settings))
-            pods = [e.model_copy(update={"job_id": f"r{len(rows)}-{e.job_id}"}) for e in unique_submissions(trace, n)]
+            prefix = f"r{len(rows)}-"
+            pods = [e.model_copy(update={"job_id": prefix + e.job_id}) for e in unique_submissions(trace, n)]
             with console.status(f"{name}: {n:,} openb pods at {rate:g}/s…"):
-                r = measure(settings, pods, rate, min_bytes, client)
+                r = measure(settings, pods, rate, min_bytes, client, prefix)
             rows.append({"fetch": name, "fetch_min_bytes": min_bytes, "fetch_max_wait_ms": wait, **r})
     except Exception as e:  # noqa: BLE001 - report, stop what was started
         console.print(f"[red]bench failed:[/] {e}")

@@ -1,5 +1,6 @@
 """The SQL of ``semsched bench pipeline``: what it reads back from the archive (through the
-worker's ``/sql``) to measure a run. See ``ops/bench/pipeline.py`` for the definitions."""
+worker's ``/sql``) to measure a run. See ``ops/bench/pipeline.py`` for the definitions. Also
+``bench archiver``'s one count (``ops/bench/archiver.py``)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ SELECT toUnixTimestamp64Milli(a.t) - toUnixTimestamp64Milli(s.event_time)
 FROM (SELECT job_id, event_time FROM jobs_submitted FINAL) AS s
 INNER JOIN (SELECT assumeNotNull(job_id) AS job_id, min(event_time) AS t FROM actions FINAL
             WHERE kind = 'place' GROUP BY job_id) AS a ON a.job_id = s.job_id"""
+
+#: ``bench archiver``: the submissions of one run in the archive, by the prefix of their job ids
+SUBMITTED_WITH_PREFIX = "SELECT count() FROM jobs_submitted FINAL WHERE startsWith(job_id, %(prefix)s)"
 
 FIRST_ATTEMPT_LATENCY_MS = "SELECT latency_ms FROM decisions FINAL WHERE outcome = 'placed' AND attempt = 0"
 STEP_COMPUTE_MS = ("SELECT step_compute_ms, count() FROM decisions FINAL WHERE outcome = 'placed' "

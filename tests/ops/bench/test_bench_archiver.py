@@ -27,8 +27,11 @@ def test_archives_exactly_what_was_sent_and_measures_its_thread(kafka_broker: An
     settings = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"ba{uuid.uuid4().hex[:8]}.", partitions=2,
                         state_dir=tmp_path, archive_flush_s=0.2)  # fmt: skip
     asyncio.run(ensure_topics(settings))
-    pods = unique_submissions(get_loader("openb").load_jobs(), 150)
-    r = measure(settings, pods, rate=300.0, fetch_min_bytes=SETUPS[setup], client=chdb_archive, timeout_s=120)
+    pods = [e.model_copy(update={"job_id": f"t-{e.job_id}"}) for e in unique_submissions(get_loader("openb").load_jobs(), 150)]
+    r = measure(settings, pods, rate=300.0, fetch_min_bytes=SETUPS[setup], client=chdb_archive, prefix="t-",
+                timeout_s=120)  # fmt: skip
     assert r["events"] == r["archived"] == r["in_archive"] == 150
     _, rows = chdb_archive.query_rows("SELECT count(), uniqExact(job_id) FROM jobs_submitted FINAL")
     assert [tuple(int(v) for v in r) for r in rows] == [(150, 150)]
+    with pytest.raises(ValueError, match="must start with"):  # a run whose pods the count would miss
+        measure(settings, pods, rate=300.0, fetch_min_bytes=SETUPS[setup], client=chdb_archive, prefix="x-")
