@@ -122,6 +122,10 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
 
     publish(p.settings, [node, *jobs])
     p.wait(lambda s: s["finished"] == 4 and s["rejected"] == 4, timeout=90, what="parent, child, gangs, rejections")
+    # the archiver is a consumer of its own and may lag the worker's status: read once it holds them all
+    # (a read before the rejections landed saw only the jobs' waiting notes)
+    assert p.wait_scalar("SELECT uniqExact(job_id) FROM decisions FINAL WHERE outcome = 'rejected'", 4, 60) == 4
+    assert p.wait_scalar("SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state = 'finished'", 4, 60) == 4
     started = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'started' "
                          "GROUP BY job_id"))  # fmt: skip
     finished = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'finished' "
