@@ -24,10 +24,9 @@ shape, ``which`` each job's row in it):
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from inference.features.spec import SHAPE_COLUMNS
 
@@ -109,15 +108,12 @@ class ShapeFactoredHead(nn.Module):
         k = table.shape[0]
         if not len(jobs):
             return coeff.new_zeros((0, n))
-        # scores = A @ table as [(1 + R)·S, N], A [J, (1 + R)·S] sparse with job j's coefficients at
-        # its shape's rows: gathering table[which] first would materialise [J, N, 1 + R] (1.4 ms at
-        # 256 pending × 1,213 nodes, against 0.3)
-        crow = torch.arange(0, len(jobs) * k + 1, k, device=coeff.device)
-        cols = (torch.arange(k, device=coeff.device) * s + which[:, None]).reshape(-1)
-        with warnings.catch_warnings():  # "sparse CSR support is in beta"
-            warnings.simplefilter("ignore", UserWarning)
-            a = torch.sparse_csr_tensor(crow, cols, coeff.reshape(-1), (len(jobs), k * s))
-            return a @ table.reshape(k * s, n)
+        # job j's scores: the sum of its shape's 1 + R rows of table [(1 + R)·S, N], weighted by its
+        # coefficients — an embedding bag (one fused gather-and-sum): gathering table[which] first
+        # would materialise [J, N, 1 + R] (1.4 ms at 256 pending × 1,213 nodes), a sparse CSR product
+        # zero-fills and copies its [J, N] result (~1 ms; the bag ~0.15)
+        rows = torch.arange(k, device=coeff.device) * s + which[:, None]  # [J, 1 + R]
+        return F.embedding_bag(rows, table.reshape(k * s, n), per_sample_weights=coeff, mode="sum")
 
     def _fitting_table(self, node_part: torch.Tensor, shape_rows: torch.Tensor, pairs: torch.Tensor,
                        fits: torch.Tensor) -> torch.Tensor:  # fmt: skip

@@ -61,6 +61,7 @@ from inference.features.pair_cache import PairCache
 from inference.features.pairs import Shape, pair_features_many, pair_shape
 from inference.features.spec import FeatureSpec
 from inference.features.topology import Topology, build_topology
+from inference.model.top_nodes import top_nodes
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
@@ -234,7 +235,7 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
                 extra["delta"], extra["h"] = delta, h
             if getattr(model, "cost_head", None) is not None:  # ψ for each job's COST_TOP best-scored nodes
                 k = min(COST_TOP, n)
-                top = scores.topk(k, dim=1).indices  # [J, k]
+                top = top_nodes(scores, k)  # [J, k]
                 pairs_top = t(inputs.pairs)[which[:, None], top]  # [J, k, P]
                 extra["cost"] = model.cost(node_part[top], jobs, pairs_top)
                 extra["cost_nodes"] = top

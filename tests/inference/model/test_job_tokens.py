@@ -107,3 +107,19 @@ def test_token_windows_vary_in_length_from_one_job_to_the_whole_window():
     assert (mask == (np.arange(8)[None, :] < mask.sum(1)[:, None])).all()  # a prefix: the next states in order
     again, _ = token_windows(group, 8, seed=3)
     assert (again == idx).all()
+
+
+def test_slot_attention_is_the_textbook_attention_with_its_products_regrouped():
+    """``SlotAttention`` computes ``h + O(softmax(Q·h (K·s)ᵀ / √H) V·s)`` (bias of O included) with
+    its products grouped differently: the same values, for a batch of states."""
+    from inference.model.job_tokens import SlotAttention
+
+    torch.manual_seed(3)
+    attend = SlotAttention(8)
+    torch.nn.init.normal_(attend.out.weight, std=0.5)  # (starts at zero)
+    torch.nn.init.normal_(attend.out.bias, std=0.5)
+    h, slots = torch.randn(2, 30, 8), torch.randn(2, 3, 8)
+    with torch.no_grad():
+        weights = torch.softmax(attend.q(h) @ attend.k(slots).transpose(1, 2) / 8**0.5, dim=-1)  # [B, N, S]
+        textbook = h + attend.out(weights @ attend.v(slots))
+        torch.testing.assert_close(attend(h, slots), textbook)
