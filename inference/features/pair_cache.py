@@ -157,10 +157,10 @@ class PairCache:
         touched = np.asarray(slots, dtype=np.int64)[self._dirty[slots].any(axis=1)]
         if not len(touched):
             return
-        for c, now in enumerate(frag_tie_sets(self._quant[touched], self._fits[touched])):  # [T, N] each
-            t, n = np.nonzero(now != self._tie[touched, c])
-            self._rows[touched[t], n, column + c] = now[t, n]
-            self._tie[touched, c] = now
+        now = np.stack(frag_tie_sets(self._quant[touched], self._fits[touched]), axis=1)  # [T, 2, N]
+        t, c, n = np.nonzero(now != self._tie[touched])  # both columns in one pass (each pass gathers [T, N])
+        self._rows[touched[t], n, column + c] = now[t, c, n]
+        self._tie[touched] = now
 
     def _changed(self, s: ClusterSnapshot) -> np.ndarray:
         """bool ``[N]``: nodes whose free capacity or health differ from the last call (the state kept
