@@ -1,4 +1,4 @@
-"""The policy head's scores for one job on a few nodes, in numpy: in-step re-scoring.
+"""The policy head's scores (and ψ's costs) for one job on a few nodes, in numpy.
 
 While ``schedule_step`` places a step's jobs one by one, each later job has its score
 recomputed on the handful of nodes earlier placements moved (:mod:`inference.rescoring`).
@@ -13,6 +13,11 @@ in-place update (an optimiser step, ``load_state_dict``) is seen at once; a para
 memory or replaced (``.to()``, ``load_state_dict(assign=True)``) is noticed at the next call and
 the views are made again (a submodule replaced whole is not: nothing here does that). For a head it does not mirror, or a model off the CPU, it answers ``None`` and
 the caller stays on torch.
+
+:func:`numpy_cost` mirrors the cost estimator ψ (:class:`inference.model.scorer.CostHead`) the same
+way, for the decision record's ψ at a node outside the answer's best-scored ones
+(:func:`inference.model.step.cost_at`, once or twice a placement): torch took ~0.27 ms a call
+there, 4 % of a learned demo worker's event loop.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from torch import nn
 
 from inference.features.spec import SHAPE_COLUMNS
 from inference.model.policy_head import PolicyHead, ShapeFactoredHead
+from inference.model.scorer import CostHead
 
 Layer = tuple[np.ndarray, np.ndarray | None] | None  # a Linear's (weight [out, in], bias) or None for a ReLU
 
@@ -65,22 +71,28 @@ def _run(layers: list[Layer], x: np.ndarray) -> np.ndarray:
     return x
 
 
-class NumpyHead:
-    """A head's ``score(node_part [M, W], job_row [job_dim], pairs [M, P])`` → float32 ``[M]``."""
+class _Mirror:
+    """Numpy views of a module's ``Linear`` / ``ReLU`` stacks ``names``, and whether they are still current."""
 
-    def __init__(self, head: PolicyHead | ShapeFactoredHead) -> None:
-        self.factored = isinstance(head, ShapeFactoredHead)
+    def __init__(self, module: nn.Module, names: tuple[str, ...]) -> None:
         self.viewed: list[Viewed] = []
-        names = ("pair", "out", "job", "shape") if self.factored else ("pair", "out", "job")
-        parts = {name: _layers(getattr(head, name), self.viewed) for name in names}
+        parts = {name: _layers(getattr(module, name), self.viewed) for name in names}
         if any(v is None for v in parts.values()):
-            raise TypeError(f"{type(head).__name__} has layers numpy_head does not mirror")
+            raise TypeError(f"{type(module).__name__} has layers the numpy mirror does not know")
         self.parts: dict[str, list[Layer]] = parts  # type: ignore[assignment]
 
     def current(self) -> bool:
         """Whether every parameter viewed is still its owner's, in the same memory (a few µs: it
         is asked on every call)."""
         return all(owner._parameters[name] is p and p.data_ptr() == ptr for owner, name, p, ptr in self.viewed)
+
+
+class NumpyHead(_Mirror):
+    """A head's ``score(node_part [M, W], job_row [job_dim], pairs [M, P])`` → float32 ``[M]``."""
+
+    def __init__(self, head: PolicyHead | ShapeFactoredHead) -> None:
+        self.factored = isinstance(head, ShapeFactoredHead)
+        super().__init__(head, ("pair", "out", "job", "shape") if self.factored else ("pair", "out", "job"))
 
     def score(self, node_part: np.ndarray, job_row: np.ndarray, pairs: np.ndarray) -> np.ndarray:
         p = self.parts
@@ -93,19 +105,43 @@ class NumpyHead:
         return (table[:, 0] + table[:, 1:] @ coeff).astype(np.float32, copy=False)
 
 
-_HEADS: weakref.WeakKeyDictionary[nn.Module, NumpyHead | None] = weakref.WeakKeyDictionary()
+class NumpyCostHead(_Mirror):
+    """ψ's ``cost(node_part [M, W], job_row [job_dim], pairs [M, P])`` → float32 ``[M, cost_dim]``
+    (:meth:`inference.model.scorer.CostHead.forward` on one job)."""
+
+    def __init__(self, head: CostHead) -> None:
+        super().__init__(head, ("pair", "job", "out"))
+
+    def cost(self, node_part: np.ndarray, job_row: np.ndarray, pairs: np.ndarray) -> np.ndarray:
+        p = self.parts
+        x = _run(p["pair"], pairs) + node_part + _run(p["job"], job_row)
+        return _run(p["out"], x).astype(np.float32, copy=False)
+
+
+_MIRRORS: weakref.WeakKeyDictionary[nn.Module, _Mirror | None] = weakref.WeakKeyDictionary()
+
+
+def _mirror(module: Any, kinds: dict[type, type[_Mirror]]) -> Any:
+    """The numpy mirror of ``module`` (made again when a parameter was replaced or moved to other
+    memory), or ``None``: a type it does not mirror (a subclass may compute otherwise), or
+    parameters off the CPU."""
+    known = _MIRRORS.get(module, False)
+    if known is None or (known is not False and known.current()):
+        return known
+    kind = kinds.get(type(module))
+    ok = kind is not None and all(p.device.type == "cpu" for p in module.parameters())
+    try:
+        _MIRRORS[module] = kind(module) if ok else None  # type: ignore[misc]
+    except TypeError:
+        _MIRRORS[module] = None
+    return _MIRRORS[module]
 
 
 def numpy_head(head: Any) -> NumpyHead | None:
-    """The numpy mirror of ``head`` (made again when a parameter was replaced or moved to other
-    memory), or ``None``: a head type it does not mirror (a subclass may score otherwise), or
-    parameters off the CPU."""
-    known = _HEADS.get(head, False)
-    if known is None or (known is not False and known.current()):
-        return known
-    ok = type(head) in (PolicyHead, ShapeFactoredHead) and all(p.device.type == "cpu" for p in head.parameters())
-    try:
-        _HEADS[head] = NumpyHead(head) if ok else None
-    except TypeError:
-        _HEADS[head] = None
-    return _HEADS[head]
+    """The numpy mirror of a policy head (:func:`_mirror`)."""
+    return _mirror(head, {PolicyHead: NumpyHead, ShapeFactoredHead: NumpyHead})
+
+
+def numpy_cost(head: Any) -> NumpyCostHead | None:
+    """The numpy mirror of a cost head ψ (:func:`_mirror`; ``None`` for a model without one)."""
+    return None if head is None else _mirror(head, {CostHead: NumpyCostHead})

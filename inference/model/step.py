@@ -266,9 +266,17 @@ def encode_step(model: Any, inputs: PolicyInputs, topologies: TopologyCache | No
 
 def cost_at(model: Any, node_part: np.ndarray, job_row: np.ndarray, pair: np.ndarray) -> np.ndarray:
     """float32 ``[cost_dim]``: ψ of one (job, node) from the node's ``node_part`` row, the job's row and
-    its pair features there (what ``run_policy`` computes for each job's best-scored nodes)."""
+    its pair features there (what ``run_policy`` computes for each job's best-scored nodes); in numpy
+    where :mod:`inference.model.numpy_head` mirrors the cost head (torch's per-call cost is most of
+    one node's work)."""
     import torch
 
+    from inference.model.numpy_head import numpy_cost
+
+    fast = numpy_cost(getattr(model, "cost_head", None))
+    if fast is not None:
+        return fast.cost(np.asarray(node_part, np.float32)[None], np.asarray(job_row, np.float32),
+                         np.asarray(pair, np.float32)[None])[0]  # fmt: skip
     device = next(model.parameters()).device
 
     def t(a: np.ndarray) -> Any:  # a copy (a few hundred floats): a Triton answer's arrays are read-only

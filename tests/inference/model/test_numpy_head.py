@@ -102,3 +102,31 @@ def test_the_in_step_path_takes_the_mirror_unless_the_model_damps_churn(monkeypa
     damped = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2, transition=True, stability=0.5))
     score_nodes(damped, part, job, pairs, np.zeros((2, 8), np.float32))
     assert calls == [1]  # Δ needs the transition head: torch
+
+
+def test_numpy_cost_mirrors_the_cost_head_and_cost_at_takes_it():
+    """ψ at a node outside the answer's best-scored ones (the decision record) runs in numpy: the
+    same costs as the torch head; a cost head with a layer it does not know stays on torch."""
+    from inference.model.numpy_head import numpy_cost
+    from inference.model.step import cost_at
+
+    torch.manual_seed(4)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2, cost_dim=2)).eval()
+    fast = numpy_cost(model.cost_head)
+    assert fast is not None and numpy_cost(None) is None
+    rng = np.random.default_rng(1)
+    part = rng.normal(size=(5, model.head.node.out_features)).astype(np.float32)
+    job = rng.normal(size=SPEC.job_dim).astype(np.float32)
+    pairs = rng.normal(size=(5, SPEC.pair_dim)).astype(np.float32)
+    with torch.inference_mode():
+        want = model.cost(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
+    got = fast.cost(part, job, pairs)
+    assert got.dtype == np.float32 and got.shape == (5, 2)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(cost_at(model, part[3], job, pairs[3]), want[3], rtol=1e-5, atol=1e-6)
+    other = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2, cost_dim=2)).eval()
+    other.cost_head.out.append(torch.nn.Tanh())  # a layer the mirror does not know: torch answers
+    assert numpy_cost(other.cost_head) is None
+    with torch.inference_mode():
+        squashed = other.cost(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
+    np.testing.assert_allclose(cost_at(other, part[3], job, pairs[3]), squashed[3], rtol=1e-5, atol=1e-6)
