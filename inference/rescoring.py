@@ -35,13 +35,17 @@ def moved_nodes(step: PreparedStep, i: int, job: JobRequest, snapshot: ClusterSn
                 feasible: np.ndarray, pair_cache: PairCache) -> tuple[np.ndarray, np.ndarray | None]:  # fmt: skip
     """bool ``[N]``: the feasible nodes whose score for the step's job ``i`` must be recomputed now,
     and (fragmentation specs) float32 ``[N, P]``: the job's current pair rows, else ``None``."""
-    changed = step.changed(snapshot)
     pairs = None
-    if spec.workload and changed.any() and step.pairs is not None and step.which is not None:
+    if spec.workload and step.pairs is not None and step.which is not None:
+        # the job's rows now (the cache recomputes the nodes changed since it last saw them) against
+        # the step's: no separate pass for "did anything change" (a comparison of the whole
+        # cluster state, ~50 µs a job, when after the step's first placement the answer is yes)
         pairs = pair_cache.pairs([job], snapshot, spec)[0]
         changed = (pairs != step.pairs[step.which[i]]).any(axis=1)
-    elif spec.workload and changed.any():  # no step-start rows to compare with: every node
-        changed[:] = True
+    else:
+        changed = step.changed(snapshot)
+        if spec.workload and changed.any():  # no step-start rows to compare with: every node
+            changed[:] = True
     changed &= feasible
     changed |= feasible & np.isneginf(step.scores[i])
     return changed, pairs
