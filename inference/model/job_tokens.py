@@ -65,6 +65,7 @@ class SlotAttention(nn.Module):
         attn · (O·V·s)``; the softmax runs over the slots of an ``[S, N]`` layout (torch's softmax
         over a last dimension of 4 costs ~0.1 ms at 1,213 nodes). 0.3 ms less a step at 256 pending
         × 1,213 nodes, the same values to float rounding."""
-        queries = (self.k(slots) @ self.q.weight) * self.scale  # [B, S, H]: Qᵀ K·s_i, scaled
+        slots = slots.expand(h.shape[0], -1, -1)  # one set of slots for a batch of states: broadcast
+        queries = (self.k(slots) @ self.q.weight) * self.scale  # [B, S, H]: Qᵀ K·s_i (Q has no bias), scaled
         attn = torch.softmax(queries @ h.transpose(1, 2), dim=1)  # [B, S, N], over the slots
         return torch.baddbmm(h + self.out.bias, attn.transpose(1, 2), F.linear(self.v(slots), self.out.weight))

@@ -123,3 +123,6 @@ def test_slot_attention_is_the_textbook_attention_with_its_products_regrouped():
         weights = torch.softmax(attend.q(h) @ attend.k(slots).transpose(1, 2) / 8**0.5, dim=-1)  # [B, N, S]
         textbook = h + attend.out(weights @ attend.v(slots))
         torch.testing.assert_close(attend(h, slots), textbook)
+        one = slots[:1]  # one set of slots for both states broadcasts, as the textbook's products do
+        weights = torch.softmax(attend.q(h) @ attend.k(one).transpose(1, 2) / 8**0.5, dim=-1)
+        torch.testing.assert_close(attend(h, one), h + attend.out(weights @ attend.v(one)))

@@ -104,14 +104,23 @@ def test_the_in_step_path_takes_the_mirror_unless_the_model_damps_churn(monkeypa
     assert calls == [1]  # Δ needs the transition head: torch
 
 
-def test_numpy_cost_mirrors_the_cost_head_and_cost_at_takes_it():
+def test_numpy_cost_mirrors_the_cost_head_and_cost_at_takes_it(monkeypatch):
     """ψ at a node outside the answer's best-scored ones (the decision record) runs in numpy: the
     same costs as the torch head; a cost head with a layer it does not know stays on torch."""
-    from inference.model.numpy_head import numpy_cost
+    from inference.model.numpy_head import NumpyCostHead, numpy_cost
     from inference.model.step import cost_at
 
+    calls: list[int] = []
+    cost = NumpyCostHead.cost
+
+    def spy(self, *a):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return cost(self, *a)
+
+    monkeypatch.setattr(NumpyCostHead, "cost", spy)
     torch.manual_seed(4)
     model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2, cost_dim=2)).eval()
+    assert numpy_head(model.cost_head) is None  # asked for as the wrong kind first: not a policy head
     fast = numpy_cost(model.cost_head)
     assert fast is not None and numpy_cost(None) is None
     rng = np.random.default_rng(1)
@@ -123,10 +132,13 @@ def test_numpy_cost_mirrors_the_cost_head_and_cost_at_takes_it():
     got = fast.cost(part, job, pairs)
     assert got.dtype == np.float32 and got.shape == (5, 2)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    calls.clear()
     np.testing.assert_allclose(cost_at(model, part[3], job, pairs[3]), want[3], rtol=1e-5, atol=1e-6)
+    assert calls == [1]  # cost_at took the mirror
     other = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2, cost_dim=2)).eval()
     other.cost_head.out.append(torch.nn.Tanh())  # a layer the mirror does not know: torch answers
     assert numpy_cost(other.cost_head) is None
     with torch.inference_mode():
         squashed = other.cost(torch.from_numpy(part), torch.from_numpy(job), torch.from_numpy(pairs)).numpy()
     np.testing.assert_allclose(cost_at(other, part[3], job, pairs[3]), squashed[3], rtol=1e-5, atol=1e-6)
+    assert calls == [1]  # … and torch answered for the head it does not mirror
