@@ -82,17 +82,23 @@ def test_a_parameter_given_new_memory_is_noticed():
     np.testing.assert_allclose(score_nodes(model, part, job, pairs), torch_scores(model), rtol=1e-5, atol=1e-5)
 
 
-def test_the_in_step_path_takes_the_mirror_unless_the_model_damps_churn(monkeypatch):
-    from inference.model.numpy_head import NumpyHead
-
+def _count_calls(monkeypatch, cls, name: str) -> list[int]:  # type: ignore[no-untyped-def]
+    """A list that grows by one at each call of ``cls.name`` (still called through)."""
     calls: list[int] = []
-    score = NumpyHead.score
+    method = getattr(cls, name)
 
     def spy(self, *a):  # type: ignore[no-untyped-def]
         calls.append(1)
-        return score(self, *a)
+        return method(self, *a)
 
-    monkeypatch.setattr(NumpyHead, "score", spy)
+    monkeypatch.setattr(cls, name, spy)
+    return calls
+
+
+def test_the_in_step_path_takes_the_mirror_unless_the_model_damps_churn(monkeypatch):
+    from inference.model.numpy_head import NumpyHead
+
+    calls = _count_calls(monkeypatch, NumpyHead, "score")
     torch.manual_seed(0)
     part = np.ones((2, 6), np.float32)
     job, pairs = np.zeros(SPEC.job_dim, np.float32), np.zeros((2, SPEC.pair_dim), np.float32)
@@ -110,14 +116,7 @@ def test_numpy_cost_mirrors_the_cost_head_and_cost_at_takes_it(monkeypatch):
     from inference.model.numpy_head import NumpyCostHead, numpy_cost
     from inference.model.step import cost_at
 
-    calls: list[int] = []
-    cost = NumpyCostHead.cost
-
-    def spy(self, *a):  # type: ignore[no-untyped-def]
-        calls.append(1)
-        return cost(self, *a)
-
-    monkeypatch.setattr(NumpyCostHead, "cost", spy)
+    calls = _count_calls(monkeypatch, NumpyCostHead, "cost")
     torch.manual_seed(4)
     model = Scorer(ModelConfig(spec=SPEC, hidden=8, head_hidden=6, head_rank=2, cost_dim=2)).eval()
     assert numpy_head(model.cost_head) is None  # asked for as the wrong kind first: not a policy head
