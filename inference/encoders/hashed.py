@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -26,15 +26,17 @@ def stable_bucket(token: str, dim: int) -> tuple[int, float]:
     return v % dim, (1.0 if v >> 63 else -1.0)
 
 
-def ngrams(text: str) -> Iterable[str]:
-    """The tokens of ``text``: ``w:`` unigrams, ``b:`` bigrams, ``c:`` character 3-grams."""
+def ngrams(text: str) -> list[str]:
+    """The tokens of ``text``: ``w:`` unigrams, ``b:`` bigrams, ``c:`` character 3-grams (list
+    comprehensions: generator steps cost more per token than the rest of encoding a cached one)."""
     low = text.lower()
     words = _WORD.findall(low)
-    yield from (f"w:{w}" for w in words)
-    yield from (f"b:{a} {b}" for a, b in zip(words, words[1:], strict=False))
+    tokens = [f"w:{w}" for w in words]
+    tokens += [f"b:{a} {b}" for a, b in zip(words, words[1:], strict=False)]
     padded = f" {' '.join(low.split())} "
     if len(padded) > 2:
-        yield from (f"c:{padded[i:i + 3]}" for i in range(len(padded) - 2))
+        tokens += ["c:" + padded[i : i + 3] for i in range(len(padded) - 2)]
+    return tokens
 
 
 class HashedNgramEncoder:
@@ -49,23 +51,28 @@ class HashedNgramEncoder:
             raise ValueError("dim must be >= 2")
         self.dim = dim
         self.name = f"hashed-ngram-{dim}"
-        self._tokens: dict[str, tuple[int, float]] = {}  # token -> (bucket, sign): hashing is the cost
+        self._tokens: dict[str, int] = {}  # token -> (bucket + 1) * sign: hashing is the cost
 
-    def _bucket(self, token: str) -> tuple[int, float]:
-        hit = self._tokens.get(token)
-        if hit is None:
-            hit = self._tokens[token] = stable_bucket(token, self.dim)
-        return hit
+    def _codes(self, text: str) -> list[int]:
+        """Each of ``text``'s tokens (:func:`ngrams`, in that order) as ``(bucket + 1) * sign``."""
+        tokens = ngrams(text)
+        codes = list(map(self._tokens.get, tokens))  # one C-level pass: a method call per token cost more
+        if None in codes:
+            for token in {t for t, c in zip(tokens, codes, strict=True) if c is None}:
+                bucket, sign = stable_bucket(token, self.dim)
+                self._tokens[token] = (bucket + 1) * int(sign)
+            codes = list(map(self._tokens.__getitem__, tokens))
+        return codes  # type: ignore[return-value]
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
+        codes: list[int] = []
         rows: list[int] = []
-        hits: list[tuple[int, float]] = []
         for row, text in enumerate(texts):  # Python lists, one numpy scatter: per-item numpy writes cost µs each
-            before = len(hits)
-            hits.extend(self._bucket(token) for token in ngrams(text))
-            rows.extend([row] * (len(hits) - before))
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        if hits:
-            buckets, signs = zip(*hits, strict=True)
-            np.add.at(out, (np.array(rows), np.array(buckets)), np.array(signs, dtype=np.float32))
-        return l2_normalise(out)
+            mine = self._codes(text)
+            codes += mine
+            rows += [row] * len(mine)
+        code = np.array(codes, dtype=np.int64)
+        cell = np.array(rows, dtype=np.int64) * self.dim + np.abs(code) - 1
+        # the signed counts, summed per (row, bucket): small integers, exact in float64 and in float32
+        counts = np.bincount(cell, weights=np.sign(code), minlength=len(texts) * self.dim)
+        return l2_normalise(counts.reshape(len(texts), self.dim).astype(np.float32))

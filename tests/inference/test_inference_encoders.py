@@ -30,6 +30,24 @@ def test_tokens_and_similarity():
     assert a @ b > a @ c  # shared n-grams make texts closer
 
 
+def test_each_row_is_the_normalised_signed_count_of_its_tokens_buckets():
+    """What a trained model's vectors were made of: a token hashed twice counts twice, a text's
+    tokens land in its own row only, the signs are the digests' (a reference loop here)."""
+    texts = ["aaaa aaaa | app=aaaa", "", "Ünïcode 東京 gpu", "train resnet50 | python train.py", "x"]
+    enc = HashedNgramEncoder(16)
+    want = np.zeros((len(texts), 16))
+    for row, text in enumerate(texts):
+        for token in ngrams(text):
+            bucket, sign = stable_bucket(token, 16)
+            want[row, bucket] += sign
+    norms = np.linalg.norm(want, axis=1, keepdims=True)
+    want = np.divide(want, norms, out=np.zeros_like(want), where=norms > 0)
+    assert (np.abs(want) > 0).sum(axis=1).tolist()[1] == 0 and np.abs(want).max() > 0.5  # a count of several
+    for _ in range(2):  # tokens hashed afresh, then from the encoder's own cache
+        np.testing.assert_allclose(enc.encode(texts), want, rtol=1e-6, atol=1e-7)
+    assert enc.encode([]).shape == (0, 16)
+
+
 def test_stable_across_processes():
     """BLAKE2b, not Python's salted hash: another interpreter with another hash seed agrees."""
     code = ("from inference.encoders import HashedNgramEncoder; import sys; "
