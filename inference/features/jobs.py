@@ -54,25 +54,40 @@ class JobRows:
     embedded then), and the waited column of all: the same array, bit for bit (a test holds it).
     A row is kept per job id together with the job object: a job resubmitted under the same id
     is another object and is computed again (the worker keeps one object per pending job).
+    The rows sit in one array, gathered once per step (stacking 256 row arrays cost ~0.14 ms).
     Starts over with another spec or encoder, and when it holds ``max_jobs`` rows."""
 
     def __init__(self, max_jobs: int = 50_000) -> None:
         self.max_jobs = max_jobs
         self._key: tuple[Any, Any] | None = None
-        self._rows: dict[str, tuple[JobRequest, np.ndarray]] = {}
+        self._at: dict[str, tuple[JobRequest, int]] = {}  # job id -> (the job, its row in _buf)
+        self._buf = np.zeros((0, 0), np.float32)
+        self._used = 0  # rows of _buf written
 
     def __call__(self, jobs: Sequence[JobRequest], now: float, spec: FeatureSpec, encoder: TextEncoder) -> np.ndarray:
         if self._key is None or self._key[0] is not spec or self._key[1] is not encoder:
-            self._key, self._rows = (spec, encoder), {}
-        rows = self._rows
-        new = [j for j in jobs if (hit := rows.get(j.job_id)) is None or hit[0] is not j]
-        if len(rows) + len(new) > self.max_jobs:  # full: keep this call's jobs only
-            self._rows = rows = {j.job_id: rows[j.job_id] for j in jobs if j.job_id in rows and rows[j.job_id][0] is j}
+            self._key, self._at, self._used = (spec, encoder), {}, 0
+            self._buf = np.zeros((16, spec.job_dim), np.float32)  # grows by doubling
+        at = self._at
+        new = [j for j in jobs if (hit := at.get(j.job_id)) is None or hit[0] is not j]
+        if self._used + len(new) > self.max_jobs:  # full: keep this call's jobs only
+            kept = {j.job_id: at[j.job_id] for j in jobs if j.job_id in at and at[j.job_id][0] is j}
+            rows = np.array([i for _, i in kept.values()], dtype=np.int64)
+            self._buf[: len(rows)] = self._buf[rows]
+            self._at = at = {job_id: (job, k) for k, (job_id, (job, _)) in enumerate(kept.items())}
+            self._used = len(rows)
         if new:
-            for j, row in zip(new, job_demand(new, now, spec, encoder), strict=True):
-                rows[j.job_id] = (j, row)
+            fresh = job_demand(new, now, spec, encoder)
+            if self._used + len(new) > len(self._buf):
+                grown = np.zeros((max(2 * len(self._buf), self._used + len(new)), spec.job_dim), np.float32)
+                grown[: self._used] = self._buf[: self._used]
+                self._buf = grown
+            self._buf[self._used : self._used + len(new)] = fresh
+            for k, j in enumerate(new):
+                at[j.job_id] = (j, self._used + k)
+            self._used += len(new)
         if not jobs:
             return np.zeros((0, spec.job_dim), np.float32)
-        out = np.stack([rows[j.job_id][1] for j in jobs])
+        out = self._buf[[at[j.job_id][1] for j in jobs]]
         out[:, WAITED] = waited(np.array([j.submit_time for j in jobs], dtype=np.float64), now)
         return out
