@@ -43,7 +43,7 @@ from scheduling.simulator import LoadPlan, SimConfig, SimJob, SimResult, Workloa
 console = wide_console()
 #: the placement each trace's ``bench trace`` table puts first by JCT mean among the deployable ones
 BEST_PLACEMENT: dict[str, str] = {"openb": "fgd", "google2011": "best-fit", "dlrm2025": "best-fit"}
-DEPLOYABLE = ("sjf-predicted", "las")
+DEPLOYABLE = ("fifo", "sjf-predicted", "las")  # the issue names the last two; arrival order is deployable too
 LEARNED = ("sjf-learned", "gittins-learned")  # orderings that get (a copy of) the trained duration model
 COLUMNS = ["policy", "finished", "rejected", "jct_mean", "jct_p50", "jct_p95", "jct_p99", "queue_mean", "queue_p50",
            "queue_p95", "queue_p99", "vs_best_deployable", "steps", "step_ms_p99", "wall_s"]  # fmt: skip
@@ -181,8 +181,8 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
                     console=console, started=started)  # fmt: skip
     report.text(setting)
     report.text("Seconds of (scaled) trace time. JCT = finish − submit, queueing delay = first start − submit "
-                "(`scheduling/metrics`). `vs_best_deployable` = JCT mean relative to the better of "
-                "`sjf-predicted` and `las` on the same placement (the issue's target: below it). `sjf-oracle` reads "
+                "(`scheduling/metrics`). `vs_best_deployable` = JCT mean relative to the best of "
+                "`fifo`, `sjf-predicted` and `las` on the same placement (the issue's target: below it). `sjf-oracle` reads "
                 "the true run times: a bound, not deployable.")  # fmt: skip
     report.table("Held-out replay: completion and queueing (s)", rows, [c for c in COLUMNS if c in rows[0]])
     if verdict:
