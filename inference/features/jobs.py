@@ -53,7 +53,8 @@ class JobRows:
     has waited, so a step computes whole only the rows of jobs it has not seen (their texts
     embedded then), and the waited column of all: the same array, bit for bit (a test holds it).
     A row is kept per job id together with the job object: a job resubmitted under the same id
-    is another object and is computed again (the worker keeps one object per pending job).
+    is another object and is computed again (the worker keeps one object per pending job; two
+    objects under one id in the same call get the row of the later one, as before).
     The rows sit in one array, gathered once per step (stacking 256 row arrays cost ~0.14 ms).
     Starts over with another spec or encoder, and when it holds ``max_jobs`` rows."""
 

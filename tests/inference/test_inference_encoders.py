@@ -48,6 +48,19 @@ def test_each_row_is_the_normalised_signed_count_of_its_tokens_buckets():
     assert enc.encode([]).shape == (0, 16)
 
 
+def test_tokens_and_their_buckets_are_the_ones_trained_models_were_made_of():
+    """Pinned: each token of these texts and its (bucket, sign), as the encoder computed them when
+    the serving models were trained (integers only, so the digest is the same on every machine).
+    A change to the tokens or the hashing would silently feed those models other vectors."""
+    import hashlib
+
+    texts = [*TEXTS, "Ünïcode 東京 gpu", "aaaa aaaa | app=aaaa"]
+    for dim, digest in ((16, "7b691661558e16ff"), (64, "952d51317672ddda")):
+        codes = [[(b, int(s)) for b, s in (stable_bucket(t, dim) for t in ngrams(text))] for text in texts]
+        assert sum(map(len, codes)) == 143
+        assert hashlib.sha256(repr(codes).encode()).hexdigest()[:16] == digest
+
+
 def test_stable_across_processes():
     """BLAKE2b, not Python's salted hash: another interpreter with another hash seed agrees."""
     code = ("from inference.encoders import HashedNgramEncoder; import sys; "

@@ -10,7 +10,7 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from ops.bench.duration_replay import run_one, split_workload, warm_history
+from ops.bench.duration_replay import compare, run_one, split_workload, warm_history
 from ops.bench.simulation import load_trace_workload
 from ops.cli.bench_duration import sjf
 from scheduling.simulator import SimConfig
@@ -63,3 +63,19 @@ def test_bench_sjf_writes_every_policy_and_the_verdict(tmp_path: Path) -> None:
     assert v["learned_jct_mean"] == rows["sjf-learned+best-fit"]["jct_mean"]
     assert data["setting"]["replayed"] == 120 and data["model"]["train_info"]["jobs"] == data["setting"]["train"]
     assert (tmp_path / "bench-sjf-google2011-jct-cdf.png").stat().st_size > 1000
+
+
+def test_the_verdict_compares_with_the_best_of_fifo_sjf_predicted_and_las() -> None:
+    """Arrival order is deployable too: when it has the lowest mean JCT it is the baseline
+    (the small replay above ties every ordering, so it cannot show this)."""
+
+    def row(policy: str, jct: float) -> dict[str, object]:
+        return {"policy": f"{policy}+best-fit", "jct_mean": jct, "queue_mean": jct / 10}
+
+    rows = [row("fifo", 100.0), row("sjf-predicted", 103.0), row("las", 101.0), row("sjf-learned", 100.5),
+            row("sjf-oracle", 90.0)]  # fmt: skip
+    v = compare(rows)
+    assert v["best_deployable"] == "fifo+best-fit" and not v["learned_beats_best"]  # sjf-oracle is no baseline
+    assert [r["vs_best_deployable"] for r in rows] == ["+0.00%", "+3.00%", "+1.00%", "+0.50%", "-10.00%"]
+    rows[0]["jct_mean"] = 102.0
+    assert compare(rows)["best_deployable"] == "las+best-fit" and compare(rows)["learned_beats_best"]
