@@ -121,11 +121,19 @@ def run_one(name: str, replay: TraceSplit, jobs: list[SimJob], config: SimConfig
 
 
 def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Adds ``vs_best_deployable`` (relative JCT-mean difference) to every row; the verdict."""
-    best = min((r for r in rows if r["policy"].partition("+")[0] in DEPLOYABLE), key=lambda r: r["jct_mean"])
+    """Adds ``vs_best_deployable`` (relative JCT-mean difference) to every row; the verdict: the
+    (first) ``sjf-learned`` row against the best deployable ordering on the same placement (``{}``
+    without such rows)."""
+    learned = next((r for r in rows if r["policy"].startswith("sjf-learned+")), None)
+    if learned is None:
+        return {}
+    placement = learned["policy"].partition("+")[2]
+    same = [r for r in rows if r["policy"].partition("+")[0] in DEPLOYABLE and r["policy"].partition("+")[2] == placement]
+    if not same:
+        return {}
+    best = min(same, key=lambda r: r["jct_mean"])
     for r in rows:
         r["vs_best_deployable"] = f"{r['jct_mean'] / best['jct_mean'] - 1:+.2%}"
-    learned = next(r for r in rows if r["policy"].startswith("sjf-learned+"))
     return {"best_deployable": best["policy"], "best_deployable_jct_mean": best["jct_mean"],
             "learned_jct_mean": learned["jct_mean"], "learned_beats_best": learned["jct_mean"] < best["jct_mean"],
             "learned_queue_mean": learned["queue_mean"], "best_deployable_queue_mean": best["queue_mean"]}  # fmt: skip
@@ -175,8 +183,7 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
             console.print(f"  {name}: JCT mean {r.metrics.jct.mean:,.1f} s, queueing mean "
                           f"{r.metrics.queueing_delay.mean:,.1f} s, {r.wall_s:.1f} s")  # fmt: skip
     rows = [r.summary() for r in results]
-    has = {r["policy"].partition("+")[0] for r in rows}
-    verdict = compare(rows) if "sjf-learned" in has and has & set(DEPLOYABLE) else {}
+    verdict = compare(rows)
     report = Report(out_dir, f"bench-sjf-{trace}", f"Learned SJF on the held-out {trace} replay", command,
                     console=console, started=started)  # fmt: skip
     report.text(setting)

@@ -79,3 +79,8 @@ def test_the_verdict_compares_with_the_best_of_fifo_sjf_predicted_and_las() -> N
     assert [r["vs_best_deployable"] for r in rows] == ["+0.00%", "+3.00%", "+1.00%", "+0.50%", "-10.00%"]
     rows[0]["jct_mean"] = 102.0
     assert compare(rows)["best_deployable"] == "las+best-fit" and compare(rows)["learned_beats_best"]
+    # only the learned row's placement counts: a deployable ordering on another placement is no baseline
+    other = [*rows, {"policy": "fifo+fgd", "jct_mean": 50.0, "queue_mean": 5.0}]
+    assert compare(other)["best_deployable"] == "las+best-fit"
+    assert compare([r for r in other if r["policy"] in ("fifo+fgd", "sjf-learned+best-fit")]) == {}
+    assert compare([r for r in rows if not r["policy"].startswith("sjf-learned")]) == {}
