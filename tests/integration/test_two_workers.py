@@ -61,8 +61,8 @@ def test_two_workers_split_the_clusters_and_place_each_job_once(make_stack) -> N
     # (on a loaded machine it lagged by 15 decisions when both workers already reported "finished")
     placed = "SELECT count() FROM decisions FINAL WHERE outcome = 'placed'"
     finished = "SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state = 'finished'"
-    # (once, in a fresh-clone CI run, this timed out after 60 s with the archiver's lag at 0 on every
-    # partition; the counts it saw were not in the message: they are now, and the wait is longer)
+    # a failure says which count fell short and what each worker reported (one 60 s timeout in CI,
+    # with the archiver's lag at 0 on every partition, left no counts to go on)
     got = (p.wait_scalar(placed, total, 90), p.wait_scalar(finished, total, 90))
     assert got == (total, total), (f"archive: {got[0]} placed decisions and {got[1]} finished jobs of {total}; "
                                    f"workers: {[(s['loop']['placed'], s['finished'], s.get('archiver')) for s in both()]}")

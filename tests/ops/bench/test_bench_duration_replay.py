@@ -57,9 +57,8 @@ def test_bench_sjf_writes_every_policy_and_the_verdict(tmp_path: Path) -> None:
     jobs = 120 * data["setting"]["copies"]
     assert all(row["finished"] + row["rejected"] == jobs for row in rows.values())
     v = data["verdict"]
-    deployable = {p: rows[f"{p}+best-fit"]["jct_mean"] for p in ("fifo", "sjf-predicted", "las")}  # fifo too
-    assert v["best_deployable_jct_mean"] == min(deployable.values())
-    assert v["best_deployable"] == f"{min(deployable, key=deployable.__getitem__)}+best-fit"
+    # the verdict's rule is tested on its own below (every ordering ties on this small replay)
+    assert v["best_deployable_jct_mean"] == min(rows[f"{p}+best-fit"]["jct_mean"] for p in ("fifo", "sjf-predicted", "las"))
     assert v["learned_jct_mean"] == rows["sjf-learned+best-fit"]["jct_mean"]
     assert data["setting"]["replayed"] == 120 and data["model"]["train_info"]["jobs"] == data["setting"]["train"]
     assert (tmp_path / "bench-sjf-google2011-jct-cdf.png").stat().st_size > 1000
