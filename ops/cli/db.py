@@ -3,8 +3,9 @@
 Embedded mode (chdb) allows one process per data directory. While a worker runs it owns
 the directory and serves read-only SQL at ``POST http://127.0.0.1:<web_port>/sql`` (body:
 the query; answer: ``{"columns": [...], "rows": [...]}``). ``sql`` and ``explain`` try that
-endpoint first (1 s timeout) and fall back to opening ``Settings().clickhouse_dsn``
-themselves when no worker answers. With a ClickHouse server DSN the same applies: the
+endpoint first (``sql`` waits ``--timeout``, 60 s, for a busy worker's answer; ``explain`` 10 s
+a query) and fall back to opening ``Settings().clickhouse_dsn`` themselves when no worker
+answers. With a ClickHouse server DSN the same applies: the
 worker answers if it runs, else the CLI talks to the server directly.
 """
 
@@ -32,7 +33,8 @@ from storage.queries import explain, run_sql
 from streams.settings import Settings
 from streams.web_address import advertised_port
 
-__all__ = ["WorkerBusy", "WorkerSqlClient", "db_app", "explain_command", "open_archive", "query_via_worker", "sql_command"]
+__all__ = ["WorkerBusy", "WorkerSqlClient", "db_app", "explain_command", "open_archive", "query_via_worker",
+           "running_worker", "sql_command"]
 
 db_app = typer.Typer(help="The ClickHouse archive: schema migrations.", no_args_is_help=True)
 console = wide_console()
@@ -137,14 +139,15 @@ class WorkerSqlClient:
 
     kind = "worker"
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, timeout: float = 10.0) -> None:
         self.settings = settings
+        self.timeout = timeout
         self.dsn = f"http://127.0.0.1:{worker_port(settings)}/sql"
 
     def query_rows(self, sql: str, parameters: Any = None) -> Rows:
         from storage.client import bind
 
-        return query_via_worker(self.settings, bind(sql, parameters), timeout=10.0)
+        return query_via_worker(self.settings, bind(sql, parameters), timeout=self.timeout)
 
     def query_arrow(self, sql: str, parameters: Any = None) -> Any:
         import pyarrow as pa
@@ -157,6 +160,18 @@ class WorkerSqlClient:
 
     def insert_arrow(self, table: str, data: Any) -> int:
         raise RuntimeError("the worker's /sql endpoint is read-only")
+
+
+def running_worker(settings: Settings, timeout: float = 10.0) -> WorkerSqlClient | None:
+    """The running worker's read-only client when it answers for ``settings``' archive, ``None``
+    when none does. Raises :class:`WorkerBusy` when one took the probe and gave no answer within
+    ``timeout``: it owns the archive, so the caller must not take it for "no worker"."""
+    client = WorkerSqlClient(settings, timeout=timeout)
+    try:
+        client.query_rows("SELECT 1")
+    except WorkerUnavailable:
+        return None
+    return client
 
     def close(self) -> None:
         return None
@@ -230,18 +245,21 @@ def sql_command(
     _print(cols, rows, format)
 
 
-def explain_command(job_id: str = typer.Argument(..., help="The job id.")) -> None:
+def explain_command(
+    job_id: str = typer.Argument(..., help="The job id."),
+    timeout: float = typer.Option(60.0, help="Seconds to wait for a running worker's answer to each query.", min=0.1),
+) -> None:
     """Why is JOB pending, or why did it land where it did: its submission, every decision
     (candidates, scores, reason) and lifecycle event in time order, and a one-paragraph
     answer. Reads through the running worker (http://127.0.0.1:<web_port>/sql) when one
     answers, else opens Settings().clickhouse_dsn directly."""
     settings = Settings()
-    client: Any = WorkerSqlClient(settings)
     try:
-        client.query_rows("SELECT 1")
-    except (WorkerUnavailable, RuntimeError):
-        client = open_archive(settings.clickhouse_dsn)
-    e = explain(client, job_id)
+        client: Any = running_worker(settings, timeout) or open_archive(settings.clickhouse_dsn)
+        e = explain(client, job_id)
+    except RuntimeError as err:  # WorkerBusy, or the worker's error
+        console.print(f"[red]{err}[/red]")
+        raise typer.Exit(1) from None
     t = Table("time (UTC)", "what", "detail")
     for entry in e.timeline:
         t.add_row(entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], entry.source, entry.text)

@@ -16,6 +16,7 @@ embedded mode the worker must be stopped first (or use a ClickHouse server).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Any
@@ -32,16 +33,15 @@ models_app = typer.Typer(help="Model versions: the registry and promotion.", no_
 def check_writable(archive: str | None) -> None:
     """Fail now (not after a long training run) when the registry cannot be written: in embedded
     mode a running worker owns the chdb directory."""
-    from ops.cli.db import WorkerSqlClient, WorkerUnavailable, worker_port
+    from ops.cli.db import WorkerBusy, running_worker, worker_port
     from streams.settings import Settings
 
     settings = Settings()
     dsn = archive or settings.clickhouse_dsn
     if archive is None and dsn.startswith("chdb://"):
-        try:
-            WorkerSqlClient(settings).query_rows("SELECT 1")
-        except (WorkerUnavailable, RuntimeError):
-            return
+        with contextlib.suppress(WorkerBusy):  # busy is running: it owns the directory all the same
+            if running_worker(settings) is None:
+                return
         raise typer.BadParameter(
             f"a worker on port {worker_port(settings)} owns the embedded archive ({dsn}), where model versions are "
             "recorded: stop it first, point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server, or --no-promote")
@@ -50,23 +50,22 @@ def check_writable(archive: str | None) -> None:
 def archive_client(archive: str | None, *, write: bool) -> Any:
     """The archive to use: the running worker's read-only ``/sql`` for reads when it answers
     (and no ``--archive`` was given), else a direct client on the DSN (migrated)."""
-    from ops.cli.db import WorkerSqlClient, WorkerUnavailable, open_archive, worker_port
+    from ops.cli.db import WorkerBusy, open_archive, running_worker, worker_port
     from streams.settings import Settings
 
     settings = Settings()
     dsn = archive or settings.clickhouse_dsn
     if archive is None:
-        worker = WorkerSqlClient(settings)
         try:
-            worker.query_rows("SELECT 1")
-            if not write:
-                return worker
-            if dsn.startswith("chdb://"):
-                raise typer.BadParameter(
-                    f"a worker on port {worker_port(settings)} owns the embedded archive ({dsn}) and serves it "
-                    "read-only: stop it first, or point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server")
-        except (WorkerUnavailable, RuntimeError):
-            pass
+            worker = running_worker(settings)
+        except WorkerBusy as e:
+            raise typer.BadParameter(f"{e}: try again, or point SEMSCHED_CLICKHOUSE_URL / --archive elsewhere") from None
+        if worker is not None and not write:
+            return worker
+        if worker is not None and dsn.startswith("chdb://"):
+            raise typer.BadParameter(
+                f"a worker on port {worker_port(settings)} owns the embedded archive ({dsn}) and serves it "
+                "read-only: stop it first, or point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server")
     return open_archive(dsn, create=write)
 
 

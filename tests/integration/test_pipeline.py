@@ -77,15 +77,15 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack, monkeypat
     assert advertised_port(p.settings.state_dir) == p.settings.web_port
     cli = Settings(state_dir=p.settings.state_dir, clickhouse_url=p.settings.clickhouse_url)
     assert cli.web_port != p.settings.web_port  # (the default: only the advertised port leads there)
-    assert query_via_worker(cli, "SELECT count() FROM jobs_submitted FINAL")[1] == [(N,)]
+    assert query_via_worker(cli, "SELECT count() FROM jobs_submitted FINAL", timeout=30)[1] == [(N,)]
     elsewhere = Settings(state_dir=p.settings.state_dir / "elsewhere", web_port=p.settings.web_port,
                          clickhouse_url=p.settings.clickhouse_url)  # fmt: skip
     with pytest.raises(WorkerUnavailable, match="another archive"):  # the worker's port, another state dir
-        query_via_worker(elsewhere, "SELECT 1")
+        query_via_worker(elsewhere, "SELECT 1", timeout=30)
     # /sql only reads, and answers no browser
     with pytest.raises(RuntimeError, match="INSERT is refused"):
-        query_via_worker(cli, "INSERT INTO deadletter (event_id) VALUES ('x')")
-    assert query_via_worker(cli, "SELECT count() FROM deadletter WHERE event_id = 'x'")[1] == [(0,)]
+        query_via_worker(cli, "INSERT INTO deadletter (event_id) VALUES ('x')", timeout=30)
+    assert query_via_worker(cli, "SELECT count() FROM deadletter WHERE event_id = 'x'", timeout=30)[1] == [(0,)]
     page = urllib.request.Request(f"http://127.0.0.1:{p.settings.web_port}/sql", data=b"SELECT 1", method="POST",
                                   headers={"Origin": "http://evil.example", "Content-Type": "text/plain"})  # fmt: skip
     with pytest.raises(urllib.error.HTTPError) as refused:

@@ -53,10 +53,11 @@ def test_query_via_worker(client: ArchiveClient, worker: int, tmp_path: Path) ->
     for table, events in scenario().items():
         ArchiveWriter(client).write(table, events)
     s = Settings(web_port=worker, state_dir=tmp_path)
-    cols, rows = query_via_worker(s, "SELECT job_id FROM jobs_submitted FINAL ORDER BY job_id")
+    # generous timeouts: chdb's first error can take over the default 1 s on a loaded 2-core machine
+    cols, rows = query_via_worker(s, "SELECT job_id FROM jobs_submitted FINAL ORDER BY job_id", timeout=30)
     assert cols == ["job_id"] and [r[0] for r in rows] == ["A", "B", "C", "D", "F"]
     with pytest.raises(RuntimeError, match="query failed in the worker"):
-        query_via_worker(s, "SELECT nope")
+        query_via_worker(s, "SELECT nope", timeout=30)
     # explain over JSON gives the same answer as over chdb directly
     assert explain(WorkerSqlClient(s), "A").answer == explain(client, "A").answer
     assert explain(WorkerSqlClient(s), "F").answer == explain(client, "F").answer
@@ -247,3 +248,25 @@ def test_cli_sql_waits_for_a_busy_worker_and_never_opens_its_archive(monkeypatch
     assert r.exit_code == 1
     text = " ".join(r.output.split())
     assert "did not answer within 0.5 s" in text and "no archive at" not in text
+
+
+def test_cli_explain_waits_for_a_busy_worker_and_never_opens_its_archive(monkeypatch: pytest.MonkeyPatch,
+                                                                         tmp_path: Path) -> None:  # fmt: skip
+    """explain took a worker that did not answer its probe within 10 s for "no worker" and opened
+    the directory that worker holds (the lock's error, or an empty archive's answer)."""
+    import socket
+
+    from ops.cli.db import explain_command
+
+    with socket.socket() as busy:  # accepts the request and never answers
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        monkeypatch.setenv("SEMSCHED_WEB_PORT", str(busy.getsockname()[1]))
+        monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path / "held-by-the-worker"))
+        app = typer.Typer()
+        app.command("explain")(explain_command)
+        app.command("unused")(lambda: None)
+        r = CliRunner().invoke(app, ["explain", "--timeout", "0.5", "job-1"])
+    assert r.exit_code == 1
+    text = " ".join(r.output.split())
+    assert "did not answer within 0.5 s" in text and "no archive at" not in text, text
