@@ -7,8 +7,9 @@ table's buffer is flushed — one Arrow insert — when it reaches
 ``settings.archive_batch_rows`` rows or ``settings.archive_flush_s`` after its first row.
 
 Offsets: a topic's partitions are committed only after every message read from them has
-been written (topic ↔ table is one-to-one, so flushing a table's whole buffer makes every
-consumed offset of its topic safe). A failed write is retried with capped exponential
+been written (topic ↔ table is one-to-one, so writing what a table's buffer holds makes every
+offset of its topic consumed until then safe; rows taken while that write is in flight stay
+buffered, and their offsets uncommitted, until the next flush). A failed write is retried with capped exponential
 backoff and nothing is committed past it; after a crash the uncommitted tail is re-read
 and re-written, and the ``ReplacingMergeTree`` tables (``FINAL`` reads) count it once.
 
@@ -243,9 +244,9 @@ class Archiver:
             if self._due(table, now):
                 await self._flush(table, retry_for_s=None)
             elif commit_skips and not self._buffers[table].events:
-                # nothing buffered: whatever was consumed from this topic is written or
-                # undecodable, so its offsets may be committed
-                await self._commit(table)
+                # nothing buffered (rows being written stay buffered until written): whatever was
+                # consumed from this topic is written or undecodable, so its offsets may be committed
+                await self._commit(self._offsets(table))
 
     async def flush_all(self, retry_for_s: float | None = None) -> bool:
         """Flush every table and commit; True if everything consumed is now committed."""
@@ -256,23 +257,31 @@ class Archiver:
 
     async def _flush(self, table: str, retry_for_s: float | None) -> bool:
         """Write ``table``'s buffer (retrying with backoff; forever if ``retry_for_s`` is None
-        and we are not stopping), then commit its topic's consumed offsets."""
+        and we are not stopping), then commit its topic's offsets up to what was written.
+
+        ``run()`` may take records into the buffer while the write is in flight (a flush from the
+        worker's ``/sql?flush=1`` or a rebalance runs beside it on the event loop): the rows
+        written and the offsets committed are the ones the buffer held when the write began, and
+        the rows taken since stay buffered for the next flush. (Clearing the whole buffer after
+        the write and committing every consumed offset lost those rows for good.)"""
         async with self._flush_lock:
             buf = self._buffers[table]
             assert self._writer is not None
+            upto = self._offsets(table)  # with the rows below: nothing awaits between the two
             if buf.events:
+                events, positions, links = list(buf.events), list(buf.positions), list(buf.links)
                 deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
                 delay = 0.05
-                with telemetry.archive_span(table, len(buf.events), buf.links) as span:
+                with telemetry.archive_span(table, len(events), links) as span:
                     while True:
                         try:
-                            n = await asyncio.to_thread(self._writer.write, table, buf.events, buf.positions)
+                            n = await asyncio.to_thread(self._writer.write, table, events, positions)
                             break
                         except Exception as e:  # noqa: BLE001 - any write failure is retried
                             self.stats.write_failures += 1
                             span.add_event("write failed", {"error": f"{type(e).__name__}: {e}"[:500]})
                             log.warning("archiver: writing %d rows to %s failed (%s); retrying in %.2fs",
-                                        len(buf.events), table, e, delay)  # fmt: skip
+                                        len(events), table, e, delay)  # fmt: skip
                             if deadline is not None and time.monotonic() + delay > deadline:
                                 return False
                             if deadline is None and self._stopping.is_set():
@@ -281,29 +290,29 @@ class Archiver:
                             delay = min(delay * 2, self.max_backoff_s)
                 self.stats.archived[table] += n
                 self.stats.flushes += 1
-                self._buffers[table] = _Buffer()
-            await self._commit(table)
+                del buf.events[: len(events)], buf.positions[: len(positions)], buf.links[: len(links)]
+                if not buf.events:
+                    buf.first_at = None  # (rows taken during the write keep the older time: due at once)
+            await self._commit(upto)
             return True
 
-    async def _commit(self, table: str) -> None:
-        """Commit the consumed offsets of ``table``'s topic (all written or undecodable)."""
-        if self._consumer is None:
-            return
-        offsets = {
-            tp: OffsetAndMetadata(off, "")
-            for tp, off in self._consumed.items()
-            if TOPIC_TABLES[self._by_full[tp.topic]] == table
-        }
-        if not offsets:
+    def _offsets(self, table: str) -> dict[TopicPartition, int]:
+        """The next offset to read of each partition of ``table``'s topic, as consumed so far."""
+        return {tp: off for tp, off in self._consumed.items() if TOPIC_TABLES[self._by_full[tp.topic]] == table}
+
+    async def _commit(self, upto: dict[TopicPartition, int]) -> None:
+        """Commit ``upto`` (offsets of one topic's partitions, all written or undecodable)."""
+        if self._consumer is None or not upto:
             return
         assigned = self._consumer.assignment()
-        offsets = {tp: o for tp, o in offsets.items() if tp in assigned}
+        offsets = {tp: OffsetAndMetadata(off, "") for tp, off in upto.items() if tp in assigned}
         try:
             if offsets:
                 await self._consumer.commit(offsets)
                 self.stats.commits += 1
         except Exception as e:  # noqa: BLE001 - a rebalance mid-commit: data is written, re-read is harmless
-            log.warning("archiver: commit for %s failed (%s); those rows may be re-archived", table, e)
+            log.warning("archiver: commit of %s failed (%s); those rows may be re-archived",
+                        sorted({tp.topic for tp in offsets}), e)  # fmt: skip
             return
         for tp, o in offsets.items():
             if self._consumed.get(tp) == o.offset:

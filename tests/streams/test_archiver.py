@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -220,6 +221,62 @@ class FlakyClient:
 
     def close(self) -> None:
         self.inner.close()
+
+
+class SlowClient(FlakyClient):
+    """A real chdb client whose inserts take ``delay`` seconds (a loaded machine's insert)."""
+
+    def __init__(self, inner: ArchiveClient, delay: float) -> None:
+        super().__init__(inner)
+        self.failing, self.delay = False, delay
+
+    def insert_arrow(self, table: str, data: pa.Table) -> int:
+        if table != "schema_migrations":
+            time.sleep(self.delay)
+        return self.inner.insert_arrow(table, data)
+
+
+async def test_a_flush_beside_the_consumer_loses_nothing(kafka_broker, chdb_archive: ArchiveClient,  # noqa: ANN001
+                                                         tmp_path: Path) -> None:  # fmt: skip
+    """The worker's ``/sql?flush=1`` flushes the archiver from the web handler while ``run()`` keeps
+    taking records: the rows taken during that write were dropped with the buffer and their offsets
+    committed (decisions missing from the archive with the lag at 0, seen in the two-worker test)."""
+    settings = _settings(kafka_broker.bootstrap, tmp_path)
+    events = _events(60)
+    await ensure_topics(settings)
+    # records fetched as they land, so that run() takes some while a flush's write is in flight
+    arch = Archiver(settings, client=SlowClient(chdb_archive, 0.1), poll_ms=20, fetch_min_bytes=1)  # type: ignore[arg-type]
+    await arch.start()
+    task = asyncio.create_task(arch.run())
+    stop_flushing = asyncio.Event()
+
+    async def flush_like_the_web_handler() -> None:  # the two-worker test polled /sql?flush=1 every 0.5 s
+        while not stop_flushing.is_set():
+            await arch.flush_all()
+            await asyncio.sleep(0.05)
+
+    flusher = asyncio.create_task(flush_like_the_web_handler())
+    try:
+        async with EventProducer(settings) as producer:  # a trickle, as the workers publish
+            for i, (topic, e) in enumerate(events):
+                await producer.send(topic, e)
+                if i % 4 == 3:
+                    await producer.flush()
+                    await asyncio.sleep(0.01)
+            await producer.flush()
+        await _wait(lambda: arch.stats.consumed == len(events))
+        stop_flushing.set()
+        await flusher
+        assert await arch.flush_all()  # what is still buffered
+    finally:
+        stop_flushing.set()
+        await flusher
+        await arch.stop()
+        await task
+    assert arch.stats.flushes > len(TOPIC_TABLES)  # (flushes did run while records came in)
+    assert _rows(chdb_archive) == _expected(events)  # every row written (before the fix 2-13 a table went missing here)
+    committed, ends = await _committed(settings, arch.group_id)
+    assert committed == ends
 
 
 async def test_write_failure_never_commits_past_unwritten(
