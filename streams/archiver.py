@@ -93,6 +93,7 @@ class _Rebalance(ConsumerRebalanceListener):
         # write and commit what we hold before the partitions move to another member
         if revoked:
             await self.archiver.flush_all(retry_for_s=self.archiver.settings.archive_flush_s * 10)
+            self.archiver.forget(revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         return None
@@ -123,6 +124,8 @@ class Archiver:
         self._by_full = {settings.topic(t): t for t in TOPICS}
         self._buffers: dict[str, _Buffer] = {TOPIC_TABLES[t]: _Buffer() for t in TOPICS}
         self._consumed: dict[TopicPartition, int] = {}  # next offset to read, not yet committed
+        self._committed: dict[TopicPartition, int] = {}  # the last offset this member committed
+        self._commit_lock = asyncio.Lock()  # one commit at a time: an older one never lands after a newer one
         self._consumer: AIOKafkaConsumer | None = None
         self._writer: ArchiveWriter | None = None
         self._stopping = asyncio.Event()
@@ -298,25 +301,40 @@ class Archiver:
 
     def _offsets(self, table: str) -> dict[TopicPartition, int]:
         """The next offset to read of each partition of ``table``'s topic, as consumed so far."""
-        return {tp: off for tp, off in self._consumed.items() if TOPIC_TABLES[self._by_full[tp.topic]] == table}
+        return {tp: off for tp, off in self._consumed.items()
+                if TOPIC_TABLES[self._by_full[tp.topic]] == table}  # fmt: skip
 
     async def _commit(self, upto: dict[TopicPartition, int]) -> None:
-        """Commit ``upto`` (offsets of one topic's partitions, all written or undecodable)."""
+        """Commit ``upto`` (offsets of one topic's partitions, all written or undecodable), one
+        commit at a time and only forward: a flush's commit and the empty-buffer one can be in
+        flight together (aiokafka retries a commit after a pause), and an older snapshot landing
+        last would move the group back (re-reads, counted once by ``FINAL``, but needless)."""
         if self._consumer is None or not upto:
             return
-        assigned = self._consumer.assignment()
-        offsets = {tp: OffsetAndMetadata(off, "") for tp, off in upto.items() if tp in assigned}
-        try:
-            if offsets:
-                await self._consumer.commit(offsets)
-                self.stats.commits += 1
-        except Exception as e:  # noqa: BLE001 - a rebalance mid-commit: data is written, re-read is harmless
-            log.warning("archiver: commit of %s failed (%s); those rows may be re-archived",
-                        sorted({tp.topic for tp in offsets}), e)  # fmt: skip
-            return
-        for tp, o in offsets.items():
-            if self._consumed.get(tp) == o.offset:
-                del self._consumed[tp]
+        async with self._commit_lock:
+            assigned = self._consumer.assignment()
+            offsets = {tp: OffsetAndMetadata(off, "") for tp, off in upto.items()
+                       if tp in assigned and off > self._committed.get(tp, -1)}  # fmt: skip
+            try:
+                if offsets:
+                    await self._consumer.commit(offsets)
+                    self.stats.commits += 1
+            except Exception as e:  # noqa: BLE001 - a rebalance mid-commit: data is written, re-read is harmless
+                log.warning("archiver: commit of %s failed (%s); those rows may be re-archived",
+                            sorted({tp.topic for tp in offsets}), e)  # fmt: skip
+                return
+            for tp, o in offsets.items():
+                self._committed[tp] = o.offset
+            for tp, off in upto.items():
+                if self._consumed.get(tp) == off and off <= self._committed.get(tp, -1):
+                    del self._consumed[tp]
+
+    def forget(self, revoked: Any) -> None:
+        """Partitions another member owns now: their consumed and committed offsets are no longer
+        this member's to commit (rows of theirs still buffered are written, twice at worst)."""
+        for tp in revoked:
+            self._consumed.pop(tp, None)
+            self._committed.pop(tp, None)
 
     async def _update_lag(self) -> None:
         c = self._consumer

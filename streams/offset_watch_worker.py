@@ -126,6 +126,7 @@ async def _begin_assigned(w: Worker, unbegun: set[Any]) -> None:
         unbegun.discard(tp)
         if start is None and tp not in w.offsets:  # the lookup failed (logged): not one round trip per partition
             unbegun.clear()  # their first events are their starts
+            break
 
 
 def _held_up(w: Worker) -> bool:
