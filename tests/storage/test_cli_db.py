@@ -228,13 +228,19 @@ def test_a_worker_serving_another_archive_is_not_taken_at_its_answer(tmp_path: P
         srv.shutdown()
 
 
-def test_cli_sql_waits_for_a_busy_worker_and_never_opens_its_archive(monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize("command, args", [
+    # a query slower than the old 1 s timeout was taken for "no worker": the CLI then opened the
+    # directory the worker holds and failed on its lock, and the query went on in the worker
+    ("sql", ["SELECT sleep(3)"]),
+    # explain took a worker that did not answer its probe within 10 s for "no worker" the same way
+    ("explain", ["job-1"]),
+])  # fmt: skip
+def test_the_cli_waits_for_a_busy_worker_and_never_opens_its_archive(command: str, args: list[str],
+                                                                     monkeypatch: pytest.MonkeyPatch,
                                                                      tmp_path: Path) -> None:  # fmt: skip
-    """A query slower than the old 1 s timeout was taken for "no worker": the CLI then opened the
-    directory the worker holds and failed on its lock, and the query went on in the worker."""
     import socket
 
-    from ops.cli.db import sql_command
+    from ops.cli.db import explain_command, sql_command
 
     with socket.socket() as busy:  # accepts the request and never answers
         busy.bind(("127.0.0.1", 0))
@@ -242,31 +248,9 @@ def test_cli_sql_waits_for_a_busy_worker_and_never_opens_its_archive(monkeypatch
         monkeypatch.setenv("SEMSCHED_WEB_PORT", str(busy.getsockname()[1]))
         monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path / "held-by-the-worker"))
         app = typer.Typer()
-        app.command("sql")(sql_command)
+        app.command(command)({"sql": sql_command, "explain": explain_command}[command])
         app.command("unused")(lambda: None)
-        r = CliRunner().invoke(app, ["sql", "--timeout", "0.5", "SELECT sleep(3)"])
-    assert r.exit_code == 1
-    text = " ".join(r.output.split())
-    assert "did not answer within 0.5 s" in text and "no archive at" not in text
-
-
-def test_cli_explain_waits_for_a_busy_worker_and_never_opens_its_archive(monkeypatch: pytest.MonkeyPatch,
-                                                                         tmp_path: Path) -> None:  # fmt: skip
-    """explain took a worker that did not answer its probe within 10 s for "no worker" and opened
-    the directory that worker holds (the lock's error, or an empty archive's answer)."""
-    import socket
-
-    from ops.cli.db import explain_command
-
-    with socket.socket() as busy:  # accepts the request and never answers
-        busy.bind(("127.0.0.1", 0))
-        busy.listen()
-        monkeypatch.setenv("SEMSCHED_WEB_PORT", str(busy.getsockname()[1]))
-        monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path / "held-by-the-worker"))
-        app = typer.Typer()
-        app.command("explain")(explain_command)
-        app.command("unused")(lambda: None)
-        r = CliRunner().invoke(app, ["explain", "--timeout", "0.5", "job-1"])
+        r = CliRunner().invoke(app, [command, "--timeout", "0.5", *args])
     assert r.exit_code == 1
     text = " ".join(r.output.split())
     assert "did not answer within 0.5 s" in text and "no archive at" not in text, text
