@@ -161,6 +161,9 @@ class WorkerSqlClient:
     def insert_arrow(self, table: str, data: Any) -> int:
         raise RuntimeError("the worker's /sql endpoint is read-only")
 
+    def close(self) -> None:
+        return None
+
 
 def running_worker(settings: Settings, timeout: float = 10.0) -> WorkerSqlClient | None:
     """The running worker's read-only client when it answers for ``settings``' archive, ``None``
@@ -172,9 +175,6 @@ def running_worker(settings: Settings, timeout: float = 10.0) -> WorkerSqlClient
     except WorkerUnavailable:
         return None
     return client
-
-    def close(self) -> None:
-        return None
 
 
 class OutputFormat(StrEnum):

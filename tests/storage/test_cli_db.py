@@ -254,3 +254,14 @@ def test_the_cli_waits_for_a_busy_worker_and_never_opens_its_archive(command: st
     assert r.exit_code == 1
     text = " ".join(r.output.split())
     assert "did not answer within 0.5 s" in text and "no archive at" not in text, text
+
+
+def test_the_worker_client_is_an_archive_client(tmp_path: Path) -> None:
+    """Every method of the ArchiveClient protocol, so storage functions and callers that close their
+    client take it (a function added to the module once swallowed its close())."""
+    from storage.client import ArchiveClient as Protocol
+
+    wanted = {n for n in vars(Protocol) if not n.startswith("_")} | set(Protocol.__annotations__)
+    client = WorkerSqlClient(Settings(state_dir=tmp_path))
+    assert all(hasattr(client, n) for n in wanted), sorted(n for n in wanted if not hasattr(client, n))
+    client.close()
