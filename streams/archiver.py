@@ -266,38 +266,51 @@ class Archiver:
         worker's ``/sql?flush=1`` or a rebalance runs beside it on the event loop): the rows
         written and the offsets committed are the ones the buffer held when the write began, and
         the rows taken since stay buffered for the next flush. (Clearing the whole buffer after
-        the write and committing every consumed offset lost those rows for good.)"""
-        async with self._flush_lock:
-            buf = self._buffers[table]
-            assert self._writer is not None
-            upto = self._offsets(table)  # with the rows below: nothing awaits between the two
-            if buf.events:
-                events, positions, links = list(buf.events), list(buf.positions), list(buf.links)
-                deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
-                delay = 0.05
-                with telemetry.archive_span(table, len(events), links) as span:
-                    while True:
-                        try:
-                            n = await asyncio.to_thread(self._writer.write, table, events, positions)
-                            break
-                        except Exception as e:  # noqa: BLE001 - any write failure is retried
-                            self.stats.write_failures += 1
-                            span.add_event("write failed", {"error": f"{type(e).__name__}: {e}"[:500]})
-                            log.warning("archiver: writing %d rows to %s failed (%s); retrying in %.2fs",
-                                        len(events), table, e, delay)  # fmt: skip
-                            if deadline is not None and time.monotonic() + delay > deadline:
-                                return False
-                            if deadline is None and self._stopping.is_set():
-                                return False  # stop() takes over with its own deadline
-                            await asyncio.sleep(delay)
-                            delay = min(delay * 2, self.max_backoff_s)
-                self.stats.archived[table] += n
-                self.stats.flushes += 1
-                del buf.events[: len(events)], buf.positions[: len(positions)], buf.links[: len(links)]
-                if not buf.events:
-                    buf.first_at = None  # (rows taken during the write keep the older time: due at once)
-            await self._commit(upto)
-            return True
+        the write and committing every consumed offset lost those rows for good.)
+
+        ``retry_for_s`` also bounds the wait for another flush (``run()``'s retries forever while
+        the archive is unwritable): a caller with a deadline gets False, not a wait without end."""
+        deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
+        try:
+            await asyncio.wait_for(self._flush_lock.acquire(), retry_for_s)
+        except TimeoutError:
+            return False
+        try:
+            return await self._flush_held(table, deadline)
+        finally:
+            self._flush_lock.release()
+
+    async def _flush_held(self, table: str, deadline: float | None) -> bool:
+        """:meth:`_flush` with the flush lock held."""
+        buf = self._buffers[table]
+        assert self._writer is not None
+        upto = self._offsets(table)  # with the rows below: nothing awaits between the two
+        if buf.events:
+            events, positions, links = list(buf.events), list(buf.positions), list(buf.links)
+            delay = 0.05
+            with telemetry.archive_span(table, len(events), links) as span:
+                while True:
+                    try:
+                        n = await asyncio.to_thread(self._writer.write, table, events, positions)
+                        break
+                    except Exception as e:  # noqa: BLE001 - any write failure is retried
+                        self.stats.write_failures += 1
+                        span.add_event("write failed", {"error": f"{type(e).__name__}: {e}"[:500]})
+                        log.warning("archiver: writing %d rows to %s failed (%s); retrying in %.2fs",
+                                    len(events), table, e, delay)  # fmt: skip
+                        if deadline is not None and time.monotonic() + delay > deadline:
+                            return False
+                        if deadline is None and self._stopping.is_set():
+                            return False  # stop() takes over with its own deadline
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, self.max_backoff_s)
+            self.stats.archived[table] += n
+            self.stats.flushes += 1
+            del buf.events[: len(events)], buf.positions[: len(positions)], buf.links[: len(links)]
+            if not buf.events:
+                buf.first_at = None  # (rows taken during the write keep the older time: due at once)
+        await self._commit(upto)
+        return True
 
     def _offsets(self, table: str) -> dict[TopicPartition, int]:
         """The next offset to read of each partition of ``table``'s topic, as consumed so far."""

@@ -362,3 +362,30 @@ async def test_commits_only_move_forward(kafka_broker, chdb_archive: ArchiveClie
     finally:
         await arch.stop()
         await task
+
+
+async def test_a_flush_with_a_deadline_does_not_wait_behind_an_unwritable_archive(
+        kafka_broker, chdb_archive: ArchiveClient, tmp_path: Path) -> None:  # noqa: ANN001  # fmt: skip
+    """run()'s flush retries forever while the archive is down, holding the flush lock: a
+    /sql?flush=1 (bounded) or a revoke's flush waited behind it for as long as the archive was down."""
+    settings = _settings(kafka_broker.bootstrap, tmp_path)
+    events = _events(5)
+    await _publish(settings, events)
+    flaky = FlakyClient(chdb_archive)
+    arch = Archiver(settings, client=flaky, max_backoff_s=0.1)  # type: ignore[arg-type]
+    await arch.start()
+    task = asyncio.create_task(arch.run())
+    try:
+        await _wait(lambda: flaky.failures >= 2)  # run() is retrying, with the lock
+        loop = asyncio.get_running_loop()
+        began = loop.time()
+        assert await asyncio.wait_for(arch.flush_all(retry_for_s=0.5), 20) is False
+        assert loop.time() - began < 10
+        committed, _ = await _committed(settings, arch.group_id)
+        assert sum(committed.values()) == 0  # nothing written, nothing committed
+        flaky.failing = False
+        await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
+    finally:
+        await arch.stop()
+        await task
+    assert _rows(chdb_archive) == _expected(events)
