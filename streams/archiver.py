@@ -271,10 +271,13 @@ class Archiver:
         ``retry_for_s`` also bounds the wait for another flush (``run()``'s retries forever while
         the archive is unwritable): a caller with a deadline gets False, not a wait without end."""
         deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
-        try:
-            await asyncio.wait_for(self._flush_lock.acquire(), retry_for_s)
-        except TimeoutError:
-            return False
+        if retry_for_s is None or not self._flush_lock.locked():
+            await self._flush_lock.acquire()  # (free: taken at once, whatever the deadline)
+        else:
+            try:
+                await asyncio.wait_for(self._flush_lock.acquire(), retry_for_s)
+            except TimeoutError:
+                return False
         try:
             return await self._flush_held(table, deadline)
         finally:
