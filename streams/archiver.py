@@ -252,10 +252,14 @@ class Archiver:
                 await self._commit(self._offsets(table))
 
     async def flush_all(self, retry_for_s: float | None = None) -> bool:
-        """Flush every table and commit; True if everything consumed is now committed."""
+        """Flush every table and commit; True if everything consumed is now committed.
+        ``retry_for_s`` bounds the whole call (each table's flush gets what is left; a table
+        reached after the deadline still gets one write if the lock is free)."""
+        deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
         ok = True
         for table in self._buffers:
-            ok = await self._flush(table, retry_for_s=retry_for_s) and ok
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ok = await self._flush(table, retry_for_s=left) and ok
         return ok
 
     async def _flush(self, table: str, retry_for_s: float | None) -> bool:
