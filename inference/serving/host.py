@@ -1,8 +1,8 @@
 """``ModelHost``: the model version a Triton server answers with, swapped without a restart.
 
-PyTriton cannot serve several native versions under one model name (each version would need
-its own proxy socket), so the server serves ONE version per model name and swaps it inside
-the inference callables: the host re-resolves ``model_dir`` (usually the ``models/latest``
+The server serves ONE Triton version per model name and swaps the weights inside the
+inference callables (one host in each model's Python-backend stub), so a new version needs no
+new repository directory and no model reload through Triton's control API: the host re-resolves ``model_dir`` (usually the ``models/latest``
 symlink that ``semsched train`` and promotion repoint) at most every ``watch_s`` seconds and,
 when it points at another directory, loads it and answers every later request with it. Every
 answer carries a ``VERSION`` output, so the client records which version decided and keeps

@@ -1,8 +1,9 @@
 """The Triton models' inference callables: numpy batches in, numpy out.
 
-Each callable takes PyTriton's list of requests (one per client call; the dynamic batcher
-hands over several at once when they queue together) and returns one dict of outputs per
-request. Every answer has a ``VERSION`` output (bytes ``[1]`` per batch row): the model
+Each callable takes the batch's requests as ``{input name: array}`` (one per client call;
+the dynamic batcher hands over several at once when they queue together;
+:mod:`inference.serving.python_model` runs them in Triton's Python backend) and returns one dict
+of outputs per request. Every answer has a ``VERSION`` output (bytes ``[1]`` per batch row): the model
 version that computed it (:class:`~inference.serving.host.ModelHost` swaps versions in place).
 
 - ``policy``: one scheduling step per batch row — the :class:`~inference.model.step.PolicyInputs`
@@ -21,7 +22,7 @@ version that computed it (:class:`~inference.serving.host.ModelHost` swaps versi
   distinct shape) — ~90 kB instead of ~3 MB at 51 shapes × 1,213 nodes. The server then computes
   ``PAIRS`` itself with the same code and keeps them from request to request
   (:class:`~inference.serving.pairs.ServedPairs`), so the scores are the same either way. All five
-  are optional Triton inputs (PyTriton ≥ 0.5 passes only those a request has); a request with
+  are optional Triton inputs (a request's dict has only those it carries); a request with
   neither kind is refused. For a spec with FGD's workload columns a compact request also carries
   ``NODE_MODELS`` i32 ``[N]`` (index into ``MODEL_NAMES`` bytes ``[M]``, -1: none), ``HEALTHY`` bool
   ``[N]`` and ``SHAPE_MODELS`` i64 ``[S]`` (a bit mask over ``MODEL_NAMES`` of the GPU models each
@@ -33,8 +34,8 @@ version that computed it (:class:`~inference.serving.host.ModelHost` swaps versi
   one-element dummy) — 0.2 MB instead of 1.24 at 256 pending × 1,213 nodes at 70 % load. A
   request without it gets ``SCORES`` whole (and a dummy ``SCORES_FIT``).
   A step's requests have their own N / J / S, so the batcher rarely merges two; the worker sends
-  batch 1. PyTriton cannot carry a tensor with a zero-size dimension, so two empty cases travel
-  encoded (:func:`to_wire` / :func:`from_wire`): a label topology (``K = 0``) as one ``NEIGHBOURS``
+  batch 1. A tensor with a zero-size dimension could not travel through PyTriton, which served
+  these models before, so two empty cases travel encoded (:func:`to_wire` / :func:`from_wire`): a label topology (``K = 0``) as one ``NEIGHBOURS``
   column of -1, a step without jobs as one zero ``JOBS`` row, one zero ``PAIRS`` shape (or
   ``SHAPES`` row) and ``WHICH = [-1]``; the answer's ``SCORES`` then has one dummy row the client
   drops.

@@ -34,6 +34,7 @@ import numpy as np
 
 from inference.serving.host import ModelHost
 from inference.serving.models import version_rows
+from inference.serving.repository import TensorSpec
 
 log = logging.getLogger("semsched.serving")
 
@@ -139,24 +140,18 @@ class PredictorModel:
         self.duration = DurationHost(duration_dir, host.watch_s if watch_s is None else watch_s)
 
     @staticmethod
-    def inputs() -> list[Any]:
-        from pytriton.model_config import Tensor
-
-        return [Tensor(name="TEXT_VEC", dtype=np.float32, shape=(-1,), optional=True),
-                Tensor(name="SHAPE", dtype=np.float32, shape=(-1,), optional=True),
-                Tensor(name="H", dtype=np.float32, shape=(-1, -1), optional=True),
-                Tensor(name="ACTION_JOB", dtype=np.float32, shape=(-1, -1), optional=True),
-                Tensor(name="ACTION_NODE", dtype=np.int64, shape=(-1,), optional=True),
-                Tensor(name="ACTION_PAIR", dtype=np.float32, shape=(-1, -1), optional=True)]  # fmt: skip
+    def inputs() -> list[TensorSpec]:
+        return [TensorSpec("TEXT_VEC", np.float32, (-1,), optional=True),
+                TensorSpec("SHAPE", np.float32, (-1,), optional=True),
+                TensorSpec("H", np.float32, (-1, -1), optional=True),
+                TensorSpec("ACTION_JOB", np.float32, (-1, -1), optional=True),
+                TensorSpec("ACTION_NODE", np.int64, (-1,), optional=True),
+                TensorSpec("ACTION_PAIR", np.float32, (-1, -1), optional=True)]  # fmt: skip
 
     @staticmethod
-    def outputs() -> list[Any]:
-        from pytriton.model_config import Tensor
-
-        return [Tensor(name="DURATION_S", dtype=np.float32, shape=(1,)),
-                Tensor(name="H_NEXT", dtype=np.float32, shape=(-1, -1)),
-                Tensor(name="VERSION", dtype=np.bytes_, shape=(1,)),
-                Tensor(name="SOURCE", dtype=np.bytes_, shape=(1,))]  # fmt: skip
+    def outputs() -> list[TensorSpec]:
+        return [TensorSpec("DURATION_S", np.float32, (1,)), TensorSpec("H_NEXT", np.float32, (-1, -1)),
+                TensorSpec("VERSION", np.bytes_, (1,)), TensorSpec("SOURCE", np.bytes_, (1,))]  # fmt: skip
 
     def describe(self) -> str:
         p = self.duration.predictor

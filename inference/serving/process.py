@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inference.serving.server import MODEL_NAMES, prepare_environment
+from inference.serving.server import prepare_environment, wait_ready
 
 
 def free_ports(n: int) -> list[int]:
@@ -100,28 +100,6 @@ class ServerHandle:
 
     def __exit__(self, *_: object) -> None:
         self.stop()
-
-
-def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None) -> None:
-    """Until ``is_model_ready`` for every model (raises ``TimeoutError`` / ``RuntimeError``)."""
-    import tritonclient.grpc as grpcclient
-
-    deadline = time.monotonic() + timeout_s
-    client = grpcclient.InferenceServerClient(url)
-    try:
-        while True:
-            if process is not None and process.poll() is not None:
-                raise RuntimeError(f"the Triton server exited with code {process.returncode}")
-            try:
-                if all(client.is_model_ready(name, client_timeout=2.0) for name in MODEL_NAMES):
-                    return
-            except Exception:  # not listening yet
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the Triton models at {url} were not ready within {timeout_s:.0f} s")
-            time.sleep(0.2)
-    finally:
-        client.close()
 
 
 def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: int | None = None,

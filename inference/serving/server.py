@@ -1,20 +1,26 @@
 """Run a real Triton Inference Server (PyTriton's tritonserver) with semsched's three models.
 
-``serve(options)`` starts it in this process's foreground (``semsched serve``; the
-tritonserver binary is PyTriton's child process, the models' Python callables run here) and
-blocks until SIGINT / SIGTERM. ``python -m inference.serving.server --model-dir ...`` does the
-same; :mod:`inference.serving.process` runs that as a subprocess for tests, the demo and
-the benchmarks.
+``serve(options)`` writes a model repository (:mod:`inference.serving.repository`: ``policy``,
+``job_encoder`` and ``predictor``, each with dynamic batching, 200 µs queue delay), starts the
+``tritonserver`` binary that the ``nvidia-pytriton`` wheel ships, with that wheel's Python
+backend, waits until the three models are ready, and blocks until SIGINT / SIGTERM (``semsched
+serve``) or until the server dies. Each model runs in its own Python-backend stub process
+(:mod:`inference.serving.python_model`), so a request goes client → tritonserver → stub and
+back, with no third process (PyTriton's ``Triton.bind`` proxied every request on to this
+process: ~2–3 ms more a call, ``semsched bench triton``). ``python -m inference.serving.server
+--model-dir ...`` does the same; :mod:`inference.serving.process` runs that as a subprocess for
+tests, the demo and the benchmarks.
 
-Models (see :mod:`inference.serving.models`): ``policy``, ``job_encoder`` and ``predictor``,
-each with dynamic batching (200 µs queue delay). One version per name; the weights are
-swapped in place when ``model_dir`` (the ``models/latest`` symlink) moves, and every answer
-names its version (``VERSION``).
+One version per model name; the weights are swapped in place when ``model_dir`` (the
+``models/latest`` symlink) moves (:class:`~inference.serving.host.ModelHost`, in each stub), and
+every answer names its version (``VERSION``).
 
-Setup this needs (done here): the Python backend's stub links the running interpreter's
-libpython, so its directory goes first on ``LD_LIBRARY_PATH`` before tritonserver starts
-(PyTriton passes this process's environment on); the workspace (unix sockets) gets a short,
-fresh path under /tmp.
+Setup this does: the stub links the running interpreter's libpython, so its directory goes first
+on ``LD_LIBRARY_PATH`` with the wheel's own libraries; this interpreter's ``bin`` goes first on
+``PATH`` and the project's root on ``PYTHONPATH`` (the stub then imports this environment's
+packages and ``inference``); the workspace (the repository and the backend directory with the
+stub for this Python version) is a fresh directory under /tmp. Endpoints other than health,
+metadata and inference stay behind a random access token, as PyTriton kept them.
 """
 
 from __future__ import annotations
@@ -22,22 +28,26 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 import shutil
 import signal
+import subprocess
 import sys
 import sysconfig
 import tempfile
 import threading
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+from inference.serving.repository import MODEL_NAMES, write_repository
 
 log = logging.getLogger("semsched.serving")
 
-MODEL_NAMES = ("policy", "job_encoder", "predictor")
-QUEUE_DELAY_US = 200
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: what only an operator needs: behind a random token (no client of semsched uses them)
+RESTRICTED = ("model-repository", "statistics", "trace", "logging", "shared-memory")
 
 
 @dataclass
@@ -49,10 +59,10 @@ class ServeOptions:
     metrics_port: int = 8002
     device: str = "auto"  # auto | cpu | cuda
     watch_s: float = 1.0  # how often the served version checks model_dir for a new version
-    threads: int = 1  # torch intra-op threads (many tiny ops: more threads cost more than they give)
-    workspace: Path | None = None  # PyTriton's sockets and model store; must not exist yet (default: /tmp)
+    threads: int = 1  # torch intra-op threads per model (many tiny ops: more threads cost more than they give)
+    workspace: Path | None = None  # the repository and the backend directory; must not exist yet (default: /tmp)
     duration_dir: Path | None = None  # a trained duration predictor for the `predictor` model
-    info: dict[str, Any] = field(default_factory=dict)
+    ready_timeout_s: float = 300.0  # for the three models to load (three stubs import torch at once)
 
 
 def prepare_environment() -> None:
@@ -65,7 +75,8 @@ def prepare_environment() -> None:
 
 @dataclass
 class ServingModels:
-    """The three models' callables, on one :class:`~inference.serving.host.ModelHost` (one device)."""
+    """The three models' callables on one :class:`~inference.serving.host.ModelHost` (one device), as
+    the stubs build them one each (:func:`make_models`: for tests and checks in one process)."""
 
     host: Any
     policy: Any
@@ -73,96 +84,138 @@ class ServingModels:
     predictor: Any
 
     def describe(self) -> dict[str, str]:
-        """``{model: description}`` for the log and ``ServeOptions.info``: each says where it runs."""
-        host = self.host
-        return {"policy": f"{host.version} (outputs {', '.join(self.policy.outputs)}, torch on {host.device})",
-                "job_encoder": f"{host.version} (encoder {self.encoder.encoder_name} on {self.encoder.device})",
-                "predictor": self.predictor.describe()}  # fmt: skip
+        """``{model: description}``: each says where it runs (the stubs log the same lines)."""
+        from inference.serving.python_model import describe
+
+        return {kind: describe(kind, model) for kind, model in
+                (("policy", self.policy), ("job_encoder", self.encoder), ("predictor", self.predictor))}  # fmt: skip
 
 
 def make_models(options: ServeOptions, device: str) -> ServingModels:
     """The ``policy``, ``job_encoder`` and ``predictor`` callables of ``options.model_dir``, every
     torch part on ``device`` (:func:`~inference.serving.host.pick_device`'s answer), new versions too."""
     from inference.serving.host import ModelHost
-    from inference.serving.models import JobEncoderModel, PolicyModel
-    from inference.serving.predictor import PredictorModel
+    from inference.serving.python_model import make_model
 
     host = ModelHost(options.model_dir, watch_s=options.watch_s, device=device)
-    return ServingModels(host, PolicyModel(host), JobEncoderModel(host, device),
-                         PredictorModel(host, options.duration_dir))  # fmt: skip
+    return ServingModels(host, *(make_model(kind, host, device, options.duration_dir) for kind in MODEL_NAMES))
 
 
-def bind_models(triton: Any, options: ServeOptions, device: str) -> dict[str, str]:
-    """Bind the three models (:func:`make_models`) on ``triton``; returns ``{model: description}`` for the log."""
-    from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+def tritonserver_dist() -> tuple[Path, Path]:
+    """``(tritonserver directory, its bundled libraries)`` from the ``nvidia-pytriton`` wheel
+    (``ImportError`` without it)."""
+    import pytriton
 
-    from inference.serving.models import POLICY_INPUTS
-
-    models = make_models(options, device)
-
-    def config(max_batch: int) -> Any:
-        return ModelConfig(max_batch_size=max_batch, batcher=DynamicBatcher(max_queue_delay_microseconds=QUEUE_DELAY_US))
-
-    version = Tensor(name="VERSION", dtype=np.bytes_, shape=(1,))
-    policy, encoder, predictor = models.policy, models.encoder, models.predictor
-    triton.bind(model_name="policy", infer_func=policy,
-                inputs=[Tensor(name=n, dtype=dt, shape=(-1,) * rank, optional=opt)
-                        for n, (dt, rank, opt) in POLICY_INPUTS.items()],
-                outputs=[*(Tensor(name=n, dtype=dt, shape=(-1,) * rank) for n, (dt, rank) in policy.outputs.items()),
-                         version],
-                config=config(4), strict=True)  # fmt: skip
-    triton.bind(model_name="job_encoder", infer_func=encoder, inputs=[Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
-                outputs=[Tensor(name="EMBEDDING", dtype=np.float32, shape=(-1,)), version],
-                config=config(256), strict=True)  # fmt: skip
-    triton.bind(model_name="predictor", infer_func=predictor, inputs=predictor.inputs(), outputs=predictor.outputs(),
-                config=config(256), strict=True)  # fmt: skip
-    return models.describe()
+    root = Path(pytriton.__file__).resolve().parent
+    return root / "tritonserver", root.parent / "nvidia_pytriton.libs"
 
 
-def serve(options: ServeOptions, stop: threading.Event | None = None, on_ready: Any = None) -> int:
+def backend_directory(workspace: Path) -> Path:
+    """``workspace/backends``: the wheel's Python backend with the stub for this Python version."""
+    dist, _ = tritonserver_dist()
+    python = workspace / "backends" / "python"
+    python.mkdir(parents=True)
+    for name in ("libtriton_python.so", "triton_python_backend_utils.py"):
+        (python / name).symlink_to(dist / "backends" / "python" / name)
+    version = f"{sys.version_info[0]}.{sys.version_info[1]}"
+    stub = dist / "python_backend_stubs" / version / "triton_python_backend_stub"
+    if not stub.exists():
+        raise ImportError(f"the nvidia-pytriton wheel has no Python-backend stub for Python {version}")
+    (python / "triton_python_backend_stub").symlink_to(stub)
+    return workspace / "backends"
+
+
+def server_environment() -> dict[str, str]:
+    """tritonserver's environment (module docstring): libpython and the wheel's libraries, this
+    interpreter first on PATH, the project on PYTHONPATH."""
+    prepare_environment()
+    env = os.environ.copy()
+    _, libs = tritonserver_dist()
+    env["LD_LIBRARY_PATH"] = ":".join(p for p in (env.get("LD_LIBRARY_PATH", ""), str(libs)) if p)
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    env["PYTHONPATH"] = ":".join(p for p in (str(PROJECT_ROOT), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def server_command(options: ServeOptions, repository: Path, backends: Path) -> list[str]:
+    dist, _ = tritonserver_dist()
+    token = secrets.token_urlsafe(24)
+    restricted = f"{','.join(RESTRICTED)}:semsched-admin-token={token}"
+    return [str(dist / "bin" / "tritonserver"), f"--model-repository={repository}",
+            f"--backend-directory={backends}", "--disable-auto-complete-config", "--exit-timeout-secs=5",
+            f"--http-address={options.host}", f"--http-port={options.http_port}",
+            f"--grpc-address={options.host}", f"--grpc-port={options.grpc_port}",
+            f"--metrics-address={options.host}", f"--metrics-port={options.metrics_port}",
+            f"--grpc-restricted-protocol={restricted}", f"--http-restricted-api={restricted}"]  # fmt: skip
+
+
+def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None = None) -> None:
+    """Until ``is_model_ready`` for every model (raises ``TimeoutError`` / ``RuntimeError``)."""
+    import tritonclient.grpc as grpcclient
+
+    deadline = time.monotonic() + timeout_s
+    client = grpcclient.InferenceServerClient(url)
+    try:
+        while True:
+            if process is not None and process.poll() is not None:
+                raise RuntimeError(f"the Triton server exited with code {process.returncode}")
+            try:
+                if all(client.is_model_ready(name, client_timeout=2.0) for name in MODEL_NAMES):
+                    return
+            except Exception:  # not listening yet
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Triton models at {url} were not ready within {timeout_s:.0f} s")
+            time.sleep(0.2)
+    finally:
+        client.close()
+
+
+def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
     """Start Triton with the models of ``options.model_dir`` and block until ``stop`` is set (or a
     SIGINT/SIGTERM, in the main thread) or the server dies. Returns an exit code."""
-    prepare_environment()
-    import torch
-    from pytriton.triton import Triton, TritonConfig
+    from inference.model.io import load_model
 
-    from inference.serving.host import pick_device
-
-    torch.set_num_threads(max(1, options.threads))
-    device = pick_device(options.device)
     scratch = None
     if options.workspace is None:
         scratch = Path(tempfile.mkdtemp(prefix="semsched-triton-", dir="/tmp"))
         workspace = scratch / "ws"
     else:
         workspace = options.workspace
+    workspace.mkdir(parents=True)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, lambda *_: stop.set())
-    config = TritonConfig(http_address=options.host, http_port=options.http_port, grpc_address=options.host,
-                          grpc_port=options.grpc_port, metrics_address=options.host,
-                          metrics_port=options.metrics_port, exit_timeout_secs=5)  # fmt: skip
-    triton = Triton(config=config, workspace=str(workspace))
+    process = None
     code = 0
     try:
-        described = bind_models(triton, options, device)
-        triton.run()
-        for name, text in described.items():
-            log.info("model %-11s %s", name, text)
+        parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
+                      "threads": str(options.threads), "duration_dir": str(options.duration_dir or "")}  # fmt: skip
+        repository = write_repository(workspace / "models", load_model(options.model_dir), parameters)
+        process = subprocess.Popen(server_command(options, repository, backend_directory(workspace)),
+                                   env=server_environment())  # fmt: skip
+        url = f"{'127.0.0.1' if options.host == '0.0.0.0' else options.host}:{options.grpc_port}"
+        wait_ready(url, options.ready_timeout_s, process)
         log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
                  "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
                  options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip
-        options.info.update(described)
-        if on_ready is not None:
-            on_ready(described)
         while not stop.wait(0.5):
-            if not triton.is_alive():
-                log.error("tritonserver exited")
+            if process.poll() is not None:
+                log.error("tritonserver exited with code %s", process.returncode)
                 code = 1
                 break
+    except (RuntimeError, TimeoutError) as e:
+        log.error("%s", e)
+        code = 1
     finally:
-        triton.stop()
+        if process is not None and process.poll() is None:
+            process.terminate()  # tritonserver unloads the models (their stubs exit) within --exit-timeout-secs
+            try:
+                process.wait(15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(5)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
     return code
@@ -185,7 +238,6 @@ def parse_args(argv: list[str]) -> ServeOptions:
 
 def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pytriton").setLevel(logging.WARNING)
     options = parse_args(sys.argv[1:] if argv is None else argv)
     if not (options.model_dir / "config.json").exists():
         log.error("no model in %s (expected config.json and model.pt: run `semsched train`)", options.model_dir)

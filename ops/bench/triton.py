@@ -11,8 +11,8 @@ with the same state again and again, the pair caches on both sides would recompu
 - **in-process**: :class:`~inference.backends.InProcessBackend` ``policy`` (fusion encoder
   once, the head over pending × nodes);
 - **triton**: :class:`~inference.serving.client.TritonBackend` ``policy_async`` alone (async
-  gRPC, as the worker's loop awaits it): serialisation, the round trip, PyTriton's shared-memory
-  hand-over, the pair features on the server (the request carries the compact node arrays
+  gRPC, as the worker's loop awaits it): serialisation, the round trip (tritonserver hands
+  the tensors to the model's Python-backend stub through shared memory), the pair features on the server (the request carries the compact node arrays
   instead, with the nodes' GPU models and health for FGD's columns, see
   :mod:`inference.serving.models`), the same ``run_policy`` on the server, the answer back;
   **payload** = request + answer bytes;
@@ -27,8 +27,8 @@ with the same state again and again, the pair caches on both sides would recompu
   for that request, timed in this process on a twin of the served ``policy`` model (:class:`inference.serving.models.PolicyModel`, its own pair cache
   fed the same requests): the compact arrays unpacked, the pair features computed, ``run_policy``,
   the answer packed; **triton - server's call**: the rest of the Triton call, step by step — the
-  client's serialisation and parsing, gRPC, Triton's scheduling and PyTriton's hand-over to the
-  Python process and back (with the server's work done twice, on 2 shared cores, the two
+  client's serialisation and parsing, gRPC, Triton's scheduling and its hand-over to the
+  model's Python-backend stub and back (with the server's work done twice, on 2 shared cores, the two
   processes also wait for each other);
 - **triton - in-process**: step triton − step in-process, step by step; **triton, pairs sent**:
   the same step once more with the pair features on the wire (what every request carried
@@ -214,7 +214,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     if url is None:
         from inference.serving.process import start_server
 
-        console.print("starting a Triton server (PyTriton) ...")
+        console.print("starting a Triton server (PyTriton's tritonserver) ...")
         t0 = time.perf_counter()
         handle = start_server(model_dir, device="cpu")
         startup_s = time.perf_counter() - t0
@@ -239,7 +239,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     served_text = get_encoder(local.loaded.config.spec.encoder).serve_remotely
     report = Report(out_dir, "bench-triton", "Decision latency per step: Triton (gRPC) beside in-process", command,
                     started=started, console=console)  # fmt: skip
-    where = (f"a local Triton server started for the run (PyTriton {_version('nvidia-pytriton')}, CPU, ready in "
+    where = (f"a local Triton server started for the run (tritonserver of nvidia-pytriton {_version('nvidia-pytriton')}, CPU, ready in "
              f"{startup_s:.1f} s) on the same 2 shared cores as the client" if handle is not None else f"the server at {url}")  # fmt: skip
     report.text(f"Model {local.version} ({sum(p.numel() for p in local.loaded.model.parameters()):,} parameters, "
                 f"torch {torch.__version__}, {torch.get_num_threads()} thread). Clusters: the 1,213 openb GPU nodes with "
@@ -256,7 +256,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 "caches); 'triton - in-process' = the difference of the steps, step by step; "
                 "'server's call' = the server's work for the same request (compact arrays unpacked, pair features, "
                 "run_policy, answer packed), timed in this process on a twin of the served model (only with a server this run started); 'triton - server's "
-                "call' = the rest of the Triton call (serialisation, gRPC, Triton, PyTriton's hand-over), step by step; "
+                "call' = the rest of the Triton call (serialisation, gRPC, Triton, its hand-over to the model's stub), step by step; "
                 "'triton, pairs sent' = the same step sent once more with the pair "
                 "features on the wire instead of the compact node arrays (how every request travelled before). "
                 f"The last column counts Triton calls slower than the worker's default deadline ({deadline_ms:g} ms), "

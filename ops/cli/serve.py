@@ -19,9 +19,9 @@ def serve_command(
     watch: float = typer.Option(1.0, help="Least seconds between checks of the model directory for a new version (checked when a request comes)."),
     duration: Path = typer.Option(None, help="Duration-model directory for the predictor model "
                                              "(default: models/duration/latest beside the model, when it exists)."),
-    workspace: Path = typer.Option(None, help="PyTriton workspace; must not exist yet (default: a fresh /tmp dir)."),
+    workspace: Path = typer.Option(None, help="Directory for the model repository and the Python backend; must not exist yet (default: a fresh /tmp dir)."),
 ) -> None:  # fmt: skip
-    """Serve the policy, job_encoder and predictor models on Triton (PyTriton) until Ctrl-C."""
+    """Serve the policy, job_encoder and predictor models on Triton (PyTriton's tritonserver) until Ctrl-C."""
     import logging
 
     from inference.policy import default_model_dir
@@ -44,11 +44,10 @@ def serve_command(
         raise typer.Exit(2)
     taken = [f"--{name}-port {port}" for name, port in (("grpc", grpc_port), ("http", http_port),
                                                           ("metrics", metrics_port)) if not port_free(port, host)]
-    if taken:  # tritonserver would fail to bind and PyTriton wait ~2 minutes before a traceback
+    if taken:  # tritonserver would fail to bind after the models loaded: say so before
         typer.echo(f"error: port in use: {', '.join(taken)} (another Triton server?); pick free ports", err=True)
         raise typer.Exit(2)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    logging.getLogger("pytriton").setLevel(logging.WARNING)
     options = ServeOptions(model_dir=model_dir, host=host, http_port=http_port, grpc_port=grpc_port, metrics_port=metrics_port,
                            device=device, watch_s=watch, workspace=workspace, duration_dir=duration)  # fmt: skip
     raise typer.Exit(serve(options))

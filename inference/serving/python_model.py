@@ -1,0 +1,96 @@
+"""The Python-backend model Triton runs for each of semsched's three models (in its stub process).
+
+Every model's ``1/model.py`` (written by :mod:`inference.serving.repository`) imports
+:class:`TritonPythonModel`; the model's ``config.pbtxt`` parameters say which callable it runs
+(``kind``: ``policy``, ``job_encoder`` or ``predictor``), on which model directory and device.
+Each stub loads its own :class:`~inference.serving.host.ModelHost`, which swaps in a new version
+when ``model_dir`` (``models/latest``) moves, and logs one ``model <kind> ...`` line saying what
+it serves and where.
+
+``execute`` hands the callable the batch's requests as ``{input name: array}`` (the optional
+inputs a request lacks are absent), as :mod:`inference.serving.models` expects, and turns its
+answers into responses; an exception fails the batch's requests with its message (the client
+raises :class:`~inference.backends.base.BackendError` naming it).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger("semsched.serving")
+
+LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+
+
+def make_model(kind: str, host: Any, device: str, duration_dir: Path | None = None) -> Any:
+    """The callable of model ``kind`` over ``host`` (the served version), torch parts on ``device``."""
+    from inference.serving.models import JobEncoderModel, PolicyModel
+    from inference.serving.predictor import PredictorModel
+
+    if kind == "policy":
+        return PolicyModel(host)
+    if kind == "job_encoder":
+        return JobEncoderModel(host, device)
+    if kind == "predictor":
+        return PredictorModel(host, duration_dir)
+    raise ValueError(f"unknown model kind {kind!r}")
+
+
+def describe(kind: str, model: Any) -> str:
+    """What model ``kind`` serves and where (the log's ``model <kind> ...`` line)."""
+    host = model.host
+    if kind == "policy":
+        return f"{host.version} (outputs {', '.join(model.outputs)}, torch on {host.device})"
+    if kind == "job_encoder":
+        return f"{host.version} (encoder {model.encoder_name} on {model.device})"
+    return str(model.describe())
+
+
+class TritonPythonModel:
+    """Triton's Python-backend interface: ``initialize``, ``execute``, ``finalize``."""
+
+    def initialize(self, args: dict[str, Any]) -> None:
+        if not logging.getLogger().handlers:
+            logging.basicConfig(level=logging.INFO, format=LOG_FORMAT, stream=sys.stderr)
+        import torch
+
+        from inference.serving.host import ModelHost, pick_device
+
+        config = json.loads(args["model_config"])
+        params = {k: v["string_value"] for k, v in config.get("parameters", {}).items()}
+        self.kind = params["kind"]
+        self.inputs = [t["name"] for t in config["input"]]
+        torch.set_num_threads(max(1, int(params.get("threads") or 1)))
+        device = pick_device(params.get("device") or "cpu")
+        host = ModelHost(Path(params["model_dir"]), watch_s=float(params.get("watch_s") or 1.0), device=device)
+        duration = params.get("duration_dir") or None
+        self.model = make_model(self.kind, host, device, Path(duration) if duration else None)
+        log.info("model %-11s %s", self.kind, describe(self.kind, self.model))
+
+    def execute(self, requests: list[Any]) -> list[Any]:
+        import triton_python_backend_utils as pb_utils
+
+        batch = []
+        for request in requests:
+            arrays = {}
+            for name in self.inputs:
+                tensor = pb_utils.get_input_tensor_by_name(request, name)
+                if tensor is not None:
+                    arrays[name] = tensor.as_numpy()
+            batch.append(arrays)
+        try:
+            answers = self.model(batch)
+        except Exception as e:  # the model's refusal (a malformed request, an absent head): the requests' error
+            error = pb_utils.TritonError(f"{type(e).__name__}: {e}")
+            return [pb_utils.InferenceResponse(output_tensors=[], error=error) for _ in requests]
+        return [pb_utils.InferenceResponse([pb_utils.Tensor(name, np.ascontiguousarray(value))
+                                            for name, value in answer.items()]) for answer in answers]  # fmt: skip
+
+    def finalize(self) -> None:
+        log.info("model %s stopped", self.kind)
