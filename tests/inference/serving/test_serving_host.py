@@ -57,7 +57,7 @@ def test_the_server_exits_1_when_tritonserver_dies(tmp_path) -> None:
         assert len(stubs) == 3  # one Python-backend stub per model
         os.kill(triton, signal.SIGKILL)
         assert handle.process.wait(30) == 1
-        assert "tritonserver exited" in handle.log_tail()
+        assert "exited with code -9" in handle.log_tail(400)  # (before or after the server saw its models ready)
     finally:
         handle.stop()
     assert group_members(handle.pid) == []
