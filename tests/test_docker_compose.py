@@ -33,8 +33,9 @@ def _inference_env() -> set[str]:
     from inference.backends import INFERENCE_ENV
     from inference.policy import MODEL_DIR_ENV
     from inference.serving.client import DEADLINE_ENV, ENCODE_DEADLINE_ENV, STEP_DEADLINE_ENV, URL_ENV
+    from inference.serving.shared_memory import SHM_ENV
 
-    return {INFERENCE_ENV, MODEL_DIR_ENV, URL_ENV, DEADLINE_ENV, ENCODE_DEADLINE_ENV, STEP_DEADLINE_ENV}
+    return {INFERENCE_ENV, MODEL_DIR_ENV, URL_ENV, DEADLINE_ENV, ENCODE_DEADLINE_ENV, STEP_DEADLINE_ENV, SHM_ENV}
 
 
 def _compose_command() -> list[str] | None:

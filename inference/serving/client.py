@@ -11,7 +11,10 @@ Implements :class:`inference.backends.base.Backend`. Settings (keyword arguments
 - ``SEMSCHED_TRITON_STEP_DEADLINE_MS`` — of all a step's calls together, the new texts' encoding
   and the policy call (default twice the policy call's deadline, 1,000 ms; ``0`` = none): however
   many chunks a step has to encode, it waits this long at most before the fallback decides it
-  (:meth:`inference.policy.LearnedPolicy.prepare_step`).
+  (:meth:`inference.policy.LearnedPolicy.prepare_step`);
+- ``SEMSCHED_TRITON_SHARED_MEMORY`` — ``auto`` (default): the policy call's tensors go through a
+  shared-memory region when the server maps it (same host, :mod:`inference.serving.shared_memory`),
+  else in the gRPC message; ``off``: always in the message.
 
 Any failure — the server down (``UNAVAILABLE``), the deadline missed (``DEADLINE_EXCEEDED``),
 an error from the model, an answer without the expected outputs — raises
@@ -42,6 +45,8 @@ import numpy as np
 
 from inference.backends.base import BackendError
 from inference.model.step import PolicyInputs
+from inference.serving.policy_call import Flow, Op, make_inputs, policy_flow
+from inference.serving.shared_memory import SharedMemoryLane, lane_setting
 
 log = logging.getLogger("semsched.serving")
 
@@ -74,61 +79,12 @@ def check_environment() -> None:
     deadline = _env_float(DEADLINE_ENV, DEFAULT_DEADLINE_MS)
     _env_float(ENCODE_DEADLINE_ENV, DEFAULT_DEADLINE_MS)
     _env_float(STEP_DEADLINE_ENV, 2 * deadline, zero="none")
+    lane_setting()
 
 
-def policy_request(inputs: PolicyInputs) -> list[Any]:
-    """The ``policy`` model's inputs for one step (batch 1; empty dimensions encoded, see ``to_wire``):
-    the compact node arrays when the inputs have a ``source`` (the server computes the pair
-    features), else ``PAIRS``."""
-    from inference.serving.models import to_wire
-
-    if len(inputs.nodes) == 0:
-        raise BackendError("triton policy: a step without nodes (a zero-size tensor cannot be sent)")
-    return make_inputs({name: value[None] for name, value in to_wire(inputs).items()})
-
-
-def make_inputs(arrays: dict[str, np.ndarray]) -> list[Any]:
-    from tritonclient.grpc import InferInput
-    from tritonclient.utils import np_to_triton_dtype
-
-    out = []
-    for name, value in arrays.items():
-        x = InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
-        x.set_data_from_numpy(value)
-        out.append(x)
-    return out
-
-
-def parse_answer(result: Any, model: str) -> dict[str, Any]:
-    """``{output name lower-case: array of row 0, ..., "version": str, "answer_bytes": int}`` of a
-    batch-1 answer (``answer_bytes``: the answer's size on the wire)."""
-    response = result.get_response()
-    names = [o.name for o in response.outputs]
-    if "VERSION" not in names:
-        raise BackendError(f"triton {model}: malformed answer, no VERSION output (outputs: {names})")
-    out: dict[str, Any] = {name.lower(): result.as_numpy(name)[0] for name in names if name != "VERSION"}
-    version = result.as_numpy("VERSION").reshape(-1)[0]
-    out["version"] = version.decode() if isinstance(version, bytes) else str(version)
-    out["answer_bytes"] = int(response.ByteSize())
-    return out
-
-
-def check_policy(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
-    """The answer as ``run_policy`` returns it (dense ``scores``), checked against the request."""
-    from inference.serving.models import unpack_scores
-
-    j, n = len(inputs.jobs), len(inputs.nodes)
-    if j == 0:  # the dummy row of an empty step (and of any per-job output)
-        out = {k: (v[:0] if isinstance(v, np.ndarray) and k != "node_part" and v.ndim >= 1 else v) for k, v in out.items()}
-    try:
-        out = unpack_scores(out, inputs)
-    except ValueError as e:
-        raise BackendError(f"triton policy: malformed answer: {e}") from e
-    scores, node_part = out.get("scores"), out.get("node_part")
-    if scores is None or node_part is None or scores.shape != (j, n) or node_part.shape[0] != n:
-        shapes = {k: getattr(v, "shape", None) for k, v in out.items()}
-        raise BackendError(f"triton policy: malformed answer {shapes} for {j} jobs x {n} nodes")
-    return out
+def _outputs_of(op: Op, reply: Any) -> Any:
+    """An ``outputs`` op's answer: the model's output names (from its metadata)."""
+    return [o.name for o in reply.outputs] if op.kind == "outputs" else reply
 
 
 class TritonBackend:
@@ -137,7 +93,7 @@ class TritonBackend:
 
     def __init__(self, model_dir: Path | None = None, *, url: str | None = None, deadline_ms: float | None = None,
                  encode_deadline_ms: float | None = None, step_deadline_ms: float | None = None, loaded: Any = None,
-                 watch_s: float = 2.0) -> None:  # fmt: skip
+                 watch_s: float = 2.0, shared_memory: str | None = None) -> None:  # fmt: skip
         from inference.model.io import load_model
 
         if loaded is None and model_dir is None:
@@ -157,6 +113,7 @@ class TritonBackend:
         self._swapped = False
         self._sync: Any = None
         self._aio: tuple[Any, Any] | None = None  # (event loop, aio client): a grpc.aio channel is per loop
+        self.lane = SharedMemoryLane(shared_memory)  # the policy call's tensors, when the server maps them
 
     @property
     def version(self) -> str:
@@ -185,17 +142,71 @@ class TritonBackend:
             return BackendError(f"triton {model} at {self.url}: DEADLINE_EXCEEDED after {deadline_ms:g} ms")
         return BackendError(f"triton {model} at {self.url}: {status or type(e).__name__}: {message}".strip())
 
-    def _infer(self, model: str, inputs: list[Any], deadline_ms: float) -> Any:
+    def _infer(self, model: str, inputs: list[Any], deadline_ms: float, outputs: list[Any] | None = None) -> Any:
         try:
-            return self._sync_client().infer(model, inputs, client_timeout=deadline_ms / 1000.0)
+            return self._sync_client().infer(model, inputs, outputs=outputs, client_timeout=deadline_ms / 1000.0)
         except Exception as e:
             raise self._error(model, e, deadline_ms) from e
 
-    async def _infer_async(self, model: str, inputs: list[Any], deadline_ms: float) -> Any:
+    async def _infer_async(self, model: str, inputs: list[Any], deadline_ms: float,
+                           outputs: list[Any] | None = None) -> Any:  # fmt: skip
         try:
-            return await self._aio_client().infer(model, inputs, client_timeout=deadline_ms / 1000.0)
+            return await self._aio_client().infer(model, inputs, outputs=outputs, client_timeout=deadline_ms / 1000.0)
         except Exception as e:
             raise self._error(model, e, deadline_ms) from e
+
+    def _op(self, op: Op, client: Any) -> Any:
+        """The call (a coroutine, for the asyncio client) that carries out ``op`` (see ``policy_call``)."""
+        a = op.args
+        if op.kind == "register":
+            return client.register_system_shared_memory(a["name"], a["key"], a["size"],
+                                                         client_timeout=a["deadline_ms"] / 1000.0)  # fmt: skip
+        if op.kind == "unregister":
+            return client.unregister_system_shared_memory(a["name"], client_timeout=1.0)
+        if op.kind == "outputs":
+            return client.get_model_metadata(a["model"], client_timeout=a["deadline_ms"] / 1000.0)
+        raise ValueError(f"unknown op {op.kind}")
+
+    def _run(self, flow: Flow) -> dict[str, Any]:
+        """Run ``flow`` with the blocking client."""
+        reply: Any = None
+        error: BackendError | None = None
+        while True:
+            try:
+                op = flow.throw(error) if error is not None else flow.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            reply, error = None, None
+            try:
+                if op.kind == "infer":
+                    reply = self._infer(op.args["model"], op.args["inputs"], op.args["deadline_ms"], op.args.get("outputs"))
+                else:
+                    reply = _outputs_of(op, self._op(op, self._sync_client()))
+            except BackendError as e:
+                error = e
+            except Exception as e:
+                error = self._error(op.args.get("model", "shared memory"), e, op.args.get("deadline_ms", 1000.0))
+
+    async def _run_async(self, flow: Flow) -> dict[str, Any]:
+        """Run ``flow`` with the asyncio client."""
+        reply: Any = None
+        error: BackendError | None = None
+        while True:
+            try:
+                op = flow.throw(error) if error is not None else flow.send(reply)
+            except StopIteration as stop:
+                return stop.value
+            reply, error = None, None
+            try:
+                if op.kind == "infer":
+                    reply = await self._infer_async(op.args["model"], op.args["inputs"], op.args["deadline_ms"],
+                                                    op.args.get("outputs"))  # fmt: skip
+                else:
+                    reply = _outputs_of(op, await self._op(op, self._aio_client()))
+            except BackendError as e:
+                error = e
+            except Exception as e:
+                error = self._error(op.args.get("model", "shared memory"), e, op.args.get("deadline_ms", 1000.0))
 
     # -- the Backend protocol ------------------------------------------------------------------
     def refresh(self, force: bool = False) -> bool:
@@ -219,12 +230,10 @@ class TritonBackend:
         return swapped
 
     def policy(self, inputs: PolicyInputs) -> dict[str, Any]:
-        out = parse_answer(self._infer("policy", policy_request(inputs), self.deadline_ms), "policy")
-        return self._follow(check_policy(out, inputs))
+        return self._follow(self._run(policy_flow(self.lane, inputs, self.deadline_ms)))
 
     async def policy_async(self, inputs: PolicyInputs) -> dict[str, Any]:
-        result = await self._infer_async("policy", policy_request(inputs), self.deadline_ms)
-        return self._follow(check_policy(parse_answer(result, "policy"), inputs))
+        return self._follow(await self._run_async(policy_flow(self.lane, inputs, self.deadline_ms)))
 
     async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
         texts = list(cleaned_texts)
@@ -241,6 +250,7 @@ class TritonBackend:
         return np.concatenate(parts)
 
     def close(self) -> None:
+        self._close_lane()
         if self._sync is not None:
             self._sync.close()
             self._sync = None
@@ -255,6 +265,16 @@ class TritonBackend:
                         loop.run_until_complete(client.close())
                 except RuntimeError:
                     pass
+
+    def _close_lane(self) -> None:
+        """Unregister the shared-memory region (a blocking call, at most 1 s: the server may be gone)."""
+        self.lane.retire()
+        for name in self.lane.pending:
+            try:
+                self._sync_client().unregister_system_shared_memory(name, client_timeout=1.0)
+            except Exception as e:  # the server stopped first (it dropped the region with itself), or still uses it
+                log.debug("triton: could not unregister shared memory %s: %s", name, e)
+        self.lane.pending = []
 
     # -- the predictor model -------------------------------------------------------------------
     async def duration_async(self, text_vecs: np.ndarray, shapes: np.ndarray) -> tuple[np.ndarray, str]:

@@ -20,7 +20,8 @@ on ``LD_LIBRARY_PATH`` with the wheel's own libraries; this interpreter's ``bin`
 ``PATH`` and the project's root on ``PYTHONPATH`` (the stub then imports this environment's
 packages and ``inference``); the workspace (the repository and the backend directory with the
 stub for this Python version) is a fresh directory under /tmp. Endpoints other than health,
-metadata and inference stay behind a random access token, as PyTriton kept them.
+metadata and inference stay behind a random access token, as PyTriton kept them; the
+shared-memory extension is open when the server listens on loopback only.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ log = logging.getLogger("semsched.serving")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: what only an operator needs: behind a random token (no client of semsched uses them)
-RESTRICTED = ("model-repository", "statistics", "trace", "logging", "shared-memory")
+RESTRICTED = ("model-repository", "statistics", "trace", "logging")
 
 
 @dataclass
@@ -140,7 +141,10 @@ def server_environment() -> dict[str, str]:
 def server_command(options: ServeOptions, repository: Path, backends: Path) -> list[str]:
     dist, _ = tritonserver_dist()
     token = secrets.token_urlsafe(24)
-    restricted = f"{','.join(RESTRICTED)}:semsched-admin-token={token}"
+    # the shared-memory extension is open to workers on this host only (inference/serving/shared_memory.py):
+    # a client elsewhere could not map this host's memory anyway
+    endpoints = RESTRICTED if is_loopback(options.host) else (*RESTRICTED, "shared-memory")
+    restricted = f"{','.join(endpoints)}:semsched-admin-token={token}"
     return [str(dist / "bin" / "tritonserver"), f"--model-repository={repository}",
             f"--backend-directory={backends}", "--disable-auto-complete-config", "--exit-timeout-secs=5",
             f"--http-address={options.host}", f"--http-port={options.http_port}",
@@ -169,6 +173,15 @@ def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None
             time.sleep(0.2)
     finally:
         client.close()
+
+
+def is_loopback(host: str) -> bool:
+    import ipaddress
+
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
 
 
 def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:

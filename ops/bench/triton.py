@@ -11,11 +11,14 @@ with the same state again and again, the pair caches on both sides would recompu
 - **in-process**: :class:`~inference.backends.InProcessBackend` ``policy`` (fusion encoder
   once, the head over pending × nodes);
 - **triton**: :class:`~inference.serving.client.TritonBackend` ``policy_async`` alone (async
-  gRPC, as the worker's loop awaits it): serialisation, the round trip (tritonserver hands
-  the tensors to the model's Python-backend stub through shared memory), the pair features on the server (the request carries the compact node arrays
+  gRPC, as the worker's loop awaits it): serialisation, the round trip (the large tensors
+  through a shared-memory region when the server is on this host; tritonserver hands them to
+  the model's Python-backend stub through its own), the pair features on the server (the request carries the compact node arrays
   instead, with the nodes' GPU models and health for FGD's columns, see
   :mod:`inference.serving.models`), the same ``run_policy`` on the server, the answer back;
-  **payload** = request + answer bytes;
+  **payload** = request + answer bytes; **shared** = the part of it that went through the
+  client's shared-memory region (:mod:`inference.serving.shared_memory`; 0 with
+  ``SEMSCHED_TRITON_SHARED_MEMORY=off`` or a server on another host);
 - **step in-process** = features + the in-process call; **step triton** = the worker's own call
   (:class:`inference.step_call.StepCaller`): the step's new job texts embedded by the server's
   ``job_encoder`` when the model's encoder is served there (MiniLM; the hashed encoder embeds
@@ -114,6 +117,7 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                 samples: dict[str, list[float]] = {"features": [], "in-process": [], "triton": [], "step in-process": [],
                                                    "step triton": []}  # fmt: skip
                 payload: list[float] = []
+                shared: list[float] = []
                 for r in range(repeat + 1):
                     cache, encoder, job_rows = caches["local"]
                     t0 = time.perf_counter()
@@ -137,7 +141,8 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                     # every step: the server's pair features (its own cache, when it computes them) agree
                     np.testing.assert_allclose(got["scores"], want["scores"], atol=1e-4)
                     wire = to_wire(sent_inputs)
-                    payload.append(sum(a.nbytes for a in wire.values()) + got["answer_bytes"])
+                    payload.append(got["request_bytes"] + got["answer_bytes"] + got["shared_bytes"])
+                    shared.append(got["shared_bytes"])
                     if served is not None:  # the server's own work for this request, on the twin
                         t5 = time.perf_counter()
                         served([{name: value[None] for name, value in wire.items()}])
@@ -160,11 +165,12 @@ def time_sizes(local: Any, remote: Any, snaps: dict[int, Any], pods: list[Any], 
                     rows.append({"nodes": n_nodes, "pending": n, "what": what, "p50 ms": stats["p50"],
                                  "p99 ms": stats["p99"], "mean ms": stats["mean"], "n": stats["n"],
                                  "payload MB": float(np.median(payload)) / 1e6 if what == "triton" else None,
+                                 "shared MB": float(np.median(shared)) / 1e6 if what == "triton" else None,
                                  f"> {deadline_ms:g} ms": misses if what == "triton" else None})  # fmt: skip
                 raw[f"{n_nodes}x{n}"] = samples
                 console.print(f"{n_nodes:,} nodes x {n:,} pending: in-process p50 {np.median(samples['in-process']):.1f} ms, "
                               f"triton p50 {np.median(samples['triton']):.1f} ms, "
-                              f"{np.median(payload) / 1e6:.2f} MB on the wire")  # fmt: skip
+                              f"{np.median(payload) / 1e6:.2f} MB moved, {np.median(shared) / 1e6:.2f} MB of it in shared memory")  # fmt: skip
     finally:
         caller.close()
         loop.close()
@@ -199,6 +205,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     from inference.serving.client import DEADLINE_ENV, DEFAULT_DEADLINE_MS, TritonBackend
     from inference.serving.host import ModelHost
     from inference.serving.models import PolicyModel
+    from inference.serving.shared_memory import SHM_ENV
     from inference.training.step_latency import frozen_heap
     from ops.reports import Report
 
@@ -232,11 +239,14 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
             console.print(f"[red]the Triton server at {url} did not answer: {e}[/red]")
             return 1
         finally:
+            lane_off = remote.lane.off
             remote.close()
     finally:
         if handle is not None:
             handle.stop()
     served_text = get_encoder(local.loaded.config.spec.encoder).serve_remotely
+    shm_text = (f"off: {lane_off}" if lane_off else "the inputs, and the answer's scores, on this host; "
+                f"{SHM_ENV}=off sends everything in the message")  # fmt: skip
     report = Report(out_dir, "bench-triton", "Decision latency per step: Triton (gRPC) beside in-process", command,
                     started=started, console=console)  # fmt: skip
     where = (f"a local Triton server started for the run (tritonserver of nvidia-pytriton {_version('nvidia-pytriton')}, CPU, ready in "
@@ -249,7 +259,8 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 "build_inputs with a pair cache; 'in-process' / 'triton' = the model call alone "
                 f"(fusion encoder once + the head over N x nodes) in this process / via {where}, async gRPC "
                 "(the request carries the compact node arrays, the server computes the pair features); "
-                "'payload' = request + answer bytes; 'step in-process' = features + the call; 'step triton' = "
+                "'payload' = request + answer bytes, 'shared' = the part of it that went through a shared-memory region "
+                f"instead of the gRPC message ({shm_text}); 'step in-process' = features + the call; 'step triton' = "
                 "the worker's call: the new job texts embedded by the server's job_encoder if the model's encoder "
                 f"is served there ({local.loaded.config.spec.encoder}: {'yes' if served_text else 'no'}), the inputs without the pair features, the request sent, and the client's "
                 "own copy of the pair features computed while the answer travels (each side has its own "
@@ -261,7 +272,8 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
                 "features on the wire instead of the compact node arrays (how every request travelled before). "
                 f"The last column counts Triton calls slower than the worker's default deadline ({deadline_ms:g} ms), "
                 "which would have been decided by the fallback heuristic.")  # fmt: skip
-    columns = ["nodes", "pending", "what", "p50 ms", "p99 ms", "mean ms", "n", "payload MB", f"> {deadline_ms:g} ms"]
+    columns = ["nodes", "pending", "what", "p50 ms", "p99 ms", "mean ms", "n", "payload MB", "shared MB",
+               f"> {deadline_ms:g} ms"]  # fmt: skip
     report.table("Per-step latency (ms)", rows, columns)
     for n_nodes in nodes:
         series = {}

@@ -80,6 +80,7 @@ def test_a_malformed_torch_thread_count_stops_the_learned_worker_at_start(monkey
     ("SEMSCHED_TRITON_DEADLINE_MS", "abc", "SEMSCHED_TRITON_DEADLINE_MS must be a number of milliseconds above 0, not 'abc'"),
     ("SEMSCHED_TRITON_ENCODE_DEADLINE_MS", "-5", "SEMSCHED_TRITON_ENCODE_DEADLINE_MS must be a number of milliseconds"),
     ("SEMSCHED_TRITON_STEP_DEADLINE_MS", "nan", "above 0 (0: none), not 'nan'"),
+    ("SEMSCHED_TRITON_SHARED_MEMORY", "yes", "SEMSCHED_TRITON_SHARED_MEMORY must be auto or off, not 'yes'"),
 ])  # fmt: skip
 def test_malformed_inference_settings_stop_the_learned_worker_at_start(monkeypatch, variable: str, value: str,
                                                                        says: str) -> None:  # type: ignore[no-untyped-def]  # fmt: skip

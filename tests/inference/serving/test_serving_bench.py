@@ -28,6 +28,8 @@ def test_bench_triton_splits_each_call_into_the_servers_work_and_the_round_trip(
     assert len(server) == len(call) == 3 and (server > 0).all()
     np.testing.assert_allclose(samples["triton - server's call"], call - server)
     assert {"server's call", "triton - server's call"} <= {r["what"] for r in rows}
+    (call_row,) = [r for r in rows if r["what"] == "triton"]
+    assert 0 < call_row["shared MB"] < call_row["payload MB"]  # through the region, on the session's local server
     remote = TritonBackend(served.latest, url=served.url, deadline_ms=60_000)
     try:
         without = time_sizes(local, remote, {snap.num_nodes: snap}, pod_mix(24), [6], repeat=1, deadline_ms=500.0,

@@ -18,7 +18,8 @@ from inference.duration.features import SHAPE_DIM
 from inference.encoders import get_encoder
 from inference.model import load_model
 from inference.model.step import build_inputs
-from inference.serving.client import TritonBackend, policy_request
+from inference.serving.client import TritonBackend
+from inference.serving.policy_call import policy_request
 from inference.serving.process import free_ports
 from scheduling.gpu_select import select_gpus
 

@@ -14,8 +14,8 @@ from serving_helpers import FRAG_SPEC, publish
 from inference.backends import get_backend
 from inference.features.pair_cache import PairCache
 from inference.model.step import build_inputs
-from inference.serving.client import policy_request
 from inference.serving.models import COMPACT, COMPACT_FGD
+from inference.serving.policy_call import policy_request
 from scheduling.gpu_select import select_gpus
 
 

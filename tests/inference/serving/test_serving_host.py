@@ -25,8 +25,9 @@ def test_the_default_server_listens_on_loopback_only(served) -> None:
 
 
 def test_only_health_metadata_and_inference_are_open_without_the_token(served) -> None:
-    """As PyTriton kept it: the model-repository, statistics, trace, logging and shared-memory
-    endpoints need a random token nobody is given (unloading a model is not a client's call)."""
+    """As PyTriton kept it: the model-repository, statistics, trace and logging endpoints need a
+    random token nobody is given (unloading a model is not a client's call); shared memory is
+    open on this loopback server (tests/inference/serving/test_serving_shared_memory.py)."""
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
@@ -35,7 +36,7 @@ def test_only_health_metadata_and_inference_are_open_without_the_token(served) -
         assert client.is_server_live() and client.is_model_ready("policy")
         assert client.get_model_metadata("policy").name == "policy"
         for call in (client.get_model_repository_index, lambda: client.unload_model("policy"),
-                     client.get_inference_statistics, client.get_system_shared_memory_status):  # fmt: skip
+                     client.get_inference_statistics):  # fmt: skip
             with pytest.raises(InferenceServerException, match="restricted"):
                 call()
         assert client.is_model_ready("policy")

@@ -1,0 +1,169 @@
+"""One step's ``policy`` call on Triton: the request, the answer, and how the tensors travel.
+
+:func:`policy_flow` is the call as a generator of :class:`Op` (sans-IO): it says what to ask
+the server (register a shared-memory region, read the model's outputs, infer) and gets each
+answer back, so :class:`~inference.serving.client.TritonBackend` runs the same flow with its
+blocking and its asyncio gRPC client. The tensors go through the client's
+:class:`~inference.serving.shared_memory.SharedMemoryLane` when it is open, else in the message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Generator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from inference.backends.base import BackendError
+from inference.model.step import PolicyInputs
+from inference.serving.shared_memory import SharedMemoryLane
+
+log = logging.getLogger("semsched.serving")
+
+
+@dataclass
+class Op:
+    """One thing the flow asks of the server: ``infer`` (model, inputs, outputs), ``register``
+    (name, key, size), ``unregister`` (name) or ``outputs`` (model: its output names)."""
+
+    kind: str
+    args: dict[str, Any] = field(default_factory=dict)
+
+
+Flow = Generator[Op, Any, dict[str, Any]]
+
+
+def make_inputs(arrays: dict[str, np.ndarray]) -> list[Any]:
+    """tritonclient inputs carrying ``arrays`` in the message."""
+    from tritonclient.grpc import InferInput
+    from tritonclient.utils import np_to_triton_dtype
+
+    out = []
+    for name, value in arrays.items():
+        x = InferInput(name, list(value.shape), np_to_triton_dtype(value.dtype))
+        x.set_data_from_numpy(value)
+        out.append(x)
+    return out
+
+
+def policy_arrays(inputs: PolicyInputs) -> dict[str, np.ndarray]:
+    """The ``policy`` model's inputs for one step (batch 1; empty dimensions encoded, see ``to_wire``):
+    the compact node arrays when the inputs have a ``source`` (the server computes the pair
+    features), else ``PAIRS``."""
+    from inference.serving.models import to_wire
+
+    if len(inputs.nodes) == 0:
+        raise BackendError("triton policy: a step without nodes (a zero-size tensor cannot be sent)")
+    return {name: value[None] for name, value in to_wire(inputs).items()}
+
+
+def policy_request(inputs: PolicyInputs) -> list[Any]:
+    """:func:`policy_arrays` as tritonclient inputs in the message."""
+    return make_inputs(policy_arrays(inputs))
+
+
+def fit_output(inputs: PolicyInputs) -> tuple[str, int] | None:
+    """``(SCORES_FIT, bytes)`` of the answer's packed scores (:func:`~inference.serving.models.pack_scores`),
+    known before the call for a request with ``fits``; None without (the scores come whole)."""
+    from inference.serving.models import SCORES_FIT
+
+    if inputs.fits is None:
+        return None
+    m = int(np.count_nonzero(inputs.fits[inputs.which])) if len(inputs.jobs) else 0
+    return SCORES_FIT, 4 * max(m, 1)
+
+
+def parse_answer(result: Any, model: str, in_region: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """``{output name lower-case: array of row 0, ..., "version": str, "answer_bytes": int}`` of a
+    batch-1 answer (``answer_bytes``: the answer's size on the wire; ``in_region``: the outputs
+    read from shared memory, row 0)."""
+    response = result.get_response()
+    names = [o.name for o in response.outputs]
+    if "VERSION" not in names:
+        raise BackendError(f"triton {model}: malformed answer, no VERSION output (outputs: {names})")
+    region = in_region or {}
+    out: dict[str, Any] = {name.lower(): region[name] if name in region else result.as_numpy(name)[0]
+                           for name in names if name != "VERSION"}  # fmt: skip
+    version = result.as_numpy("VERSION").reshape(-1)[0]
+    out["version"] = version.decode() if isinstance(version, bytes) else str(version)
+    out["answer_bytes"] = int(response.ByteSize())
+    return out
+
+
+def check_policy(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
+    """The answer as ``run_policy`` returns it (dense ``scores``), checked against the request."""
+    from inference.serving.models import unpack_scores
+
+    j, n = len(inputs.jobs), len(inputs.nodes)
+    if j == 0:  # the dummy row of an empty step (and of any per-job output)
+        out = {k: (v[:0] if isinstance(v, np.ndarray) and k != "node_part" and v.ndim >= 1 else v) for k, v in out.items()}
+    try:
+        out = unpack_scores(out, inputs)
+    except ValueError as e:
+        raise BackendError(f"triton policy: malformed answer: {e}") from e
+    scores, node_part = out.get("scores"), out.get("node_part")
+    if scores is None or node_part is None or scores.shape != (j, n) or node_part.shape[0] != n:
+        shapes = {k: getattr(v, "shape", None) for k, v in out.items()}
+        raise BackendError(f"triton policy: malformed answer {shapes} for {j} jobs x {n} nodes")
+    return out
+
+
+def _by_wire(arrays: dict[str, np.ndarray], deadline_ms: float) -> Op:
+    return Op("infer", {"model": "policy", "inputs": make_inputs(arrays), "deadline_ms": deadline_ms})
+
+
+def _sizes(arrays: dict[str, np.ndarray], shared: int = 0) -> dict[str, int]:
+    """``request_bytes``: the request's tensors in the message; ``shared_bytes``: through the region."""
+    return {"request_bytes": sum(value.nbytes for value in arrays.values()), "shared_bytes": shared}
+
+
+def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float) -> Flow:
+    """One step's policy call (module docstring): the checked answer, with ``request_bytes`` and
+    ``answer_bytes`` (the tensors in the gRPC messages) and ``shared_bytes`` (both ways through the
+    region; 0 by the wire). Raises :class:`BackendError` as the call's ops do."""
+    arrays = policy_arrays(inputs)
+    if lane.off is not None or lane.busy:
+        result = yield _by_wire(arrays, deadline_ms)
+        return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
+    output = fit_output(inputs)
+    placed, message, size = lane.plan(arrays, output)
+    lane.busy = True
+    try:
+        for name in list(lane.pending):  # regions retired by earlier calls
+            with contextlib.suppress(BackendError):  # still in use: the next call tries again
+                yield Op("unregister", {"name": name})
+                lane.pending.remove(name)
+        if lane.needs_region(size):
+            region = lane.new_region(size)
+            try:
+                yield Op("register", {"name": region.name, "key": region.key, "size": region.size,
+                                      "deadline_ms": deadline_ms})  # fmt: skip
+                lane.outputs = (yield Op("outputs", {"model": "policy", "deadline_ms": deadline_ms}))
+            except BackendError as e:
+                lane.drop_region()
+                result = yield _by_wire(arrays, deadline_ms)  # raises too when the server is down
+                if "DEADLINE_EXCEEDED" not in str(e):  # (a slow server: the next call tries again)
+                    log.warning("triton policy: tensors go in the gRPC message, not shared memory (%s)", e)
+                    lane.refused(str(e))
+                return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
+            lane.registered()
+        call = lane.call(placed, output, size)
+        try:
+            result = yield Op("infer", {"model": "policy", "inputs": call.infer_inputs() + make_inputs(message),
+                                        "outputs": call.requested_outputs(lane.outputs), "deadline_ms": deadline_ms})
+            read = {call.output[0]: call.read_output(result, np.float32)} if call.output else {}
+        except (BackendError, ValueError) as e:
+            lane.retire()  # the server may still read or write it (a missed deadline)
+            if isinstance(e, ValueError):
+                raise BackendError(f"triton policy: malformed answer: {e}") from e
+            if "DEADLINE_EXCEEDED" in str(e) or "shared memory" not in str(e).lower():
+                raise
+            result = yield _by_wire(arrays, deadline_ms)  # e.g. a restarted server forgot the region
+            return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
+    finally:
+        lane.busy = False
+    shared = sum(value.nbytes for _, value in placed.values()) + sum(value.nbytes for value in read.values())
+    return check_policy(parse_answer(result, "policy", read) | _sizes(message, shared), inputs)

@@ -1,0 +1,167 @@
+"""The policy call's tensors through a shared-memory region: the region itself, and the lane
+against the session's real tritonserver (same answers as by the wire; a forgotten region, a
+refused one and a missed deadline fall back to the wire; nothing left in /dev/shm)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from inference_helpers import pod_mix, small_snapshot
+from serving_helpers import SPEC
+
+from inference.backends import BackendError
+from inference.encoders import get_encoder
+from inference.model.step import build_inputs
+from inference.serving.client import TritonBackend
+from inference.serving.server import ServeOptions, is_loopback, server_command
+from inference.serving.shared_memory import MIN_REGION, SHM_DIR, Region, SharedMemoryLane, lane_setting
+
+
+def step_inputs(jobs: int = 40, nodes: int = 30):
+    return build_inputs(small_snapshot(nodes), pod_mix(jobs), 5.0, SPEC, get_encoder(SPEC.encoder))
+
+
+def ours() -> set[str]:
+    return {p.name for p in SHM_DIR.glob("semsched-*")}
+
+
+# -- the region and the lane, without a server ----------------------------------------------------
+def test_a_region_keeps_its_contents_after_its_name_is_gone():
+    region = Region(4096)
+    assert region.path.exists() and oct(region.path.stat().st_mode & 0o777) == "0o600"
+    a, b = np.arange(10, dtype=np.int64), np.array([[True, False], [False, True]])
+    region.write(0, a)
+    region.write(128, b)
+    region.unlink()
+    assert not region.path.exists()
+    np.testing.assert_array_equal(region.read(0, np.int64, a.shape), a)
+    np.testing.assert_array_equal(region.read(128, np.bool_, b.shape), b)
+    with pytest.raises(ValueError, match="does not fit"):
+        region.read(4000, np.float32, (100,))
+    region.close()
+
+
+def test_the_lane_lays_tensors_out_aligned_and_keeps_bytes_in_the_message():
+    lane = SharedMemoryLane("auto")
+    arrays = {"A": np.zeros((1, 3), np.float32), "NAMES": np.array([[b"x"]], dtype=np.object_),
+              "B": np.ones((1, 100), np.int64)}  # fmt: skip
+    placed, message, size = lane.plan(arrays, ("OUT", 40))
+    assert [(k, off) for k, (off, _) in placed.items()] == [("A", 0), ("B", 64)] and list(message) == ["NAMES"]
+    assert size == 64 + 832 + 64
+    assert lane.needs_region(size)
+    region = lane.new_region(3 * MIN_REGION)
+    assert region.size == 4 * MIN_REGION and not lane.needs_region(size)  # grown by doubling
+    call = lane.call(placed, ("OUT", 40), size)
+    assert call.output == ("OUT", 64 + 832, 40)
+    np.testing.assert_array_equal(region.read(64, np.int64, (1, 100)), arrays["B"])
+    lane.retire()
+    assert lane.region is None and lane.pending == [region.name] and region.name not in ours()
+
+
+def test_the_setting_is_auto_or_off(monkeypatch):
+    monkeypatch.setenv("SEMSCHED_TRITON_SHARED_MEMORY", "off")
+    assert lane_setting() == "off" and SharedMemoryLane().off == "SEMSCHED_TRITON_SHARED_MEMORY=off"
+    monkeypatch.setenv("SEMSCHED_TRITON_SHARED_MEMORY", "sometimes")
+    with pytest.raises(ValueError, match="auto or off"):
+        SharedMemoryLane()
+
+
+def test_only_a_loopback_server_opens_the_shared_memory_extension(tmp_path):
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("10.1.2.3") and not is_loopback("triton")
+
+    def restricted(host: str) -> str:
+        cmd = server_command(ServeOptions(model_dir=tmp_path, host=host), tmp_path, tmp_path)
+        (arg,) = [a for a in cmd if a.startswith("--grpc-restricted-protocol=")]
+        assert arg.replace("grpc-restricted-protocol", "http-restricted-api") in cmd
+        return arg
+
+    assert "shared-memory" not in restricted("127.0.0.1") and "model-repository" in restricted("127.0.0.1")
+    assert "shared-memory" in restricted("0.0.0.0")
+
+
+# -- against the real server -------------------------------------------------------------------------
+async def test_the_same_answer_through_shared_memory_as_by_the_wire(served):
+    inputs = step_inputs()
+    shm = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    wire = TritonBackend(served.latest, url=served.url, deadline_ms=5000, shared_memory="off")
+    try:
+        by_region, by_wire = shm.policy(inputs), wire.policy(inputs)
+        assert by_region["shared_bytes"] > 0 and by_wire["shared_bytes"] == 0
+        assert by_region["answer_bytes"] < by_wire["answer_bytes"]  # the scores came through the region ...
+        assert by_region["request_bytes"] < by_wire["request_bytes"] / 100  # ... and the inputs went there
+        total = by_region["request_bytes"] + by_region["answer_bytes"] + by_region["shared_bytes"]
+        assert abs(total - by_wire["request_bytes"] - by_wire["answer_bytes"]) < 2048  # (the messages' headers)
+        for key in ("scores", "node_part"):
+            np.testing.assert_array_equal(by_region[key], by_wire[key])
+        again = await shm.policy_async(inputs)
+        assert again["shared_bytes"] == by_region["shared_bytes"]
+        np.testing.assert_array_equal(again["scores"], by_wire["scores"])
+        region = shm.lane.region
+        assert region is not None and region.name not in ours()  # unlinked once the server mapped it
+        status = shm._sync_client().get_system_shared_memory_status(as_json=True)
+        assert region.name in status.get("regions", {})
+    finally:
+        shm.close()
+        wire.close()
+    status = wire._sync_client().get_system_shared_memory_status(as_json=True)
+    assert region.name not in status.get("regions", {})  # close() unregistered it
+    wire.close()
+
+
+def test_a_region_the_server_forgot_is_replaced_and_the_step_still_answered(served):
+    inputs = step_inputs()
+    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    try:
+        first = b.policy(inputs)
+        old = b.lane.region
+        b._sync_client().unregister_system_shared_memory(old.name)  # as a restarted server would have
+        out = b.policy(inputs)
+        assert out["shared_bytes"] == 0  # this step by the wire ...
+        np.testing.assert_array_equal(out["scores"], first["scores"])
+        out = b.policy(inputs)
+        assert out["shared_bytes"] > 0 and b.lane.region is not old  # ... the next through a fresh region
+        np.testing.assert_array_equal(out["scores"], first["scores"])
+    finally:
+        b.close()
+
+
+def test_a_region_the_server_cannot_map_turns_the_lane_off(served, monkeypatch):
+    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    made = SharedMemoryLane.new_region
+
+    def gone(lane: SharedMemoryLane, size: int) -> Region:  # the server's shm_open will not find it
+        region = made(lane, size)
+        region.unlink()
+        return region
+
+    monkeypatch.setattr(SharedMemoryLane, "new_region", gone)
+    try:
+        out = b.policy(step_inputs())
+        assert out["shared_bytes"] == 0 and out["scores"].shape == (40, 30)
+        assert b.lane.off and "shared memory" in b.lane.off
+        assert b.policy(step_inputs())["shared_bytes"] == 0
+    finally:
+        b.close()
+
+
+def test_a_missed_deadline_retires_the_region(served):
+    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    try:
+        b.policy(step_inputs())
+        old = b.lane.region
+        b.deadline_ms = 0.001
+        with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
+            b.policy(step_inputs())
+        assert b.lane.region is None and b.lane.pending == [old.name]
+        b.deadline_ms = 5000
+        out = b.policy(step_inputs())
+        assert out["shared_bytes"] > 0 and b.lane.region is not old and b.lane.off is None
+        for _ in range(50):  # the server refuses while the timed-out request still uses it
+            if not b.lane.pending:
+                break
+            b.policy(step_inputs())
+        status = b._sync_client().get_system_shared_memory_status(as_json=True)
+        assert not b.lane.pending and old.name not in status.get("regions", {})
+    finally:
+        b.close()
