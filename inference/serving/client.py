@@ -82,6 +82,14 @@ def check_environment() -> None:
     lane_setting()
 
 
+def _advance(flow: Flow, reply: Any, error: BackendError | None) -> tuple[bool, Any]:
+    """``(True, the flow's result)`` once it returns, else ``(False, its next Op)``."""
+    try:
+        return False, (flow.throw(error) if error is not None else flow.send(reply))
+    except StopIteration as stop:
+        return True, stop.value
+
+
 def _outputs_of(op: Op, reply: Any) -> Any:
     """An ``outputs`` op's answer: the model's output names (from its metadata)."""
     return [o.name for o in reply.outputs] if op.kind == "outputs" else reply
@@ -167,35 +175,33 @@ class TritonBackend:
             return client.get_model_metadata(a["model"], client_timeout=a["deadline_ms"] / 1000.0)
         raise ValueError(f"unknown op {op.kind}")
 
+    def _failed(self, op: Op, e: Exception) -> BackendError:
+        if isinstance(e, BackendError):
+            return e
+        return self._error(op.args.get("model", "shared memory"), e, op.args.get("deadline_ms", 1000.0))
+
     def _run(self, flow: Flow) -> dict[str, Any]:
         """Run ``flow`` with the blocking client."""
-        reply: Any = None
-        error: BackendError | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(reply)
-            except StopIteration as stop:
-                return stop.value
+        done, op = _advance(flow, None, None)
+        while not done:
             reply, error = None, None
             try:
                 if op.kind == "infer":
                     reply = self._infer(op.args["model"], op.args["inputs"], op.args["deadline_ms"], op.args.get("outputs"))
                 else:
                     reply = _outputs_of(op, self._op(op, self._sync_client()))
-            except BackendError as e:
-                error = e
             except Exception as e:
-                error = self._error(op.args.get("model", "shared memory"), e, op.args.get("deadline_ms", 1000.0))
+                error = self._failed(op, e)
+            except BaseException:
+                flow.close()  # (KeyboardInterrupt: the flow retires what the server may still use)
+                raise
+            done, op = _advance(flow, reply, error)
+        return op
 
     async def _run_async(self, flow: Flow) -> dict[str, Any]:
         """Run ``flow`` with the asyncio client."""
-        reply: Any = None
-        error: BackendError | None = None
-        while True:
-            try:
-                op = flow.throw(error) if error is not None else flow.send(reply)
-            except StopIteration as stop:
-                return stop.value
+        done, op = _advance(flow, None, None)
+        while not done:
             reply, error = None, None
             try:
                 if op.kind == "infer":
@@ -203,10 +209,13 @@ class TritonBackend:
                                                     op.args.get("outputs"))  # fmt: skip
                 else:
                     reply = _outputs_of(op, await self._op(op, self._aio_client()))
-            except BackendError as e:
-                error = e
             except Exception as e:
-                error = self._error(op.args.get("model", "shared memory"), e, op.args.get("deadline_ms", 1000.0))
+                error = self._failed(op, e)
+            except BaseException:
+                flow.close()  # cancelled (the step's deadline): the flow retires what the server may still use
+                raise
+            done, op = _advance(flow, reply, error)
+        return op
 
     # -- the Backend protocol ------------------------------------------------------------------
     def refresh(self, force: bool = False) -> bool:

@@ -142,8 +142,11 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
                 yield Op("register", {"name": region.name, "key": region.key, "size": region.size,
                                       "deadline_ms": deadline_ms})  # fmt: skip
                 lane.outputs = (yield Op("outputs", {"model": "policy", "deadline_ms": deadline_ms}))
+            except GeneratorExit:  # the call was cancelled: the server may have registered it
+                lane.retire()
+                raise
             except BackendError as e:
-                lane.drop_region()
+                lane.retire()  # (unregistering a region the server never registered is no error)
                 result = yield _by_wire(arrays, deadline_ms)  # raises too when the server is down
                 if "DEADLINE_EXCEEDED" not in str(e):  # (a slow server: the next call tries again)
                     log.warning("triton policy: tensors go in the gRPC message, not shared memory (%s)", e)
@@ -155,6 +158,9 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
             result = yield Op("infer", {"model": "policy", "inputs": call.infer_inputs() + make_inputs(message),
                                         "outputs": call.requested_outputs(lane.outputs), "deadline_ms": deadline_ms})
             read = {call.output[0]: call.read_output(result, np.float32)} if call.output else {}
+        except GeneratorExit:  # the call was cancelled (the step's deadline): the server may still use it
+            lane.retire()
+            raise
         except (BackendError, ValueError) as e:
             lane.retire()  # the server may still read or write it (a missed deadline)
             if isinstance(e, ValueError):

@@ -165,3 +165,22 @@ def test_a_missed_deadline_retires_the_region(served):
         assert not b.lane.pending and old.name not in status.get("regions", {})
     finally:
         b.close()
+
+
+async def test_a_cancelled_call_retires_the_region_and_frees_the_lane(served):
+    """The worker cancels a step's call at the step's deadline (StepCaller): the server may still
+    write that answer into the region, so the next call must not reuse it."""
+    import asyncio
+
+    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    try:
+        first = await b.policy_async(step_inputs())
+        old = b.lane.region
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(b.policy_async(step_inputs()), timeout=0.0005)
+        assert not b.lane.busy and b.lane.region is None and old.name in b.lane.pending
+        out = await b.policy_async(step_inputs())
+        assert out["shared_bytes"] > 0 and b.lane.region is not old
+        np.testing.assert_array_equal(out["scores"], first["scores"])
+    finally:
+        b.close()
