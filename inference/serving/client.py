@@ -121,7 +121,7 @@ class TritonBackend:
         self._swapped = False
         self._sync: Any = None
         self._aio: tuple[Any, Any] | None = None  # (event loop, aio client): a grpc.aio channel is per loop
-        self.lane = SharedMemoryLane(shared_memory)  # the policy call's tensors, when the server maps them
+        self.lane = SharedMemoryLane(shared_memory, self.url)  # the policy call's tensors, when the server maps them
 
     @property
     def version(self) -> str:
@@ -167,10 +167,14 @@ class TritonBackend:
         """The call (a coroutine, for the asyncio client) that carries out ``op`` (see ``policy_call``)."""
         a = op.args
         if op.kind == "register":
-            return client.register_system_shared_memory(a["name"], a["key"], a["size"],
+            return client.register_system_shared_memory(a["name"], a["key"], a["size"], headers=a["headers"],
                                                          client_timeout=a["deadline_ms"] / 1000.0)  # fmt: skip
         if op.kind == "unregister":
-            return client.unregister_system_shared_memory(a["name"], client_timeout=1.0)
+            return client.unregister_system_shared_memory(a["name"], headers=a["headers"],
+                                                           client_timeout=a["deadline_ms"] / 1000.0)  # fmt: skip
+        if op.kind == "status":
+            return client.get_system_shared_memory_status(headers=a["headers"], as_json=True,
+                                                           client_timeout=a["deadline_ms"] / 1000.0)  # fmt: skip
         if op.kind == "outputs":
             return client.get_model_metadata(a["model"], client_timeout=a["deadline_ms"] / 1000.0)
         raise ValueError(f"unknown op {op.kind}")
@@ -280,7 +284,7 @@ class TritonBackend:
         self.lane.retire()
         for name in self.lane.pending:
             try:
-                self._sync_client().unregister_system_shared_memory(name, client_timeout=1.0)
+                self._sync_client().unregister_system_shared_memory(name, headers=self.lane.headers(), client_timeout=1.0)
             except Exception as e:  # the server stopped first (it dropped the region with itself), or still uses it
                 log.debug("triton: could not unregister shared memory %s: %s", name, e)
         self.lane.pending = []

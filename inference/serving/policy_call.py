@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +20,7 @@ import numpy as np
 
 from inference.backends.base import BackendError
 from inference.model.step import PolicyInputs
-from inference.serving.shared_memory import SharedMemoryLane
+from inference.serving.shared_memory import SharedMemoryLane, dead_regions, read_token
 
 log = logging.getLogger("semsched.serving")
 
@@ -27,7 +28,8 @@ log = logging.getLogger("semsched.serving")
 @dataclass
 class Op:
     """One thing the flow asks of the server: ``infer`` (model, inputs, outputs), ``register``
-    (name, key, size), ``unregister`` (name) or ``outputs`` (model: its output names)."""
+    (name, key, size), ``unregister`` (name), ``status`` (the registered regions, a dict) or
+    ``outputs`` (model: its output names); the shared-memory ones carry the token's ``headers``."""
 
     kind: str
     args: dict[str, Any] = field(default_factory=dict)
@@ -123,7 +125,13 @@ def _sizes(arrays: dict[str, np.ndarray], shared: int = 0) -> dict[str, int]:
 def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float) -> Flow:
     """One step's policy call (module docstring): the checked answer, with ``request_bytes`` and
     ``answer_bytes`` (the tensors in the gRPC messages) and ``shared_bytes`` (both ways through the
-    region; 0 by the wire). Raises :class:`BackendError` as the call's ops do."""
+    region; 0 by the wire). ``deadline_ms`` bounds all its ops together. Raises
+    :class:`BackendError` as the call's ops do."""
+    end = time.monotonic() + deadline_ms / 1000.0
+
+    def left() -> float:  # ms
+        return max(0.001, (end - time.monotonic()) * 1000.0)
+
     arrays = policy_arrays(inputs)
     if lane.off is not None or lane.busy:
         result = yield _by_wire(arrays, deadline_ms)
@@ -133,22 +141,39 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
     lane.busy = True
     try:
         for name in list(lane.pending):  # regions retired by earlier calls
-            with contextlib.suppress(BackendError):  # still in use: the next call tries again
-                yield Op("unregister", {"name": name})
-                lane.pending.remove(name)
+            try:
+                yield Op("unregister", {"name": name, "headers": lane.headers(), "deadline_ms": min(left(), 1000.0)})
+            except BackendError:
+                break  # still in use, or the server is gone: the next call tries again
+            lane.pending.remove(name)
         if lane.needs_region(size):
+            lane.token = read_token(lane.url)
+            if lane.token is None:  # not (yet) a server of this user on this host: by the wire
+                lane.drop_region()
+                result = yield _by_wire(arrays, left())
+                return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
+            if not lane.swept:
+                with contextlib.suppress(BackendError):
+                    status = yield Op("status", {"headers": lane.headers(), "deadline_ms": left()})
+                    for name in dead_regions(status.get("regions", {})):
+                        yield Op("unregister", {"name": name, "headers": lane.headers(), "deadline_ms": left()})
+                lane.swept = True
             region = lane.new_region(size)
             try:
                 yield Op("register", {"name": region.name, "key": region.key, "size": region.size,
-                                      "deadline_ms": deadline_ms})  # fmt: skip
-                lane.outputs = (yield Op("outputs", {"model": "policy", "deadline_ms": deadline_ms}))
+                                      "headers": lane.headers(), "deadline_ms": left()})  # fmt: skip
+                lane.outputs = (yield Op("outputs", {"model": "policy", "deadline_ms": left()}))
             except GeneratorExit:  # the call was cancelled: the server may have registered it
                 lane.retire()
                 raise
             except BackendError as e:
-                lane.retire()  # (unregistering a region the server never registered is no error)
-                result = yield _by_wire(arrays, deadline_ms)  # raises too when the server is down
-                if "DEADLINE_EXCEEDED" not in str(e):  # (a slow server: the next call tries again)
+                timed_out = "DEADLINE_EXCEEDED" in str(e)
+                if timed_out:  # it may have reached the server
+                    lane.retire()
+                else:
+                    lane.drop_region()
+                result = yield _by_wire(arrays, left())  # raises too when the server is down
+                if not timed_out:
                     log.warning("triton policy: tensors go in the gRPC message, not shared memory (%s)", e)
                     lane.refused(str(e))
                 return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
@@ -156,7 +181,7 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
         call = lane.call(placed, output, size)
         try:
             result = yield Op("infer", {"model": "policy", "inputs": call.infer_inputs() + make_inputs(message),
-                                        "outputs": call.requested_outputs(lane.outputs), "deadline_ms": deadline_ms})
+                                        "outputs": call.requested_outputs(lane.outputs), "deadline_ms": left()})
             read = {call.output[0]: call.read_output(result, np.float32)} if call.output else {}
         except GeneratorExit:  # the call was cancelled (the step's deadline): the server may still use it
             lane.retire()
@@ -167,7 +192,7 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
                 raise BackendError(f"triton policy: malformed answer: {e}") from e
             if "DEADLINE_EXCEEDED" in str(e) or "shared memory" not in str(e).lower():
                 raise
-            result = yield _by_wire(arrays, deadline_ms)  # e.g. a restarted server forgot the region
+            result = yield _by_wire(arrays, left())  # e.g. a restarted server forgot the region
             return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
     finally:
         lane.busy = False

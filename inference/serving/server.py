@@ -21,12 +21,15 @@ on ``LD_LIBRARY_PATH`` with the wheel's own libraries; this interpreter's ``bin`
 packages and ``inference``); the workspace (the repository and the backend directory with the
 stub for this Python version) is a fresh directory under /tmp. Endpoints other than health,
 metadata and inference stay behind a random access token, as PyTriton kept them; the
-shared-memory extension is open when the server listens on loopback only.
+shared-memory extension behind another, which this user's workers on this host read from
+:func:`~inference.serving.shared_memory.token_path`. tritonserver gets SIGTERM when this process
+dies (``PR_SET_PDEATHSIG``, as PyTriton set it).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import secrets
@@ -138,23 +141,27 @@ def server_environment() -> dict[str, str]:
     return env
 
 
-def server_command(options: ServeOptions, repository: Path, backends: Path) -> list[str]:
+def server_command(options: ServeOptions, repository: Path, backends: Path, shm_token: str | None) -> list[str]:
+    """tritonserver's arguments; ``shm_token`` opens the shared-memory extension to whoever sends it
+    (None: to nobody)."""
+    from inference.serving.shared_memory import TOKEN_KEY
+
     dist, _ = tritonserver_dist()
-    token = secrets.token_urlsafe(24)
-    # the shared-memory extension is open to workers on this host only (inference/serving/shared_memory.py):
-    # a client elsewhere could not map this host's memory anyway
-    endpoints = RESTRICTED if is_loopback(options.host) else (*RESTRICTED, "shared-memory")
-    restricted = f"{','.join(endpoints)}:semsched-admin-token={token}"
+    admin = f"{','.join(RESTRICTED)}:semsched-admin-token={secrets.token_urlsafe(24)}"
+    shm = f"shared-memory:{TOKEN_KEY}={shm_token or secrets.token_urlsafe(24)}"
     return [str(dist / "bin" / "tritonserver"), f"--model-repository={repository}",
             f"--backend-directory={backends}", "--disable-auto-complete-config", "--exit-timeout-secs=5",
             f"--http-address={options.host}", f"--http-port={options.http_port}",
             f"--grpc-address={options.host}", f"--grpc-port={options.grpc_port}",
             f"--metrics-address={options.host}", f"--metrics-port={options.metrics_port}",
-            f"--grpc-restricted-protocol={restricted}", f"--http-restricted-api={restricted}"]  # fmt: skip
+            f"--grpc-restricted-protocol={admin}", f"--http-restricted-api={admin}",
+            f"--grpc-restricted-protocol={shm}", f"--http-restricted-api={shm}"]  # fmt: skip
 
 
-def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None = None) -> None:
-    """Until ``is_model_ready`` for every model (raises ``TimeoutError`` / ``RuntimeError``)."""
+def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None = None,
+               stop: threading.Event | None = None) -> bool:  # fmt: skip
+    """Until ``is_model_ready`` for every model (True) or ``stop`` is set (False); raises
+    ``TimeoutError`` / ``RuntimeError``."""
     import tritonclient.grpc as grpcclient
 
     deadline = time.monotonic() + timeout_s
@@ -165,29 +172,24 @@ def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None
                 raise RuntimeError(f"the Triton server exited with code {process.returncode}")
             try:
                 if all(client.is_model_ready(name, client_timeout=2.0) for name in MODEL_NAMES):
-                    return
+                    return True
             except Exception:  # not listening yet
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Triton models at {url} were not ready within {timeout_s:.0f} s")
-            time.sleep(0.2)
+            if stop is not None and stop.wait(0.2):
+                return False
+            if stop is None:
+                time.sleep(0.2)
     finally:
         client.close()
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
     """Start Triton with the models of ``options.model_dir`` and block until ``stop`` is set (or a
     SIGINT/SIGTERM, in the main thread) or the server dies. Returns an exit code."""
     from inference.model.io import load_model
+    from inference.serving.shared_memory import remove_token, token_path, write_token
 
     scratch = None
     if options.workspace is None:
@@ -202,14 +204,18 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
             signal.signal(sig, lambda *_: stop.set())
     process = None
     code = 0
+    shm_token = write_token(options.grpc_port)
+    if shm_token is None:
+        log.warning("cannot write %s: workers send every tensor in the gRPC message", token_path(options.grpc_port))
     try:
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or "")}  # fmt: skip
         repository = write_repository(workspace / "models", load_model(options.model_dir), parameters)
-        process = subprocess.Popen(server_command(options, repository, backend_directory(workspace)),
-                                   env=server_environment())  # fmt: skip
+        process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
+                                   env=server_environment(), preexec_fn=_die_with_parent)  # fmt: skip
         url = f"{'127.0.0.1' if options.host == '0.0.0.0' else options.host}:{options.grpc_port}"
-        wait_ready(url, options.ready_timeout_s, process)
+        if not wait_ready(url, options.ready_timeout_s, process, stop):
+            return code  # stopped while the models loaded (the finally stops tritonserver)
         log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
                  "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
                  options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip
@@ -231,7 +237,17 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
                 process.wait(5)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        if shm_token is not None:
+            remove_token(options.grpc_port, shm_token)
     return code
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when this process dies (Linux; elsewhere nothing)."""
+    import ctypes
+
+    with contextlib.suppress(OSError):
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def parse_args(argv: list[str]) -> ServeOptions:

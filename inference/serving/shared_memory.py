@@ -14,10 +14,18 @@ the gRPC message then carries only the tensors' names, shapes and offsets.
   call that failed or missed its deadline *retires* the region (the server may still read or
   write it): the next call registers a fresh one, and the old one is unregistered as soon as
   the server lets go of it (it refuses while a request still uses the region).
-- **The wire is always the fallback.** :meth:`SharedMemoryLane.open` returns ``None`` when the
-  lane is off (``SEMSCHED_TRITON_SHARED_MEMORY=off``, no ``/dev/shm``, or the server refused a
-  registration: another host, another container, or a server that restricts the extension), or
-  busy with another call; the caller then sends the tensors in the message, as before.
+- **Only for a worker of the server's user on its host.** Registering a region makes the server
+  map any shared-memory object it can open (a crafted registration of its own Python-backend
+  regions crashes it), so the extension stays behind a token: ``semsched serve`` writes it to
+  :func:`token_path` (``/tmp/semsched-triton-<grpc port>.token``, mode 0600, removed at exit)
+  and the client sends it with its registrations. A worker that cannot read it (another user,
+  host or container) sends the tensors in the message.
+- **The wire is always the fallback**: when the lane is off (``SEMSCHED_TRITON_SHARED_MEMORY=off``,
+  no ``/dev/shm``, or the server refused a registration), has no token, or is busy with another
+  call, the tensors travel in the message, as before.
+- **Regions of dead workers** (``semsched-<pid>-...`` whose process is gone) are unregistered by
+  the next worker's first registration, so a crash-looping worker does not pile them up in the
+  server.
 
 Only the policy call uses it (the encoder's and predictor's payloads are small). Tensors of
 ``object`` dtype (Triton ``BYTES``) always travel in the message.
@@ -27,7 +35,9 @@ from __future__ import annotations
 
 import mmap
 import os
+import re
 import secrets
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +49,66 @@ SHM_ENV = "SEMSCHED_TRITON_SHARED_MEMORY"  # auto (default) | off
 SHM_DIR = Path("/dev/shm")
 ALIGN = 64
 MIN_REGION = 1 << 20  # 1 MiB; grown by doubling
+TOKEN_KEY = "semsched-shm-token"  # tritonserver's restricted-protocol key for the shared-memory extension
+_OURS = re.compile(r"^semsched-(\d+)-[0-9a-f]+$")
+
+
+def token_path(grpc_port: int) -> Path:
+    """Where ``semsched serve`` on ``grpc_port`` keeps the shared-memory token (module docstring)."""
+    return Path(tempfile.gettempdir()) / f"semsched-triton-{grpc_port}.token"
+
+
+def write_token(grpc_port: int) -> str | None:
+    """A fresh token in :func:`token_path` (0600, replacing a dead server's); None when the file
+    cannot be ours (another user's in the sticky /tmp)."""
+    path = token_path(grpc_port)
+    token = secrets.token_urlsafe(24)
+    try:
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return None
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    return token
+
+
+def remove_token(grpc_port: int, token: str) -> None:
+    """Remove :func:`token_path` if it still holds ``token`` (not a later server's)."""
+    path = token_path(grpc_port)
+    try:
+        if path.read_text() == token:
+            path.unlink()
+    except OSError:
+        pass
+
+
+def read_token(url: str) -> str | None:
+    """The token of the server at ``url`` (``host:port``) if this host has one this user wrote."""
+    try:
+        path = token_path(int(url.rsplit(":", 1)[1]))
+        info = path.stat()
+        if info.st_uid != os.getuid() or info.st_mode & 0o077:
+            return None
+        return path.read_text().strip() or None
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def dead_regions(names: Iterable[str]) -> list[str]:
+    """The semsched regions among ``names`` whose worker process is gone (on this host)."""
+    dead = []
+    for name in names:
+        m = _OURS.match(name)
+        if not m or int(m.group(1)) == os.getpid():
+            continue
+        try:
+            os.kill(int(m.group(1)), 0)
+        except ProcessLookupError:
+            dead.append(name)
+        except PermissionError:  # alive, another user's
+            pass
+    return dead
 
 
 def lane_setting() -> str:
@@ -56,9 +126,9 @@ def _aligned(n: int) -> int:
 class Region:
     """A POSIX shared-memory region of ``size`` bytes, mapped here (``/dev/shm/<name>``, mode 0600)."""
 
-    def __init__(self, size: int, prefix: str = "semsched") -> None:
+    def __init__(self, size: int, owner: int | None = None) -> None:
         self.size = size
-        self.name = f"{prefix}-{os.getpid()}-{secrets.token_hex(6)}"
+        self.name = f"semsched-{owner or os.getpid()}-{secrets.token_hex(6)}"  # (the owner's PID: dead_regions)
         self.path = SHM_DIR / self.name
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
         try:
@@ -76,7 +146,8 @@ class Region:
         return f"/{self.name}"
 
     def write(self, offset: int, array: np.ndarray) -> None:
-        assert self._map is not None
+        if self._map is None:
+            raise ValueError(f"shared memory region {self.name} is closed")
         data = np.ascontiguousarray(array)
         view = np.frombuffer(self._map, np.uint8, count=data.nbytes, offset=offset)
         view[:] = data.reshape(-1).view(np.uint8)
@@ -84,7 +155,8 @@ class Region:
 
     def read(self, offset: int, dtype: Any, shape: Iterable[int]) -> np.ndarray:
         """A copy of the ``dtype`` array of ``shape`` at ``offset``."""
-        assert self._map is not None
+        if self._map is None:  # (the client closed while the call was in flight)
+            raise ValueError(f"shared memory region {self.name} is closed")
         shape = tuple(int(s) for s in shape)
         count = int(np.prod(shape))
         if offset + count * np.dtype(dtype).itemsize > self.size:
@@ -149,11 +221,14 @@ class SharedMemoryLane:
     """The client's region and its registration with one server (module docstring). Not thread-safe
     on its own: a call that finds the lane busy goes by the wire."""
 
-    def __init__(self, setting: str | None = None) -> None:
+    def __init__(self, setting: str | None = None, url: str = "") -> None:
         setting = lane_setting() if setting is None else setting
         self.off: str | None = None if setting == "auto" else f"{SHM_ENV}=off"
         if self.off is None and not SHM_DIR.is_dir():
             self.off = f"no {SHM_DIR} on this host"
+        self.url = url
+        self.token: str | None = None  # read again for each new region (a restarted server has a new one)
+        self.swept = False  # dead workers' regions unregistered (once)
         self.region: Region | None = None
         self.outputs: list[str] = []  # the policy model's output names (from the server's metadata)
         self.pending: list[str] = []  # retired regions' names the server may still have registered
@@ -173,7 +248,11 @@ class SharedMemoryLane:
         return placed, message, end + (_aligned(output[1]) if output else 0)
 
     def needs_region(self, size: int) -> bool:
-        return self.region is None or self.region.size < size
+        return self.region is None or self.region.size < size or not self.outputs
+
+    def headers(self) -> dict[str, str] | None:
+        """The gRPC headers that carry the token to the shared-memory extension."""
+        return {f"triton-grpc-protocol-{TOKEN_KEY}": self.token} if self.token else None
 
     def new_region(self, size: int) -> Region:
         """A fresh region of at least ``size`` bytes (the current one retired); register it next."""
@@ -215,6 +294,6 @@ class SharedMemoryLane:
         for offset, value in placed.values():
             self.region.write(offset, value)
         out = None
-        if output is not None:
+        if output is not None and output[0] in self.outputs:  # (a name the model has: else by the wire)
             out = (output[0], end - _aligned(output[1]), output[1])
         return Call(self.region, dict(placed), out)

@@ -26,8 +26,8 @@ def test_the_default_server_listens_on_loopback_only(served) -> None:
 
 def test_only_health_metadata_and_inference_are_open_without_the_token(served) -> None:
     """As PyTriton kept it: the model-repository, statistics, trace and logging endpoints need a
-    random token nobody is given (unloading a model is not a client's call); shared memory is
-    open on this loopback server (tests/inference/serving/test_serving_shared_memory.py)."""
+    random token nobody is given (unloading a model is not a client's call); shared memory needs
+    the token in the server's token file (tests/inference/serving/test_serving_shared_memory.py)."""
     import tritonclient.grpc as grpcclient
     from tritonclient.utils import InferenceServerException
 
@@ -36,7 +36,7 @@ def test_only_health_metadata_and_inference_are_open_without_the_token(served) -
         assert client.is_server_live() and client.is_model_ready("policy")
         assert client.get_model_metadata("policy").name == "policy"
         for call in (client.get_model_repository_index, lambda: client.unload_model("policy"),
-                     client.get_inference_statistics):  # fmt: skip
+                     client.get_inference_statistics, client.get_system_shared_memory_status):  # fmt: skip
             with pytest.raises(InferenceServerException, match="restricted"):
                 call()
         assert client.is_model_ready("policy")
@@ -56,9 +56,39 @@ def test_the_server_exits_1_when_tritonserver_dies(tmp_path) -> None:
         (triton,) = [p for p in members if Path(f"/proc/{p}/comm").read_text().strip() == "tritonserver"]
         stubs = [p for p in members if Path(f"/proc/{p}/comm").read_text().startswith("triton_python")]
         assert len(stubs) == 3  # one Python-backend stub per model
+        # the stubs' own shared-memory regions (their third argument), which a kill leaves in /dev/shm
+        regions = [Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[2].decode() for p in stubs]
         os.kill(triton, signal.SIGKILL)
         assert handle.process.wait(30) == 1
         assert "exited with code -9" in handle.log_tail(400)  # (before or after the server saw its models ready)
     finally:
         handle.stop()
+        for path in Path("/dev/shm").glob("triton_python_backend_shm_region_*"):
+            if any(path.name.startswith(r.lstrip("/")) for r in regions):
+                path.unlink(missing_ok=True)
     assert group_members(handle.pid) == []
+
+
+def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
+    """SIGKILL leaves the serve process no time to stop tritonserver: the kernel's parent-death
+    signal does (PR_SET_PDEATHSIG), and its stubs follow it."""
+    import time
+
+    from serving_helpers import publish
+
+    from inference.serving.process import group_members, start_server
+    from inference.serving.shared_memory import token_path
+
+    publish(tmp_path / "models", "v1", seed=0)
+    handle = start_server(tmp_path / "models" / "latest", device="cpu", timeout_s=120)
+    try:
+        assert len(group_members(handle.pid)) == 5  # serve, tritonserver, three stubs
+        handle.process.kill()
+        handle.process.wait(5)
+        deadline = time.monotonic() + 30
+        while group_members(handle.pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert group_members(handle.pid) == []
+    finally:
+        handle.stop()
+        token_path(handle.grpc_port).unlink(missing_ok=True)  # (a killed server cannot remove its token)
