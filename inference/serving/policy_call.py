@@ -149,7 +149,7 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
         if lane.needs_region(size):
             lane.token = read_token(lane.url)
             if lane.token is None:  # not (yet) a server of this user on this host: by the wire
-                lane.drop_region()
+                lane.retire()  # (one a server may still hold, if any: unregistered once a token is back)
                 result = yield _by_wire(arrays, left())
                 return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
             if not lane.swept:
@@ -159,16 +159,18 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
                         yield Op("unregister", {"name": name, "headers": lane.headers(), "deadline_ms": left()})
                 lane.swept = True
             region = lane.new_region(size)
+            mapped = False  # the server registered it
             try:
                 yield Op("register", {"name": region.name, "key": region.key, "size": region.size,
                                       "headers": lane.headers(), "deadline_ms": left()})  # fmt: skip
+                mapped = True
                 lane.outputs = (yield Op("outputs", {"model": "policy", "deadline_ms": left()}))
             except GeneratorExit:  # the call was cancelled: the server may have registered it
                 lane.retire()
                 raise
             except BackendError as e:
                 timed_out = "DEADLINE_EXCEEDED" in str(e)
-                if timed_out:  # it may have reached the server
+                if mapped or timed_out:  # the server holds it, or may
                     lane.retire()
                 else:
                     lane.drop_region()
