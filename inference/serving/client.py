@@ -46,6 +46,7 @@ import numpy as np
 from inference.backends.base import BackendError
 from inference.model.step import PolicyInputs
 from inference.serving.policy_call import Flow, Op, make_inputs, policy_flow
+from inference.serving.repository import MAX_BATCH
 from inference.serving.shared_memory import SharedMemoryLane, lane_setting
 
 log = logging.getLogger("semsched.serving")
@@ -54,7 +55,7 @@ URL_ENV = "SEMSCHED_TRITON_URL"
 DEADLINE_ENV = "SEMSCHED_TRITON_DEADLINE_MS"
 ENCODE_DEADLINE_ENV = "SEMSCHED_TRITON_ENCODE_DEADLINE_MS"
 STEP_DEADLINE_ENV = "SEMSCHED_TRITON_STEP_DEADLINE_MS"
-ENCODE_CHUNK = 256  # the job_encoder's max_batch_size
+ENCODE_CHUNK = MAX_BATCH["job_encoder"]  # texts per job_encoder request
 DEFAULT_DEADLINE_MS = 500.0  # of one step's policy call and of a job_encoder call (module docstring)
 
 

@@ -5,7 +5,7 @@ queue delay, one CPU instance, and the parameters its Python-backend model reads
 ``1/model.py`` that is one import: :class:`inference.serving.python_model.TritonPythonModel`,
 which runs the model's callable (:mod:`inference.serving.models`,
 :mod:`inference.serving.predictor`) inside Triton's Python-backend stub — one process per model,
-no extra hop to another process (PyTriton's proxy used to add one, ~2–3 ms a call).
+no extra hop to another process (PyTriton's proxy used to add one, ~2–4 ms a call).
 
 The tensors are declared here, once, as :class:`TensorSpec`: batch dimension implied
 (``max_batch_size``), ``-1`` for a variable one, optional inputs marked so (a request may carry

@@ -7,7 +7,7 @@ backend, waits until the three models are ready, and blocks until SIGINT / SIGTE
 serve``) or until the server dies. Each model runs in its own Python-backend stub process
 (:mod:`inference.serving.python_model`), so a request goes client → tritonserver → stub and
 back, with no third process (PyTriton's ``Triton.bind`` proxied every request on to this
-process: ~2–3 ms more a call, ``semsched bench triton``). ``python -m inference.serving.server
+process: ~2–4 ms more a call, ``semsched bench triton``). ``python -m inference.serving.server
 --model-dir ...`` does the same; :mod:`inference.serving.process` runs that as a subprocess for
 tests, the demo and the benchmarks.
 
@@ -177,10 +177,8 @@ def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None
                 pass
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the Triton models at {url} were not ready within {timeout_s:.0f} s")
-            if stop is not None and stop.wait(0.2):
+            if (stop or threading.Event()).wait(0.2):  # (a stop while the models load ends the wait)
                 return False
-            if stop is None:
-                time.sleep(0.2)
     finally:
         client.close()
 

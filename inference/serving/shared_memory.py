@@ -1,8 +1,9 @@
 """The ``policy`` call's tensors through system shared memory, when the worker and Triton share a host.
 
-A step's request is ~0.43 MB at 256 pending x 1,213 nodes and its answer's scores ~0.2 MB; through
-gRPC each megabyte costs ~6 ms on this machine (protobuf copies on both sides, and PyTriton's own
-hop). Triton's shared-memory extension lets the client put the input tensors in a POSIX
+A step's request is ~0.43 MB at 256 pending x 1,213 nodes and its answer's scores ~0.2 MB; in the
+gRPC message they are copied into and out of protobuf on both sides (Triton adds ~1–2 ms more
+to a step that way at 64–256 pending: ``semsched bench triton``, with and without
+``SEMSCHED_TRITON_SHARED_MEMORY=off``). Triton's shared-memory extension lets the client put the input tensors in a POSIX
 shared-memory region it registered with the server, and have the server write an output there:
 the gRPC message then carries only the tensors' names, shapes and offsets.
 
@@ -93,6 +94,11 @@ def read_token(url: str) -> str | None:
         return path.read_text().strip() or None
     except (OSError, ValueError, IndexError):
         return None
+
+
+def token_headers(token: str) -> dict[str, str]:
+    """The gRPC headers that carry ``token`` to the shared-memory extension."""
+    return {f"triton-grpc-protocol-{TOKEN_KEY}": token}
 
 
 def dead_regions(names: Iterable[str]) -> list[str]:
@@ -251,8 +257,7 @@ class SharedMemoryLane:
         return self.region is None or self.region.size < size or not self.outputs
 
     def headers(self) -> dict[str, str] | None:
-        """The gRPC headers that carry the token to the shared-memory extension."""
-        return {f"triton-grpc-protocol-{TOKEN_KEY}": self.token} if self.token else None
+        return token_headers(self.token) if self.token else None
 
     def new_region(self, size: int) -> Region:
         """A fresh region of at least ``size`` bytes (the current one retired); register it next."""

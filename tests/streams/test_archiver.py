@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -135,6 +137,19 @@ def _expected(events: list[tuple[str, Event]]) -> dict[str, int]:
     return want
 
 
+@contextlib.asynccontextmanager
+async def _running(settings: Settings, client: Any, **kw: Any) -> AsyncIterator[Archiver]:
+    """An archiver started and running on ``client``; stopped (and its loop awaited) on exit."""
+    arch = Archiver(settings, client=client, **kw)
+    await arch.start()
+    task = asyncio.create_task(arch.run())
+    try:
+        yield arch
+    finally:
+        await arch.stop()
+        await task
+
+
 async def _wait(cond, timeout: float = 60.0) -> None:  # noqa: ANN001
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
@@ -180,15 +195,9 @@ async def test_archives_every_event_once_and_commits(
     settings = _settings(kafka_broker.bootstrap, tmp_path)
     events = _events(60)
     await _publish(settings, events, junk=3, refused=2)
-    arch = Archiver(settings, client=chdb_archive)
-    await arch.start()
-    task = asyncio.create_task(arch.run())
-    try:
+    async with _running(settings, chdb_archive) as arch:
         await _wait(lambda: arch.stats.consumed == len(events) + 5)
         await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
-    finally:
-        await arch.stop()
-        await task
     assert arch.stats.undecodable == 5
     assert _rows(chdb_archive) == _expected(events)  # exactly N: no duplicates, nothing lost, nothing refused
     committed, ends = await _committed(settings, arch.group_id)
@@ -251,35 +260,31 @@ async def test_a_flush_beside_the_consumer_loses_nothing(kafka_broker, chdb_arch
     await ensure_topics(settings)
     # records fetched as they land, so that run() takes some while a flush's write is in flight
     slow = SlowClient(chdb_archive, 0.1)
-    arch = Archiver(settings, client=slow, poll_ms=20, fetch_min_bytes=1)  # type: ignore[arg-type]
-    slow.consumed = lambda: arch.stats.consumed
-    await arch.start()
-    task = asyncio.create_task(arch.run())
     stop_flushing = asyncio.Event()
+    async with _running(settings, slow, poll_ms=20, fetch_min_bytes=1) as arch:
+        slow.consumed = lambda: arch.stats.consumed
 
-    async def flush_like_the_web_handler() -> None:  # the two-worker test polled /sql?flush=1 every 0.5 s
-        while not stop_flushing.is_set():
-            await arch.flush_all()
-            await asyncio.sleep(0.05)
+        async def flush_like_the_web_handler() -> None:  # the two-worker test polled /sql?flush=1 every 0.5 s
+            while not stop_flushing.is_set():
+                await arch.flush_all()
+                await asyncio.sleep(0.05)
 
-    flusher = asyncio.create_task(flush_like_the_web_handler())
-    try:
-        async with EventProducer(settings) as producer:  # a trickle, as the workers publish
-            for i, (topic, e) in enumerate(events):
-                await producer.send(topic, e)
-                if i % 4 == 3:
-                    await producer.flush()
-                    await asyncio.sleep(0.01)
-            await producer.flush()
-        await _wait(lambda: arch.stats.consumed == len(events))
-        stop_flushing.set()
-        await flusher
-        assert await arch.flush_all()  # what is still buffered
-    finally:
-        stop_flushing.set()
-        await flusher
-        await arch.stop()
-        await task
+        flusher = asyncio.create_task(flush_like_the_web_handler())
+        try:
+            async with EventProducer(settings) as producer:  # a trickle, as the workers publish
+                for i, (topic, e) in enumerate(events):
+                    await producer.send(topic, e)
+                    if i % 4 == 3:
+                        await producer.flush()
+                        await asyncio.sleep(0.01)
+                await producer.flush()
+            await _wait(lambda: arch.stats.consumed == len(events))
+            stop_flushing.set()
+            await flusher
+            assert await arch.flush_all()  # what is still buffered
+        finally:
+            stop_flushing.set()
+            await flusher
     assert slow.overlapped > 0, "no write overlapped the consumer's loop: the race was not exercised"
     assert _rows(chdb_archive) == _expected(events)  # every row written (before the fix 1-13 a table went missing here)
     committed, ends = await _committed(settings, arch.group_id)
@@ -295,10 +300,7 @@ async def test_write_failure_never_commits_past_unwritten(
     events = _events(30)
     await _publish(settings, events)
     flaky = FlakyClient(chdb_archive)
-    arch = Archiver(settings, client=flaky, max_backoff_s=0.2)  # type: ignore[arg-type]
-    await arch.start()
-    task = asyncio.create_task(arch.run())
-    try:
+    async with _running(settings, flaky, max_backoff_s=0.2) as arch:
         await _wait(lambda: arch.stats.consumed == len(events))
         await _wait(lambda: flaky.failures >= 3)
         committed, _ = await _committed(settings, arch.group_id)
@@ -306,9 +308,6 @@ async def test_write_failure_never_commits_past_unwritten(
         assert sum(_rows(chdb_archive).values()) == 0
         flaky.failing = False  # the archive comes back
         await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
-    finally:
-        await arch.stop()
-        await task
     assert arch.stats.write_failures >= 3
     assert _rows(chdb_archive) == _expected(events)
     committed, ends = await _committed(settings, arch.group_id)
@@ -333,14 +332,8 @@ async def test_stop_while_unwritable_does_not_commit(
     committed, _ = await _committed(settings, arch.group_id)
     assert sum(committed.values()) == 0
     # a restarted archiver (same group) re-reads and writes everything exactly once
-    arch2 = Archiver(settings, client=chdb_archive)
-    await arch2.start()
-    task2 = asyncio.create_task(arch2.run())
-    try:
+    async with _running(settings, chdb_archive) as arch2:
         await _wait(lambda: sum(arch2.stats.archived.values()) == len(events))
-    finally:
-        await arch2.stop()
-        await task2
     assert _rows(chdb_archive) == _expected(events)
 
 
@@ -350,18 +343,12 @@ async def test_commits_only_move_forward(kafka_broker, chdb_archive: ArchiveClie
     settings = _settings(kafka_broker.bootstrap, tmp_path)
     events = _events(6)
     await _publish(settings, events)
-    arch = Archiver(settings, client=chdb_archive)
-    await arch.start()
-    task = asyncio.create_task(arch.run())
-    try:
+    async with _running(settings, chdb_archive) as arch:
         await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
         (tp, end), *_ = [(tp, e) for tp, e in (await _committed(settings, arch.group_id))[1].items() if e >= 2]
         await arch._commit({tp: end})  # noqa: SLF001
         await arch._commit({tp: end - 1})  # noqa: SLF001  (the older snapshot, last)
         assert (await _committed(settings, arch.group_id))[0][tp] == end
-    finally:
-        await arch.stop()
-        await task
 
 
 async def test_a_flush_with_a_deadline_does_not_wait_behind_an_unwritable_archive(
@@ -372,10 +359,7 @@ async def test_a_flush_with_a_deadline_does_not_wait_behind_an_unwritable_archiv
     events = _events(5)
     await _publish(settings, events)
     flaky = FlakyClient(chdb_archive)
-    arch = Archiver(settings, client=flaky, max_backoff_s=0.1)  # type: ignore[arg-type]
-    await arch.start()
-    task = asyncio.create_task(arch.run())
-    try:
+    async with _running(settings, flaky, max_backoff_s=0.1) as arch:
         await _wait(lambda: flaky.failures >= 2)  # run() is retrying, with the lock
         loop = asyncio.get_running_loop()
         began = loop.time()
@@ -385,7 +369,4 @@ async def test_a_flush_with_a_deadline_does_not_wait_behind_an_unwritable_archiv
         assert sum(committed.values()) == 0  # nothing written, nothing committed
         flaky.failing = False
         await _wait(lambda: sum(arch.stats.archived.values()) == len(events))
-    finally:
-        await arch.stop()
-        await task
     assert _rows(chdb_archive) == _expected(events)

@@ -22,13 +22,13 @@ from inference.serving.server import ServeOptions, server_command
 from inference.serving.shared_memory import (
     MIN_REGION,
     SHM_DIR,
-    TOKEN_KEY,
     Region,
     SharedMemoryLane,
     dead_regions,
     lane_setting,
     read_token,
     remove_token,
+    token_headers,
     token_path,
     write_token,
 )
@@ -273,7 +273,7 @@ def test_a_dead_workers_region_is_unregistered_by_the_next_worker(served):
 
     gone = subprocess.Popen(["true"])
     gone.wait()
-    headers = {f"triton-grpc-protocol-{TOKEN_KEY}": read_token(served.url)}
+    headers = token_headers(read_token(served.url) or "")
     region = Region(4096, owner=gone.pid)  # as the dead worker registered it
     client = grpcclient.InferenceServerClient(served.url)
     b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
