@@ -20,7 +20,8 @@ import numpy as np
 
 from inference.backends.base import BackendError
 from inference.model.step import PolicyInputs
-from inference.serving.shared_memory import SharedMemoryLane, dead_regions, read_token
+from inference.serving.host_files import read_token
+from inference.serving.shared_memory import SharedMemoryLane, dead_regions
 
 log = logging.getLogger("semsched.serving")
 

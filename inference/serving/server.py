@@ -22,8 +22,10 @@ packages and ``inference``); the workspace (the repository and the backend direc
 stub for this Python version) is a fresh directory under /tmp. Endpoints other than health,
 metadata and inference stay behind a random access token, as PyTriton kept them; the
 shared-memory extension behind another, which this user's workers on this host read from
-:func:`~inference.serving.shared_memory.token_path`. tritonserver gets SIGTERM when this process
-dies (``PR_SET_PDEATHSIG``, as PyTriton set it).
+:func:`~inference.serving.host_files.token_path`. tritonserver gets SIGTERM when this process
+dies (``PR_SET_PDEATHSIG``, as PyTriton set it). The workspace and the stubs' shared-memory
+regions carry this process's PID, and each start removes those of killed servers
+(:mod:`inference.serving.host_files`).
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ def server_environment() -> dict[str, str]:
 def server_command(options: ServeOptions, repository: Path, backends: Path, shm_token: str | None) -> list[str]:
     """tritonserver's arguments; ``shm_token`` opens the shared-memory extension to whoever sends it
     (None: to nobody)."""
-    from inference.serving.shared_memory import TOKEN_KEY
+    from inference.serving.host_files import TOKEN_KEY, serve_prefix
 
     dist, _ = tritonserver_dist()
     admin = f"{','.join(RESTRICTED)}:semsched-admin-token={secrets.token_urlsafe(24)}"
@@ -155,7 +157,8 @@ def server_command(options: ServeOptions, repository: Path, backends: Path, shm_
             f"--grpc-address={options.host}", f"--grpc-port={options.grpc_port}",
             f"--metrics-address={options.host}", f"--metrics-port={options.metrics_port}",
             f"--grpc-restricted-protocol={admin}", f"--http-restricted-api={admin}",
-            f"--grpc-restricted-protocol={shm}", f"--http-restricted-api={shm}"]  # fmt: skip
+            f"--grpc-restricted-protocol={shm}", f"--http-restricted-api={shm}",
+            f"--backend-config=python,shm-region-prefix-name={serve_prefix()}"]  # the stubs' regions: host_files
 
 
 def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None = None,
@@ -187,11 +190,13 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
     """Start Triton with the models of ``options.model_dir`` and block until ``stop`` is set (or a
     SIGINT/SIGTERM, in the main thread) or the server dies. Returns an exit code."""
     from inference.model.io import load_model
-    from inference.serving.shared_memory import remove_token, token_path, write_token
+    from inference.serving import host_files
 
+    for path in host_files.sweep_dead_servers():
+        log.info("removed %s, left by a semsched serve that was killed", path)
     scratch = None
     if options.workspace is None:
-        scratch = Path(tempfile.mkdtemp(prefix="semsched-triton-", dir="/tmp"))
+        scratch = Path(tempfile.mkdtemp(prefix=host_files.serve_prefix(), dir=tempfile.gettempdir()))
         workspace = scratch / "ws"
     else:
         workspace = options.workspace
@@ -202,9 +207,10 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
             signal.signal(sig, lambda *_: stop.set())
     process = None
     code = 0
-    shm_token = write_token(options.grpc_port)
+    shm_token = host_files.write_token(options.grpc_port)
     if shm_token is None:
-        log.warning("cannot write %s: workers send every tensor in the gRPC message", token_path(options.grpc_port))
+        log.warning("cannot write %s: workers send every tensor in the gRPC message",
+                    host_files.token_path(options.grpc_port))  # fmt: skip
     try:
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or "")}  # fmt: skip
@@ -235,8 +241,10 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
                 process.wait(5)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
+        for path in host_files.remove_own_regions():  # a stub that died with tritonserver could not
+            log.info("removed %s, a stub's region", path)
         if shm_token is not None:
-            remove_token(options.grpc_port, shm_token)
+            host_files.remove_token(options.grpc_port, shm_token)
     return code
 
 

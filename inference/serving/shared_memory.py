@@ -18,7 +18,7 @@ the gRPC message then carries only the tensors' names, shapes and offsets.
 - **Only for a worker of the server's user on its host.** Registering a region makes the server
   map any shared-memory object it can open (a crafted registration of its own Python-backend
   regions crashes it), so the extension stays behind a token: ``semsched serve`` writes it to
-  :func:`token_path` (``/tmp/semsched-triton-<grpc port>.token``, mode 0600, removed at exit)
+  :func:`~inference.serving.host_files.token_path` (``/tmp/semsched-triton-<grpc port>.token``, mode 0600, removed at exit)
   and the client sends it with its registrations. A worker that cannot read it (another user,
   host or container) sends the tensors in the message.
 - **The wire is always the fallback**: when the lane is off (``SEMSCHED_TRITON_SHARED_MEMORY=off``,
@@ -38,67 +38,18 @@ import mmap
 import os
 import re
 import secrets
-import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from inference.serving.host_files import SHM_DIR, pid_alive, token_headers
+
 SHM_ENV = "SEMSCHED_TRITON_SHARED_MEMORY"  # auto (default) | off
-SHM_DIR = Path("/dev/shm")
 ALIGN = 64
 MIN_REGION = 1 << 20  # 1 MiB; grown by doubling
-TOKEN_KEY = "semsched-shm-token"  # tritonserver's restricted-protocol key for the shared-memory extension
 _OURS = re.compile(r"^semsched-(\d+)-[0-9a-f]+$")
-
-
-def token_path(grpc_port: int) -> Path:
-    """Where ``semsched serve`` on ``grpc_port`` keeps the shared-memory token (module docstring)."""
-    return Path(tempfile.gettempdir()) / f"semsched-triton-{grpc_port}.token"
-
-
-def write_token(grpc_port: int) -> str | None:
-    """A fresh token in :func:`token_path` (0600, replacing a dead server's); None when the file
-    cannot be ours (another user's in the sticky /tmp)."""
-    path = token_path(grpc_port)
-    token = secrets.token_urlsafe(24)
-    try:
-        path.unlink(missing_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except OSError:
-        return None
-    with os.fdopen(fd, "w") as f:
-        f.write(token)
-    return token
-
-
-def remove_token(grpc_port: int, token: str) -> None:
-    """Remove :func:`token_path` if it still holds ``token`` (not a later server's)."""
-    path = token_path(grpc_port)
-    try:
-        if path.read_text() == token:
-            path.unlink()
-    except OSError:
-        pass
-
-
-def read_token(url: str) -> str | None:
-    """The token of the server at ``url`` (``host:port``) if this host has one this user wrote."""
-    try:
-        path = token_path(int(url.rsplit(":", 1)[1]))
-        info = path.stat()
-        if info.st_uid != os.getuid() or info.st_mode & 0o077:
-            return None
-        return path.read_text().strip() or None
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def token_headers(token: str) -> dict[str, str]:
-    """The gRPC headers that carry ``token`` to the shared-memory extension."""
-    return {f"triton-grpc-protocol-{TOKEN_KEY}": token}
 
 
 def dead_regions(names: Iterable[str]) -> list[str]:
@@ -106,14 +57,8 @@ def dead_regions(names: Iterable[str]) -> list[str]:
     dead = []
     for name in names:
         m = _OURS.match(name)
-        if not m or int(m.group(1)) == os.getpid():
-            continue
-        try:
-            os.kill(int(m.group(1)), 0)
-        except ProcessLookupError:
+        if m and int(m.group(1)) != os.getpid() and not pid_alive(int(m.group(1))):
             dead.append(name)
-        except PermissionError:  # alive, another user's
-            pass
     return dead
 
 

@@ -4,11 +4,15 @@ administrative endpoints closed, and says so when tritonserver dies."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
+import tempfile
 from pathlib import Path
 
 import pytest
+
+from inference.serving.host_files import SHM_DIR, serve_prefix, sweep_dead_servers, token_path
 
 
 def reachable(host: str, port: int) -> bool:
@@ -51,21 +55,25 @@ def test_the_server_exits_1_when_tritonserver_dies(tmp_path) -> None:
 
     publish(tmp_path / "models", "v1", seed=0)
     handle = start_server(tmp_path / "models" / "latest", device="cpu", timeout_s=120)
+
+    def regions() -> list[Path]:  # the stubs' own shared-memory regions, named after the serve process
+        return list(SHM_DIR.glob(serve_prefix(handle.pid) + "*"))
+
     try:
         members = group_members(handle.pid)
         (triton,) = [p for p in members if Path(f"/proc/{p}/comm").read_text().strip() == "tritonserver"]
         stubs = [p for p in members if Path(f"/proc/{p}/comm").read_text().startswith("triton_python")]
         assert len(stubs) == 3  # one Python-backend stub per model
-        # the stubs' own shared-memory regions (their third argument), which a kill leaves in /dev/shm
-        regions = [Path(f"/proc/{p}/cmdline").read_bytes().split(b"\0")[2].decode() for p in stubs]
-        os.kill(triton, signal.SIGKILL)
+        assert len(regions()) == 3
+        for pid in (*stubs, triton):  # (stubs that outlive tritonserver remove their regions; killed, they cannot)
+            os.kill(pid, signal.SIGKILL)
         assert handle.process.wait(30) == 1
         assert "exited with code -9" in handle.log_tail(400)  # (before or after the server saw its models ready)
+        assert regions() == []  # the server removed what its stubs could not
     finally:
         handle.stop()
-        for path in Path("/dev/shm").glob("triton_python_backend_shm_region_*"):
-            if any(path.name.startswith(r.lstrip("/")) for r in regions):
-                path.unlink(missing_ok=True)
+        for path in regions():
+            path.unlink(missing_ok=True)
     assert group_members(handle.pid) == []
 
 
@@ -77,18 +85,30 @@ def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
     from serving_helpers import publish
 
     from inference.serving.process import group_members, start_server
-    from inference.serving.shared_memory import token_path
 
     publish(tmp_path / "models", "v1", seed=0)
     handle = start_server(tmp_path / "models" / "latest", device="cpu", timeout_s=120)
+
+    def left() -> list[Path]:
+        prefix = serve_prefix(handle.pid)
+        token = [p for p in [token_path(handle.grpc_port)] if p.exists()]
+        return [*Path(tempfile.gettempdir()).glob(prefix + "*"), *SHM_DIR.glob(prefix + "*"), *token]
+
     try:
         assert len(group_members(handle.pid)) == 5  # serve, tritonserver, three stubs
+        assert len(left()) == 5  # its workspace, three stub regions, the token file
         handle.process.kill()
         handle.process.wait(5)
         deadline = time.monotonic() + 30
         while group_members(handle.pid) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert group_members(handle.pid) == []
+        # a killed server cannot remove its workspace and token file: the next one on this host does
+        leftovers = left()
+        assert token_path(handle.grpc_port) in leftovers and any(p.is_dir() for p in leftovers)
+        assert set(leftovers) <= set(sweep_dead_servers())
+        assert left() == []
     finally:
         handle.stop()
-        token_path(handle.grpc_port).unlink(missing_ok=True)  # (a killed server cannot remove its token)
+        for path in left():
+            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)

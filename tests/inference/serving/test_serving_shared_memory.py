@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import tempfile
 import time
 
 import numpy as np
@@ -18,20 +17,8 @@ from inference.backends import BackendError
 from inference.encoders import get_encoder
 from inference.model.step import build_inputs
 from inference.serving.client import TritonBackend
-from inference.serving.server import ServeOptions, server_command
-from inference.serving.shared_memory import (
-    MIN_REGION,
-    SHM_DIR,
-    Region,
-    SharedMemoryLane,
-    dead_regions,
-    lane_setting,
-    read_token,
-    remove_token,
-    token_headers,
-    token_path,
-    write_token,
-)
+from inference.serving.host_files import SHM_DIR, read_token, token_headers
+from inference.serving.shared_memory import MIN_REGION, Region, SharedMemoryLane, dead_regions, lane_setting
 
 
 def step_inputs(jobs: int = 40, nodes: int = 30):
@@ -39,7 +26,8 @@ def step_inputs(jobs: int = 40, nodes: int = 30):
 
 
 def ours() -> set[str]:
-    return {p.name for p in SHM_DIR.glob("semsched-*")}
+    """The workers' regions in /dev/shm (not the session server's stubs', ``semsched-triton-<pid>-…``)."""
+    return {p.name for p in SHM_DIR.glob("semsched-[0-9]*")}
 
 
 # -- the region and the lane, without a server ----------------------------------------------------
@@ -84,28 +72,6 @@ def test_the_setting_is_auto_or_off(monkeypatch):
     monkeypatch.setenv("SEMSCHED_TRITON_SHARED_MEMORY", "sometimes")
     with pytest.raises(ValueError, match="auto or off"):
         SharedMemoryLane()
-
-
-def test_the_extension_is_behind_its_own_token_and_the_token_file_is_this_users(tmp_path, monkeypatch):
-    cmd = server_command(ServeOptions(model_dir=tmp_path, grpc_port=1), tmp_path, tmp_path, "t0k3n")
-    groups = [a.split("=", 1)[1] for a in cmd if a.startswith("--grpc-restricted-protocol=")]
-    assert groups[1] == "shared-memory:semsched-shm-token=t0k3n" and "shared-memory" not in groups[0]
-    assert [a.split("=", 1)[1] for a in cmd if a.startswith("--http-restricted-api=")] == groups
-    closed = server_command(ServeOptions(model_dir=tmp_path), tmp_path, tmp_path, None)
-    assert "shared-memory:semsched-shm-token=" in " ".join(closed)  # a token nobody has
-
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    token = write_token(4242)
-    path = token_path(4242)
-    assert token and path.parent == tmp_path and oct(path.stat().st_mode & 0o777) == "0o600"
-    assert read_token("localhost:4242") == token and read_token("localhost:4243") is None
-    path.chmod(0o644)  # readable by others: not trusted
-    assert read_token("127.0.0.1:4242") is None
-    path.chmod(0o600)
-    remove_token(4242, "another server's")
-    assert path.exists()
-    remove_token(4242, token)
-    assert not path.exists()
 
 
 def test_only_dead_workers_regions_are_swept():
