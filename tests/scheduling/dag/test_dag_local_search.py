@@ -1,0 +1,78 @@
+"""The critical-path local search: a replay never starts a task later, the critical path is the
+chain that sets the makespan, and ``improve`` returns valid schedules never longer than its input,
+shorter where a critical task can move."""
+
+from __future__ import annotations
+
+import numpy as np
+from dag_builders import chain_problem, diamond_problem
+
+from scheduling.dag import (
+    DagGeneratorConfig,
+    DagProblem,
+    Platform,
+    Schedule,
+    TaskGraph,
+    check_schedule,
+    held_out_dags,
+)
+from scheduling.dag.local_search import critical_tasks, improve, replay, start_order
+from scheduling.dag.schedulers import get_dag_scheduler
+
+
+def small_dags(n: int = 6) -> list[DagProblem]:
+    return list(held_out_dags(DagGeneratorConfig(tasks_min=20, tasks_max=40, processors=4), n, seed=3))
+
+
+def test_a_replay_in_start_order_starts_no_task_later(topcuoglu):
+    for problem in [topcuoglu, *small_dags()]:
+        for name in ("heft", "cpop", "fifo"):
+            schedule = get_dag_scheduler(name).schedule(problem)
+            again = replay(problem, start_order(schedule), schedule.proc)
+            assert check_schedule(problem, again) == []
+            assert (again.start <= schedule.start + 1e-9).all() and np.array_equal(again.proc, schedule.proc)
+
+
+def test_the_critical_path_is_the_chain_that_sets_the_makespan():
+    chain = chain_problem([[2, 3], [4, 1], [1, 5]], [1.0, 1.0])
+    schedule = replay(chain, [0, 1, 2], np.array([0, 0, 0]))  # every task waits for the one before
+    assert critical_tasks(chain, schedule) == [0, 1, 2]
+    diamond = diamond_problem()
+    heft = get_dag_scheduler("heft").schedule(diamond)  # a P0 [0, 2], c P0 [2, 6], b P0 [6, 7], d P0 [7, 8]
+    assert critical_tasks(diamond, heft) == [0, 1, 2, 3]
+    # two independent tasks on two processors: only the one that ends last is critical
+    pair = DagProblem(TaskGraph.from_edges(["x", "y"], []), Platform.uniform(2), np.array([[5.0, 5.0], [3.0, 3.0]]))
+    assert critical_tasks(pair, replay(pair, [0, 1], np.array([0, 1]))) == [0]
+
+
+def test_a_critical_task_moves_to_an_idle_processor():
+    # two independent tasks one after another on P0, P1 idle: moving one halves the makespan
+    pair = DagProblem(TaskGraph.from_edges(["x", "y"], []), Platform.uniform(2), np.array([[4.0, 4.0], [4.0, 4.0]]))
+    serial = Schedule(np.array([0, 0]), np.array([0.0, 4.0]), np.array([4.0, 8.0]))
+    assert check_schedule(pair, serial) == []
+    better = improve(pair, serial)
+    assert check_schedule(pair, better) == [] and better.makespan == 4.0
+
+
+def test_a_critical_task_moves_up_in_the_order():
+    # found by a random search over 4-task DAGs: t0, t1, t2 → t3 (t1's edge carries 2), two processors
+    graph = TaskGraph.from_edges(["t0", "t1", "t2", "t3"], [(0, 3, 0.0), (1, 3, 2.0), (2, 3, 0.0)])
+    problem = DagProblem(graph, Platform.uniform(2), np.array([[6.0, 3.0], [7.0, 6.0], [7.0, 2.0], [4.0, 7.0]]))
+    schedule = replay(problem, [0, 1, 2, 3], np.array([0, 1, 0, 0]))
+    assert schedule.makespan == 17.0
+    assert improve(problem, schedule, reorder=False).makespan == 15.0  # processor moves alone stop here
+    better = improve(problem, schedule)
+    assert check_schedule(problem, better) == [] and better.makespan == 13.0
+
+
+def test_improve_is_valid_never_worse_and_helps_on_random_dags(topcuoglu):
+    heft = get_dag_scheduler("heft")
+    ratios = []
+    for problem in [topcuoglu, *small_dags()]:
+        schedule = heft.schedule(problem)
+        better = improve(problem, schedule)
+        assert check_schedule(problem, better) == []
+        assert better.makespan <= schedule.makespan
+        ratios.append(better.makespan / schedule.makespan)
+    assert min(ratios) < 0.99  # it finds something on these DAGs (deterministic: the same every run)
+    assert improve(topcuoglu, heft.schedule(topcuoglu), rounds=0).makespan <= 80.0
