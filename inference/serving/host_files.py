@@ -55,9 +55,13 @@ def token_path(grpc_port: int) -> Path:
 
 def write_token(grpc_port: int) -> str | None:
     """A fresh token in :func:`token_path` (0600, replacing a dead server's), this process's PID on
-    the second line; None when the file cannot be ours (another user's in the sticky /tmp)."""
+    the second line; None when the file cannot be ours: another user's in the sticky /tmp, or a
+    running server's (a second server on its port, which will not bind, must not take it)."""
     path = token_path(grpc_port)
     token = secrets.token_urlsafe(24)
+    owner = _token_owner(path)
+    if owner is not None and owner != os.getpid() and pid_alive(owner):
+        return None
     try:
         path.unlink(missing_ok=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -70,6 +74,15 @@ def write_token(grpc_port: int) -> str | None:
 
 def _token_lines(path: Path) -> list[str]:
     return path.read_text().split("\n")
+
+
+def _token_owner(path: Path) -> int | None:
+    """The PID on a token file's second line (None: no file, or none written there)."""
+    try:
+        lines = _token_lines(path)
+    except OSError:
+        return None
+    return int(lines[1]) if len(lines) > 1 and lines[1].strip().isdigit() else None
 
 
 def remove_token(grpc_port: int, token: str) -> None:
@@ -106,8 +119,7 @@ def _dead_owner(path: Path) -> bool:
         if path.lstat().st_uid != os.getuid():
             return False
         if path.name.endswith(".token"):
-            lines = _token_lines(path)
-            pid = int(lines[1]) if len(lines) > 1 and lines[1].strip().isdigit() else None
+            pid = _token_owner(path)
         else:
             m = _SERVED.match(path.name)
             pid = int(m.group(1)) if m else None

@@ -134,7 +134,9 @@ class ListSchedulingEnv:
     def _insert_busy(self, proc: int, start: float, finish: float) -> None:
         k = int(self._busy_count[proc])
         row_s, row_f = self._busy_start[proc], self._busy_finish[proc]
-        at = int(np.searchsorted(row_s[:k], start, side="right"))
+        # a zero-length task goes before the intervals that start when it does: after them, the gap
+        # that follows it would open at its finish, before theirs (a later task could overlap them)
+        at = int(np.searchsorted(row_s[:k], start, side="left" if finish == start else "right"))
         row_s[at + 1:k + 1] = row_s[at:k].copy()
         row_f[at + 1:k + 1] = row_f[at:k].copy()
         row_s[at], row_f[at] = start, finish

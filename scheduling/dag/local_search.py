@@ -31,9 +31,10 @@ from scheduling.dag.problem import DagProblem
 from scheduling.dag.schedule import Schedule
 
 
-def start_order(schedule: Schedule) -> np.ndarray:
-    """The tasks by start time (then finish time: a zero-cost parent before its child)."""
-    return np.lexsort((schedule.finish, schedule.start))
+def start_order(problem: DagProblem, schedule: Schedule) -> np.ndarray:
+    """The tasks by start time, then finish time, then hop level (a zero-cost parent and its
+    zero-cost child start and finish together): a topological order."""
+    return np.lexsort((problem.graph.level, schedule.finish, schedule.start))
 
 
 def replay(problem: DagProblem, order: np.ndarray | list[int], procs: np.ndarray) -> Schedule:
@@ -91,12 +92,12 @@ def _moves(problem: DagProblem, schedule: Schedule, order: list[int], task: int,
 def improve(problem: DagProblem, schedule: Schedule, *, rounds: int = 200, reorder: bool = True) -> Schedule:
     """``schedule``, or a shorter one the local search found (module docstring); ``reorder=False``:
     processor moves only."""
-    best = replay(problem, start_order(schedule), schedule.proc)
+    best = replay(problem, start_order(problem, schedule), schedule.proc)
     if best.makespan > schedule.makespan:  # (cannot happen: the replay starts no task later)
         best = schedule
     for _ in range(rounds):
         tol = 1e-9 * max(best.makespan, 1.0)
-        order = [int(t) for t in start_order(best)]
+        order = [int(t) for t in start_order(problem, best)]
         found = next((trial for task in critical_tasks(problem, best)
                       for trial in (replay(problem, o, p) for o, p in _moves(problem, best, order, task, reorder))
                       if trial.makespan < best.makespan - tol), None)  # fmt: skip

@@ -7,6 +7,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import tempfile
 from pathlib import Path
 
@@ -87,6 +88,11 @@ def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
     from inference.serving.process import group_members, start_server
 
     publish(tmp_path / "models", "v1", seed=0)
+    gone = subprocess.Popen(["true"])  # what an earlier server, killed, left: the next start sweeps it
+    gone.wait()
+    earlier = [Path(tempfile.gettempdir()) / f"{serve_prefix(gone.pid)}test", SHM_DIR / f"{serve_prefix(gone.pid)}test"]
+    earlier[0].mkdir()
+    earlier[1].write_bytes(b"\0")
     handle = start_server(tmp_path / "models" / "latest", device="cpu", timeout_s=120)
 
     def left() -> list[Path]:
@@ -95,6 +101,7 @@ def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
         return [*Path(tempfile.gettempdir()).glob(prefix + "*"), *SHM_DIR.glob(prefix + "*"), *token]
 
     try:
+        assert not any(p.exists() for p in earlier)
         assert len(group_members(handle.pid)) == 5  # serve, tritonserver, three stubs
         assert len(left()) == 5  # its workspace, three stub regions, the token file
         handle.process.kill()
@@ -110,5 +117,8 @@ def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
         assert left() == []
     finally:
         handle.stop()
-        for path in left():
-            shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+        for path in [*left(), *earlier]:
+            if path.is_dir():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)

@@ -49,6 +49,12 @@ def test_the_extension_is_behind_its_own_token_and_the_token_file_is_this_users(
     assert path.exists()
     remove_token(4242, token)
     assert not path.exists()
+    # a running server's token file is not taken by a second server on its port (which will not bind)
+    path.write_text(f"theirs\n{os.getppid()}\n")
+    path.chmod(0o600)
+    assert write_token(4242) is None and read_token("localhost:4242") == "theirs"
+    path.write_text(f"theirs\n{gone_pid()}\n")  # a dead server's is replaced
+    assert write_token(4242) not in (None, "theirs") and read_token("localhost:4242") != "theirs"
 
 
 def test_the_stubs_regions_carry_the_serve_process_pid(tmp_path):

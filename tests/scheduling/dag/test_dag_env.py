@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scheduling.dag import DagProblem, IllegalActionError, ListSchedulingEnv, Platform, TaskGraph
+from scheduling.dag import (
+    DagProblem,
+    IllegalActionError,
+    ListSchedulingEnv,
+    Platform,
+    TaskGraph,
+    check_schedule,
+)
 
 
 def gap_problem() -> DagProblem:
@@ -25,6 +32,17 @@ def test_insertion_uses_an_idle_gap_that_is_long_enough() -> None:
     assert env.start_times(3)[1] == 1.0
     env.step(2, 0)
     assert env.start_times(3)[0] == 6.0 and env.proc_available.tolist() == [6.0, 1.0]
+
+
+def test_a_zero_length_task_opens_no_gap_inside_a_busy_interval() -> None:
+    """Z (cost 0) lands at the start of A's interval [0, 5]: the next task must still wait for A."""
+    problem = DagProblem(TaskGraph.from_edges(["A", "Z", "B"], []), Platform.uniform(1),
+                         np.array([[5.0], [0.0], [3.0]]))  # fmt: skip
+    env = ListSchedulingEnv(problem, insertion=True)
+    env.step(0, 0)
+    assert (env.step(1, 0).start, env.start_times(2)[0]) == (0.0, 5.0)  # (was 0.0: B over A)
+    env.step(2, 0)
+    assert check_schedule(problem, env.schedule()) == []
 
 
 def test_without_insertion_a_task_goes_after_the_last_one() -> None:

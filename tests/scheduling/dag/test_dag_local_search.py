@@ -28,7 +28,7 @@ def test_a_replay_in_start_order_starts_no_task_later(topcuoglu):
     for problem in [topcuoglu, *small_dags()]:
         for name in ("heft", "cpop", "fifo"):
             schedule = get_dag_scheduler(name).schedule(problem)
-            again = replay(problem, start_order(schedule), schedule.proc)
+            again = replay(problem, start_order(problem, schedule), schedule.proc)
             assert check_schedule(problem, again) == []
             assert (again.start <= schedule.start + 1e-9).all() and np.array_equal(again.proc, schedule.proc)
 
@@ -76,3 +76,21 @@ def test_improve_is_valid_never_worse_and_helps_on_random_dags(topcuoglu):
         ratios.append(better.makespan / schedule.makespan)
     assert min(ratios) < 0.99  # it finds something on these DAGs (deterministic: the same every run)
     assert improve(topcuoglu, heft.schedule(topcuoglu), rounds=0).makespan <= 80.0
+
+
+def test_zero_cost_tasks_keep_the_order_topological_and_the_schedule_valid():
+    from inference.dag.search import rollout_schedule
+
+    # a zero-cost parent and its zero-cost child start and finish together; the child has the lower index
+    graph = TaskGraph.from_edges(["child", "parent", "x"], [(1, 0, 1.0), (2, 1, 1.0)])
+    problem = DagProblem(graph, Platform.uniform(2), np.array([[0.0, 0.0], [0.0, 0.0], [3.0, 3.0]]))
+    heft = get_dag_scheduler("heft").schedule(problem)
+    assert list(start_order(problem, heft)).index(1) < list(start_order(problem, heft)).index(0)
+    for schedule in (improve(problem, heft), rollout_schedule(problem, None)):
+        assert check_schedule(problem, schedule) == []
+    # a zero-cost task between two others on one processor: nothing may overlap after the replay
+    trio = DagProblem(TaskGraph.from_edges(["A", "Z", "B"], []), Platform.uniform(1), np.array([[5.0], [0.0], [3.0]]))
+    serial = Schedule(np.array([0, 0, 0]), np.array([0.0, 5.0, 5.0]), np.array([5.0, 5.0, 8.0]))
+    assert check_schedule(trio, serial) == []
+    better = improve(trio, serial)
+    assert check_schedule(trio, better) == [] and better.makespan == 8.0
