@@ -21,7 +21,7 @@ processors here, against milliseconds for the greedy ``learned``. Reported separ
 Then the critical-path local search (:func:`scheduling.dag.local_search.improve`: a task of the
 critical path on another processor, or earlier in the order) polishes the result: on the 100
 held-out DAGs of ``semsched bench dag`` it took ``learned-rollout``'s mean makespan from 225.1 to
-222.9 and ``learned-rollout-wide``'s from 222.6 to 220.7 (HEFT: 235.0), for ~0.6 s more a DAG.
+222.9 and ``learned-rollout-wide``'s from 222.6 to 220.7 (HEFT: 235.0), for ~0.6–0.7 s more a DAG.
 """
 
 from __future__ import annotations

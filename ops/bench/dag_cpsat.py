@@ -31,7 +31,7 @@ import numpy as np
 from ortools.sat.python import cp_model
 
 from ops.bench.dag_lower_bounds import analytic_bounds, comm_heads_tails
-from scheduling.dag import DagProblem, ListSchedulingEnv, Schedule, assert_valid_schedule
+from scheduling.dag import DagProblem, Schedule, assert_valid_schedule, replay
 
 #: HEFT's makespan is at least this many integer time units after scaling
 RESOLUTION = 1e5
@@ -119,16 +119,6 @@ def build_model(problem: DagProblem, scale: float, horizon: int) -> tuple[cp_mod
     return m, {"x": x, "start": start, "makespan": makespan, "w": w}
 
 
-def replay(problem: DagProblem, proc: np.ndarray, order_key: np.ndarray) -> Schedule:
-    """The real schedule of placing the tasks on ``proc`` in ``order_key`` order (ties: hop
-    level, then index) through :class:`ListSchedulingEnv` with insertion."""
-    env = ListSchedulingEnv(problem, insertion=True)
-    order = np.lexsort((np.arange(problem.n_tasks), problem.graph.level, order_key))
-    for t in order:
-        env.step(int(t), int(proc[t]))
-    return env.schedule()
-
-
 def solve_exact(problem: DagProblem, hint: Schedule, *, time_limit_s: float = 15.0, workers: int = 8,
                 seed: int = 0) -> ExactResult:  # fmt: skip
     """Minimise the makespan with CP-SAT for ``time_limit_s`` seconds, warm-started with
@@ -155,7 +145,7 @@ def solve_exact(problem: DagProblem, hint: Schedule, *, time_limit_s: float = 15
         x = np.array([[solver.value(b) for b in row] for row in v["x"]], dtype=np.int64)
         starts = np.array([solver.value(s) for s in v["start"]], dtype=np.int64)
         objective = int(solver.objective_value)
-        found = replay(problem, x.argmax(axis=1), starts)
+        found = replay(problem, x.argmax(axis=1), starts)  # the real schedule of CP-SAT's choices
         assert_valid_schedule(problem, found)
         drift = found.makespan - objective / scale
         if found.makespan < best.makespan:

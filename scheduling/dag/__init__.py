@@ -5,7 +5,7 @@ Pure numpy, no I/O: loaders for real workflows live in :mod:`ops.workflows`; the
 (makespan, speedup, SLR) in :mod:`scheduling.metrics.dag`.
 """
 
-from scheduling.dag.env import IllegalActionError, ListSchedulingEnv, Placement
+from scheduling.dag.env import IllegalActionError, ListSchedulingEnv, Placement, replay
 from scheduling.dag.generator import DagGeneratorConfig, generate_dag, held_out_dags, training_dags
 from scheduling.dag.graph import GraphError, TaskGraph
 from scheduling.dag.platform import Platform, PlatformError
@@ -28,5 +28,6 @@ __all__ = [
     "check_schedule",
     "generate_dag",
     "held_out_dags",
+    "replay",
     "training_dags",
 ]

@@ -147,3 +147,18 @@ class ListSchedulingEnv:
         if not self.done:
             raise IllegalActionError(f"{int((~self.scheduled).sum())} task(s) not placed yet")
         return Schedule(self.proc.copy(), self.start.copy(), self.finish.copy())
+
+
+def replay_order(problem: DagProblem, order_key: np.ndarray) -> np.ndarray:
+    """The tasks by ``order_key``, ties by hop level, then index: a topological order whenever no
+    child's key is below its parent's (start times, say, even with zero-cost tasks)."""
+    return np.lexsort((np.arange(problem.n_tasks), problem.graph.level, order_key))
+
+
+def replay(problem: DagProblem, procs: np.ndarray, order_key: np.ndarray) -> Schedule:
+    """The real schedule of placing the tasks on ``procs`` in :func:`replay_order` through
+    :class:`ListSchedulingEnv` with insertion: each at its earliest start there."""
+    env = ListSchedulingEnv(problem, insertion=True)
+    for task in replay_order(problem, order_key):
+        env.step(int(task), int(procs[task]))
+    return env.schedule()

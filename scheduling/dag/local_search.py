@@ -3,9 +3,10 @@
 A list scheduler (HEFT, CPOP, a learned policy, a rollout over them) decides each task once and
 never looks back. :func:`improve` does, cheaply:
 
-- **Replay.** A schedule is its tasks' order and processors: :func:`replay` places the tasks in
-  that order, each on its processor, at the earliest start the environment allows (insertion).
-  Replayed in start order, no task starts later than the schedule had it (its slot is still free
+- **Replay.** A schedule is its tasks' order and processors:
+  :func:`~scheduling.dag.env.replay` places the tasks in that order, each on its processor, at the
+  earliest start the environment allows (insertion). Replayed in start order (ties: hop level, so
+  a zero-cost parent still comes before its zero-cost child), no task starts later than the schedule had it (its slot is still free
   and its inputs arrive no later, by induction over that order), so the makespan never grows.
 - **Moves.** The makespan is set by a chain of tasks, each waiting for the one before it (its
   data, or its processor): the critical path (:func:`critical_tasks`). Only a change to one of
@@ -26,24 +27,16 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from scheduling.dag.env import ListSchedulingEnv
+from scheduling.dag.env import replay, replay_order
 from scheduling.dag.problem import DagProblem
 from scheduling.dag.schedule import Schedule
 
 
-def start_order(problem: DagProblem, schedule: Schedule) -> np.ndarray:
-    """The tasks by start time, then finish time, then hop level (a zero-cost parent and its
-    zero-cost child start and finish together): a topological order."""
-    return np.lexsort((problem.graph.level, schedule.finish, schedule.start))
-
-
-def replay(problem: DagProblem, order: np.ndarray | list[int], procs: np.ndarray) -> Schedule:
-    """The tasks placed in ``order`` (a topological order), each on ``procs[task]``, at its
-    earliest start (insertion)."""
-    env = ListSchedulingEnv(problem, insertion=True)
-    for task in order:
-        env.step(int(task), int(procs[task]))
-    return env.schedule()
+def _positions(order: list[int]) -> np.ndarray:
+    """An order as :func:`~scheduling.dag.env.replay`'s key: each task's place in it."""
+    key = np.empty(len(order), dtype=np.int64)
+    key[order] = np.arange(len(order))
+    return key
 
 
 def critical_tasks(problem: DagProblem, schedule: Schedule) -> list[int]:
@@ -71,8 +64,8 @@ def critical_tasks(problem: DagProblem, schedule: Schedule) -> list[int]:
 
 
 def _moves(problem: DagProblem, schedule: Schedule, order: list[int], task: int,
-           reorder: bool) -> Iterator[tuple[list[int], np.ndarray]]:  # fmt: skip
-    """(order, processors) candidates for ``task`` (module docstring), in a fixed order."""
+           reorder: bool) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """(processors, order key) candidates for ``task`` (module docstring), in a fixed order."""
     g = problem.graph
     at = order.index(task)
     parents = {int(p) for p in g.src[g.in_edges(task)]}
@@ -80,26 +73,27 @@ def _moves(problem: DagProblem, schedule: Schedule, order: list[int], task: int,
     earlier = None
     if reorder and last_parent + 1 < at:  # something not its parent runs first: try the task before it
         earlier = [*order[: last_parent + 1], task, *(t for t in order[last_parent + 1 :] if t != task)]
+    keys = (_positions(order), None if earlier is None else _positions(earlier))
     for proc in range(problem.n_procs):
         procs = schedule.proc.copy()
         procs[task] = proc
         if proc != schedule.proc[task]:
-            yield order, procs
-        if earlier is not None:
-            yield earlier, procs
+            yield procs, keys[0]
+        if keys[1] is not None:
+            yield procs, keys[1]
 
 
 def improve(problem: DagProblem, schedule: Schedule, *, rounds: int = 200, reorder: bool = True) -> Schedule:
     """``schedule``, or a shorter one the local search found (module docstring); ``reorder=False``:
     processor moves only."""
-    best = replay(problem, start_order(problem, schedule), schedule.proc)
+    best = replay(problem, schedule.proc, schedule.start)
     if best.makespan > schedule.makespan:  # (cannot happen: the replay starts no task later)
         best = schedule
     for _ in range(rounds):
         tol = 1e-9 * max(best.makespan, 1.0)
-        order = [int(t) for t in start_order(problem, best)]
+        order = [int(t) for t in replay_order(problem, best.start)]
         found = next((trial for task in critical_tasks(problem, best)
-                      for trial in (replay(problem, o, p) for o, p in _moves(problem, best, order, task, reorder))
+                      for trial in (replay(problem, *move) for move in _moves(problem, best, order, task, reorder))
                       if trial.makespan < best.makespan - tol), None)  # fmt: skip
         if found is None:
             break

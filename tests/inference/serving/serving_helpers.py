@@ -1,7 +1,9 @@
-"""The serving tests' model directories: tiny untrained scorers published as versions."""
+"""The serving tests' model directories (tiny untrained scorers published as versions), and the PID
+of a process that is gone (what a killed server or worker leaves names)."""
 
 from __future__ import annotations
 
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,3 +29,10 @@ def publish(root: Path, version: str, seed: int, spec: FeatureSpec = SPEC, **con
     save_model(root / version, model, version)
     point_latest(root, version)
     return root / "latest"
+
+
+def dead_pid() -> int:
+    """The PID of a process that has exited and been reaped."""
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    return gone.pid

@@ -7,7 +7,6 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -83,14 +82,13 @@ def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
     signal does (PR_SET_PDEATHSIG), and its stubs follow it."""
     import time
 
-    from serving_helpers import publish
+    from serving_helpers import dead_pid, publish
 
     from inference.serving.process import group_members, start_server
 
     publish(tmp_path / "models", "v1", seed=0)
-    gone = subprocess.Popen(["true"])  # what an earlier server, killed, left: the next start sweeps it
-    gone.wait()
-    earlier = [Path(tempfile.gettempdir()) / f"{serve_prefix(gone.pid)}test", SHM_DIR / f"{serve_prefix(gone.pid)}test"]
+    gone = dead_pid()  # what an earlier server, killed, left: the next start sweeps it
+    earlier = [Path(tempfile.gettempdir()) / f"{serve_prefix(gone)}test", SHM_DIR / f"{serve_prefix(gone)}test"]
     earlier[0].mkdir()
     earlier[1].write_bytes(b"\0")
     handle = start_server(tmp_path / "models" / "latest", device="cpu", timeout_s=120)

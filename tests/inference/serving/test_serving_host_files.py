@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import tempfile
 from pathlib import Path
+
+from serving_helpers import dead_pid
 
 from inference.serving.host_files import (
     pid_alive,
@@ -19,13 +20,6 @@ from inference.serving.host_files import (
     write_token,
 )
 from inference.serving.server import ServeOptions, server_command
-
-
-def gone_pid() -> int:
-    """The PID of a process that has exited (and been reaped)."""
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    return gone.pid
 
 
 def test_the_extension_is_behind_its_own_token_and_the_token_file_is_this_users(tmp_path, monkeypatch):
@@ -53,7 +47,7 @@ def test_the_extension_is_behind_its_own_token_and_the_token_file_is_this_users(
     path.write_text(f"theirs\n{os.getppid()}\n")
     path.chmod(0o600)
     assert write_token(4242) is None and read_token("localhost:4242") == "theirs"
-    path.write_text(f"theirs\n{gone_pid()}\n")  # a dead server's is replaced
+    path.write_text(f"theirs\n{dead_pid()}\n")  # a dead server's is replaced
     assert write_token(4242) not in (None, "theirs") and read_token("localhost:4242") != "theirs"
 
 
@@ -66,7 +60,7 @@ def test_only_what_dead_servers_left_is_swept(tmp_path, monkeypatch):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     tmp, shm = tmp_path / "tmp", tmp_path / "shm"
     tmp.mkdir(), shm.mkdir()
-    dead, alive = gone_pid(), os.getppid()
+    dead, alive = dead_pid(), os.getppid()
     assert not pid_alive(dead) and pid_alive(alive) and pid_alive(1)
 
     def leave(pid: int) -> list[Path]:

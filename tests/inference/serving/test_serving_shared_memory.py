@@ -5,13 +5,12 @@ refused one and a missed deadline fall back to the wire; nothing left in /dev/sh
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 
 import numpy as np
 import pytest
 from inference_helpers import pod_mix, small_snapshot
-from serving_helpers import SPEC
+from serving_helpers import SPEC, dead_pid
 
 from inference.backends import BackendError
 from inference.encoders import get_encoder
@@ -75,11 +74,10 @@ def test_the_setting_is_auto_or_off(monkeypatch):
 
 
 def test_only_dead_workers_regions_are_swept():
-    gone = subprocess.Popen(["true"])
-    gone.wait()
-    names = [f"semsched-{gone.pid}-0a1b", f"semsched-{os.getpid()}-0a1b", f"semsched-{os.getppid()}-0a1b",
-             "triton_python_backend_shm_region_1", f"semsched-{gone.pid}"]  # fmt: skip
-    assert dead_regions(names) == [f"semsched-{gone.pid}-0a1b"]
+    gone = dead_pid()
+    names = [f"semsched-{gone}-0a1b", f"semsched-{os.getpid()}-0a1b", f"semsched-{os.getppid()}-0a1b",
+             "triton_python_backend_shm_region_1", f"semsched-{gone}"]  # fmt: skip
+    assert dead_regions(names) == [f"semsched-{gone}-0a1b"]
 
 
 # -- against the real server -------------------------------------------------------------------------
@@ -237,10 +235,9 @@ def test_registering_needs_the_token_and_a_wrong_one_turns_the_lane_off(served, 
 def test_a_dead_workers_region_is_unregistered_by_the_next_worker(served):
     import tritonclient.grpc as grpcclient
 
-    gone = subprocess.Popen(["true"])
-    gone.wait()
+    gone = dead_pid()
     headers = token_headers(read_token(served.url) or "")
-    region = Region(4096, owner=gone.pid)  # as the dead worker registered it
+    region = Region(4096, owner=gone)  # as the dead worker registered it
     client = grpcclient.InferenceServerClient(served.url)
     b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
     try:
