@@ -7,18 +7,11 @@ next step must see them (found by review: it placed a job on a GPU the other wor
 from __future__ import annotations
 
 import asyncio
-import tempfile
-import uuid
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
-
-from aiokafka import TopicPartition
 
 from scheduling.events import DecisionRecord, JobSubmitted, NodeTelemetry, decision_id_for, partition_for
-from streams.app import create_app
-from streams.settings import Settings
 from streams.state import on_decision, on_submitted
+from tests.streams.loop_helpers import stood_in_worker
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -30,27 +23,8 @@ def job(job_id: str) -> JobSubmitted:
 
 def test_placements_recovered_at_a_rebalance_that_gave_back_the_same_partitions_are_held() -> None:
     async def run() -> dict[str, tuple[str, list[int]]]:
-        s = Settings(bootstrap="127.0.0.1:1", topic_prefix=f"u{uuid.uuid4().hex[:6]}.", web_port=0,
-                     state_dir=Path(tempfile.mkdtemp()), policy="best-fit", snapshot_verify_s=3600)  # fmt: skip
-        w = create_app(s)
+        w, assigned = stood_in_worker(policy="best-fit", snapshot_verify_s=3600)
         loop = w.loop  # type: ignore[attr-defined]
-
-        async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
-            done = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-
-        w.publish = publish  # type: ignore[method-assign]
-        for table in (w.pending, w.running, w.done):
-            table.send_changelog = lambda *a, **k: None
-        assigned = {TopicPartition(s.topic(t), p) for t in ("decisions", "jobs.lifecycle") for p in range(4)}
-        w.app.consumer.assignment = lambda: assigned  # type: ignore[method-assign]
-        w.app.tables.recovery.completed.set()
-
-        async def nothing_to_replay(partitions: Any) -> dict[int, int]:
-            return {}
-
-        loop.catchup._replay_targets = loop.lifecycle_catchup._replay_targets = nothing_to_replay
         part = partition_for("c1", 4)
         w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000, memory_mib=16384,
                                            num_gpu=2, gpu_model="A100").model_dump(mode="json")  # fmt: skip
