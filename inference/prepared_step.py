@@ -44,6 +44,12 @@ class PreparedStep:
     @classmethod
     def of(cls, jobs: Sequence[JobRequest], inputs: Any, snapshot: ClusterSnapshot,
            out: dict[str, Any]) -> PreparedStep:  # fmt: skip
+        """The step of an answer; :class:`~inference.backends.BackendError` when the answer holds
+        values no model should give (:func:`answer_problem`), so the step falls back and says why."""
+        if problem := answer_problem(out):
+            from inference.backends.base import BackendError
+
+            raise BackendError(f"model {out.get('version') or '?'} answered {problem}")
         return cls({j.job_id: i for i, j in enumerate(jobs)}, inputs.jobs, np.asarray(out["scores"], np.float32),
                    np.asarray(out["node_part"], np.float32), snapshot.table,
                    (snapshot.cpu_free.copy(), snapshot.mem_free.copy(), snapshot.gpu_free.copy()),
@@ -86,3 +92,18 @@ class PreparedStep:
         """bool ``[N]``: nodes whose free capacity differs from the step start."""
         cpu, mem, gpu = self.free
         return (s.cpu_free != cpu) | (s.mem_free != mem) | (s.gpu_free != gpu).any(axis=1)
+
+
+def answer_problem(out: dict[str, Any]) -> str | None:
+    """What is wrong with a policy answer's values, or ``None``: a score that is NaN or ``+inf``
+    (``-inf`` is a pair the model did not score), a node term, ψ or h that is not finite — a
+    diverged version, or a corrupt answer. Without this check a NaN score reads as a veto, so
+    the jobs would wait with no fallback taking over, and ``+inf`` would reach a decision record."""
+    scores = np.asarray(out["scores"])
+    bad = int(np.count_nonzero(np.isnan(scores) | np.isposinf(scores)))
+    if bad:
+        return f"{bad} of {scores.size} scores NaN or +inf"
+    for name in ("node_part", "cost", "h"):
+        if name in out and not np.isfinite(values := np.asarray(out[name])).all():
+            return f"{int(np.count_nonzero(~np.isfinite(values)))} non-finite values in {name!r}"
+    return None

@@ -61,6 +61,10 @@ def rescore(model: Any, step: PreparedStep, job: JobRequest, job_row: np.ndarray
     if nodes.any():
         rows = pairs[nodes] if pairs is not None else pair_features(job, snapshot, spec, np.flatnonzero(nodes))
         h = step.outputs.get("h")
-        scores[nodes] = score_nodes(model, step.node_part[nodes], job_row, rows,
-                                    None if h is None else np.asarray(h, np.float32)[nodes])  # fmt: skip
+        fresh = score_nodes(model, step.node_part[nodes], job_row, rows,
+                            None if h is None else np.asarray(h, np.float32)[nodes])  # fmt: skip
+        bad = int(np.count_nonzero(np.isnan(fresh) | np.isposinf(fresh)))
+        if bad:  # the rest of the step falls back, as for a bad answer (prepared_step.answer_problem)
+            raise ValueError(f"the head re-scored {bad} of {len(fresh)} node(s) NaN or +inf")
+        scores[nodes] = fresh
     return scores

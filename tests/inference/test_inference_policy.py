@@ -203,6 +203,53 @@ def test_a_failed_step_is_decided_by_the_fallback_and_says_so(tmp_path):
     assert not ok.fallback and not p.last_step.fallback and p.last_step.version == "test-v1"
 
 
+class GarbageBackend(FailingBackend):
+    """An in-process backend whose answers carry ``value`` in some (job, node) scores (a diverged
+    version, a corrupt answer), on every ``every``-th scored pair."""
+
+    def __init__(self, inner, value, every=1):
+        super().__init__(inner)
+        self.value, self.every = value, every
+
+    async def policy_async(self, inputs):
+        out = dict(self.inner.policy(inputs))
+        scores = np.array(out["scores"], copy=True)
+        fit = np.flatnonzero(np.isfinite(scores))
+        scores.flat[fit[:: self.every]] = self.value
+        out["scores"] = scores
+        return out
+
+
+@pytest.mark.parametrize(("value", "every"), [(np.nan, 1), (np.nan, 7), (np.inf, 5)])
+def test_an_answer_with_nan_or_infinite_scores_is_decided_by_the_fallback_and_says_so(tmp_path, value, every):
+    """A NaN score reads as a veto in ``place_one``: without the check, all-NaN answers left every
+    job waiting with no fallback taking over, and +inf reached a decision record as null."""
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="best-fit")
+    p.backend = GarbageBackend(p.backend, value, every)
+    snap, jobs = small_snapshot(), pod_mix(12)
+    status = asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    assert status.fallback and "NaN or +inf" in status.reason, status
+    got = schedule_step(snap, jobs, p, now=1.0)
+    want = schedule_step(snap, jobs, get_policy("best-fit"), now=1.0)
+    assert got.placements and [(x.job_id, x.node_index) for x in got.placements] == \
+        [(x.job_id, x.node_index) for x in want.placements]
+    assert p.last_step.fallback and p.fallback_jobs == {j.job_id for j in jobs}
+
+
+def test_a_head_that_re_scores_nan_within_the_step_hands_the_rest_of_the_step_to_the_fallback(tmp_path, monkeypatch):
+    import inference.model.step as model_step
+
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="best-fit")
+    snap, jobs = small_snapshot(), [j for j in pod_mix(12) if j.num_gpu]
+    asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    monkeypatch.setattr(model_step, "score_nodes", lambda *a, **k: np.full(int(a[1].shape[0]), np.nan))
+    got = schedule_step(snap, jobs, p, now=1.0)
+    assert len(got.placements) >= 2  # the first placement moved a node: the second job is re-scored there
+    assert p.last_step.fallback and "NaN or +inf" in p.last_step.reason
+    first = got.placements[0].job_id
+    assert first not in p.fallback_jobs and {x.job_id for x in got.placements[1:]} <= p.fallback_jobs
+
+
 def test_prepared_step_gives_the_same_decisions_as_the_synchronous_path(tmp_path):
     import asyncio
 
