@@ -21,13 +21,8 @@ an error from the model, an answer without the expected outputs — raises
 :class:`~inference.backends.base.BackendError` with a reason naming it; the policy then
 decides the step with its fallback heuristic and the decision records say so.
 
-**The local copy** (``loaded``): the policy needs the serving version's feature spec (to build
-the inputs) and its head (to re-score, within a step, the nodes earlier placements changed).
-It is loaded from ``model_dir`` — the directory the server serves — and follows the server:
-when an answer names a version the local copy is not, the client loads that version
-(``model_dir`` re-resolved, else its sibling ``<models>/<version>``) before it returns the
-answer, so the answer and ``loaded`` always agree; if that version cannot be found locally the
-call raises ``BackendError``. ``refresh()`` reports (once) that such a swap happened.
+**The local copy** (``loaded``): the serving version's feature spec and head, kept in step with
+the server's answers and with ``model_dir`` (:mod:`inference.serving.local_copy`).
 """
 
 from __future__ import annotations
@@ -36,7 +31,6 @@ import asyncio
 import logging
 import math
 import os
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -45,6 +39,7 @@ import numpy as np
 
 from inference.backends.base import BackendError
 from inference.model.step import PolicyInputs
+from inference.serving.local_copy import LocalCopy
 from inference.serving.policy_call import Flow, Op, make_inputs, policy_flow
 from inference.serving.repository import MAX_BATCH
 from inference.serving.shared_memory import SharedMemoryLane, lane_setting
@@ -103,12 +98,7 @@ class TritonBackend:
     def __init__(self, model_dir: Path | None = None, *, url: str | None = None, deadline_ms: float | None = None,
                  encode_deadline_ms: float | None = None, step_deadline_ms: float | None = None, loaded: Any = None,
                  watch_s: float = 2.0, shared_memory: str | None = None) -> None:  # fmt: skip
-        from inference.model.io import load_model
-
-        if loaded is None and model_dir is None:
-            raise ValueError("TritonBackend needs a model_dir or a loaded model (the local copy)")
-        self.model_dir = Path(model_dir) if model_dir is not None else None
-        self.loaded = loaded if loaded is not None else load_model(Path(model_dir))  # type: ignore[arg-type]
+        self.local = LocalCopy(model_dir, loaded, watch_s)
         self.url = url or os.environ.get(URL_ENV) or "localhost:8001"
         self.deadline_ms = deadline_ms if deadline_ms is not None else _env_float(DEADLINE_ENV, DEFAULT_DEADLINE_MS)
         self.encode_deadline_ms = (encode_deadline_ms if encode_deadline_ms is not None
@@ -116,17 +106,21 @@ class TritonBackend:
         step = (step_deadline_ms if step_deadline_ms is not None
                 else _env_float(STEP_DEADLINE_ENV, 2 * self.deadline_ms, zero="none"))  # fmt: skip
         self.step_deadline_ms: float | None = step or None  # read by the policy's prepare_step
-        self.reload_error: str | None = None
-        self.watch_s = watch_s
-        self._checked = time.monotonic()
-        self._swapped = False
         self._sync: Any = None
         self._aio: tuple[Any, Any] | None = None  # (event loop, aio client): a grpc.aio channel is per loop
         self.lane = SharedMemoryLane(shared_memory, self.url)  # the policy call's tensors, when the server maps them
 
     @property
+    def loaded(self) -> Any:
+        return self.local.loaded
+
+    @property
     def version(self) -> str:
-        return str(self.loaded.version)
+        return self.local.version
+
+    @property
+    def reload_error(self) -> str | None:
+        return self.local.reload_error
 
     # -- clients -----------------------------------------------------------------------------
     def _sync_client(self) -> Any:
@@ -224,30 +218,26 @@ class TritonBackend:
 
     # -- the Backend protocol ------------------------------------------------------------------
     def refresh(self, force: bool = False) -> bool:
-        """True when the local copy changed: it followed the server to a new version, or
-        ``model_dir`` (``models/latest``) was repointed — checked every ``watch_s``, so the inputs
-        follow a new feature spec even when the server cannot answer the old one."""
-        swapped, self._swapped = self._swapped, False
-        if self.model_dir is None or (not force and time.monotonic() - self._checked < self.watch_s):
-            return swapped
-        self._checked = time.monotonic()
-        from inference.model.io import reload_if_moved
-
-        try:
-            fresh = reload_if_moved(self.model_dir, self.loaded)
-        except Exception as e:  # keep the current copy; the server decides what answers
-            self.reload_error = f"{self.model_dir}: {type(e).__name__}: {e}"
-            return swapped
-        if fresh is not None:
-            log.info("local model copy %s -> %s (%s moved)", self.version, fresh.version, self.model_dir)
-            self.loaded, self.reload_error, swapped = fresh, None, True
-        return swapped
+        """True when the local copy changed (:meth:`LocalCopy.refresh`)."""
+        return self.local.refresh(force)
 
     def policy(self, inputs: PolicyInputs) -> dict[str, Any]:
-        return self._follow(self._run(policy_flow(self.lane, inputs, self.deadline_ms)))
+        built = self.loaded  # whose feature spec built ``inputs``
+        try:
+            out = self._run(policy_flow(self.lane, inputs, self.deadline_ms))
+        except BackendError:
+            self.local.call_failed()
+            raise
+        return self.local.follow(out, built)
 
     async def policy_async(self, inputs: PolicyInputs) -> dict[str, Any]:
-        return self._follow(await self._run_async(policy_flow(self.lane, inputs, self.deadline_ms)))
+        built = self.loaded
+        try:
+            out = await self._run_async(policy_flow(self.lane, inputs, self.deadline_ms))
+        except BackendError:
+            self.local.call_failed()
+            raise
+        return self.local.follow(out, built)
 
     async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
         texts = list(cleaned_texts)
@@ -304,30 +294,3 @@ class TritonBackend:
                               "ACTION_PAIR": np.asarray(pairs, np.float32)[None]})  # fmt: skip
         result = await self._infer_async("predictor", inputs, self.encode_deadline_ms)
         return result.as_numpy("H_NEXT")[0]
-
-    # -- following the server's version ----------------------------------------------------------
-    def _follow(self, out: dict[str, Any]) -> dict[str, Any]:
-        version = out["version"]
-        if version != self.version:
-            self._load_version(version)
-        return out
-
-    def _load_version(self, version: str) -> None:
-        from inference.model.io import load_model
-
-        candidates: list[Path] = []
-        if self.model_dir is not None:
-            candidates.append(self.model_dir)
-            candidates.append(self.model_dir.resolve().parent / version)
-        for directory in candidates:
-            try:
-                fresh = load_model(directory)
-            except Exception as e:
-                self.reload_error = f"{directory}: {type(e).__name__}: {e}"
-                continue
-            if fresh.version == version:
-                log.info("local model copy %s -> %s (%s)", self.version, version, fresh.path)
-                self.loaded, self._swapped, self.reload_error = fresh, True, None
-                return
-        raise BackendError(f"triton answered with model version {version}, which this worker cannot load locally "
-                           f"(local copy {self.version}; looked in {', '.join(map(str, candidates)) or 'nothing'})")
