@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -173,15 +173,18 @@ class LearnedPolicy(BasePolicy):
         return not self.fell_back and bool(self.spec.utilisation)
 
     async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
-                           utilisation: np.ndarray | None = None) -> StepStatus:  # fmt: skip
+                           utilisation: np.ndarray | Callable[[], np.ndarray] | None = None) -> StepStatus:  # fmt: skip
         """Call the backend for the coming step (awaited by the worker before ``schedule_step``);
-        ``utilisation``: float ``[N]``, the nodes' window means, when :attr:`wants_utilisation`."""
+        ``utilisation``: float ``[N]``, the nodes' window means, or what reads them — called only when
+        the version this step runs (after the backend's refresh, here) reads them (:attr:`wants_utilisation`)."""
         from inference.backends import BackendError
 
         self._retry()
         if self.fell_back:
             return self.last_step
         self.backend.refresh()
+        if callable(utilisation):
+            utilisation = utilisation() if self.wants_utilisation else None
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         try:
             # the texts the backend embeds, the inputs, the answer (StepCaller)

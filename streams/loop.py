@@ -194,9 +194,10 @@ class SchedulingLoop:
         prepare = getattr(self.policy, "prepare_step", None)  # a model-backed placement: one call per step
         model_s = time.perf_counter()
         if prepare is not None and requests:
-            # the nodes' measured utilisation (hopping window), only for a model that reads it
-            util = {"utilisation": step_utilisation(self.w, views)} if getattr(self.policy, "wants_utilisation", False) else {}
-            await prepare(snap, requests, tick_ts, **util)  # async: a model server's deadline does not block the loop
+            # async: a model server's deadline does not block the loop. The nodes' measured utilisation
+            # (hopping window) is read only for a model version that reads it, known once the policy
+            # looked for a new version
+            await prepare(snap, requests, tick_ts, utilisation=lambda: step_utilisation(self.w, views))
         model_s = time.perf_counter() - model_s
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call

@@ -444,3 +444,33 @@ def test_the_workers_utilisation_reaches_a_model_that_reads_it(tmp_path):
     col = spec.node_names.index("utilisation")
     inputs = build_inputs(snap, jobs, 1.0, spec, p.encoder(), utilisation=busy)
     np.testing.assert_array_equal(inputs.nodes[:, col], busy.astype(np.float32))
+
+
+def test_the_utilisation_is_read_for_the_version_that_runs_the_step_after_the_refresh(tmp_path):
+    """The worker passes what reads the window; the policy reads it once it knows which version runs
+    the step (found by review: the worker asked before the refresh, so the first step of a version
+    that reads the window ran with a column of zeros)."""
+    from inference.model import point_latest
+
+    torch.manual_seed(0)
+    save_model(tmp_path / "lean", Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2, head_rank=3)), "lean")
+    util_spec = replace(SPEC, utilisation=True)
+    save_model(tmp_path / "util", Scorer(ModelConfig(spec=util_spec, hidden=8, depth=2, head_rank=3)), "util")
+    point_latest(tmp_path, "lean")
+    p = LearnedPolicy(tmp_path / "latest")
+    p.backend.watch_s = 0.0
+    snap, jobs = small_snapshot(), pod_mix(8)
+    busy = np.linspace(0.0, 1.0, snap.num_nodes)
+    reads = []
+
+    def window():
+        reads.append(p.model_version)
+        return busy
+
+    asyncio.run(p.prepare_step(snap, jobs, 1.0, utilisation=window))
+    assert reads == [] and p.model_version == "lean"  # a version that does not read it: not read
+    point_latest(tmp_path, "util")  # promoted between two steps
+    asyncio.run(p.prepare_step(snap, jobs, 2.0, utilisation=window))
+    assert reads == ["util"]
+    col = util_spec.node_names.index("utilisation")
+    np.testing.assert_array_equal(p._prepared.inputs.nodes[:, col], busy.astype(np.float32))
