@@ -90,8 +90,10 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
         why = f" because {p['reason']}" if p["reason"] else ""
         cands = _candidates_text(p["candidates"] or [])
         top = f" (top candidates: {cands}; {p['feasible_nodes']} feasible nodes)" if cands else ""
-        fb = " (heuristic fallback: the configured scorer failed)" if p["fallback"] else ""
-        mv = f" model {p['model_version']}" if p["model_version"] else ""
+        # a fallback record names the version whose call failed: it did not decide
+        failed = f"model {p['model_version']}" if p["model_version"] else "the configured scorer"
+        fb = f" (heuristic fallback: {failed} failed)" if p["fallback"] else ""
+        mv = f" model {p['model_version']}" if p["model_version"] and not p["fallback"] else ""
         where = f"placed on node {p['node_id']} by policy {p['policy']}{mv}{why}{top}{fb}"
     if last_life is not None:
         state, t = last_life["state"], last_life["time"].isoformat()

@@ -156,6 +156,16 @@ def test_explain_shows_the_cost_estimators_view_of_a_learned_decision(loaded: Ar
     [decision] = [x for x in explain(loaded, "G").timeline if x.source == "decision"]
     assert "ψ: +0.250 GPU fragmentation, expected run time 7,200 s" in decision.text
     assert decision.data["predicted_run_time_s"] == 7200.0
+    assert "by policy learned model v3" in explain(loaded, "G").answer
+
+
+def test_explain_a_fallback_decision_does_not_credit_the_model_that_failed(loaded: ArchiveClient) -> None:
+    ArchiveWriter(loaded).write("decisions", [DecisionRecord(
+        event_id="h-0", decision_id="h-0", event_time=at(9), job_id="H", outcome="placed", node_id="n2",
+        policy="learned", model_version="v3", fallback=True, latency_ms=3.0,
+        reason="fgd: highest score 50; triton fell back to fgd: DEADLINE_EXCEEDED")])  # fmt: skip
+    answer = explain(loaded, "H").answer
+    assert "by policy learned because fgd:" in answer and "(heuristic fallback: model v3 failed)" in answer, answer
 
 
 def test_explain_a_refused_submission_gives_the_dead_letters_reason(client: ArchiveClient) -> None:
