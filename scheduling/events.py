@@ -47,6 +47,12 @@ MAX_MEMORY_MIB = 16 * 1024 * 1024  # 16 TiB
 MAX_GPUS = 64
 MAX_GANG = 4096
 MAX_TEXT = 4096
+# What the archive's columns hold (storage/rows.py): an event the models accept must convert to its
+# table's row, or the archiver could not write its batch. Attempts are UInt16, counts UInt32,
+# exit codes Int32, times DateTime64(3) (ClickHouse clamps a time outside this range silently).
+MAX_ATTEMPT = 65_535
+MAX_UINT32 = 2**32 - 1
+FIRST_TIME, LAST_TIME = datetime(1900, 1, 1, tzinfo=UTC), datetime(2299, 12, 31, 23, 59, 59, 999_000, tzinfo=UTC)
 
 QoS = Literal["LS", "BE", "Burstable", "Guaranteed"]
 
@@ -59,6 +65,15 @@ def _integral(v: object) -> object:
 #: true are refused), but 1000.0 is 1000: JSON has one number type, JSON Schema's "integer"
 #: admits it, and encoders of floats write it so (Python's json.dumps(1000.0)). 1000.5 is refused.
 WireInt = Annotated[int, BeforeValidator(_integral)]
+
+
+def _exit_status(v: object) -> object:
+    """A 32-bit exit status written unsigned (4294967295, as Windows reports -1) as the signed one."""
+    v = _integral(v)
+    return v - 2**32 if isinstance(v, int) and not isinstance(v, bool) and 2**31 <= v < 2**32 else v
+
+
+ExitCode = Annotated[int, BeforeValidator(_exit_status), Field(ge=-(2**31), le=2**31 - 1)]
 
 
 def utcnow() -> datetime:
@@ -109,7 +124,11 @@ class Event(BaseModel):
     @field_validator("event_time")
     @classmethod
     def _to_utc(cls, v: datetime) -> datetime:
-        return v.astimezone(UTC)
+        v = v.astimezone(UTC)
+        if not FIRST_TIME <= v <= LAST_TIME:
+            raise ValueError(f"event_time {v.isoformat()} is outside {FIRST_TIME:%Y-%m-%d} .. {LAST_TIME:%Y-%m-%d}, "
+                             "the range the archive holds")  # fmt: skip
+        return v
 
     def to_bytes(self) -> bytes:
         return self.model_dump_json().encode()
@@ -232,13 +251,13 @@ class JobLifecycle(Event):
     job_id: str = Field(min_length=1, max_length=256)
     cluster: str = Field(default="default", min_length=1, max_length=128)
     state: LifecycleState
-    attempt: WireInt = Field(default=0, ge=0)
+    attempt: WireInt = Field(default=0, ge=0, le=MAX_ATTEMPT)
     decision_id: str | None = None
     node_id: str | None = None
     gpu_indices: list[Annotated[WireInt, Field(ge=0, le=MAX_GPUS)]] = Field(
         default_factory=list, description="The GPUs the placement holds (agents report them)."
     )
-    exit_code: WireInt | None = None
+    exit_code: ExitCode | None = None
     reason: str = Field(default="", max_length=MAX_TEXT)
     log_tail: str = Field(default="", max_length=MAX_TEXT)
 
@@ -257,7 +276,7 @@ class DecisionRecord(Event):
     decision_id: str
     job_id: str
     cluster: str = "default"
-    attempt: int = 0
+    attempt: int = Field(default=0, ge=0, le=MAX_ATTEMPT)
     outcome: Literal["placed", "rejected", "unschedulable"] = Field(
         description="placed; rejected (given up, with a reason); unschedulable (still pending: "
         "why no node fits right now; recorded when the reason changes)"
@@ -267,7 +286,7 @@ class DecisionRecord(Event):
     policy: str
     model_version: str = ""
     candidates: list[Candidate] = Field(default_factory=list, description="Top-scored nodes.")
-    feasible_nodes: int = 0
+    feasible_nodes: int = Field(default=0, ge=0, le=MAX_UINT32)
     predicted_duration_s: float | None = None
     predicted_cost: float | None = None
     predicted_run_time_s: float | None = Field(
@@ -293,7 +312,7 @@ class PlacementCommand(Event):
     decision_id: str
     job_id: str
     cluster: str = "default"
-    attempt: int = 0
+    attempt: int = Field(default=0, ge=0, le=MAX_ATTEMPT)
     node_id: str
     gpu_indices: list[Annotated[int, Field(ge=0, le=MAX_GPUS)]] = Field(default_factory=list)
     cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
@@ -344,12 +363,21 @@ Command = Annotated[
 class DeadLetter(Event):
     kind: Literal["deadletter"] = "deadletter"
     topic: str
-    partition: int = -1
-    offset: int = -1
+    partition: int = Field(default=-1, ge=-1, le=2**31 - 1)
+    offset: int = Field(default=-1, ge=-1)
     key: str | None = None
     original_b64: str = Field(description="The original message bytes, base64.")
-    original_size: int = 0
+    original_size: int = Field(default=0, ge=0, le=MAX_UINT32)
     reason: str
+
+    @field_validator("original_b64")
+    @classmethod
+    def _base64(cls, v: str) -> str:
+        try:
+            base64.b64decode(v, validate=True)
+        except ValueError as e:
+            raise ValueError(f"original_b64 is not base64: {e}") from e
+        return v
 
     @classmethod
     def of(cls, raw: bytes, reason: str, *, topic: str, partition: int = -1, offset: int = -1,

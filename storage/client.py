@@ -36,6 +36,12 @@ from clickhouse_connect.driver.binding import finalize_query
 
 from storage.json_rows import JSON_SETTINGS, rows_from_json_compact
 
+#: every insert: a batch may span more months than ClickHouse's default of 100 partitions per insert
+#: (the event tables are partitioned by month; a replay of an old trace beside live events does so),
+#: and an insert refused for that would be retried for ever by the archiver
+INSERT_SETTINGS = {"max_partitions_per_insert_block": 0}
+INSERT_SETTINGS_SQL = ", ".join(f"{k} = {v}" for k, v in INSERT_SETTINGS.items())
+
 __all__ = [
     "ArchiveClient",
     "ChdbClient",
@@ -163,7 +169,8 @@ class ChdbClient:
         with self._lock:
             if self._closed:
                 raise RuntimeError(f"chdb client for {self.path} is closed")
-            self._conn.query(f"INSERT INTO {table} ({cols}) SELECT {cols} FROM Python(_semsched_batch)")
+            self._conn.query(f"INSERT INTO {table} ({cols}) SETTINGS {INSERT_SETTINGS_SQL} "
+                             f"SELECT {cols} FROM Python(_semsched_batch)")  # fmt: skip
         return data.num_rows
 
     def close(self) -> None:
@@ -212,7 +219,7 @@ class HttpArchiveClient:
     def insert_arrow(self, table: str, data: pa.Table) -> int:
         if data.num_rows == 0:
             return 0
-        self._client.insert_arrow(table, data)
+        self._client.insert_arrow(table, data, settings=INSERT_SETTINGS)
         return data.num_rows
 
     def close(self) -> None:

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from scheduling.events import Event
+import pyarrow as pa
+
+from scheduling.events import DeadLetter, Event
 from storage.client import ArchiveClient
-from storage.rows import TABLES, Position, to_arrow
+from storage.rows import TABLES, TOPIC_TABLES, Position, to_arrow
+
+log = logging.getLogger(__name__)
+
+_TOPICS = {table: topic for topic, table in TOPIC_TABLES.items()}
 
 
 class ArchiveWriter:
@@ -16,12 +24,18 @@ class ArchiveWriter:
     Idempotent by construction: every table is a ``ReplacingMergeTree`` whose sorting key
     ends in ``event_id``, so writing the same events again (a redelivery after a crash
     between insert and offset commit) adds rows that queries (``FINAL``) count once.
+
+    A row that cannot be converted to its table's columns (the event models refuse what the
+    columns cannot hold, so this is a gap in them) does not hold up its batch: the rest is
+    written, and it goes to the ``deadletter`` table with the reason, as a dead letter of its
+    topic (a batch that failed on it would be retried for ever, every topic stalled behind it).
     """
 
     def __init__(self, client: ArchiveClient) -> None:
         self.client = client
         self.rows_written: dict[str, int] = dict.fromkeys(TABLES, 0)
         self.inserts = 0
+        self.unarchivable = 0  # rows sent to the deadletter table instead of their own
 
     def write(
         self,
@@ -30,12 +44,43 @@ class ArchiveWriter:
         positions: Sequence[Position] | None = None,
     ) -> int:
         """Insert ``events`` (with their Kafka ``(partition, offset)``) into ``table``;
-        returns the number of rows sent. Raises whatever the client raises: the caller
-        decides about retries (and must not commit offsets past a failed write)."""
+        returns the number of rows sent (dead letters of unconvertible rows included). Raises
+        whatever the client raises: the caller decides about retries (and must not commit
+        offsets past a failed write)."""
         if not events:
             return 0
-        batch = to_arrow(table, events, positions, datetime.now(UTC))
+        now = datetime.now(UTC)
+        where = list(positions) if positions is not None else [(-1, -1)] * len(events)
+        try:
+            batch, refused = to_arrow(table, events, where, now), []
+        except Exception:  # noqa: BLE001 - which rows? each on its own
+            batch, refused = self._split(table, events, where, now)
         n = self.client.insert_arrow(table, batch)
+        if refused:
+            log.warning("archive: %d row(s) of %s cannot be archived there; written to deadletter: %s",
+                        len(refused), table, refused[0].reason)  # fmt: skip
+            n += self.client.insert_arrow("deadletter", to_arrow("deadletter", refused, None, now))
+            self.unarchivable += len(refused)
         self.rows_written[table] += n
         self.inserts += 1
         return n
+
+    @staticmethod
+    def _split(table: str, events: Sequence[Event], where: list[Position],
+               now: datetime) -> tuple[pa.Table, list[DeadLetter]]:  # fmt: skip
+        """The convertible rows as one batch, and a dead letter for each of the others."""
+        kept: list[int] = []
+        refused: list[DeadLetter] = []
+        for i, (event, (partition, offset)) in enumerate(zip(events, where, strict=True)):
+            try:
+                to_arrow(table, [event], [where[i]], now)
+            except Exception as e:  # noqa: BLE001
+                raw = event.to_bytes()
+                letter = DeadLetter.of(raw, f"the archive cannot hold it in {table}: {type(e).__name__}: {e}",
+                                       topic=_TOPICS.get(table, table), partition=partition, offset=offset)  # fmt: skip
+                # the same id and time when written again (a redelivery): counted once
+                identity = {"event_id": "unarchivable-" + hashlib.sha1(raw).hexdigest()[:24], "event_time": event.event_time}
+                refused.append(letter.model_copy(update=identity))
+            else:
+                kept.append(i)
+        return to_arrow(table, [events[i] for i in kept], [where[i] for i in kept], now), refused

@@ -11,7 +11,9 @@ been written (topic ↔ table is one-to-one, so writing what a table's buffer ho
 offset of its topic consumed until then safe; rows taken while that write is in flight stay
 buffered, and their offsets uncommitted, until the next flush). A failed write is retried with capped exponential
 backoff and nothing is committed past it; after a crash the uncommitted tail is re-read
-and re-written, and the ``ReplacingMergeTree`` tables (``FINAL`` reads) count it once.
+and re-written, and the ``ReplacingMergeTree`` tables (``FINAL`` reads) count it once. A row
+its table cannot hold never fails a write: the writer (:mod:`storage.writer`) writes the rest of
+the batch and puts that row in the ``deadletter`` table with the reason.
 
 A message the worker refuses on the message alone (:func:`streams.admission.admit`: empty,
 over the size limit, not a valid event, on another partition than its cluster's) is not
@@ -221,7 +223,9 @@ class Archiver:
             event = admit(rec.value, topic, tp.partition, self.settings, offset=rec.offset, timestamp_ms=rec.timestamp)
             if isinstance(event, str):  # the worker dead-letters it (and the dead letter is archived)
                 self.stats.undecodable += 1
-                log.debug("archiver: refused %s[%d]@%d: %s", tp.topic, tp.partition, rec.offset, event)
+                # ... except on the deadletter topic itself, which no one else reads: said here, loudly
+                (log.warning if topic == "deadletter" else log.debug)(
+                    "archiver: refused %s[%d]@%d: %s", tp.topic, tp.partition, rec.offset, event)  # fmt: skip
                 continue
             if buf.first_at is None:
                 buf.first_at = time.monotonic()
