@@ -97,15 +97,41 @@ def record_candidate(candidate_dir: Path, registry: Registry, reason: str) -> Mo
     return registry.record(_row_for(Path(candidate_dir), "candidate", reason=reason))
 
 
-def check_candidate(candidate_dir: Path, models_root: Path) -> tuple[str, Path]:
+def trained_seeds(train: dict[str, Any]) -> set[int]:
+    """The fill seeds a version learned from or was selected on, from its ``train.json``: every list
+    under a key ending in ``seeds`` (training, validation, DAgger, RL — also those of the version it
+    was fine-tuned from, which its ``train.json`` carries) but the ones it names as held out."""
+    found: set[int] = set()
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str) and key.endswith("seeds") and "held_out" not in key and isinstance(value, list):
+                    found.update(int(v) for v in value if isinstance(v, int) and not isinstance(v, bool))
+                else:
+                    walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(train)
+    return found
+
+
+def check_candidate(candidate_dir: Path, models_root: Path, replay_seeds: Sequence[int] = ()) -> tuple[str, Path]:
     """The candidate's version and where it serves from once promoted (``<models_root>/<version>``),
     checked before anything is evaluated: ``ValueError`` for a directory whose config cannot be
-    read and for the serving version itself, ``FileExistsError`` for a version name taken there."""
+    read, for the serving version itself and for a candidate that learned from (or was selected
+    on) any of the held-out ``replay_seeds``, ``FileExistsError`` for a version name taken there."""
     candidate = Path(candidate_dir)
     try:
-        version = model_meta(candidate)[0]
+        version, _, train = model_meta(candidate)
     except (OSError, ValueError, KeyError) as e:
         raise ValueError(f"{candidate} is not a readable model directory: {type(e).__name__}: {e}") from None
+    leak = sorted(trained_seeds(train) & set(replay_seeds))
+    if leak:
+        raise ValueError(f"{version} was trained or validated on fill seeds {leak} of the held-out replay "
+                         f"({candidate / 'train.json'}): evaluate it on seeds it has not seen")  # fmt: skip
     serving = serving_dir(models_root)
     if serving is not None and serving.resolve() == candidate.resolve():
         raise ValueError(f"{version} is already the serving version ({models_root / 'latest'})")

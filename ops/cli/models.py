@@ -121,7 +121,7 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
     try:  # before the held-out inputs are loaded: the serving version itself, a taken name, a broken config
-        check_candidate(candidate, models)
+        check_candidate(candidate, models, seeds)
     except (ValueError, FileExistsError) as e:
         raise typer.BadParameter(str(e)) from None
     registry = ArchiveRegistry(archive_client(archive, write=True))

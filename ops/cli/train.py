@@ -276,6 +276,13 @@ def train(
         raise typer.BadParameter("--encoder applies to imitation: --from-archive trains the hashed encoder, and "
                                  "--rl-from keeps its model's")  # fmt: skip
     check_archive(archive, promote)
+    if promote and not from_archive:  # (the promotion checks a candidate's train.json again, --rl-from's source too)
+        used = set(seed_list(train_seeds)) | set(seed_list(val_seeds)) \
+            | (set(seed_list(dagger_seeds)) if dagger_seeds else set()) \
+            | (set(seed_list(rl_seeds)) if rl_episodes > 0 else set())  # fmt: skip
+        if leak := sorted(used & set(seed_list(promotion_seeds))):
+            raise typer.BadParameter(f"seeds {leak} are the promotion replay's held-out seeds (--promotion-seeds "
+                                     f"{promotion_seeds}): train, validate and fine-tune on others")  # fmt: skip
     rl = None
     if rl_episodes > 0 or rl_from is not None:
         from ops.cli.train_rl import rl_options, run_train_rl_from

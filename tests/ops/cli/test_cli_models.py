@@ -97,6 +97,29 @@ def test_promote_refuses_what_is_not_a_model_or_a_benchmark_seed(dsn: str, tmp_p
     assert r.exit_code == 2 and "seeds[42,43]areusedbytraining" in _flat(r.output)
 
 
+@pytest.mark.parametrize("train", [
+    {"train_seeds": [0, 1, 10], "val_seeds": [2]},
+    {"train_seeds": [0], "val_seeds": [11]},  # validation chose its epochs
+    {"train_seeds": [0], "val_seeds": [1], "rl": {"options": {"seeds": [12, 3]}}},  # fine-tuned by RL on it
+])  # fmt: skip
+def test_promote_refuses_a_candidate_trained_on_the_replays_seeds(dsn: str, tmp_path: Path, train: dict) -> None:
+    """Found by review: only the default replay seeds were checked, so ``--promotion-seeds 10-14`` (or
+    ``models promote --seeds``) judged a candidate on what it learned from."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"version": "m"}))
+    (tmp_path / "m" / "train.json").write_text(json.dumps(train | {"held_out_seeds": [42, 43]}))
+    r = runner.invoke(_app(), ["models", "promote", str(tmp_path / "m"), "--models", str(tmp_path / "models"),
+                               "--archive", dsn, "--seeds", "10-14"])  # fmt: skip
+    assert r.exit_code == 2 and "oftheheld-outreplay" in _flat(r.output), r.output
+
+
+def test_train_refuses_promotion_seeds_it_would_train_on(tmp_path: Path) -> None:
+    r = runner.invoke(_app(), ["train", "--train-seeds", "0-11", "--promotion-seeds", "10-14", "--out", str(tmp_path),
+                               "--archive", f"chdb://{tmp_path / 'a'}"])  # fmt: skip
+    assert r.exit_code == 2 and "seeds[10,11]arethepromotionreplay" in _flat(r.output), r.output
+    assert not any(p.name != "a" for p in tmp_path.iterdir())  # refused before any training
+
+
 @pytest.mark.parametrize(("archive", "says"), [
     ("bogus://x", "unsupported ClickHouse DSN 'bogus://x'"),
     ("chdb://{tmp}/typo", "no archive at {tmp}/typo"),  # read: an archive that is not there is not created
