@@ -172,6 +172,10 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 result.skipped["node not in the inventory"] += int(d.decision_id in chosen)
                 pending.pop((d.cluster, d.job_id), None)
                 continue
+            if d.gpu_indices and max(d.gpu_indices) >= int(snap.num_gpu[i]):  # the inventory is the latest report
+                result.skipped["GPUs the node no longer has"] += int(d.decision_id in chosen)
+                pending.pop((d.cluster, d.job_id), None)
+                continue
             if d.step_id not in queues or not d.step_id:  # the step's queue: pending when it began
                 jobs = [j for (c, _), j in pending.items() if c == d.cluster]
                 rows = job_demand(jobs, t, spec, encoder) if jobs else np.zeros((0, spec.job_dim), np.float32)

@@ -60,6 +60,22 @@ def test_one_demonstration_per_placed_and_finished_decision(filled):
     assert len(got.demos.snapshots) == 1 and set(got.demos.group) == {0}
 
 
+def test_a_decision_on_gpus_the_node_no_longer_reports_is_skipped_and_counted(filled):
+    """The inventory is each node's latest report: a node that lost GPUs since a job held its last
+    one (a failed GPU, a node replaced under the same id) made the rebuild raise (found by review:
+    one such decision stopped ``semsched train --from-archive`` with a traceback)."""
+    events, _ = filled
+    [d] = [p for p in events.placed if p.gpu_indices][:1] or pytest.skip("no GPU placement in the scenario")
+    nodes = events.nodes[d.cluster]
+    k = next(n for n, v in enumerate(nodes) if v.node_id == d.node_id)
+    fewer = max(d.gpu_indices)  # the GPU the decision held is gone
+    nodes[k] = dataclasses.replace(nodes[k], num_gpu=fewer, gpu_alloc_milli=nodes[k].gpu_alloc_milli[:fewer])
+    got = reconstruct(events, spec=SPEC, min_feasible=1, tied_targets=False)
+    lost = [p for p in events.placed if p.node_id == d.node_id and p.gpu_indices and max(p.gpu_indices) >= fewer]
+    assert got.skipped["GPUs the node no longer has"] == sum(p.end_state == "finished" for p in lost) > 0
+    assert d.decision_id not in got.decision_ids and got.placed == len(events.placed)
+
+
 def test_each_demonstration_carries_the_jobs_pending_at_its_step_start_as_tokens(filled):
     events, truths = filled
     finished = [t for t in truths if t.outcome == "finished"]
