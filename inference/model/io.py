@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,14 +32,33 @@ class LoadedModel:
     path: Path
 
 
-def save_model(directory: Path, model: Scorer, version: str, train_info: dict[str, Any] | None = None) -> Path:
+def save_model(directory: Path, model: Scorer, version: str, train_info: dict[str, Any] | None = None,
+               *, replace: bool = False) -> Path:  # fmt: skip
+    """Write the version into ``directory``, whole or not at all: into a temporary sibling, renamed
+    into place at the end, so no reader (a worker following ``latest``, a server loading a sibling
+    version) ever sees it half-written. ``FileExistsError`` when ``directory`` holds a version
+    already (two runs with one version name must not overwrite each other, least of all the serving
+    one), unless ``replace`` (tests that publish a version again)."""
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), directory / "model.pt")
-    config = {"format": FORMAT, "version": version, "model": model.config.to_json()}
-    (directory / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-    if train_info is not None:
-        (directory / "train.json").write_text(json.dumps(train_info, indent=2, default=str) + "\n")
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and any(directory.iterdir()) and not replace:
+        raise FileExistsError(f"{directory} exists: version names must be unique")
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        torch.save(model.state_dict(), staging / "model.pt")
+        config = {"format": FORMAT, "version": version, "model": model.config.to_json()}
+        (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        if train_info is not None:
+            (staging / "train.json").write_text(json.dumps(train_info, indent=2, default=str) + "\n")
+        staging.chmod(0o755)  # (mkdtemp's 0700)
+        if replace and directory.exists():
+            shutil.rmtree(directory)
+        try:
+            os.rename(staging, directory)  # atomic; refused when another run put a version there meanwhile
+        except OSError as e:
+            raise FileExistsError(f"{directory} exists: version names must be unique ({e.strerror})") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return directory
 
 

@@ -1,0 +1,64 @@
+"""Writing a model version (inference/model/io.py ``save_model``): whole or not at all, and once.
+
+Found by review: it wrote straight into ``<models>/<version>``, so a second run under the same
+version name (``--version nightly`` twice, or two automatic names in the same second) overwrote
+the first's weights in place — the serving version's, under its registry row — and a reader could
+load a half-written ``model.pt``."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from inference.features.spec import FeatureSpec
+from inference.model import ModelConfig, Scorer, load_model, save_model
+from inference.model import io as model_io
+
+SPEC = FeatureSpec(gpu_models=("A10",), text_dim=8, encoder="hashed-ngram-8")
+
+
+def scorer(seed: int) -> Scorer:
+    torch.manual_seed(seed)
+    return Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2))
+
+
+def weights(directory) -> bytes:
+    return (directory / "model.pt").read_bytes()
+
+
+def test_a_version_is_written_once_and_a_second_run_under_its_name_is_refused(tmp_path):
+    first = save_model(tmp_path / "nightly", scorer(0), "nightly", {"run": 1})
+    kept = weights(first)
+    with pytest.raises(FileExistsError, match="version names must be unique"):
+        save_model(tmp_path / "nightly", scorer(1), "nightly", {"run": 2})
+    assert weights(first) == kept and load_model(first).version == "nightly"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nightly"]  # no staging left behind
+    assert oct(first.stat().st_mode & 0o777) == "0o755"
+
+
+def test_a_run_that_lost_the_race_for_the_name_leaves_the_winners_version_intact(tmp_path, monkeypatch):
+    """The other run's version appears after this one checked the name and before its rename."""
+    rename, raced = os.rename, []
+
+    def other_run_first(src, dst):
+        if not raced:
+            raced.append(dst)
+            save_model(dst, scorer(5), "nightly", {"run": "other"})  # (its own rename goes through)
+        return rename(src, dst)
+
+    monkeypatch.setattr(model_io.os, "rename", other_run_first)
+    with pytest.raises(FileExistsError):
+        save_model(tmp_path / "nightly", scorer(1), "nightly", {"run": "mine"})
+    monkeypatch.undo()
+    assert '"other"' in (tmp_path / "nightly" / "train.json").read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nightly"]
+
+
+def test_replace_writes_a_version_again(tmp_path):
+    save_model(tmp_path / "v", scorer(0), "v")
+    again = load_model(save_model(tmp_path / "v", scorer(1), "v", replace=True)).model.state_dict()
+    want = scorer(1).state_dict()
+    assert all(torch.equal(again[k], want[k]) for k in want)
+    assert not all(torch.equal(scorer(0).state_dict()[k], want[k]) for k in want)
