@@ -31,9 +31,11 @@ serves unrecorded and the next promotion records it as the serving version.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import shutil
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -141,6 +143,18 @@ def check_candidate(candidate_dir: Path, models_root: Path, replay_seeds: Sequen
     return version, target
 
 
+@contextlib.contextmanager
+def _promotion_lock(models_root: Path) -> Iterator[None]:
+    """An exclusive lock on ``<models_root>/.promote.lock`` (released by the kernel if the holder dies)."""
+    models_root.mkdir(parents=True, exist_ok=True)
+    with open(models_root / ".promote.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _install(candidate_dir: Path, target: Path) -> Path:
     """The promoted candidate as ``target`` (copied there if it lives elsewhere)."""
     if candidate_dir.resolve() != target.resolve():
@@ -196,11 +210,18 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
                 evaluation={"replay": replay.key(), "candidate": serv_eval, "serving": None},
                 candidate_score=serv_eval.get("score"), decided_at=datetime.now(UTC)))  # fmt: skip
     status, reason = decide(cand_eval, serv_eval, serving_version, latency_budget_ms)
-    if status == "promoted":
-        from inference.model.io import point_latest
+    with _promotion_lock(models_root):  # one promotion at a time decides what serves
+        now = serving_dir(models_root)
+        if status == "promoted" and now != serving:  # another promotion won while this one was evaluated
+            status = "rejected"
+            reason = (f"{reason}; but {now.name if now else 'nothing'} serves now, not {serving_version}, which it was "
+                      f"compared with (another promotion during the evaluation): judge it against the new serving "
+                      f"version with semsched models promote {candidate_dir}")  # fmt: skip
+        if status == "promoted":
+            from inference.model.io import point_latest
 
-        candidate = _install(candidate, target)
-        point_latest(models_root, candidate.name)
+            candidate = _install(candidate, target)
+            point_latest(models_root, candidate.name)
     row = registry.record(_row_for(
         candidate, status, created_at=created, parent_version=serving_version or "", reason=reason,
         evaluation={"replay": replay.key(), "candidate": cand_eval, "serving": serv_eval,

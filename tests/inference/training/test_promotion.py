@@ -219,3 +219,27 @@ def test_a_candidate_whose_version_name_is_taken_in_the_root_is_refused_before_e
     with pytest.raises(FileExistsError, match="version names must be unique"):
         _run(trained["bad"], root, archive)
     assert get_version(archive, "bad") is None and not any((root / "bad").iterdir())
+
+
+def test_a_promotion_that_another_one_overtook_during_its_evaluation_is_not_served(trained, archive, tmp_path,
+                                                                                   monkeypatch):  # fmt: skip
+    """Found by review: two promotions compared with the same serving version; the later one to
+    finish repointed latest though it was compared with a version that no longer served."""
+    import inference.training.promotion as promotion
+
+    root = tmp_path / "models"
+    _serve(trained, "bad", root)
+    evaluate = promotion.evaluate_held_out
+
+    def meanwhile(candidate, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if Path(candidate).name == "good":  # another run promotes good-twin while good is evaluated
+            shutil.copytree(trained["good-twin"], root / "good-twin")
+            point_latest(root, "good-twin")
+        return evaluate(candidate, *a, **kw)
+
+    monkeypatch.setattr(promotion, "evaluate_held_out", meanwhile)
+    r = _run(trained["good"], root, archive)
+    assert r.status == "rejected" and "good-twin serves now, not bad" in r.reason, r.reason
+    assert (root / "latest").resolve() == (root / "good-twin").resolve() and not (root / "good").exists()
+    assert get_version(archive, "good").status == "rejected"
+    assert (root / ".promote.lock").exists()
