@@ -41,12 +41,16 @@ def check_archive(archive: str | None, promote: bool) -> None:
 def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, archive: str | None,
             pods: Path | None = None, nodes: Path | None = None) -> Any:  # fmt: skip
     """Promote ``directory`` (the PromotionResult) or record it as an unevaluated candidate
-    (its :class:`~inference.training.registry.ModelVersion` row)."""
+    (its :class:`~inference.training.registry.ModelVersion` row). Exits 1 when the candidate could
+    not be evaluated; a candidate evaluated and not better is a result (exit 0)."""
     from ops.cli.models import archive_client, run_promote
     from ops.cli.options import seed_list
 
     if promote:
-        return run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive, pods=pods, nodes=nodes)
+        result = run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive, pods=pods, nodes=nodes)
+        if not result.candidate.get("loaded"):  # not judged at all (it does not load, or fell back in the
+            raise typer.Exit(1)  # replay: the reason is printed): a script must tell it from "not better"
+        return result
     from inference.training.promotion import record_candidate
     from ops.model_registry import ArchiveRegistry
 

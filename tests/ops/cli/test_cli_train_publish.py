@@ -65,3 +65,25 @@ def test_the_promote_hint_records_where_the_candidate_was_recorded(tmp_path: Pat
 
     assert promote_hint(tmp_path / "v2", tmp_path, "chdb:///data/x").endswith(" --archive chdb:///data/x")
     assert "--archive" not in promote_hint(tmp_path / "v2", tmp_path)
+
+
+def test_a_trained_version_that_cannot_be_evaluated_exits_1(tiny) -> None:
+    """Found by review: 'the candidate does not load' was recorded as a rejection and train exited 0,
+    as for a candidate that was judged and not better."""
+    import torch
+    import typer
+
+    from inference.features.spec import FeatureSpec
+    from inference.model import ModelConfig, Scorer, save_model
+    from ops.cli.train_publish import publish
+
+    torch.manual_seed(0)
+    spec = FeatureSpec(gpu_models=("A10",), text_dim=8, encoder="hashed-ngram-8")
+    directory = save_model(tiny["models"] / "broken", Scorer(ModelConfig(spec=spec, hidden=8, depth=2)), "broken")
+    (directory / "model.pt").write_bytes(b"not a checkpoint")  # a disk that filled up while it was written
+    with pytest.raises(typer.Exit) as e:
+        publish(directory, tiny["models"], promote=True, promotion_seeds="100", archive=str(tiny["dsn"]),
+                pods=tiny["pods"], nodes=tiny["nodes"])  # fmt: skip
+    assert e.value.exit_code == 1
+    row = ArchiveRegistry(get_client(tiny["dsn"])).get("broken")
+    assert row is not None and row.status == "rejected" and "does not load" in row.reason
