@@ -143,6 +143,27 @@ def check_candidate(candidate_dir: Path, models_root: Path, replay_seeds: Sequen
     return version, target
 
 
+def hot_swap_note(candidate: Path, serving: Path | None) -> str:
+    """What a running ``semsched serve`` does with the promoted version, when it cannot take it: it
+    swaps in a version whose policy outputs are the serving one's, and keeps serving the old one
+    until restarted otherwise (Triton's model configuration is bound to the outputs), while
+    in-process workers switch at once. Empty when it swaps (or either does not load here)."""
+    if serving is None:
+        return ""
+    from inference.model.io import load_model
+    from inference.serving.models import policy_output_ranks
+
+    try:
+        new, old = policy_output_ranks(load_model(candidate)), policy_output_ranks(load_model(serving))
+    except Exception:  # noqa: BLE001 - (the evaluation said whether it loads)
+        return ""
+    if new == old:
+        return ""
+    return (f"; restart semsched serve to serve it through Triton: its policy outputs differ from "
+            f"{serving.name}'s ({', '.join(sorted(set(new) ^ set(old)))}), so a running server keeps serving "
+            f"{serving.name} (and its workers follow the server), while in-process workers switch now")
+
+
 @contextlib.contextmanager
 def _promotion_lock(models_root: Path) -> Iterator[None]:
     """An exclusive lock on ``<models_root>/.promote.lock`` (released by the kernel if the holder dies)."""
@@ -220,6 +241,7 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
         if status == "promoted":
             from inference.model.io import point_latest
 
+            reason += hot_swap_note(candidate, serving)
             candidate = _install(candidate, target)
             point_latest(models_root, candidate.name)
     row = registry.record(_row_for(

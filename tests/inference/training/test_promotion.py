@@ -243,3 +243,18 @@ def test_a_promotion_that_another_one_overtook_during_its_evaluation_is_not_serv
     assert (root / "latest").resolve() == (root / "good-twin").resolve() and not (root / "good").exists()
     assert get_version(archive, "good").status == "rejected"
     assert (root / ".promote.lock").exists()
+
+
+def test_the_promotion_says_when_a_running_server_cannot_swap_the_version_in(tmp_path):
+    """Found by review: an archive-trained version (no cost or transition head) promoted over one
+    with them moved latest, and a running server kept the old one without the registry saying so."""
+    from inference.model import Scorer
+    from inference.training.promotion import hot_swap_note
+
+    plain = save_model(tmp_path / "plain", Scorer(CONFIG), "plain")
+    twin = save_model(tmp_path / "twin", Scorer(CONFIG), "twin")
+    headed = save_model(tmp_path / "headed", Scorer(ModelConfig(spec=SPEC, hidden=16, depth=2, knn=3, head_hidden=16,
+                                                                cost_dim=2, transition=True)), "headed")  # fmt: skip
+    assert hot_swap_note(twin, plain) == "" and hot_swap_note(plain, None) == ""
+    note = hot_swap_note(plain, headed)
+    assert "restart semsched serve" in note and "COST" in note and "keeps serving headed" in note, note
