@@ -100,9 +100,9 @@ def answer_problem(out: dict[str, Any]) -> str | None:
     diverged version, or a corrupt answer. Without this check a NaN score reads as a veto, so
     the jobs would wait with no fallback taking over, and ``+inf`` would reach a decision record."""
     scores = np.asarray(out["scores"])
-    bad = int(np.count_nonzero(np.isnan(scores) | np.isposinf(scores)))
-    if bad:
-        return f"{bad} of {scores.size} scores NaN or +inf"
+    top = scores.max() if scores.size else -np.inf  # NaN when any is (one pass; counted only when wrong)
+    if np.isnan(top) or top == np.inf:
+        return f"{int(np.count_nonzero(np.isnan(scores) | np.isposinf(scores)))} of {scores.size} scores NaN or +inf"
     for name in ("node_part", "cost", "h"):
         if name in out and not np.isfinite(values := np.asarray(out[name])).all():
             return f"{int(np.count_nonzero(~np.isfinite(values)))} non-finite values in {name!r}"

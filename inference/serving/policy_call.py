@@ -108,10 +108,20 @@ def check_policy(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
     except ValueError as e:
         raise BackendError(f"triton policy: malformed answer: {e}") from e
     scores, node_part = out.get("scores"), out.get("node_part")
-    if scores is None or node_part is None or scores.shape != (j, n) or node_part.shape[0] != n:
+    if scores is None or node_part is None or scores.shape != (j, n) or node_part.shape[0] != n \
+            or not _cost_fits(out.get("cost"), out.get("cost_nodes"), j, n):  # fmt: skip
         shapes = {k: getattr(v, "shape", None) for k, v in out.items()}
         raise BackendError(f"triton policy: malformed answer {shapes} for {j} jobs x {n} nodes")
     return out
+
+
+def _cost_fits(cost: Any, nodes: Any, j: int, n: int) -> bool:
+    """ψ ``[J, K, D]`` on ``cost_nodes`` int ``[J, K]`` (nodes of the request), or neither."""
+    if cost is None or nodes is None:
+        return cost is None and nodes is None
+    cost, nodes = np.asarray(cost), np.asarray(nodes)
+    return (cost.ndim == 3 and cost.shape[0] == j and cost.shape[:2] == nodes.shape
+            and (nodes.size == 0 or (int(nodes.min()) >= 0 and int(nodes.max()) < n)))  # fmt: skip
 
 
 def _by_wire(arrays: dict[str, np.ndarray], deadline_ms: float) -> Op:
