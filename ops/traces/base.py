@@ -22,6 +22,7 @@ from __future__ import annotations
 import csv
 import gzip
 import random
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -254,7 +255,7 @@ class TraceLoader(ABC):
                         self._bad(path, reader.line_num, "invalid UTF-8")
                         continue
                     yield reader.line_num, row
-            except (csv.Error, EOFError, gzip.BadGzipFile, OSError) as e:
+            except (csv.Error, EOFError, gzip.BadGzipFile, OSError, zlib.error) as e:  # (zlib: a damaged .gz)
                 self._broken_off(path, reader.line_num + 1, e)
 
 
@@ -275,7 +276,12 @@ def parse_float(value: str, what: str, *, required: bool = True) -> float | None
 
 
 def parse_int(value: str, what: str, *, required: bool = True) -> int | None:
-    """An integer (``"3"`` or ``"3.0"``), or None for an empty optional field."""
+    """An integer (``"3"`` or ``"3.0"``), or None for an empty optional field. Digits are read as
+    an integer, exactly: through a float, Google's 2**63 - 1 ("after the end of the trace") became
+    2**63 and was never recognised."""
+    digits = value.strip()
+    if digits.lstrip("+-").isdigit():
+        return int(digits)
     f = parse_float(value, what, required=required)
     if f is None:
         return None

@@ -41,6 +41,7 @@ from ops.traces.base import TraceJob, TraceLoader, parse_float, parse_int
 from ops.traces.dlrm_inventory import NodeShape, synthesize_inventory
 from ops.traces.paths import traces_dir
 from scheduling.events import JobSubmitted, NodeTelemetry
+from scheduling.gpu_models import KNOWN_GPU_MODELS
 
 HEADER = ["instance_sn", "role", "app_name", "cpu_request", "cpu_limit", "gpu_request", "gpu_limit",
           "rdma_request", "rdma_limit", "memory_request", "memory_limit", "disk_request", "disk_limit",
@@ -83,12 +84,18 @@ class DlrmLoader(TraceLoader):
         super().__init__(path, **opts)  # type: ignore[arg-type]
         if not isinstance(include_preexisting, bool):  # a --option value read as JSON: true or false
             raise ValueError(f"include_preexisting must be true or false, not {include_preexisting!r}")
+        for name, count in (("cn_nodes", cn_nodes), ("hn_nodes", hn_nodes)):  # (-o values are read as JSON)
+            if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
+                raise ValueError(f"{name} must be a whole number of nodes >= 0, not {count!r}")
+        if isinstance(headroom, bool) or not isinstance(headroom, int | float) or not headroom >= 1:
+            raise ValueError(f"headroom must be a number >= 1, not {headroom!r}")
+        shapes = {"CN": _shape("cn_shape", cn_shape), "HN": _shape("hn_shape", hn_shape)}
         self.csv_path = self.path / FILE if self.path.is_dir() else self.path
         self.include_preexisting = include_preexisting
         self.cluster = cluster
         self.node_counts = {"CN": cn_nodes, "HN": hn_nodes}
-        self.shapes = {"CN": cn_shape, "HN": hn_shape}
-        self.headroom = headroom
+        self.shapes = shapes
+        self.headroom = float(headroom)
         self.sizing: dict[str, dict[str, float]] = {}
 
     @classmethod
@@ -159,3 +166,23 @@ class DlrmLoader(TraceLoader):
             labels=labels, trace_duration_s=duration,
         )  # fmt: skip
         return TraceJob(offset_s=offset, event=event)
+
+
+def _shape(name: str, value: object) -> NodeShape | None:
+    """A node shape option: a :class:`NodeShape`, or its fields as a JSON object (``-o cn_shape='{...}'``)."""
+    if value is None or isinstance(value, NodeShape):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"{name} must be an object with cpu_milli, memory_mib[, num_gpu, gpu_model], not {value!r}")
+    try:
+        shape = NodeShape(**value)
+    except TypeError as e:
+        raise ValueError(f"{name}: {e}") from None
+    for field in ("cpu_milli", "memory_mib", "num_gpu"):
+        v = getattr(shape, field)
+        if isinstance(v, bool) or not isinstance(v, int) or v < (1 if field != "num_gpu" else 0):
+            raise ValueError(f"{name}.{field} must be a whole number {'>= 1' if field != 'num_gpu' else '>= 0'}, not {v!r}")
+    if shape.num_gpu and shape.gpu_model not in KNOWN_GPU_MODELS:
+        raise ValueError(f"{name}.gpu_model must be one of {sorted(KNOWN_GPU_MODELS)} for a node with GPUs, "
+                         f"not {shape.gpu_model!r}")  # fmt: skip
+    return shape

@@ -19,6 +19,8 @@ The path is required (there is no default file); ``.gz`` is read transparently.
 from __future__ import annotations
 
 import json
+import math
+import zlib
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -60,7 +62,7 @@ class JsonlLoader(TraceLoader):
                     if s and not s.startswith("#"):
                         self.stats.lines += 1
                         yield n, s
-            except (EOFError, OSError) as e:
+            except (EOFError, OSError, zlib.error) as e:  # (zlib: a damaged .gz)
                 self._broken_off(self.path, n + 1, e)
 
     def _parse_jobs(self) -> Iterable[TraceJob]:
@@ -109,8 +111,8 @@ class JsonlLoader(TraceLoader):
                 raise ValueError(f"unexpected envelope keys {sorted(extra)}")
             offset = obj.get("offset_s")
             if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int | float)
-                                       or offset != offset or offset < 0):  # fmt: skip
-                raise ValueError(f"offset_s must be a number >= 0, not {offset!r}")
+                                       or not math.isfinite(offset) or offset < 0):  # fmt: skip
+                raise ValueError(f"offset_s must be a finite number >= 0, not {offset!r}")  # (inf: the replay hung)
             obj = obj["event"]
             if not isinstance(obj, dict):
                 raise ValueError("event must be a JSON object")

@@ -95,3 +95,26 @@ def test_full_shared_file(shared_traces: Path) -> None:
     assert loader.stats.notes["resubmits_ignored"] == 5683
     assert len(list(loader.nodes())) == 9616
     assert len({j.event.job_id for j in jobs}) == len(jobs)
+
+
+def test_the_after_the_end_of_the_trace_time_is_recognised(tmp_path: Path) -> None:
+    """2**63 - 1 marks an event after the trace's end (its schema); read through a float it became
+    2**63, so a task finishing then got a duration of ~9.2e12 s and was reported as a bad line."""
+    never = 2**63 - 1
+    rows = ["100000000,,7,0,,0,u,0,9,0,0.01,0.01,0", "200000000,,7,0,5,1,u,0,9,0,0.01,0.01,0",
+            f"{never},,7,0,5,4,u,0,9,0,0.01,0.01,0"]  # fmt: skip
+    path = tmp_path / "task_events-part-00001-of-00500.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    loader = Google2011Loader(path)
+    [job] = loader.load_jobs()
+    assert loader.errors == [] and job.event.trace_duration_s is None  # still running at the end
+
+
+def test_a_damaged_gz_is_a_bad_line_with_its_place_not_a_traceback(fixtures: Path, tmp_path: Path) -> None:
+    data = bytearray((fixtures / DIR / "task_events-part-00001-of-00500.csv.gz").read_bytes())
+    data[56] ^= 0xFF  # one byte of the deflate stream: zlib.error ("invalid distance too far back" or the like)
+    path = tmp_path / "task_events-part-00001-of-00500.csv.gz"
+    path.write_bytes(bytes(data))
+    with pytest.raises(TraceLineError) as e:
+        Google2011Loader(path, strict=True).load_jobs()
+    assert e.value.path == str(path) and e.value.line >= 1

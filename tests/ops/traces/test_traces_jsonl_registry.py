@@ -130,3 +130,31 @@ def test_a_yes_no_loader_option_takes_true_or_false_only(trace: str, option: str
 
     with pytest.raises(ValueError, match=f"{option} must be true or false, not 'maybe'"):
         get_loader(trace, None, **{option: "maybe"})
+
+
+@pytest.mark.parametrize("offset", ["Infinity", "1e999", "-1", "NaN"])
+def test_an_offset_that_is_not_a_finite_time_ahead_is_a_bad_line(tmp_path: Path, offset: str) -> None:
+    """Found by review: Infinity passed, the dry run reported a span of inf s, and a replay slept for ever."""
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"offset_s": 0, "event": {"kind": "job_submitted", "job_id": "a"}}\n'
+                    f'{{"offset_s": {offset}, "event": {{"kind": "job_submitted", "job_id": "b"}}}}\n')  # fmt: skip
+    loader = JsonlLoader(path)
+    assert [j.event.job_id for j in loader.load_jobs()] == ["a"]
+    assert [e.line for e in loader.errors] == [2] and "finite number >= 0" in loader.errors[0].reason
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("headroom", "x", "headroom must be a number >= 1"),
+    ("cn_nodes", 1.5, "cn_nodes must be a whole number of nodes >= 0"),
+    ("cn_nodes", -3, "cn_nodes must be a whole number of nodes >= 0"),
+    ("hn_shape", {"cpu_milli": 1}, "hn_shape: "),
+    ("hn_shape", {"cpu_milli": 8000, "memory_mib": 1024, "num_gpu": 2}, "hn_shape.gpu_model must be one of"),
+    ("cn_shape", [1, 2], "cn_shape must be an object"),
+])  # fmt: skip
+def test_a_dlrm_loader_option_of_the_wrong_kind_is_refused_when_given(option: str, value: object, says: str) -> None:
+    """Found by review: these passed the constructor and raised TypeError / AttributeError from inside
+    the replay (a traceback), or, for a negative count, made a cluster of no nodes without a word."""
+    from ops.traces import get_loader
+
+    with pytest.raises(ValueError, match=says.replace(".", r"\.")):
+        get_loader("dlrm2025", None, **{option: value})
