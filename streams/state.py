@@ -149,7 +149,15 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
 
 def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: float) -> Transition:
     job_id = running.job.job_id
+    # a report from another node than the one it runs on: a second execution of the same placement
+    # (its commands went to two nodes: re-decided elsewhere under the same id after a restart)
+    elsewhere = running.state == "running" and bool(ev.node_id) and ev.node_id != running.node_id
     if ev.state == "started":
+        if elsewhere:  # stop it, or the job runs twice and that node's use is never counted
+            fence = PreemptCommand(decision_id=f"fence-{ev.decision_id}-{ev.node_id}", job_id=ev.job_id,
+                                   cluster=ev.cluster, node_id=ev.node_id, target_decision_id=ev.decision_id,
+                                   reason=f"a second execution of this placement: it runs on {running.node_id}")  # fmt: skip
+            return Transition(commands=[fence], note="started on a second node: fenced")
         if running.state == "running":
             return Transition(note="duplicate started")
         # the agent says where it really runs (after a restart the worker may have re-decided
@@ -160,6 +168,8 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
         upd = running.model_copy(update={"state": "running", "started_ts": ev.event_time.timestamp(),
                                          "node_id": node, "gpu_indices": gpus})  # fmt: skip
         return Transition(running={job_id: upd})
+    if elsewhere:  # the second execution's end (its fence, a refusal): the job runs on where it runs
+        return Transition(note=f"{ev.state} from {ev.node_id}, not where it runs ({running.node_id}): ignored")
     if ev.state == "finished":
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt)
         return Transition(running={job_id: None}, done={job_id: done})

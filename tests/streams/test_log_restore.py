@@ -105,7 +105,7 @@ async def test_a_read_back_report_of_a_job_not_yet_submitted_waits_for_the_submi
     """Its submission is past the committed offset (it comes live, after the restore). Applied
     now, the report found no job: its placement was fenced and, once the job came, placed again."""
     w, sent = worker
-    assert await restore(w, logs(lifecycle=[report("j1", "started", node_id="n4"), report("j1", "finished")])) == {}
+    assert await restore(w, logs(lifecycle=[report("j1", "started", node_id="n4"), report("j1", "finished", node_id="n4")])) == {}
     assert len(w.early_reports) == 2 and sent.by_topic.get("actions", []) == []  # nothing fenced
     await _submit(w, job("j1"))
     assert len(w.early_reports) == 0 and w.done["j1"]["status"] == "finished" and "j1" not in w.running

@@ -386,3 +386,17 @@ def test_a_member_given_up_marks_its_gang() -> None:
                    gpu_indices=[], reserved_ts=0)  # fmt: skip
     t = on_lifecycle(life("failed", reason="exit 1"), r, max_retries=0, now=NOW)
     assert t.done["j1"] is not None and t.done["j1"].gang_id == "g" and t.done["j1"].status == "rejected"
+
+
+def test_a_second_execution_of_a_running_placement_on_another_node_is_fenced_and_its_reports_ignored() -> None:
+    """Found by review: the same decision id executed on two nodes (re-decided elsewhere after a
+    restart, both commands executed); the second 'started' was a duplicate no-op, so the job ran
+    twice and that node's use was never counted, and its end would have re-queued the job."""
+    r = running(state="running", node_id="n1")
+    t = on_lifecycle(life("started", node_id="n2"), r, max_retries=3, now=NOW)
+    assert t.pending == {} and t.running == {} and t.done == {} and "fenced" in t.note
+    [fence] = t.commands
+    assert (fence.node_id, fence.target_decision_id) == ("n2", r.decision_id)
+    for state in ("preempted", "failed", "finished"):  # the fenced run's end: the job still runs on n1
+        assert_noop(on_lifecycle(life(state, node_id="n2"), r, max_retries=3, now=NOW))
+    assert on_lifecycle(life("finished", node_id="n1"), r, max_retries=3, now=NOW).done["j1"].status == "finished"
