@@ -41,6 +41,7 @@ from streams.decision_records import (
     waiting_record,
 )
 from streams.heap import freeze_start_up_heap
+from streams.lost_nodes import LostNodes
 from streams.model_status import ModelStatus
 from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
@@ -85,6 +86,7 @@ class SchedulingLoop:
         self._inventory_size: dict[str, int] = {}
         self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
+        self.lost_nodes = LostNodes(self)  # placements on nodes unhealthy for too long are moved off
         self._timeouts_checked = -1e9  # when _check_timeouts last read the running table (monotonic)
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
@@ -132,6 +134,7 @@ class SchedulingLoop:
         lifecycle = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.lifecycle_catchup.topic}
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
+            await self.lost_nodes.check()
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)
         if not pending:

@@ -58,6 +58,9 @@ class Settings(BaseModel):
     event_debounce_s: float = Field(default_factory=lambda: _env_float("EVENT_DEBOUNCE", 0.05))
     confirm_timeout_s: float = Field(default_factory=lambda: _env_float("CONFIRM_TIMEOUT", 30))
     max_retries: int = Field(default_factory=lambda: _env_int("MAX_RETRIES", 3))
+    # the placements on a node unhealthy this long are preempted and re-queued (streams/lost_nodes.py;
+    # 0: at once; < 0: never)
+    node_lost_s: float = Field(default_factory=lambda: _env_float("NODE_LOST", 60))
     # a job whose DAG parent this worker has never seen (not pending, running or done in its cluster)
     # is rejected this long after its submission (0: it waits for the parent however long it takes)
     dag_parent_wait_s: float = Field(default_factory=lambda: _env_float("DAG_PARENT_WAIT", 600), ge=0)
