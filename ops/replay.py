@@ -8,23 +8,29 @@ first job. ``speed`` of 0 or infinity means as fast as possible; ``max_gap_s`` c
 single (scaled) wait, to squeeze the idle stretches of week-long traces. Pacing follows an
 absolute schedule (no drift from slow sends). Each event is re-stamped with
 ``event_time`` = the moment it is published (what the control plane sees as the submit
-time); ``event_id`` is kept.
+time); ``event_id`` is kept when the trace gives one, else it is derived from the trace file and
+the job (:func:`replay_event_id`), so a replay run again — resumed after an interruption —
+publishes each job under the id it had, and the worker takes what it already accepted for a
+redelivery (until 2026-12-01 each run drew new ids, and every job already sent was dead-lettered
+as a reused job id).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Protocol
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.traces.base import TraceLineError, TraceLoader
-from scheduling.events import Event
+from scheduling.events import Event, JobSubmitted
 from streams.producer import EventProducer
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -78,8 +84,17 @@ class ReplayStats:
         return self.jobs / self.wall_s if self.wall_s > 0 else 0.0
 
 
-def _stamp(event: Event) -> Event:
-    return event.model_copy(update={"event_time": datetime.now(UTC)})
+def _stamp(event: Event, source: str | None = None) -> Event:
+    """``event`` published now; a job without an id of the trace's gets :func:`replay_event_id`."""
+    update: dict[str, object] = {"event_time": datetime.now(UTC)}
+    if source is not None and isinstance(event, JobSubmitted) and "event_id" not in event.model_fields_set:
+        update["event_id"] = replay_event_id(source, event)
+    return event.model_copy(update=update)
+
+
+def replay_event_id(source: str, job: JobSubmitted) -> str:
+    """The id of ``job`` replayed from the trace file ``source``: the same in every run of that file."""
+    return "replay-" + hashlib.sha1(f"{source}\0{job.cluster}\0{job.job_id}".encode()).hexdigest()[:32]
 
 
 def _schedule(offsets: list[float], speed: float, max_gap_s: float | None) -> list[float]:
@@ -156,7 +171,7 @@ async def replay(
                     stats.slept_s += wait
                     await producer.flush()  # what is due now goes out before we idle
                     await clock.sleep(wait)
-                await producer.send("jobs.submitted", _stamp(job.event))
+                await producer.send("jobs.submitted", _stamp(job.event, str(Path(loader.path).resolve())))
                 stats.jobs += 1
                 bar.update(jtask, advance=1, offset=job.offset_s)
             await producer.flush()

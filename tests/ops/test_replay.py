@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import shutil
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -88,6 +90,25 @@ def test_nodes_first_then_jobs_paced_by_speed() -> None:
         e.event_time.year >= 2026 and e.event_time != j.event.event_time
         for e, j in zip(sent_jobs, loader.jobs(), strict=True)
     )  # re-stamped at publish
+
+
+def test_a_replay_run_again_publishes_each_job_under_the_id_it_had() -> None:
+    """Resumed after an interruption, a replay sends what it sent before under the same ids, which
+    the worker takes for redeliveries (found by review: each run drew new ids, and every job
+    already sent was dead-lettered as a reused job id); another file gives other ids."""
+    from ops.replay import replay_event_id
+
+    def ids(path: Path) -> list[str]:
+        _, rec, _ = _run(get_loader("openb", path), speed=0.0)
+        return [e.event_id for topic, e, _ in rec.sent if topic == "jobs.submitted"]
+
+    first, again = ids(OPENB), ids(OPENB)
+    assert first == again and len(set(first)) == len(first) > 10
+    copy = Path(tempfile.mkdtemp()) / "openb"
+    shutil.copytree(OPENB, copy)
+    assert set(ids(copy)).isdisjoint(first)
+    job = JobSubmitted(job_id="j", event_id="given-by-the-trace")
+    assert replay_event_id("a", job) != replay_event_id("b", job)
 
 
 def test_the_inventory_hook_runs_after_the_nodes_and_before_the_first_job() -> None:
