@@ -92,6 +92,11 @@ def _stamp(event: Event, source: str | None = None) -> Event:
     return event.model_copy(update=update)
 
 
+def replay_source(loader: TraceLoader) -> str:
+    """What a replay's derived event ids are keyed by: the trace's file (or directory), resolved."""
+    return str(Path(loader.path).resolve())
+
+
 def replay_event_id(source: str, job: JobSubmitted) -> str:
     """The id of ``job`` replayed from the trace file ``source``: the same in every run of that file."""
     return "replay-" + hashlib.sha1(f"{source}\0{job.cluster}\0{job.job_id}".encode()).hexdigest()[:32]
@@ -164,6 +169,7 @@ async def replay(
             if inventory_published is not None:
                 await inventory_published(len(nodes))
             jtask = bar.add_task(f"jobs  {loader.name}", total=len(jobs), offset=0.0)
+            source = replay_source(loader)
             t0 = clock.now()
             for job, at in zip(jobs, due, strict=True):
                 wait = t0 + at - clock.now()
@@ -171,7 +177,7 @@ async def replay(
                     stats.slept_s += wait
                     await producer.flush()  # what is due now goes out before we idle
                     await clock.sleep(wait)
-                await producer.send("jobs.submitted", _stamp(job.event, str(Path(loader.path).resolve())))
+                await producer.send("jobs.submitted", _stamp(job.event, source))
                 stats.jobs += 1
                 bar.update(jtask, advance=1, offset=job.offset_s)
             await producer.flush()

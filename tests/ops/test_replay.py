@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer
 from typer.testing import CliRunner
 
 from ops.cli.replay import parse_options, parse_sample, replay_command
-from ops.replay import ReplayStats, _schedule, replay
+from ops.replay import ReplayStats, _schedule, replay, replay_event_id, replay_source
 from ops.traces import TraceLineError, get_loader
 from scheduling.events import Event, JobSubmitted, NodeTelemetry
 from streams.settings import Settings
@@ -96,8 +96,6 @@ def test_a_replay_run_again_publishes_each_job_under_the_id_it_had() -> None:
     """Resumed after an interruption, a replay sends what it sent before under the same ids, which
     the worker takes for redeliveries (found by review: each run drew new ids, and every job
     already sent was dead-lettered as a reused job id); another file gives other ids."""
-    from ops.replay import replay_event_id
-
     def ids(path: Path) -> list[str]:
         _, rec, _ = _run(get_loader("openb", path), speed=0.0)
         return [e.event_id for topic, e, _ in rec.sent if topic == "jobs.submitted"]
@@ -258,8 +256,10 @@ async def test_replay_into_kafka_and_consume_back(kafka_broker) -> None:  # type
     assert [k.decode() for _, k, _ in jobs] == [e.job_id for e in got_jobs]
     want = list(loader.jobs())
     assert [e.job_id for e in got_jobs] == [j.event.job_id for j in want]  # one partition: submit order
-    for got, j in zip(got_jobs, want, strict=True):
-        assert got.model_dump(exclude={"event_time"}) == j.event.model_dump(exclude={"event_time"})
+    source = replay_source(loader)
+    for got, j in zip(got_jobs, want, strict=True):  # the trace's job, published now under its replay id
+        assert got.model_dump(exclude={"event_time", "event_id"}) == j.event.model_dump(exclude={"event_time", "event_id"})
+        assert got.event_id == replay_event_id(source, j.event)
     got_nodes = [NodeTelemetry.model_validate_json(v) for _, _, v in nodes]
     assert [n.model_dump(exclude={"event_time"}) for n in got_nodes] == [
         n.model_dump(exclude={"event_time"}) for n in loader.nodes()
