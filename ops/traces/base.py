@@ -230,33 +230,43 @@ class TraceLoader(ABC):
     def _rows(self, path: Path, *, header: list[str] | None) -> Iterator[tuple[int, list[str]]]:
         """``(line number, fields)`` of a CSV (plain or ``.gz``). With ``header``, the first
         line must equal it (else :class:`TraceFormatError`) and rows must have as many
-        fields (else a bad line). Blank lines are skipped; line numbers are physical."""
+        fields (else a bad line). Blank lines are skipped; line numbers are physical.
+
+        Each line is a record on its own: no trace format has a field over several lines, and a
+        stray quote read by one reader over the file ran its field on into the following lines,
+        which vanished into one bad record reported at the end (the count and the line wrong)."""
         try:
             raw = open_text(path)
         except OSError as e:
             raise TraceFormatError(path, 0, f"cannot open: {e.strerror or e}") from None
+        n = 0  # the last line read
         with raw as fh:
-            reader = csv.reader(fh)
             want = len(header) if header else None
             try:
-                if header is not None:
-                    first = next(reader, None)
-                    if first is None or [c.strip() for c in first] != header:
-                        raise TraceFormatError(path, 1, f"expected header {','.join(header)!r}, "
-                                                        f"got {','.join(first or [])!r}")  # fmt: skip
-                for row in reader:
+                for n, text in enumerate(fh, 1):
+                    row = next(csv.reader([text]), [])
+                    if n == 1 and header is not None:
+                        if [c.strip() for c in row] != header:
+                            raise TraceFormatError(path, 1, f"expected header {','.join(header)!r}, "
+                                                            f"got {','.join(row)!r}")  # fmt: skip
+                        continue
                     if not row or (len(row) == 1 and not row[0].strip()):
                         continue
                     self.stats.lines += 1
+                    if any("\n" in c or "\r" in c for c in row):  # a quote opened and not closed on the line
+                        self._bad(path, n, "a quoted field is not closed on its line")
+                        continue
                     if want is not None and len(row) != want:
-                        self._bad(path, reader.line_num, f"expected {want} fields, got {len(row)}")
+                        self._bad(path, n, f"expected {want} fields, got {len(row)}")
                         continue
                     if any("\ufffd" in c for c in row):
-                        self._bad(path, reader.line_num, "invalid UTF-8")
+                        self._bad(path, n, "invalid UTF-8")
                         continue
-                    yield reader.line_num, row
+                    yield n, row
             except (csv.Error, EOFError, gzip.BadGzipFile, OSError, zlib.error) as e:  # (zlib: a damaged .gz)
-                self._broken_off(path, reader.line_num + 1, e)
+                self._broken_off(path, n + 1, e)
+            if n == 0 and header is not None:
+                raise TraceFormatError(path, 1, f"expected header {','.join(header)!r}, got ''")
 
 
 def parse_float(value: str, what: str, *, required: bool = True) -> float | None:

@@ -140,3 +140,23 @@ def test_full_shared_file_counts(shared_traces: Path) -> None:
     assert loader.errors == []
     assert sum(1 for j in loader.jobs() if j.event.trace_duration_s is None) == 897
     assert len(list(get_loader("openb", node_list="all").nodes())) == 1523
+
+
+@pytest.mark.parametrize("closed_later", [False, True])
+def test_a_stray_quote_is_one_bad_line_and_the_rows_after_it_are_kept(tmp_path: Path, fixtures: Path,
+                                                                      closed_later: bool) -> None:  # fmt: skip
+    """Found by review: one reader over the file ran the quoted field on into the following lines,
+    so every later row (or every row up to a second stray quote) vanished into one bad record,
+    reported at the end of the file with a wrong line number."""
+    src = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()
+    rows = src[1:41]
+    rows[1] = rows[1].replace(",LS,", ',"V100,LS,', 1) if ",LS," in rows[1] else rows[1].replace(",BE,", ',"V100,BE,', 1)
+    if closed_later:
+        rows[5] = rows[5].replace(",LS,", ',V100",LS,', 1) if ",LS," in rows[5] else rows[5].replace(",BE,", ',V100",BE,', 1)
+    p = tmp_path / "pods.csv"
+    p.write_text("\n".join([src[0], *rows]) + "\n")
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    jobs = loader.load_jobs()
+    bad = [3, 7] if closed_later else [3]
+    assert [e.line for e in loader.errors] == bad, [str(e) for e in loader.errors]
+    assert len(jobs) == 40 - len(bad) and loader.stats.bad_lines == len(bad)
