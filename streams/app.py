@@ -95,6 +95,7 @@ class Worker:
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     # gangs with a rejected member (rebuilt from the done table once after recovery)
     rejected_gangs: set[str] = field(default_factory=set)
+    finished_gang_members: dict[str, set[str]] = field(default_factory=dict)  # gang id -> members that finished
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
     # run times of finished jobs, for sjf-predicted (in memory: it relearns after a restart)
@@ -201,9 +202,16 @@ class Worker:
                     self._parsed.pop((name, key), None)
                 else:
                     self._parsed[(name, key)] = (d, value)
-                    if name == "done" and d["status"] == "rejected" and d.get("gang_id"):
-                        self.rejected_gangs.add(d["gang_id"])
+                    if name == "done" and d.get("gang_id"):
+                        self.note_gang_member(d)
         self.counters.note(t.note)
+
+    def note_gang_member(self, done: dict[str, Any]) -> None:
+        """A gang member in ``done``: rejected, it takes its gang down; finished, it counts toward it."""
+        if done["status"] == "rejected":
+            self.rejected_gangs.add(done["gang_id"])
+        elif done["status"] == "finished":
+            self.finished_gang_members.setdefault(done["gang_id"], set()).add(done["job_id"])
 
     def read(self, name: str, key: str, model: type[_M]) -> _M | None:
         """The record at ``key`` of table ``name``, parsed once: records this process wrote are

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable
@@ -122,14 +123,17 @@ class SchedulingLoop:
             return
         if not was_open or recovering or assigned != self.owned:
             # a rebalance (even one that gave back the same partitions: their recovery rewrote the
-            # tables without Worker.apply) or a recovery: the ledger reads the running table whole
+            # tables without Worker.apply) or a recovery: the ledger reads the running table whole,
+            # and the gangs' members are read from the done table again
             self.w.held.invalidate()
+            self._gangs_scanned = False
         # only the clusters whose partitions this worker owns: the tables may also hold
         # standby replicas and keys of partitions that moved to another worker
         self.owned = assigned
-        if not self._gangs_scanned:  # once the recovered done table is there
-            self.w.rejected_gangs |= {d["gang_id"] for d in list(self.w.done.values())
-                                      if d and d["status"] == "rejected" and d.get("gang_id")}  # fmt: skip
+        if not self._gangs_scanned:  # once the recovered done table is there (Faust's recovery skips apply)
+            for d in list(self.w.done.values()):
+                if d and d.get("gang_id"):
+                    self.w.note_gang_member(d)
             self._gangs_scanned = True
         lifecycle = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.lifecycle_catchup.topic}
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
@@ -269,13 +273,17 @@ class SchedulingLoop:
         """Jobs whose DAG parents have all finished go on; the others wait (a parent still to
         come or to finish) or are rejected (a parent was rejected, so it never will; a parent
         never submitted ``dag_parent_wait_s`` after the job; or a member of their gang was
-        rejected, so the gang can never run whole)."""
+        rejected, so the gang can never run whole). A gang's members that finished count toward it."""
         ready, held = [], []
         now, patience = time.time(), self.w.settings.dag_parent_wait_s
         for p, req in jobs:
             if p.job.gang_id and p.job.gang_id in self.w.rejected_gangs:
                 held.append((p, f"gang {p.job.gang_id}: another member was rejected", True))
                 continue
+            if p.job.gang_id and (finished := len(self.w.finished_gang_members.get(p.job.gang_id, ()))):
+                # the members that finished count toward the gang (as Volcano counts succeeded pods toward
+                # its minimum): the rest is placed together without them, never waits for them
+                req = dataclasses.replace(req, gang_size=max(1, req.gang_size - finished))
             parents = p.job.dag_parents
             if not parents:
                 ready.append((p, req))

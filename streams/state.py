@@ -59,7 +59,7 @@ class DoneJob(BaseModel):
     status: Literal["finished", "rejected"]
     attempt: int
     reason: str = ""
-    gang_id: str | None = None  # a rejected member takes its gang down with it
+    gang_id: str | None = None  # a rejected member takes its gang down; a finished one counts toward it
 
 
 @dataclass
@@ -171,7 +171,8 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
     if elsewhere:  # the second execution's end (its fence, a refusal): the job runs on where it runs
         return Transition(note=f"{ev.state} from {ev.node_id}, not where it runs ({running.node_id}): ignored")
     if ev.state == "finished":
-        done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt)
+        done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt,
+                       gang_id=running.job.gang_id)  # fmt: skip
         return Transition(running={job_id: None}, done={job_id: done})
     if ev.state == "timed_out" and running.state == "running":
         return Transition(note="timeout raced with started: keep running")

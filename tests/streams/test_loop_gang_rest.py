@@ -1,0 +1,52 @@
+"""A gang whose member finished is completed by the rest (streams/loop.py ``_dag_gate``), on the
+real worker loop with the broker stood in. Found by review: member B finished, member A then
+failed and went back to the queue, and the gang waited for ever for a member that can never be
+pending again ("waiting for 1 more member"). As Volcano counts succeeded pods toward a gang's
+minimum, the members that finished count toward the gang: A runs on its own."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from scheduling.events import JobLifecycle, JobSubmitted, NodeTelemetry, partition_for
+from streams.agents import lifecycle_transition
+from streams.state import on_submitted
+from tests.streams.loop_helpers import stood_in_worker
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def member(job_id: str) -> JobSubmitted:
+    return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=1000,
+                        memory_mib=1024, num_gpu=1, gpu_milli=1000, gang_id="g", gang_size=2)  # fmt: skip
+
+
+def test_a_member_that_fails_after_another_finished_runs_with_the_rest_of_its_gang() -> None:
+    async def go() -> tuple[str, str]:
+        w, _ = stood_in_worker(policy="best-fit", max_retries=3)
+        loop = w.loop  # type: ignore[attr-defined]
+        part = partition_for("c1", 4)
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384, num_gpu=2, gpu_model="A100").model_dump(mode="json")  # fmt: skip
+        for name in ("a", "b"):
+            w.apply(on_submitted(member(name), None, 0.0), partition=part)
+        await loop.tick()
+        assert sorted(w.running) == ["a", "b"]  # the gang, whole
+
+        def report(job_id: str, state: str) -> None:
+            r = w.running[job_id]
+            ev = JobLifecycle(job_id=job_id, cluster="c1", state=state, attempt=r["attempt"],
+                              decision_id=r["decision_id"], node_id=r["node_id"])  # fmt: skip
+            w.apply(lifecycle_transition(w, ev), partition=part)
+
+        for name in ("a", "b"):
+            report(name, "started")
+        report("b", "finished")
+        report("a", "failed")  # back to the queue, attempt 1
+        assert "a" in w.pending and w.done["b"]["status"] == "finished"
+        await loop.tick()
+        return w.running["a"]["state"], loop.last_reason.get("a", "")
+
+    state, why = asyncio.run(go())
+    assert state == "reserved", why  # placed again, with the rest of its gang (itself)
