@@ -211,7 +211,7 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
     (None: no latency rule)."""
     replay = replay or HeldOutReplay()
     models_root = Path(models_root)
-    version, target = check_candidate(Path(candidate_dir), models_root)
+    version, target = check_candidate(Path(candidate_dir), models_root, replay.seeds)  # (the one gate; the CLI asks first)
     candidate = Path(candidate_dir)  # evaluated where it is; copied into models_root only if promoted
     serving = serving_dir(models_root)
     serving_version = model_meta(serving)[0] if serving is not None and (serving / "config.json").exists() else (

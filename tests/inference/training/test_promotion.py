@@ -258,3 +258,15 @@ def test_the_promotion_says_when_a_running_server_cannot_swap_the_version_in(tmp
     assert hot_swap_note(twin, plain) == "" and hot_swap_note(plain, None) == ""
     note = hot_swap_note(plain, headed)
     assert "restart semsched serve" in note and "COST" in note and "keeps serving headed" in note, note
+
+
+def test_promote_itself_refuses_a_candidate_trained_on_its_replays_seeds(trained, archive, tmp_path):
+    """The gate is in promote, not only in the CLI that calls it (found re-reading the change: the
+    library's promote never passed the replay's seeds to the check)."""
+    leaky = tmp_path / "leaky"
+    shutil.copytree(trained["good"], leaky)
+    (leaky / "train.json").write_text(json.dumps({"train_seeds": [0, REPLAY.seeds[0]], "val_seeds": [1]}))
+    root = tmp_path / "models"
+    with pytest.raises(ValueError, match="held-out replay"):
+        _run(leaky, root, archive)
+    assert not (root / "latest").exists() and get_version(archive, "good") is None
