@@ -48,6 +48,7 @@ from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
 from streams.snapshot_cache import SnapshotCache
 from streams.state import PendingJob, RunningJob
+from streams.step_publication import StepPublication
 from streams.table_views import TableViews
 
 if TYPE_CHECKING:
@@ -214,50 +215,34 @@ class SchedulingLoop:
         durations = predicted_durations(self.w.durations, [by_id[pl.job_id][1] for pl in result.placements])
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
-        decisions: list[Awaitable[Any]] = []
-        decided: list[DecisionRecord] = []
-        actions: list[tuple[str, bytes, list[tuple[str, bytes]]]] = []
+        pub = StepPublication(self.w, part, st, self.last_reason)
         try:
             for pl in result.placements:
                 p, req = by_id[pl.job_id]
                 rec = placed_record(p, pl, cluster=cluster, policy=self.policy.name, step_id=self.step_id,
                                     compute_ms=result.compute_ms, model=model, durations=durations)  # fmt: skip
                 cmd = placement_command(p, pl, cluster=cluster, policy=self.policy.name)
-                self.w.inflight[p.job.job_id] = (rec, req)
-                decided.append(rec)
                 self.last_reason.pop(p.job.job_id, None)
                 hs = st.decide(rec.job_id, rec.decision_id, outcome="placed", latency_ms=rec.latency_ms, node_id=pl.node_id)
-                decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part, hs))
-                actions.append((cmd.node_id, cmd.to_bytes(), hs))
+                await pub.decide(rec, req, hs, command=(cmd.node_id, cmd.to_bytes()))
             settled = time.time() - self._inventory_since.get(cluster, 0.0) >= INVENTORY_SETTLE_S
             for un in result.unschedulable:
                 p, _ = by_id[un.job_id]
                 if un.permanent and settled:
                     rec = self._rejection(p, f"can never run in cluster {cluster!r}: {un.reason}", result.compute_ms)
-                    self.w.inflight[p.job.job_id] = (rec, None)
-                    decided.append(rec)
                     hs = st.decide(rec.job_id, rec.decision_id, outcome="rejected", latency_ms=rec.latency_ms)
-                    decisions.append(await self._send("decisions", rec.job_id, rec.to_bytes(), part, hs))
+                    await pub.decide(rec, None, hs)
                 elif fut := await self._note_waiting(p, un.reason, part, result.compute_ms):
-                    decisions.append(fut)  # may fit later (resources free up, more nodes arrive)
-            # every decision is acknowledged by the broker before its job changes state and before
-            # any command goes out; the decisions topic stays the log a restarted worker replays
-            t_pub = time.perf_counter()
-            await asyncio.gather(*decisions)
-            st.acknowledged()
-            for rec in decided:
-                await self.w.apply_decision(rec, part, in_stream=False)
+                    pub.waiting(p.job.job_id, fut)  # may fit later (resources free up, more nodes arrive)
+        except Exception as e:  # the producer refused a hand-over: what it took still goes through
+            pub.refused(e)
+        # every decision is acknowledged by the broker before its job changes state and before its
+        # command goes out; the decisions topic stays the log a restarted worker replays
+        t_pub = time.perf_counter()
+        try:
+            await pub.settle()
         finally:
-            # a failed publish (its hand-over to the producer or its delivery) must not leave jobs
-            # invisible to the next step: inflight hides them from the queue and holds their
-            # resources (an acked but unapplied decision is applied when it comes back, or
-            # re-decided under its id)
-            for rec in decided:
-                held = self.w.inflight.get(rec.job_id)
-                if held is not None and held[0].decision_id == rec.decision_id:
-                    del self.w.inflight[rec.job_id]
-        await asyncio.gather(*[await self._send("actions", key, value, part, hs) for key, value, hs in actions])
-        self.stats["publish_s"] += time.perf_counter() - t_pub
+            self.stats["publish_s"] += time.perf_counter() - t_pub
 
     def track_inventory(self, cluster: str, nodes: int) -> None:
         if self._inventory_size.get(cluster) != nodes:

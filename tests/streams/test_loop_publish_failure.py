@@ -1,9 +1,15 @@
-"""A step whose decisions cannot be handed to the producer (streams/loop.py ``_step_cluster``), on
-the real worker app and loop with the broker stood in: the producer refuses the second decision
-of a step as it is handed over (aiokafka raises at ``send`` when, say, the topic's metadata
-does not come in time). No job may stay hidden: each goes back to the queue and the next step
-places every one of them, once (found by review: the job whose hand-over failed stayed in
-``inflight`` for good, out of the queue, holding its GPU)."""
+"""A step some of whose decisions fail (streams/loop.py ``_step_cluster``, streams/step_publication.py),
+on the real worker app and loop with the broker stood in:
+
+- the producer refuses the second decision of a step as it is handed over (aiokafka raises at
+  ``send`` when, say, the topic's metadata does not come in time). No job may stay hidden (found by
+  review: the job whose hand-over failed stayed in ``inflight`` for good, out of the queue, holding
+  its GPU);
+- the broker refuses the delivery of one decision of three. The two it acknowledged must go the
+  whole way, applied and their commands sent (found by review: they were neither, so their jobs,
+  reserved when the decisions came back from the topic, waited for the confirmation timeout).
+
+Either way the next step places the rest, and every job is placed once."""
 
 from __future__ import annotations
 
@@ -26,8 +32,9 @@ def job(job_id: str) -> JobSubmitted:
                         memory_mib=1024, num_gpu=1, gpu_milli=1000)  # fmt: skip
 
 
-def test_a_decision_the_producer_refuses_leaves_no_job_hidden_and_the_next_step_places_all_once() -> None:
+def test_a_decision_the_producer_refuses_leaves_no_job_hidden_and_the_next_step_places_the_rest_once() -> None:
     decisions: list[Any] = []
+    commands: list[Any] = []
     refuse = {"left": 1}
 
     async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
@@ -36,26 +43,71 @@ def test_a_decision_the_producer_refuses_leaves_no_job_hidden_and_the_next_step_
                 refuse["left"] -= 1
                 raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
             decisions.append(decode("decisions", value))
+        elif topic.endswith("actions"):
+            commands.append(decode("actions", value))
         return await delivered(topic, key, value, partition, headers)
 
     async def run() -> None:
         w, _ = stood_in_worker(publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
-        part = partition_for("c1", 4)
-        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000, memory_mib=16384,
-                                           num_gpu=2, gpu_model="A100").model_dump(mode="json")  # fmt: skip
-        for name in ("j1", "j2"):
-            w.apply(on_submitted(job(name), None, 0.0), partition=part)
+        add_node_and_jobs(w, ["j1", "j2"])
         with pytest.raises(KafkaTimeoutError):
             await loop.tick()
-        assert w.inflight == {}  # neither job hidden from the queue, nor holding a GPU
-        assert sorted(w.pending) == ["j1", "j2"] and not list(w.running)
+        assert w.inflight == {}  # no job hidden from the queue, nor holding a GPU
+        assert list(w.pending) == ["j2"] and list(w.running) == ["j1"]  # j1's decision was delivered
+        assert [c.job_id for c in commands] == ["j1"]  # and its command sent
         await loop.tick()
         placed = [d for d in decisions if d.outcome == "placed"]
-        assert sorted(d.job_id for d in placed[1:]) == ["j1", "j2"]  # the second step decided both
-        assert placed[0].decision_id in {d.decision_id for d in placed[1:]}  # j1 again under the same id
+        assert [d.job_id for d in placed] == ["j1", "j2"]  # the second step decided j2, once
+        assert [c.job_id for c in commands] == ["j1", "j2"]
         gpus = {k: (v["node_id"], tuple(v["gpu_indices"])) for k, v in w.running.items()}
         assert sorted(gpus) == ["j1", "j2"] and len(set(gpus.values())) == 2, gpus
         assert not list(w.pending) and w.inflight == {}
 
     asyncio.run(run())
+
+
+def test_the_decisions_the_broker_acknowledged_are_applied_and_commanded_when_another_is_refused() -> None:
+    decisions: list[Any] = []
+    commands: list[Any] = []
+    refuse = {"left": 1}
+
+    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+        if topic.endswith("decisions"):
+            rec = decode("decisions", value)
+            decisions.append(rec)
+            if len(decisions) == 2 and refuse["left"]:  # the broker refuses the step's second decision
+                refuse["left"] -= 1
+                failed = asyncio.get_running_loop().create_future()
+                failed.set_exception(KafkaTimeoutError("request timed out"))
+                return failed
+        elif topic.endswith("actions"):
+            commands.append(decode("actions", value))
+        return await delivered(topic, key, value, partition, headers)
+
+    async def run() -> None:
+        w, _ = stood_in_worker(publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        add_node_and_jobs(w, ["j1", "j2", "j3"], gpus=4)
+        with pytest.raises(KafkaTimeoutError):
+            await loop.tick()
+        refused = decisions[1].job_id
+        acked = sorted({"j1", "j2", "j3"} - {refused})
+        assert sorted(w.running) == acked and list(w.pending) == [refused] and w.inflight == {}
+        assert sorted(c.job_id for c in commands) == acked  # each acknowledged placement was sent to its agent
+        await loop.tick()
+        assert [d.job_id for d in decisions[3:] if d.outcome == "placed"] == [refused]  # decided again, alone
+        assert decisions[3].decision_id == decisions[1].decision_id  # under the same id
+        assert sorted(c.job_id for c in commands) == ["j1", "j2", "j3"]  # one command each
+        gpus = {k: (v["node_id"], tuple(v["gpu_indices"])) for k, v in w.running.items()}
+        assert len(set(gpus.values())) == 3 and not list(w.pending) and w.inflight == {}
+
+    asyncio.run(run())
+
+
+def add_node_and_jobs(w: Any, names: list[str], gpus: int = 2) -> None:
+    part = partition_for("c1", 4)
+    w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000, memory_mib=16384,
+                                       num_gpu=gpus, gpu_model="A100").model_dump(mode="json")  # fmt: skip
+    for name in names:
+        w.apply(on_submitted(job(name), None, 0.0), partition=part)
