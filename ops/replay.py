@@ -78,6 +78,7 @@ class ReplayStats:
     speed: float = math.inf
     slept_s: float = 0.0
     wall_s: float = 0.0
+    planned_s: float = 0.0  # when the last job is due, seconds after the first (--speed, --max-gap)
 
     @property
     def jobs_per_s(self) -> float:
@@ -102,11 +103,13 @@ def replay_event_id(source: str, job: JobSubmitted) -> str:
     return "replay-" + hashlib.sha1(f"{source}\0{job.cluster}\0{job.job_id}".encode()).hexdigest()[:32]
 
 
-def _schedule(offsets: list[float], speed: float, max_gap_s: float | None) -> list[float]:
+def due_times(offsets: list[float], speed: float, max_gap_s: float | None) -> list[float]:
     """Seconds after the first job at which each job is due."""
     fast = speed == 0 or math.isinf(speed)
     if speed < 0 or math.isnan(speed):
         raise ValueError("speed must be > 0 (or 0 / inf for as fast as possible)")
+    if max_gap_s is not None and not max_gap_s >= 0:  # (nan too)
+        raise ValueError(f"max_gap must be >= 0 seconds, not {max_gap_s}")
     due, t = [], 0.0
     for i, off in enumerate(offsets):
         if i and not fast:
@@ -122,7 +125,7 @@ def planned_due_s(loader: TraceLoader, *, speed: float, limit: int | None = None
     caller refuse a replay that would idle for hours before anything happens."""
     jobs = loader.load_jobs()
     jobs = jobs if limit is None else jobs[:limit]
-    return _schedule([j.offset_s for j in jobs], speed, max_gap_s)
+    return due_times([j.offset_s for j in jobs], speed, max_gap_s)
 
 
 async def replay(
@@ -151,8 +154,9 @@ async def replay(
                                   ("lines", "parsed", "selected", "nodes")})  # fmt: skip
     if len(jobs) < len(selected):
         stats.filtered["over_limit"] = stats.filtered.get("over_limit", 0) + len(selected) - len(jobs)
-    due = _schedule([j.offset_s for j in jobs], speed, max_gap_s)
+    due = due_times([j.offset_s for j in jobs], speed, max_gap_s)
     stats.trace_span_s = jobs[-1].offset_s - jobs[0].offset_s if jobs else 0.0
+    stats.planned_s = due[-1] if due else 0.0
 
     if create_topics:
         await ensure_topics(settings)

@@ -20,7 +20,7 @@ import typer
 from rich.table import Table
 
 from ops.console import wide_console
-from ops.replay import ReplayStats
+from ops.replay import ReplayStats, due_times
 from ops.replay import replay as run_replay
 from ops.traces import TraceLineError, TraceLoader, available_traces, get_loader
 from streams.producer import DeliveryError
@@ -77,6 +77,7 @@ def _summary(stats: ReplayStats, loader: TraceLoader, settings: Settings | None)
     t.add_row(
         "speed", "as fast as possible" if stats.speed == 0 or math.isinf(stats.speed) else f"x{stats.speed:g}"
     )
+    t.add_row("submissions take" if settings else "a replay would take", f"{stats.planned_s:,.1f} s")
     for key, n in stats.filtered.items():
         t.add_row(f"left out / noted: {key}", f"{n:,}")
     t.add_row("bad lines skipped", f"{stats.skipped_lines:,}")
@@ -88,7 +89,8 @@ def _summary(stats: ReplayStats, loader: TraceLoader, settings: Settings | None)
     return t
 
 
-def _dry_run(loader: TraceLoader, limit: int | None, strict: bool, speed: float) -> ReplayStats:
+def _dry_run(loader: TraceLoader, limit: int | None, strict: bool, speed: float,
+             max_gap_s: float | None) -> ReplayStats:  # fmt: skip
     if strict:
         loader.strict = True
     jobs = loader.load_jobs()
@@ -98,9 +100,11 @@ def _dry_run(loader: TraceLoader, limit: int | None, strict: bool, speed: float)
                 if v and k not in ("lines", "parsed", "selected", "nodes")}  # fmt: skip
     if len(shown) < len(jobs):
         filtered["over_limit"] = filtered.get("over_limit", 0) + len(jobs) - len(shown)
+    due = due_times([j.offset_s for j in shown], speed, max_gap_s)
     return ReplayStats(trace=loader.name, nodes=len(nodes), jobs=len(shown), skipped_lines=len(loader.errors),
                        first_errors=loader.errors[:5], filtered=filtered, speed=speed,
-                       trace_span_s=shown[-1].offset_s - shown[0].offset_s if shown else 0.0)  # fmt: skip
+                       trace_span_s=shown[-1].offset_s - shown[0].offset_s if shown else 0.0,
+                       planned_s=due[-1] if due else 0.0)  # fmt: skip
 
 
 def replay(
@@ -213,7 +217,7 @@ def replay(
         settings = Settings().model_copy(update=upd)
     try:
         if settings is None:
-            stats = _dry_run(loader, limit, strict, speed)
+            stats = _dry_run(loader, limit, strict, speed, max_gap)
         else:
             stats = asyncio.run(run_replay(loader, settings, speed=speed, limit=limit, strict=strict,
                                            progress=progress, max_gap_s=max_gap))  # fmt: skip

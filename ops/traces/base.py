@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import math
 import random
 import zlib
 from abc import ABC, abstractmethod
@@ -73,6 +74,9 @@ class Selection:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        for name in ("start_offset", "end_offset", "min_duration_s", "max_duration_s"):
+            if (value := getattr(self, name)) is not None and math.isnan(value):
+                raise ValueError(f"{name} must be a number, not nan")
         if self.limit is not None and self.limit < 0:
             raise ValueError("limit must be >= 0")
         if self.sample is not None and (

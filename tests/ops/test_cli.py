@@ -129,6 +129,10 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["bench", "fill", "--seeds", "5-1"], "no seeds in '5-1'"),
     (["replay", "openb", "--dry-run", "--limit", "-1"], "--limit"),
     (["replay", "openb", "--dry-run", "--speed", "-3"], "--speed"),
+    (["replay", "openb", "--dry-run", "--max-gap", "-1"], "max_gap must be >= 0"),
+    (["replay", "openb", "--dry-run", "--max-gap", "nan"], "max_gap must be >= 0"),
+    (["replay", "openb", "--dry-run", "--start-offset", "nan"], "start_offset must be a number"),
+    (["replay", "openb", "--dry-run", "--max-duration", "nan"], "max_duration_s must be a number"),
     (["worker", "--step", "-1"], "must be > 0"),
 ])  # fmt: skip
 def test_options_out_of_range_are_refused_before_anything_runs(args: list[str], says: str) -> None:

@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaConsumer
 from typer.testing import CliRunner
 
 from ops.cli.replay import parse_options, parse_sample, replay_command
-from ops.replay import ReplayStats, _schedule, replay, replay_event_id, replay_source
+from ops.replay import ReplayStats, due_times, replay, replay_event_id, replay_source
 from ops.traces import TraceLineError, get_loader
 from scheduling.events import Event, JobSubmitted, NodeTelemetry
 from streams.settings import Settings
@@ -135,10 +135,13 @@ def test_max_gap_and_limit() -> None:
     stats, rec, clock = _run(get_loader("openb", OPENB), speed=1.0, max_gap_s=1.0, limit=10)
     assert stats.jobs == 10 and stats.filtered["over_limit"] == 44
     assert all(s <= 1.0 + 1e-9 for s in clock.sleeps) and len(clock.sleeps) == 9
-    assert _schedule([0, 10, 10, 40], 10.0, None) == [0, 1, 1, 4]
-    assert _schedule([0, 10, 40], 1.0, 5.0) == [0, 5, 10]
+    assert due_times([0, 10, 10, 40], 10.0, None) == [0, 1, 1, 4]
+    assert due_times([0, 10, 40], 1.0, 5.0) == [0, 5, 10]
     with pytest.raises(ValueError):
-        _schedule([0, 1], -1.0, None)
+        due_times([0, 1], -1.0, None)
+    for gap in (-1.0, math.nan):
+        with pytest.raises(ValueError, match="max_gap must be >= 0"):
+            due_times([0, 1], 1.0, gap)
 
 
 def test_strict_raises_before_publishing() -> None:
