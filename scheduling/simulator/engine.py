@@ -127,7 +127,7 @@ class Simulator:
             nonlocal seq
             job = by_id[job_id]
             del pending[job_id]
-            queued_since.pop(job_id, None)
+            since = queued_since.pop(job_id, job.request.submit_time)  # last queued (a restart), else submitted
             hold(job.request.tenant, job.request, +1)
             end = now + job.duration_s / float(self.speeds[node])
             seq += 1
@@ -138,8 +138,7 @@ class Simulator:
                 holdings.append(Holding(now, end, job.request.gpu_demand_milli))
             running[job_id] = _Running(job, node, gpus, now, seq, holding)
             if ordering is not None:
-                table.add(job.request, node, gpus, now, attained.get(job_id, 0.0),
-                          queued_since.get(job_id, job.request.submit_time))  # fmt: skip
+                table.add(job.request, node, gpus, now, attained.get(job_id, 0.0), since)
             o = outcome[job_id]
             o.update(state="running", start=o.get("start", now), placements=o.get("placements", 0) + 1)
 

@@ -68,3 +68,17 @@ def test_running_table_ranks_what_runs_now_as_queue_of_would():
     lower = table.victims(snap(node("a", gpus=1)), now, las, below=0)
     assert {v.job.job_id for v in lower.victims} == {j for j, q in want.items() if q > 0}
     assert 0 < len(lower) < len(every)
+
+
+def test_a_restarted_job_is_ranked_by_its_wait_since_it_was_re_queued_not_since_submission():
+    # C runs 0..3700 and is evicted by D (C left the top queue); C waits from 3700 and is promoted
+    # (starvation: waited >= 8 x its 3,700 s) once it has waited 29,600 s, at the 33,300 s step, and
+    # restarts, evicting D. E arrives at 33,400 in the top queue: C, running again, has waited
+    # 33,400 - 3,700 = 29,700 s since it was re-queued, short of 8 x (3,700 + 100) = 30,400, so it is
+    # in queue 1 and E evicts it. Ranked by its wait since submission (33,400 s) C stayed promoted and
+    # E waited 19,900 s behind it (found by review).
+    jobs = [sj("C", 0, 20_000), sj("D", 3700, 40_000), sj("E", 33_400, 100),
+            SimJob(job("tick", submit_time=33_300), 1)]  # a CPU job: a step at 33,300  # fmt: skip
+    r, o = run(jobs)
+    assert o["C"].placements == 3 and o["D"].placements >= 1
+    assert o["E"].start == 33_400 and o["E"].queueing_delay == 0
