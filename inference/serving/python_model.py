@@ -9,8 +9,9 @@ it serves and where.
 
 ``execute`` hands the callable the batch's requests as ``{input name: array}`` (the optional
 inputs a request lacks are absent), as :mod:`inference.serving.models` expects, and turns its
-answers into responses; an exception fails the batch's requests with its message (the client
-raises :class:`~inference.backends.base.BackendError` naming it).
+answers into responses. A batch that raises is run again request by request, so an exception
+fails only the request that caused it, with its message (the client raises
+:class:`~inference.backends.base.BackendError` naming it).
 """
 
 from __future__ import annotations
@@ -85,12 +86,31 @@ class TritonPythonModel:
                     arrays[name] = tensor.as_numpy()
             batch.append(arrays)
         try:
-            answers = self.model(batch)
-        except Exception as e:  # the model's refusal (a malformed request, an absent head): the requests' error
-            error = pb_utils.TritonError(f"{type(e).__name__}: {e}")
-            return [pb_utils.InferenceResponse(output_tensors=[], error=error) for _ in requests]
-        return [pb_utils.InferenceResponse([pb_utils.Tensor(name, np.ascontiguousarray(value))
-                                            for name, value in answer.items()]) for answer in answers]  # fmt: skip
+            return [answered(pb_utils, answer) for answer in self.model(batch)]
+        except Exception as e:  # the model's refusal (a malformed request, an absent head)
+            if len(batch) == 1:
+                return [refused(pb_utils, e)]
+        # a batch that failed: each request alone, so that one request's error is its own and the
+        # others are answered (and each error response gets its own TritonError: one shared by
+        # several responses came back garbled, then crashed tritonserver with SIGSEGV)
+        out = []
+        for arrays in batch:
+            try:
+                out.append(answered(pb_utils, self.model([arrays])[0]))
+            except Exception as e:
+                out.append(refused(pb_utils, e))
+        return out
 
     def finalize(self) -> None:
         log.info("model %s stopped", self.kind)
+
+
+def answered(pb_utils: Any, answer: dict[str, Any]) -> Any:
+    """One request's response: its answer's arrays as output tensors."""
+    return pb_utils.InferenceResponse([pb_utils.Tensor(name, np.ascontiguousarray(value))
+                                       for name, value in answer.items()])  # fmt: skip
+
+
+def refused(pb_utils: Any, error: Exception) -> Any:
+    """One request's error response, with a TritonError of its own."""
+    return pb_utils.InferenceResponse(output_tensors=[], error=pb_utils.TritonError(f"{type(error).__name__}: {error}"))
