@@ -126,6 +126,13 @@ class LearnedPolicy(BasePolicy):
         self.fallback_jobs: set[str] = set()  # jobs of the current step the fallback scored
         self.decision_notes: dict[str, str] = {}  # job id -> what the lookahead saw (for its decision record)
 
+    def close(self) -> None:
+        """Let go of the backend (a Triton client unregisters its shared-memory region from the server)
+        and of the step's pair thread; the worker calls it when it stops."""
+        if self.backend is not None:
+            self.backend.close()
+        self._caller.close()
+
     # -- what is serving ---------------------------------------------------------------------
     def _no_model(self, e: Exception) -> None:
         self.fell_back = True

@@ -66,4 +66,18 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
     try:
         worker.execute_from_commandline()
     finally:
+        close_policy(w)
         withdraw(settings.state_dir, settings.web_port)
+
+
+def close_policy(w: Worker) -> None:
+    """The stopped worker lets go of its policy's backend: a Triton client's shared-memory region
+    stayed registered (and allocated) in the server after the worker exited, until another worker's
+    first registration swept it."""
+    loop = getattr(w, "loop", None)
+    close = getattr(loop.policy, "close", None) if loop is not None else None
+    if close is not None:
+        try:
+            close()
+        except Exception as e:  # the server may be gone: nothing to let go of there
+            log.warning("closing the policy's backend: %s: %s", type(e).__name__, e)

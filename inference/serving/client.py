@@ -84,6 +84,10 @@ def _advance(flow: Flow, reply: Any, error: BackendError | None) -> tuple[bool, 
         return False, (flow.throw(error) if error is not None else flow.send(reply))
     except StopIteration as stop:
         return True, stop.value
+    except BackendError:
+        raise
+    except Exception as e:  # the flow's own code (not an op): the step falls back and says why
+        raise BackendError(f"triton call failed: {type(e).__name__}: {e}") from e
 
 
 def _outputs_of(op: Op, reply: Any) -> Any:

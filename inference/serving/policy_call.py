@@ -39,6 +39,9 @@ class Op:
 Flow = Generator[Op, Any, dict[str, Any]]
 
 
+PER_NODE = ("node_part", "h")  # the policy's outputs with a row per node, not per job
+
+
 def make_inputs(arrays: dict[str, np.ndarray]) -> list[Any]:
     """tritonclient inputs carrying ``arrays`` in the message."""
     from tritonclient.grpc import InferInput
@@ -101,8 +104,8 @@ def check_policy(out: dict[str, Any], inputs: PolicyInputs) -> dict[str, Any]:
     from inference.serving.models import unpack_scores
 
     j, n = len(inputs.jobs), len(inputs.nodes)
-    if j == 0:  # the dummy row of an empty step (and of any per-job output)
-        out = {k: (v[:0] if isinstance(v, np.ndarray) and k != "node_part" and v.ndim >= 1 else v) for k, v in out.items()}
+    if j == 0:  # the dummy row of an empty step's per-job outputs (node_part and h are per node)
+        out = {k: (v[:0] if isinstance(v, np.ndarray) and k not in PER_NODE and v.ndim >= 1 else v) for k, v in out.items()}
     try:
         out = unpack_scores(out, inputs)
     except ValueError as e:
@@ -169,7 +172,14 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
                     for name in dead_regions(status.get("regions", {})):
                         yield Op("unregister", {"name": name, "headers": lane.headers(), "deadline_ms": left()})
                 lane.swept = True
-            region = lane.new_region(size)
+            try:
+                region = lane.new_region(size)
+            except OSError as e:  # /dev/shm full, out of file descriptors, not permitted: the wire, from now on
+                log.warning("triton policy: tensors go in the gRPC message, not shared memory "
+                            "(cannot create a region: %s)", e)  # fmt: skip
+                lane.refused(f"cannot create a shared-memory region: {e}")
+                result = yield _by_wire(arrays, left())
+                return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
             mapped = False  # the server registered it
             try:
                 yield Op("register", {"name": region.name, "key": region.key, "size": region.size,

@@ -19,7 +19,7 @@ def serve_command(
     watch: float = typer.Option(1.0, help="Least seconds between checks of the model directory for a new version (checked when a request comes)."),
     duration: Path = typer.Option(None, help="Duration-model directory for the predictor model "
                                              "(default: models/duration/latest beside the model, when it exists)."),
-    workspace: Path = typer.Option(None, help="Directory for the model repository and the Python backend; must not exist yet (default: a fresh /tmp dir)."),
+    workspace: Path = typer.Option(None, help="Directory for the model repository and the Python backend; must not exist yet, and is kept after exit (default: a fresh /tmp dir, removed at exit)."),
 ) -> None:  # fmt: skip
     """Serve the policy, job_encoder and predictor models on Triton (PyTriton's tritonserver) until Ctrl-C."""
     import logging
@@ -36,6 +36,10 @@ def serve_command(
         raise typer.BadParameter("device must be auto, cpu or cuda")
     if duration is not None and not (duration / "config.json").is_file():
         typer.echo(f"error: no duration model in {duration} (config.json missing)", err=True)
+        raise typer.Exit(2)
+    if workspace is not None and workspace.exists():
+        typer.echo(f"error: --workspace {workspace} exists already (a workspace is kept after exit): "
+                   "remove it or pass a new directory", err=True)  # fmt: skip
         raise typer.Exit(2)
     from ops.ports import port_free
 

@@ -73,3 +73,27 @@ async def test_a_step_over_its_step_deadline_is_decided_by_the_fallback_and_the_
     await local.prepare_step(snap, jobs, 3.0)
     assert placements(schedule_step(snap.copy(), jobs, p, now=3.0)) == placements(
         schedule_step(snap.copy(), jobs, local, now=3.0))  # fmt: skip
+
+
+async def test_closing_the_policy_unregisters_its_shared_memory_region_from_the_server(served):
+    """What a stopping worker does (streams/worker.py ``close_policy``); found by review: nothing closed
+    the backend, so a worker's region stayed registered and allocated in the server after it exited."""
+    from inference.serving.client import TritonBackend
+
+    p = LearnedPolicy(served.latest, backend="triton", backend_kwargs={"url": served.url, "deadline_ms": 5000})
+    status = await p.prepare_step(distinct_snapshot(), pod_mix(20, seed=3), 1.0)
+    assert not status.fallback, status.reason
+    region, headers = p.backend.lane.region, p.backend.lane.headers()
+    assert region is not None  # the step's tensors went through a region
+    other = TritonBackend(served.latest, url=served.url, shared_memory="off")
+
+    def registered() -> set[str]:
+        return set(other._sync_client().get_system_shared_memory_status(headers=headers, as_json=True)
+                   .get("regions", {}))  # fmt: skip
+
+    try:
+        assert region.name in registered()
+        p.close()
+        assert region.name not in registered()
+    finally:
+        other.close()

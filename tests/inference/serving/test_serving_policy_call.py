@@ -53,3 +53,23 @@ def test_a_cost_without_its_nodes_is_a_backend_error(answered):
     inputs, out = answered
     with pytest.raises(BackendError, match="malformed"):
         check_policy({k: v for k, v in out.items() if k != "cost_nodes"}, inputs)
+
+
+def test_an_empty_steps_answer_keeps_its_per_node_outputs(tmp_path):
+    """A step without jobs, from a model that damps churn (it answers ``h``, per node): found by review,
+    the client cut ``h`` to ``[0, H]`` with the per-job outputs' dummy row, unlike the in-process answer."""
+    from serving_helpers import publish
+
+    from inference.model.step import run_policy
+    from inference.serving.host import ModelHost
+    from inference.serving.models import PolicyModel, to_wire
+
+    latest = publish(tmp_path / "models", "v1", seed=0, stability=0.5, transition=True, cost_dim=2)
+    inputs = build_inputs(small_snapshot(12), pod_mix(0), 5.0, SPEC, get_encoder(SPEC.encoder))
+    local = run_policy(load_model(latest).model, inputs)
+    answer = PolicyModel(ModelHost(latest))([{k: v[None] for k, v in to_wire(inputs).items()}])[0]
+    got = check_policy({k.lower(): v[0] for k, v in answer.items() if k != "VERSION"} | {"version": "v1"}, inputs)
+    assert local["h"].shape == (12, 8)
+    for key in ("scores", "node_part", "h", "delta", "cost", "cost_nodes"):
+        assert got[key].shape == local[key].shape, key
+    np.testing.assert_allclose(got["h"], local["h"], atol=1e-5, rtol=0)

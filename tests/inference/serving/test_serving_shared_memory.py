@@ -145,6 +145,43 @@ def test_a_region_the_server_cannot_map_turns_the_lane_off(served, monkeypatch):
         b.close()
 
 
+def test_a_region_that_cannot_be_created_turns_the_lane_off_and_the_step_goes_by_the_wire(served, monkeypatch):
+    """/dev/shm full or out of file descriptors (found by review: the OSError escaped the call, as a
+    PermissionError out of ``LearnedPolicy.score``, and the lane stayed on, so every step failed)."""
+    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    wire = TritonBackend(served.latest, url=served.url, deadline_ms=5000, shared_memory="off")
+
+    def full(region: Region, size: int, owner: int | None = None) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Region, "__init__", full)
+    try:
+        inputs = step_inputs()
+        out = b.policy(inputs)
+        assert out["shared_bytes"] == 0
+        np.testing.assert_array_equal(out["scores"], wire.policy(inputs)["scores"])
+        assert b.lane.off and "cannot create a shared-memory region" in b.lane.off
+        assert b.policy(inputs)["shared_bytes"] == 0
+    finally:
+        b.close()
+        wire.close()
+
+
+def test_an_error_of_the_call_itself_is_a_backend_error(served, monkeypatch):
+    """Not an op's (those are BackendErrors already): the flow's own code, writing the region say."""
+    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+
+    def broken(lane: SharedMemoryLane, *args: object) -> None:
+        raise ValueError("shared memory region semsched-1-0 is closed")
+
+    monkeypatch.setattr(SharedMemoryLane, "call", broken)
+    try:
+        with pytest.raises(BackendError, match="ValueError: shared memory region"):
+            b.policy(step_inputs())
+    finally:
+        b.close()
+
+
 def test_a_missed_deadline_retires_the_region_until_the_server_lets_go_of_it(served):
     """A deadline the server's work outlasts (~0.2 s for this step, 60 ms allowed): Triton refuses
     to unregister a region a request still uses; the next step goes on with a fresh region and

@@ -25,3 +25,11 @@ def test_a_missing_duration_model_exits_2(tmp_path):
     save_model(tmp_path / "m", Scorer(ModelConfig()), "v1")
     result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--duration", str(tmp_path / "none")])
     assert result.exit_code == 2 and "no duration model" in result.output
+
+
+def test_an_existing_workspace_exits_2_before_anything_starts(tmp_path):
+    """Found by review: a second `serve --workspace DIR` (the first keeps DIR) ended in a FileExistsError traceback."""
+    save_model(tmp_path / "m", Scorer(ModelConfig()), "v1")
+    (tmp_path / "ws").mkdir()
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--workspace", str(tmp_path / "ws")])
+    assert result.exit_code == 2 and "exists already" in result.output, result.output
