@@ -10,8 +10,9 @@ job at ``train_fraction`` of them, by count):
 - **test** (held out): submitted at or after ``T``.
 
 :func:`replay_online` then walks time forward: before the predictions for the test jobs
-submitted at time ``t``, every job finished by ``t`` (late and earlier test jobs) is observed,
-exactly what a worker's predictor would have seen. A finish time is ``submit + run time`` (the
+submitted at time ``t``, every job finished before ``t`` (late and earlier test jobs) is observed,
+exactly what a worker's predictor would have seen (a job finishing at ``t`` itself is not: a job of
+0 s would otherwise be observed before its own prediction). A finish time is ``submit + run time`` (the
 traces' queueing delay before the first start is not modelled: observations can come a
 little early for jobs that queued).
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.job import JobRequest
 
 
@@ -65,6 +67,15 @@ def time_split(records: Sequence[Finished], train_fraction: float = 0.75) -> Spl
                  test=[r for r in recs if r.submit >= cut])  # fmt: skip
 
 
+def warm_history(train: Sequence[Finished]) -> HistoryDurationPredictor:
+    """The history baseline fed the training jobs in the order they finished (as a worker's would
+    have seen them: its windows of recent run times then hold the jobs that finished last)."""
+    history = HistoryDurationPredictor()
+    for r in sorted(train, key=lambda r: r.submit + r.duration):
+        history.observe(r.job, r.duration)
+    return history
+
+
 MISSING = 1e18  # the error of a missing prediction (finite: percentiles interpolate)
 Observe = Callable[[list[JobRequest], list[float]], None]
 Predict = Callable[[list[JobRequest]], dict[str, np.ndarray]]
@@ -80,15 +91,16 @@ def replay_online(split: Split, observe: Observe, predict: Predict,
     while i < n:
         t = split.test[i].submit
         done: list[Finished] = []
-        while fi < len(finishes) and finishes[fi].submit + finishes[fi].duration <= t:
+        # finished strictly before t: a job of 0 s submitted at t is not observed before it is predicted
+        while fi < len(finishes) and finishes[fi].submit + finishes[fi].duration < t:
             done.append(finishes[fi])
             fi += 1
         if done:
             observe([r.job for r in done], [r.duration for r in done])
-        # every test job submitted before the next finish is predicted in one batch
+        # every test job submitted up to the next finish is predicted in one batch
         next_finish = finishes[fi].submit + finishes[fi].duration if fi < len(finishes) else np.inf
         j = i
-        while j < n and split.test[j].submit < next_finish:
+        while j < n and split.test[j].submit <= next_finish:
             j += 1
         j = max(j, i + 1)
         for name, values in predict([r.job for r in split.test[i:j]]).items():

@@ -34,7 +34,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ops.console import wide_console
 from ops.reports import Report
-from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.job import JobRequest
 
 console = wide_console()
@@ -72,7 +71,7 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
                    limit: int | None, save_dir: Path | None, epochs: int, censored: bool = True) -> dict[str, Any]:  # fmt: skip
     """Every predictor on one trace: rows for the table, relative errors for the plot, info."""
     from inference.duration.config import DurationConfig
-    from inference.duration.evaluate import accuracy, relative_errors, replay_online, time_split
+    from inference.duration.evaluate import accuracy, relative_errors, replay_online, time_split, warm_history
     from inference.duration.io import save_predictor
     from inference.duration.predictor import make_encoder
     from inference.duration.train import train_predictor
@@ -86,9 +85,7 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
     console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; cut at {split.cut:,.0f} s → "
                   f"train {len(split.train):,}, late {len(split.late):,}, held out {len(split.test):,}")  # fmt: skip
     preds: dict[tuple[str, str], np.ndarray] = {}
-    history = HistoryDurationPredictor()
-    for r in split.train:
-        history.observe(r.job, r.duration)
+    history = warm_history(split.train)  # in finish order, as a worker's predictor would have seen them
     with _progress() as bar:
         task = bar.add_task(f"{trace}: history baseline", total=len(split.test))
 

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from inference.duration.evaluate import warm_history
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_load
 from ops.console import wide_console
 from ops.reports import Report
@@ -74,14 +75,6 @@ def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int
              "running_at_cut": len(split.late), "held_out": len(split.test), "replayed": len(held)}  # fmt: skip
     running = [(r.job, r.submit, split.cut - r.submit) for r in split.late]
     return TraceSplit(list(workload.nodes), split.train, held, running, facts)
-
-
-def warm_history(train: list[Any]) -> HistoryDurationPredictor:
-    """The history baseline fed the training jobs in the order they finished."""
-    history = HistoryDurationPredictor()
-    for r in sorted(train, key=lambda r: r.submit + r.duration):
-        history.observe(r.job, r.duration)
-    return history
 
 
 def train_model(train: list[Any], *, encoder: str, epochs: int, version: str, running: list[Any] | None = None) -> Any:

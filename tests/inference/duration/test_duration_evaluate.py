@@ -34,6 +34,32 @@ def test_replay_observes_only_what_finished_before_each_submission() -> None:
     assert at_predict == {"j3": [], "j4": ["j3", "j1"]}  # j1 finished at 35, j3 at 31
 
 
+def test_a_job_of_no_time_is_not_observed_before_its_own_prediction() -> None:
+    # found by review: finish <= t let a 0 s job submitted at t be observed (its own run time) first
+    recs = [_rec(0, 0, 5), _rec(1, 10, 1), _rec(2, 20, 0), _rec(3, 20, 4), _rec(4, 30, 1)]
+    s = time_split(recs, 0.4)  # cut at t = 20: j2, j3, j4 held out
+    seen: list[str] = []
+    at_predict: dict[str, list[str]] = {}
+
+    def predict(jobs: list[JobRequest]) -> dict[str, np.ndarray]:
+        for j in jobs:
+            at_predict[j.job_id] = list(seen)
+        return {"x": np.ones(len(jobs))}
+
+    replay_online(s, lambda jobs, d: seen.extend(j.job_id for j in jobs), predict)
+    assert at_predict == {"j2": [], "j3": [], "j4": ["j2", "j3"]}
+
+
+def test_the_history_baseline_is_warmed_in_finish_order() -> None:
+    # found by review: bench duration fed it in submission order, so its window of the 256 latest run
+    # times held other jobs than a worker's would. Here the 150 first submitted run 10,000 s and finish
+    # last: in finish order the window holds all of them (median 10,000 s), in submission order 106.
+    from inference.duration.evaluate import warm_history
+
+    recs = [_rec(i, float(i), 10_000.0 if i < 150 else 1.0) for i in range(300)]
+    assert warm_history(recs).predict(JobRequest(job_id="new", submit_time=400)) == 10_000.0
+
+
 def test_accuracy_figures() -> None:
     a = accuracy([10.0, 25.0, 1.0, np.nan], [10.0, 10.0, 10.0, 10.0])
     assert a["answered"] == 0.75

@@ -10,7 +10,8 @@ from pathlib import Path
 import typer
 from typer.testing import CliRunner
 
-from ops.bench.duration_replay import compare, run_one, split_workload, warm_history
+from inference.duration.evaluate import warm_history
+from ops.bench.duration_replay import compare, run_one, split_workload
 from ops.bench.simulation import load_trace_workload
 from ops.cli.bench_duration import sjf
 from scheduling.simulator import SimConfig
