@@ -4,6 +4,7 @@ simulated run per policy under a rich progress bar."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -86,7 +87,12 @@ def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:
     if text in LOAD_LEVELS:
         return text, plan_load(workload.nodes, workload.jobs, LOAD_LEVELS[text])
     if text.endswith("x"):
-        factor = float(text[:-1])
+        try:
+            factor = float(text[:-1])
+        except ValueError:
+            factor = math.nan
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"load factor must be a finite number > 0, like 250x; not {text!r}")
         jobs = workload.scaled(factor)
         return text, LoadPlan(factor, 1, offered_peak(workload.nodes, jobs))
     raise ValueError(f"load must be native, one of {', '.join(LOAD_LEVELS)}, or a factor like 250x; not {text!r}")

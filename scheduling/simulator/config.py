@@ -32,9 +32,9 @@ class SimConfig:
     preemption_checks: int = 32
 
     def __post_init__(self) -> None:
-        if self.step_s <= 0:
+        if not self.step_s > 0:  # (nan too)
             raise ValueError("step_s must be > 0")
-        if self.load_factor <= 0:
-            raise ValueError("load_factor must be > 0")
+        if not (self.load_factor > 0 and self.load_factor < float("inf")):
+            raise ValueError("load_factor must be a finite number > 0")
         if not 0 <= self.speed_spread < 1:
             raise ValueError("speed_spread must be within [0, 1)")

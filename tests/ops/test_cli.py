@@ -124,6 +124,8 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
 
 @pytest.mark.parametrize(("args", "says"), [
     (["bench", "trace", "--step", "0"], "must be > 0"),
+    (["bench", "trace", "--limit", "300", "--load", "nanx"], "load factor must be a finite number > 0"),
+    (["bench", "trace", "--limit", "300", "--load", "-2x"], "load factor must be a finite number > 0"),
     (["bench", "pipeline", "--rate", "-5"], "--rate"),
     (["bench", "archiver", "--rate", "0"], "must be > 0"),
     (["bench", "fill", "--seeds", "5-1"], "no seeds in '5-1'"),
