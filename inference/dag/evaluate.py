@@ -26,7 +26,7 @@ from rich.table import Table
 import inference.dag  # noqa: F401 - registers "learned" and "learned-sample"
 from inference.dag.dataset import progress
 from scheduling.dag import DagGeneratorConfig, DagProblem, check_schedule, held_out_dags
-from scheduling.dag.schedulers import get_dag_scheduler
+from scheduling.dag.schedulers import get_own_dag_scheduler
 from scheduling.metrics.dag import dag_metrics
 
 DEFAULT_SCHEDULERS = ("heft", "cpop", "learned", "learned-sample")
@@ -45,8 +45,8 @@ class SetResult:
 
 def evaluate_problems(name: str, problems: list[DagProblem], schedulers: tuple[str, ...],
                       model_dir: Path | None = None, show: bool = True) -> SetResult:  # fmt: skip
-    built = {s: get_dag_scheduler(s, **({"model_dir": model_dir} if s.startswith("learned") and model_dir else {}))
-             for s in schedulers}  # fmt: skip
+    built = {s: get_own_dag_scheduler(s, **({"model_dir": model_dir} if s.startswith("learned") and model_dir else {}))
+             for s in schedulers}  # fmt: skip  (a learned scheduler without its model: ValueError, not HEFT's numbers)
     out: dict[str, dict[str, list[float]]] = {s: {"makespan": [], "speedup": [], "slr": [], "seconds": []}
                                               for s in schedulers}  # fmt: skip
     with progress() as bar:
@@ -87,8 +87,12 @@ def main(dags: int = typer.Option(100), seed: int = typer.Option(0),
     """Print the comparison table; returns {set name: {scheduler: {metric: mean}}}."""
     torch.set_num_threads(1)
     names = tuple(s for s in schedulers.split(",") if s)
-    results = [evaluate_problems(f"held-out random ({dags}, seed {seed})",
-                                 list(held_out_dags(DagGeneratorConfig(), dags, seed)), names, model_dir)]  # fmt: skip
+    try:
+        results = [evaluate_problems(f"held-out random ({dags}, seed {seed})",
+                                     list(held_out_dags(DagGeneratorConfig(), dags, seed)), names, model_dir)]  # fmt: skip
+    except ValueError as e:  # a learned scheduler without its model, a bad seed
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from None
     print_table(results, names)
     means = {r.name: {s: {m: r.mean(s, m) for m in ("makespan", "speedup", "slr", "seconds")} for s in names}
              for r in results}  # fmt: skip

@@ -12,7 +12,6 @@ of the machine the run used, so homogeneous and without communication cost) and
 from __future__ import annotations
 
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +22,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ops.console import wide_console
 from ops.reports import Report
+from ops.workflows.paths import missing_workflows
 from scheduling.dag import DagGeneratorConfig, DagProblem, check_schedule, held_out_dags
-from scheduling.dag.schedulers import get_dag_scheduler
+from scheduling.dag.schedulers import get_dag_scheduler, get_own_dag_scheduler
 from scheduling.metrics.dag import dag_metrics
 
 #: Topcuoglu et al. 2002: the example graph's schedule lengths
@@ -44,10 +44,15 @@ class HeldOutDagSet:
     processors: int = 4
     ccr: float = 1.0
     beta: float = 0.5
+    workflows: bool = False  # also the shared workflows (the Topcuoglu graph, WfInstances)
 
     def __post_init__(self) -> None:
         if self.dags < 0:
             raise ValueError("--dags must be >= 0")
+        if not 0 <= self.seed < 2**32:
+            raise ValueError("--seed must be within 0 .. 2**32 - 1")
+        if self.workflows and (why := missing_workflows()) is not None:
+            raise ValueError(f"{why}: set SEMSCHED_DATA_DIR to the shared data, or pass --no-workflows")
         self.generator()  # a bad generator config fails before any work
 
     def generator(self) -> DagGeneratorConfig:
@@ -63,12 +68,7 @@ class DagBenchOptions(HeldOutDagSet):
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in self.schedulers:
-            with warnings.catch_warnings():  # its fallback warning: the error below says it, once
-                warnings.simplefilter("ignore", RuntimeWarning)
-                scheduler = get_dag_scheduler(name)  # unknown names fail before any work
-            if getattr(scheduler, "fallback", None):  # never another scheduler's numbers under this one's name
-                raise ValueError(f"{name} would fall back ({scheduler.fallback}): train its model with "
-                                 "`semsched train-dag`, or name one with SEMSCHED_DAG_MODEL")  # fmt: skip
+            get_own_dag_scheduler(name)  # unknown names, and models that are missing, fail before any work
 
 
 def evaluate(problem: DagProblem, schedulers: tuple[str, ...]) -> dict[str, dict[str, float]]:

@@ -38,7 +38,6 @@ class DagBoundsOptions(HeldOutDagSet):
 
     time_limit_s: float = 15.0
     workers: int = 4
-    workflows: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -11,7 +11,7 @@ import typer
 DAGS, SEED, TASKS_MIN, TASKS_MAX, PROCESSORS, CCR, BETA = 100, 0, 20, 150, 4, 1.0, 0.5
 
 Dags = Annotated[int, typer.Option(help="Held-out random DAGs (the first N of the seed's stream).")]
-Seed = Annotated[int, typer.Option(help="Seed of the held-out DAG stream.")]
+Seed = Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed of the held-out DAG stream.")]
 TasksMin = Annotated[int, typer.Option("--tasks-min", help="Fewest tasks of a random DAG.")]
 TasksMax = Annotated[int, typer.Option("--tasks-max", help="Most tasks of a random DAG.")]
 Processors = Annotated[int, typer.Option(help="Processors of the random DAGs' platform.")]

@@ -30,7 +30,7 @@ def train_dag(
     rl_lr: float = typer.Option(1e-4, help="REINFORCE learning rate (Adam)."),
     valid_dags: int = typer.Option(30, min=1, help="Validation DAGs (another training seed, never the held-out stream)."),
     init: Path = typer.Option(None, help="Start from this model directory (skips the teacher and imitation)."),
-    seed: int = typer.Option(0, help="Seed (training DAGs, initialisation, batches)."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed (training DAGs, initialisation, batches)."),
     hidden: int | None = typer.Option(None, min=4, help="Width of the two-stage policy network (default 64; with "
                                       "--init, the model's own)."),
     out: Path = typer.Option(None, help="Model root: writes <out>/<version>/ and points <out>/latest at it "

@@ -17,6 +17,7 @@ from scheduling.dag.schedulers.registry import (
     UnknownDagSchedulerError,
     available_dag_schedulers,
     get_dag_scheduler,
+    get_own_dag_scheduler,
     register_dag_scheduler,
 )
 
@@ -28,6 +29,7 @@ __all__ = [
     "available_dag_schedulers",
     "earliest_finish_processor",
     "get_dag_scheduler",
+    "get_own_dag_scheduler",
     "register_dag_scheduler",
     "run_policy",
 ]

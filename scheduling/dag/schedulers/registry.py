@@ -33,3 +33,18 @@ def available_dag_schedulers() -> list[str]:
 def get_dag_scheduler(name: str, **kwargs: Any) -> DagScheduler:
     """A new scheduler instance; raises :class:`UnknownDagSchedulerError` naming the known ones."""
     return DAG_SCHEDULERS.get(name, **kwargs)
+
+
+def get_own_dag_scheduler(name: str, **kwargs: Any) -> DagScheduler:
+    """:func:`get_dag_scheduler`, refusing one that would stand another in (a learned scheduler
+    without its model says so in ``fallback``): never another scheduler's numbers under this one's
+    name. ``ValueError`` says why; its fallback warning is left out (the error says it, once)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        scheduler = get_dag_scheduler(name, **kwargs)
+    if getattr(scheduler, "fallback", None):
+        raise ValueError(f"{name} would fall back ({scheduler.fallback}): train its model with "  # type: ignore[attr-defined]
+                         "`semsched train-dag`, or name one with SEMSCHED_DAG_MODEL")  # fmt: skip
+    return scheduler

@@ -108,3 +108,11 @@ def test_evaluate_problems_reports_every_scheduler_on_every_problem(tmp_path, sm
     for name in ("heft", "learned"):
         assert all(len(v) == 2 for v in result.metrics[name].values())
         assert result.mean(name, "slr") >= 1.0
+
+
+def test_evaluate_problems_refuses_a_learned_scheduler_without_its_model(tmp_path, small_dags):
+    """Found by review: it reported HEFT's numbers under the name "learned" (only a RuntimeWarning said so)."""
+    from inference.dag.evaluate import evaluate_problems
+
+    with pytest.raises(ValueError, match="learned would fall back"):
+        evaluate_problems("small", small_dags[:1], ("heft", "learned"), tmp_path / "nothing", show=False)

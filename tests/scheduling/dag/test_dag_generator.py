@@ -64,3 +64,13 @@ def test_invalid_configs_are_refused() -> None:
         DagGeneratorConfig(tasks_min=50, tasks_max=20)
     with pytest.raises(ValueError, match="beta < 2.*ccr >= 0|ccr >= 0.*beta < 2"):
         DagGeneratorConfig(beta=2.0, ccr=-1)
+
+
+@pytest.mark.parametrize("seed", [-1, 2**32])
+def test_a_stream_seed_outside_32_bits_is_refused(seed: int) -> None:
+    # found by review: numpy splits a larger seed into two words, so held-out seed 1 gave the first
+    # training DAG of seed 2**32 (the held-out and training streams were no longer disjoint)
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        next(held_out_dags(DagGeneratorConfig(), 1, seed))
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        next(training_dags(DagGeneratorConfig(), 1, seed))
