@@ -8,11 +8,19 @@ queueing its tasks can have when they start in queue order (submit time, then jo
 
 Why it is a floor: with the start order fixed, the k-th task cannot start before the k-th
 earliest moment a slot is free, and the greedy schedule starts every task at exactly that
-moment. The slots are counted generously (the limit on every node where one of the app's
-shapes fits the empty cluster, however little room the node would have left), and the other
-apps' jobs are ignored, so every real run queues at least this much. It holds for equal node
-speeds only (a task's run time is its trace duration), and not for orderings that start an
-app's tasks out of queue order (``sjf-oracle``, ``sjf-predicted``, preemptive ``las``).
+moment. The slots are counted generously (the limit on every node where the app's shape fits
+the empty cluster, however little room the node would have left), and the other apps' jobs are
+ignored, so every real run queues at least this much. It holds for equal node speeds only (a
+task's run time is its trace duration), and not for orderings that start an app's tasks out of
+queue order (``sjf-oracle``, ``sjf-predicted``, preemptive ``las``).
+
+Only apps whose tasks all have one shape (the same filter inputs), none of them in a gang or
+waiting for DAG parents, get a bound: a plain placement tries the pending tasks in queue order at
+every step, so a later task of the app starts only where an earlier one could have. With two
+shapes a small later task can start where an earlier big one does not fit (by CPU, say) and
+the queue order no longer holds (found by review: one node, limit 2, two 6-CPU tasks and five
+4-CPU ones: "floor" 486 s, every placement 99 s). A shape no node takes is rejected, not
+queued: such an app has no bound either.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from scheduling.snapshot import ClusterSnapshot
 class InstanceLimitBound:
     app: str
     tasks: int
-    slots: int  # limit × nodes where one of the app's shapes fits the empty cluster
+    slots: int  # limit × nodes where the app's shape fits the empty cluster
     wait_s: float  # least total queueing of the app's tasks, started in queue order
     job_ids: frozenset[str]
 
@@ -53,13 +61,15 @@ def instance_limit_bounds(nodes: Sequence[NodeView], jobs: Sequence[SimJob]) -> 
     feasible: dict[tuple, int] = {}
     bounds = []
     for app, tasks in limited.items():
-        for job in tasks:
-            key = filter_shape(job.request)
-            if key not in feasible:
-                feasible[key] = run_filters(job.request, empty).feasible_count
-        limit = max(job.request.max_instances_per_node or 0 for job in tasks)
-        hosts = max(feasible[filter_shape(job.request)] for job in tasks)
-        slots = limit * hosts
+        shapes = {filter_shape(job.request) for job in tasks}
+        if len(shapes) > 1 or any(job.request.is_gang or job.parents for job in tasks):
+            continue  # its tasks may start out of queue order: no floor (module docstring)
+        (key,) = shapes
+        if key not in feasible:
+            feasible[key] = run_filters(tasks[0].request, empty).feasible_count
+        if not feasible[key]:
+            continue  # rejected, not queued
+        slots = max(job.request.max_instances_per_node or 0 for job in tasks) * feasible[key]
         bounds.append(InstanceLimitBound(app, len(tasks), slots, _fifo_wait(tasks, slots),
                                          frozenset(job.job_id for job in tasks)))  # fmt: skip
     return sorted(bounds, key=lambda b: (-b.wait_s, b.app))

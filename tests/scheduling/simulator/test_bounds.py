@@ -34,9 +34,20 @@ def test_slots_count_the_limit_on_nodes_where_a_task_fits_the_empty_cluster():
     assert instance_limit_bounds(nodes, [SimJob(job("free"), 10)]) == []  # no limit, no bound
 
 
-def test_a_task_that_fits_nowhere_has_no_slot():
-    (bound,) = instance_limit_bounds([node("a", cpu=500)], [limited("t", 0, 10, cpu=1000)])
-    assert bound.slots == 0 and bound.wait_s == float("inf")
+def test_a_task_that_fits_nowhere_has_no_bound():  # it is rejected, never queued
+    assert instance_limit_bounds([node("a", cpu=500)], [limited("t", 0, 10, cpu=1000)]) == []
+
+
+def test_an_app_of_two_shapes_has_no_bound():
+    """Found by review: a later small task starts where an earlier big one does not fit, out of queue
+    order, and every placement queued 99 s against a "floor" of 486 s."""
+    nodes = [node("n0", cpu=10_000)]
+    tasks = [limited("a", 0, 100, limit=2, cpu=6000), limited("b", 1, 100, limit=2, cpu=6000)]
+    tasks += [limited(f"c{k}", 2 + k, 1, limit=2, cpu=4000) for k in range(5)]
+    run = simulate(nodes, tasks, get_policy("fifo-first-fit"), SimConfig(step_s=1))
+    assert queueing(run, {t.job_id for t in tasks}) == pytest.approx(99)
+    assert instance_limit_bounds(nodes, tasks) == []
+    assert len(instance_limit_bounds(nodes, tasks[:2])) == 1  # one shape: a floor
 
 
 def test_the_floor_is_reached_when_nothing_else_competes():
