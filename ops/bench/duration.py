@@ -48,12 +48,23 @@ TARGET = 0.857
 
 def load_finished(trace: str, path: Path | None = None, limit: int | None = None) -> list[Any]:
     """The trace's jobs with a known run time as :class:`~inference.duration.evaluate.Finished`."""
-    from inference.duration.evaluate import Finished
+    return load_records(trace, path, limit)[0]
+
+
+def load_records(trace: str, path: Path | None = None, limit: int | None = None) -> tuple[list[Any], list[Any] | None]:
+    """The trace's jobs with a known run time (``Finished``), and every job as a
+    :class:`~inference.duration.evaluate.Run` (None when the trace does not say when its jobs ran: a
+    jsonl file)."""
+    from inference.duration.evaluate import Finished, Run
     from ops.traces import get_loader
 
     loader = get_loader(trace, path, limit=limit, strict=True, **TRACE_OPTIONS.get(trace, {}))
-    return [Finished(j.offset_s, JobRequest.from_event(j.event, submit_time=j.offset_s), float(j.event.trace_duration_s))
-            for j in loader.load_jobs() if j.event.trace_duration_s is not None]  # fmt: skip
+    jobs = [(j, JobRequest.from_event(j.event, submit_time=j.offset_s)) for j in loader.load_jobs()]
+    finished = [Finished(j.offset_s, req, float(j.event.trace_duration_s)) for j, req in jobs
+                if j.event.trace_duration_s is not None]  # fmt: skip
+    if not any(j.started_s is not None for j, _ in jobs):
+        return finished, None
+    return finished, [Run(req, j.offset_s, j.started_s, j.ended_s) for j, req in jobs]
 
 
 def _progress() -> Progress:
@@ -61,29 +72,32 @@ def _progress() -> Progress:
                     console=console, transient=True)  # fmt: skip
 
 
-def running_at_cut(split: Any) -> list[tuple[JobRequest, float, float]]:
-    """``(job, submit, elapsed)`` of the jobs submitted before the cut and still running at it:
-    what a model trained at the cut knows of them (a lower bound on their run time)."""
-    return [(r.job, r.submit, split.cut - r.submit) for r in split.late]
-
-
 def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float, path: Path | None,
                    limit: int | None, save_dir: Path | None, epochs: int, censored: bool = True) -> dict[str, Any]:  # fmt: skip
     """Every predictor on one trace: rows for the table, relative errors for the plot, info."""
     from inference.duration.config import DurationConfig
-    from inference.duration.evaluate import accuracy, relative_errors, replay_online, time_split, warm_history
+    from inference.duration.evaluate import (
+        accuracy,
+        relative_errors,
+        replay_online,
+        running_at_cut,
+        time_split,
+        warm_history,
+    )
     from inference.duration.io import save_predictor
     from inference.duration.predictor import make_encoder
     from inference.duration.train import train_predictor
 
     with console.status(f"loading {trace}…"):
-        records = load_finished(trace, path, limit)
+        records, runs = load_records(trace, path, limit)
     split = time_split(records, train_fraction)
+    running = running_at_cut(split, runs)
     true = np.array([r.duration for r in split.test])
     train_jobs, train_d = [r.job for r in split.train], [r.duration for r in split.train]
     train_t = [r.submit for r in split.train]
     console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; cut at {split.cut:,.0f} s → "
-                  f"train {len(split.train):,}, late {len(split.late):,}, held out {len(split.test):,}")  # fmt: skip
+                  f"train {len(split.train):,}, running at the cut {len(running):,} ({len(split.late):,} of them finish "
+                  f"later in the trace), held out {len(split.test):,}")  # fmt: skip
     preds: dict[tuple[str, str], np.ndarray] = {}
     history = warm_history(split.train)  # in finish order, as a worker's predictor would have seen them
     with _progress() as bar:
@@ -111,7 +125,7 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
             bar.update(task, description=f"{trace}/{enc_name}: encoding texts")
             model = train_predictor(train_jobs, train_d, DurationConfig(epochs=epochs, version=f"{trace}-{enc_name}"),
                                     submit_times=train_t, encoder=encoder, progress=step,
-                                    running=running_at_cut(split) if censored else None)  # fmt: skip
+                                    running=running if censored else None)  # fmt: skip
             trained[enc_name] = model.config.train_info
             if save_dir is not None:
                 save_predictor(Path(save_dir) / f"{trace}-{enc_name}", model)

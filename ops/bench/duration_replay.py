@@ -63,7 +63,7 @@ class TraceSplit:
 
 def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int | None = None) -> TraceSplit:
     """The time split of ``workload.jobs`` (see the module docstring)."""
-    from inference.duration.evaluate import Finished, time_split
+    from inference.duration.evaluate import Finished, running_at_cut, time_split
 
     records = [Finished(j.request.submit_time, j.request, j.duration_s) for j in workload.jobs]
     split = time_split(records, train_fraction)
@@ -73,7 +73,7 @@ def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int
         held = held[:held_out_jobs]
     facts = {"train_fraction": train_fraction, "cut_s": split.cut, "jobs": len(records), "train": len(split.train),
              "running_at_cut": len(split.late), "held_out": len(split.test), "replayed": len(held)}  # fmt: skip
-    running = [(r.job, r.submit, split.cut - r.submit) for r in split.late]
+    running = running_at_cut(split)  # (the workload keeps only jobs with a run time: the late ones, survivors)
     return TraceSplit(list(workload.nodes), split.train, held, running, facts)
 
 

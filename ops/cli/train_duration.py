@@ -45,17 +45,19 @@ def default_version(trace: str, encoder: str, train_fraction: float) -> str:
     return f"{trace}-{encoder}-f{round(train_fraction * 100)}-{stamp}"
 
 
-def training_records(records: list[Any], train_fraction: float) -> tuple[list[Any], list[Any], dict[str, Any]]:
+def training_records(records: list[Any], train_fraction: float,
+                     runs: list[Any] | None = None) -> tuple[list[Any], list[Any], dict[str, Any]]:  # fmt: skip
     """The records a model trained at the ``train_fraction`` cut may learn from, the jobs still
-    running at the cut (``(job, submit, elapsed)``: lower bounds), and the split's facts."""
-    from inference.duration.evaluate import time_split
-    from ops.bench.duration import running_at_cut
+    running at the cut (``(job, submit, elapsed)``: lower bounds; from ``runs`` when the source says
+    when its jobs ran, see :func:`~inference.duration.evaluate.running_at_cut`), and the split's facts."""
+    from inference.duration.evaluate import running_at_cut, time_split
 
     if train_fraction >= 1.0:
         return sorted(records, key=lambda r: r.submit), [], {"train_fraction": 1.0, "cut_s": None,
                                                              "train": len(records), "late": 0, "held_out": 0}  # fmt: skip
     split = time_split(records, train_fraction)
-    return split.train, running_at_cut(split), {"train_fraction": train_fraction, "cut_s": split.cut,
+    running = running_at_cut(split, runs)
+    return split.train, running, {"train_fraction": train_fraction, "cut_s": split.cut, "running": len(running),
                                                 "train": len(split.train), "late": len(split.late),
                                                 "held_out": len(split.test)}  # fmt: skip
 
@@ -82,7 +84,7 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     from inference.duration.io import point_latest, save_predictor
     from inference.duration.predictor import make_encoder
     from inference.duration.train import train_predictor
-    from ops.bench.duration import load_finished
+    from ops.bench.duration import load_records
 
     if trace not in TRACES:
         raise typer.BadParameter(f"--trace must be one of {', '.join(TRACES)}, not {trace!r}")
@@ -94,8 +96,8 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     started = time.perf_counter()
     version = version or default_version(trace, encoder, train_fraction)
     with console.status(f"loading {trace}…"):
-        records = archive_finished(archive, limit) if trace == "archive" else load_finished(trace, path, limit)
-    train, running, facts = training_records(records, train_fraction)
+        records, runs = (archive_finished(archive, limit), None) if trace == "archive" else load_records(trace, path, limit)
+    train, running, facts = training_records(records, train_fraction, runs)
     console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; training on {len(train):,}"
                   + (f" (submitted before {facts['cut_s']:,.0f} s and finished by then; {facts['held_out']:,} "
                      f"held out after the cut)" if facts["cut_s"] is not None else ""))  # fmt: skip

@@ -37,10 +37,16 @@ from scheduling.events import JobSubmitted, NodeTelemetry, format_validation_err
 
 @dataclass(frozen=True, slots=True)
 class TraceJob:
-    """One submission of a trace: when (seconds from the trace start) and what."""
+    """One submission of a trace: when (seconds from the trace start) and what. ``started_s`` /
+    ``ended_s``: when its (first) run began, and when that run ended for any reason, where the trace
+    says (None: it never started / it was still running at the trace's end, or the trace does not
+    say). Not part of the event: what a duration model trained at a cut may know of the jobs still
+    running then (:func:`inference.duration.evaluate.running_at_cut`)."""
 
     offset_s: float
     event: JobSubmitted
+    started_s: float | None = None
+    ended_s: float | None = None
 
 
 class TraceLineError(ValueError):

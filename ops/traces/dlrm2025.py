@@ -165,7 +165,8 @@ class DlrmLoader(TraceLoader):
             max_instances_per_node=None if mipn in (None, -1) else mipn,
             labels=labels, trace_duration_s=duration,
         )  # fmt: skip
-        return TraceJob(offset_s=offset, event=event)
+        return TraceJob(offset_s=offset, event=event, started_s=scheduled if created is not None else 0.0,
+                        ended_s=deleted)  # (an instance created before the window already ran at 0)
 
 
 def _shape(name: str, value: object) -> NodeShape | None:

@@ -41,6 +41,7 @@ Mapping decisions:
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -52,6 +53,7 @@ from scheduling.events import JobSubmitted, NodeTelemetry
 TASK_FIELDS = 13
 JOB_FIELDS = 8
 SUBMIT, SCHEDULE, FINISH = 0, 1, 4
+ENDS = (2, 6)  # EVICT, FAIL, FINISH, KILL, LOST: a run ends
 NEVER = 2**63 - 1  # the trace's "after the end of the trace" timestamp
 LARGEST_MACHINE = {"cpu_milli": 32_000, "memory_mib": 64 * 1024}
 TASK_FILE = "task_events-part-00001-of-00500.csv.gz"
@@ -115,6 +117,7 @@ class Google2011Loader(TraceLoader):
         submits: dict[tuple[int, int], tuple[int, int, list[str]]] = {}  # key -> (line, time, row)
         scheduled: dict[tuple[int, int], int] = {}
         finished: dict[tuple[int, int], int] = {}
+        ended: dict[tuple[int, int], int] = {}  # the first EVICT, FAIL, FINISH, KILL or LOST after the schedule
         for line, row in self._rows(self.task_path, header=None):
             try:
                 if len(row) != TASK_FIELDS:
@@ -139,6 +142,8 @@ class Google2011Loader(TraceLoader):
                 scheduled.setdefault(key, t)  # type: ignore[arg-type]
             elif etype == FINISH and key in scheduled and key not in finished and t != NEVER:
                 finished[key] = t  # type: ignore[assignment]
+            if ENDS[0] <= etype <= ENDS[1] and key in scheduled and key not in ended and t != NEVER:  # type: ignore[operator]
+                ended[key] = t  # type: ignore[assignment]
         orphans = (set(scheduled) | set(finished)) - set(submits)
         if orphans:
             self.stats.note("tasks_without_submit", len(orphans))
@@ -146,7 +151,9 @@ class Google2011Loader(TraceLoader):
         missing_names: set[int] = set()
         for key, (line, t, row) in submits.items():
             try:
-                job = self._task(key, t, row, scheduled.get(key), finished.get(key), names, missing_names)
+                job = replace(self._task(key, t, row, scheduled.get(key), finished.get(key), names, missing_names),
+                              started_s=None if scheduled.get(key, NEVER) == NEVER else max(scheduled[key], 0) / 1e6,
+                              ended_s=ended[key] / 1e6 if key in ended else None)  # fmt: skip
             except (ValueError, ValidationError) as e:
                 self._bad_exc(self.task_path, line, e)
                 continue

@@ -146,4 +146,4 @@ class OpenbLoader(TraceLoader):
             gpu_models=[m.strip() for m in spec.split("|") if m.strip()] if spec else [],
             labels=labels, trace_duration_s=duration,
         )  # fmt: skip
-        return TraceJob(offset_s=created, event=event)  # type: ignore[arg-type]
+        return TraceJob(offset_s=created, event=event, started_s=scheduled, ended_s=deleted)  # type: ignore[arg-type]

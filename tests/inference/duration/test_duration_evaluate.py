@@ -60,6 +60,24 @@ def test_the_history_baseline_is_warmed_in_finish_order() -> None:
     assert warm_history(recs).predict(JobRequest(job_id="new", submit_time=400)) == 10_000.0
 
 
+def test_running_at_the_cut_is_what_had_started_and_not_ended_whether_or_not_it_finishes_later() -> None:
+    """Found by review: the censored rows were the split's late jobs, those that finish later in the
+    trace (future information), which left out the longest, still running at the trace's end."""
+    from inference.duration.evaluate import Run, running_at_cut
+
+    recs = [_rec(0, 0, 5), _rec(1, 10, 100), _rec(2, 20, 1), _rec(3, 30, 1), _rec(4, 40, 1)]
+    s = time_split(recs, 0.6)  # cut at t = 30: j0, j2 trained on; j1 late
+    runs = [Run(r.job, r.submit, r.submit + (2 if r.job.job_id == "j1" else 0), r.submit + r.duration)
+            for r in recs]  # fmt: skip
+    runs += [Run(JobRequest(job_id="long", submit_time=5), 5, 8, None),  # still running at the trace's end
+             Run(JobRequest(job_id="killed", submit_time=6), 6, 7, 25),  # ended before the cut, never finished
+             Run(JobRequest(job_id="queued", submit_time=12), 12, None, None),  # never started
+             Run(JobRequest(job_id="later", submit_time=15), 15, 31, None)]  # started after the cut  # fmt: skip
+    got = {job.job_id: (submit, elapsed) for job, submit, elapsed in running_at_cut(s, runs)}
+    assert got == {"j1": (10, 18), "long": (5, 22)}  # elapsed since the run began
+    assert [(j.job_id, e) for j, _, e in running_at_cut(s)] == [("j1", 20)]  # without runs: the late jobs
+
+
 def test_accuracy_figures() -> None:
     a = accuracy([10.0, 25.0, 1.0, np.nan], [10.0, 10.0, 10.0, 10.0])
     assert a["answered"] == 0.75

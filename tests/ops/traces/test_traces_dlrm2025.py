@@ -116,3 +116,11 @@ def test_full_shared_file(shared_traces: Path) -> None:
     assert len({j.event.app for j in jobs}) == 156
     nodes = list(loader.nodes())
     assert sum(n.num_gpu for n in nodes) >= loader.sizing["HN"]["peak_gpus"]
+
+
+def test_when_an_instance_ran_scheduled_to_deleted(fixtures: Path) -> None:
+    jobs = _by_id(DlrmLoader(fixtures / CSV))
+    done = jobs["instance_7680"]
+    assert (done.started_s, done.ended_s) == (pytest.approx(124561, abs=1), pytest.approx(136023))
+    forever = jobs["instance_0"]  # ran before the window and through it
+    assert (forever.started_s, forever.ended_s) == (0.0, None)

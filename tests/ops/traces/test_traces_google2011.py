@@ -118,3 +118,12 @@ def test_a_damaged_gz_is_a_bad_line_with_its_place_not_a_traceback(fixtures: Pat
     with pytest.raises(TraceLineError) as e:
         Google2011Loader(path, strict=True).load_jobs()
     assert e.value.path == str(path) and e.value.line >= 1
+
+
+def test_when_a_task_ran_first_schedule_to_the_first_end_of_any_kind(fixtures: Path) -> None:
+    """What a duration model trained at a cut knows of the tasks running then (the censored rows)."""
+    jobs = _by_id(Google2011Loader(fixtures / DIR))
+    done = jobs["6252155368-0"]  # SCHEDULE, FINISH
+    assert (done.started_s, done.ended_s) == (pytest.approx(8319.640286), pytest.approx(8338.103088))
+    failed = jobs["6252021948-0"]  # SCHEDULE, FAIL, SUBMIT, SCHEDULE, KILL: no run time, a run that ended
+    assert (failed.started_s, failed.ended_s) == (pytest.approx(5640.467312), pytest.approx(5682.373620))

@@ -160,3 +160,10 @@ def test_a_stray_quote_is_one_bad_line_and_the_rows_after_it_are_kept(tmp_path: 
     bad = [3, 7] if closed_later else [3]
     assert [e.line for e in loader.errors] == bad, [str(e) for e in loader.errors]
     assert len(jobs) == 40 - len(bad) and loader.stats.bad_lines == len(bad)
+
+
+def test_when_a_pod_ran_scheduled_to_deleted(fixtures: Path) -> None:
+    jobs = _by_id(OpenbLoader(fixtures / "alibaba-gpu-2023"))
+    assert (jobs["openb-pod-0001"].started_s, jobs["openb-pod-0001"].ended_s) == (427061, 12902960)
+    pending = jobs["openb-pod-0061"]  # never placed: never ran
+    assert pending.started_s is None
