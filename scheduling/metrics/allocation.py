@@ -32,14 +32,16 @@ class AllocationSample:
 
 
 def allocation_over_time(holdings: list[Holding], capacity_milli: int, *, bucket_s: float,
-                         end: float | None = None) -> list[AllocationSample]:  # fmt: skip
-    """Samples from the bucket of the first start to ``end`` (default: the last end)."""
+                         end: float | None = None, start: float | None = None) -> list[AllocationSample]:  # fmt: skip
+    """Samples from the bucket of the first start (buckets on multiples of ``bucket_s``) to ``end``
+    (default: the last end); with ``start``, from ``start`` itself (buckets from there: the time
+    before the first holding counts, at 0)."""
     if not holdings or bucket_s <= 0:
         return []
     first = min(h.start for h in holdings)
     ends = [h.end for h in holdings if h.end is not None]
     stop = end if end is not None else max([*ends, first])
-    b0 = math.floor(first / bucket_s) * bucket_s
+    b0 = math.floor(first / bucket_s) * bucket_s if start is None else start
     samples = []
     b = b0
     while b < stop or b == b0:

@@ -65,7 +65,9 @@ class SimResult:
         held = [h for h in self.holdings if h.start < hi]
         if not held:
             return np.zeros(0), np.zeros(0)
-        samples = allocation_over_time(held, self.gpu_capacity_milli, bucket_s=bucket, end=hi)
+        # from the first submission: the time before the first GPU job counts (found by review: a run
+        # whose GPU work began late in the span reported only the busy end of it)
+        samples = allocation_over_time(held, self.gpu_capacity_milli, bucket_s=bucket, end=hi, start=lo)
         return np.array([s.bucket_start for s in samples]), np.array([s.ratio for s in samples])
 
     def queue_length(self) -> tuple[np.ndarray, np.ndarray]:

@@ -72,3 +72,14 @@ def test_fragmentation_is_sampled_after_steps():
     _, _, partial_after_first = r.fragmentation[0]
     assert partial_after_first == pytest.approx(500 / 1500)  # 500 free on the shared GPU, 1000 on the other
     assert r.summary()["gpu_partial_ratio_mean"] is not None
+
+
+def test_gpu_allocation_covers_the_arrival_span_from_the_first_submission():
+    """Found by review: the windows began at the first GPU holding, so a run whose GPU work began
+    late in the span reported 100 % for a GPU busy 10 % of it."""
+    jobs = [SimJob(job("cpu0", submit_time=0), 10), SimJob(job("gpu", submit_time=90, gpus=1), 100),
+            SimJob(job("cpu1", submit_time=100), 10)]  # fmt: skip
+    r = simulate([node("a", gpus=1)], jobs, get_policy("best-fit"), SimConfig(step_s=1))
+    t, alloc = r.gpu_allocation(windows=10)
+    assert t[0] == 0.0 and len(t) == 10
+    assert r.summary()["gpu_alloc_mean"] == pytest.approx(0.1)
