@@ -28,14 +28,15 @@ def _matrix(path: Path) -> tuple[list[str], list[str], np.ndarray]:
     """(column labels, row labels, values) of a labelled numeric CSV matrix."""
     try:
         with path.open(newline="") as f:
-            rows = [r for r in csv.reader(f) if any(c.strip() for c in r)]
+            reader = csv.reader(f)  # (each row with its line number in the file: blank lines are skipped)
+            rows = [(reader.line_num, r) for r in reader if any(c.strip() for c in r)]
     except OSError as e:
         raise WorkflowFormatError(path, f"cannot read: {e.strerror or e}") from None
     if len(rows) < 2:
         raise WorkflowFormatError(path, "expected a header line and at least one row")
-    header = [c.strip() for c in rows[0][1:]]
+    header = [c.strip() for c in rows[0][1][1:]]
     labels, values = [], []
-    for lineno, row in enumerate(rows[1:], start=2):
+    for lineno, row in rows[1:]:
         if len(row) != len(header) + 1:
             raise WorkflowFormatError(path, f"line {lineno} has {len(row)} fields, the header {len(header) + 1}")
         labels.append(row[0].strip())

@@ -35,6 +35,7 @@ Assumptions (the format records one real run, not a scheduling problem):
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +47,7 @@ from ops.workflows.errors import WorkflowFormatError
 from scheduling.dag import DagProblem, GraphError, Platform, TaskGraph
 
 SUPPORTED_SCHEMA = "1.5"
+MAX_CORES = 4096  # per machine: each core is a processor of the DAG problem (a million took all memory)
 DEFAULT_BANDWIDTH = 125e6  # bytes per second between machines (1 Gbit/s)
 
 
@@ -109,11 +111,12 @@ def _parse(doc: Any, path: Path, override: Sequence[MachineSpec] | None, max_cor
     sizes = {str(f["id"]): f.get("sizeInBytes") for f in doc["workflow"]["specification"].get("files", [])}
     edges: dict[tuple[int, int], float] = {}
     for t in spec_tasks:
-        links = [(p, t["id"]) for p in t.get("parents", [])] + [(t["id"], c) for c in t.get("children", [])]
+        me = str(t["id"])  # (ids are indexed as strings: an integer id links as its string)
+        links = [(str(p), me) for p in t.get("parents", [])] + [(me, str(c)) for c in t.get("children", [])]
         for a, b in links:
             for x in (a, b):
                 if x not in index:
-                    raise WorkflowFormatError(path, f"task {t['id']!r} links to unknown task {x!r}")
+                    raise WorkflowFormatError(path, f"task {me!r} links to unknown task {x!r}")
             edges.setdefault((index[a], index[b]), 0.0)
     outputs = {index[str(t["id"])]: set(t.get("outputFiles", [])) for t in spec_tasks}
     inputs = {index[str(t["id"])]: set(t.get("inputFiles", [])) for t in spec_tasks}
@@ -130,8 +133,10 @@ def _parse(doc: Any, path: Path, override: Sequence[MachineSpec] | None, max_cor
         tid = str(_get(t, path, "id"))
         if tid not in index:
             raise WorkflowFormatError(path, f"workflow.execution.tasks names unknown task {tid!r}")
+        if not np.isnan(runtime[index[tid]]):
+            raise WorkflowFormatError(path, f"task {tid!r} appears twice in workflow.execution.tasks")
         r = t.get("runtimeInSeconds")
-        if not isinstance(r, (int, float)) or not np.isfinite(r) or r < 0:
+        if isinstance(r, bool) or not isinstance(r, (int, float)) or not np.isfinite(r) or r < 0:
             raise WorkflowFormatError(path, f"task {tid!r} has no runtimeInSeconds >= 0 (got {r!r})")
         runtime[index[tid]] = float(r)
         ran_on[index[tid]] = (t.get("machines") or [None])[0]
@@ -181,9 +186,9 @@ def _machine(m: Any, path: Path) -> MachineSpec:
     name = str(_get(m, path, "nodeName"))
     cpu = m.get("cpu") or {}
     cores = cpu.get("coreCount", 1)
-    if not isinstance(cores, int) or cores < 1:
-        raise WorkflowFormatError(path, f"machine {name!r} has coreCount {cores!r} (need an integer >= 1)")
+    if isinstance(cores, bool) or not isinstance(cores, int) or not 1 <= cores <= MAX_CORES:
+        raise WorkflowFormatError(path, f"machine {name!r} has coreCount {cores!r} (need an integer 1 .. {MAX_CORES})")
     speed = cpu.get("speedInMHz")
-    if speed is not None and (not isinstance(speed, (int, float)) or speed <= 0):
+    if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float)) or not 0 < speed < math.inf):
         raise WorkflowFormatError(path, f"machine {name!r} has speedInMHz {speed!r} (need > 0)")
     return MachineSpec(name, cores, float(speed) if speed is not None else None)

@@ -43,6 +43,8 @@ def edit(path: Path, old: str, new: str) -> None:
 @pytest.mark.parametrize(("file", "old", "new", "message"), [
     ("task_exe_time", "T_3,13,8,17", "T_3,13,eight,17", r"task_exe_time\.csv: line 5: a value is not a number"),
     ("task_exe_time", "T_3,13,8,17", "T_3,13,8", r"task_exe_time\.csv: line 5 has 3 fields, the header 4"),
+    # blank lines before it: still the file's line (found by review: they were dropped before numbering)
+    ("task_exe_time", "T_3,13,8,17", "\n\nT_3,13,eight,17", r"task_exe_time\.csv: line 7: a value is not a number"),
     ("task_connectivity", "T9,0,0,0,0,0,0,0,0,0,0", "T9,5,0,0,0,0,0,0,0,0,0",
      r"task_connectivity\.csv: the graph has a cycle through"),
     ("resource_BW", "P_1,1,0,1", "P_1,0,0,1", r"resource_BW\.csv: bandwidth between different processors must be > 0"),

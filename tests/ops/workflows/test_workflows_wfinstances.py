@@ -122,9 +122,23 @@ def test_speeds_scale_runtimes_and_machines_pay_for_communication(tmp_path: Path
     (doc(workflow__execution__machines__0__cpu={"coreCount": 0}), "machine 'm1' has coreCount 0"),
     (doc(workflow__specification={"files": []}), "missing workflow.specification.tasks"),
     (doc(workflow__specification__tasks__1__id="a"), "task id 'a' appears twice"),
+    # found by review: the last of two entries won silently, a boolean ran 1 s, a million cores took all memory
+    (doc(workflow__execution__tasks__2__id="a"), "task 'a' appears twice in workflow.execution.tasks"),
+    (doc(workflow__execution__tasks__1__runtimeInSeconds=True), r"task 'b' has no runtimeInSeconds >= 0 \(got True\)"),
+    (doc(workflow__execution__machines__0__cpu={"coreCount": True}), "machine 'm1' has coreCount True"),
+    (doc(workflow__execution__machines__0__cpu={"coreCount": 1_000_000}), "machine 'm1' has coreCount 1000000"),
 ])  # fmt: skip
 def test_a_bad_file_is_named_with_the_reason(tmp_path: Path, document: Any, message: str) -> None:
     path = write(tmp_path, document, "bad.json")
     with pytest.raises(WorkflowFormatError, match=message) as err:
         load_wfinstance(path)
     assert str(err.value).startswith(f"{path}: ")
+
+
+def test_integer_task_ids_link_as_their_strings(tmp_path: Path) -> None:
+    """Found by review: ids were indexed as strings but links looked up raw, so an integer id gave
+    "task 0 links to unknown task 0"."""
+    document = doc(workflow__specification__tasks__1__id=7, workflow__specification__tasks__0__children=[7],
+                   workflow__specification__tasks__2__parents=[7], workflow__execution__tasks__1__id=7)  # fmt: skip
+    problem = load_wfinstance(write(tmp_path, document)).problem
+    assert problem.graph.names == ("a", "7", "c") and problem.graph.n_edges == 2
