@@ -142,7 +142,8 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
             for (enc, name), p in preds.items()]  # fmt: skip
     errors = {f"{name}" + ("" if enc == "–" else f" ({enc})"): np.minimum(relative_errors(np.nan_to_num(p), true), 10.0)
               for (enc, name), p in preds.items() if name != "constant"}  # fmt: skip
-    return {"rows": rows, "errors": errors, "split": {"cut_s": split.cut, **split.sizes()}, "trained": trained}
+    return {"rows": rows, "errors": errors, "split": {"cut_s": split.cut, **split.sizes(), "running_at_cut": len(running)},
+            "trained": trained}  # fmt: skip
 
 
 def run_duration_bench(*, traces: Sequence[str], encoders: Sequence[str], train_fraction: float = 0.75,

@@ -32,23 +32,37 @@ def job(job_id: str) -> JobSubmitted:
                         memory_mib=1024, num_gpu=1, gpu_milli=1000)  # fmt: skip
 
 
-def test_a_decision_the_producer_refuses_leaves_no_job_hidden_and_the_next_step_places_the_rest_once() -> None:
-    decisions: list[Any] = []
-    commands: list[Any] = []
-    refuse = {"left": 1}
+class Broker:
+    """The broker stood in: it records the decisions and commands it takes, and refuses the step's
+    second decision once, at its hand-over (the producer raises) or at its delivery (the future fails)."""
 
-    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+    def __init__(self, refuse: str) -> None:
+        self.decisions: list[Any] = []
+        self.commands: list[Any] = []
+        self.refuse = refuse  # "hand-over" | "delivery", until it has refused once
+
+    async def publish(self, topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
         if topic.endswith("decisions"):
-            if decisions and refuse["left"]:  # the step's second decision
-                refuse["left"] -= 1
+            if len(self.decisions) == 1 and self.refuse == "hand-over":
+                self.refuse = ""
                 raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
-            decisions.append(decode("decisions", value))
+            self.decisions.append(decode("decisions", value))
+            if len(self.decisions) == 2 and self.refuse == "delivery":
+                self.refuse = ""
+                failed = asyncio.get_running_loop().create_future()
+                failed.set_exception(KafkaTimeoutError("request timed out"))
+                return failed
         elif topic.endswith("actions"):
-            commands.append(decode("actions", value))
+            self.commands.append(decode("actions", value))
         return await delivered(topic, key, value, partition, headers)
 
+
+def test_a_decision_the_producer_refuses_leaves_no_job_hidden_and_the_next_step_places_the_rest_once() -> None:
+    broker = Broker("hand-over")
+    decisions, commands = broker.decisions, broker.commands
+
     async def run() -> None:
-        w, _ = stood_in_worker(publish, policy="best-fit")
+        w, _ = stood_in_worker(broker.publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
         add_node_and_jobs(w, ["j1", "j2"])
         with pytest.raises(KafkaTimeoutError):
@@ -68,25 +82,11 @@ def test_a_decision_the_producer_refuses_leaves_no_job_hidden_and_the_next_step_
 
 
 def test_the_decisions_the_broker_acknowledged_are_applied_and_commanded_when_another_is_refused() -> None:
-    decisions: list[Any] = []
-    commands: list[Any] = []
-    refuse = {"left": 1}
-
-    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
-        if topic.endswith("decisions"):
-            rec = decode("decisions", value)
-            decisions.append(rec)
-            if len(decisions) == 2 and refuse["left"]:  # the broker refuses the step's second decision
-                refuse["left"] -= 1
-                failed = asyncio.get_running_loop().create_future()
-                failed.set_exception(KafkaTimeoutError("request timed out"))
-                return failed
-        elif topic.endswith("actions"):
-            commands.append(decode("actions", value))
-        return await delivered(topic, key, value, partition, headers)
+    broker = Broker("delivery")
+    decisions, commands = broker.decisions, broker.commands
 
     async def run() -> None:
-        w, _ = stood_in_worker(publish, policy="best-fit")
+        w, _ = stood_in_worker(broker.publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
         add_node_and_jobs(w, ["j1", "j2", "j3"], gpus=4)
         with pytest.raises(KafkaTimeoutError):

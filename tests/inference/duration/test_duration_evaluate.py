@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from inference.duration.evaluate import Finished, accuracy, replay_online, time_split
+from inference.duration.evaluate import Finished, Split, accuracy, replay_online, time_split
 from scheduling.job import JobRequest
 
 
@@ -19,9 +19,8 @@ def test_split_never_trains_on_what_finished_after_the_cut() -> None:
     assert [r.job.job_id for r in s.test] == ["j3", "j4"]
 
 
-def test_replay_observes_only_what_finished_before_each_submission() -> None:
-    recs = [_rec(0, 0, 5), _rec(1, 10, 25), _rec(2, 20, 1), _rec(3, 30, 1), _rec(4, 40, 1)]
-    s = time_split(recs, 0.6)
+def seen_at_prediction(split: Split) -> dict[str, list[str]]:
+    """Per held-out job, the jobs the online replay had observed when it was predicted."""
     seen: list[str] = []
     at_predict: dict[str, list[str]] = {}
 
@@ -30,24 +29,20 @@ def test_replay_observes_only_what_finished_before_each_submission() -> None:
             at_predict[j.job_id] = list(seen)
         return {"x": np.ones(len(jobs))}
 
-    replay_online(s, lambda jobs, d: seen.extend(j.job_id for j in jobs), predict)
-    assert at_predict == {"j3": [], "j4": ["j3", "j1"]}  # j1 finished at 35, j3 at 31
+    replay_online(split, lambda jobs, d: seen.extend(j.job_id for j in jobs), predict)
+    return at_predict
+
+
+def test_replay_observes_only_what_finished_before_each_submission() -> None:
+    recs = [_rec(0, 0, 5), _rec(1, 10, 25), _rec(2, 20, 1), _rec(3, 30, 1), _rec(4, 40, 1)]
+    assert seen_at_prediction(time_split(recs, 0.6)) == {"j3": [], "j4": ["j3", "j1"]}  # j1 finished at 35, j3 at 31
 
 
 def test_a_job_of_no_time_is_not_observed_before_its_own_prediction() -> None:
     # found by review: finish <= t let a 0 s job submitted at t be observed (its own run time) first
     recs = [_rec(0, 0, 5), _rec(1, 10, 1), _rec(2, 20, 0), _rec(3, 20, 4), _rec(4, 30, 1)]
     s = time_split(recs, 0.4)  # cut at t = 20: j2, j3, j4 held out
-    seen: list[str] = []
-    at_predict: dict[str, list[str]] = {}
-
-    def predict(jobs: list[JobRequest]) -> dict[str, np.ndarray]:
-        for j in jobs:
-            at_predict[j.job_id] = list(seen)
-        return {"x": np.ones(len(jobs))}
-
-    replay_online(s, lambda jobs, d: seen.extend(j.job_id for j in jobs), predict)
-    assert at_predict == {"j2": [], "j3": [], "j4": ["j2", "j3"]}
+    assert seen_at_prediction(s) == {"j2": [], "j3": [], "j4": ["j2", "j3"]}
 
 
 def test_the_history_baseline_is_warmed_in_finish_order() -> None:
