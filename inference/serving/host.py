@@ -18,6 +18,7 @@ MiniLM encoder on the same device. The worker's local copy (in-step re-scoring) 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from pathlib import Path
@@ -36,9 +37,24 @@ def pick_device(requested: str = "auto") -> str:
     has_cuda = torch.cuda.is_available()
     if requested == "cuda" and not has_cuda:
         log.warning("device cuda requested but torch sees no GPU (torch %s): using cpu", torch.__version__)
+    elif requested == "auto" and not has_cuda and (visible := gpu_made_visible()):
+        # the compose service reserves a GPU and asks for auto: a CPU-only torch or a driver torch
+        # cannot use must not pass for a deliberate CPU server (it was one INFO line)
+        log.warning("a GPU is made visible to this process (%s) but torch sees none (torch %s, built for CUDA "
+                    "%s): using cpu", visible, torch.__version__, torch.version.cuda or "none")  # fmt: skip
     device = "cuda" if requested in ("auto", "cuda") and has_cuda else "cpu"
     log.info("serving device: %s%s", device, f" ({torch.cuda.get_device_name(0)})" if device == "cuda" else "")
     return device
+
+
+def gpu_made_visible() -> str | None:
+    """What says a GPU was given to this process (a container's ``NVIDIA_VISIBLE_DEVICES``, as the NVIDIA
+    container runtime sets it, or ``CUDA_VISIBLE_DEVICES``), else None."""
+    for name in ("NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+        value = os.environ.get(name, "").strip()
+        if value and value.lower() not in ("void", "none", "-1"):
+            return f"{name}={value}"
+    return None
 
 
 class ModelHost:

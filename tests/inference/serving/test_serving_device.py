@@ -52,6 +52,21 @@ def test_auto_is_cuda_only_where_torch_sees_a_gpu_and_cuda_without_one_falls_bac
         assert "no GPU" in caplog.text and "using cpu" in caplog.text
 
 
+@pytest.mark.skipif(CUDA, reason="torch sees a GPU here")
+def test_auto_warns_when_a_gpu_was_given_but_torch_sees_none(caplog, monkeypatch):
+    """The compose service reserves a GPU and serves with --device auto: a torch that cannot use it
+    (a CPU-only wheel, an old driver) said so in one INFO line only (found by review)."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("NVIDIA_VISIBLE_DEVICES", raising=False)
+    with caplog.at_level(logging.WARNING, logger="semsched.serving"):
+        assert pick_device("auto") == "cpu"
+    assert not caplog.records  # no GPU given: CPU is what was meant
+    monkeypatch.setenv("NVIDIA_VISIBLE_DEVICES", "all")
+    with caplog.at_level(logging.WARNING, logger="semsched.serving"):
+        assert pick_device("auto") == "cpu"
+    assert "NVIDIA_VISIBLE_DEVICES=all" in caplog.text and "torch sees none" in caplog.text
+
+
 @pytest.mark.parametrize("requested", ["cpu", "auto"])
 def test_the_chosen_device_reaches_all_three_models_and_the_log_says_so(tmp_path, requested):
     want = torch.device("cuda" if requested == "auto" and CUDA else "cpu")
