@@ -80,6 +80,38 @@ class DiscretisedLas:
         executed = np.divide(attained, rate, out=np.zeros_like(attained), where=rate > 0)
         return np.where((queue > 0) & (executed > 0) & (waited >= self.promote_knob * executed), 0, queue)
 
+    def next_change(self, attained: np.ndarray, rate: np.ndarray, waited: np.ndarray, running: np.ndarray) -> float:
+        """Seconds from now until :meth:`queues_of` of these jobs first changes with time alone (``inf``:
+        never). A running job's (``running``, bool) service crosses thresholds, and every job's wait
+        moves it into or (a running one: its executed time grows ``promote_knob`` times as fast as its
+        wait) out of its starvation promotion. Each of those moments is a candidate; the answer is the
+        first one at which a job's queue really changes (a promoted job crossing a threshold stays in
+        queue 0). What a simulator that steps only on arrivals and departures must step for, as a
+        worker stepping on its clock would see it."""
+        if not len(attained):
+            return np.inf
+        attained, rate = np.asarray(attained, np.float64), np.asarray(rate, np.float64)
+        waited, running = np.asarray(waited, np.float64), np.asarray(running, bool)
+        thresholds = np.asarray(self.thresholds, np.float64)
+        speed = np.where(running, rate, 0.0)  # attained service grows only while running
+        with np.errstate(divide="ignore", invalid="ignore"):
+            crossing = np.where(speed[:, None] > 0, (thresholds[None, :] - attained[:, None]) / speed[:, None], np.inf)
+            candidates = [np.where(crossing > 0, crossing, np.inf)]  # [M, T]
+            if self.promote_knob is not None:
+                executed = np.divide(attained, rate, out=np.zeros_like(attained), where=rate > 0)
+                k = self.promote_knob  # promoted while waited + dt >= k (executed + dt·running)
+                closing = 1.0 - k * running
+                flip = np.where(closing != 0, (k * executed - waited) / closing, np.inf)
+                candidates.append(np.where(flip > 0, flip, np.inf)[:, None])
+        times = np.concatenate(candidates, axis=1)  # [M, C]
+        after = times * (1 + 1e-9) + 1e-9  # just past each candidate
+        later = np.where(np.isfinite(after), after, 0.0)
+        queues = self.queues_of((attained[:, None] + speed[:, None] * later).ravel(), np.repeat(rate, times.shape[1]),
+                                (waited[:, None] + later).ravel()).reshape(times.shape)  # fmt: skip
+        now = self.queues_of(attained, rate, waited)
+        changed = np.isfinite(times) & (queues != now[:, None])
+        return float(times[changed].min()) if changed.any() else np.inf
+
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
         ctx = context or EMPTY_CONTEXT
         return sort_units(jobs, lambda unit: self.queue_of(unit, now, ctx))

@@ -6,7 +6,12 @@ speed[n]``) and scheduling steps. A step runs at the first point of the ``step_s
 or after an arrival or a departure — the same trigger as the worker's loop — and calls
 :func:`scheduling.assign.schedule_step` with the policy, exactly as the worker does. At
 equal times departures come first, then arrivals, then the step. Without an event nothing
-can change, so there is no step (the queue may wait for the next departure).
+can change, so there is no step (the queue may wait for the next departure) — except under a
+preemptive ordering (``las+…``), whose ranks change with time alone (a running job's service
+crossing a threshold, a waiting job reaching its starvation promotion): while jobs wait, a step
+also runs at the first grid point at or after the next such change, as the worker, stepping on
+its clock, would see it (found by review: a promotion due at 33,300 s took effect at 33,500 s,
+the next arrival).
 
 A job enters the queue once all its DAG parents finished; a job whose parent was
 rejected is rejected. A job no node of the empty cluster can hold is rejected with the
@@ -30,10 +35,10 @@ from scheduling.metrics import Holding, JobOutcome
 from scheduling.metrics.fragmentation import Workload as TargetWorkload
 from scheduling.metrics.fragmentation import fragmentation_rate, partial_gpu_ratio
 from scheduling.node import NodeView
-from scheduling.order_context import LearningDurationPredictor, OrderContext
+from scheduling.order_context import LearningDurationPredictor, OrderContext, service_rate
 from scheduling.policies.base import Policy
 from scheduling.simulator.config import SimConfig
-from scheduling.simulator.preemption import RunningTable, preempt_for, preemptive_ordering
+from scheduling.simulator.preemption import PreemptiveOrdering, RunningTable, preempt_for, preemptive_ordering
 from scheduling.simulator.result import SimResult, StepRecord
 from scheduling.simulator.speeds import node_speeds
 from scheduling.simulator.workload import SimJob
@@ -237,6 +242,10 @@ class Simulator:
                     steps[-1] = dataclasses.replace(steps[-1], compute_ms=steps[-1].compute_ms
                                                     + (time.perf_counter() - t0) * 1000)  # fmt: skip
                 steps[-1] = dataclasses.replace(steps[-1], left=len(pending))
+                if ordering is not None and pending:  # ranks that change with time alone (module docstring)
+                    change = rank_change(ordering, now, pending, table, attained, queued_since)
+                    if change < np.inf:  # at the next step at the earliest, as the worker's clock would
+                        due(now + max(change, cfg.step_s))
                 if target is not None and len(steps) % cfg.fragmentation_every == 1 % cfg.fragmentation_every:
                     fragmentation.append((now, fragmentation_rate(snap, target), partial_gpu_ratio(snap)))
             events += 1
@@ -258,6 +267,18 @@ class Simulator:
             fragmentation=fragmentation, reversals=reversals,
             wall_s=time.perf_counter() - started_wall, end_time=now,
         )  # fmt: skip
+
+
+def rank_change(ordering: PreemptiveOrdering, now: float, pending: dict[str, JobRequest], table: RunningTable,
+                attained: dict[str, float], queued_since: dict[str, float]) -> float:  # fmt: skip
+    """Seconds from ``now`` until a waiting or running job's queue changes with time alone (``inf``: never)."""
+    waiting = [j for j in pending.values() if attained.get(j.job_id, 0.0) > 0]  # the others have run nothing
+    run_attained, run_rate, run_waited = table.state(now)
+    attained_all = np.concatenate([[attained[j.job_id] for j in waiting], run_attained])
+    rate = np.concatenate([[service_rate(j) for j in waiting], run_rate])
+    waited = np.concatenate([[now - queued_since.get(j.job_id, j.submit_time) for j in waiting], run_waited])
+    running = np.concatenate([np.zeros(len(waiting), bool), np.ones(len(run_attained), bool)])
+    return ordering.next_change(attained_all, rate, waited, running)
 
 
 def simulate(nodes: Sequence[NodeView], jobs: Sequence[SimJob], policy: Policy, config: SimConfig | None = None,

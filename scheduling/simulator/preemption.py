@@ -35,6 +35,8 @@ class PreemptiveOrdering(Protocol):
 
     def queues_of(self, attained: np.ndarray, rate: np.ndarray, waited: np.ndarray) -> np.ndarray: ...
 
+    def next_change(self, attained: np.ndarray, rate: np.ndarray, waited: np.ndarray, running: np.ndarray) -> float: ...
+
 
 @dataclass(frozen=True, slots=True)
 class Victim:
@@ -98,12 +100,18 @@ class RunningTable:
             self._victims[i] = None
             self._free.append(i)
 
+    def state(self, now: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(attained by now, service rate, waited since last queued)`` of the running jobs."""
+        rows = np.flatnonzero(self.alive)
+        return (self.before[rows] + self.rate[rows] * (now - self.start[rows]), self.rate[rows],
+                now - self.since[rows])  # fmt: skip
+
     def victims(self, snap: ClusterSnapshot, now: float, ordering: PreemptiveOrdering, below: int) -> VictimSet:
         """The running jobs in a queue of lower priority than ``below`` (``queue > below``), ranked
         at ``now`` by :meth:`PreemptiveOrdering.queues_of` (each with its service attained by now)."""
         rows = np.flatnonzero(self.alive)
-        attained = self.before[rows] + self.rate[rows] * (now - self.start[rows])
-        queue = ordering.queues_of(attained, self.rate[rows], now - self.since[rows])
+        attained, rate, waited = self.state(now)
+        queue = ordering.queues_of(attained, rate, waited)
         out = []
         for k in np.flatnonzero(queue > below):
             v = self._victims[rows[k]]

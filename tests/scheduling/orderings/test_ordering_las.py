@@ -106,3 +106,28 @@ def test_queues_of_ranks_single_jobs_like_queue_of(knob):
     assert len(set(want)) == 3  # every queue is reached
     if knob == 1.0:  # and the guard promotes some
         assert any(w == 0 and attained.get(j.job_id, 0.0) >= 100.0 for w, j in zip(want, jobs, strict=True))
+
+
+def test_next_change_is_when_the_queues_first_change_with_time_alone():
+    """Checked against the queues themselves: unchanged until ``next_change``, changed just after."""
+    import numpy as np
+
+    las = get_ordering("las", thresholds=(100.0, 3600.0), promote_knob=8.0)
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        m = int(rng.integers(1, 6))
+        attained = rng.choice([0.0, 50.0, 99.0, 500.0, 3599.0, 5000.0], m) + rng.uniform(0, 1, m)
+        rate = rng.choice([0.5, 1.0, 2.0], m)
+        waited = rng.uniform(0, 40_000, m)
+        running = rng.random(m) < 0.5
+
+        def queues(dt: float) -> np.ndarray:
+            return las.queues_of(attained + np.where(running, rate, 0.0) * dt, rate, waited + dt)
+
+        dt = las.next_change(attained, rate, waited, running)
+        if dt == np.inf:
+            assert all((queues(t) == queues(0)).all() for t in (1e3, 1e5, 1e7))
+            continue
+        assert dt > 0
+        assert all((queues(t) == queues(0)).all() for t in np.linspace(0, dt * (1 - 1e-6), 20))
+        assert not (queues(dt * (1 + 1e-6) + 1e-6) == queues(0)).all()

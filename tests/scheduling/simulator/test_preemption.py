@@ -25,9 +25,13 @@ def test_las_evicts_a_job_that_left_the_top_queue():
     assert alloc[0] == 1.0  # A's first run ends where B's begins: the GPU never double-counted
 
 
-def test_las_does_not_evict_within_the_same_queue():
-    r, o = run([sj("A", 0, 10_000), sj("B", 2000, 100)])  # A has 2000 GPU-s: still queue 0
-    assert o["B"].start == 10_000 and r.reversals == 0
+def test_las_does_not_evict_within_the_same_queue_only_once_the_running_job_left_it():
+    r, o = run([sj("A", 0, 10_000), sj("B", 2000, 100)])  # at B's arrival A has 2000 GPU-s: still queue 0
+    # A crosses the 3,600 GPU-s threshold at 3,600 s with B waiting: a step then (no event comes: the
+    # simulator steps when a rank changes with time alone, as the worker's clock would), and B evicts it
+    assert o["B"].start == 3600 and r.reversals == 1
+    fifo = run([sj("A", 0, 10_000), sj("B", 2000, 100)], policy="fifo-first-fit")[1]
+    assert fifo["B"].start == 10_000
 
 
 def test_fifo_never_preempts():
@@ -82,3 +86,12 @@ def test_a_restarted_job_is_ranked_by_its_wait_since_it_was_re_queued_not_since_
     r, o = run(jobs)
     assert o["C"].placements == 3 and o["D"].placements >= 1
     assert o["E"].start == 33_400 and o["E"].queueing_delay == 0
+
+
+def test_a_starvation_promotion_is_acted_on_when_due_not_at_the_next_event():
+    # C runs 0..3,700, evicted by D; it waits from 3,700 and its promotion (waited >= 8 x 3,700 s) is due
+    # at 33,300 s. No event comes then: the step at 33,300 (a rank changed) restarts C, evicting D
+    # (found by review: without a CPU job ticking at 33,300 it waited for the next arrival)
+    r, o = run([sj("C", 0, 20_000), sj("D", 3700, 40_000)])
+    assert o["C"].placements == 2 and o["C"].finish == 33_300 + 20_000  # (was 63,700: D's departure first)
+    assert o["D"].placements == 2 and o["D"].finish == 53_300 + 40_000 and r.reversals == 2
