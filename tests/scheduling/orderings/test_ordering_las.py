@@ -121,7 +121,7 @@ def test_next_change_is_when_the_queues_first_change_with_time_alone():
         waited = rng.uniform(0, 40_000, m)
         running = rng.random(m) < 0.5
 
-        def queues(dt: float) -> np.ndarray:
+        def queues(dt: float, attained=attained, rate=rate, waited=waited, running=running) -> np.ndarray:
             return las.queues_of(attained + np.where(running, rate, 0.0) * dt, rate, waited + dt)
 
         dt = las.next_change(attained, rate, waited, running)
