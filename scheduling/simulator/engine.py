@@ -109,7 +109,9 @@ class Simulator:
 
         def due(t: float) -> None:
             nonlocal next_step
-            grid = float(np.ceil(t / cfg.step_s - 1e-9) * cfg.step_s) + 0.0  # no -0.0
+            # the grid point at or after t; never before it (the 1e-9 that absorbs float noise could put a
+            # step a hair before the arrival that called for it, and the clock ran backwards: found by review)
+            grid = max(float(np.ceil(t / cfg.step_s - 1e-9) * cfg.step_s) + 0.0, t)  # (+ 0.0: no -0.0)
             next_step = grid if next_step is None or next_step < t else min(next_step, grid)
 
         def reject(job_id: str, reason: str) -> None:

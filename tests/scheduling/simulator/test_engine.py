@@ -83,3 +83,11 @@ def test_gpu_allocation_covers_the_arrival_span_from_the_first_submission():
     t, alloc = r.gpu_allocation(windows=10)
     assert t[0] == 0.0 and len(t) == 10
     assert r.summary()["gpu_alloc_mean"] == pytest.approx(0.1)
+
+
+def test_no_job_starts_before_it_arrives_however_close_to_a_grid_point():
+    """Found by review: a submit at 3.0000000001 s was stepped at 3.0 (the grid's float tolerance),
+    a queueing delay of -1e-10 s and the virtual clock running backwards."""
+    r = simulate([node("a", gpus=1)], [sj("x", 3.0000000001, 10, gpus=1)], FF, SimConfig(step_s=1))
+    (o,) = r.outcomes
+    assert o.start >= o.submit and o.queueing_delay >= 0
