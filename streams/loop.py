@@ -215,7 +215,7 @@ class SchedulingLoop:
         durations = predicted_durations(self.w.durations, [by_id[pl.job_id][1] for pl in result.placements])
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
-        pub = StepPublication(self.w, part, st, self.last_reason)
+        pub = StepPublication(self.w, part, st)
         try:
             for pl in result.placements:
                 p, req = by_id[pl.job_id]
@@ -233,7 +233,7 @@ class SchedulingLoop:
                     hs = st.decide(rec.job_id, rec.decision_id, outcome="rejected", latency_ms=rec.latency_ms)
                     await pub.decide(rec, None, hs)
                 elif fut := await self._note_waiting(p, un.reason, part, result.compute_ms):
-                    pub.waiting(p.job.job_id, fut)  # may fit later (resources free up, more nodes arrive)
+                    pub.waiting(fut)  # may fit later (resources free up, more nodes arrive)
         except Exception as e:  # the producer refused a hand-over: what it took still goes through
             pub.refused(e)
         # every decision is acknowledged by the broker before its job changes state and before its
@@ -309,13 +309,24 @@ class SchedulingLoop:
                 del self.w.inflight[rec.job_id]
 
     async def _note_waiting(self, p: PendingJob, reason: str, part: int, compute_ms: float) -> Awaitable[Any] | None:
-        """Record why a job is still pending, when the reason changed (for ``explain``);
-        returns the delivery future."""
-        if self.last_reason.get(p.job.job_id) == reason:
+        """Record why a job is still pending, when the reason changed (for ``explain``); returns its
+        delivery. A record the producer or the broker refused is said again at the next step."""
+        job_id = p.job.job_id
+        if self.last_reason.get(job_id) == reason:
             return None
-        self.last_reason[p.job.job_id] = reason
         rec = waiting_record(p, reason, policy=self.policy.name, step_id=self.step_id, compute_ms=compute_ms)
-        return await self._send("decisions", rec.job_id, rec.to_bytes(), part)
+        delivery = await self._send("decisions", rec.job_id, rec.to_bytes(), part)
+        self.last_reason[job_id] = reason
+
+        async def delivered() -> Any:
+            try:
+                return await delivery
+            except BaseException:
+                if self.last_reason.get(job_id) == reason:
+                    del self.last_reason[job_id]
+                raise
+
+        return delivered()
 
     async def _check_timeouts(self) -> None:
         """Announce ``timed_out`` for placements not confirmed within ``confirm_timeout_s``: a pass over

@@ -36,18 +36,16 @@ class Handed:
     """One message of the step the producer took: a decision (with the command its placement sends
     once it is applied), or a waiting record (``decision`` None: for ``explain`` only)."""
 
-    job_id: str
     delivery: Awaitable[Any]
     decision: DecisionRecord | None = None
     command: tuple[str, bytes, Headers] | None = None  # (node id, command, headers)
 
 
 class StepPublication:
-    def __init__(self, w: Worker, partition: int, trace: StepTrace, last_reason: dict[str, str]) -> None:
+    def __init__(self, w: Worker, partition: int, trace: StepTrace) -> None:
         self.w = w
         self.partition = partition
         self.trace = trace
-        self.last_reason = last_reason  # the loop's: a waiting record not delivered is said again
         self.decided: list[DecisionRecord] = []
         self.handed: list[Handed] = []
         self.failure: Exception | None = None  # the first hand-over or delivery that failed
@@ -59,11 +57,11 @@ class StepPublication:
         self.w.inflight[rec.job_id] = (rec, req)
         self.decided.append(rec)
         delivery = await self.w.publish("decisions", rec.job_id.encode(), rec.to_bytes(), self.partition, headers)
-        self.handed.append(Handed(rec.job_id, delivery, rec, None if command is None else (*command, headers)))
+        self.handed.append(Handed(delivery, rec, None if command is None else (*command, headers)))
 
-    def waiting(self, job_id: str, delivery: Awaitable[Any]) -> None:
+    def waiting(self, delivery: Awaitable[Any]) -> None:
         """A waiting record the producer took (``SchedulingLoop._note_waiting``)."""
-        self.handed.append(Handed(job_id, delivery))
+        self.handed.append(Handed(delivery))
 
     def refused(self, error: Exception) -> None:
         """The step could not hand over the rest of its decisions: what was handed over still settles."""
@@ -75,10 +73,8 @@ class StepPublication:
         answers = await asyncio.gather(*(h.delivery for h in self.handed), return_exceptions=True)
         acked: list[Handed] = []
         for h, answer in zip(self.handed, answers, strict=True):
-            if isinstance(answer, BaseException):
+            if isinstance(answer, BaseException):  # (a waiting record's is said again: SchedulingLoop._note_waiting)
                 self.refused(answer if isinstance(answer, Exception) else RuntimeError(repr(answer)))
-                if h.decision is None:
-                    self.last_reason.pop(h.job_id, None)
             elif h.decision is not None:
                 acked.append(h)
         self.trace.acknowledged()

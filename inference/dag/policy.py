@@ -117,7 +117,8 @@ class LearnedDagScheduler:
         except (FileNotFoundError, DagModelError) as e:
             if strict:
                 raise
-            self.fallback = f"{e}; scheduling with HEFT instead"
+            self.fallback = (f"{e}; scheduling with HEFT instead (train a model with `semsched train-dag`, or name "
+                             f"one with {MODEL_ENV})")  # fmt: skip
             warnings.warn(f"learned DAG scheduler: {self.fallback}", RuntimeWarning, stacklevel=2)
 
     def schedule(self, problem: DagProblem) -> Schedule:

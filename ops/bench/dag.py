@@ -23,7 +23,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ops.console import wide_console
 from ops.reports import Report
 from ops.workflows.paths import missing_workflows
-from scheduling.dag import DagGeneratorConfig, DagProblem, check_schedule, held_out_dags
+from scheduling.dag import DagGeneratorConfig, DagProblem, check_schedule, check_stream_seed, held_out_dags
 from scheduling.dag.schedulers import get_dag_scheduler, get_own_dag_scheduler
 from scheduling.metrics.dag import dag_metrics
 
@@ -49,8 +49,7 @@ class HeldOutDagSet:
     def __post_init__(self) -> None:
         if self.dags < 0:
             raise ValueError("--dags must be >= 0")
-        if not 0 <= self.seed < 2**32:
-            raise ValueError("--seed must be within 0 .. 2**32 - 1")
+        check_stream_seed(self.seed)
         if self.workflows and (why := missing_workflows()) is not None:
             raise ValueError(f"{why}: set SEMSCHED_DATA_DIR to the shared data, or pass --no-workflows")
         self.generator()  # a bad generator config fails before any work

@@ -6,7 +6,13 @@ Pure numpy, no I/O: loaders for real workflows live in :mod:`ops.workflows`; the
 """
 
 from scheduling.dag.env import IllegalActionError, ListSchedulingEnv, Placement, replay
-from scheduling.dag.generator import DagGeneratorConfig, generate_dag, held_out_dags, training_dags
+from scheduling.dag.generator import (
+    DagGeneratorConfig,
+    check_stream_seed,
+    generate_dag,
+    held_out_dags,
+    training_dags,
+)
 from scheduling.dag.graph import GraphError, TaskGraph
 from scheduling.dag.platform import Platform, PlatformError
 from scheduling.dag.problem import DagProblem
@@ -27,6 +33,7 @@ __all__ = [
     "assert_valid_schedule",
     "check_schedule",
     "generate_dag",
+    "check_stream_seed",
     "held_out_dags",
     "replay",
     "training_dags",

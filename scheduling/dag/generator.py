@@ -98,23 +98,22 @@ def _edges(rng: np.random.Generator, level: np.ndarray, depth: int, density: flo
     return np.concatenate(src_parts), np.concatenate(dst_parts)
 
 
-def _stream_seed(seed: int) -> int:
-    """``seed`` as one 32-bit word of a stream key: numpy's SeedSequence splits a larger int into two
-    words, and (seed, HELD_OUT, k) could then equal a training key (found by review: held-out seed 1
-    gave the first training DAG of seed 2**32)."""
+def check_stream_seed(seed: int) -> None:
+    """``ValueError`` unless ``seed`` is one 32-bit word of a stream key: numpy's SeedSequence splits a
+    larger int into two words, and (seed, HELD_OUT, k) could then equal a training key (found by
+    review: held-out seed 1 gave the first training DAG of seed 2**32)."""
     if not 0 <= seed < 2**32:
         raise ValueError(f"DAG stream seed must be within 0 .. 2**32 - 1, not {seed}")
-    return seed
 
 
 def held_out_dags(config: DagGeneratorConfig, n: int, seed: int = 0) -> Iterator[DagProblem]:
     """``n`` evaluation DAGs; never the same streams as :func:`training_dags`."""
-    _stream_seed(seed)
+    check_stream_seed(seed)
     for k in range(n):
         yield generate_dag(config, (seed, HELD_OUT, k), name=f"held-out-{seed}-{k}")
 
 
 def training_dags(config: DagGeneratorConfig, n: int, seed: int = 0) -> Iterator[DagProblem]:
-    _stream_seed(seed)
+    check_stream_seed(seed)
     for k in range(n):
         yield generate_dag(config, (seed, TRAIN, k), name=f"train-{seed}-{k}")

@@ -111,3 +111,36 @@ def add_node_and_jobs(w: Any, names: list[str], gpus: int = 2) -> None:
                                        num_gpu=gpus, gpu_model="A100").model_dump(mode="json")  # fmt: skip
     for name in names:
         w.apply(on_submitted(job(name), None, 0.0), partition=part)
+
+
+@pytest.mark.parametrize("refused_at", ["hand-over", "delivery"])
+def test_a_waiting_record_the_producer_or_broker_refused_is_said_again_at_the_next_step(refused_at: str) -> None:
+    """Why a job waits is recorded once per reason (for explain). Found by review: one the producer
+    refused at hand-over was never said (its reason was noted as said before the send)."""
+    waiting: list[Any] = []
+    refuse = {"left": 1}
+
+    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+        rec = decode("decisions", value) if topic.endswith("decisions") else None
+        if rec is not None and rec.outcome == "unschedulable":
+            waiting.append(rec)
+            if refuse["left"]:
+                refuse["left"] -= 1
+                if refused_at == "hand-over":
+                    raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
+                failed = asyncio.get_running_loop().create_future()
+                failed.set_exception(KafkaTimeoutError("request timed out"))
+                return failed
+        return await delivered(topic, key, value, partition, headers)
+
+    async def run() -> None:
+        w, _ = stood_in_worker(publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        add_node_and_jobs(w, ["j1", "j2", "j3"], gpus=2)  # one GPU each: j3 waits
+        with pytest.raises(KafkaTimeoutError):
+            await loop.tick()
+        await loop.tick()
+        await loop.tick()
+        assert [r.job_id for r in waiting] == ["j3", "j3"]  # said again once, then not repeated
+
+    asyncio.run(run())

@@ -6,6 +6,7 @@ scheduler (the learned policy) registers itself the same way.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -37,14 +38,12 @@ def get_dag_scheduler(name: str, **kwargs: Any) -> DagScheduler:
 
 def get_own_dag_scheduler(name: str, **kwargs: Any) -> DagScheduler:
     """:func:`get_dag_scheduler`, refusing one that would stand another in (a learned scheduler
-    without its model says so in ``fallback``): never another scheduler's numbers under this one's
-    name. ``ValueError`` says why; its fallback warning is left out (the error says it, once)."""
-    import warnings
-
+    without its model says so in ``fallback``, and how to get one): never another scheduler's
+    numbers under this one's name. ``ValueError`` says why; its fallback warning is left out (the
+    error says it, once)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         scheduler = get_dag_scheduler(name, **kwargs)
-    if getattr(scheduler, "fallback", None):
-        raise ValueError(f"{name} would fall back ({scheduler.fallback}): train its model with "  # type: ignore[attr-defined]
-                         "`semsched train-dag`, or name one with SEMSCHED_DAG_MODEL")  # fmt: skip
+    if fallback := getattr(scheduler, "fallback", None):
+        raise ValueError(f"{name} would fall back: {fallback}")
     return scheduler
