@@ -187,6 +187,8 @@ class JobSubmitted(Event):
             raise ValueError("fractional gpu_milli is only allowed with num_gpu == 1")
         if self.gang_size > 1 and not self.gang_id:
             raise ValueError("gang_size > 1 needs a gang_id")
+        if self.job_id in self.dag_parents:
+            raise ValueError(f"job {self.job_id!r} names itself among its dag_parents: it could never start")
         return self
 
     @property

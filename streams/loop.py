@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import time
 from collections.abc import Awaitable
@@ -33,6 +32,7 @@ from scheduling.order_context import OrderContext, TenantUsage, cluster_capacity
 from scheduling.policies import Policy, get_policy
 from streams import telemetry
 from streams.catchup import CatchUp
+from streams.dag_gate import dag_gate
 from streams.decision_records import (
     StepModel,
     placed_record,
@@ -185,7 +185,7 @@ class SchedulingLoop:
         part = partition_for(cluster, self.w.settings.partitions)
         st = self.step_trace  # opened by tick() around this call
         assert st is not None
-        jobs, held_back = self._dag_gate(jobs)
+        jobs, held_back = dag_gate(self.w, jobs)
         for p, reason, permanent in held_back:
             if permanent:
                 await self._reject(p, reason, part, 0.0, st)
@@ -252,44 +252,6 @@ class SchedulingLoop:
     def inventory_since(self, cluster: str) -> float:
         """When ``cluster``'s node count last changed (wall clock; 0 if never seen)."""
         return self._inventory_since.get(cluster, 0.0)
-
-    def _dag_gate(self, jobs: list[tuple[PendingJob, JobRequest]]
-                  ) -> tuple[list[tuple[PendingJob, JobRequest]], list[tuple[PendingJob, str, bool]]]:  # fmt: skip
-        """Jobs whose DAG parents have all finished go on; the others wait (a parent still to
-        come or to finish) or are rejected (a parent was rejected, so it never will; a parent
-        never submitted ``dag_parent_wait_s`` after the job; or a member of their gang was
-        rejected, so the gang can never run whole). A gang's members that finished count toward it."""
-        ready, held = [], []
-        now, patience = time.time(), self.w.settings.dag_parent_wait_s
-        for p, req in jobs:
-            if p.job.gang_id and p.job.gang_id in self.w.rejected_gangs:
-                held.append((p, f"gang {p.job.gang_id}: another member was rejected", True))
-                continue
-            if p.job.gang_id and (finished := len(self.w.finished_gang_members.get(p.job.gang_id, ()))):
-                # the members that finished count toward the gang (as Volcano counts succeeded pods toward
-                # its minimum): the rest is placed together without them, never waits for them
-                req = dataclasses.replace(req, gang_size=max(1, req.gang_size - finished))
-            parents = p.job.dag_parents
-            if not parents:
-                ready.append((p, req))
-                continue
-            status = {q: (self.w.done.get(q) or {}).get("status") for q in parents}
-            failed = sorted(q for q, st in status.items() if st == "rejected")
-            waiting = sorted(q for q, st in status.items() if st != "finished")
-            unknown = [q for q in waiting if status[q] is None and self.w.pending.get(q) is None
-                       and self.w.running.get(q) is None]  # fmt: skip
-            if failed:
-                held.append((p, f"DAG parent(s) {', '.join(failed)} were rejected", True))
-            elif unknown and patience > 0 and now - p.queued_ts > patience:  # (the worker's clock, not the producer's)
-                held.append((p, f"DAG parent(s) {', '.join(unknown)} never submitted to cluster {p.job.cluster!r} "
-                                f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)", True))  # fmt: skip
-            elif waiting:
-                unseen = (f" ({', '.join(unknown)} not submitted yet: rejected {patience:g} s after this job)"
-                          if unknown and patience > 0 else "")  # fmt: skip
-                held.append((p, f"waiting for DAG parent(s) {', '.join(waiting)} to finish{unseen}", False))
-            else:
-                ready.append((p, req))
-        return ready, held
 
     def _rejection(self, p: PendingJob, reason: str, compute_ms: float) -> DecisionRecord:
         return rejected_record(p, reason, policy=self.policy.name, step_id=self.step_id, compute_ms=compute_ms)

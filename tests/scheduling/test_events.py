@@ -82,6 +82,7 @@ def test_event_time_is_utc_and_ids_are_unique() -> None:
         ({"num_gpu": 0, "gpu_milli": 500}, "asks for no GPU"),
         ({"gpu_models": ["TPU"]}, "unknown GPU model"),
         ({"gang_size": 4}, "needs a gang_id"),
+        ({"dag_parents": ["a", "j"]}, "job 'j' names itself among its dag_parents"),
         ({"qos": "Gold"}, "qos"),
         ({"surprise": 1}, "Extra inputs are not permitted"),
         ({"schema_version": 2}, "schema_version"),

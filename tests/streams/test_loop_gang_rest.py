@@ -1,4 +1,4 @@
-"""A gang whose member finished is completed by the rest (streams/loop.py ``_dag_gate``), on the
+"""A gang whose member finished is completed by the rest (``streams/dag_gate.py``), on the
 real worker loop with the broker stood in. Found by review: member B finished, member A then
 failed and went back to the queue, and the gang waited for ever for a member that can never be
 pending again ("waiting for 1 more member"). As Volcano counts succeeded pods toward a gang's

@@ -1,0 +1,111 @@
+"""Which pending jobs a step may place: the gate in front of the policy.
+
+A job goes on when its DAG parents have all finished. Otherwise it waits (a parent still to come or
+to finish) or is rejected, because it never can run:
+
+- a DAG parent was rejected;
+- a DAG parent was never submitted ``dag_parent_wait_s`` (``SEMSCHED_DAG_PARENT_WAIT``) after the job;
+- its DAG parents wait on each other in a cycle (``a`` waits for ``b``, which waits for ``a``), or
+  wait on such a cycle: none of them can ever start;
+- a member of its gang was rejected, so the gang can never run whole.
+
+A gang's members that finished count toward it (as Volcano counts succeeded pods toward a gang's
+minimum): the rest is placed together without them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from scheduling.job import JobRequest
+from streams.state import PendingJob
+
+if TYPE_CHECKING:
+    from streams.app import Worker
+
+#: (job, why it is held, whether that is for good: rejected, not waiting)
+Held = tuple[PendingJob, str, bool]
+
+
+def dag_gate(w: Worker, jobs: Sequence[tuple[PendingJob, JobRequest]]
+             ) -> tuple[list[tuple[PendingJob, JobRequest]], list[Held]]:  # fmt: skip
+    """``(ready, held)`` of one cluster's pending ``jobs`` (module docstring)."""
+    ready, held = [], []
+    now, patience = time.time(), w.settings.dag_parent_wait_s
+    stuck = waiting_on_a_cycle({p.job.job_id: p.job.dag_parents for p, _ in jobs if p.job.dag_parents})
+    for p, req in jobs:
+        if p.job.gang_id and p.job.gang_id in w.rejected_gangs:
+            held.append((p, f"gang {p.job.gang_id}: another member was rejected", True))
+            continue
+        if p.job.gang_id and (finished := len(w.finished_gang_members.get(p.job.gang_id, ()))):
+            req = dataclasses.replace(req, gang_size=max(1, req.gang_size - finished))
+        parents = p.job.dag_parents
+        if not parents:
+            ready.append((p, req))
+            continue
+        if (cycle := stuck.get(p.job.job_id)) is not None:
+            held.append((p, f"its DAG parents wait on a cycle ({' -> '.join(cycle)}): none of them can ever start",
+                         True))  # fmt: skip
+            continue
+        verdict = _parents_verdict(w, p, parents, now, patience)
+        if verdict is None:
+            ready.append((p, req))
+        else:
+            held.append(verdict)
+    return ready, held
+
+
+def _parents_verdict(w: Worker, p: PendingJob, parents: list[str], now: float, patience: float) -> Held | None:
+    status = {q: (w.done.get(q) or {}).get("status") for q in parents}
+    failed = sorted(q for q, st in status.items() if st == "rejected")
+    waiting = sorted(q for q, st in status.items() if st != "finished")
+    unknown = [q for q in waiting if status[q] is None and w.pending.get(q) is None and w.running.get(q) is None]
+    if failed:
+        return p, f"DAG parent(s) {', '.join(failed)} were rejected", True
+    if unknown and patience > 0 and now - p.queued_ts > patience:  # (the worker's clock, not the producer's)
+        return p, (f"DAG parent(s) {', '.join(unknown)} never submitted to cluster {p.job.cluster!r} "
+                   f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)"), True  # fmt: skip
+    if waiting:
+        unseen = (f" ({', '.join(unknown)} not submitted yet: rejected {patience:g} s after this job)"
+                  if unknown and patience > 0 else "")  # fmt: skip
+        return p, f"waiting for DAG parent(s) {', '.join(waiting)} to finish{unseen}", False
+    return None
+
+
+def waiting_on_a_cycle(parents: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """The jobs of ``parents`` (job → its DAG parents, all pending) that wait, directly or through
+    other parents, on a cycle of parents; each with one such cycle (``[a, b, a]``). Jobs not in
+    ``parents`` (finished, running, not seen) break no cycle: they are left out of the graph.
+
+    Kahn's algorithm removes every job whose parents in the graph are all removed; what stays
+    waits on a cycle. O(jobs + parent links)."""
+    inside: Callable[[str], bool] = parents.__contains__
+    blocking = {job: sum(1 for q in qs if inside(q)) for job, qs in parents.items()}
+    children: dict[str, list[str]] = {}
+    for job, qs in parents.items():
+        for q in qs:
+            if inside(q):
+                children.setdefault(q, []).append(job)
+    free = [job for job, n in blocking.items() if n == 0]
+    while free:
+        for child in children.get(free.pop(), ()):
+            blocking[child] -= 1
+            if blocking[child] == 0:
+                free.append(child)
+    left = {job for job, n in blocking.items() if n > 0}
+    return {job: _a_cycle(job, parents, left) for job in sorted(left)}
+
+
+def _a_cycle(start: str, parents: Mapping[str, Any], left: set[str]) -> list[str]:
+    """A cycle reached from ``start`` by following parents that are left (each has one: every job left
+    has a parent left), ``[a, b, a]``."""
+    seen: dict[str, int] = {}
+    path, job = [], start
+    while job not in seen:
+        seen[job] = len(path)
+        path.append(job)
+        job = next(q for q in sorted(parents[job]) if q in left)
+    return [*path[seen[job]:], job]

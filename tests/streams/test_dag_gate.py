@@ -1,0 +1,48 @@
+"""The gate in front of the policy (``streams/dag_gate.py``): DAG parents that wait on each other
+in a cycle are rejected with the cycle, not left waiting for ever (found by review: a job naming
+its child as its parent was accepted and waited with it indefinitely)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+
+from scheduling.events import JobSubmitted, NodeTelemetry, partition_for
+from streams.dag_gate import waiting_on_a_cycle
+from streams.state import on_submitted
+from tests.streams.loop_helpers import stood_in_worker
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_the_jobs_on_or_behind_a_cycle_of_parents_are_found_with_one_cycle_each() -> None:
+    parents = {"a": ["b"], "b": ["c"], "c": ["a"],  # a cycle
+               "d": ["a", "x"],  # behind it (x is not pending: finished, or not seen)
+               "e": ["x"], "f": ["e"], "g": ["f", "e"],  # a chain: no cycle
+               "s": ["s"]}  # fmt: skip
+    stuck = waiting_on_a_cycle(parents)
+    assert sorted(stuck) == ["a", "b", "c", "d", "s"]
+    assert stuck["a"] == ["a", "b", "c", "a"] and stuck["d"] == ["a", "b", "c", "a"] and stuck["s"] == ["s", "s"]
+    assert waiting_on_a_cycle({"e": ["x"], "f": ["e"], "g": ["f", "e"]}) == {}
+
+
+def test_a_cycle_of_parents_is_rejected_and_the_rest_waits_or_runs() -> None:
+    async def go() -> dict[str, object]:
+        w, _ = stood_in_worker(policy="best-fit", max_retries=3)
+        part = partition_for("c1", 4)
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        for job_id, parents in (("a", ["b"]), ("b", ["a"]), ("c", ["a"]), ("p", []), ("q", ["p"])):
+            ev = JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=1000,
+                              memory_mib=1024, dag_parents=parents)  # fmt: skip
+            w.apply(on_submitted(ev, None, 0.0), partition=part)
+        await w.loop.tick()  # type: ignore[attr-defined]
+        return {"done": {k: v["reason"] for k, v in w.done.items()}, "running": sorted(w.running),
+                "pending": sorted(w.pending)}  # fmt: skip
+
+    out = asyncio.run(go())
+    done = out["done"]
+    assert isinstance(done, dict) and sorted(done) == ["a", "b", "c"]
+    assert "its DAG parents wait on a cycle (a -> b -> a)" in done["a"]
+    assert "(b -> a -> b)" in done["b"] and "(a -> b -> a)" in done["c"]
+    assert out["running"] == ["p"] and out["pending"] == ["q"]  # q waits for p to finish
