@@ -24,6 +24,7 @@ from scheduling.job import JobRequest
 from streams import telemetry
 from streams.admission import admit
 from streams.app import Worker
+from streams.early_reports import EarlyReport
 from streams.input_faults import ENV as FAULTS_ENV
 from streams.input_faults import InputFaults
 from streams.offset_watch_worker import in_order, register_offset_watch
@@ -76,11 +77,43 @@ async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> None:
         w.wake()
 
 
+def add_report(window: list[float] | None, report: list[float]) -> list[float]:
+    """One window's ``[gpu_util sum, cpu_util sum, reports]`` with ``report`` added (Faust applies it
+    to every window the report's time falls in, each from its own value)."""
+    cur = window or [0.0, 0.0, 0]
+    return [cur[0] + report[0], cur[1] + report[1], cur[2] + report[2]]
+
+
+def ahead_of_clock(event_time: datetime, skew_s: float, now: float | None = None) -> str | None:
+    """Why an event stamped ``event_time`` is refused: further ahead of this worker's clock than
+    ``skew_s`` (``SEMSCHED_MAX_CLOCK_SKEW``); None when it is not."""
+    ahead = event_time.timestamp() - (time.time() if now is None else now)
+    if ahead <= skew_s:
+        return None
+    return (f"event_time {event_time.isoformat()} is {ahead:,.0f} s ahead of the worker's clock (more than "
+            f"SEMSCHED_MAX_CLOCK_SKEW={skew_s:g} s): is the producer's clock right?")
+
+
+async def apply_held(w: Worker, early: EarlyReport) -> None:
+    """Apply a report that waited for its job's submission (or for its time to run out). One that
+    fails is dead-lettered itself, as it would have been when it came: not the submission that
+    released it (already applied), and not at the cost of the reports held after it."""
+    try:
+        await apply_lifecycle(w, early.event, early.partition)
+    except Exception as e:  # noqa: BLE001 - as _agent's own handler: the worker goes on
+        log.exception("handling the held report %s@%s:%s failed", "jobs.lifecycle", early.partition, early.offset)
+        await w.deadletter(early.event.to_bytes(), f"internal error while handling: {type(e).__name__}: {e}",
+                           early, "jobs.lifecycle")  # fmt: skip
+
+
 def register_agents(w: Worker) -> None:
     """One agent per input topic; each decodes (malformed → dead letter) then applies a
     handler. A handler that raises dead-letters its event too: the worker keeps going."""
 
     async def on_job(ev: JobSubmitted, raw: bytes, msg: Any) -> None:
+        if reason := ahead_of_clock(ev.event_time, w.settings.max_clock_skew_s):
+            await w.deadletter(raw, reason, msg, "jobs.submitted")
+            return
         t = on_submitted(ev, known_job(w, ev.job_id), time.time())
         if t.deadletter:
             await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
@@ -93,22 +126,30 @@ def register_agents(w: Worker) -> None:
         w.apply(t)
         if t.pending:
             for early in w.early_reports.take(ev.job_id):  # its reports that came first
-                await apply_lifecycle(w, early.event, early.partition)
+                await apply_held(w, early)
             w.wake()
 
     async def on_telemetry(ev: NodeTelemetry, raw: bytes, msg: Any) -> None:
+        if reason := ahead_of_clock(ev.event_time, w.settings.max_clock_skew_s):
+            await w.deadletter(raw, reason, msg, "nodes.telemetry")
+            return
         prev = w.nodes.get(ev.node_id)
-        if prev is not None and datetime.fromisoformat(prev["event_time"]) > ev.event_time:
-            return  # late telemetry never overwrites newer state
+        if prev is not None and (prev.get("event_id") == ev.event_id
+                                 or datetime.fromisoformat(prev["event_time"]) > ev.event_time):  # fmt: skip
+            # late telemetry never overwrites newer state, and the latest report redelivered (a
+            # restart, a rebalance) is not counted again in the utilisation window
+            w.counters.telemetry_late += 1
+            log.debug("telemetry of %s at %s not applied: the node's latest is %s (%s)", ev.node_id,
+                      ev.event_time.isoformat(), prev["event_time"], prev.get("event_id"))  # fmt: skip
+            return
         w.nodes[ev.node_id] = ev.model_dump(mode="json")
         w.counters.telemetry += 1
-        if ev.source == "agent":
-            cur = w.node_util[ev.node_id].value() or [0.0, 0.0, 0]
-            w.node_util[ev.node_id] = [cur[0] + ev.gpu_util, cur[1] + ev.cpu_util, cur[2] + 1]
+        if ev.source == "agent":  # into each hopping window the report falls in, each its own sum
+            w.node_util[ev.node_id].apply(add_report, [ev.gpu_util, ev.cpu_util, 1])
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
         trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
-        if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, msg.partition, time.time()):
+        if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, msg.partition, time.time(), msg.offset):
             w.counters.early_reports += 1  # before its job's submission (streams/early_reports.py)
             return
         await apply_lifecycle(w, ev, msg.partition)
@@ -121,7 +162,7 @@ def register_agents(w: Worker) -> None:
     async def early_reports_expire() -> None:
         """Reports whose job never came: handled as reports about a placement never known."""
         for early in w.early_reports.expired(time.time()):
-            await apply_lifecycle(w, early.event, early.partition)
+            await apply_held(w, early)
 
     handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
                 "decisions": on_decided}  # fmt: skip

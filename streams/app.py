@@ -59,6 +59,7 @@ class Counters:
     early_reports: int = 0  # lifecycle reports that came before their job's submission, held until it did
     lifecycle: int = 0
     telemetry: int = 0
+    telemetry_late: int = 0  # reports older than the node's latest (or the same one again): not applied
     # input offsets consumption skipped, each sought back to (streams/offset_watch.py; should stay 0):
     offset_gaps: int = 0  # revealed by a later offset
     offset_stalls: int = 0  # a partition's end past what was handled, and nothing arriving
@@ -107,8 +108,10 @@ class Worker:
     held: HeldLedger = field(default_factory=HeldLedger)
 
     async def deadletter(self, raw: bytes, reason: str, message: Any, topic: str) -> None:
+        # the whole event, up to the size an event may have (so one refused for another reason can be
+        # mended and sent again from its dead letter); a larger one is cut there (its topic allows 4x)
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
-                           key=message.key)  # fmt: skip
+                           key=message.key, keep=self.settings.max_message_bytes)  # fmt: skip
         self.counters.deadletters += 1
         telemetry.count_deadletter(reason, topic=topic, source="worker")
         trace.get_current_span().set_attribute("semsched.deadletter.reason", reason[:500])

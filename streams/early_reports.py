@@ -27,6 +27,11 @@ class EarlyReport:
     event: JobLifecycle
     partition: int
     since: float  # when it came (wall clock)
+    offset: int = -1  # where it came from (for its dead letter, if handling it fails)
+
+    @property
+    def key(self) -> bytes:
+        return self.event.job_id.encode()
 
 
 class EarlyReports:
@@ -39,11 +44,11 @@ class EarlyReports:
     def __len__(self) -> int:
         return self._count
 
-    def hold(self, event: JobLifecycle, partition: int, now: float) -> bool:
+    def hold(self, event: JobLifecycle, partition: int, now: float, offset: int = -1) -> bool:
         """Keep ``event`` for its job; False when full (handle it now)."""
         if self._count >= self.limit:
             return False
-        self._by_job.setdefault(event.job_id, []).append(EarlyReport(event, partition, now))
+        self._by_job.setdefault(event.job_id, []).append(EarlyReport(event, partition, now, offset))
         self._count += 1
         return True
 

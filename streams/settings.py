@@ -63,6 +63,10 @@ class Settings(BaseModel):
     node_lost_s: float = Field(default_factory=lambda: _env_float("NODE_LOST", 60))
     # a job whose DAG parent this worker has never seen (not pending, running or done in its cluster)
     # is rejected this long after its submission (0: it waits for the parent however long it takes)
+    # a telemetry report or a submission whose event_time is further ahead of the worker's clock than
+    # this is dead-lettered (a report from a clock that jumped ahead would otherwise hide every later
+    # report of its node until that time: streams/agents.py)
+    max_clock_skew_s: float = Field(default_factory=lambda: _env_float("MAX_CLOCK_SKEW", 300), ge=0)
     dag_parent_wait_s: float = Field(default_factory=lambda: _env_float("DAG_PARENT_WAIT", 600), ge=0)
     # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
     # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few

@@ -152,8 +152,8 @@ def snapshot(w: Worker) -> dict[str, dict[str, Any]]:
 
 
 def job(job_id: str = "j1", **kw: Any) -> JobSubmitted:
-    return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=2000,
-                        memory_mib=1024, **kw)  # fmt: skip
+    return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", cluster="c1", cpu_milli=2000, memory_mib=1024,
+                        **{"event_time": T0, **kw})  # fmt: skip
 
 
 def valid_job_dict(job_id: str = "j9") -> dict[str, Any]:
@@ -245,13 +245,26 @@ async def test_malformed_submission_is_deadlettered_and_the_agent_goes_on(
     assert dl.topic == "jobs.submitted" and dl.partition == 2 and dl.offset == 0 and dl.key == "bad"
     raw = raw or b""
     assert dl.original_size == len(raw)
-    assert dl.original() == raw[: 64 * 1024]
+    assert dl.original() == raw[: w.settings.max_message_bytes]  # a larger one is cut at the limit
 
 
 def test_the_oversized_case_is_otherwise_valid() -> None:
     raw = _oversized()
     assert len(raw) > Settings(bootstrap="x").max_message_bytes
     assert decode("jobs.submitted", raw).job_id == "big"  # so only the size check can reject it
+
+
+async def test_a_dead_letter_keeps_an_event_of_any_allowed_size_whole(worker: tuple[Worker, Sent]) -> None:
+    """A 150 kB event refused for where it was sent, not its size, can be sent again from its dead
+    letter: it kept only its first 64 KiB before, which do not decode."""
+    w, sent = worker
+    raw = job("wide", labels={f"k{i}": "x" * 200 for i in range(700)}).to_bytes()
+    assert 64 * 1024 < len(raw) < w.settings.max_message_bytes
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, raw, key=b"wide", partition=(partition_for("c1", 4) + 1) % 4)
+    [dl] = sent.deadletters()
+    assert "belong on partition" in dl.reason and dl.original() == raw
+    assert decode("jobs.submitted", dl.original()).job_id == "wide"
 
 
 async def test_message_at_the_size_limit_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -305,6 +318,33 @@ async def test_newer_telemetry_in_the_same_second_replaces(worker: tuple[Worker,
         await put(a, telemetry(at=T0, cpu_alloc_milli=1000).to_bytes(), key=b"n1")
         await put(a, telemetry(at=T0 + timedelta(milliseconds=500), cpu_alloc_milli=2000).to_bytes(), key=b"n1")
     assert w.nodes["n1"]["cpu_alloc_milli"] == 2000
+
+
+async def test_a_report_from_a_clock_far_ahead_is_deadlettered_and_later_ones_apply(
+    worker: tuple[Worker, Sent],
+) -> None:
+    """A report stamped far ahead (an agent whose clock jumped) is refused with the reason; applied,
+    it hid every later report of the node until that time, 'unhealthy' included."""
+    w, sent = worker
+    now = datetime.now(UTC)
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry(at=datetime(2299, 1, 1, tzinfo=UTC)).to_bytes(), key=b"n1")
+        await put(a, telemetry(at=now + timedelta(seconds=200)).to_bytes(), key=b"n1")  # within the 300 s
+        await put(a, telemetry(at=now + timedelta(seconds=201), healthy=False).to_bytes(), key=b"n1")
+    assert w.nodes["n1"]["healthy"] is False and w.counters.telemetry == 2
+    [dl] = sent.deadletters()
+    assert dl.topic == "nodes.telemetry" and "ahead of the worker's clock" in dl.reason
+    assert "SEMSCHED_MAX_CLOCK_SKEW=300 s" in dl.reason
+
+
+async def test_a_submission_from_a_clock_far_ahead_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
+    w, sent = worker
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, job("j1", event_time=datetime.now(UTC) + timedelta(hours=2)).to_bytes(), key=b"j1")
+        await put(a, job("j2").to_bytes(), key=b"j2")
+    assert list(w.pending.keys()) == ["j2"]
+    [dl] = sent.deadletters()
+    assert dl.topic == "jobs.submitted" and "7,200 s ahead of the worker's clock" in dl.reason
 
 
 async def test_malformed_telemetry_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
@@ -498,6 +538,33 @@ async def test_lifecycle_failed_requeues_and_gives_up_after_max_retries(worker: 
     assert w.done["j1"]["reason"] == "gave up after 4 failed attempt(s) (max_retries=3); last: failed: exit 3"
     [n] = sent.lifecycle()
     assert n.state == "rejected" and n.reason == w.done["j1"]["reason"]
+
+
+async def test_a_held_report_that_fails_is_dead_lettered_itself_not_its_submission(
+    worker: tuple[Worker, Sent],
+) -> None:
+    """Reports that came before their job wait for it; when one of them fails as the submission
+    releases it (here the broker refuses its rejection notice once), that report is dead-lettered,
+    and can be retried from there. Before, the submission (applied already) was dead-lettered
+    instead and the report lost: j1 held n1 as running for ever."""
+    w, sent = worker
+    w.settings.max_retries = 0
+    did = decision_id_for("j1", 0)
+    started = JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=did, node_id="n1")
+    failed = JobLifecycle(job_id="j1", cluster="c1", state="failed", decision_id=did, node_id="n1", reason="oom")
+    async with drive(w, "jobs.lifecycle") as a:  # a restart's backlog: the reports come first
+        await put(a, started.to_bytes(), key=b"j1")
+        await put(a, failed.to_bytes(), key=b"j1")
+    assert len(w.early_reports) == 2
+    sent.refuse, sent.refusals = "jobs.lifecycle", 1
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, job("j1").to_bytes(), key=b"j1")
+    [dl] = sent.deadletters()
+    assert (dl.topic, dl.offset) == ("jobs.lifecycle", 1) and "MessageSizeTooLargeError" in dl.reason
+    assert w.running["j1"]["state"] == "running" and len(w.early_reports) == 0
+    async with drive(w, "jobs.lifecycle") as a:  # the dead letter retried
+        await put(a, dl.original(), key=b"j1")
+    assert w.done["j1"]["status"] == "rejected" and "j1" not in w.running
 
 
 async def test_stale_lifecycle_is_ignored(worker: tuple[Worker, Sent]) -> None:

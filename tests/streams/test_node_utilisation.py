@@ -32,3 +32,35 @@ async def test_a_step_reads_each_nodes_window_mean(worker) -> None:  # noqa: F81
              NodeView("quiet", cpu_milli=64_000, memory_mib=256_000, num_gpu=4, gpu_model="A100")]  # fmt: skip
     np.testing.assert_allclose(step_utilisation(w, views), [0.4, 0.5, 0.0], rtol=1e-6)
     assert window_means(w, "quiet") == (0, None, None)
+
+
+async def test_the_window_holds_every_report_of_its_60_s(worker, monkeypatch) -> None:  # noqa: F811
+    """Each hopping window sums its own reports: a report falls in two windows (60 s, every 30 s),
+    and writing one window's sum into both overwrote the earlier window with the later's (it then
+    held the last 0-30 s only)."""
+    import math
+
+    import faust.tables.base as faust_tables
+
+    w: Worker = worker[0]
+    b = math.floor(datetime.now(UTC).timestamp() / 30) * 30 - 600  # a window boundary, in the past
+    async with drive(w, "nodes.telemetry") as a:  # every 5 s over [b - 30, b + 30): busy, then idle
+        for t in range(b - 30, b + 30, 5):
+            ev = telemetry("g1", at=datetime.fromtimestamp(t, UTC), source="agent",
+                           gpu_util=1.0 if t < b else 0.0, cpu_util=0.5)  # fmt: skip
+            await put(a, ev.to_bytes(), key=b"g1", timestamp=float(t))
+    monkeypatch.setattr(faust_tables.time, "time", lambda: b + 29.0)  # read at b + 29: [b - 30, b + 30)
+    assert window_means(w, "g1") == (12, pytest.approx(0.5), pytest.approx(0.5))
+
+
+async def test_a_redelivered_report_is_counted_once(worker) -> None:  # noqa: F811
+    w: Worker = worker[0]
+    now = datetime.now(UTC)
+    first = telemetry("g1", at=now, source="agent", gpu_util=0.9, cpu_util=0.9)
+    second = telemetry("g1", at=now, source="agent", gpu_util=0.1, cpu_util=0.1)
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, first.to_bytes(), key=b"g1", offset=0)
+        await put(a, second.to_bytes(), key=b"g1", offset=1)
+        await put(a, second.to_bytes(), key=b"g1", offset=1)  # the latest again (a restart, a rebalance)
+    assert window_means(w, "g1") == (2, pytest.approx(0.5), pytest.approx(0.5))
+    assert w.counters.telemetry == 2 and w.counters.telemetry_late == 1
