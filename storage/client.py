@@ -231,9 +231,22 @@ _CACHE_LOCK = threading.Lock()
 
 
 def chdb_path(dsn: str) -> str:
-    """The data directory of a ``chdb://`` DSN (``chdb:///abs``, ``chdb://rel`` or ``chdb://:memory:``)."""
+    """The data directory of a ``chdb://`` DSN (``chdb:///abs``, ``chdb://rel`` or ``chdb://:memory:``).
+    An empty one is refused: it opened an in-memory archive (``chdb://$UNSET_VARIABLE``), whose rows
+    the archiver committed as written and the process took with it when it ended."""
     rest = dsn[len("chdb://") :]
-    return rest or ":memory:"
+    if not rest:
+        raise ValueError("the DSN chdb:// names no directory: use chdb:///ABSOLUTE/DIR or chdb://RELATIVE/DIR "
+                         "(chdb://:memory: for an archive that ends with the process)")  # fmt: skip
+    return rest
+
+
+def redacted(dsn: str) -> str:
+    """``dsn`` with its password, if any, as ``***``: what messages and answers may show."""
+    u = urlparse(dsn)
+    if not u.password:
+        return dsn
+    return u._replace(netloc=u.netloc.replace(f":{u.password}@", ":***@", 1)).geturl()
 
 
 def get_client(dsn: str) -> ArchiveClient:
@@ -251,13 +264,13 @@ def get_client(dsn: str) -> ArchiveClient:
             if open_chdb:
                 raise RuntimeError(
                     f"chdb allows one data directory per process; {open_chdb[0].dsn} is open, "
-                    f"close it (storage.client.close_client) before opening {dsn}"
+                    f"close it (storage.client.close_client) before opening {redacted(dsn)}"
                 )
             client = ChdbClient(dsn, chdb_path(dsn))
         elif dsn.startswith(("http://", "https://")):
             client = HttpArchiveClient(dsn)
         else:
-            raise ValueError(f"unsupported ClickHouse DSN {dsn!r}: use chdb://PATH or http(s)://…")
+            raise ValueError(f"unsupported ClickHouse DSN {redacted(dsn)!r}: use chdb://PATH or http(s)://…")
         _CLIENTS[dsn] = client
         return client
 

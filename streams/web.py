@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from faust.web import Request, Response, View
 
+from storage.client import redacted
 from storage.json_cells import json_cell
 from streams.node_utilisation import window_means
 
@@ -88,7 +89,7 @@ def register_web(w: Worker) -> None:
             try:
                 cols, rows = await archiver.query(sql)
             except Exception as e:  # the analyst's SQL error goes back to the analyst
-                return self.json({"error": str(e), "archive": w.settings.clickhouse_dsn}, status=400)
+                return self.json({"error": str(e), "archive": redacted(w.settings.clickhouse_dsn)}, status=400)
             # "archive": which one answered, so a CLI pointed at another one does not take this answer
             return self.json({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows],
-                              "archive": w.settings.clickhouse_dsn})  # fmt: skip
+                              "archive": redacted(w.settings.clickhouse_dsn)})  # fmt: skip

@@ -26,7 +26,7 @@ import typer
 from rich.table import Table
 
 from ops.console import wide_console
-from storage.client import ArchiveClient, chdb_path, get_client
+from storage.client import ArchiveClient, chdb_path, get_client, redacted
 from storage.json_cells import json_cell, text_cell
 from storage.migrate import migrate
 from storage.queries import explain, run_sql
@@ -57,7 +57,10 @@ def open_archive(dsn: str, *, create: bool = False) -> ArchiveClient:
     something there): a read would find it empty, and a mistyped ``SEMSCHED_STATE_DIR`` would
     leave an empty archive behind."""
     if dsn.startswith("chdb://") and not create:
-        path = chdb_path(dsn)
+        try:
+            path = chdb_path(dsn)
+        except ValueError as e:
+            _archive_unavailable(str(e))
         if path != ":memory:" and not Path(path).exists():
             _archive_unavailable(f"no archive at {path}: nothing has been recorded there (check "
                                  "SEMSCHED_STATE_DIR or SEMSCHED_CLICKHOUSE_URL; the worker creates it)")  # fmt: skip
@@ -66,7 +69,8 @@ def open_archive(dsn: str, *, create: bool = False) -> ArchiveClient:
         migrate(client)
     except Exception as e:  # noqa: BLE001 - the database's message and the likely cause, not a traceback
         hint = "; a running worker owns an embedded archive's directory: stop it first" if dsn.startswith("chdb://") else ""
-        _archive_unavailable(f"cannot open the archive {dsn}: {type(e).__name__}: {e}{hint}")
+        _archive_unavailable(f"cannot open the archive {redacted(dsn)}: {type(e).__name__}: "
+                             f"{str(e).replace(dsn, redacted(dsn))}{hint}")  # fmt: skip
     return client
 
 
@@ -128,8 +132,9 @@ def _same_archive(settings: Settings, port: int, answer: Any) -> None:
     """A worker's answer names its archive; another archive's answer is no answer (a worker that
     predates the field is taken at its word)."""
     theirs = answer.get("archive") if isinstance(answer, dict) else None
-    if theirs is not None and theirs != settings.clickhouse_dsn:
-        raise WorkerUnavailable(f"the worker on port {port} serves another archive than {settings.clickhouse_dsn}")
+    mine = redacted(settings.clickhouse_dsn)  # (a worker names its archive without the password)
+    if theirs is not None and theirs not in (mine, settings.clickhouse_dsn):
+        raise WorkerUnavailable(f"the worker on port {port} serves another archive than {mine}")
 
 
 class WorkerSqlClient:

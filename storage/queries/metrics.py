@@ -133,13 +133,17 @@ def decision_latency_sql(group: Group = "all", time_filter: str = "1") -> str:
 def steps_sql(time_filter: str = "1") -> str:
     """One row per recorded scheduling step: (cluster, policy, compute ms, ``step_time``). A
     step is its ``step_id``; records from before it existed (empty) fall back to one step
-    per distinct (cluster, policy, compute ms)."""
+    per distinct (cluster, policy, compute ms). A step is its policy's, or ``<policy> (fallback)``
+    when any of its records fell back (a step whose model call failed places by the heuristic,
+    and its waiting records say nothing of it: grouped by the record's own label, one step
+    counted twice)."""
     return f"""
-SELECT cluster, policy, ms AS step_compute_ms, step_time FROM (
-    SELECT cluster, {DECIDED_BY} AS policy, any(step_compute_ms) AS ms, min(event_time) AS step_time,
-           if(step_id != '', step_id, toString(step_compute_ms)) AS step_key
+SELECT cluster, label AS policy, ms AS step_compute_ms, step_time FROM (
+    SELECT cluster, if(max(fallback), concat(any(policy), ' (fallback)'), any(policy)) AS label,
+           any(step_compute_ms) AS ms, min(event_time) AS step_time,
+           if(step_id != '', step_id, concat(policy, '/', toString(step_compute_ms))) AS step_key
     FROM decisions FINAL WHERE step_compute_ms > 0 AND {time_filter}
-    GROUP BY cluster, policy, step_key)
+    GROUP BY cluster, step_key)
 """
 
 
@@ -232,11 +236,15 @@ INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decision
     ON l.job_id = d.job_id AND l.attempt = d.attempt
 """
 
-#: The cluster's GPU capacity (milli-GPU, every node's latest report) and the end of the run
-#: (the last lifecycle event), which bounds holdings still open.
-GPU_CAPACITY = """
-SELECT sum(cap) AS capacity, toUnixTimestamp64Milli(
-    (SELECT max(event_time) FROM jobs_lifecycle FINAL)) AS end_ms
+#: The cluster's GPU capacity (milli-GPU, every node's latest report) and the end of the run, which
+#: bounds holdings still open when no range says otherwise: the last lifecycle event, or while a
+#: holding is open the last event the archive holds (a decision or a telemetry report may come
+#: later: the GPUs were still held then as far as the archive knows).
+GPU_CAPACITY = f"""
+SELECT sum(cap) AS capacity, toUnixTimestamp64Milli(if(
+    (SELECT countIf(isNull(end_ms)) FROM ({GPU_HOLDINGS})) = 0, (SELECT max(event_time) FROM jobs_lifecycle FINAL),
+    greatest((SELECT max(event_time) FROM jobs_lifecycle FINAL), (SELECT max(event_time) FROM decisions FINAL),
+             (SELECT max(event_time) FROM nodes_telemetry FINAL)))) AS end_ms
 FROM (SELECT argMax(toUInt32(num_gpu) * 1000, event_time) AS cap FROM nodes_telemetry FINAL
       GROUP BY cluster, node_id)
 """
@@ -258,14 +266,21 @@ def gpu_allocation_sql(bucket_s: str = "60", lo_ms: str = "0", hi_ms: str | None
     seconds (an expression), ``bucket_ms`` (epoch ms), ``allocated_milli`` (time-weighted
     mean) and ``ratio``; empty buckets are filled with 0. Only the buckets that meet
     ``[lo_ms, hi_ms]`` (expressions, epoch ms; default: the whole run) are computed — their
-    values do not depend on the range, buckets are aligned on multiples of ``bucket_s``."""
-    hi = hi_ms or "stop"
+    values do not depend on the range, buckets are aligned on multiples of ``bucket_s``.
+
+    Holdings still open end at ``hi_ms`` or now, whichever comes first, when a range is given (a
+    live dashboard: they ended at the archive's last lifecycle event before, so a cluster whose jobs
+    all ran on reads 0 %, and a range after that event failed the fill), else at the end of the run
+    (``GPU_CAPACITY``); buckets without holdings up to there read 0."""
+    stop = (f"toInt64(ifNull((SELECT end_ms FROM ({GPU_CAPACITY})), 0))" if hi_ms is None
+            else f"least(toInt64({hi_ms}), toUnixTimestamp64Milli(now64(3)))")  # fmt: skip
     return f"""
 WITH toInt64(({bucket_s}) * 1000) AS w, intDiv(toInt64({lo_ms}), w) * w AS lo,  -- the bucket of lo_ms
      (SELECT capacity FROM ({GPU_CAPACITY})) AS capacity,
-     toInt64(ifNull((SELECT end_ms FROM ({GPU_CAPACITY})), 0)) AS stop,
+     {stop} AS stop,
      toInt64(ifNull((SELECT minOrNull(start_ms) FROM ({GPU_HOLDINGS})), stop)) AS first_start,
-     least(toInt64({hi}), stop) AS hi
+     stop AS hi,
+     intDiv(greatest(first_start, lo), w) * w AS fill_from
 SELECT bucket_ms, allocated_milli, if(capacity > 0, allocated_milli / capacity, 0) AS ratio FROM (
     SELECT b AS bucket_ms,
            sum(greatest(0, least(e, least(b + w, stop)) - greatest(start_ms, b)) * gpu_milli)
@@ -275,7 +290,7 @@ SELECT bucket_ms, allocated_milli, if(capacity > 0, allocated_milli / capacity, 
                         range(intDiv(greatest(start_ms, lo), w), intDiv(least(e, hi), w) + 1)) AS b
     WHERE e > lo AND start_ms <= hi AND b < stop AND b + w > lo AND b <= hi
     GROUP BY b
-    ORDER BY b WITH FILL FROM intDiv(greatest(first_start, lo), w) * w TO least(stop, hi + 1) STEP w
+    ORDER BY b WITH FILL FROM fill_from TO greatest(fill_from, stop) STEP w
 ) ORDER BY bucket_ms
 """
 

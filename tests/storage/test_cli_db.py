@@ -109,6 +109,29 @@ def test_cli_explain_with_the_archive_unreachable_says_so_without_a_traceback(mo
     assert isinstance(r.exception, SystemExit)  # a clean exit, not an escaped error
 
 
+def test_the_archives_password_is_never_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    from storage.client import redacted
+
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", "http://analyst:s3cr3t@127.0.0.1:1/db")
+    r = CliRunner().invoke(_db_app(), ["sql", "SELECT 1"])
+    assert r.exit_code == 1 and "http://analyst:***@127.0.0.1:1/db" in r.output and "s3cr3t" not in r.output
+    assert redacted("https://u:p%40ss@h:8443/db") == "https://u:***@h:8443/db" and redacted("chdb:///x") == "chdb:///x"
+
+
+def test_an_embedded_archive_without_a_directory_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """chdb:// (an unset variable in chdb://$DIR) opened an in-memory archive: the worker's archiver
+    committed what it wrote there, and the rows ended with the process."""
+    from storage.client import get_client
+
+    with pytest.raises(ValueError, match="names no directory"):
+        get_client("chdb://")
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", "chdb://")
+    r = CliRunner().invoke(_db_app(), ["sql", "SELECT 1"])
+    assert r.exit_code == 1 and "names no directory" in r.output, r.output
+
+
 def _db_app() -> typer.Typer:
     from ops.cli.db import explain_command, sql_command
 

@@ -148,7 +148,7 @@ def test_gpu_allocation_known_values(archive: ArchiveClient) -> None:
     # in [0, 10): J1 holds 1 GPU over [2, 10), J2 over [3, 5), J3 2 GPUs over [5, 10), J2 again over [7, 10)
     first = m.gpu_allocation_in_sql(archive, 10.0)[0]
     assert first.ratio == pytest.approx((8 + 2 + 10 + 3) * 1000 / 10 / 8000)
-    # [40, 50): K1's second placement, still running, holds until the last lifecycle event (50); K2 over [43, 50)
+    # [40, 50): K1's second placement, still running, holds until the archive's last event (50); K2 over [43, 50)
     last = m.gpu_allocation_in_sql(archive, 10.0)[-1]
     assert last.bucket_start == pytest.approx(at(40).timestamp())
     assert last.ratio == pytest.approx((10 + 7) * 1000 / 10 / 8000)
@@ -172,6 +172,24 @@ def test_gpu_allocation_fills_idle_buckets_with_zero(client: ArchiveClient) -> N
     sql = m.gpu_allocation_in_sql(client, 5.0)
     assert [round(s.ratio, 6) for s in sql] == [0.2, 0, 0, 0, 0, 1.0]  # [25, 28): the last bucket is cut at 28
     assert [s.ratio for s in sql] == pytest.approx([s.ratio for s in m.gpu_allocation(client, 5.0)])
+
+
+def test_a_range_counts_holdings_still_open_up_to_its_end(client: ArchiveClient) -> None:
+    """A live dashboard: every GPU held since 10 s, nothing has happened since. The holdings ended at
+    the archive's last lifecycle event (10), so the panel read nothing, and a range after it failed
+    (WITH FILL TO below FROM)."""
+    w = ArchiveWriter(client)
+    w.write("nodes_telemetry", [NodeTelemetry(event_id="t", event_time=at(0), node_id="n1", source="inventory",
+                                              cpu_milli=8000, memory_mib=1024, num_gpu=2, gpu_model="A100")])
+    w.write("decisions", [placed("A", 0, 9, BF, 1, 1.0), placed("B", 0, 9, BF, 1, 1.0)])
+    w.write("jobs_lifecycle", [life("A", 0, "started", 10), life("B", 0, "started", 10)])
+    ms = lambda s: str(int(at(s).timestamp() * 1000))  # noqa: E731
+    during = [r[2] for r in client.query_rows(m.gpu_allocation_sql("10", ms(0), ms(60)))[1]]
+    assert during == pytest.approx([1, 1, 1, 1, 1])  # from the first holding (10) to the range's end (60)
+    later = client.query_rows(m.gpu_allocation_sql("10", ms(3600), ms(3630)))[1]
+    assert [r[2] for r in later] == pytest.approx([1, 1, 1])
+    # the run's own view ends at its last event (10): no range, nothing past it
+    assert m.gpu_allocation_in_sql(client, 10.0) == []
 
 
 def test_deadletters_by_reason(archive: ArchiveClient) -> None:
@@ -209,3 +227,16 @@ def test_placements_the_fallback_heuristic_scored_are_a_group_of_their_own(clien
     assert m.step_compute(client, "policy")["learned"] == Distribution.of([5.0])
     assert m.stability(client, "policy")["learned (fallback)"].placements == 2
     assert {p: job_metrics(o) for p, o in job_outcomes_by_policy(client).items()} == jobs
+
+
+def test_a_step_that_fell_back_is_one_step_whatever_its_records_say(client: ArchiveClient) -> None:
+    """The model call failed: the heuristic placed A (fallback) and B did not fit (its waiting
+    record says nothing of the fallback). Grouped by each record's own label, the step was counted
+    twice, once as the model's: now once, as the fallback's."""
+    step = "c1:1:1769904000.000"
+    a = placed("A", 0, 1, "learned", 10.0, 12.5).model_copy(update={"fallback": True, "step_id": step})
+    b = DecisionRecord(event_id="u-b", decision_id="u-b", event_time=at(1), job_id="B", outcome="unschedulable",
+                       policy="learned", latency_ms=0, step_compute_ms=12.5, step_id=step, reason="no fit")  # fmt: skip
+    ArchiveWriter(client).write("decisions", [a, b])
+    assert m.step_compute(client)["all"] == Distribution.of([12.5])
+    assert m.step_compute(client, "policy") == {"learned (fallback)": Distribution.of([12.5])}

@@ -30,11 +30,12 @@ def test_summary(loaded: ArchiveClient) -> None:
     assert s.queueing_delay_mean_s == pytest.approx(5.0)
     assert s.decision_latency_p50_ms == pytest.approx(30.0)
     assert s.decision_latency_p99_ms == pytest.approx(39.8)
-    # A holds 1 of 4 GPUs over [5, 65), D 1 from 8 on (still running at the last event, 65)
+    # A holds 1 of 4 GPUs over [5, 65), D 1 from 8 on (still running at the archive's last event: a
+    # telemetry report at 70; the last lifecycle event, 65, ended it before)
     g = [(x.bucket_start, x.capacity_milli) for x in s.gpu_allocation]
     assert g == [(T0.timestamp(), 4000), (at(60).timestamp(), 4000)]
     assert s.gpu_allocation[0].ratio == pytest.approx((55 + 52) * 1000 / 60 / 4000)
-    assert s.gpu_allocation[1].ratio == pytest.approx(0.5)
+    assert s.gpu_allocation[1].ratio == pytest.approx((5 + 10) * 1000 / 10 / 4000)
     assert s.deadletters_by_reason == {"bad json": 1, "message too large": 1}
 
 
