@@ -289,22 +289,22 @@ class DecisionRecord(Event):
     model_version: str = ""
     candidates: list[Candidate] = Field(default_factory=list, description="Top-scored nodes.")
     feasible_nodes: int = Field(default=0, ge=0, le=MAX_UINT32)
-    predicted_duration_s: float | None = None
+    predicted_duration_s: float | None = Field(default=None, allow_inf_nan=False)
     predicted_cost: float | None = None
     predicted_run_time_s: float | None = Field(
         default=None,
         description="The learned cost estimator's expected run time of the job on the chosen node, s "
         "(trained on recorded run times at nominal node speed).",
     )
-    latency_ms: float = Field(ge=0, description="Job submit (or tick) to command, ms.")
-    step_compute_ms: float = Field(default=0.0, ge=0)
+    latency_ms: float = Field(ge=0, allow_inf_nan=False, description="Job submit (or tick) to command, ms.")
+    step_compute_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     submit_time: AwareDatetime | None = None
     reason: str = ""
     # what the job holds once placed (the worker's reservation)
     cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
     memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
     gpu_milli_per_gpu: int = Field(default=0, ge=0, le=1000)
-    trace_duration_s: float | None = None
+    trace_duration_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     fallback: bool = Field(default=False, description="True when the configured scorer failed.")
     step_id: str = Field(default="", max_length=256, description="The scheduling step that decided.")
 

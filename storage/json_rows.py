@@ -1,14 +1,17 @@
 """Rows from ClickHouse's ``JSONCompact`` output: chdb's fallback for a result that Arrow cannot
 carry (a UUID, a bare NULL's ``Nothing``). The session writes decimals and NaN/±inf quoted
 (``output_format_json_quote_decimals``, ``…_quote_denormals``), and the column types in the
-answer's ``meta`` turn them back into ``Decimal`` and ``float``, so the rows hold what the
-Arrow path gives for those types: exact decimals, NaN apart from NULL."""
+answer's ``meta`` turn them back into ``Decimal``, ``float``, ``date`` and ``datetime``, so the rows
+hold what the Arrow path gives for those types: exact decimals, NaN apart from NULL, times."""
 
 from __future__ import annotations
 
 import json
+import re
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from typing import Any
+from zoneinfo import ZoneInfo
 
 #: the session settings the conversion relies on (set once per chdb connection)
 JSON_SETTINGS = {
@@ -39,7 +42,20 @@ def _typed(value: Any, type_: str) -> Any:
         return float(value)  # "nan", "inf", "-inf"
     if type_.startswith("Decimal") and isinstance(value, str):
         return Decimal(value)
+    if type_.startswith(("DateTime", "Date")) and isinstance(value, str):
+        return _time(value, type_)
     return value  # (maps and tuples as ClickHouse's JSON gives them)
+
+
+def _time(value: str, type_: str) -> date | datetime | int:
+    """A time as the Arrow path gives it (a result with a UUID column came back with its times as
+    text before): a ``Date``/``Date32`` as a ``date``, a ``DateTime64`` as an aware ``datetime`` in its
+    column's time zone (UTC without one), a ``DateTime`` as epoch seconds (Arrow's UInt32)."""
+    if not type_.startswith("DateTime"):
+        return date.fromisoformat(value)
+    zone = re.search(r"'([^']+)'", type_)
+    t = datetime.fromisoformat(value).replace(tzinfo=ZoneInfo(zone.group(1)) if zone else UTC)
+    return t if type_.startswith("DateTime64") else int(t.timestamp())
 
 
 def rows_from_json_compact(raw: bytes) -> tuple[list[str], list[tuple[Any, ...]]]:

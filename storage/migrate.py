@@ -6,6 +6,11 @@ right after it succeeds. A re-run skips recorded statements, so ``migrate`` is i
 and a migration interrupted half-way resumes at the statement that failed instead of
 repeating the ones before it. Editing an already-applied statement is refused
 (:class:`MigrationError`): write a new version instead.
+
+A process that dies between a statement and its record runs the statement again, so every
+statement must be safe to repeat (``IF [NOT] EXISTS``). One was not (0007 dropped and added a
+constraint: run again after the drop, it failed for ever); it was rewritten, and
+:data:`REWRITTEN` keeps the checksums archives recorded for it before as the same statement.
 """
 
 from __future__ import annotations
@@ -35,6 +40,14 @@ CREATE TABLE IF NOT EXISTS schema_migrations
 ENGINE = ReplacingMergeTree(applied_at)
 ORDER BY (version, statement)
 """
+
+
+#: (version, statement) -> the checksum of an earlier text of the statement, the same change
+#: written so that it can be repeated
+REWRITTEN: dict[tuple[int, int], str] = {
+    (7, 0): "69888b07e0ccbe6c0862d26bc7984dea01b34513",  # DROP CONSTRAINT outcome_known
+    (7, 1): "21e3bc6aeea53385272be5f304fa6c75e14baf00",  # ADD CONSTRAINT outcome_known
+}
 
 
 class MigrationError(RuntimeError):
@@ -94,7 +107,7 @@ def migrate(client: ArchiveClient, directory: Path = MIGRATIONS_DIR) -> list[int
             key = (mig.version, i)
             checksum = mig.checksum(i)
             if key in done:
-                if done[key] != checksum:
+                if done[key] not in (checksum, REWRITTEN.get(key)):
                     raise MigrationError(
                         f"migration {mig.version:04d}_{mig.name} statement {i} changed after it "
                         "was applied; add a new migration instead of editing an applied one"

@@ -162,3 +162,14 @@ def test_dead_letter_keeps_the_original_bytes() -> None:
     assert dl.original() == b"\xffnot json" and dl.original_size == 9 and dl.key == "k"
     big = DeadLetter.of(b"x" * 100_000, "too big", topic="t", keep=1000)
     assert big.original_size == 100_000 and len(big.original()) == 1000
+
+
+@pytest.mark.parametrize("field", ["latency_ms", "step_compute_ms", "predicted_duration_s", "trace_duration_s"])
+@pytest.mark.parametrize("value", ["Infinity", "NaN"])
+def test_a_decision_with_an_infinite_or_nan_time_is_refused(field: str, value: str) -> None:
+    """The decisions topic is ingested: an infinite latency was archived, and every mean and
+    maximum over it read inf (found by the archive review)."""
+    raw = json.loads(SAMPLES["decisions"].to_bytes())
+    text = json.dumps({**raw, field: 0.0}).replace(f'"{field}": 0.0', f'"{field}": {value}')
+    with pytest.raises(ValueError, match=field):
+        decode("decisions", text.encode())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Iterator
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -186,6 +187,17 @@ def test_sql_json_is_json_for_every_type(direct: None) -> None:
     assert answer["columns"] == ["a", "b", "empty_avg", "n", "u", "ip", "d", "d_exact", "arr", "m"]
     assert answer["rows"] == [[None, None, None, None, "61f0c404-5cb3-11e7-907b-a6006ad3dba0", "10.0.0.1", 1.25,
                                "0.1000000000000000000001", [1.5, None], {"k": 1}]]  # fmt: skip
+
+
+def test_times_are_the_same_with_or_without_a_uuid_in_the_result(client: ArchiveClient) -> None:
+    """A UUID column sends the result through ClickHouse's JSON (no Arrow type in chdb): its times
+    came back as text there, as datetimes over Arrow, so `sql -f json` printed them two ways."""
+    times = ("SELECT toDateTime64('2026-01-01 00:00:00.250', 3, 'UTC') AS t, toDate('2026-01-02') AS d, "
+             "toDate32('2026-01-04') AS d32, toDateTime('2026-01-01 01:00:00', 'Europe/Paris') AS p, "
+             "[toDateTime64('2026-01-05 00:00:00', 3, 'UTC')] AS arr")  # fmt: skip
+    _, [arrow] = client.query_rows(times)
+    _, [json_path] = client.query_rows(times + ", toUUID('61f0c404-5cb3-11e7-907b-a6006ad3dba0') AS u")
+    assert json_path[:-1] == arrow and isinstance(arrow[0], datetime) and arrow[0].microsecond == 250_000
 
 
 def test_sql_csv_and_table_keep_nan_apart_from_null(direct: None) -> None:
