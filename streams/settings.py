@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -31,8 +32,21 @@ def _env_int(name: str, default: int, minimum: int | None = None, maximum: int |
     return value
 
 
-def _env_float(name: str, default: float) -> float:
-    return _env_parsed(name, default, float, "a number")
+def _env_float(name: str, default: float, minimum: float | None = None) -> float:
+    value = _env_parsed(name, default, float, "a number")
+    if math.isnan(value):
+        raise SettingsError(f"SEMSCHED_{name} must be a number, not nan")
+    if minimum is not None and value < minimum:
+        raise SettingsError(f"SEMSCHED_{name} must be at least {minimum:g}, not {value:g}")
+    return value
+
+
+def _env_positive(name: str, default: float) -> float:
+    """A duration or a rate: a finite number > 0 (SEMSCHED_STEP=-1 or nan was taken as it came)."""
+    value = _env_float(name, default)
+    if not 0 < value < math.inf:
+        raise SettingsError(f"SEMSCHED_{name} must be a finite number > 0, not {value:g}")
+    return value
 
 
 def _env_parsed(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
@@ -53,11 +67,11 @@ class Settings(BaseModel):
     # the heuristic placement that decides for the learned policy when its model is absent, slow or
     # down (streams/loop.py passes it to ``learned`` or ``<ordering>+learned`` only)
     fallback_policy: str = Field(default_factory=lambda: _env("FALLBACK_POLICY", "fgd"), validate_default=True)
-    step_s: float = Field(default_factory=lambda: _env_float("STEP", 1.0))
+    step_s: float = Field(default_factory=lambda: _env_positive("STEP", 1.0))
     # a step also starts this long after a job arrives or resources free up (< 0: clock only)
     event_debounce_s: float = Field(default_factory=lambda: _env_float("EVENT_DEBOUNCE", 0.05))
-    confirm_timeout_s: float = Field(default_factory=lambda: _env_float("CONFIRM_TIMEOUT", 30))
-    max_retries: int = Field(default_factory=lambda: _env_int("MAX_RETRIES", 3))
+    confirm_timeout_s: float = Field(default_factory=lambda: _env_positive("CONFIRM_TIMEOUT", 30))
+    max_retries: int = Field(default_factory=lambda: _env_int("MAX_RETRIES", 3, minimum=0))
     # the placements on a node unhealthy this long are preempted and re-queued (streams/lost_nodes.py;
     # 0: at once; < 0: never)
     node_lost_s: float = Field(default_factory=lambda: _env_float("NODE_LOST", 60))
@@ -66,19 +80,19 @@ class Settings(BaseModel):
     # a telemetry report or a submission whose event_time is further ahead of the worker's clock than
     # this is dead-lettered (a report from a clock that jumped ahead would otherwise hide every later
     # report of its node until that time: streams/agents.py)
-    max_clock_skew_s: float = Field(default_factory=lambda: _env_float("MAX_CLOCK_SKEW", 300), ge=0)
-    dag_parent_wait_s: float = Field(default_factory=lambda: _env_float("DAG_PARENT_WAIT", 600), ge=0)
+    max_clock_skew_s: float = Field(default_factory=lambda: _env_float("MAX_CLOCK_SKEW", 300, minimum=0), ge=0)
+    dag_parent_wait_s: float = Field(default_factory=lambda: _env_float("DAG_PARENT_WAIT", 600, minimum=0), ge=0)
     # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
     # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few
-    restore_window: int = Field(default_factory=lambda: _env_int("RESTORE_WINDOW", 10000), ge=0)
+    restore_window: int = Field(default_factory=lambda: _env_int("RESTORE_WINDOW", 10000, minimum=0), ge=0)
     # how often the scheduling loop's kept cluster snapshot is checked against one built from the tables,
     # seconds (streams/snapshot_cache.py; 0 = at every step)
-    snapshot_verify_s: float = Field(default_factory=lambda: _env_float("SNAPSHOT_VERIFY", 60), ge=0)
-    max_message_bytes: int = Field(default_factory=lambda: _env_int("MAX_MESSAGE_BYTES", 256 * 1024))
-    web_port: int = Field(default_factory=lambda: _env_int("WEB_PORT", 6066))
-    archive_batch_rows: int = Field(default_factory=lambda: _env_int("ARCHIVE_BATCH_ROWS", 5000))
-    session_timeout_s: float = Field(default_factory=lambda: _env_float("SESSION_TIMEOUT", 10))
-    archive_flush_s: float = Field(default_factory=lambda: _env_float("ARCHIVE_FLUSH", 1.0))
+    snapshot_verify_s: float = Field(default_factory=lambda: _env_float("SNAPSHOT_VERIFY", 60, minimum=0), ge=0)
+    max_message_bytes: int = Field(default_factory=lambda: _env_int("MAX_MESSAGE_BYTES", 256 * 1024, minimum=1024))
+    web_port: int = Field(default_factory=lambda: _env_int("WEB_PORT", 6066, minimum=0, maximum=65535))
+    archive_batch_rows: int = Field(default_factory=lambda: _env_int("ARCHIVE_BATCH_ROWS", 5000, minimum=1))
+    session_timeout_s: float = Field(default_factory=lambda: _env_positive("SESSION_TIMEOUT", 10))
+    archive_flush_s: float = Field(default_factory=lambda: _env_positive("ARCHIVE_FLUSH", 1.0))
     # how long the broker may hold the archiver's fetch for more data (ms; streams/archiver.py): at
     # least 10 (with none it would answer at once, and the archiver would poll in a loop), at most
     # 5,000 (the archive would trail the topics by that much)

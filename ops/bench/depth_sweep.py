@@ -72,10 +72,10 @@ def run_depth_sweep(report: Report, console: Console, *, models: Sequence[Path],
 
     from inference.training.step_latency import consecutive_steps
     from ops.bench.learned import loaded_cluster
-    from ops.cli.train import openb_fill_inputs
+    from ops.cli.train import fill_inputs_or_exit
     from scheduling.fill import fill_sequence, run_fill
 
-    node_views, pod_list = openb_fill_inputs(pods, nodes)
+    node_views, pod_list = fill_inputs_or_exit(pods, nodes)
     capacity = sum(n.num_gpu for n in node_views) * 1000
     sequences = {s: fill_sequence(pod_list, capacity, s) for s in seeds}
     with console.status("loading the openb cluster for the latency steps…"):

@@ -49,8 +49,8 @@ def policy_kwargs(name: str, seed: int, workload: Any) -> dict[str, Any]:
 def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str], seeds: list[int],
                    out_dir: Path, command: str | None = None) -> int:  # fmt: skip
     from ops.bench.simulation import load_error
+    from ops.cli.train import openb_fill_inputs
     from ops.reports import Report
-    from ops.traces import get_loader
 
     started = time.perf_counter()
     model, why = learned_version(policies)
@@ -58,22 +58,13 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
         console.print(f"[red]bench fill: {why}")
         return 2
     from scheduling.fill import fill_sequence, gpu_demand, run_fill
-    from scheduling.job import JobRequest
     from scheduling.metrics.fragmentation import Workload
-    from scheduling.node import NodeView
     from scheduling.policies import get_policy
 
     try:  # strict: a benchmark does not run on a silently thinned pod list
-        loader = get_loader("openb", path=pods, strict=True, **({"nodes_path": nodes} if nodes else {}))
-        # one cluster for the benchmark: the pods' cluster is the nodes'
-        node_views = [NodeView(node_id=n.node_id, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, num_gpu=n.num_gpu,
-                               gpu_model=n.gpu_model) for n in loader.nodes()]  # fmt: skip
-        pod_list = [JobRequest.from_event(tj.event.model_copy(update={"cluster": "default"})) for tj in loader.jobs()]
+        node_views, pod_list = openb_fill_inputs(pods, nodes)
     except (ValueError, OSError) as e:
         return load_error(console, e)
-    if not node_views or not pod_list:
-        console.print(f"[red]bench fill: no {'nodes' if not node_views else 'pods'} to fill with")
-        return 1
     workload = Workload.from_jobs(pod_list)
     capacity = sum(n.num_gpu for n in node_views) * 1000
     demand = sum(map(gpu_demand, pod_list)) / capacity

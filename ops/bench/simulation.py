@@ -63,8 +63,8 @@ def load_for_bench(console: Console, trace: str, path: Path | None, limit: int |
             workload = load_trace_workload(trace, path, limit, nodes, seed)
     except (ValueError, OSError) as e:
         return load_error(console, e)
-    if not workload.jobs:
-        console.print(f"[red]{trace}: no job with a run time to replay")
+    if not workload.jobs or not workload.nodes:  # (no nodes: nothing placed nor rejected, 'finished 0', exit 0)
+        console.print(f"[red]{trace}: {'no job with a run time to replay' if not workload.jobs else 'no nodes'}")
         return 1
     return workload
 
@@ -79,13 +79,12 @@ def load_error(console: Console, e: Exception) -> int:
     return 2
 
 
-def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:
-    """``native``, a level name (``low`` … ``extreme``) or a factor like ``250x``."""
+def load_factor(text: str) -> float | None:
+    """What a load names, checked before anything loads: None for ``native`` or a level name
+    (``low`` … ``extreme``), the factor of ``250x``; else ValueError with what it may be."""
     text = text.strip().lower()
-    if text == "native":
-        return "native", LoadPlan(1.0, 1, offered_peak(workload.nodes, workload.jobs))
-    if text in LOAD_LEVELS:
-        return text, plan_load(workload.nodes, workload.jobs, LOAD_LEVELS[text])
+    if text == "native" or text in LOAD_LEVELS:
+        return None
     if text.endswith("x"):
         try:
             factor = float(text[:-1])
@@ -93,9 +92,18 @@ def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:
             factor = math.nan
         if not (math.isfinite(factor) and factor > 0):
             raise ValueError(f"load factor must be a finite number > 0, like 250x; not {text!r}")
-        jobs = workload.scaled(factor)
-        return text, LoadPlan(factor, 1, offered_peak(workload.nodes, jobs))
+        return factor
     raise ValueError(f"load must be native, one of {', '.join(LOAD_LEVELS)}, or a factor like 250x; not {text!r}")
+
+
+def parse_load(text: str, workload: Workload) -> tuple[str, LoadPlan]:
+    """``native``, a level name (``low`` … ``extreme``) or a factor like ``250x``."""
+    factor, text = load_factor(text), text.strip().lower()
+    if text == "native":
+        return "native", LoadPlan(1.0, 1, offered_peak(workload.nodes, workload.jobs))
+    if factor is None:
+        return text, plan_load(workload.nodes, workload.jobs, LOAD_LEVELS[text])
+    return text, LoadPlan(factor, 1, offered_peak(workload.nodes, workload.scaled(factor)))
 
 
 def load_shortfall(name: str, plan: LoadPlan) -> str | None:
@@ -116,8 +124,10 @@ def parse_heterogeneity(text: str) -> tuple[str, float]:
     try:
         spread = float(text)
     except ValueError:
+        spread = math.nan
+    if not 0 <= spread < 1:  # (nan, inf, out of range: a traceback from the simulator before)
         raise ValueError(f"heterogeneity must be one of {', '.join(HETEROGENEITY_LEVELS)} or a spread in "
-                         f"[0, 1); not {text!r}") from None  # fmt: skip
+                         f"[0, 1); not {text!r}")  # fmt: skip
     return f"±{spread:.0%}", spread
 
 

@@ -2,25 +2,26 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
 
-from ops.cli.options import positive
+from ops.cli.options import positive, result_file
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers.")
 
 
 @bench_app.command("pipeline")
 def pipeline(
-    jobs: int = typer.Option(2000, help="Submissions to push through the pipeline (openb pods, cycled)."),
-    port: int = typer.Option(0, help="Kafka port (0 = a free one)."),
+    jobs: int = typer.Option(2000, min=1, help="Submissions to push through the pipeline (openb pods, cycled)."),
+    port: int = typer.Option(0, min=0, max=65535, help="Kafka port (0 = a free one)."),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
     step: float = typer.Option(None, help="Seconds between scheduling steps (default: the worker's, 1 s).",
                                callback=positive),
     rate: float = typer.Option(0.0, help="Submissions per second (0 = as fast as the producer goes: a burst).", min=0.0),
     timeout: float = typer.Option(900, help="Give up after this many seconds of waiting for the jobs."),
-    out: Path = typer.Option(Path("reports/bench-pipeline.json"), help="JSON result file."),
+    out: Path = typer.Option(Path("reports/bench-pipeline.json"), help="JSON result file.", callback=result_file),
 ) -> None:
     """Sustained events/s through ingest → decision → command → archive on the local broker,
     and submission → command latency p50 / p99."""
@@ -52,7 +53,7 @@ def step(
     pending: str = typer.Option("64,256,1024", help="Pending-queue sizes, comma-separated."),
     policies: str = typer.Option("", help="Policies, comma-separated (default: every registered one)."),
     repeat: int = typer.Option(7, min=1, help="Timed steps per (policy, size), after one warm-up step."),
-    out: Path = typer.Option(Path("reports/bench-step.json"), help="JSON result file."),
+    out: Path = typer.Option(Path("reports/bench-step.json"), help="JSON result file.", callback=result_file),
 ) -> None:
     """In-process compute time of one scheduling step (scheduling.assign.schedule_step) for N
     pending openb pods on the 1,213 openb GPU nodes, per policy."""
@@ -73,7 +74,7 @@ def snapshot(
     held: str = typer.Option("1000,3000,5000", help="Jobs in the running table, comma-separated sizes."),
     changes: int = typer.Option(32, min=2, help="Jobs that finish and are placed between two steps."),
     repeat: int = typer.Option(30, min=1, help="Timed steps per size."),
-    out: Path = typer.Option(Path("reports/bench-snapshot.json"), help="JSON result file."),
+    out: Path = typer.Option(Path("reports/bench-snapshot.json"), help="JSON result file.", callback=result_file),
 ) -> None:
     """What a worker's step pays to know what placed jobs hold: the snapshot built afresh from the
     whole running table (as before) against the one kept from step to step (streams/snapshot_cache.py)."""
@@ -92,8 +93,8 @@ def archiver(
     rate: float = typer.Option(300.0, help="Events per second published (openb pods on jobs.submitted).",
                                callback=positive),
     seconds: float = typer.Option(20.0, help="How long each run publishes.", callback=positive),
-    port: int = typer.Option(0, help="Kafka port (0 = a free one)."),
-    out: Path = typer.Option(Path("reports/bench-archiver.json"), help="JSON result file."),
+    port: int = typer.Option(0, min=0, max=65535, help="Kafka port (0 = a free one)."),
+    out: Path = typer.Option(Path("reports/bench-archiver.json"), help="JSON result file.", callback=result_file),
 ) -> None:
     """The archiver's event-loop CPU per 1,000 events on a steady stream, with semsched's fetch
     setting and with Kafka's defaults (a fetch answered as soon as any record lands)."""
@@ -129,9 +130,9 @@ def trace(
                              "or an arrival factor like 250x."),
     step: float = typer.Option(1.0, help="Scheduling step (virtual seconds).", callback=positive),
     heterogeneity: str = typer.Option("none", help="Node speed spread: none, low, medium, high, extreme or 0..1."),
-    seed: int = typer.Option(0, help="Seed (node speeds)."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed (node speeds)."),
     limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
-    nodes: int = typer.Option(None, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
+    nodes: int = typer.Option(None, min=1, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
     out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
 ) -> None:
     """Replay a real trace with departures in the offline simulator, once per policy: JCT,
@@ -184,15 +185,15 @@ def sweep(
                                "heterogeneity, depth (depth needs --models)."),
     steps: str = typer.Option("1,2,4,8", help="Scheduling step sizes (virtual seconds) for the step sweep."),
     base_load: str = typer.Option("extreme", help="Load of the step and heterogeneity sweeps."),
-    seed: int = typer.Option(0, help="Seed (node speeds)."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed (node speeds)."),
     limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
-    nodes: int = typer.Option(None, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
+    nodes: int = typer.Option(None, min=1, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
     model: Path = typer.Option(None, help="The learned policy's model directory for the step, load and "
                                "heterogeneity sweeps (default: $SEMSCHED_MODEL_DIR, else models/latest)."),
     models: str = typer.Option("", help="Depth sweep: model directories, comma-separated, one per depth."),
     fill_seeds: str = typer.Option("42-44", help="Depth sweep: openb fill seeds ('a-b' or a list)."),
-    pending: int = typer.Option(256, help="Depth sweep: pending jobs of the latency steps."),
-    repeat: int = typer.Option(30, help="Depth sweep: timed consecutive steps per model (pair cache, churn "
+    pending: int = typer.Option(256, min=1, help="Depth sweep: pending jobs of the latency steps."),
+    repeat: int = typer.Option(30, min=1, help="Depth sweep: timed consecutive steps per model (pair cache, churn "
                                "between steps, as promotion times them), after one untimed first step."),
     fill_pods: Path = typer.Option(None, help="Depth sweep: pod list for the fill (default: the openb list)."),
     fill_nodes: Path = typer.Option(None, help="Depth sweep: node list for the fill (default: the openb GPU nodes)."),
@@ -227,7 +228,11 @@ def sweep(
     try:
         step_list = [float(s) for s in steps.split(",") if s.strip()]
     except ValueError:
-        raise typer.BadParameter(f"--steps must be numbers, not {steps!r}") from None
+        step_list = [math.nan]
+    if not step_list or not all(0 < s < math.inf for s in step_list):
+        raise typer.BadParameter(f"must be finite numbers > 0, comma-separated; not {steps!r}", param_hint="--steps")
+    if not [s for s in sweeps.split(",") if s.strip()]:  # (an empty report over a real one, exit 0)
+        raise typer.BadParameter(f"names no sweep: {sweeps!r}", param_hint="--sweeps")
     raise typer.Exit(run_sweep_bench(trace=trace, path=path, policies=policy_names(policies),
                                      sweeps=[s.strip() for s in sweeps.split(",") if s.strip()], steps=step_list,
                                      base_load=base_load, seed=seed, limit=limit, nodes=nodes, out_dir=out,

@@ -8,6 +8,7 @@ import typer
 
 import ops.cli.dag_set_options as o
 from ops.cli.bench_dag import workflow_errors_in_one_line
+from ops.cli.options import positive
 
 
 def dag_bounds(
@@ -18,7 +19,7 @@ def dag_bounds(
     processors: o.Processors = o.PROCESSORS,
     ccr: o.Ccr = o.CCR,
     beta: o.Beta = o.BETA,
-    time_limit: float = typer.Option(15.0, "--time-limit", help="CP-SAT seconds per DAG (wall clock)."),
+    time_limit: float = typer.Option(15.0, "--time-limit", callback=positive, help="CP-SAT seconds per DAG (wall clock)."),
     workers: int = typer.Option(4, help="CP-SAT worker threads."),
     workflows: bool = typer.Option(False, help="Also the WfInstances workflows of `bench dag` (both platforms)."),
     out: Path = typer.Option(Path("reports"), help="Directory for bench-dag-bounds.md, .json and the plots."),

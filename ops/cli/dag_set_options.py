@@ -15,7 +15,7 @@ Seed = Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed of the held-
 TasksMin = Annotated[int, typer.Option("--tasks-min", help="Fewest tasks of a random DAG.")]
 TasksMax = Annotated[int, typer.Option("--tasks-max", help="Most tasks of a random DAG.")]
 Processors = Annotated[int, typer.Option(help="Processors of the random DAGs' platform.")]
-Ccr = Annotated[float, typer.Option(help="Communication-to-computation ratio of the random DAGs.")]
+Ccr = Annotated[float, typer.Option(min=0.0, max=1e6, help="Communication-to-computation ratio of the random DAGs.")]
 Beta = Annotated[float, typer.Option(help="Processor heterogeneity of the random DAGs (Topcuoglu's beta, 0..2).")]
 
 

@@ -42,7 +42,8 @@ def default_data_dir() -> Path:
 
 PortOpt = Annotated[
     int,
-    typer.Option("--port", "-p", envvar="SEMSCHED_KAFKA_PORT", help="PLAINTEXT client port on 127.0.0.1."),
+    typer.Option("--port", "-p", envvar="SEMSCHED_KAFKA_PORT", min=1, max=65535,
+                 help="PLAINTEXT client port on 127.0.0.1."),
 ]
 DataDirOpt = Annotated[
     Path | None,
@@ -56,19 +57,21 @@ DataDirOpt = Annotated[
 ]
 ControllerPortOpt = Annotated[
     int | None,
-    typer.Option("--controller-port", help="KRaft controller port. Default: --port + 1.", show_default=False),
+    typer.Option("--controller-port", min=1, max=65535, help="KRaft controller port. Default: --port + 1.",
+                 show_default=False),
 ]
 
 
 def _broker(
     port: int, data_dir: Path | None, controller_port: int | None = None, lib_dir: Path | None = None
 ) -> KafkaBroker:
-    return KafkaBroker(
-        port=port,
-        data_dir=data_dir if data_dir is not None else default_data_dir(),
-        lib_dir=lib_dir,
-        controller_port=controller_port,
-    )
+    data_dir = data_dir if data_dir is not None else default_data_dir()
+    if data_dir.exists() and not data_dir.is_dir():
+        raise typer.BadParameter(f"{data_dir} is a file, not a directory", param_hint="--data-dir")
+    try:
+        return KafkaBroker(port=port, data_dir=data_dir, lib_dir=lib_dir, controller_port=controller_port)
+    except ValueError as e:  # the two ports the same
+        raise typer.BadParameter(str(e), param_hint="--controller-port") from None
 
 
 def _status_table(status: BrokerStatus) -> Table:

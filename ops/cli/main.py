@@ -60,7 +60,7 @@ def worker(
     policy: str = typer.Option(None, help="Scheduling policy (default SEMSCHED_POLICY or best-fit)."),
     step: float = typer.Option(None, help="Seconds between scheduling steps (default SEMSCHED_STEP or 1).",
                                callback=positive),
-    web_port: int = typer.Option(None, help="Port of the status/sql web server on 127.0.0.1 (0 = off)."),
+    web_port: int = typer.Option(None, min=0, max=65535, help="Port of the status/sql web server on 127.0.0.1 (0 = off)."),
     no_archive: bool = typer.Option(False, "--no-archive", help="Do not run the ClickHouse archiver in this worker."),
     loglevel: str = typer.Option("warning", help="Faust log level."),
 ) -> None:
@@ -105,14 +105,14 @@ def agents(
 
 @app.command()
 def demo(
-    jobs: int = typer.Option(8152, help="Pods to replay from the openb trace (8,152 = all of them)."),
+    jobs: int = typer.Option(8152, min=1, help="Pods to replay from the openb trace (8,152 = all of them)."),
     speed: float = typer.Option(100_000.0, help="Replay speed-up (arrivals and run times): the trace's "
                                 "149 days pass in about 130 s."),
     start_offset: float = typer.Option(0, help="Trace second from which pods are taken."),
     max_gap: float = typer.Option(None, min=0.0, help="Cap any single wait between submissions at this many seconds "
                                   "(after --speed): squeezes the trace's idle stretches.", show_default=False),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
-    port: int = typer.Option(19092, help="Port of the local Kafka broker."),
+    port: int = typer.Option(19092, min=1, max=65535, help="Port of the local Kafka broker."),
     timeout: float = typer.Option(900, help="Give up waiting for the jobs after this many seconds."),
     inference: str = typer.Option("in-process", help="Where the learned policy's model runs: in-process, or "
                                   "triton (the demo starts `semsched serve` and the worker calls it)."),

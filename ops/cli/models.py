@@ -24,6 +24,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
+from ops.cli.options import non_negative
 from ops.console import wide_console
 
 console = wide_console()
@@ -82,9 +83,9 @@ def openb_held_out_inputs(pods: Path | None, nodes: Path | None, pod_sample: int
                           node_sample: int | None = None) -> tuple[list, list]:  # fmt: skip
     """The fill benchmark's openb nodes and pods; ``*_sample`` keep seeded subsets (a fill
     sequence fills a share of the GPU capacity: fewer nodes make it shorter)."""
-    from ops.cli.train import openb_fill_inputs
+    from ops.cli.train import fill_inputs_or_exit
 
-    node_views, pod_list = openb_fill_inputs(pods, nodes)
+    node_views, pod_list = fill_inputs_or_exit(pods, nodes)
     return _sample(node_views, node_sample), _sample(pod_list, pod_sample)
 
 
@@ -108,7 +109,7 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
     ``latency_budget_ms``: the candidate's p99 model step must be within it (None: no budget)."""
     from inference.training.heldout import HeldOutReplay
     from inference.training.promotion import check_candidate, promote
-    from ops.cli.train import openb_fill_inputs
+    from ops.cli.train import fill_inputs_or_exit
     from ops.model_registry import ArchiveRegistry
 
     if not (candidate / "config.json").exists():
@@ -125,7 +126,7 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
     except (ValueError, FileExistsError) as e:
         raise typer.BadParameter(str(e)) from None
     registry = ArchiveRegistry(archive_client(archive, write=True))
-    every_node, every_pod = openb_fill_inputs(pods, nodes)
+    every_node, every_pod = fill_inputs_or_exit(pods, nodes)
     node_views, pod_list = _sample(every_node, node_sample), _sample(every_pod, pod_sample)
     sim = openb_sim_slice(sim_jobs, node_sample, sim_load) if sim_jobs else None
     console.print(f"held-out replay: openb fill, {len(node_views):,} nodes, {len(pod_list):,} pods, seeds {seeds}"
@@ -189,22 +190,27 @@ def promote_command(
     models: Path = typer.Option(Path("models"), help="Model root: <models>/latest is the serving version."),
     seeds: str = typer.Option("100-104", help="Held-out fill seeds (never 0-9 or 42-51)."),
     pod_sample: int = typer.Option(None, min=1, help="Evaluate on a seeded sample of this many openb pods."),
-    node_sample: int = typer.Option(None, help="Evaluate on a seeded sample of this many openb nodes (faster)."),
+    node_sample: int = typer.Option(None, min=1, help="Evaluate on a seeded sample of this many openb nodes (faster)."),
     pods: Path = typer.Option(None, help="openb pod list (default: the shared data)."),
     nodes: Path = typer.Option(None, help="openb node list (default: the shared data)."),
     archive: str = typer.Option(None, help="Archive DSN (default SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
     reuse: bool = typer.Option(True, help="Reuse the serving version's recorded evaluation on the same replay."),
-    sim_jobs: int = typer.Option(0, help="Also replay the openb trace's last N jobs in the simulator (JCT, "
+    sim_jobs: int = typer.Option(0, min=0, help="Also replay the openb trace's last N jobs in the simulator (JCT, "
                                          "queueing; recorded, not the criterion; slow for the learned policy)."),
     sim_load: str = typer.Option("extreme", help="Load of the simulator slice (low, medium, high, extreme, native)."),
-    latency_budget_ms: float = typer.Option(100.0, help="Refuse a candidate whose p99 model step (256 pending "
+    latency_budget_ms: float = typer.Option(100.0, callback=non_negative, help="Refuse a candidate whose p99 model step (256 pending "
                                                         "openb pods, 1,213 nodes at 70 %) takes longer (ms)."),
 ) -> None:
     """Promote CANDIDATE if it beats the serving version on the held-out replay and its model step is
     within the latency budget; record both. Exits 1 when it is refused (the reason is printed), so
     a script can tell."""
+    from ops.bench.simulation import load_factor
     from ops.cli.options import seed_list
 
+    try:  # before anything loads
+        load_factor(sim_load)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--sim-load") from None
     result = run_promote(candidate, models, seeds=seed_list(seeds), pod_sample=pod_sample, node_sample=node_sample,
                          pods=pods, nodes=nodes, archive=archive, reuse=reuse, sim_jobs=sim_jobs, sim_load=sim_load,
                          latency_budget_ms=latency_budget_ms)  # fmt: skip

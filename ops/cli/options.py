@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import typer
@@ -56,10 +57,28 @@ def seed_list(text: str) -> list[int]:
 
 
 def positive(value: float | None) -> float | None:
-    """A typer callback: the option, when given, must be > 0."""
-    if value is not None and not value > 0:
-        raise typer.BadParameter(f"must be > 0, not {value:g}")
+    """A typer callback: the option, when given, must be a finite number > 0 (inf let a simulator step
+    of inf through: every job vanished, exit 0)."""
+    if value is not None and not 0 < value < math.inf:
+        raise typer.BadParameter(f"must be a finite number > 0, not {value:g}")
     return value
+
+
+def non_negative(value: float | None) -> float | None:
+    """A typer callback: the option, when given, must be a finite number >= 0."""
+    if value is not None and not 0 <= value < math.inf:
+        raise typer.BadParameter(f"must be a finite number >= 0, not {value:g}")
+    return value
+
+
+def result_file(path: Path) -> Path:
+    """A typer callback: a JSON result file, checked before the benchmark runs (a directory failed
+    the write at the end, the results lost)."""
+    if path.is_dir():
+        raise typer.BadParameter(f"{path} is a directory: give the result file's path (like {path / 'result.json'})")
+    if path.parent.exists() and not path.parent.is_dir():
+        raise typer.BadParameter(f"{path.parent} is not a directory")
+    return path
 
 
 def encoder_names(text: str) -> str:

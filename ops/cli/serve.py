@@ -12,9 +12,9 @@ def serve_command(
                                           "a `latest` symlink is watched and new versions are served without a restart."),
     host: str = typer.Option("127.0.0.1", help="Address the three ports listen on: 127.0.0.1 for workers on this "
                                                 "machine, 0.0.0.0 for every interface (a container, other hosts)."),
-    grpc_port: int = typer.Option(8001, help="gRPC port (the worker's SEMSCHED_TRITON_URL)."),
-    http_port: int = typer.Option(8000, help="HTTP port (/v2/health/ready)."),
-    metrics_port: int = typer.Option(8002, help="Prometheus metrics port."),
+    grpc_port: int = typer.Option(8001, min=1, max=65535, help="gRPC port (the worker's SEMSCHED_TRITON_URL)."),
+    http_port: int = typer.Option(8000, min=1, max=65535, help="HTTP port (/v2/health/ready)."),
+    metrics_port: int = typer.Option(8002, min=1, max=65535, help="Prometheus metrics port."),
     device: str = typer.Option("auto", help="auto (cuda when torch sees a GPU), cpu or cuda."),
     watch: float = typer.Option(1.0, help="Least seconds between checks of the model directory for a new version (checked when a request comes)."),
     duration: Path = typer.Option(None, help="Duration-model directory for the predictor model "

@@ -50,7 +50,7 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from ops.cli.options import encoder_names
+from ops.cli.options import encoder_names, positive
 from ops.console import print_json_line, wide_console
 
 console = wide_console()
@@ -58,16 +58,35 @@ HELD_OUT = frozenset(range(42, 52))  # the fill benchmark's evaluation seeds
 
 
 def openb_fill_inputs(pods: Path | None = None, nodes: Path | None = None) -> tuple[list[Any], list[Any]]:
-    """The fill benchmark's nodes and pod list (one cluster, as ``ops.bench.fill`` builds them)."""
+    """The fill benchmark's nodes and pod list (one cluster: the pods' is the nodes'), for the
+    benchmark, training and promotion alike. Strict: a bad line raises its ``TraceLineError``
+    (``FILE:LINE: reason``), no nodes, no pods, no GPUs or no GPU demand a ``ValueError`` (nothing
+    trains, promotes or benchmarks on a silently thinned list). :func:`fill_inputs_or_exit` says so."""
     from ops.traces import get_loader
+    from scheduling.fill import gpu_demand
     from scheduling.job import JobRequest
     from scheduling.node import NodeView
 
-    loader = get_loader("openb", path=pods, **({"nodes_path": nodes} if nodes else {}))
+    loader = get_loader("openb", path=pods, strict=True, **({"nodes_path": nodes} if nodes else {}))
     node_views = [NodeView(node_id=n.node_id, cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, num_gpu=n.num_gpu,
                            gpu_model=n.gpu_model) for n in loader.nodes()]  # fmt: skip
     pod_list = [JobRequest.from_event(tj.event.model_copy(update={"cluster": "default"})) for tj in loader.jobs()]
+    if not node_views or not pod_list:
+        raise ValueError(f"no {'nodes' if not node_views else 'pods'} to fill with")
+    if not any(n.num_gpu for n in node_views) or not any(map(gpu_demand, pod_list)):
+        raise ValueError("the fill benchmark fills GPUs: " + ("no node has one" if not any(n.num_gpu for n in node_views)
+                                                              else "no pod asks for one"))  # fmt: skip
     return node_views, pod_list
+
+
+def fill_inputs_or_exit(pods: Path | None = None, nodes: Path | None = None) -> tuple[list[Any], list[Any]]:
+    """:func:`openb_fill_inputs`, or why not in one line and exit 1 (a bad line) or 2."""
+    from ops.bench.simulation import load_error
+
+    try:
+        return openb_fill_inputs(pods, nodes)
+    except (ValueError, OSError) as e:
+        raise typer.Exit(load_error(console, e)) from None
 
 
 def expert_factory(name: str, pod_list: list[Any], capacity_milli: int | None = None) -> Any:
@@ -131,7 +150,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
         raise typer.BadParameter("target must be 'set' or 'choice'")
     torch.set_num_threads(1)  # small ops: on a shared 2-core machine one thread is several times faster
     started = time.perf_counter()
-    node_views, pod_list = openb_fill_inputs(pods, nodes)
+    node_views, pod_list = fill_inputs_or_exit(pods, nodes)
     spec, text = policy_spec(node_views, pod_list, encoder=encoder, text_dim=text_dim, cluster=cluster_features,
                              frag=frag_features)  # fmt: skip
     config = ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden, head_layers=head_layers,
@@ -209,15 +228,15 @@ def train(
     expert: str = typer.Option("fgd", help="The heuristic to imitate ('lookahead': FGD corrected by rollouts)."),
     train_seeds: str = typer.Option("0-7", help="Fill seeds to learn from ('a-b' or a list; never 42-51)."),
     val_seeds: str = typer.Option("8-9", help="Fill seeds for the validation agreement."),
-    rate: float = typer.Option(0.03, help="Share of the expert's placements recorded as training states."),
-    epochs: int = typer.Option(12, help="Passes over the recorded states."),
-    batch: int = typer.Option(16, help="States per gradient step."),
-    lr: float = typer.Option(3e-3, help="Peak learning rate (one-cycle)."),
+    rate: float = typer.Option(0.03, callback=positive, help="Share of the expert's placements recorded as training states."),
+    epochs: int = typer.Option(12, min=1, help="Passes over the recorded states."),
+    batch: int = typer.Option(16, min=1, help="States per gradient step."),
+    lr: float = typer.Option(3e-3, callback=positive, help="Peak learning rate (one-cycle)."),
     hidden: int = typer.Option(32, min=4, help="Width of the node and job embeddings."),
     depth: int = typer.Option(2, min=2, max=10, help="Fusion-encoder layers (2-10)."),
     encoder: str = typer.Option("hashed", help="Job text encoder: hashed (n-grams, fast) or minilm "
                                 "(all-MiniLM-L6-v2, 384-d, offline).", callback=encoder_names),
-    text_dim: int = typer.Option(32, help="Hashed n-gram text embedding size (--encoder hashed; MiniLM's is 384)."),
+    text_dim: int = typer.Option(32, min=2, help="Hashed n-gram text embedding size (--encoder hashed; MiniLM's is 384)."),
     head_hidden: int = typer.Option(16, min=4, help="Width of the policy head (its cost: shapes × nodes × width)."),
     head_layers: int = typer.Option(1, min=1, max=2, help="Hidden layers of the policy head (1 or 2)."),
     job_tokens: int | None = typer.Option(None, min=0, max=16, help="Slots the pending jobs are pooled into as tokens of the "
@@ -225,7 +244,7 @@ def train(
                                    "--from-archive (tokens = the recorded queues) 0."),
     head_rank: int = typer.Option(4, min=0, max=64, help="Job coefficients of the shape-factored head (0: the per-(job, node) head, "
                                   "whose cost is pending × nodes × width)."),
-    seed: int = typer.Option(0, help="Seed (sampling, initialisation, batches)."),
+    seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed (sampling, initialisation, batches)."),
     out: Path = typer.Option(Path("models"), help="Model root: writes <out>/<version>/; <out>/latest is the serving one."),
     version: str = typer.Option(None, help="Version name (default: imitation-<expert>-<UTC time>-s<seed>)."),
     target: str = typer.Option("choice", help="Imitate the expert's actual pick ('choice') or any of its best ('set')."),
@@ -233,13 +252,13 @@ def train(
     frag_features: bool = typer.Option(True, help="FGD's fragmentation features (the workload is saved with the "
                                        "model): +0.4 pp of fill; the pair cache keeps their cost per step to the "
                                        "nodes that changed. --no-frag-features: the lean model."),
-    dagger_rounds: int = typer.Option(0, help="DAgger rounds after imitation (learner rollouts labelled by the expert)."),
+    dagger_rounds: int = typer.Option(0, min=0, help="DAgger rounds after imitation (learner rollouts labelled by the expert)."),
     dagger_seeds: str = typer.Option(None, help="Fill seeds the learner is rolled out on (default: the train seeds)."),
-    dagger_epochs: int = typer.Option(None, help="Epochs per DAgger retraining (default: --epochs)."),
-    dagger_beta: float = typer.Option(0.0, help="Share of the DAgger rollouts' decisions the expert takes."),
-    cost_weight: float = typer.Option(0.1, help="Cost-estimator loss weight (0 = no cost head)."),
-    transition_weight: float = typer.Option(0.1, help="Transition-model loss weight."),
-    delta_weight: float = typer.Option(0.0, help="Self-correction regulariser E_pi[Delta] weight."),
+    dagger_epochs: int = typer.Option(None, min=1, help="Epochs per DAgger retraining (default: --epochs)."),
+    dagger_beta: float = typer.Option(0.0, min=0.0, max=1.0, help="Share of the DAgger rollouts' decisions the expert takes."),
+    cost_weight: float = typer.Option(0.1, min=0.0, help="Cost-estimator loss weight (0 = no cost head)."),
+    transition_weight: float = typer.Option(0.1, min=0.0, help="Transition-model loss weight."),
+    delta_weight: float = typer.Option(0.0, min=0.0, help="Self-correction regulariser E_pi[Delta] weight."),
     stability: float = typer.Option(0.0, help="Decision time: score - stability x Delta (saved in the model)."),
     from_archive: bool = typer.Option(False, "--from-archive", help="Retrain from what the ClickHouse archive "
                                       "recorded: the placed decisions whose jobs finished, on the rebuilt states."),
@@ -251,20 +270,20 @@ def train(
     promotion_seeds: str = typer.Option("100-104", help="Held-out fill seeds of the promotion replay."),
     pods: Path = typer.Option(None, help="openb-format pod list to train and evaluate on (default: the shared data)."),
     nodes: Path = typer.Option(None, help="openb-format node list to train and evaluate on (default: the shared data)."),
-    rl_episodes: int = typer.Option(0, help="Reinforcement-learning fine-tuning episodes after imitation/DAgger "
+    rl_episodes: int = typer.Option(0, min=0, help="Reinforcement-learning fine-tuning episodes after imitation/DAgger "
                                     "(self-critical PPO in the fill simulator; 0 = none)."),
     rl_from: Path = typer.Option(None, help="Fine-tune this model directory by RL instead of imitating "
                                  "(needs --rl-episodes)."),
     rl_seeds: str = typer.Option("0-9", help="Fill seeds of the RL episodes (cycled; never 42-51 or 100-104)."),
-    rl_rate: float = typer.Option(3e-4, help="RL learning rate (Adam)."),
+    rl_rate: float = typer.Option(3e-4, callback=positive, help="RL learning rate (Adam)."),
     rl_temperature: float = typer.Option(0.5, help="RL sampling: softmax(scores / temperature) over feasible nodes."),
-    rl_samples: int = typer.Option(2, help="Sampled rollouts per RL episode (each against the greedy rollout)."),
-    rl_kl: float = typer.Option(0.05, help="Weight of the KL anchor to the starting policy."),
-    rl_state_rate: float = typer.Option(0.15, help="Share of the sampled rollouts' states the RL update uses."),
-    rl_minutes: float = typer.Option(None, help="RL wall-time budget: no new episode after this many minutes."),
+    rl_samples: int = typer.Option(2, min=1, help="Sampled rollouts per RL episode (each against the greedy rollout)."),
+    rl_kl: float = typer.Option(0.05, min=0.0, help="Weight of the KL anchor to the starting policy."),
+    rl_state_rate: float = typer.Option(0.15, callback=positive, max=1.0, help="Share of the sampled rollouts' states the RL update uses."),
+    rl_minutes: float = typer.Option(None, callback=positive, help="RL wall-time budget: no new episode after this many minutes."),
     rl_baseline: str = typer.Option("greedy", help="RL advantage baseline: 'greedy' (the greedy rollout of the "
                                     "seed, self-critical) or 'loo' (the mean of the episode's other samples)."),
-    rl_epochs: int = typer.Option(3, help="PPO passes over each RL episode's states."),
+    rl_epochs: int = typer.Option(3, min=1, help="PPO passes over each RL episode's states."),
 ) -> None:
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""

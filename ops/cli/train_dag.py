@@ -15,6 +15,7 @@ from pathlib import Path
 
 import typer
 
+from ops.cli.options import positive
 from ops.console import wide_console
 
 console = wide_console()
@@ -27,7 +28,7 @@ def train_dag(
     dagger_dags: int = typer.Option(0, min=0, help="DAgger: training DAGs run by the student, labelled by the teacher."),
     rl_dags: int = typer.Option(0, min=0, help="REINFORCE updates after imitation (one fresh training DAG each)."),
     rl_samples: int = typer.Option(6, min=1, help="REINFORCE: sampled schedules per DAG (baseline: their mean)."),
-    rl_lr: float = typer.Option(1e-4, help="REINFORCE learning rate (Adam)."),
+    rl_lr: float = typer.Option(1e-4, callback=positive, help="REINFORCE learning rate (Adam)."),
     valid_dags: int = typer.Option(30, min=1, help="Validation DAGs (another training seed, never the held-out stream)."),
     init: Path = typer.Option(None, help="Start from this model directory (skips the teacher and imitation)."),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed (training DAGs, initialisation, batches)."),

@@ -70,7 +70,7 @@ def run_train_rl_from(source: Path, *, options: Any, out: Path, version: str | N
 
     from inference.model import save_model
     from inference.model.io import load_model
-    from ops.cli.train import openb_fill_inputs
+    from ops.cli.train import fill_inputs_or_exit
 
     torch.set_num_threads(1)  # small ops on a shared machine
     started = time.perf_counter()
@@ -78,7 +78,7 @@ def run_train_rl_from(source: Path, *, options: Any, out: Path, version: str | N
         loaded = load_model(source)
     except (FileNotFoundError, ValueError) as e:
         raise typer.BadParameter(f"--rl-from {source}: {e}") from None
-    node_views, pod_list = openb_fill_inputs(pods, nodes)
+    node_views, pod_list = fill_inputs_or_exit(pods, nodes)
     model, rl = run_rl_stage(loaded.model, node_views, pod_list, options)
     version = version or f"rl-{loaded.version}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     train_json = Path(source) / "train.json"

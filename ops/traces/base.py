@@ -92,6 +92,9 @@ class Selection:
         if (self.start_offset is not None and self.end_offset is not None
                 and self.end_offset < self.start_offset):  # fmt: skip
             raise ValueError("end_offset must be >= start_offset")
+        if (self.min_duration_s is not None and self.max_duration_s is not None
+                and self.max_duration_s < self.min_duration_s):  # fmt: skip
+            raise ValueError("max_duration_s must be >= min_duration_s")  # (no job can be selected)
 
     @property
     def filters_duration(self) -> bool:

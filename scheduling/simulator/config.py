@@ -32,8 +32,8 @@ class SimConfig:
     preemption_checks: int = 32
 
     def __post_init__(self) -> None:
-        if not self.step_s > 0:  # (nan too)
-            raise ValueError("step_s must be > 0")
+        if not 0 < self.step_s < float("inf"):  # (nan too; inf: no step ever ran, every job vanished)
+            raise ValueError("step_s must be a finite number > 0")
         if not (self.load_factor > 0 and self.load_factor < float("inf")):
             raise ValueError("load_factor must be a finite number > 0")
         if not 0 <= self.speed_spread < 1:

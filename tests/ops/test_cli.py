@@ -123,11 +123,11 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
 
 
 @pytest.mark.parametrize(("args", "says"), [
-    (["bench", "trace", "--step", "0"], "must be > 0"),
+    (["bench", "trace", "--step", "0"], "must be a finite number > 0"),
     (["bench", "trace", "--limit", "300", "--load", "nanx"], "load factor must be a finite number > 0"),
     (["bench", "trace", "--limit", "300", "--load", "-2x"], "load factor must be a finite number > 0"),
     (["bench", "pipeline", "--rate", "-5"], "--rate"),
-    (["bench", "archiver", "--rate", "0"], "must be > 0"),
+    (["bench", "archiver", "--rate", "0"], "must be a finite number > 0"),
     (["bench", "fill", "--seeds", "5-1"], "no seeds in '5-1'"),
     (["replay", "openb", "--dry-run", "--limit", "-1"], "--limit"),
     (["replay", "openb", "--dry-run", "--speed", "-3"], "--speed"),
@@ -135,11 +135,40 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["replay", "openb", "--dry-run", "--max-gap", "nan"], "max_gap must be >= 0"),
     (["replay", "openb", "--dry-run", "--start-offset", "nan"], "start_offset must be a number"),
     (["replay", "openb", "--dry-run", "--max-duration", "nan"], "max_duration_s must be a number"),
-    (["worker", "--step", "-1"], "must be > 0"),
+    (["worker", "--step", "-1"], "must be a finite number > 0"),
+    (["replay", "openb", "--dry-run", "--min-duration", "100", "--max-duration", "10"], "max_duration_s must be >="),
+    # a black-box review of every command: each of these ran on (an empty report, a model trained on
+    # nothing, a simulator step of inf with every job vanished, a traceback at the end)
+    (["bench", "trace", "--step", "inf"], "--step"),
+    (["bench", "trace", "--nodes", "0"], "--nodes"),
+    (["bench", "trace", "--seed", "-1"], "--seed"),
+    (["bench", "sweep", "--sweeps", ","], "--sweeps"),
+    (["bench", "sweep", "--steps", "0,nan"], "--steps"),
+    (["bench", "sweep", "--pending", "-5"], "--pending"),
+    (["bench", "sjf", "--nodes", "-3"], "--nodes"),
+    (["bench", "dag", "--ccr", "inf"], "--ccr"),
+    (["bench", "dag-bounds", "--time-limit", "nan"], "--time-limit"),
+    (["bench", "step", "--out", "{tmp}"], "--out"),  # (a directory: the results were lost at the end)
+    (["train", "--epochs", "0"], "--epochs"),
+    (["train", "--batch", "0"], "--batch"),
+    (["train", "--lr", "nan"], "--lr"),
+    (["train", "--text-dim", "0"], "--text-dim"),
+    (["train", "--rl-minutes", "-1"], "--rl-minutes"),
+    (["train", "--rl-rate", "nan"], "--rl-rate"),
+    (["train-dag", "--rl-lr", "nan"], "--rl-lr"),
+    (["models", "promote", "{tmp}", "--sim-jobs", "-5"], "--sim-jobs"),
+    (["models", "promote", "{tmp}", "--node-sample", "0"], "--node-sample"),
+    (["models", "promote", "{tmp}", "--sim-jobs", "5", "--sim-load", "bogus"], "--sim-load"),
+    (["models", "promote", "{tmp}", "--latency-budget-ms", "nan"], "--latency-budget-ms"),
+    (["demo", "--jobs", "0"], "--jobs"),
+    (["serve", "--grpc-port", "70000"], "--grpc-port"),
+    (["kafka", "start", "--port", "70000"], "--port"),
+    (["kafka", "start", "--port", "19560", "--controller-port", "19560", "-d", "{tmp}/kd"], "--controller-port"),
 ])  # fmt: skip
-def test_options_out_of_range_are_refused_before_anything_runs(args: list[str], says: str) -> None:
-    result = runner.invoke(app, args)
+def test_options_out_of_range_are_refused_before_anything_runs(args: list[str], says: str, tmp_path: Path) -> None:
+    result = runner.invoke(app, [a.replace("{tmp}", str(tmp_path)) for a in args])
     assert result.exit_code == 2 and says in result.output, result.output
+    assert not any(tmp_path.iterdir()), "nothing written"
 
 
 def test_bench_fill_names_the_bad_line_of_a_pod_list_and_exits_1(tmp_path: Path) -> None:
@@ -151,6 +180,36 @@ def test_bench_fill_names_the_bad_line_of_a_pod_list_and_exits_1(tmp_path: Path)
     assert result.exit_code == 1 and f"{pods}:2:" in result.output.replace("\n", ""), result.output
     missing = runner.invoke(app, ["bench", "fill", "--policies", "fgd", "--pods", str(tmp_path / "nope.csv")])
     assert missing.exit_code == 1 and "cannot open" in missing.output, missing.output
+
+
+NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},32000,65536,2,T4\n" for i in range(4))
+POD_HEADER = ("name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,"
+              "deletion_time,scheduled_time\n")  # fmt: skip
+PODS = POD_HEADER + "".join(f"p{i:02d},1000,1024,1,500,,BE,Running,{i},,\n" for i in range(12))
+
+
+def test_training_refuses_a_pod_list_with_a_bad_line_instead_of_thinning_it(tmp_path: Path) -> None:
+    """train (and models promote, train --rl-from, the depth sweep) skipped the bad line and trained."""
+    (tmp_path / "nodes.csv").write_text(NODES)
+    (tmp_path / "pods.csv").write_text(PODS.replace("p05,1000,", "p05,-5,"))
+    r = runner.invoke(app, ["train", "--no-promote", "--out", str(tmp_path / "m"), "--pods", str(tmp_path / "pods.csv"),
+                            "--nodes", str(tmp_path / "nodes.csv"), "--epochs", "1"])  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert "pods.csv:7" in r.output and "cpu_milli" in r.output
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize(("pods", "nodes", "why"), [
+    (POD_HEADER + "p00,1000,1024,0,0,,BE,Running,0,,\n", NODES, "no pod asks for one"),
+    (PODS, NODES.replace(",2,T4", ",0,"), "no node has one"),
+])  # fmt: skip
+def test_the_fill_benchmark_refuses_what_it_cannot_fill(pods: str, nodes: str, why: str, tmp_path: Path) -> None:
+    """No GPU demand: the fill sequence cloned pods for ever (memory growing); no GPUs: a traceback."""
+    (tmp_path / "nodes.csv").write_text(nodes)
+    (tmp_path / "pods.csv").write_text(pods)
+    r = runner.invoke(app, ["bench", "fill", "--pods", str(tmp_path / "pods.csv"), "--nodes", str(tmp_path / "nodes.csv"),
+                            "--policies", "best-fit", "--seeds", "1", "--out", str(tmp_path / "out")])  # fmt: skip
+    assert r.exit_code == 2 and why in r.output, r.output
 
 
 def test_replaying_a_trace_without_any_event_is_an_error(tmp_path: Path) -> None:
