@@ -134,6 +134,10 @@ def register_agents(w: Worker) -> None:
             await w.deadletter(raw, reason, msg, "nodes.telemetry")
             return
         prev = w.nodes.get(ev.node_id)
+        if prev is not None and prev.get("cluster") != ev.cluster:  # (it replaced the other node, or hid behind it)
+            await w.deadletter(raw, f"node id {ev.node_id!r} is cluster {prev.get('cluster')!r}'s on this worker: node "
+                                    "ids must be unique across the clusters a worker serves", msg, "nodes.telemetry")  # fmt: skip
+            return
         if prev is not None and (prev.get("event_id") == ev.event_id
                                  or datetime.fromisoformat(prev["event_time"]) > ev.event_time):  # fmt: skip
             # late telemetry never overwrites newer state, and the latest report redelivered (a

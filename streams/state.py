@@ -80,6 +80,10 @@ def on_submitted(ev: JobSubmitted, known: PendingJob | RunningJob | DoneJob | No
         known_event = known.event_id if isinstance(known, DoneJob) else known.job.event_id
         if known_event == ev.event_id:
             return Transition(note="redelivered submission: already accepted")
+        theirs = None if isinstance(known, DoneJob) else known.job.cluster
+        if theirs is not None and theirs != ev.cluster:
+            return Transition(deadletter=f"job id {ev.job_id!r} is cluster {theirs!r}'s on this worker (event "
+                                         f"{known_event}): job ids must be unique across the clusters a worker serves")  # fmt: skip
         return Transition(deadletter=f"job id {ev.job_id!r} was already submitted (event {known_event})")
     ts = ev.event_time.timestamp()
     return Transition(pending={ev.job_id: PendingJob(job=ev, submit_ts=ts, queued_ts=now)})

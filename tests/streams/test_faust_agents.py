@@ -152,8 +152,8 @@ def snapshot(w: Worker) -> dict[str, dict[str, Any]]:
 
 
 def job(job_id: str = "j1", **kw: Any) -> JobSubmitted:
-    return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", cluster="c1", cpu_milli=2000, memory_mib=1024,
-                        **{"event_time": T0, **kw})  # fmt: skip
+    return JobSubmitted(job_id=job_id, cpu_milli=2000, memory_mib=1024,
+                        **{"event_id": f"ev-{job_id}", "cluster": "c1", "event_time": T0, **kw})  # fmt: skip
 
 
 def valid_job_dict(job_id: str = "j9") -> dict[str, Any]:
@@ -345,6 +345,24 @@ async def test_a_submission_from_a_clock_far_ahead_is_deadlettered(worker: tuple
     assert list(w.pending.keys()) == ["j2"]
     [dl] = sent.deadletters()
     assert dl.topic == "jobs.submitted" and "7,200 s ahead of the worker's clock" in dl.reason
+
+
+async def test_a_node_or_job_id_another_cluster_of_this_worker_holds_is_deadlettered(
+    worker: tuple[Worker, Sent],
+) -> None:
+    """c1 and c3 share partition 1, so one worker holds both; the tables are keyed by node and job id
+    alone. c3's node n1 replaced c1's (or was skipped as late) with nothing said: now dead-lettered."""
+    w, sent = worker
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry("n1").to_bytes(), key=b"n1")
+        await put(a, telemetry("n1", cluster="c3", at=T0 + timedelta(seconds=5)).to_bytes(), key=b"n1")
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, job("j1").to_bytes(), key=b"j1")
+        await put(a, job("j1", cluster="c3", event_id="ev-c3-j1").to_bytes(), key=b"j1")
+    assert w.nodes["n1"]["cluster"] == "c1" and w.pending["j1"]["job"]["cluster"] == "c1"
+    node, submission = sent.deadletters()
+    assert "node id 'n1' is cluster 'c1''s on this worker" in node.reason
+    assert "job id 'j1' is cluster 'c1''s on this worker" in submission.reason
 
 
 async def test_malformed_telemetry_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
