@@ -147,6 +147,7 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["bench", "sweep", "--pending", "-5"], "--pending"),
     (["bench", "sjf", "--nodes", "-3"], "--nodes"),
     (["bench", "dag", "--ccr", "inf"], "--ccr"),
+    (["bench", "dag", "--dags", "0"], "--dags"),  # (an empty report, exit 0)
     (["bench", "dag-bounds", "--time-limit", "nan"], "--time-limit"),
     (["bench", "step", "--out", "{tmp}"], "--out"),  # (a directory: the results were lost at the end)
     (["train", "--epochs", "0"], "--epochs"),
