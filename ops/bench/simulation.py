@@ -73,7 +73,7 @@ def load_error(console: Console, e: Exception) -> int:
     """Say why a trace could not be loaded; the exit code: a bad line (``FILE:LINE: reason``) 1,
     anything else (an unknown trace, bad options) 2."""
     if isinstance(e, TraceLineError):
-        console.print(f"[red]bad trace line: {e}")
+        console.print(f"[red]{'bad trace line: ' if e.line > 0 else ''}{e}")
         return 1
     console.print(f"[red]{e}")
     return 2

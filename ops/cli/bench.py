@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from ops.cli.options import positive, result_file
+from ops.cli.options import positive, report_dir, result_file
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers.")
 
@@ -109,7 +109,7 @@ def fill(
     nodes: Path = typer.Option(None, help="A node list in the openb format (default: the 1,213 GPU nodes)."),
     policies: str = typer.Option("", help="Policies, comma-separated (default: every registered one)."),
     seeds: str = typer.Option("42-51", help="Seeds: a range 'a-b' or a comma-separated list."),
-    out: Path = typer.Option(Path("reports"), help="Directory for bench-fill.json and bench-fill.md."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-fill.json and bench-fill.md."),
 ) -> None:
     """The openb fill benchmark (FGD's method): pods arrive until 130% of the GPU capacity,
     none departs; GPU allocated at 100% arrived demand per policy, beside the published figures."""
@@ -133,7 +133,7 @@ def trace(
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed (node speeds)."),
     limit: int = typer.Option(None, help="Only the first N jobs of the trace."),
     nodes: int = typer.Option(None, min=1, help="A seeded sample of N nodes (for a trace slice smaller than its cluster)."),
-    out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for the report, JSON and plots."),
 ) -> None:
     """Replay a real trace with departures in the offline simulator, once per policy: JCT,
     queueing delay, GPU allocation, step latency and stability side by side."""
@@ -197,7 +197,7 @@ def sweep(
                                "between steps, as promotion times them), after one untimed first step."),
     fill_pods: Path = typer.Option(None, help="Depth sweep: pod list for the fill (default: the openb list)."),
     fill_nodes: Path = typer.Option(None, help="Depth sweep: node list for the fill (default: the openb GPU nodes)."),
-    out: Path = typer.Option(Path("reports"), help="Directory for the report, JSON and plots."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for the report, JSON and plots."),
 ) -> None:
     """The seed paper's sensitivity sweeps (step size 1–8, load Low–Extreme, node heterogeneity
     Low–Extreme): makespan, scheduling latency, throughput and stability per policy; and the

@@ -8,6 +8,7 @@ from typing import Any
 import typer
 
 import ops.cli.dag_set_options as o
+from ops.cli.options import report_dir
 
 
 def dag(
@@ -23,13 +24,13 @@ def dag(
                                    "inference/dag, `semsched train-dag`; the rollouts are decision-time search, "
                                    "seconds per DAG)."),
     workflows: bool = typer.Option(True, help="Also the Topcuoglu graph and the WfInstances workflows."),
-    out: Path = typer.Option(Path("reports"), help="Directory for bench-dag.md, bench-dag.json and the plots."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-dag.md, bench-dag.json and the plots."),
 ) -> None:
     """HEFT, CPOP and FIFO on the Topcuoglu graph, the WfInstances workflows (beside their
     recorded makespan) and held-out random DAGs: makespan, speedup and SLR."""
     from ops.bench.dag import DagBenchOptions, run_dag_bench
 
-    names = tuple(s.strip() for s in schedulers.split(",") if s.strip())
+    names = tuple(dict.fromkeys(s.strip() for s in schedulers.split(",") if s.strip()))  # (heft,heft: one row)
     if not names:
         raise typer.BadParameter("--schedulers needs at least one scheduler")
     if any(n.startswith("learned") for n in names):

@@ -8,7 +8,7 @@ import typer
 
 import ops.cli.dag_set_options as o
 from ops.cli.bench_dag import workflow_errors_in_one_line
-from ops.cli.options import positive
+from ops.cli.options import positive, report_dir
 
 
 def dag_bounds(
@@ -22,7 +22,7 @@ def dag_bounds(
     time_limit: float = typer.Option(15.0, "--time-limit", callback=positive, help="CP-SAT seconds per DAG (wall clock)."),
     workers: int = typer.Option(4, help="CP-SAT worker threads."),
     workflows: bool = typer.Option(False, help="Also the WfInstances workflows of `bench dag` (both platforms)."),
-    out: Path = typer.Option(Path("reports"), help="Directory for bench-dag-bounds.md, .json and the plots."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-dag-bounds.md, .json and the plots."),
 ) -> None:
     """HEFT against CP-SAT (OR-Tools) on the held-out random DAGs of `bench dag`: best
     makespan found, proven lower bound, share proved optimal, and the largest SLR improvement

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ops.cli.options import encoder_names, positive
+from ops.cli.options import encoder_names, positive, report_dir
 
 
 def duration(
@@ -16,7 +16,7 @@ def duration(
     limit: int = typer.Option(None, help="Read only the first N jobs of each trace (a quick run)."),
     epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs (early stopping on the validation split)."),
     save: Path = typer.Option(None, help="Also save each trained model to SAVE/<trace>-<encoder>."),
-    out: Path = typer.Option(Path("reports"), help="Directory for bench-duration.md/.json and the plots."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-duration.md/.json and the plots."),
     censored: bool = typer.Option(True, help="Also learn from the jobs still running at the cut, as lower bounds "
                                              "on their run time (censored loss)."),
 ) -> None:
@@ -50,7 +50,7 @@ def sjf(
     encoder: str = typer.Option("hashed", help="Text encoder of the duration model: hashed or minilm.", callback=encoder_names),
     epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs."),
     policies: str = typer.Option(None, help="Override the policies (comma-separated, <ordering>+<placement>)."),
-    out: Path = typer.Option(Path("reports"), help="Directory for bench-sjf-<trace>.md/.json and the plots."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-sjf-<trace>.md/.json and the plots."),
     censored: bool = typer.Option(True, help="The duration model also learns from the jobs still running at the "
                                              "cut (lower bounds)."),
 ) -> None:

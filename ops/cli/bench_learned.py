@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ops.cli.options import report_dir
+
 
 def learned(
     model: Path = typer.Option(None, help="Model directory (default: $SEMSCHED_MODEL_DIR, else models/latest)."),
@@ -14,7 +16,7 @@ def learned(
     compare: str = typer.Option("fgd,best-fit", help="Policies whose schedule_step time is shown beside."),
     churn: int = typer.Option(16, min=0, help="Placements, arrivals and departures between the consecutive "
                               "steps of the 'churned' rows (pair features kept across steps); 0: no such rows."),
-    out: Path = typer.Option(Path("reports"), help="Directory for bench-learned.md/.json."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-learned.md/.json."),
 ) -> None:
     """Decision latency of the learned scorer per scheduling step (p50 / p99), in-process on CPU."""
     import sys

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import typer
 
+from ops.cli.options import report_dir
+
 
 def triton(
     model: Path = typer.Option(None, help="Model directory (default: $SEMSCHED_MODEL_DIR, else models/latest)."),
@@ -17,7 +19,7 @@ def triton(
                               "(both sides keep their pair features from step to step)."),
     deadline_ms: float | None = typer.Option(None, help="Count the Triton calls slower than this (default: the worker's "
                                       "deadline, $SEMSCHED_TRITON_DEADLINE_MS, else 500)."),  # fmt: skip
-    out: Path = typer.Option(Path("reports"), help="Directory for bench-triton.md/.json and plots."),
+    out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-triton.md/.json and plots."),
 ) -> None:
     """Decision latency per scheduling step (p50 / p99) via Triton (gRPC) beside in-process."""
     import sys

@@ -17,6 +17,8 @@ def policy_names(text: str | None, default: list[str] | None = None) -> list[str
     from scheduling.policies.registry import UnknownPolicyError, get_policy
 
     names = [p.strip() for p in (text or "").split(",") if p.strip()]
+    if not names and text:  # ",,": every policy, the learned ones included, was not what was asked
+        raise typer.BadParameter(f"names no policy: {text!r}")
     if not names:
         return list(default) if default is not None else available_policies()
     for name in names:
@@ -78,6 +80,14 @@ def result_file(path: Path) -> Path:
         raise typer.BadParameter(f"{path} is a directory: give the result file's path (like {path / 'result.json'})")
     if path.parent.exists() and not path.parent.is_dir():
         raise typer.BadParameter(f"{path.parent} is not a directory")
+    return path
+
+
+def report_dir(path: Path) -> Path:
+    """A typer callback: a report directory, checked before the benchmark runs (an existing file
+    failed the write at the end, the timings lost)."""
+    if path.exists() and not path.is_dir():
+        raise typer.BadParameter(f"{path} is a file: give a directory for the report")
     return path
 
 

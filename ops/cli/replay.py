@@ -52,11 +52,13 @@ def parse_options(pairs: list[str]) -> dict[str, object]:
 
 
 def parse_sample(text: str | None) -> int | float | None:
-    """``"300"`` → 300 jobs, ``"0.1"`` → 10 % of them."""
+    """``"300"`` or ``"1e3"`` → that many jobs, ``"0.1"`` → 10 % of them (a number over 1 is a count:
+    ``1e3`` was read as a fraction and refused)."""
     if text is None:
         return None
     try:
-        return float(text) if any(c in text for c in ".eE") else int(text)
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+        return int(value) if isinstance(value, float) and value > 1 and value.is_integer() else value
     except ValueError:
         raise typer.BadParameter(
             f"{text!r} is neither a count nor a fraction", param_hint="--sample"

@@ -56,7 +56,7 @@ class TraceLineError(ValueError):
         self.path = str(path)
         self.line = line
         self.reason = reason
-        super().__init__(f"{self.path}:{line}: {reason}")
+        super().__init__(f"{self.path}:{line}: {reason}" if line > 0 else f"{self.path}: {reason}")  # 0: the file
 
     def __reduce__(self) -> tuple[type, tuple[str, int, str]]:
         return (type(self), (self.path, self.line, self.reason))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,4 +44,23 @@ def get_loader(name: str, path: str | Path | None = None, **opts: object) -> Tra
         cls = LOADERS[name]
     except KeyError:
         raise ValueError(f"unknown trace {name!r}; available: {', '.join(LOADERS)}") from None
+    own = loader_options(cls)
+    unknown = sorted(k for k in opts if k not in own and k not in COMMON_OPTIONS)
+    if unknown:  # (a TypeError about __init__'s keyword arguments before)
+        raise ValueError(f"the {name} loader has no option {', '.join(map(repr, unknown))}; its own: "
+                         f"{', '.join(own) or 'none'}")  # fmt: skip
     return cls(path, **opts)
+
+
+def _keyword_options(cls: type) -> list[str]:
+    params = inspect.signature(cls.__init__).parameters  # type: ignore[misc]
+    return [n for n, p in params.items() if p.kind is p.KEYWORD_ONLY]
+
+
+#: the selection options every loader takes (``ops.traces.base.TraceLoader``'s)
+COMMON_OPTIONS = frozenset(_keyword_options(TraceLoader))
+
+
+def loader_options(cls: type[TraceLoader]) -> list[str]:
+    """The keyword options a loader class takes beyond the common ones."""
+    return [n for n in _keyword_options(cls) if n not in COMMON_OPTIONS]

@@ -148,6 +148,9 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["bench", "sjf", "--nodes", "-3"], "--nodes"),
     (["bench", "dag", "--ccr", "inf"], "--ccr"),
     (["bench", "dag", "--dags", "0"], "--dags"),  # (an empty report, exit 0)
+    (["bench", "learned", "--out", "/dev/null"], "is a file"),  # (refused after the timings)
+    (["bench", "step", "--policies", ",,"], "names no policy"),  # (every policy, the learned ones too)
+    (["replay", "openb", "--dry-run", "--option", "bogus=1"], "the openb loader has no option 'bogus'"),
     (["bench", "dag-bounds", "--time-limit", "nan"], "--time-limit"),
     (["bench", "step", "--out", "{tmp}"], "--out"),  # (a directory: the results were lost at the end)
     (["train", "--epochs", "0"], "--epochs"),
@@ -181,6 +184,7 @@ def test_bench_fill_names_the_bad_line_of_a_pod_list_and_exits_1(tmp_path: Path)
     assert result.exit_code == 1 and f"{pods}:2:" in result.output.replace("\n", ""), result.output
     missing = runner.invoke(app, ["bench", "fill", "--policies", "fgd", "--pods", str(tmp_path / "nope.csv")])
     assert missing.exit_code == 1 and "cannot open" in missing.output, missing.output
+    assert "nope.csv: cannot open" in missing.output.replace("\n", "")  # the file, not a line 0 of it
 
 
 NODES = "sn,cpu_milli,memory_mib,gpu,model\n" + "".join(f"n{i},32000,65536,2,T4\n" for i in range(4))

@@ -206,6 +206,8 @@ def test_cli_option_parsing() -> None:
     assert parse_options(["node_list=all", "include-unscheduled=false", "hn_nodes=4"]) == {
         "node_list": "all", "include_unscheduled": False, "hn_nodes": 4}  # fmt: skip
     assert parse_sample("300") == 300 and parse_sample("0.1") == 0.1 and parse_sample(None) is None
+    assert parse_sample("1e3") == 1000 and isinstance(parse_sample("1e3"), int)  # a count (a fraction > 1 before)
+    assert parse_sample("1.0") == 1.0  # all of them
     with pytest.raises(typer.BadParameter):
         parse_options(["nonsense"])
     r = CliRunner().invoke(_cli(), ["replay", "nope", "--dry-run"])
