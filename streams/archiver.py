@@ -171,12 +171,15 @@ class Archiver:
             await self._flush_due()
             await self._update_lag()
 
-    async def run_until_caught_up(self, idle_polls: int = 3) -> int:
+    async def run_until_caught_up(self, idle_polls: int = 3, unknown_end_s: float = 30.0) -> int:
         """Archive until every assigned partition has no lag for ``idle_polls`` polls in a
-        row, then flush and commit. Returns the rows written (the demo's final drain)."""
+        row, then flush and commit. Returns the rows written (the demo's final drain). A partition
+        whose end the broker has not said yet (no fetch answered) is not caught up: three empty
+        polls before the first answer ended the drain with nothing read. After ``unknown_end_s`` of
+        that, the drain ends as before (a partition the broker never answers for)."""
         assert self._consumer is not None, "call start() first"
         before = sum(self.stats.archived.values())
-        idle = 0
+        idle, started = 0, time.monotonic()
         while idle < idle_polls:
             batches = await self._consumer.getmany(timeout_ms=self.poll_ms,
                                                    max_records=self.settings.archive_batch_rows)  # fmt: skip
@@ -184,7 +187,10 @@ class Archiver:
                 self._take(tp, records)
             await self._flush_due()
             await self._update_lag()
-            quiet = not batches and bool(self._consumer.assignment()) and not any(self.stats.lag.values())
+            assigned = self._consumer.assignment()
+            ends_known = all(self._consumer.highwater(tp) is not None for tp in assigned) \
+                or time.monotonic() - started > unknown_end_s
+            quiet = not batches and bool(assigned) and ends_known and not any(self.stats.lag.values())
             idle = idle + 1 if quiet else 0
         await self.flush_all()
         return sum(self.stats.archived.values()) - before
