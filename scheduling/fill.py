@@ -30,13 +30,21 @@ def gpu_demand(job: JobRequest) -> int:
     return job.num_gpu * job.per_gpu_milli if job.num_gpu else 0
 
 
+def unfillable(pods: Sequence[JobRequest], capacity_milli: int) -> str | None:
+    """Why a fill cannot run on these pods and this GPU capacity (None: it can)."""
+    if capacity_milli <= 0:
+        return "the fill benchmark fills GPUs: no node has one"
+    if not any(gpu_demand(p) for p in pods):
+        return "the fill benchmark fills GPUs: no pod asks for one"
+    return None
+
+
 def fill_sequence(pods: Sequence[JobRequest], capacity_milli: int, seed: int, target: float = 1.3) -> list[JobRequest]:
     """The arrival order for one seed (originals shuffled, then clones until the GPU demand reaches
     ``target`` × the capacity). Pods that ask for no GPU can never get there: refused (ValueError),
     as is a cluster without GPUs (the loop cloned pods for ever)."""
-    if capacity_milli <= 0 or not any(gpu_demand(p) for p in pods):
-        raise ValueError("the fill benchmark fills GPUs: " + ("the nodes have none" if capacity_milli <= 0
-                                                              else "no pod asks for one"))  # fmt: skip
+    if (why := unfillable(pods, capacity_milli)) is not None:
+        raise ValueError(why)
     rng = np.random.default_rng(seed)
     originals = sorted(pods, key=lambda p: p.job_id)
     order = [originals[i] for i in rng.permutation(len(originals))]

@@ -102,8 +102,8 @@ async def apply_held(w: Worker, early: EarlyReport) -> None:
         await apply_lifecycle(w, early.event, early.partition)
     except Exception as e:  # noqa: BLE001 - as _agent's own handler: the worker goes on
         log.exception("handling the held report %s@%s:%s failed", "jobs.lifecycle", early.partition, early.offset)
-        await w.deadletter(early.event.to_bytes(), f"internal error while handling: {type(e).__name__}: {e}",
-                           early, "jobs.lifecycle")  # fmt: skip
+        original = early.raw if early.raw is not None else early.event.to_bytes()  # (a report read back: re-encoded)
+        await w.deadletter(original, f"internal error while handling: {type(e).__name__}: {e}", early, "jobs.lifecycle")
 
 
 def register_agents(w: Worker) -> None:
@@ -153,7 +153,7 @@ def register_agents(w: Worker) -> None:
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
         trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
-        if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, msg.partition, time.time(), msg.offset):
+        if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, msg.partition, time.time(), msg.offset, raw):
             w.counters.early_reports += 1  # before its job's submission (streams/early_reports.py)
             return
         await apply_lifecycle(w, ev, msg.partition)

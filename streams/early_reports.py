@@ -27,7 +27,8 @@ class EarlyReport:
     event: JobLifecycle
     partition: int
     since: float  # when it came (wall clock)
-    offset: int = -1  # where it came from (for its dead letter, if handling it fails)
+    offset: int = -1  # where it came from, and its bytes (for its dead letter, if handling it fails)
+    raw: bytes | None = None
 
     @property
     def key(self) -> bytes:
@@ -44,11 +45,11 @@ class EarlyReports:
     def __len__(self) -> int:
         return self._count
 
-    def hold(self, event: JobLifecycle, partition: int, now: float, offset: int = -1) -> bool:
+    def hold(self, event: JobLifecycle, partition: int, now: float, offset: int = -1, raw: bytes | None = None) -> bool:
         """Keep ``event`` for its job; False when full (handle it now)."""
         if self._count >= self.limit:
             return False
-        self._by_job.setdefault(event.job_id, []).append(EarlyReport(event, partition, now, offset))
+        self._by_job.setdefault(event.job_id, []).append(EarlyReport(event, partition, now, offset, raw))
         self._count += 1
         return True
 

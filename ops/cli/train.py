@@ -63,7 +63,7 @@ def openb_fill_inputs(pods: Path | None = None, nodes: Path | None = None) -> tu
     (``FILE:LINE: reason``), no nodes, no pods, no GPUs or no GPU demand a ``ValueError`` (nothing
     trains, promotes or benchmarks on a silently thinned list). :func:`fill_inputs_or_exit` says so."""
     from ops.traces import get_loader
-    from scheduling.fill import gpu_demand
+    from scheduling.fill import unfillable
     from scheduling.job import JobRequest
     from scheduling.node import NodeView
 
@@ -73,9 +73,8 @@ def openb_fill_inputs(pods: Path | None = None, nodes: Path | None = None) -> tu
     pod_list = [JobRequest.from_event(tj.event.model_copy(update={"cluster": "default"})) for tj in loader.jobs()]
     if not node_views or not pod_list:
         raise ValueError(f"no {'nodes' if not node_views else 'pods'} to fill with")
-    if not any(n.num_gpu for n in node_views) or not any(map(gpu_demand, pod_list)):
-        raise ValueError("the fill benchmark fills GPUs: " + ("no node has one" if not any(n.num_gpu for n in node_views)
-                                                              else "no pod asks for one"))  # fmt: skip
+    if (why := unfillable(pod_list, sum(n.num_gpu for n in node_views) * 1000)) is not None:
+        raise ValueError(why)
     return node_views, pod_list
 
 

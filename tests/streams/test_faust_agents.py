@@ -572,13 +572,15 @@ async def test_a_held_report_that_fails_is_dead_lettered_itself_not_its_submissi
     failed = JobLifecycle(job_id="j1", cluster="c1", state="failed", decision_id=did, node_id="n1", reason="oom")
     async with drive(w, "jobs.lifecycle") as a:  # a restart's backlog: the reports come first
         await put(a, started.to_bytes(), key=b"j1")
-        await put(a, failed.to_bytes(), key=b"j1")
+        failed_as_sent = json.dumps(json.loads(failed.to_bytes()), indent=1).encode()  # (as a producer wrote it)
+        await put(a, failed_as_sent, key=b"j1")
     assert len(w.early_reports) == 2
     sent.refuse, sent.refusals = "jobs.lifecycle", 1
     async with drive(w, "jobs.submitted") as a:
         await put(a, job("j1").to_bytes(), key=b"j1")
     [dl] = sent.deadletters()
     assert (dl.topic, dl.offset) == ("jobs.lifecycle", 1) and "MessageSizeTooLargeError" in dl.reason
+    assert dl.original() == failed_as_sent  # the bytes it came with, not a re-encoding
     assert w.running["j1"]["state"] == "running" and len(w.early_reports) == 0
     async with drive(w, "jobs.lifecycle") as a:  # the dead letter retried
         await put(a, dl.original(), key=b"j1")
