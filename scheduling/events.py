@@ -290,9 +290,9 @@ class DecisionRecord(Event):
     candidates: list[Candidate] = Field(default_factory=list, description="Top-scored nodes.")
     feasible_nodes: int = Field(default=0, ge=0, le=MAX_UINT32)
     predicted_duration_s: float | None = Field(default=None, allow_inf_nan=False)
-    predicted_cost: float | None = None
+    predicted_cost: float | None = Field(default=None, allow_inf_nan=False)
     predicted_run_time_s: float | None = Field(
-        default=None,
+        default=None, ge=0, allow_inf_nan=False,
         description="The learned cost estimator's expected run time of the job on the chosen node, s "
         "(trained on recorded run times at nominal node speed).",
     )

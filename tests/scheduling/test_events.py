@@ -164,11 +164,13 @@ def test_dead_letter_keeps_the_original_bytes() -> None:
     assert big.original_size == 100_000 and len(big.original()) == 1000
 
 
-@pytest.mark.parametrize("field", ["latency_ms", "step_compute_ms", "predicted_duration_s", "trace_duration_s"])
+@pytest.mark.parametrize("field", ["latency_ms", "step_compute_ms", "predicted_duration_s", "trace_duration_s",
+                                   "predicted_cost", "predicted_run_time_s"])
 @pytest.mark.parametrize("value", ["Infinity", "NaN"])
 def test_a_decision_with_an_infinite_or_nan_time_is_refused(field: str, value: str) -> None:
     """The decisions topic is ingested: an infinite latency was archived, and every mean and
-    maximum over it read inf (found by the archive review)."""
+    maximum over it read inf (found by the archive review). The worker's own model gives ``None``
+    where its estimate is not finite (``LearnedPolicy.predicted_cost`` / ``predicted_run_time``)."""
     raw = json.loads(SAMPLES["decisions"].to_bytes())
     text = json.dumps({**raw, field: 0.0}).replace(f'"{field}": 0.0', f'"{field}": {value}')
     with pytest.raises(ValueError, match=field):
