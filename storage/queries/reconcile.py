@@ -10,7 +10,7 @@ from storage.queries._common import _RUNNING
 
 @dataclass(frozen=True)
 class Reconciliation:
-    #: submitted, but neither finished, running, nor rejected with a reason
+    #: submitted and accepted (not dead-lettered), but neither finished, running, nor rejected with a reason
     unaccounted: list[str]
     #: (job_id, attempt) placed more than once: two decision ids or two nodes for one attempt
     placed_twice: list[tuple[str, int]]
@@ -22,9 +22,16 @@ class Reconciliation:
         return not (self.unaccounted or self.placed_twice or self.started_twice)
 
 
+# A submission the worker dead-lettered (a clock too far ahead, a job id in use) is archived like any
+# other (the archiver admits on the message alone, streams/admission.py) and its dead letter names
+# the message it refused (topic, partition, offset): that one was refused with a reason, not lost.
+# The raw rows, not FINAL: FINAL keeps one row per event id, and a copy of the event sent again
+# later (and accepted) must not hide behind its dead-lettered twin.
 _UNACCOUNTED = """
-SELECT DISTINCT job_id FROM jobs_submitted FINAL
-WHERE job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
+SELECT DISTINCT job_id FROM jobs_submitted
+WHERE (kafka_partition, kafka_offset) NOT IN
+      (SELECT topic_partition, topic_offset FROM deadletter WHERE topic = 'jobs.submitted')
+  AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'rejected' AND reason != '')
   AND job_id NOT IN (__RUNNING__)
 ORDER BY job_id

@@ -186,3 +186,25 @@ def test_explain_a_job_known_only_from_lifecycle_reports_says_it_was_never_submi
     w.write("jobs_lifecycle", [JobLifecycle(event_id="x", event_time=T0, job_id="ghost", state="finished")], [(0, 0)])
     e = explain(client, "ghost")
     assert e.answer.startswith("Job ghost was never submitted: the archive holds only 1 lifecycle report(s)")
+
+
+def test_reconcile_counts_a_dead_lettered_submission_as_refused_not_lost(loaded: ArchiveClient) -> None:
+    """The archiver archives a submission the worker dead-letters (a clock too far ahead, a job id in
+    use): its dead letter names that message, so it was refused with a reason, not lost. A job whose
+    first submission was accepted stays unaccounted when a second one of it is refused."""
+    from scheduling.events import DeadLetter
+
+    w = ArchiveWriter(loaded)
+    ahead = JobSubmitted(event_id="s-g", event_time=at(900), job_id="G")
+    again = JobSubmitted(event_id="s-c2", event_time=at(8), job_id="C")  # C's id reused
+    w.write("jobs_submitted", [ahead, again], [(1, 40), (1, 41)])
+    refused = [DeadLetter.of(ahead.to_bytes(), "event_time is 900 s ahead", topic="jobs.submitted", partition=1,
+                             offset=40),
+               DeadLetter.of(again.to_bytes(), "job id 'C' was already submitted", topic="jobs.submitted",
+                             partition=1, offset=41)]  # fmt: skip
+    w.write("deadletter", refused, [(1, 7), (1, 8)])
+    assert reconcile(loaded).unaccounted == ["C", "F"]
+    # the same refused message on another topic's dead letter, or another offset, does not count
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-h", event_time=at(9), job_id="H")], [(1, 42)])
+    w.write("deadletter", [DeadLetter.of(b"{}", "x", topic="jobs.lifecycle", partition=1, offset=42)], [(1, 9)])
+    assert reconcile(loaded).unaccounted == ["C", "F", "H"]
