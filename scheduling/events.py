@@ -208,7 +208,9 @@ class NodeTelemetry(Event):
     kind: Literal["node_telemetry"] = "node_telemetry"
     node_id: str = Field(min_length=1, max_length=256)
     cluster: str = Field(default="default", min_length=1, max_length=128)
-    source: Literal["inventory", "agent"] = "agent"
+    source: Literal["inventory", "agent", "worker"] = Field(
+        default="agent", description="inventory (replay), the node's agent, or the worker marking a node "
+        "whose agent fell silent unhealthy (its last report's state otherwise)")
     cpu_milli: WireInt = Field(ge=0, le=MAX_CPU_MILLI)
     memory_mib: WireInt = Field(ge=0, le=MAX_MEMORY_MIB)
     num_gpu: WireInt = Field(default=0, ge=0, le=MAX_GPUS)

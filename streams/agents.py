@@ -149,6 +149,7 @@ def register_agents(w: Worker) -> None:
         w.nodes[ev.node_id] = ev.model_dump(mode="json")
         w.counters.telemetry += 1
         if ev.source == "agent":  # into each hopping window the report falls in, each its own sum
+            w.node_heard[ev.node_id] = time.monotonic()
             w.node_util[ev.node_id].apply(add_report, [ev.gpu_util, ev.cpu_util, 1])
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
@@ -182,6 +183,8 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
             w.applied_offsets[msg.partition] = msg.offset
         elif topic == "jobs.lifecycle":
             w.lifecycle_offsets[msg.partition] = msg.offset
+        elif topic == "nodes.telemetry":
+            w.telemetry_offsets[msg.partition] = msg.offset
         stamp = round(msg.timestamp * 1000) if msg.timestamp is not None else None  # Faust gives seconds
         ev = admit(raw, topic, msg.partition, w.settings, offset=msg.offset, timestamp_ms=stamp)
         if isinstance(ev, str):

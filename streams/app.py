@@ -60,6 +60,7 @@ class Counters:
     lifecycle: int = 0
     telemetry: int = 0
     telemetry_late: int = 0  # reports older than the node's latest (or the same one again): not applied
+    nodes_silent: int = 0  # nodes this worker marked unhealthy: no report from their agent (streams/silent_nodes.py)
     # input offsets consumption skipped, each sought back to (streams/offset_watch.py; should stay 0):
     offset_gaps: int = 0  # revealed by a later offset
     offset_stalls: int = 0  # a partition's end past what was handled, and nothing arriving
@@ -93,6 +94,9 @@ class Worker:
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)
     applied_offsets: dict[int, int] = field(default_factory=dict)  # decisions: partition → last offset handled
     lifecycle_offsets: dict[int, int] = field(default_factory=dict)  # jobs.lifecycle: the same
+    telemetry_offsets: dict[int, int] = field(default_factory=dict)  # nodes.telemetry: the same
+    # node id -> when (monotonic) this worker last applied a report of its agent (streams/silent_nodes.py)
+    node_heard: dict[str, float] = field(default_factory=dict)
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     # gangs with a rejected member (rebuilt from the done table once after recovery)
     rejected_gangs: set[str] = field(default_factory=set)

@@ -46,6 +46,7 @@ from streams.lost_nodes import LostNodes
 from streams.model_status import ModelStatus
 from streams.node_utilisation import step_utilisation
 from streams.policy_warm_up import PolicyWarmUp
+from streams.silent_nodes import SilentNodes
 from streams.snapshot_cache import SnapshotCache
 from streams.state import PendingJob, RunningJob
 from streams.step_publication import StepPublication
@@ -89,6 +90,7 @@ class SchedulingLoop:
         self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
         self.lost_nodes = LostNodes(self)  # placements on nodes unhealthy for too long are moved off
+        self.silent_nodes = SilentNodes(self)  # nodes whose agent fell silent are marked unhealthy
         self._timeouts_checked = -1e9  # when _check_timeouts last read the running table (monotonic)
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
@@ -139,6 +141,7 @@ class SchedulingLoop:
         lifecycle = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.lifecycle_catchup.topic}
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
+            await self.silent_nodes.check()
             await self.lost_nodes.check()
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)

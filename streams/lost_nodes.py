@@ -1,4 +1,5 @@
-"""Jobs on a node that reports itself unhealthy are moved off it.
+"""Jobs on a node that reports itself unhealthy (or that the worker marked so: its agent fell silent,
+:mod:`streams.silent_nodes`) are moved off it.
 
 An agent reports how a job ends, but a node whose telemetry says ``healthy: false`` (a GPU fell
 off the bus, the node is being drained, its kubelet is not ready) may never report the jobs on it
@@ -54,7 +55,9 @@ class LostNodes:
             r = RunningJob.model_validate(d)
             if not self.loop.views.owns(r.job.cluster, self.loop.owned):
                 continue
-            await self._preempt(r, f"node {r.node_id} reported unhealthy for {now - since:.0f}s "
+            how = "silent (no report from its agent), marked" if (w.nodes.get(r.node_id) or {}).get("source") == "worker" \
+                else "reported"
+            await self._preempt(r, f"node {r.node_id} {how} unhealthy for {now - since:.0f}s "
                                    f"(SEMSCHED_NODE_LOST={grace:g})")  # fmt: skip
             self.preempted.add(r.decision_id)  # only once the broker has both: else again at the next pass
         self.preempted &= placed

@@ -75,6 +75,10 @@ class Settings(BaseModel):
     # the placements on a node unhealthy this long are preempted and re-queued (streams/lost_nodes.py;
     # 0: at once; < 0: never)
     node_lost_s: float = Field(default_factory=lambda: _env_float("NODE_LOST", 60))
+    # a node its agent has reported on that is not heard from again for this long is marked unhealthy by
+    # the worker, which node_lost_s then acts on (streams/silent_nodes.py; agents report every node at
+    # least every 10 s; 0: never)
+    node_silent_s: float = Field(default_factory=lambda: _env_float("NODE_SILENT", 40, minimum=0), ge=0)
     # a job whose DAG parent this worker has never seen (not pending, running or done in its cluster)
     # is rejected this long after its submission (0: it waits for the parent however long it takes)
     # a telemetry report or a submission whose event_time is further ahead of the worker's clock than

@@ -6,7 +6,9 @@ its predecessor lost ``failed``). It learns the nodes from the inventory telemet
 (ignoring a decision id it has already executed), refuses any command that would
 over-commit a node (a ``failed`` lifecycle event with the reason), runs each job for its
 trace duration divided by ``speed``, reports ``started`` / ``finished``, and publishes
-telemetry for the nodes whose allocation changed every ``telemetry_s`` seconds.
+telemetry for the nodes whose allocation changed every ``telemetry_s`` seconds, and for every node
+at least every 10 s (``AGENT_REPORT_EVERY_S``: a node not heard from is marked unhealthy by the worker,
+``streams/silent_nodes.py``).
 
 Tracing: each placement command is executed inside an ``execute job`` span, a child of the
 trace context the command carries in its headers (the worker's ``schedule job`` span); it
@@ -47,6 +49,7 @@ from scheduling.events import (
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.producer import EventProducer
 from streams.settings import Settings
+from streams.silent_nodes import AGENT_REPORT_EVERY_S
 from streams.telemetry import (
     TelemetryConfigError,
     configure,
@@ -96,6 +99,7 @@ class SimulatedAgents:
         self.unknown_node_grace_s = 10.0
         self._producer = EventProducer(settings)
         self._stopping = asyncio.Event()
+        self._reported_all = 0.0  # when every node was last reported (streams/silent_nodes.py)
 
     def run_seconds(self, cmd: PlacementCommand) -> float:
         d = cmd.trace_duration_s if cmd.trace_duration_s is not None else self.default_duration_s
@@ -268,6 +272,8 @@ class SimulatedAgents:
                 if now - min(c.event_time.timestamp() for c in cmds) >= self.unknown_node_grace_s:
                     for cmd in self._waiting.pop(node_id):
                         await self._place(cmd)
+            if now - self._reported_all >= AGENT_REPORT_EVERY_S:  # each node at least this often: it is alive
+                self._reported_all, self.dirty = now, set(self.nodes)
             dirty, self.dirty = self.dirty, set()
             for node_id in dirty:
                 await self._producer.send("nodes.telemetry", self.nodes[node_id].telemetry())

@@ -36,6 +36,8 @@ EVENTS: list[Event] = [
                   memory_mib=1024, num_gpu=2, gpu_model="H100", cpu_alloc_milli=1000, memory_alloc_mib=10,
                   gpu_alloc_milli=[500, 1000], cpu_util=0.25, gpu_util=0.5, healthy=False,
                   topology={"rack": "r1"}),
+    NodeTelemetry(event_time=T, node_id="n2", cluster="c1", source="worker", cpu_milli=8000, memory_mib=1024, topology={"zone": "z"},
+                  healthy=False),  # the worker's mark of a node whose agent fell silent (migration 0013)
     JobLifecycle(event_time=T, job_id="j1", cluster="c1", state="failed", attempt=2, decision_id="d1",
                  node_id="n1", exit_code=137, reason="OOMKilled", log_tail="Killed\n"),
     DecisionRecord(event_time=T, decision_id="d1", job_id="j1", cluster="c1", attempt=2, outcome="placed",

@@ -64,3 +64,25 @@ async def test_a_redelivered_report_is_counted_once(worker) -> None:  # noqa: F8
         await put(a, second.to_bytes(), key=b"g1", offset=1)  # the latest again (a restart, a rebalance)
     assert window_means(w, "g1") == (2, pytest.approx(0.5), pytest.approx(0.5))
     assert w.counters.telemetry == 2 and w.counters.telemetry_late == 1
+
+
+async def test_an_agents_report_is_heard_and_the_workers_mark_is_no_measurement(worker) -> None:  # noqa: F811
+    """What ``streams/silent_nodes.py`` reads: when each node's agent was last heard, and how far the
+    telemetry partitions were handled. The worker's own mark of a silent node (source ``worker``)
+    is neither a sign of life nor a utilisation sample, and an agent's report after it supersedes it."""
+    import time
+
+    w: Worker = worker[0]
+    now = datetime.now(UTC)
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry("inv", at=now, source="inventory").to_bytes(), key=b"inv", offset=0)
+        before = time.monotonic()
+        await put(a, telemetry("g1", at=now, source="agent", gpu_util=0.5).to_bytes(), key=b"g1", offset=1)
+        heard = w.node_heard["g1"]
+        mark = telemetry("g1", at=now + timedelta(milliseconds=1), source="worker", healthy=False, gpu_util=0.5)
+        await put(a, mark.to_bytes(), key=b"g1", offset=2)
+        assert w.nodes["g1"]["source"] == "worker" and w.node_heard["g1"] == heard
+        await put(a, telemetry("g1", at=now + timedelta(seconds=1), source="agent").to_bytes(), key=b"g1", offset=3)
+    assert "inv" not in w.node_heard and heard >= before and w.node_heard["g1"] > heard
+    assert w.nodes["g1"]["source"] == "agent" and w.nodes["g1"]["healthy"]
+    assert window_means(w, "g1")[0] == 2 and max(w.telemetry_offsets.values()) == 3

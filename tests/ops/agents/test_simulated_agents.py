@@ -247,3 +247,30 @@ async def test_a_targeted_preemption_ends_only_that_placement(agents) -> None:  
     await a._handle("actions", fence.to_bytes())
     assert a.nodes["n1"].cpu_alloc == 1000 and set(a.nodes["n1"].jobs) == {c1.decision_id}
     assert [(e.state, e.decision_id) for e in rec.lifecycle() if e.state == "preempted"] == [("preempted", c0.decision_id)]
+
+
+async def test_every_node_is_reported_at_least_every_ten_seconds_changed_or_not(agents) -> None:
+    """The worker marks a node its agent has gone quiet about unhealthy (streams/silent_nodes.py): a
+    node the agents hold is reported whether or not anything changed on it."""
+    from streams.silent_nodes import AGENT_REPORT_EVERY_S
+
+    a, rec = agents
+    a.telemetry_s = 0.01
+    for n in ("n1", "n2"):
+        await a._handle("nodes.telemetry", inventory(n))
+    task = asyncio.create_task(a._telemetry_loop())
+    try:
+        deadline = time.time() + 5
+        while len(rec.sent) < 2 and time.time() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.1)  # ten more rounds: nothing changed, nothing due
+        first = sorted(e.node_id for t, e in rec.sent if t == "nodes.telemetry")
+        a._reported_all -= AGENT_REPORT_EVERY_S  # ten seconds on
+        while len(rec.sent) < 4 and time.time() < deadline:
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+    assert first == ["n1", "n2"]
+    reports = [e for t, e in rec.sent if t == "nodes.telemetry"]
+    assert sorted(e.node_id for e in reports) == ["n1", "n1", "n2", "n2"]
+    assert all(e.source == "agent" and e.healthy for e in reports)

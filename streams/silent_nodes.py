@@ -1,0 +1,93 @@
+"""A node whose agent falls silent is marked unhealthy, as Kubernetes' node controller marks a
+node whose kubelet stops renewing its lease not ready.
+
+Only ``healthy: false`` moves jobs off a node (:mod:`streams.lost_nodes`), and an agent that dies
+with its node says nothing. So an agent reports every node it runs at least every 10 s (the
+simulated agents do: ``ops/agents/simulated.py``), and a node that its agent has reported on and
+that this worker has not heard from for ``settings.node_silent_s`` (``SEMSCHED_NODE_SILENT``, 40 s;
+0: never) gets a report from the worker itself on ``nodes.telemetry``: its last report's state,
+``healthy: false``, ``source: "worker"``, stamped 1 ms after that report (so any later report of
+its agent supersedes it, whatever the two clocks say). From there it is an unhealthy node like any
+other: the filters keep new placements off it, ``lost_nodes`` moves its placements off after
+``SEMSCHED_NODE_LOST``, the archive has the report. The agent's next report makes it healthy again.
+
+- Nodes known only from the inventory (a replay with no agents) are never marked: nothing was
+  promised for them.
+- Heard means a report of the node's agent applied by this worker, timed by this worker's clock;
+  a worker that (re)starts or is newly given a partition gives every node the whole interval.
+- A node is marked only while this worker has handled its telemetry partition up to the end the
+  consumer knows: a worker behind on its input must not take its own lag for silent agents.
+- Only the clusters whose partitions this worker owns, and each silence once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from aiokafka import TopicPartition
+
+from scheduling.events import NodeTelemetry, new_event_id, partition_for
+
+if TYPE_CHECKING:
+    from streams.loop import SchedulingLoop
+
+log = logging.getLogger("semsched.worker")
+
+AGENT_REPORT_EVERY_S = 10.0  # what an agent promises (README); node_silent_s should be a few of these
+
+
+class SilentNodes:
+    def __init__(self, loop: SchedulingLoop) -> None:
+        self.loop = loop
+        self.marked: dict[str, float] = {}  # node id -> the heard time it was marked silent at
+        self._checked = 0.0
+
+    async def check(self) -> None:
+        """One pass over the nodes, at most once a second."""
+        w = self.loop.w
+        silent_s = w.settings.node_silent_s
+        now = time.monotonic()
+        if silent_s <= 0 or now - self._checked < 1.0:
+            return
+        self._checked = now
+        caught_up: dict[int, bool] = {}
+        for node_id, d in list(w.nodes.items()):
+            if d is None or d.get("source") != "agent" or not d.get("healthy", True):
+                continue
+            heard = w.node_heard.setdefault(node_id, now)  # (first seen since this worker started)
+            if now - heard < silent_s or self.marked.get(node_id) == heard:
+                continue
+            part = partition_for(d["cluster"], w.settings.partitions)
+            if not self.loop.views.owns(d["cluster"], self.loop.owned):
+                continue
+            if part not in caught_up:
+                caught_up[part] = self._caught_up(part)
+            if not caught_up[part]:
+                continue
+            await self._mark(d, part, now - heard)
+            self.marked[node_id] = heard
+        self.marked = {n: h for n, h in self.marked.items() if w.node_heard.get(n) == h}
+
+    def _caught_up(self, partition: int) -> bool:
+        """Has this worker handled ``partition`` of ``nodes.telemetry`` up to the end its consumer knows?"""
+        w = self.loop.w
+        try:
+            end = w.app.consumer.highwater(TopicPartition(w.settings.topic("nodes.telemetry"), partition))
+        except Exception:  # noqa: BLE001 - not assigned (a rebalance under way), no consumer yet: not now
+            return False
+        return end is not None and w.telemetry_offsets.get(partition, -1) >= end - 1
+
+    async def _mark(self, d: dict[str, Any], partition: int, quiet_s: float) -> None:
+        last = NodeTelemetry.model_validate(d)
+        report = last.model_copy(update={
+            "event_id": new_event_id(), "event_time": last.event_time + timedelta(milliseconds=1),
+            "source": "worker", "healthy": False})  # fmt: skip
+        log.warning("node %s (cluster %s): no report from its agent for %.0f s (SEMSCHED_NODE_SILENT=%g): marked "
+                    "unhealthy", last.node_id, last.cluster, quiet_s, self.loop.w.settings.node_silent_s)  # fmt: skip
+        self.loop.w.counters.nodes_silent += 1
+        send = self.loop._send  # the loop's one way to the producer
+        await (await send("nodes.telemetry", last.node_id, report.to_bytes(), partition))
+
