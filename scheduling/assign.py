@@ -21,7 +21,7 @@ import numpy as np
 
 from scheduling.filters.base import Filter
 from scheduling.filters.framework import filter_shape, never_fits, run_filters
-from scheduling.gang import gang_problem, group_gangs
+from scheduling.gang import gang_never_fits, gang_problem, group_gangs
 from scheduling.gpu_select import select_gpus
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext
@@ -60,12 +60,12 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
         return done >= max_placements or (done > 0 and done + need > max_placements)
 
     for job in ordered:
-        if not job.is_gang:
+        if job.gang_id not in gangs:
             if over_budget(1):
                 result.deferred.append(job.job_id)
                 continue
-            shape = filter_shape(job)
-            known = no_fit.get(shape)
+            shape = filter_shape(job)  # (the default filters read nothing else: a custom chain may)
+            known = no_fit.get(shape) if filters is None else None
             if known is not None:
                 result.unschedulable.append(known.for_job(job.job_id))
                 continue
@@ -162,8 +162,10 @@ def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], 
         if isinstance(outcome, Unschedulable):
             for placement, job in reversed(placed):
                 snap.free(placement.node_index, job, placement.gpu_indices)
-            why = f"gang {gang_id}: member {member.job_id} cannot be placed: {outcome.reason}"
-            result.unschedulable.extend(Unschedulable(m.job_id, why, outcome.permanent) for m in members)
+            why, permanent = f"gang {gang_id}: member {member.job_id} cannot be placed: {outcome.reason}", outcome.permanent
+            if not permanent and filters is None and (never := gang_never_fits(gang_id, members, snap)):
+                why, permanent = never, True
+            result.unschedulable.extend(Unschedulable(m.job_id, why, permanent) for m in members)
             return
         placed.append((outcome, member))
     size = len(members)

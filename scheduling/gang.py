@@ -1,23 +1,61 @@
 """Gang bookkeeping: which pending jobs belong together and whether a gang is complete.
 
 A gang (``gang_id`` with ``gang_size > 1``) is placed all-or-nothing in one step; until
-all ``gang_size`` members are pending it waits.
+all ``gang_size`` members are pending it waits. A job naming a gang's id with another
+``gang_size`` (1 included) is one of its members, so the disagreement is found and said.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
+
+import numpy as np
 
 from scheduling.job import JobRequest
+from scheduling.resources import FULL_GPU_MILLI
+from scheduling.snapshot import ClusterSnapshot
 
 
-def group_gangs(jobs: Iterable[JobRequest]) -> dict[str, list[JobRequest]]:
-    """Gang id → its pending members, in the order given."""
+def group_gangs(jobs: Sequence[JobRequest]) -> dict[str, list[JobRequest]]:
+    """Gang id → its pending members, in the order given: every job with the id of a gang (a
+    ``gang_id`` some job gives with ``gang_size > 1``)."""
+    ids = {job.gang_id for job in jobs if job.is_gang}
     gangs: dict[str, list[JobRequest]] = {}
     for job in jobs:
-        if job.is_gang:
+        if job.gang_id in ids:
             gangs.setdefault(job.gang_id, []).append(job)  # type: ignore[arg-type]
     return gangs
+
+
+def gang_never_fits(gang_id: str, members: Sequence[JobRequest], snapshot: ClusterSnapshot) -> str | None:
+    """Why the whole gang can never run in this cluster, though each member alone could, else ``None``:
+    its members together need more cpu, memory, GPU milli or whole GPUs than all the nodes any of
+    them could use (the default filters on the empty cluster) have. A necessary condition only, so
+    never a false refusal; kept per node table and member shapes."""
+    from scheduling.filters.framework import filter_shape, run_filters
+
+    if snapshot.num_nodes == 0:
+        return None
+    known: dict[tuple, str | None] = snapshot.static_cache("scheduling:gang-never-fits", lambda _: {})
+    key = tuple(sorted(filter_shape(m) for m in members))
+    if key not in known:
+        if len(known) >= 1024:
+            known.clear()
+        empty = snapshot.empty()
+        usable = np.zeros(snapshot.num_nodes, dtype=bool)
+        for m in members:
+            usable |= run_filters(m, empty, None, explain=False).feasible_mask
+        t = snapshot.table
+        have = {"whole GPUs": int(t.num_gpu[usable].sum()), "GPU milli": int(t.gpu_cap_milli[usable].sum()),
+                "cpu milli": int(t.cpu_cap[usable].sum()), "MiB of memory": int(t.mem_cap[usable].sum())}
+        need = {"whole GPUs": sum(m.num_gpu for m in members if m.per_gpu_milli >= FULL_GPU_MILLI),
+                "GPU milli": sum(m.gpu_demand_milli for m in members), "cpu milli": sum(m.cpu_milli for m in members),
+                "MiB of memory": sum(m.memory_mib for m in members)}  # fmt: skip
+        short = next((k for k in need if need[k] > have[k]), None)  # (the first: whole GPUs short is GPU milli short)
+        known[key] = None if short is None else (
+            f"gang {gang_id} never fits this cluster: its {len(members)} members together need {need[short]:,} "
+            f"{short} against {have[short]:,} on the {int(usable.sum())} node(s) they could use, even when empty")
+    return known[key]
 
 
 def gang_problem(gang_id: str, members: list[JobRequest]) -> tuple[str, bool] | None:

@@ -38,9 +38,10 @@ def group_units(jobs: Sequence[JobRequest]) -> list[Unit]:
     """Singles and whole gangs, each unit's members in FIFO order (units in first-seen order)."""
     if not any(job.is_gang for job in jobs):
         return [(job,) for job in jobs]
+    gangs = {job.gang_id for job in jobs if job.is_gang}  # (a member that gives another gang_size is one too)
     units: dict[tuple[str, str], list[JobRequest]] = {}
     for job in jobs:
-        key = ("g", job.gang_id) if job.is_gang else ("j", job.job_id)
+        key = ("g", job.gang_id) if job.gang_id in gangs else ("j", job.job_id)
         units.setdefault(key, []).append(job)  # type: ignore[arg-type]
     return [tuple(sorted(members, key=fifo_key)) for members in units.values()]
 

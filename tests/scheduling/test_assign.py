@@ -67,7 +67,7 @@ def test_max_instances_per_node_spreads_replicas():
 
 
 def test_gang_all_or_nothing_rolls_back():
-    s = snap(node("a", gpus=4), node("b", gpus=2))
+    s = snap(node("a", gpus=4), node("b", gpus=4, gpu_alloc=(1000, 1000, 0, 0)))  # the gang fits when b frees up
     gang = [job(f"g{i}", gpus=4, gang_id="g", gang_size=2, submit_time=0) for i in range(2)]
     later = job("small", gpus=2, submit_time=1)
     r = schedule_step(s, [*gang, later], FF, now=0)
@@ -100,6 +100,59 @@ def test_gang_that_can_never_fit_is_permanent():
     gang = [job(f"g{i}", gpus=4, gang_id="g", gang_size=2) for i in range(2)]
     r = schedule_step(s, gang, FF, now=0)
     assert [u.permanent for u in r.unschedulable] == [True, True]
+
+
+def test_a_gang_larger_than_the_cluster_is_permanent_though_each_member_fits():
+    """Each member fits an empty node, the gang together never does (found by the scheduling review:
+    it waited for ever, while a single job of its size was rejected)."""
+    gang = [job(f"g{i}", gpus=8, gang_id="g", gang_size=3, gpu_models=frozenset({"A100"})) for i in range(3)]
+    s = snap(node("a", gpus=8, model="A100"), node("b", gpus=8, model="A100"), node("t4", gpus=8, model="T4"))
+    r = schedule_step(s, gang, FF, now=0)
+    assert [u.permanent for u in r.unschedulable] == [True, True, True]
+    assert r.unschedulable[0].reason == ("gang g never fits this cluster: its 3 members together need 24 whole GPUs "
+                                         "against 16 on the 2 node(s) they could use, even when empty")  # fmt: skip
+    two = schedule_step(s, gang[:2], FF, now=0)  # (gang_size 3: waiting for the third)
+    assert not any(u.permanent for u in two.unschedulable)
+    busy = snap(node("a", gpus=8, model="A100", gpu_alloc=(1000,) * 8), node("b", gpus=8, model="A100"))
+    fits_later = [job(f"h{i}", gpus=8, gang_id="h", gang_size=2) for i in range(2)]
+    r = schedule_step(busy, fits_later, FF, now=0)  # 16 GPUs: only busy now
+    assert [u.permanent for u in r.unschedulable] == [False, False]
+
+
+def test_a_member_giving_another_gang_size_is_one_of_the_gang():
+    """A job with the gang's id and ``gang_size`` 1 was placed alone, its gang left waiting for it for ever
+    (found by the scheduling review): the disagreement is said, and permanent."""
+    s = snap(node("a", gpus=8))
+    gang = [job("m0", gpus=1, gang_id="g", gang_size=1), *(job(f"m{i}", gpus=1, gang_id="g", gang_size=3)
+                                                          for i in (1, 2))]  # fmt: skip
+    r = schedule_step(s, gang, FF, now=0)
+    assert r.placements == []
+    assert [(u.job_id, u.permanent) for u in r.unschedulable] == [("m0", True), ("m1", True), ("m2", True)]
+    assert "members disagree on gang_size ([1, 3])" in r.unschedulable[0].reason
+    alone = schedule_step(s, [job("solo", gpus=1, gang_id="s", gang_size=1)], FF, now=0)  # a gang of one: a job
+    assert _placed(alone) == {"solo": "a"}
+
+
+def test_a_custom_filter_decides_each_job_not_the_first_of_its_shape():
+    """The step's 'no node fits this shape' shortcut holds for the default filters only: a custom filter
+    may read more of the job (found by the scheduling review: a gold job got the bronze one's
+    permanent rejection)."""
+    from scheduling.filters import DEFAULT_FILTERS
+    from scheduling.filters.base import BaseFilter
+
+    class GoldOnly(BaseFilter):
+        name = "gold-only"
+
+        def mask(self, job, snapshot):  # type: ignore[no-untyped-def]
+            return np.full(snapshot.num_nodes, job.tenant == "gold")
+
+        def reason(self, job):  # type: ignore[no-untyped-def]
+            return f"tenant {job.tenant} not allowed"
+
+    s = snap(node("a"))
+    jobs = [job("bronze", tenant="bronze", submit_time=0), job("gold", tenant="gold", submit_time=1)]
+    r = schedule_step(s, jobs, FF, now=0, filters=(*DEFAULT_FILTERS, GoldOnly()))
+    assert _placed(r) == {"gold": "a"} and [u.job_id for u in r.unschedulable] == ["bronze"]
 
 
 def test_never_fits_is_permanent_with_reason():
