@@ -42,7 +42,10 @@ class JobRequest:
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.num_gpu < 0:
             raise ValueError(f"job {self.job_id}: negative resources")
         if not 0 <= self.per_gpu_milli <= FULL_GPU_MILLI:
-            raise ValueError(f"job {self.job_id}: per_gpu_milli must be within 1..{FULL_GPU_MILLI}")
+            raise ValueError(f"job {self.job_id}: per_gpu_milli must be within 0..{FULL_GPU_MILLI} (0: whole GPUs)")
+        if self.num_gpu > 1 and 0 < self.per_gpu_milli < FULL_GPU_MILLI:  # as the wire (JobSubmitted) says
+            raise ValueError(f"job {self.job_id}: a fractional per_gpu_milli is only allowed with num_gpu == 1 "
+                             f"(FGD and the GPU selection have no rule for sharing several GPUs)")
         if self.gang_size < 1:
             raise ValueError(f"job {self.job_id}: gang_size must be >= 1")
         if self.max_instances_per_node is not None and self.max_instances_per_node < 1:

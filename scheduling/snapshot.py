@@ -243,9 +243,9 @@ class ClusterSnapshot:
         np.subtract.at(self.mem_free, rows, mem)
         if gpu[0]:
             np.subtract.at(self.gpu_free, (gpu[0], gpu[1]), gpu[2])
-            np.subtract.at(self.gpu_free_milli, gpu[0], gpu[2])
             touched = np.unique(gpu[0])
             block = self.gpu_free[touched]
+            self.gpu_free_milli[touched] = np.where(block > 0, block, 0).sum(axis=1)  # (as __init__: a GPU over-committed is 0 free, not less)
             self.gpu_max_free[touched] = block.max(axis=1)
             self.gpu_full_free[touched] = np.count_nonzero(block >= FULL_GPU_MILLI, axis=1)
         for app, where in apps.items():
@@ -271,8 +271,8 @@ class ClusterSnapshot:
         self.mem_free[i] += sign * job.memory_mib
         if idx:
             self.gpu_free[i, idx] += sign * job.per_gpu_milli
-            self.gpu_free_milli[i] += sign * job.per_gpu_milli * len(idx)
             row = self.gpu_free[i]
+            self.gpu_free_milli[i] = row[row > 0].sum()  # (as __init__: a GPU over-committed is 0 free, not less)
             self.gpu_max_free[i] = row.max()
             self.gpu_full_free[i] = np.count_nonzero(row >= FULL_GPU_MILLI)
         if job.app:

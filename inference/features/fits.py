@@ -4,7 +4,8 @@ kube-scheduler scores only the nodes that passed its filters; the learned policy
 at the granularity its head works at, the job shape (:func:`inference.features.pairs.pair_shape`).
 A pair fits when the node is healthy and has the shape's free cpu, memory and GPUs: as many
 GPUs, their free milli in aggregate, and per GPU what :mod:`scheduling.filters.gpu_share` asks
-(one GPU with the share free, ``k`` fully free GPUs, or ``k`` GPUs with the share free). Where
+(one GPU with the share free, or ``k`` fully free GPUs: a share of several GPUs is refused,
+:class:`scheduling.job.JobRequest`). Where
 the pair rows tell GPU models apart (``spec.workload``) the shape's GPU models count too; where
 they do not, a shape stands for jobs with different model constraints and every model counts.
 That is the conjunction of the health, capacity, GPU-share and GPU-model filters, vectorised
@@ -37,8 +38,6 @@ def shape_fits(shape_jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec
         fits &= (num == 0) | ((s.num_gpu >= num) & (s.gpu_free_milli >= num * per))
         fits &= np.where(num == 1, s.gpu_max_free >= per, True)
         fits &= np.where((num > 1) & (per >= FULL_GPU_MILLI), s.gpu_full_free >= num, True)
-    for i in np.flatnonzero((num[:, 0] > 1) & (per[:, 0] < FULL_GPU_MILLI)):  # k shared GPUs: rare
-        fits[i] &= np.count_nonzero(s.gpu_free >= per[i, 0], axis=1) >= num[i, 0]
     if spec.workload:
         for i, job in enumerate(shape_jobs):
             if job.num_gpu and job.gpu_models:

@@ -23,14 +23,9 @@ class GpuShareFilter(BaseFilter):
             return snapshot.all_true
         if job.num_gpu == 1:
             return snapshot.gpu_max_free >= job.per_gpu_milli
-        if job.per_gpu_milli >= FULL_GPU_MILLI:
-            return snapshot.gpu_full_free >= job.num_gpu
-        fitting = np.count_nonzero(snapshot.gpu_free >= job.per_gpu_milli, axis=1)  # k shared GPUs: rare
-        return fitting >= job.num_gpu
+        return snapshot.gpu_full_free >= job.num_gpu  # (a share of several GPUs is refused: JobRequest)
 
     def reason(self, job: JobRequest) -> str:
         if job.per_gpu_milli < FULL_GPU_MILLI:
-            if job.num_gpu == 1:
-                return f"no single GPU with {job.per_gpu_milli}m free"
-            return f"fewer than {job.num_gpu} GPUs with {job.per_gpu_milli}m free each"
+            return f"no single GPU with {job.per_gpu_milli}m free"
         return f"fewer than {job.num_gpu} fully free GPU(s)"

@@ -41,3 +41,12 @@ def test_invalid_requests_raise():
         JobRequest(job_id="x", gang_size=0)
     with pytest.raises(ValueError):
         JobRequest(job_id="x", max_instances_per_node=0)
+
+
+def test_several_shared_gpus_are_refused_as_on_the_wire():
+    """FGD vetoed a 2 x 500 m job the filters accepted, every step, never rejecting it (found by the
+    scheduling review); the wire (JobSubmitted) refuses that shape, and so does a JobRequest."""
+    with pytest.raises(ValueError, match="only allowed with num_gpu == 1"):
+        JobRequest(job_id="x", num_gpu=2, per_gpu_milli=500)
+    assert JobRequest(job_id="y", num_gpu=2, per_gpu_milli=1000).gpu_demand_milli == 2000
+    assert JobRequest(job_id="z", num_gpu=2, per_gpu_milli=0).per_gpu_milli == 1000

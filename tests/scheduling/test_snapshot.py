@@ -143,3 +143,22 @@ def test_first_difference_names_the_array_and_the_node_and_none_when_equal() -> 
     assert a.first_difference(b) == "instances of app 'web' on node n1"  # the same resources, not the same apps
     b.set_healthy(2, False)
     assert a.first_difference(b) == "healthy of node n2: True against False"
+
+
+def test_an_over_committed_gpu_is_none_free_not_less_and_the_filters_agree() -> None:
+    """A holding the worker must honour (``check=False``) can drive one GPU below zero; its debt was
+    taken off the node's free total, so the capacity filter refused a node with a whole GPU free
+    (found by the scheduling review). Every way of getting there gives the arrays ``__init__`` does."""
+    from scheduling.filters import run_filters
+
+    nodes = [node("n0", gpus=2, gpu_alloc=(800, 0))]
+    holding = (0, job("h", gpus=1, share=400), (0,))
+    one, many = snap(*nodes), snap(*nodes)
+    one.reserve(*holding, check=False)
+    many.reserve_many([holding])
+    built = ClusterSnapshot(one.table, one.cpu_free.copy(), one.mem_free.copy(), one.gpu_free.copy(), one.healthy.copy())
+    for s in (one, many):
+        assert s.gpu_free[0, 0] == -200 and s.gpu_free_milli[0] == 1000 and s.first_difference(built) is None
+        assert run_filters(job("whole", gpus=1), s).feasible_count == 1
+    one.free(*holding, check=False)
+    assert one.gpu_free_milli[0] == 1200 and one.first_difference(snap(*nodes)) is None

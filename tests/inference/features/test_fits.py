@@ -27,7 +27,7 @@ def test_shape_fits_is_the_resource_filters_verdict_on_busy_states():
     rng = np.random.default_rng(0)
     snap = small_snapshot()
     pool = [*pod_mix(80, seed=1), job("m", gpus=1, per=1000, gpu_models=frozenset({"T4"})),
-            job("k", gpus=2, per=400), job("w", gpus=2, per=1000), job("c", gpus=0, cpu=2000)]  # fmt: skip
+            job("w", gpus=2, per=1000), job("c", gpus=0, cpu=2000)]  # fmt: skip
     checked = 0
     for _ in range(12):  # fill the cluster step by step, with a node now and then unhealthy
         for p in rng.choice(len(pool), size=6, replace=False):
