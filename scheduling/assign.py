@@ -162,6 +162,7 @@ def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], 
         if isinstance(outcome, Unschedulable):
             for placement, job in reversed(placed):
                 snap.free(placement.node_index, job, placement.gpu_indices)
+                forget_placement(policy, snap, placement.node_index, job)
             why, permanent = f"gang {gang_id}: member {member.job_id} cannot be placed: {outcome.reason}", outcome.permanent
             if not permanent and filters is None and (never := gang_never_fits(gang_id, members, snap)):
                 why, permanent = never, True
@@ -173,3 +174,11 @@ def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], 
         dataclasses.replace(p, reason=f"{p.reason} (gang {gang_id}, member {i}/{size})")
         for i, (p, _) in enumerate(placed, start=1)
     )
+
+
+def forget_placement(policy: Policy, snap: ClusterSnapshot, node_index: int, job: JobRequest) -> None:
+    """Tell a policy that keeps state about its placements that one was rolled back (``forget``,
+    :mod:`scheduling.policies.base`)."""
+    forget = getattr(policy, "forget", None)
+    if forget is not None:
+        forget(snap, node_index, job)

@@ -6,7 +6,10 @@ snapshot, feasible_mask)`` returns one float per node (higher is better; entries
 ``feasible_mask`` are ignored, ``-inf`` vetoes a node). Scores are computed for all
 nodes at once with numpy — never a Python loop over nodes. A policy may also define
 ``select_gpus(snapshot, node_index, job) -> tuple[int, ...] | None`` to choose the GPUs
-inside the chosen node (default: :func:`scheduling.gpu_select.select_gpus`, best-fit per GPU).
+inside the chosen node (default: :func:`scheduling.gpu_select.select_gpus`, best-fit per GPU),
+and then ``forget(snapshot, node_index, job)``, which a placement that is rolled back (a gang
+that does not fit whole, a preemption probe) calls after it freed the GPUs ``select_gpus`` chose:
+a policy that keeps state about its placements (``gpu-clustering``) takes the placement out.
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ the pods it runs. Integer score bands, each rising by up to 25 as the node fills
 CPU-only pods score 0 everywhere (node priority decides). GPUs inside the node: best fit.
 
 The snapshot does not say which pods a node runs, so the policy records the affinity of
-every pod it places (in :meth:`select_gpus`, called once per placement) and forgets a
-node's affinities when the node's GPUs are all free again (its pods have left). In the
+every pod it places (in :meth:`select_gpus`, called once per placement; a placement rolled back
+takes it out again: :meth:`forget`) and forgets a node's affinities when the node's GPUs are all
+free again (its pods have left). In the
 fill benchmark this is exact; in a live worker a node that still runs some pods keeps
 the affinities of departed ones until it empties.
 """
@@ -80,3 +81,17 @@ class GpuClustering(BasePolicy):
             self.affinities.setdefault(str(snapshot.node_ids[node_index]), Counter())[tag] += 1
             self._counts.setdefault(tag, np.zeros(snapshot.num_nodes, dtype=np.int64))[node_index] += 1
         return gpus
+
+    def forget(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> None:
+        """Take out what :meth:`select_gpus` recorded for ``job`` on ``node_index``: the placement was rolled back."""
+        tag = gpu_affinity(job)
+        node_id = str(snapshot.node_ids[node_index])
+        kept = self.affinities.get(node_id)
+        if tag is None or kept is None or kept[tag] <= 0:
+            return
+        kept[tag] -= 1
+        if not +kept:
+            del self.affinities[node_id]
+        counts = self._counts.get(tag)
+        if snapshot.table is self._table and counts is not None and counts[node_index] > 0:
+            counts[node_index] -= 1

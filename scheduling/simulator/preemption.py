@@ -21,7 +21,7 @@ from typing import Protocol
 
 import numpy as np
 
-from scheduling.assign import place_one
+from scheduling.assign import forget_placement, place_one
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext, service_rate
 from scheduling.orderings.base import Unit
@@ -192,6 +192,7 @@ def preempt_for(snap: ClusterSnapshot, job: JobRequest, queue: int, victims: Vic
     if outcome is None or outcome.node_index != node:
         if outcome is not None:  # landed elsewhere: cannot happen when nothing else fit
             snap.free(outcome.node_index, job, outcome.gpu_indices)
+            forget_placement(policy, snap, outcome.node_index, job)
         for i in freed:
             v = victims.victims[i]
             snap.reserve(v.node, v.job, v.gpus)

@@ -37,6 +37,24 @@ def test_a_node_whose_pods_all_left_is_idle_again():
     assert policy.score(job(gpus=1, share=100), s, np.ones(1, dtype=bool))[0] == 25 + 21  # idle again
 
 
+def test_a_gang_rolled_back_leaves_no_affinity_behind():
+    """A gang's first member placed, the second not: the rollback freed its GPUs, but the affinity
+    select_gpus recorded stayed, and moved the node into another score band for a pod that never
+    ran (found by the scheduling review: 40 -> 15)."""
+    from scheduling.assign import schedule_step
+
+    s = snap(node("n0", gpus=4, gpu_alloc=(1000, 0, 0, 0)), node("n1", gpus=2, gpu_alloc=(1000, 0)),
+             node("n2", gpus=4, gpu_alloc=(1000, 1000, 1000, 1000)))  # fmt: skip
+    policy, fresh = get_policy("gpu-clustering"), get_policy("gpu-clustering")
+    gang = [job(f"g{i}", gpus=3, gang_id="g", gang_size=2) for i in range(2)]  # g0 fits n0, g1 nowhere now
+    r = schedule_step(s, gang, policy, now=0)
+    assert r.placements == [] and not r.unschedulable[0].permanent
+    x = job("x", gpus=1)
+    feasible = np.ones(3, dtype=bool)
+    assert list(policy.score(x, s, feasible)) == list(fresh.score(x, s, feasible)) == [40.0, 46.0, 50.0]
+    assert policy.affinities == {}
+
+
 class _Only:
     """A filter that admits only the nodes of ``mask`` (steers the placements above)."""
 
