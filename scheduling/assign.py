@@ -111,7 +111,9 @@ def place_one(snap: ClusterSnapshot, job: JobRequest, policy: Policy, *, top_k: 
     while True:
         best = int(np.argmax(masked))
         if masked[best] == -np.inf:
-            return Unschedulable(job.job_id, f"{policy.name}: all {count} feasible node(s) scored -inf (vetoed)")
+            nan = int(np.count_nonzero(feasible & np.isnan(scores)))
+            how = f"{nan} scored NaN (a policy error), the rest -inf (vetoed)" if nan else "scored -inf (vetoed)"
+            return Unschedulable(job.job_id, f"{policy.name}: all {count} feasible node(s) {how}")
         gpus = choose_gpus(snap, best, job)
         if gpus is not None:
             break

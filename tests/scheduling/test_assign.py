@@ -219,3 +219,19 @@ def test_an_unschedulable_outcome_repeated_for_another_job_keeps_every_field() -
     assert [f.name for f in dataclasses.fields(Unschedulable)] == list(values), "new field: copy it in for_job"
     u = Unschedulable(**values)
     assert u.for_job("b") == dataclasses.replace(u, job_id="b") and u.for_job("b").job_id == "b"
+
+
+def test_a_policy_scoring_nan_everywhere_is_said_to_not_veto():
+    """NaN is never picked; the reason says the policy answered NaN, not that it vetoed every node."""
+    from scheduling.policies.base import BasePolicy
+
+    class Broken(BasePolicy):
+        name = "broken"
+
+        def score(self, job, snapshot, feasible_mask):  # type: ignore[no-untyped-def]
+            out = np.full(snapshot.num_nodes, np.nan)
+            out[-1] = -np.inf
+            return out
+
+    r = schedule_step(snap(node("a"), node("b"), node("c")), [job("x")], Broken(), now=0)
+    assert r.unschedulable[0].reason == "broken: all 3 feasible node(s) 2 scored NaN (a policy error), the rest -inf (vetoed)"
