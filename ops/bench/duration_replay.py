@@ -5,9 +5,11 @@ time_split`, ``--train-fraction``): the duration model is trained on the jobs su
 the cut **and finished by it**, the history baseline is warmed with the same jobs, and only the
 **held-out** jobs (submitted at or after the cut; optionally the first ``--held-out-jobs`` of
 them) are replayed through the simulator — nothing the predictors learn from before the replay
-comes from the replayed period. Jobs submitted before the cut that were still running then are
-not replayed; the duration model's regression learns from them as lower bounds on their run
-time (``censored``), the history baseline cannot use them. During the replay both predictors observe the held-out jobs as they finish
+comes from the replayed period. Jobs submitted before the cut that were still running then
+(every one that had started and not ended by it, whether or not it finishes later in the trace,
+as ``semsched bench duration`` has them) are not replayed; the duration model's regression
+learns from them as lower bounds on their run time (``censored``), the history baseline cannot
+use them. During the replay both predictors observe the held-out jobs as they finish
 (the simulator feeds the ordering's own predictor, :func:`scheduling.duration_estimate.
 estimator_for`), as a worker's would.
 
@@ -61,8 +63,11 @@ class TraceSplit:
     facts: dict[str, Any]
 
 
-def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int | None = None) -> TraceSplit:
-    """The time split of ``workload.jobs`` (see the module docstring)."""
+def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int | None = None,
+                   runs: list[Any] | None = None) -> TraceSplit:  # fmt: skip
+    """The time split of ``workload.jobs`` (see the module docstring); ``runs``: every job of the trace
+    as an :class:`~inference.duration.evaluate.Run` (``ops.bench.duration.load_records``), whose
+    jobs running at the cut are the censored rows, as ``semsched bench duration`` has them."""
     from inference.duration.evaluate import Finished, running_at_cut, time_split
 
     records = [Finished(j.request.submit_time, j.request, j.duration_s) for j in workload.jobs]
@@ -72,8 +77,9 @@ def split_workload(workload: Workload, train_fraction: float, held_out_jobs: int
     if held_out_jobs is not None and 0 < held_out_jobs < len(held):
         held = held[:held_out_jobs]
     facts = {"train_fraction": train_fraction, "cut_s": split.cut, "jobs": len(records), "train": len(split.train),
-             "running_at_cut": len(split.late), "held_out": len(split.test), "replayed": len(held)}  # fmt: skip
-    running = running_at_cut(split)  # (the workload keeps only jobs with a run time: the late ones, survivors)
+             "late": len(split.late), "held_out": len(split.test), "replayed": len(held)}  # fmt: skip
+    running = running_at_cut(split, runs)  # (without runs: the late jobs only, survivors)
+    facts["running_at_cut"] = len(running)
     return TraceSplit(list(workload.nodes), split.train, held, running, facts)
 
 
@@ -150,7 +156,11 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
     if isinstance(workload, int):
         return workload
     try:
-        replay = split_workload(workload, train_fraction, held_out_jobs)
+        from ops.bench.duration import load_records
+
+        with console.status(f"reading when {trace}'s jobs ran (the censored rows)…"):
+            runs = load_records(trace, path, limit)[1] if censored else None
+        replay = split_workload(workload, train_fraction, held_out_jobs, runs)
         load_name, plan = parse_load(load, Workload(replay.nodes, replay.held_out))
     except ValueError as e:
         console.print(f"[red]{e}")

@@ -28,10 +28,24 @@ def test_split_replays_only_jobs_after_the_cut_and_trains_on_jobs_finished_by_it
     assert len(replay.held_out) == 50 and all(j.request.submit_time >= cut for j in replay.held_out)
     assert not {r.job.job_id for r in replay.train} & {j.job_id for j in replay.held_out}
     f = replay.facts
-    assert f["train"] + f["running_at_cut"] + f["held_out"] == f["jobs"] and f["replayed"] == 50
-    assert len(replay.running) == f["running_at_cut"] and all(0 <= e < 1e9 for _, _, e in replay.running)
+    assert f["train"] + f["late"] + f["held_out"] == f["jobs"] and f["replayed"] == 50
+    assert len(replay.running) == f["running_at_cut"] == f["late"] and all(0 <= e < 1e9 for _, _, e in replay.running)
     history = warm_history(replay.train)
     assert history.predict(replay.held_out[0].request) is not None  # warm: no cold start
+
+
+def test_the_censored_rows_are_every_job_running_at_the_cut_given_when_the_jobs_ran() -> None:
+    """As ``bench duration`` has them: not only the jobs that finish later in the trace (future
+    information, and without the longest), found by review; bench sjf was still using those."""
+    from ops.bench.duration import load_records
+
+    runs = load_records("google2011", limit=3000)[1]
+    replay = split_workload(_workload(), 0.6, runs=runs)
+    f = replay.facts
+    assert f["running_at_cut"] == len(replay.running) > f["late"] > 0
+    trained = {r.job.job_id for r in replay.train}
+    assert not trained & {job.job_id for job, _, _ in replay.running}
+    assert all(0 <= e <= f["cut_s"] for _, _, e in replay.running)
 
 
 def test_sjf_learned_learns_online_on_a_copy_of_the_model() -> None:
