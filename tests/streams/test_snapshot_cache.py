@@ -51,9 +51,10 @@ def place(c: Cluster, rng: random.Random, job_id: str) -> None:
     i = rng.randrange(len(c.views))
     node = c.views[i]
     gpus = sorted(rng.sample(range(node.num_gpu), rng.randint(0, min(2, node.num_gpu))))
-    req = JobRequest(job_id, cluster="a", cpu_milli=rng.choice([500, 4000]), memory_mib=rng.choice([512, 8192]),
-                     num_gpu=len(gpus), per_gpu_milli=rng.choice([250, 1000]) if gpus else 0,
-                     app=rng.choice([None, "web", "db"]))  # fmt: skip
+    cpu, mem = rng.choice([500, 4000]), rng.choice([512, 8192])
+    share = rng.choice([250, 1000]) if gpus else 0  # (a share of several GPUs is refused: whole GPUs then)
+    req = JobRequest(job_id, cluster="a", cpu_milli=cpu, memory_mib=mem, num_gpu=len(gpus),
+                     per_gpu_milli=share if len(gpus) < 2 else 1000, app=rng.choice([None, "web", "db"]))  # fmt: skip
     c.write(job_id, (node.node_id, req, gpus))
 
 
