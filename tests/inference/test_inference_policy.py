@@ -36,6 +36,15 @@ def test_missing_model_falls_back_to_fgd(tmp_path):
     np.testing.assert_array_equal(p.score(j, snap, mask), fgd.score(j, snap, mask))
     result = schedule_step(snap, pod_mix(20), p, now=0.0)
     assert result.placements
+    # whole steps as FGD's, the GPUs inside each node too (FGD picks the GPU a sharing pod fragments
+    # least; the test review found the GPU choice unchecked)
+    for seed, nodes in ((1, 4), (2, 12)):
+        jobs = pod_mix(80, seed=seed)
+        fresh = get_policy("learned", model_dir=tmp_path / "nothing")  # (FGD learns its workload from the pods seen)
+        got = schedule_step(small_snapshot(nodes), jobs, fresh, now=0.0).placements
+        want = schedule_step(small_snapshot(nodes), jobs, get_policy("fgd"), now=0.0).placements
+        assert [(x.job_id, x.node_index, x.gpu_indices) for x in got] == \
+            [(x.job_id, x.node_index, x.gpu_indices) for x in want] and len(got) > 10
 
 
 def test_corrupt_model_falls_back_and_env_names_the_dir(tmp_path, monkeypatch):
@@ -201,6 +210,36 @@ def test_a_failed_step_is_decided_by_the_fallback_and_says_so(tmp_path):
     ok = asyncio.run(p.prepare_step(snap, jobs, 2.0))
     schedule_step(snap, jobs, p, now=2.0)
     assert not ok.fallback and not p.last_step.fallback and p.last_step.version == "test-v1"
+
+
+def test_a_step_that_fell_back_to_fgd_places_and_picks_gpus_as_fgd(tmp_path):
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="fgd")
+    p.backend = FailingBackend(p.backend)
+    snap, jobs = small_snapshot(4), pod_mix(80, seed=1)
+    assert asyncio.run(p.prepare_step(snap, jobs, 1.0)).fallback
+    got = schedule_step(snap, jobs, p, now=1.0).placements
+    want = schedule_step(snap, jobs, get_policy("fgd"), now=1.0).placements
+    assert [(x.job_id, x.node_index, x.gpu_indices) for x in got] == [(x.job_id, x.node_index, x.gpu_indices)
+                                                                       for x in want] and len(got) > 10  # fmt: skip
+
+
+def test_inputs_that_cannot_be_built_make_the_step_fall_back_not_fail(tmp_path, monkeypatch):
+    """Any error while the step's inputs are built (not only the backend's) hands the step to the
+    fallback; raised instead, it would fail the worker's every step (untested before: the review)."""
+    import inference.step_call
+
+    def broken(*args, **kwargs):
+        raise ValueError("a feature the spec cannot build")
+
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="best-fit")
+    snap, jobs = small_snapshot(), pod_mix(12)
+    monkeypatch.setattr(inference.step_call, "build_inputs", broken)
+    status = asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    assert status.fallback and status.reason == "ValueError: a feature the spec cannot build"
+    got = schedule_step(snap, jobs, p, now=1.0)
+    want = schedule_step(snap, jobs, get_policy("best-fit"), now=1.0)
+    assert [(x.job_id, x.node_index) for x in got.placements] == [(x.job_id, x.node_index) for x in want.placements]
+    assert p.last_step.fallback and got.placements
 
 
 class GarbageBackend(FailingBackend):

@@ -55,6 +55,19 @@ async def test_triton_down_means_the_fallback_decides_and_the_record_says_so(ser
     assert placements(got) == placements(want) and p.last_step.fallback
 
 
+def test_triton_down_on_the_synchronous_path_falls_back_too(served):
+    """The simulator and the fill benchmark score without prepare_step: the first score of the step
+    calls the server there, and a dead one must hand the step to the fallback, not raise out of
+    schedule_step (untested before: the test review)."""
+    p = LearnedPolicy(served.latest, backend="triton", fallback="best-fit",
+                      backend_kwargs={"url": f"127.0.0.1:{free_ports(1)[0]}", "deadline_ms": 500})  # fmt: skip
+    snap, jobs = small_snapshot(), pod_mix(12)
+    got = schedule_step(snap.copy(), jobs, p, now=1.0)
+    assert p.last_step.fallback and p.last_step.backend == "triton" and "UNAVAILABLE" in p.last_step.reason
+    assert placements(got) == placements(schedule_step(snap.copy(), jobs, get_policy("best-fit"), now=1.0))
+    assert got.placements and {x.job_id for x in got.placements} <= p.fallback_jobs
+
+
 async def test_a_step_over_its_step_deadline_is_decided_by_the_fallback_and_the_next_one_is_not(served):
     # each call alone has 5 s; the step as a whole has 1 ms: the fallback decides it and says why
     p = LearnedPolicy(served.latest, backend="triton", fallback="best-fit",
