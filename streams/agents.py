@@ -94,6 +94,13 @@ def ahead_of_clock(event_time: datetime, skew_s: float, now: float | None = None
             f"SEMSCHED_MAX_CLOCK_SKEW={skew_s:g} s): is the producer's clock right?")
 
 
+async def expire_early_reports(w: Worker, now: float) -> None:
+    """Reports whose job never came (held longer than ``EARLY_REPORT_WAIT_S``): handled as reports about
+    a placement never known (a ``started`` one fenced: a run nobody accounts for must stop)."""
+    for early in w.early_reports.expired(now):
+        await apply_held(w, early)
+
+
 async def apply_held(w: Worker, early: EarlyReport) -> None:
     """Apply a report that waited for its job's submission (or for its time to run out). One that
     fails is dead-lettered itself, as it would have been when it came: not the submission that
@@ -165,9 +172,7 @@ def register_agents(w: Worker) -> None:
 
     @w.app.timer(interval=1.0)
     async def early_reports_expire() -> None:
-        """Reports whose job never came: handled as reports about a placement never known."""
-        for early in w.early_reports.expired(time.time()):
-            await apply_held(w, early)
+        await expire_early_reports(w, time.time())
 
     handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
                 "decisions": on_decided}  # fmt: skip

@@ -587,6 +587,29 @@ async def test_a_held_report_that_fails_is_dead_lettered_itself_not_its_submissi
     assert w.done["j1"]["status"] == "rejected" and "j1" not in w.running
 
 
+async def test_a_report_whose_job_never_comes_is_handled_when_its_wait_runs_out(worker: tuple[Worker, Sent]) -> None:
+    """A ``started`` held for a submission that never comes: once ``EARLY_REPORT_WAIT_S`` has passed
+    (the worker's one-second timer) it is a report about a placement never known, and the run is
+    fenced. Only the holding was tested before (found by the test review)."""
+    import time
+
+    from streams.agents import expire_early_reports
+    from streams.app import EARLY_REPORT_WAIT_S
+
+    w, sent = worker
+    did = decision_id_for("ghost", 0)
+    started = JobLifecycle(job_id="ghost", cluster="c1", state="started", decision_id=did, node_id="n1")
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, started.to_bytes(), key=b"ghost")
+    assert len(w.early_reports) == 1 and not sent.by_topic.get("actions")
+    await expire_early_reports(w, time.time() + EARLY_REPORT_WAIT_S / 2)  # still within its wait
+    assert len(w.early_reports) == 1 and not sent.by_topic.get("actions")
+    await expire_early_reports(w, time.time() + EARLY_REPORT_WAIT_S + 1)
+    [fence] = [decode("actions", s["value"]) for s in sent.by_topic.get("actions", [])]
+    assert (fence.kind, fence.job_id, fence.node_id, fence.target_decision_id) == ("preempt", "ghost", "n1", did)
+    assert len(w.early_reports) == 0 and "ghost" not in w.running and w.counters.lifecycle == 1
+
+
 async def test_stale_lifecycle_is_ignored(worker: tuple[Worker, Sent]) -> None:
     w, sent = worker
     await _submit(w, job("j1"))
