@@ -57,7 +57,6 @@ def test_decisions_name_the_model_version(make_stack, tmp_path) -> None:  # type
 
 
 def test_a_model_server_that_is_down_means_fallback_decisions_that_say_so(make_stack, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    pytest.importorskip("inference.serving.client")
     latest = tiny_model(tmp_path)
     closed = f"127.0.0.1:{free_port()}"  # nothing listens there
     rows = run(make_stack, {"SEMSCHED_MODEL_DIR": str(latest), "SEMSCHED_INFERENCE": "triton",

@@ -17,6 +17,7 @@ from streams.app import Worker, create_app
 from streams.settings import Settings
 
 Publish = Callable[[str, Any, bytes, int, Any], Awaitable[Any]]
+_STATE = tempfile.TemporaryDirectory(prefix="semsched-stood-in-")  # each worker's state dir in it; gone at exit
 
 
 async def delivered(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
@@ -29,7 +30,7 @@ async def delivered(topic: str, key: Any, value: bytes, partition: int, headers:
 def stood_in_worker(publish: Publish = delivered, **settings: Any) -> tuple[Worker, set[TopicPartition]]:
     """A worker whose loop can ``tick()`` without a broker, and the partitions it owns (call in a running loop)."""
     s = Settings(bootstrap="127.0.0.1:1", topic_prefix=f"u{uuid.uuid4().hex[:6]}.", web_port=0,
-                 state_dir=Path(tempfile.mkdtemp()), **settings)  # fmt: skip
+                 state_dir=Path(tempfile.mkdtemp(dir=_STATE.name)), **settings)  # fmt: skip
     w = create_app(s)
     loop = w.loop  # type: ignore[attr-defined]
     w.publish = publish  # type: ignore[method-assign]
