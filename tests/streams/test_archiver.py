@@ -363,8 +363,9 @@ async def test_a_flush_with_a_deadline_does_not_wait_behind_an_unwritable_archiv
         await _wait(lambda: flaky.failures >= 2)  # run() is retrying, with the lock
         loop = asyncio.get_running_loop()
         began = loop.time()
-        assert await asyncio.wait_for(arch.flush_all(retry_for_s=2), 30) is False
-        assert loop.time() - began < 10  # the deadline is the whole call's (it was each table's: ~12 s)
+        assert await asyncio.wait_for(arch.flush_all(retry_for_s=1.5), 30) is False
+        # the deadline is the whole call's (it was each table's, six of them: ~9 s); room for a loaded machine
+        assert loop.time() - began < 5
         committed, _ = await _committed(settings, arch.group_id)
         assert sum(committed.values()) == 0  # nothing written, nothing committed
         flaky.failing = False

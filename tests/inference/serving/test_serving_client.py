@@ -167,9 +167,10 @@ async def test_a_new_version_is_served_without_a_restart(served):
     finally:  # back to v1, and wait until the server answers with it (the next tests compare versions)
         point_latest(served.root, "v1")  # (v1 is there: versions are written once)
         deadline = time.monotonic() + 20
-        while (await b.policy_async(inputs))["version"] != "v1" and time.monotonic() < deadline:
+        while (back := (await b.policy_async(inputs))["version"]) != "v1" and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
     b.close()
+    assert back == "v1", f"the shared server still answers {back} (the tests after this one expect v1)"
 
 
 async def test_the_predictor_through_triton_says_what_is_absent(served):
