@@ -513,3 +513,28 @@ def test_the_utilisation_is_read_for_the_version_that_runs_the_step_after_the_re
     assert reads == ["util"]
     col = util_spec.node_names.index("utilisation")
     np.testing.assert_array_equal(p._prepared.inputs.nodes[:, col], busy.astype(np.float32))
+
+
+def test_the_worker_reads_what_a_real_step_left_on_the_policy(tmp_path):
+    """``streams.decision_records.StepModel.of`` reads the policy's attributes by name, with defaults:
+    a renamed one would give records with no model version or fallback and no test would notice
+    (``tests/streams/test_decision_records.py`` sets them by hand; found by the test review)."""
+    from streams.decision_records import StepModel
+
+    torch.manual_seed(0)
+    save_model(tmp_path / "c", Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2, cost_dim=2)), "test-v1")
+    p = LearnedPolicy(loaded=load_model(tmp_path / "c"), fallback="best-fit")
+    snap, jobs = small_snapshot(), pod_mix(12)
+    asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    ok = schedule_step(snap, jobs, p, now=1.0)
+    model = StepModel.of(p)
+    assert (model.version, model.fallback_jobs, model.fallback_name) == ("test-v1", set(), "best-fit")
+    pl = ok.placements[0]
+    assert np.isfinite(model.cost_of(pl.job_id, pl.node_index)) and model.run_time_of(pl.job_id, pl.node_index) >= 0
+    p.backend = FailingBackend(p.backend)
+    asyncio.run(p.prepare_step(snap, jobs, 2.0))
+    fell = schedule_step(snap, jobs, p, now=2.0)
+    model = StepModel.of(p)
+    assert model.fallback_jobs == {x.job_id for x in fell.placements} and fell.placements
+    assert model.fallback_note == "; triton fell back to best-fit: triton: DEADLINE_EXCEEDED after 50 ms"
+    assert model.cost_of(fell.placements[0].job_id, fell.placements[0].node_index) is None
