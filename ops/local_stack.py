@@ -51,6 +51,8 @@ def child_env(settings: Settings) -> dict[str, str]:
         "SEMSCHED_SESSION_TIMEOUT": str(settings.session_timeout_s),
         "SEMSCHED_CONFIRM_TIMEOUT": str(settings.confirm_timeout_s),
         "SEMSCHED_MAX_RETRIES": str(settings.max_retries),
+        "SEMSCHED_NODE_LOST": str(settings.node_lost_s),
+        "SEMSCHED_NODE_SILENT": str(settings.node_silent_s),
         "SEMSCHED_SNAPSHOT_VERIFY": str(settings.snapshot_verify_s),
         "SEMSCHED_OTEL_EXPORTER": settings.otel_exporter,
     }
