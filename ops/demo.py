@@ -15,7 +15,7 @@ from typing import Any
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.console import wide_console
-from ops.local_stack import LocalStack, worker_status
+from ops.local_stack import LocalStack, StackBusy, worker_status
 from ops.processes import sigterm_as_interrupt
 from ops.replay import planned_due_s, replay
 from ops.traces.base import TraceLoader
@@ -123,7 +123,11 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
 
 def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str, port: int, timeout_s: float,
          state_root: Path | None, env: dict[str, str], max_gap_s: float | None) -> int:  # fmt: skip
-    stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy)
+    try:
+        stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy)
+    except StackBusy as e:  # before anything of the last run is touched
+        console.print(f"[red]demo cannot start:[/] {e}")
+        return 2
     settings = stack.settings
     console.rule("[bold]semsched demo")
     console.print(f"state: {stack.run_dir}   policy: {policy}\nreplay: {plan}")

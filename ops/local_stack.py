@@ -19,7 +19,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ops.processes import Child, spawn_semsched, wait_for
+from ops.ports import port_free
+from ops.processes import Child, live_pid, spawn_semsched, wait_for, write_pid_file
 from streams.settings import Settings
 
 
@@ -73,14 +74,40 @@ def stop_leftovers(run_dir: Path) -> None:
     from ops.kafka.broker import KafkaBroker
 
     for pid_file in run_dir.glob("*.pid"):
-        with contextlib.suppress(ValueError, OSError):
-            pid = int(pid_file.read_text().strip())
-            # only if that PID is still one of ours (PIDs get reused)
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if b"ops.cli.main" in cmdline or b"inference.serving.server" in cmdline:
+        pid = live_pid(pid_file)  # only the very process the file names (a PID gets reused: once, another
+        if pid is not None:       # session's worker would have been killed)
+            with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
     if (run_dir / "kafka" / "broker.pid").exists():
         KafkaBroker(port=free_port(), data_dir=run_dir / "kafka").stop()
+
+
+class StackBusy(RuntimeError):
+    """A stack cannot start here now: another process runs one under the same directory, or its port is taken."""
+
+
+def hold_run_lock(run_dir: Path) -> Any:
+    """An exclusive lock on ``<run_dir>.lock`` (beside the directory, which is wiped), held by the
+    returned open file for as long as this process keeps it. Another process running a stack
+    there: :class:`StackBusy`, naming it (found by the ops review: a second ``semsched demo`` killed
+    the running one's worker, agents and broker and wiped its archive)."""
+    import fcntl
+
+    path = run_dir.parent / f"{run_dir.name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+")  # noqa: SIM115 - held open: the lock lives as long as the file
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "?"
+        handle.close()
+        raise StackBusy(f"another semsched process (pid {owner}) is running a stack under {run_dir}: wait for "
+                        f"it, stop it (kill {owner}), or use another state directory (SEMSCHED_STATE_DIR)") from None
+    handle.truncate(0)
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 class LocalStack:
@@ -92,14 +119,23 @@ class LocalStack:
         self.broker: Any = None
         self.children: dict[str, Child] = {}
         self.servers: list[Any] = []  # Triton servers (inference.serving.process.ServerHandle)
+        self.lock: Any = None  # fresh(): the run's lock, held while this process lives
 
     @classmethod
     def fresh(cls, name: str, *, port: int = 0, state_root: Path | None = None, **overrides: Any) -> LocalStack:
-        """A stack under ``<state>/<name>``, wiped first (its archive then holds this run only)."""
+        """A stack under ``<state>/<name>``, wiped first (its archive then holds this run only). Refused
+        (:class:`StackBusy`), before anything is touched, while another process runs a stack there
+        or when ``port`` is taken."""
         base = Settings()
         run_dir = (state_root or base.state_dir) / name
+        lock = hold_run_lock(run_dir)
         if run_dir.exists():
-            stop_leftovers(run_dir)
+            stop_leftovers(run_dir)  # (what a killed run left: the lock says no live one owns them)
+        if port and not port_free(port):  # before the wipe: the last run's archive stays when this one cannot start
+            lock.close()
+            raise StackBusy(f"Kafka port 127.0.0.1:{port} is in use (a broker from `semsched kafka start`? "
+                            "`semsched kafka stop` stops it), or choose another port: --port N "
+                            '(make demo ARGS="--port N")')  # fmt: skip
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
         kafka_port, web_port = free_ports(2)
@@ -107,7 +143,9 @@ class LocalStack:
             "bootstrap": f"127.0.0.1:{port or kafka_port}", "state_dir": run_dir, "topic_prefix": "semsched.",
             "web_port": web_port, **overrides,
         })  # fmt: skip
-        return cls(settings, run_dir)
+        stack = cls(settings, run_dir)
+        stack.lock = lock
+        return stack
 
     # -- processes --------------------------------------------------------------------------
     def start_broker(self) -> float:
@@ -117,7 +155,7 @@ class LocalStack:
 
         t0 = time.time()
         port = int(self.settings.bootstrap.rsplit(":", 1)[1])
-        self.broker = KafkaBroker(port=port, data_dir=self.run_dir / "kafka")
+        self.broker = KafkaBroker(port=port, data_dir=self.run_dir / "kafka", tied=True)
         self.broker.start()
         asyncio.run(ensure_topics(self.settings))
         return time.time() - t0
@@ -143,7 +181,7 @@ class LocalStack:
         t0 = time.time()
         handle = start_server(model_dir, device=device, log_path=self.run_dir / "triton.log")
         self.servers.append(handle)
-        (self.run_dir / "triton.pid").write_text(str(handle.pid))  # for stop_leftovers
+        write_pid_file(self.run_dir / "triton.pid", handle.pid)  # for stop_leftovers
         return handle, handle.url, time.time() - t0
 
     def start_agents(self, *args: str) -> Child:

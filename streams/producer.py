@@ -13,12 +13,20 @@ is kept until it settles: ``flush()`` raises :class:`DeliveryError` when any eve
 with how many and the first reason; a ``send`` after a failure raises at once rather than
 publish past a hole; leaving the ``async with`` raises a failure no ``flush`` or ``send``
 has reported yet.
+
+**A broker that stops answering ends the wait.** aiokafka gives up on a batch only when its
+partition has no leader; with the only broker gone, the cached metadata still names it, and
+``flush`` (or leaving the ``async with``, which flushes) retried for ever: a demo whose broker
+died hung, and one Ctrl-C did not stop it (found by the ops review). ``flush`` waits at most
+``answer_timeout_s`` (60 s), then raises :class:`DeliveryError` naming the broker; leaving on an
+error or an interruption waits at most 5 s before the producer is dropped.
 """
 
 from __future__ import annotations
 
 import asyncio
 from functools import partial
+from typing import Any
 
 from aiokafka import AIOKafkaProducer
 
@@ -47,9 +55,10 @@ class DeliveryError(RuntimeError):
 class EventProducer:
     """``async with EventProducer(settings) as p: await p.send("jobs.submitted", event)``."""
 
-    def __init__(self, settings: Settings, *, linger_ms: int = 5) -> None:
+    def __init__(self, settings: Settings, *, linger_ms: int = 5, answer_timeout_s: float = 60.0) -> None:
         self.settings = settings
         self.linger_ms = linger_ms
+        self.answer_timeout_s = answer_timeout_s
         self._producer: AIOKafkaProducer | None = None
         self._inflight: set[asyncio.Future[object]] = set()  # sent, not yet answered by the broker
         self.delivered = 0
@@ -71,14 +80,29 @@ class EventProducer:
 
     async def __aexit__(self, exc_type: object, *exc: object) -> None:
         if self._producer is not None:
-            try:
-                await self._producer.stop()  # sends what is buffered and waits for the answers
+            wait = self.answer_timeout_s if exc_type is None else min(5.0, self.answer_timeout_s)
+            try:  # sends what is buffered and waits for the answers, for so long
+                await self._answered_within(self._producer.stop(), wait, raise_=exc_type is None)
             finally:
                 self._producer = None
-            if self._inflight:
-                await asyncio.gather(*self._inflight, return_exceptions=True)
         if exc_type is None and self.failed > self._raised:  # not yet reported by a flush or send
             self._raise_failures()
+
+    async def _answered_within(self, work: Any, wait: float, *, raise_: bool = True) -> None:
+        """``work`` (a flush, a stop), then the answers to every send, within ``wait`` seconds; past it
+        :class:`DeliveryError` (``raise_``) naming the broker, or nothing more (leaving on an error)."""
+
+        async def both() -> None:
+            await work
+            if self._inflight:
+                await asyncio.gather(*self._inflight, return_exceptions=True)
+
+        try:
+            await asyncio.wait_for(both(), wait)
+        except TimeoutError:
+            if raise_:
+                raise DeliveryError(max(1, len(self._inflight)), self.settings.bootstrap,
+                                    f"the broker did not answer within {wait:g} s (is it running?)") from None  # fmt: skip
 
     @property
     def producer(self) -> AIOKafkaProducer:
@@ -126,7 +150,5 @@ class EventProducer:
     async def flush(self) -> None:
         """Send what is buffered and wait for the broker's answer to every event sent so far;
         :class:`DeliveryError` if any was refused."""
-        await self.producer.flush()
-        if self._inflight:
-            await asyncio.gather(*self._inflight, return_exceptions=True)
+        await self._answered_within(self.producer.flush(), self.answer_timeout_s)
         self._raise_failures()

@@ -44,6 +44,7 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         port=port,
         data_dir=tmp_path_factory.mktemp("kafka"),
         controller_port=free_port({port}),
+        tied=True,  # a test session killed outright leaves no broker behind
     )
     timeout = float(os.environ.get("SEMSCHED_KAFKA_START_TIMEOUT", "90"))
     error: str | None = None

@@ -21,7 +21,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from inference.serving.server import prepare_environment, wait_ready
+from inference.serving.host_files import serve_prefix
+from inference.serving.server import die_with_parent, prepare_environment, wait_ready
 
 
 def free_ports(n: int) -> list[int]:
@@ -112,7 +113,8 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
     ports = [p or next(spare) for p in (grpc_port, http_port, metrics_port)]
     scratch = None
     if log_path is None:
-        scratch = Path(tempfile.mkdtemp(prefix="semsched-triton-log-", dir="/tmp"))
+        # (named for this process: what a killed one leaves, the next server's start sweeps)
+        scratch = Path(tempfile.mkdtemp(prefix=f"{serve_prefix()}log-", dir="/tmp"))
         log_path = scratch / "server.log"
     cmd = [sys.executable, "-m", "inference.serving.server", "--model-dir", str(model_dir),
            "--grpc-port", str(ports[0]), "--http-port", str(ports[1]), "--metrics-port", str(ports[2]),
@@ -122,10 +124,14 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
     if threads is not None:
         cmd += ["--threads", str(threads)]
     with open(log_path, "wb") as out:
-        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=os.environ.copy())
+        process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                   env=os.environ.copy(), preexec_fn=die_with_parent)  # fmt: skip
     handle = ServerHandle(process, ports[0], ports[1], ports[2], log_path, scratch)
     try:
         wait_ready(handle.url, timeout_s, process)
+    except KeyboardInterrupt:  # Ctrl-C while the models load: an interruption, not a failure of the server
+        handle.stop()
+        raise
     except BaseException as e:
         tail = handle.log_tail()
         handle.stop()

@@ -216,7 +216,7 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or "")}  # fmt: skip
         repository = write_repository(workspace / "models", load_model(options.model_dir), parameters)
         process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
-                                   env=server_environment(), preexec_fn=_die_with_parent)  # fmt: skip
+                                   env=server_environment(), preexec_fn=die_with_parent)  # fmt: skip
         url = f"{'127.0.0.1' if options.host == '0.0.0.0' else options.host}:{options.grpc_port}"
         if not wait_ready(url, options.ready_timeout_s, process, stop):
             return code  # stopped while the models loaded (the finally stops tritonserver)
@@ -248,8 +248,9 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
     return code
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when this process dies (Linux; elsewhere nothing)."""
+def die_with_parent() -> None:
+    """In the child before exec: SIGTERM when this process dies (Linux; elsewhere nothing). (``ops.processes``
+    has its twin: this package does not import ``ops``, and ``ops.processes`` stays free of torch.)"""
     import ctypes
 
     with contextlib.suppress(OSError):

@@ -126,12 +126,16 @@ def measure(settings: Settings, events: list[Any], rate: float, fetch_min_bytes:
 def run_archiver_bench(*, rate: float, seconds: float, port: int, out: Path | None, state_root: Path | None = None,
                        command: str = "semsched bench archiver") -> int:  # fmt: skip
     from ops.bench.pipeline import unique_submissions
-    from ops.local_stack import LocalStack
+    from ops.local_stack import LocalStack, StackBusy
     from ops.traces.registry import get_loader
     from storage.client import close_client, get_client
     from streams.topics import ensure_topics
 
-    stack = LocalStack.fresh("bench-archiver", port=port, state_root=state_root)
+    try:
+        stack = LocalStack.fresh("bench-archiver", port=port, state_root=state_root)
+    except StackBusy as e:
+        console.print(f"[red]bench archiver cannot start:[/] {e}")
+        return 2
     dsn = f"chdb://{stack.run_dir / 'chdb'}"
     rows: list[dict[str, Any]] = []
     try:

@@ -39,7 +39,7 @@ from rich.table import Table
 
 from ops.bench import environment, fmt, percentiles, write_json
 from ops.console import wide_console
-from ops.local_stack import LocalStack
+from ops.local_stack import LocalStack, StackBusy
 from ops.processes import Child, wait_for
 from storage.queries import bench_pipeline as q
 from streams.settings import Settings
@@ -79,8 +79,12 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
     if not is_policy_name(policy):
         console.print(f"[red]unknown policy {policy!r}; available: {', '.join(available_policies())}")
         return 2
-    stack = LocalStack.fresh("bench-pipeline", port=port, state_root=state_root, policy=policy,
-                             clickhouse_url="", **({"step_s": step} if step is not None else {}))  # fmt: skip
+    try:
+        stack = LocalStack.fresh("bench-pipeline", port=port, state_root=state_root, policy=policy,
+                                 clickhouse_url="", **({"step_s": step} if step is not None else {}))  # fmt: skip
+    except StackBusy as e:
+        console.print(f"[red]bench pipeline cannot start:[/] {e}")
+        return 2
     settings, run_dir = stack.settings, stack.run_dir
     console.rule("[bold]semsched bench pipeline")
     console.print(

@@ -31,6 +31,10 @@ def triton(
         sizes, node_counts = parse_sizes(pending), parse_sizes(nodes, "--nodes")
     except ValueError as e:
         raise typer.BadParameter(str(e)) from None
-    raise typer.Exit(run_triton_bench(model_dir=model, url=url, pending=sizes, nodes=node_counts, repeat=repeat,
-                                      deadline_ms=deadline_ms, out_dir=out, churn=churn,
-                                      command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+    from ops.processes import sigterm_as_interrupt
+
+    with sigterm_as_interrupt():  # a `kill` stops the server this run started (its finally), as Ctrl-C does
+        code = run_triton_bench(model_dir=model, url=url, pending=sizes, nodes=node_counts, repeat=repeat,
+                                deadline_ms=deadline_ms, out_dir=out, churn=churn,
+                                command="semsched bench " + " ".join(sys.argv[2:]))  # fmt: skip
+    raise typer.Exit(code)

@@ -48,6 +48,7 @@ from ops.kafka.jars import (  # noqa: F401  (re-exported: the package's public A
     output_tail,
 )
 from ops.ports import port_free
+from ops.processes import die_with_parent
 
 __all__ = [
     "BrokerStatus",
@@ -140,8 +141,10 @@ class KafkaBroker:
         pom: Path = KAFKA_POM,
         heap: str = "512m",
         java: str | None = None,
+        tied: bool = False,
     ) -> None:
         self.port = int(port)
+        self.tied = tied  # the broker dies with the process that started it (a demo's, a test session's)
         self.data_dir = Path(data_dir).expanduser().absolute()
         if controller_port is None:
             controller_port = self._previous_controller_port() or self.port + 1
@@ -247,7 +250,9 @@ class KafkaBroker:
                 return False
             if stat.rsplit(")", 1)[-1].split()[0] in {"Z", "X"}:
                 return False
-            return b"kafka.Kafka" in cmdline  # guards against a recycled PID
+            # this data dir's broker: a recycled PID, or a stale PID file naming another data dir's
+            # broker, is not it (found by the ops review: `kafka stop` stopped that other broker)
+            return b"kafka.Kafka" in cmdline and str(self.config_file).encode() in cmdline
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -323,6 +328,7 @@ class KafkaBroker:
                 cwd=self.data_dir,
                 start_new_session=True,
                 close_fds=True,
+                preexec_fn=die_with_parent if self.tied else None,
             )
         self.pid_file.write_text(f"{self._proc.pid}\n")
 

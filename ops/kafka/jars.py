@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from ops.processes import die_with_parent
+
 KAFKA_POM = Path(__file__).with_name("pom.xml")
 DEFAULT_KAFKA_VERSION = "4.1.1"
 LIB_ENV = "SEMSCHED_KAFKA_LIB"
@@ -124,11 +126,14 @@ def ensure_jars(lib_dir: Path, pom: Path, timeout: float = 900) -> Path:
     with _flock(lib_dir.parent / f".{lib_dir.name}.lock"):
         if jars_ready(lib_dir, pom):  # resolved by a concurrent process while we waited
             return lib_dir
+        for left in lib_dir.parent.glob(f".{lib_dir.name}-*"):  # a killed resolution's (the lock: nobody else's)
+            shutil.rmtree(left, ignore_errors=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{lib_dir.name}-", dir=lib_dir.parent))
         try:
             cmd = mvn_command(pom, tmp)
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+            try:  # mvn dies with this process (a killed resolution left it running to the end)
+                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False,
+                                      preexec_fn=die_with_parent)  # fmt: skip
             except FileNotFoundError as exc:
                 raise JarResolutionError(
                     f"Cannot resolve Kafka jars: `mvn` is not on PATH.\n  command: {shlex.join(cmd)}",

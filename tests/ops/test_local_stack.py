@@ -24,18 +24,81 @@ def _spawn(tag: str) -> subprocess.Popen:  # type: ignore[type-arg]
 
 
 def test_leftover_children_are_stopped_and_strangers_are_not(tmp_path: Path) -> None:
-    ours, stranger = _spawn("ops.cli.main"), _spawn("someone-else")
+    """A PID file names one process: its PID and when it started. A PID reused by another process
+    (after a reboot, in another container), or a file of another format, stops nothing (found by the
+    ops review: any ``ops.cli.main`` under that PID was SIGKILLed, another session's worker too)."""
+    from ops.processes import start_ticks, write_pid_file
+
+    ours, reused, stranger = _spawn("ops.cli.main"), _spawn("ops.cli.main"), _spawn("someone-else")
     try:
-        (tmp_path / "worker.pid").write_text(str(ours.pid))
-        (tmp_path / "agents.pid").write_text(str(stranger.pid))
+        write_pid_file(tmp_path / "worker.pid", ours.pid)
+        (tmp_path / "agents.pid").write_text(f"{reused.pid} {(start_ticks(reused.pid) or 0) + 1}\n")  # not it
+        (tmp_path / "triton.pid").write_text(str(stranger.pid))  # a PID alone: which process is unknown
         stop_leftovers(tmp_path)
         for _ in range(50):
             if ours.poll() is not None:
                 break
             time.sleep(0.1)
         assert ours.poll() is not None
-        assert stranger.poll() is None
+        assert reused.poll() is None and stranger.poll() is None
     finally:
-        for p in (ours, stranger):
+        for p in (ours, reused, stranger):
             p.kill()
             p.wait()
+
+
+def test_a_second_stack_on_the_same_directory_is_refused_before_it_touches_it(tmp_path: Path) -> None:
+    """Found by the ops review: a second ``semsched demo`` on the same state dir killed the running
+    one's worker, agents and broker and wiped its archive. A taken port is said before the last
+    run's archive is wiped, too."""
+    import os
+    import socket
+
+    import pytest
+
+    from ops.local_stack import LocalStack, StackBusy
+
+    first = LocalStack.fresh("demo", state_root=tmp_path)
+    (first.run_dir / "archive").write_text("the first run's")
+    with pytest.raises(StackBusy, match=rf"another semsched process \(pid {os.getpid()}\) is running a stack under"):
+        LocalStack.fresh("demo", state_root=tmp_path)
+    assert (first.run_dir / "archive").read_text() == "the first run's"
+    first.lock.close()  # the first run ends
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(StackBusy, match=f"Kafka port 127.0.0.1:{port} is in use"):
+            LocalStack.fresh("demo", port=port, state_root=tmp_path)
+    assert (first.run_dir / "archive").exists()  # not wiped: this run could not start
+    second = LocalStack.fresh("demo", state_root=tmp_path)
+    assert not (second.run_dir / "archive").exists()  # a run that starts has its own archive
+    second.lock.close()
+
+
+def test_a_child_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
+    """A demo or a benchmark killed with SIGKILL left its worker, agents, broker and Triton server
+    running (the ops review): they get SIGTERM when it dies (PR_SET_PDEATHSIG)."""
+    import os
+    import signal
+
+    parent = subprocess.Popen([sys.executable, "-c", (
+        "import subprocess, sys, time\n"
+        "from ops.processes import die_with_parent\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'], preexec_fn=die_with_parent,"
+        " start_new_session=True)\n"
+        "print(c.pid, flush=True)\n"
+        "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    try:
+        child = int(parent.stdout.readline())  # type: ignore[union-attr]
+        assert Path(f"/proc/{child}").exists()
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        for _ in range(100):
+            if not Path(f"/proc/{child}").exists():
+                break
+            time.sleep(0.05)
+        assert not Path(f"/proc/{child}").exists()
+    finally:
+        parent.kill()
+        parent.wait()

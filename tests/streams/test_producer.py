@@ -83,3 +83,40 @@ async def test_leaving_the_context_raises_what_was_not_flushed(kafka_broker) -> 
     with pytest.raises(DeliveryError, match="not delivered"):
         async with EventProducer(settings) as prod:
             await prod.send_raw("jobs.submitted", b"x" * (4 * SMALL_LIMIT), key=b"big", cluster="default")
+
+
+async def test_a_broker_that_stops_answering_ends_the_wait_with_its_address(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Its only broker gone, aiokafka retried a batch for ever (the partition still had a leader in
+    its metadata): a demo whose broker died hung, and Ctrl-C did not stop it (the ops review). A
+    broker of this test's own, killed with SIGKILL after the producer has used it."""
+    import asyncio
+    import os
+    import signal
+
+    from ops.kafka.broker import KafkaBroker
+    from ops.ports import port_free
+    from tests.conftest_kafka import free_port
+
+    port = free_port()
+    broker = KafkaBroker(port=port, data_dir=tmp_path / "kafka", controller_port=free_port({port}), tied=True)
+    broker.start(timeout=90)
+    try:
+        s = Settings(bootstrap=broker.bootstrap, topic_prefix="dead.", partitions=1)
+        await _create(s, "jobs.submitted")
+
+        async def publish_past_the_crash() -> None:
+            async with EventProducer(s, answer_timeout_s=3.0) as p:
+                await p.send("jobs.submitted", _job(0))
+                await p.flush()  # answered: the broker is there
+                os.kill(broker.read_pid(), signal.SIGKILL)  # a crash, an OOM kill
+                for _ in range(100):
+                    if port_free(port):
+                        break
+                    await asyncio.sleep(0.1)
+                await p.send("jobs.submitted", _job(1))
+                await p.flush()  # raises; leaving the block then waits at most 3 s more, and lets it through
+
+        with pytest.raises(DeliveryError, match=rf"{broker.bootstrap}: the broker did not answer within 3 s"):
+            await asyncio.wait_for(publish_past_the_crash(), 60)  # (without the bound: a TimeoutError here, not a hang)
+    finally:
+        broker.stop()

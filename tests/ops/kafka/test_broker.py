@@ -218,10 +218,23 @@ def test_stop_and_status_when_not_running(tmp_path: Path) -> None:
     assert not (tmp_path / "broker.pid").exists()
 
 
+def test_a_pid_file_naming_another_data_dirs_broker_is_stale(kafka_broker: KafkaBroker, tmp_path: Path) -> None:
+    """PIDs are reused (a reboot, a container restart) while PID files stay: one that now names another
+    data dir's broker must not make `kafka status` report it nor `kafka stop` stop it (the ops review
+    stopped the session's broker this way)."""
+    other = KafkaBroker(port=39092, data_dir=tmp_path, lib_dir=tmp_path / "lib")
+    (tmp_path / "broker.pid").write_text(f"{kafka_broker.read_pid()}\n")
+    assert not other.status().running and other.stop() is False
+    assert kafka_broker.is_running() and kafka_broker.status().running
+
+
 def test_mvn_failure_quotes_command_and_output(tmp_path: Path) -> None:
     pom = tmp_path / "pom.xml"
     pom.write_text("<project><modelVersion>4.0.0</modelVersion><broken></project>")
     broker = KafkaBroker(port=39092, data_dir=tmp_path / "data", lib_dir=tmp_path / "lib", pom=pom)
+    killed = tmp_path / ".lib-k1ll3d"  # what a resolution killed by SIGTERM/SIGKILL left (43 MB each: the ops review)
+    (killed / "x.jar").parent.mkdir()
+    (killed / "x.jar").write_bytes(b"partial")
     with pytest.raises(JarResolutionError) as info:
         broker.ensure_jars()
     message = str(info.value)
@@ -229,3 +242,4 @@ def test_mvn_failure_quotes_command_and_output(tmp_path: Path) -> None:
     assert str(pom) in message
     assert info.value.stderr_tail
     assert not broker.jars_ready()
+    assert not killed.exists() and not list(tmp_path.glob(".lib-*"))  # swept under the lock; this run's removed
