@@ -135,3 +135,9 @@ def fallback_choices() -> list[str]:
 
 def get_settings() -> Settings:
     return Settings()
+
+
+def no_broker(command: str, bootstrap: str, error: Exception) -> str:
+    """What ``semsched <command>`` says when no broker answers at ``bootstrap``."""
+    return (f"semsched {command}: no Kafka broker answers at {bootstrap} ({error}): start one with "
+            "`semsched kafka start`, or set SEMSCHED_BOOTSTRAP")

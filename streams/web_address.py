@@ -11,28 +11,54 @@ CLI then opens the archive itself.
 from __future__ import annotations
 
 import contextlib
+import os
 from pathlib import Path
 
 PORT_FILE = "worker.port"
 
 
 def advertise(state_dir: Path, port: int) -> None:
-    """Write ``port`` for this state directory (no-op for a worker without a web server)."""
-    if port > 0:
-        (state_dir / PORT_FILE).write_text(f"{port}\n")
+    """Write ``port`` and this process's PID for this state directory (no-op for a worker without a
+    web server), unless the file names another live process: a second worker on the same directory,
+    which will fail, must not take the running one's place (found by the ops review: it did, then
+    removed the file, and ``semsched sql`` said a worker owned the archive and to stop it)."""
+    if port <= 0:
+        return
+    owner = _advertised(state_dir)
+    if owner is not None and owner[1] not in (None, os.getpid()) and _alive(owner[1]):
+        return
+    (state_dir / PORT_FILE).write_text(f"{port} {os.getpid()}\n")
 
 
 def withdraw(state_dir: Path, port: int) -> None:
-    """Remove the file if it still names ``port`` (another worker may have written it since)."""
+    """Remove the file if it is this process's, for ``port``."""
     with contextlib.suppress(OSError):
-        if advertised_port(state_dir) == port:
+        if _advertised(state_dir) == (port, os.getpid()):
             (state_dir / PORT_FILE).unlink()
 
 
 def advertised_port(state_dir: Path) -> int | None:
     """The port a worker on ``state_dir`` wrote, or ``None`` (no file, or not a port)."""
+    got = _advertised(state_dir)
+    return None if got is None else got[0]
+
+
+def _advertised(state_dir: Path) -> tuple[int, int | None] | None:
+    """``(port, pid)`` from the file (``pid`` None in a file of an older worker), or None."""
     try:
-        port = int((state_dir / PORT_FILE).read_text().strip())
+        fields = [int(x) for x in (state_dir / PORT_FILE).read_text().split()]
     except (OSError, ValueError):
         return None
-    return port if 0 < port < 65536 else None
+    if not fields or not 0 < fields[0] < 65536:
+        return None
+    return fields[0], fields[1] if len(fields) > 1 else None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

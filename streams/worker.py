@@ -9,7 +9,7 @@ import logging
 from streams import telemetry
 from streams.app import Worker, create_app
 from streams.kafka_logs import quiet_retried_coordinator_lookups
-from streams.settings import Settings
+from streams.settings import Settings, no_broker
 from streams.topics import ensure_topics
 from streams.web_address import advertise, withdraw
 
@@ -56,7 +56,7 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
         log.warning(telemetry.configure(settings, "semsched-worker"))
     except telemetry.TelemetryConfigError as e:
         raise SystemExit(f"semsched worker: {e}") from None
-    w = build_worker(settings, archive=archive)
+    w = start_up(settings, archive)
     worker = FaustWorker(w.app, loglevel=loglevel, quiet=True)
     # no start-up spinner: to spin on every log message, Faust sets the root logger to DEBUG and
     # leaves it there, so every debug call of aiokafka and Faust builds a record for the worker's
@@ -68,6 +68,27 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
     finally:
         close_policy(w)
         withdraw(settings.state_dir, settings.web_port)
+
+
+def start_up(settings: Settings, archive: bool) -> Worker:
+    """:func:`build_worker`, or the two common reasons it cannot start in one line each (exit 1) instead
+    of a 90-line traceback (found by the ops review): no broker, or an embedded archive another
+    process holds."""
+    from aiokafka.errors import KafkaConnectionError
+
+    from storage.client import redacted
+
+    try:
+        return build_worker(settings, archive=archive)
+    except KafkaConnectionError as e:
+        raise SystemExit(no_broker("worker", settings.bootstrap, e)) from None
+    except RuntimeError as e:
+        dsn = settings.clickhouse_dsn
+        if not (archive and dsn.startswith("chdb://")):
+            raise
+        raise SystemExit(f"semsched worker: cannot open the archive {redacted(dsn)} ({type(e).__name__}: "
+                         f"{str(e).strip()[:300]}): another process (a running worker?) holds its directory; stop "
+                         "it, or run this one with --no-archive or another SEMSCHED_STATE_DIR") from None  # fmt: skip
 
 
 def close_policy(w: Worker) -> None:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaConsumer
+from aiokafka.errors import KafkaConnectionError
 from opentelemetry.trace import Span
 
 from ops.agents.node_ledger import NodeLedger
@@ -48,7 +49,7 @@ from scheduling.events import (
 )
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.producer import EventProducer
-from streams.settings import Settings
+from streams.settings import Settings, no_broker
 from streams.silent_nodes import AGENT_REPORT_EVERY_S
 from streams.telemetry import (
     TelemetryConfigError,
@@ -299,6 +300,8 @@ def run_agents(settings: Settings, **kw: object) -> None:
             await agents.run()
         except AgentsAlreadyRunning as e:
             raise SystemExit(f"semsched agents: {e}") from None
+        except KafkaConnectionError as e:  # one line, not a 150-line traceback (the ops review)
+            raise SystemExit(no_broker("agents", settings.bootstrap, e)) from None
         log.warning("agents stopped after %.0fs: %s", time.time() - t0, agents.stats)
 
     asyncio.run(main())

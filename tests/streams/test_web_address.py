@@ -19,3 +19,25 @@ def test_advertise_read_and_withdraw(tmp_path: Path) -> None:
     assert not (tmp_path / PORT_FILE).exists()
     (tmp_path / PORT_FILE).write_text("not a port\n")
     assert advertised_port(tmp_path) is None
+
+
+def test_a_second_worker_neither_takes_nor_removes_a_running_ones_file(tmp_path: Path) -> None:
+    """A second worker on the same state directory (which then fails to start) wrote its own port
+    there, then removed the file: `semsched sql` no longer found the running worker and said one
+    owned the archive (found by the ops review). The file names the process too."""
+    import subprocess
+    import sys
+
+    running = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        (tmp_path / PORT_FILE).write_text(f"41234 {running.pid}\n")  # the running worker's
+        advertise(tmp_path, 41234)  # the second one, on the same port
+        withdraw(tmp_path, 41234)
+        assert (tmp_path / PORT_FILE).read_text() == f"41234 {running.pid}\n"
+    finally:
+        running.kill()
+        running.wait()
+    advertise(tmp_path, 45000)  # its worker gone: the file is free to take
+    assert advertised_port(tmp_path) == 45000
+    (tmp_path / PORT_FILE).write_text("41234\n")  # a file an older worker wrote: still read
+    assert advertised_port(tmp_path) == 41234

@@ -1,0 +1,63 @@
+"""A worker that cannot start says why in one line (streams/worker.py ``start_up``), not in a 90-line
+traceback (found by the ops review): no broker at its address, or an embedded archive another
+process holds. The real ``semsched worker`` command, in a process of its own."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest_kafka import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "ops.cli.main", "worker"], env={**os.environ, **env}, cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+
+
+def test_no_broker_is_one_line_naming_the_address(tmp_path: Path) -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    r = worker({"SEMSCHED_BOOTSTRAP": bootstrap, "SEMSCHED_STATE_DIR": str(tmp_path), "SEMSCHED_WEB_PORT": "0"})
+    assert r.returncode == 1
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("semsched worker:")]
+    assert line.startswith(f"semsched worker: no Kafka broker answers at {bootstrap} (")
+    assert line.endswith("start one with `semsched kafka start`, or set SEMSCHED_BOOTSTRAP")
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.integration
+def test_an_archive_another_process_holds_is_one_line(kafka_broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    dsn = f"chdb://{tmp_path / 'chdb'}"
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time\n"
+        "from storage.client import get_client\n"
+        f"get_client({dsn!r}).query_rows('SELECT 1')\n"
+        "print('open', flush=True)\n"
+        "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "open"  # type: ignore[union-attr]
+        r = worker({"SEMSCHED_BOOTSTRAP": kafka_broker.bootstrap, "SEMSCHED_STATE_DIR": str(tmp_path),
+                    "SEMSCHED_TOPIC_PREFIX": "startup.", "SEMSCHED_WEB_PORT": "0"})  # fmt: skip
+    finally:
+        holder.kill()
+        holder.wait()
+    assert r.returncode == 1
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("semsched worker:")]
+    assert line.startswith(f"semsched worker: cannot open the archive {dsn} (")
+    assert "another process (a running worker?) holds its directory" in line and "Traceback" not in r.stderr
+
+
+def test_agents_without_a_broker_say_so_in_one_line(tmp_path: Path) -> None:
+    bootstrap = f"127.0.0.1:{free_port()}"
+    r = subprocess.run([sys.executable, "-m", "ops.cli.main", "agents"], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "SEMSCHED_BOOTSTRAP": bootstrap, "SEMSCHED_STATE_DIR": str(tmp_path)},
+                       timeout=120)  # fmt: skip
+    assert r.returncode == 1
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("semsched agents:")]
+    assert line.startswith(f"semsched agents: no Kafka broker answers at {bootstrap} (") and "Traceback" not in r.stderr
