@@ -10,6 +10,7 @@ SEMSCHED := $(VENV)/bin/semsched
 .PHONY: demo test install kafka-jars lint lock clean
 
 $(VENV)/.installed: pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 13) else "semsched needs Python 3.11 or 3.12 (this $(PYTHON) is %d.%d): make ... PYTHON=python3.11" % sys.version_info[:2])'
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
