@@ -302,10 +302,16 @@ class KafkaBroker:
                 if self.probe():
                     self.last_startup_seconds = 0.0
                     return self.status()
+                recorded = config.recorded_port(self.config_file)
+                if recorded is not None and recorded != self.port:  # (the ops review: it did not say which)
+                    raise KafkaBrokerError(
+                        f"A broker (pid {pid}) already runs from {self.data_dir} on {HOST}:{recorded}, not "
+                        f"{self.bootstrap}: use --port {recorded}, or stop it (`semsched kafka stop -d "
+                        f"{self.data_dir}`)")  # fmt: skip
                 raise KafkaBrokerError(
                     f"A broker (pid {pid}) is already running from {self.data_dir} but {self.bootstrap} "
-                    f"does not answer; stop it first.\n--- {self.log_file} (tail) ---\n"
-                    f"{_file_tail(self.log_file)}"
+                    f"does not answer (still starting?); wait, or stop it: `semsched kafka stop -d {self.data_dir}`."
+                    f"\n--- {self.log_file} (tail) ---\n{_file_tail(self.log_file)}"
                 )
             self.pid_file.unlink(missing_ok=True)  # stale
         for name, p in (("port", self.port), ("controller port", self.controller_port)):

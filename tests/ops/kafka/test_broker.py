@@ -15,7 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
-from ops.kafka.broker import JarResolutionError, KafkaBroker
+from ops.kafka.broker import JarResolutionError, KafkaBroker, KafkaBrokerError
 
 # Registers the kafka_broker fixture when the main conftest has not done so already
 # (pytest skips a plugin that is already registered under the same name).
@@ -226,6 +226,15 @@ def test_a_pid_file_naming_another_data_dirs_broker_is_stale(kafka_broker: Kafka
     (tmp_path / "broker.pid").write_text(f"{kafka_broker.read_pid()}\n")
     assert not other.status().running and other.stop() is False
     assert kafka_broker.is_running() and kafka_broker.status().running
+
+
+def test_starting_a_running_data_dir_on_another_port_names_the_port_it_runs_on(kafka_broker: KafkaBroker) -> None:
+    """(The ops review: it said "does not answer; stop it first", not which port it runs on.)"""
+    other = KafkaBroker(port=39092, data_dir=kafka_broker.data_dir, controller_port=39093)
+    with pytest.raises(KafkaBrokerError, match=rf"already runs from .* on 127.0.0.1:{kafka_broker.port}, not "
+                                               rf"127.0.0.1:39092: use --port {kafka_broker.port}, or stop it"):
+        other.start(timeout=10)
+    assert kafka_broker.status().running and kafka_broker.probe()
 
 
 def test_mvn_failure_quotes_command_and_output(tmp_path: Path) -> None:
