@@ -7,6 +7,7 @@ all ``gang_size`` members are pending it waits. A job naming a gang's id with an
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,8 +37,8 @@ def gang_never_fits(gang_id: str, members: Sequence[JobRequest], snapshot: Clust
 
     if snapshot.num_nodes == 0:
         return None
-    known: dict[tuple, str | None] = snapshot.static_cache("scheduling:gang-never-fits", lambda _: {})
-    key = tuple(sorted(filter_shape(m) for m in members))
+    known: dict[frozenset, str | None] = snapshot.static_cache("scheduling:gang-never-fits", lambda _: {})
+    key = frozenset(Counter(filter_shape(m) for m in members).items())  # (shapes hold None: not sortable)
     if key not in known:
         if len(known) >= 1024:
             known.clear()

@@ -119,6 +119,18 @@ def test_a_gang_larger_than_the_cluster_is_permanent_though_each_member_fits():
     assert [u.permanent for u in r.unschedulable] == [False, False]
 
 
+def test_a_gang_whose_members_differ_in_optional_fields_is_judged_not_crashed():
+    """The never-fits check keyed a gang by its members' sorted shapes, and a shape holding None
+    (no app) beside one holding a value cannot be sorted: every step of the cluster raised (found by
+    the review of the change)."""
+    s = snap(node("a", gpus=2))
+    gang = [job("m0", gpus=2, gang_id="g", gang_size=2, app="web", max_instances_per_node=1),
+            job("m1", gpus=2, gang_id="g", gang_size=2)]  # fmt: skip
+    r = schedule_step(s, [*gang, job("solo", cpu=500)], FF, now=0)
+    assert _placed(r) == {"solo": "a"}
+    assert [u.permanent for u in r.unschedulable] == [True, True]  # 4 whole GPUs against 2
+
+
 def test_a_member_giving_another_gang_size_is_one_of_the_gang():
     """A job with the gang's id and ``gang_size`` 1 was placed alone, its gang left waiting for it for ever
     (found by the scheduling review): the disagreement is said, and permanent."""
