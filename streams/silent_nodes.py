@@ -44,6 +44,8 @@ class SilentNodes:
         self.loop = loop
         self.marked: dict[str, float] = {}  # node id -> the heard time it was marked silent at
         self._checked = 0.0
+        self._owned: set[int] = set()  # the partitions owned at the last pass
+        self._committed: dict[int, int] = {}  # per partition owned: the group's committed offset, read once
 
     async def check(self) -> None:
         """One pass over the nodes, at most once a second."""
@@ -53,6 +55,7 @@ class SilentNodes:
         if silent_s <= 0 or now - self._checked < 1.0:
             return
         self._checked = now
+        self._newly_owned(now)
         caught_up: dict[int, bool] = {}
         for node_id, d in list(w.nodes.items()):
             if d is None or d.get("source") != "agent" or not d.get("healthy", True):
@@ -64,21 +67,62 @@ class SilentNodes:
             if not self.loop.views.owns(d["cluster"], self.loop.owned):
                 continue
             if part not in caught_up:
-                caught_up[part] = self._caught_up(part)
+                caught_up[part] = await self._caught_up(part)
             if not caught_up[part]:
                 continue
             await self._mark(d, part, now - heard)
             self.marked[node_id] = heard
         self.marked = {n: h for n, h in self.marked.items() if w.node_heard.get(n) == h}
 
-    def _caught_up(self, partition: int) -> bool:
-        """Has this worker handled ``partition`` of ``nodes.telemetry`` up to the end its consumer knows?"""
+    def _newly_owned(self, now: float) -> None:
+        """A partition this worker is given (again) gives its nodes the whole interval: what this worker
+        heard of them before it lost the partition says nothing of now (found by the review of the
+        change: a partition that came back had its nodes marked at once), and what it handled there
+        then is not where it stands now."""
+        w, owned = self.loop.w, set(self.loop.owned)
+        newly = owned - self._owned
+        if newly:
+            for node_id, d in list(w.nodes.items()):
+                if d is not None and partition_for(d.get("cluster", ""), w.settings.partitions) in newly:
+                    w.node_heard[node_id] = now
+                    self.marked.pop(node_id, None)
+            for part in newly:
+                w.telemetry_offsets.pop(part, None)
+        self._committed = {p: c for p, c in self._committed.items() if p in owned and p not in newly}
+        self._owned = owned
+
+    async def _caught_up(self, partition: int) -> bool:
+        """Has this worker's group handled ``partition`` of ``nodes.telemetry`` up to the end its consumer
+        knows? By the offset this worker handled there, or, before it handled any since it was given
+        the partition, by the group's committed offset (a worker restarted when its agents had already
+        died reads nothing more there: found by the review of the change, it then never marked)."""
         w = self.loop.w
+        tp = TopicPartition(w.settings.topic("nodes.telemetry"), partition)
         try:
-            end = w.app.consumer.highwater(TopicPartition(w.settings.topic("nodes.telemetry"), partition))
+            end = w.app.consumer.highwater(tp)
         except Exception:  # noqa: BLE001 - not assigned (a rebalance under way), no consumer yet: not now
             return False
-        return end is not None and w.telemetry_offsets.get(partition, -1) >= end - 1
+        if end is None:
+            return False
+        if partition in w.telemetry_offsets:
+            return w.telemetry_offsets[partition] >= end - 1
+        committed = self._committed.get(partition)
+        if committed is None:
+            committed = await self._committed_offset(tp)
+            if committed is not None and partition in self.loop.owned:
+                self._committed[partition] = committed
+        return committed is not None and committed >= end
+
+    async def _committed_offset(self, tp: TopicPartition) -> int | None:
+        """The worker group's committed offset on ``tp`` (None when it has none or the broker does not say)."""
+        from streams.offset_starts import committed_offsets
+
+        w = self.loop.w
+        try:
+            return (await committed_offsets(w.settings, w.app.conf.id, [tp])).get(tp)
+        except Exception as e:  # noqa: BLE001 - the next pass asks again
+            log.debug("silent nodes: no committed offset for %s: %s", tp, e)
+            return None
 
     async def _mark(self, d: dict[str, Any], partition: int, quiet_s: float) -> None:
         last = NodeTelemetry.model_validate(d)

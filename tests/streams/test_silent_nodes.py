@@ -38,6 +38,13 @@ class Run:
         self.end = 10  # the telemetry partitions' end, as the consumer knows it
         self.w.app.consumer.highwater = lambda tp: self.end  # type: ignore[method-assign]
         self.w.telemetry_offsets[PART] = 9  # handled up to it
+        self.loop.silent_nodes._owned = set(range(4))  # owned since before the test (a new partition: see below)
+        self.committed: int | None = None  # the group's committed offset on the telemetry partition
+
+        async def committed(tp: Any) -> int | None:
+            return self.committed
+
+        self.loop.silent_nodes._committed_offset = committed
 
     async def passes(self, n: int = 1) -> None:
         for _ in range(n):
@@ -130,3 +137,40 @@ def test_a_silent_nodes_placements_are_moved_off_and_it_comes_back_when_its_agen
     assert ev.job_id == "j1" and ev.node_id == "n1"
     assert "node n1 silent (no report from its agent), marked unhealthy" in ev.reason, ev.reason
     assert len(r.reports()) == 2 and r.reports()[1].event_time == T0 + timedelta(seconds=5, milliseconds=1)
+
+
+def test_a_partition_given_back_gives_its_nodes_the_whole_interval_again() -> None:
+    """What this worker heard of a node before it lost its partition says nothing of now: the nodes
+    of a partition that came back were marked at once (found by the review of the change)."""
+
+    async def go() -> Run:
+        r = Run(node_silent_s=40.0, node_lost_s=-1.0)
+        r.w.nodes.data["n1"] = node("n1")
+        r.heard("n1", 900.0)  # heard while it owned the partition the first time
+        r.loop.silent_nodes._owned = set(range(4)) - {PART}  # (given back just now)
+        await r.passes()
+        assert r.reports() == [] and r.w.node_heard["n1"] > time.monotonic() - 5
+        r.heard("n1", 41.0)  # then silent for the whole interval: marked
+        r.w.telemetry_offsets[PART] = 9
+        await r.passes()
+        return r
+
+    assert [x.node_id for x in asyncio.run(go()).reports()] == ["n1"]
+
+
+def test_a_restarted_worker_with_nothing_new_to_read_is_caught_up_by_the_committed_offset() -> None:
+    """A worker restarted after its agents died reads nothing more on the telemetry partition: by the
+    offsets it handled it was never caught up, so it never marked (found by the review of the change).
+    The group's committed offset at the end says it is; one short of it, not."""
+
+    async def go(committed: int) -> Run:
+        r = Run(node_silent_s=40.0, node_lost_s=-1.0)
+        r.w.nodes.data["n1"] = node("n1")
+        r.heard("n1", 41.0)
+        r.w.telemetry_offsets.pop(PART)  # nothing handled there since the start
+        r.committed = committed
+        await r.passes()
+        return r
+
+    assert len(asyncio.run(go(committed=10)).reports()) == 1
+    assert asyncio.run(go(committed=9)).reports() == []
