@@ -25,12 +25,15 @@ class Reconciliation:
 # A submission the worker dead-lettered (a clock too far ahead, a job id in use) is archived like any
 # other (the archiver admits on the message alone, streams/admission.py) and its dead letter names
 # the message it refused (topic, partition, offset): that one was refused with a reason, not lost.
+# Not one dead-lettered for an internal error while it was handled: the worker applies it again
+# (streams/log_restore.py), so whether it was lost is what reconciliation must still say.
 # The raw rows, not FINAL: FINAL keeps one row per event id, and a copy of the event sent again
 # later (and accepted) must not hide behind its dead-lettered twin.
 _UNACCOUNTED = """
 SELECT DISTINCT job_id FROM jobs_submitted
 WHERE (kafka_partition, kafka_offset) NOT IN
-      (SELECT topic_partition, topic_offset FROM deadletter WHERE topic = 'jobs.submitted')
+      (SELECT topic_partition, topic_offset FROM deadletter WHERE topic = 'jobs.submitted'
+       AND NOT startsWith(reason, 'internal error'))
   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'rejected' AND reason != '')
   AND job_id NOT IN (__RUNNING__)

@@ -208,3 +208,8 @@ def test_reconcile_counts_a_dead_lettered_submission_as_refused_not_lost(loaded:
     w.write("jobs_submitted", [JobSubmitted(event_id="s-h", event_time=at(9), job_id="H")], [(1, 42)])
     w.write("deadletter", [DeadLetter.of(b"{}", "x", topic="jobs.lifecycle", partition=1, offset=42)], [(1, 9)])
     assert reconcile(loaded).unaccounted == ["C", "F", "H"]
+    # a submission dead-lettered for an internal error is applied again later: still to be accounted for
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-i", event_time=at(9), job_id="I")], [(1, 43)])
+    w.write("deadletter", [DeadLetter.of(b"{}", "internal error while handling: KeyError: 'x'", topic="jobs.submitted",
+                                         partition=1, offset=43)], [(1, 10)])  # fmt: skip
+    assert reconcile(loaded).unaccounted == ["C", "F", "H", "I"]

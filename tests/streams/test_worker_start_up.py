@@ -40,8 +40,12 @@ def test_an_archive_another_process_holds_is_one_line(kafka_broker, tmp_path: Pa
         f"get_client({dsn!r}).query_rows('SELECT 1')\n"
         "print('open', flush=True)\n"
         "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    from streams.worker import _held_by_another
+
+    assert not _held_by_another(dsn)  # (a failed migration, say, keeps its own message: not this one)
     try:
         assert holder.stdout.readline().strip() == "open"  # type: ignore[union-attr]
+        assert _held_by_another(dsn)
         r = worker({"SEMSCHED_BOOTSTRAP": kafka_broker.bootstrap, "SEMSCHED_STATE_DIR": str(tmp_path),
                     "SEMSCHED_TOPIC_PREFIX": "startup.", "SEMSCHED_WEB_PORT": "0"})  # fmt: skip
     finally:
