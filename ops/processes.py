@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 @dataclass
@@ -71,15 +72,28 @@ def cpu_seconds(pid: int) -> tuple[float, float] | None:
         return None
 
 
+def _prctl() -> Any:
+    """libc's prctl, resolved here in the parent: a child forked from a process with threads may
+    only make plain C calls before exec (no import, no dlopen)."""
+    import ctypes
+
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # not Linux
+        return None
+
+
+_PRCTL = _prctl()
+
+
 def die_with_parent() -> None:
     """In a child before exec: SIGTERM when the process that started it dies, however it dies (Linux's
     PR_SET_PDEATHSIG; elsewhere nothing). A demo or a benchmark killed with SIGKILL then leaves no
     worker, agents, broker or Triton server running on its own (found by the ops review: they did,
-    writing ~40 KB/s of connection errors once the broker was gone)."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
+    writing ~40 KB/s of connection errors once the broker was gone). The signal comes when the
+    THREAD that started the child ends: start children from the main thread."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
 
 
 def start_ticks(pid: int) -> int | None:
@@ -98,11 +112,20 @@ def write_pid_file(path: Path, pid: int) -> None:
 
 
 def live_pid(path: Path) -> int | None:
-    """The PID a :func:`write_pid_file` file names when that very process still runs, else None."""
+    """The PID a :func:`write_pid_file` file names when that very process still runs, else None. A file
+    of the earlier format (the PID alone) counts when that PID runs semsched (its command line says so)."""
     try:
-        pid, ticks = (int(x) for x in path.read_text().split())
+        fields = [int(x) for x in path.read_text().split()]
     except (OSError, ValueError):
         return None
+    if len(fields) == 1:
+        try:
+            cmdline = Path(f"/proc/{fields[0]}/cmdline").read_bytes()
+        except OSError:
+            return None
+        ours = b"ops.cli.main" in cmdline or b"inference.serving.server" in cmdline
+        return fields[0] if ours and start_ticks(fields[0]) is not None else None
+    pid, ticks = fields[:2]
     return pid if ticks and start_ticks(pid) == ticks else None
 
 

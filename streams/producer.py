@@ -25,10 +25,12 @@ error or an interruption waits at most 5 s before the producer is dropped.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from functools import partial
 from typing import Any
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.errors import KafkaError
 
 from scheduling.events import Event, partition_for
 from streams import telemetry
@@ -81,10 +83,12 @@ class EventProducer:
     async def __aexit__(self, exc_type: object, *exc: object) -> None:
         if self._producer is not None:
             wait = self.answer_timeout_s if exc_type is None else min(5.0, self.answer_timeout_s)
+            producer = self._producer
             try:  # sends what is buffered and waits for the answers, for so long
-                await self._answered_within(self._producer.stop(), wait, raise_=exc_type is None)
+                await self._answered_within(producer.stop(), wait, raise_=exc_type is None)
             finally:
                 self._producer = None
+                await _abandon(producer)
         if exc_type is None and self.failed > self._raised:  # not yet reported by a flush or send
             self._raise_failures()
 
@@ -152,3 +156,29 @@ class EventProducer:
         :class:`DeliveryError` if any was refused."""
         await self._answered_within(self.producer.flush(), self.answer_timeout_s)
         self._raise_failures()
+
+
+async def _abandon(producer: AIOKafkaProducer) -> None:
+    """What a stop cut short leaves: aiokafka's sender and its client's metadata task would go on retrying
+    the broker for as long as the event loop runs (found by the review of the change). Nothing when
+    the stop finished."""
+    sender = getattr(producer, "_sender", None)
+    task = getattr(sender, "sender_task", None)
+    if task is not None and not task.done():
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, 2.0)
+    accumulator = getattr(producer, "_message_accumulator", None)
+    if accumulator is not None:  # its batches fail: its close (the stop's) returns
+        with contextlib.suppress(Exception):
+            batches = [b for bs in accumulator._batches.values() for b in bs] + list(accumulator._pending_batches)
+            futures = [f for b in batches for f in (b.future, b._drain_waiter)]
+            accumulator.fail_all(KafkaError("the producer was abandoned: the broker did not answer"))
+            for f in futures:  # (counted as failed sends already: not "never retrieved" at exit)
+                if f.done() and not f.cancelled():
+                    f.exception()
+        await asyncio.sleep(0)
+    client = getattr(producer, "client", None)
+    if client is not None:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(client.close(), 2.0)

@@ -12,6 +12,7 @@ from typing import TypeVar
 from pydantic import BaseModel, Field, field_validator
 
 T = TypeVar("T", int, float)
+AGENT_REPORT_EVERY_S = 10.0  # an agent reports every node at least this often (streams/silent_nodes.py, README)
 TOPICS = ("jobs.submitted", "nodes.telemetry", "jobs.lifecycle", "decisions", "actions", "deadletter")
 
 
@@ -78,7 +79,16 @@ class Settings(BaseModel):
     # a node its agent has reported on that is not heard from again for this long is marked unhealthy by
     # the worker, which node_lost_s then acts on (streams/silent_nodes.py; agents report every node at
     # least every 10 s; 0: never)
-    node_silent_s: float = Field(default_factory=lambda: _env_float("NODE_SILENT", 40, minimum=0), ge=0)
+    node_silent_s: float = Field(default_factory=lambda: _env_float("NODE_SILENT", 40, minimum=0), ge=0,
+                                 validate_default=True)
+
+    @field_validator("node_silent_s")
+    @classmethod
+    def _longer_than_the_agents_interval(cls, v: float) -> float:
+        if 0 < v <= AGENT_REPORT_EVERY_S:  # a live idle node would be marked between two of its reports
+            raise ValueError(f"SEMSCHED_NODE_SILENT must be 0 (never) or more than the agents' report interval "
+                             f"({AGENT_REPORT_EVERY_S:g} s), not {v:g}")
+        return v
     # a job whose DAG parent this worker has never seen (not pending, running or done in its cluster)
     # is rejected this long after its submission (0: it waits for the parent however long it takes)
     # a telemetry report or a submission whose event_time is further ahead of the worker's clock than

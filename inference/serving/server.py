@@ -31,7 +31,6 @@ regions carry this process's PID, and each start removes those of killed servers
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import secrets
@@ -250,11 +249,22 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
 
 def die_with_parent() -> None:
     """In the child before exec: SIGTERM when this process dies (Linux; elsewhere nothing). (``ops.processes``
-    has its twin: this package does not import ``ops``, and ``ops.processes`` stays free of torch.)"""
+    has its twin: this package does not import ``ops``, and ``ops.processes`` stays free of torch.)
+    libc's prctl is resolved in the parent: the child makes one C call."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def _resolve_prctl() -> Any:
     import ctypes
 
-    with contextlib.suppress(OSError):
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+_PRCTL = _resolve_prctl()
 
 
 def parse_args(argv: list[str]) -> ServeOptions:

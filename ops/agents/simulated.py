@@ -266,8 +266,8 @@ class SimulatedAgents:
                 await self._lifecycle(placed, "preempted", reason=cmd.reason)
 
     async def _telemetry_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.telemetry_s)
+        while True:  # (every node is due at least every AGENT_REPORT_EVERY_S, whatever telemetry_s says)
+            await asyncio.sleep(min(self.telemetry_s, AGENT_REPORT_EVERY_S))
             now = time.time()
             for node_id, cmds in list(self._waiting.items()):
                 if now - min(c.event_time.timestamp() for c in cmds) >= self.unknown_node_grace_s:

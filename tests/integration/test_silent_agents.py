@@ -5,6 +5,7 @@ again (streams/silent_nodes.py, streams/lost_nodes.py)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 from tests.integration.conftest import publish
 
@@ -13,7 +14,7 @@ def test_a_node_whose_agents_fall_silent_loses_its_job_and_comes_back_with_them(
     from scheduling.events import JobSubmitted, NodeTelemetry
     from streams.topics import ensure_topics
 
-    p = make_stack(node_silent_s=3.0, node_lost_s=0.0)
+    p = make_stack(node_silent_s=12.0, node_lost_s=0.0)  # (just over the agents' 10 s report interval)
     asyncio.run(ensure_topics(p.settings))
     p.start_worker()
     agents = p.start_agents("--speed", "1", "--telemetry", "1")
@@ -21,6 +22,10 @@ def test_a_node_whose_agents_fall_silent_loses_its_job_and_comes_back_with_them(
     publish(p.settings, [node, JobSubmitted(job_id="long", cpu_milli=1000, trace_duration_s=3600)])
     p.wait(lambda s: s["running"] == 1, timeout=60, what="the long job running")
     assert p.wait_scalar("SELECT count() > 0 FROM nodes_telemetry WHERE node_id = 'n1' AND source = 'agent'", 1, 60) == 1
+    # alive, its agents report it every 10 s or sooner, nothing changing on it: not marked
+    time.sleep(14)
+    [(early,)] = p.sql("SELECT count() FROM nodes_telemetry WHERE node_id = 'n1' AND source = 'worker'")
+    assert early == 0
     agents.stop()  # nothing reports n1 any more
     assert p.wait_scalar("SELECT count() FROM nodes_telemetry WHERE node_id = 'n1' AND source = 'worker' "
                          "AND NOT healthy", 1, 60) == 1  # fmt: skip

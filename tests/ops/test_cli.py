@@ -109,6 +109,7 @@ def test_malformed_lookahead_settings_stop_the_lookahead_worker_at_start(monkeyp
     ("SEMSCHED_ARCHIVE_FETCH_WAIT", "60000", "SEMSCHED_ARCHIVE_FETCH_WAIT must be at most 5000, not 60000"),
     ("SEMSCHED_STEP", "fast", "SEMSCHED_STEP must be a number, not 'fast'"),
     ("SEMSCHED_FALLBACK_POLICY", "nope", "SEMSCHED_FALLBACK_POLICY must be a heuristic placement policy"),
+    ("SEMSCHED_NODE_SILENT", "5", "SEMSCHED_NODE_SILENT must be 0 (never) or more than the agents' report interval"),
 ])  # fmt: skip
 def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable: str, value: str, says: str,
                                                                         tmp_path: Path) -> None:  # fmt: skip

@@ -29,20 +29,22 @@ def test_leftover_children_are_stopped_and_strangers_are_not(tmp_path: Path) -> 
     ops review: any ``ops.cli.main`` under that PID was SIGKILLed, another session's worker too)."""
     from ops.processes import start_ticks, write_pid_file
 
-    ours, reused, stranger = _spawn("ops.cli.main"), _spawn("ops.cli.main"), _spawn("someone-else")
+    ours, older, reused, stranger = (_spawn("ops.cli.main"), _spawn("ops.cli.main"), _spawn("ops.cli.main"),
+                                     _spawn("someone-else"))  # fmt: skip
     try:
         write_pid_file(tmp_path / "worker.pid", ours.pid)
+        (tmp_path / "old.pid").write_text(str(older.pid))  # the earlier format: the PID alone, a semsched process
         (tmp_path / "agents.pid").write_text(f"{reused.pid} {(start_ticks(reused.pid) or 0) + 1}\n")  # not it
-        (tmp_path / "triton.pid").write_text(str(stranger.pid))  # a PID alone: which process is unknown
+        (tmp_path / "triton.pid").write_text(str(stranger.pid))  # the PID alone, not semsched's
         stop_leftovers(tmp_path)
         for _ in range(50):
-            if ours.poll() is not None:
+            if ours.poll() is not None and older.poll() is not None:
                 break
             time.sleep(0.1)
-        assert ours.poll() is not None
+        assert ours.poll() is not None and older.poll() is not None
         assert reused.poll() is None and stranger.poll() is None
     finally:
-        for p in (ours, reused, stranger):
+        for p in (ours, older, reused, stranger):
             p.kill()
             p.wait()
 

@@ -118,5 +118,9 @@ async def test_a_broker_that_stops_answering_ends_the_wait_with_its_address(tmp_
 
         with pytest.raises(DeliveryError, match=rf"{broker.bootstrap}: the broker did not answer within 3 s"):
             await asyncio.wait_for(publish_past_the_crash(), 60)  # (without the bound: a TimeoutError here, not a hang)
+        await asyncio.sleep(0.5)  # nothing of the producer goes on retrying the dead broker
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()
+                and "aiokafka" in getattr(getattr(t.get_coro(), "cr_code", None), "co_filename", "")]  # fmt: skip
+        assert left == [], left
     finally:
         broker.stop()
