@@ -252,7 +252,7 @@ class KafkaBroker:
                 return False
             # this data dir's broker: a recycled PID, or a stale PID file naming another data dir's
             # broker, is not it (found by the ops review: `kafka stop` stopped that other broker)
-            return b"kafka.Kafka" in cmdline and str(self.config_file).encode() in cmdline
+            return self._runs_this_config(cmdline)
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
@@ -260,6 +260,18 @@ class KafkaBroker:
         except PermissionError:
             return True
         return True
+
+    def _runs_this_config(self, cmdline: bytes) -> bool:
+        """Is this ``kafka.Kafka <config>`` command line the broker of this data dir (its config file, by
+        whatever path it was named: a symlinked state dir is the same file)?"""
+        args = cmdline.split(b"\0")
+        if b"kafka.Kafka" not in args or args.index(b"kafka.Kafka") + 1 >= len(args):
+            return False
+        named = args[args.index(b"kafka.Kafka") + 1].decode(errors="replace")
+        try:
+            return os.path.samefile(named, self.config_file)
+        except OSError:  # one of the two is gone
+            return named == str(self.config_file)
 
     def is_running(self) -> bool:
         pid = self.read_pid()

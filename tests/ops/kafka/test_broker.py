@@ -226,6 +226,9 @@ def test_a_pid_file_naming_another_data_dirs_broker_is_stale(kafka_broker: Kafka
     (tmp_path / "broker.pid").write_text(f"{kafka_broker.read_pid()}\n")
     assert not other.status().running and other.stop() is False
     assert kafka_broker.is_running() and kafka_broker.status().running
+    # the same data dir by another path (a symlinked state dir) is the same broker
+    (tmp_path / "link").symlink_to(kafka_broker.data_dir)
+    assert KafkaBroker(port=kafka_broker.port, data_dir=tmp_path / "link").is_running()
 
 
 def test_starting_a_running_data_dir_on_another_port_names_the_port_it_runs_on(kafka_broker: KafkaBroker) -> None:
