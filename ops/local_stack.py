@@ -95,7 +95,11 @@ def hold_run_lock(run_dir: Path) -> Any:
 
     path = run_dir.parent / f"{run_dir.name}.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+")  # noqa: SIM115 - held open: the lock lives as long as the file
+    try:
+        handle = open(path, "a+")  # noqa: SIM115 - held open: the lock lives as long as the file
+    except OSError as e:  # another user's (an earlier `sudo make demo`), a read-only state dir
+        raise StackBusy(f"cannot take the run lock {path}: {e}: remove it, or use another state directory "
+                        "(SEMSCHED_STATE_DIR)") from None  # fmt: skip
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
