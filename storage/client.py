@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
 
@@ -273,6 +274,24 @@ def get_client(dsn: str) -> ArchiveClient:
             raise ValueError(f"unsupported ClickHouse DSN {redacted(dsn)!r}: use chdb://PATH or http(s)://…")
         _CLIENTS[dsn] = client
         return client
+
+
+def held_by_another_process(dsn: str) -> bool:
+    """Does another process hold this embedded archive's directory? ClickHouse keeps its ``status`` file
+    flock-ed while it runs there. False for a server DSN and for a directory nothing holds."""
+    import fcntl
+
+    if not dsn.startswith("chdb://"):
+        return False
+    try:
+        with open(Path(chdb_path(dsn)) / "status", "rb") as f:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(f, fcntl.LOCK_UN)
+    except BlockingIOError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def close_client(dsn: str) -> None:

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import TopicPartition
 
 from scheduling.events import NodeTelemetry, new_event_id, partition_for
-from streams.settings import AGENT_REPORT_EVERY_S  # noqa: F401  (re-exported: the agents' side reads it here)
 
 if TYPE_CHECKING:
     from streams.loop import SchedulingLoop

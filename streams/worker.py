@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from pathlib import Path
 
 from streams import telemetry
 from streams.app import Worker, create_app
@@ -77,7 +76,7 @@ def start_up(settings: Settings, archive: bool) -> Worker:
     process holds."""
     from aiokafka.errors import KafkaConnectionError
 
-    from storage.client import redacted
+    from storage.client import held_by_another_process, redacted
 
     try:
         return build_worker(settings, archive=archive)
@@ -85,29 +84,11 @@ def start_up(settings: Settings, archive: bool) -> Worker:
         raise SystemExit(no_broker("worker", settings.bootstrap, e)) from None
     except RuntimeError as e:
         dsn = settings.clickhouse_dsn
-        if not (archive and dsn.startswith("chdb://") and _held_by_another(dsn)):
+        if not (archive and dsn.startswith("chdb://") and held_by_another_process(dsn)):
             raise  # (a failed migration, say: its own message)
         raise SystemExit(f"semsched worker: cannot open the archive {redacted(dsn)} ({type(e).__name__}: "
                          f"{str(e).strip()[:300]}): another process (a running worker?) holds its directory; stop "
                          "it, or run this one with --no-archive or another SEMSCHED_STATE_DIR") from None  # fmt: skip
-
-
-def _held_by_another(dsn: str) -> bool:
-    """Does another process hold the embedded archive's directory? ClickHouse locks its ``status``
-    file while it runs there (an exclusive flock)."""
-    import fcntl
-
-    from storage.client import chdb_path
-
-    try:
-        with open(Path(chdb_path(dsn)) / "status", "rb") as f:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            fcntl.flock(f, fcntl.LOCK_UN)
-    except BlockingIOError:
-        return True
-    except (OSError, ValueError):
-        return False
-    return False
 
 
 def close_policy(w: Worker) -> None:

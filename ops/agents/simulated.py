@@ -49,8 +49,7 @@ from scheduling.events import (
 )
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.producer import EventProducer
-from streams.settings import Settings, no_broker
-from streams.silent_nodes import AGENT_REPORT_EVERY_S
+from streams.settings import AGENT_REPORT_EVERY_S, Settings, no_broker
 from streams.telemetry import (
     TelemetryConfigError,
     configure,

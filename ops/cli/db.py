@@ -26,7 +26,7 @@ import typer
 from rich.table import Table
 
 from ops.console import wide_console
-from storage.client import ArchiveClient, chdb_path, get_client, redacted
+from storage.client import ArchiveClient, chdb_path, get_client, held_by_another_process, redacted
 from storage.json_cells import json_cell, text_cell
 from storage.migrate import migrate
 from storage.queries import explain, run_sql
@@ -68,7 +68,7 @@ def open_archive(dsn: str, *, create: bool = False) -> ArchiveClient:
         client = get_client(dsn)
         migrate(client)
     except Exception as e:  # noqa: BLE001 - the database's message and the likely cause, not a traceback
-        hint = "; a running worker owns an embedded archive's directory: stop it first" if dsn.startswith("chdb://") else ""
+        hint = "; a running worker owns an embedded archive's directory: stop it first" if held_by_another_process(dsn) else ""
         _archive_unavailable(f"cannot open the archive {redacted(dsn)}: {type(e).__name__}: "
                              f"{str(e).replace(dsn, redacted(dsn))}{hint}")  # fmt: skip
     return client

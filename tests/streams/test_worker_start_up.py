@@ -40,12 +40,12 @@ def test_an_archive_another_process_holds_is_one_line(kafka_broker, tmp_path: Pa
         f"get_client({dsn!r}).query_rows('SELECT 1')\n"
         "print('open', flush=True)\n"
         "time.sleep(120)\n")], stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
-    from streams.worker import _held_by_another
+    from storage.client import held_by_another_process
 
-    assert not _held_by_another(dsn)  # (a failed migration, say, keeps its own message: not this one)
+    assert not held_by_another_process(dsn)  # (a failed migration, say, keeps its own message: not this one)
     try:
         assert holder.stdout.readline().strip() == "open"  # type: ignore[union-attr]
-        assert _held_by_another(dsn)
+        assert held_by_another_process(dsn)
         r = worker({"SEMSCHED_BOOTSTRAP": kafka_broker.bootstrap, "SEMSCHED_STATE_DIR": str(tmp_path),
                     "SEMSCHED_TOPIC_PREFIX": "startup.", "SEMSCHED_WEB_PORT": "0"})  # fmt: skip
     finally:
@@ -65,3 +65,27 @@ def test_agents_without_a_broker_say_so_in_one_line(tmp_path: Path) -> None:
     assert r.returncode == 1
     [line] = [x for x in r.stderr.splitlines() if x.startswith("semsched agents:")]
     assert line.startswith(f"semsched agents: no Kafka broker answers at {bootstrap} (") and "Traceback" not in r.stderr
+
+
+def test_the_cli_blames_a_running_worker_only_when_one_holds_the_archive(tmp_path: Path) -> None:
+    """`semsched sql` said "a running worker owns an embedded archive's directory: stop it first" for
+    any error opening an embedded archive; it is said when another process holds it (the same check
+    as the worker's start-up: storage.client.held_by_another_process)."""
+    dsn = f"chdb://{tmp_path / 'chdb'}"
+    code = ("import sys\nfrom ops.cli.db import open_archive\nopen_archive(sys.argv[1], create=True)\n")
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import time\nfrom storage.client import get_client\n"
+        f"get_client({dsn!r}).query_rows('SELECT 1')\nprint('open', flush=True)\ntime.sleep(120)\n")],
+        stdout=subprocess.PIPE, text=True, cwd=ROOT)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "open"  # type: ignore[union-attr]
+        held = subprocess.run([sys.executable, "-c", code, dsn], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert held.returncode == 1 and "a running worker owns an embedded archive's directory" in held.stderr
+    (tmp_path / "file").write_text("not a directory")
+    other = subprocess.run([sys.executable, "-c", code, f"chdb://{tmp_path / 'file'}"], cwd=ROOT, capture_output=True,
+                           text=True, timeout=120)  # fmt: skip
+    assert other.returncode == 1 and "cannot open the archive" in other.stderr
+    assert "a running worker owns" not in other.stderr

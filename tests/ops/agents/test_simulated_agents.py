@@ -252,7 +252,7 @@ async def test_a_targeted_preemption_ends_only_that_placement(agents) -> None:  
 async def test_every_node_is_reported_at_least_every_ten_seconds_changed_or_not(agents) -> None:
     """The worker marks a node its agent has gone quiet about unhealthy (streams/silent_nodes.py): a
     node the agents hold is reported whether or not anything changed on it."""
-    from streams.silent_nodes import AGENT_REPORT_EVERY_S
+    from streams.settings import AGENT_REPORT_EVERY_S
 
     a, rec = agents
     a.telemetry_s = 0.01
