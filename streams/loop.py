@@ -11,6 +11,15 @@ timeout re-queues it (checked only once the lifecycle reports already on the top
 applied: a restarted worker would otherwise time out jobs whose ``started`` it has not read
 yet). Decision ids are deterministic per (job, attempt), so a decision repeated after a
 restart is the same decision to the agents and the archive.
+
+A rebalance waits for the step under way. The step awaits (the model server, the broker's
+acknowledgements), and a partition revoked meanwhile goes to a worker that replays the
+``decisions`` topic to its end offset at assignment: a decision the old owner published after
+that read would not be replayed there, and both would place the job. So the loop's
+``on_partitions_revoked`` receiver (which Faust awaits before the consumer rejoins the group, and
+the group assigns no partition before every member rejoins) fences the revoked partitions, so that no
+step starts on them until the next assignment, and waits for the step under way to end, its
+decisions acknowledged, before the new owner can read the topic's end.
 """
 
 from __future__ import annotations
@@ -61,6 +70,10 @@ log = logging.getLogger("semsched.loop")
 #: a job that fits no node of a cluster is rejected only once the cluster's node list has
 #: not changed for this long (nodes arrive one telemetry event at a time)
 INVENTORY_SETTLE_S = 10.0
+#: how long a revocation waits for the step under way (half of Faust's default rebalance timeout,
+#: 60 s, within which every member must rejoin; a step's model call has a 0.5 s deadline and its
+#: producer hand-over at most 60 s when the broker does not answer)
+REVOKE_WAIT_S = 30.0
 
 
 def build_policy(settings: Settings) -> Policy:
@@ -84,7 +97,11 @@ class SchedulingLoop:
                                          holds="the confirmation timeout")  # fmt: skip
         w.app.on_partitions_assigned.connect(self.lifecycle_catchup.on_partitions_assigned)
         w.app.on_rebalance_complete.connect(self._on_rebalance_complete)
+        w.app.on_partitions_revoked.connect(self._on_partitions_revoked)
+        w.app.on_partitions_assigned.connect(self._on_partitions_assigned)
         self.owned: set[int] = set()
+        self.fenced: set[int] = set()  # decisions partitions revoked since the last assignment: no step on them
+        self._ticking = asyncio.Lock()  # held by a step under way (a revocation waits for it)
         self._gangs_scanned = False
         self._inventory_size: dict[str, int] = {}
         self._inventory_since: dict[str, float] = {}
@@ -110,6 +127,28 @@ class SchedulingLoop:
         """Faust's signal after a rebalance's table recovery: the ledger reads the running table whole."""
         self.w.held.invalidate()
 
+    async def _on_partitions_revoked(self, sender: object = None, revoked: Any = (), **kwargs: object) -> None:
+        """Faust's signal while a rebalance takes partitions away (awaited before the consumer rejoins):
+        no step starts on them from now on, and the step under way ends first (module docstring)."""
+        self.fenced |= {tp.partition for tp in revoked if tp.topic == self.catchup.topic}
+        if not self._ticking.locked():
+            return
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(REVOKE_WAIT_S):
+                async with self._ticking:
+                    pass
+        except TimeoutError:
+            log.warning("the step under way did not end within %gs of a rebalance: its decisions may reach "
+                        "the decisions topic after a new owner read its end", REVOKE_WAIT_S)  # fmt: skip
+        else:
+            log.info("rebalance waited %.3fs for the step under way", time.monotonic() - started)
+
+    async def _on_partitions_assigned(self, sender: object = None, *args: object, **kwargs: object) -> None:
+        """Faust's signal after a rebalance: what the consumer is assigned now is this worker's to decide
+        (once caught up: the gates close on every assignment)."""
+        self.fenced.clear()
+
     def wake(self) -> None:
         """Something changed (arrival, freed resources): step soon instead of on the clock."""
         if self.w.settings.event_debounce_s >= 0:
@@ -117,9 +156,14 @@ class SchedulingLoop:
 
     # -- one step ---------------------------------------------------------------------------
     async def tick(self) -> None:
+        """One step over every owned cluster (a revocation waits for it to end)."""
+        async with self._ticking:
+            await self._tick()
+
+    async def _tick(self) -> None:
         app = self.w.app
         recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set()
-        assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic}
+        assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic} - self.fenced
         was_open = self.catchup.open
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):
             self.w.held.invalidate()  # the tables are being recovered: read them whole once they are
@@ -138,7 +182,8 @@ class SchedulingLoop:
                 if d and d.get("gang_id"):
                     self.w.note_gang_member(d)
             self._gangs_scanned = True
-        lifecycle = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.lifecycle_catchup.topic}
+        lifecycle = {tp.partition for tp in app.consumer.assignment()
+                     if tp.topic == self.lifecycle_catchup.topic} - self.fenced  # fmt: skip
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
             await self.silent_nodes.check()

@@ -1,0 +1,89 @@
+"""A rebalance waits for the step under way, and no step starts on a revoked partition until the next
+assignment (streams/loop.py ``_on_partitions_revoked``), on the real worker loop with the broker stood in.
+
+Without it, a partition revoked while a step awaited the broker (or the model server) went to a worker
+that replays the ``decisions`` topic only to the end it read at assignment: a decision published after
+that read was never replayed there, and both workers placed the job."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from aiokafka import TopicPartition
+
+from scheduling.events import JobSubmitted, NodeTelemetry, decode, partition_for
+from streams.state import on_submitted
+from tests.streams.loop_helpers import delivered, stood_in_worker
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+PART = partition_for("c1", 4)
+
+
+class SlowBroker:
+    """Records what it is sent; holds each decision's acknowledgement until the test lets it go."""
+
+    def __init__(self) -> None:
+        self.sent: list[Any] = []
+        self.held: list[asyncio.Future[Any]] = []
+        self.hold = True
+
+    async def publish(self, topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+        event = decode(topic, value)  # (the loop publishes by un-prefixed topic name)
+        self.sent.append(event)
+        if self.hold and event.kind == "decision":
+            ack = asyncio.get_running_loop().create_future()
+            self.held.append(ack)
+            return ack
+        return await delivered(topic, key, value, partition, headers)
+
+    def release(self) -> None:
+        self.hold = False
+        for ack in self.held:
+            ack.set_result(None)
+
+    def placed(self) -> list[str]:
+        return [e.job_id for e in self.sent if e.kind == "decision" and e.outcome == "placed"]
+
+
+def submit(w: Any, job_id: str) -> None:
+    job = JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=1000,
+                       memory_mib=1024)  # fmt: skip
+    w.apply(on_submitted(job, None, 0.0), partition=PART)
+
+
+def test_a_revocation_waits_for_the_step_under_way_and_fences_its_partitions_until_the_next_assignment() -> None:
+    broker = SlowBroker()
+
+    async def go() -> None:
+        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        submit(w, "j1")
+        step = asyncio.ensure_future(loop.tick())
+        while not broker.held:  # the step has handed its decision over and awaits the acknowledgement
+            await asyncio.sleep(0.01)
+        revoked = {tp for tp in assigned if tp.partition == PART}
+        revocation = asyncio.ensure_future(loop._on_partitions_revoked(w.app, revoked))
+        await asyncio.sleep(0.3)
+        assert not revocation.done(), "the rebalance went on while the step's decision was unacknowledged"
+        assert w.running.get("j1") is None
+        broker.release()
+        await revocation
+        assert step.done() and w.running["j1"]["state"] == "reserved"  # applied before the rebalance goes on
+
+        # the consumer may still report the revoked partition until the group's next generation: no step on it
+        submit(w, "j2")
+        await loop.tick()
+        assert broker.placed() == ["j1"]
+        assert not loop.views.owns("c1", loop.owned)
+
+        other = {TopicPartition(tp.topic, tp.partition) for tp in assigned if tp.partition != PART}
+        await loop._on_partitions_revoked(w.app, other)  # nothing under way: returns at once
+        await loop._on_partitions_assigned(w.app, assigned)  # the next generation gives it back
+        await loop.tick()
+        assert broker.placed() == ["j1", "j2"]
+
+    asyncio.run(asyncio.wait_for(go(), 30))
