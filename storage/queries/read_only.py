@@ -7,7 +7,9 @@ refuses a second statement after a ``;`` (chdb runs every statement of a multi-s
 archive (:data:`OUTSIDE_FUNCTIONS`: files, URLs, other databases, processes, the worker's own
 Python objects). Comments, string literals (``'…'`` and ``$tag$…$tag$``) and quoted
 identifiers are set aside first, so a ``;``, a keyword or a function name inside them does not
-count. The archive's own writes (the archiver's inserts, migrations, the model registry) do not
+count. A block comment with ``/*`` inside it is refused: ClickHouse nests block comments, so
+``/* /* */ … */`` is one comment to it and would end at the first ``*/`` here, and what this
+check took for a comment or a literal would run. The archive's own writes (the archiver's inserts, migrations, the model registry) do not
 come through here.
 """
 
@@ -49,6 +51,8 @@ def _code(sql: str) -> str:
             raise ValueError("unterminated string, quoted identifier or comment")
         token = m.group(0)
         if m.lastgroup == "comment":
+            if token.startswith("/*") and "/*" in token[2:]:
+                raise ValueError("a block comment inside a block comment is refused (ClickHouse nests them)")
             out.append(" ")
         elif token[0] in '`"' and re.fullmatch(r"\w+", token[1:-1]):
             out.append(f" {token[1:-1]} ")

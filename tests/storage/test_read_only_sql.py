@@ -43,6 +43,9 @@ def test_reads_pass(sql: str) -> None:
     ("SELECT * FROM url('http://example.com', 'CSV') JOIN s3('x') USING a", r"s3\(\), url\(\) reaches outside"),
     ("SELECT * FROM Python(batch)", r"Python\(\) reaches outside"),
     ("-- only a comment", "no SQL statement"),
+    # ClickHouse nests block comments: to it the comment below ends at the second '*/', and the
+    # quote this check took for the start of a literal, and the DROP, would run (found by review)
+    ("SELECT 1 /* /* */ ' */; DROP TABLE decisions -- '", "block comment inside a block comment"),
 ])  # fmt: skip
 def test_anything_else_is_refused_with_the_reason(sql: str, words: str) -> None:
     with pytest.raises(ValueError, match=words):
@@ -67,3 +70,7 @@ def test_run_sql_refuses_what_chdb_would_have_run(client: ArchiveClient) -> None
     with pytest.raises(ValueError, match="reaches outside"):
         run_sql(client, "SELECT * FROM `file`('/etc/hostname', 'LineAsString')")
     assert run_sql(client, "SELECT $$a;b$$ AS s")[1] == [("a;b",)]
+    # a nested block comment: chdb ran the file() call after it (one comment to chdb, not to the check)
+    assert client.query_rows("SELECT 1 /* /* */ ' */ AS one -- '")[1] == [(1,)]  # chdb nests them
+    with pytest.raises(ValueError, match="block comment inside a block comment"):
+        run_sql(client, "SELECT 1 /* /* */ ' */, (SELECT * FROM file('/etc/hostname', 'LineAsString')) -- '")
