@@ -9,12 +9,18 @@ reports their end.
 :func:`recover` reads ``nodes.telemetry`` and ``jobs.lifecycle`` from the beginning up to their
 ends at start (no consumer group: nothing is committed) and returns:
 
-- the inventory of every node (its first inventory event, as the agents keep it);
-- every decision an agent already reported on (started, finished, failed, preempted), so a
-  redelivered command is not executed twice;
-- the runs that were started and never ended: the process that ran them is gone, so the
-  agents report each one ``failed`` with that reason (:data:`LOST_REASON`), and the worker
-  decides the job again (its retry budget counts it).
+- every node's capacity: its first inventory event, as the agents keep it, or, once retention
+  (168 h) has removed that, the latest report of its agent (the agents report every node at
+  least every 10 s);
+- every decision an agent already reported on (started, finished, failed, preempted) or the
+  worker gave up on (``timed_out``: it re-queued the job), so a redelivered command, or one
+  still in the backlog of agents that were down longer than the confirmation timeout, is not
+  executed;
+- the runs that were started and never ended, unless the worker has moved the job on to a later
+  attempt meanwhile: the process that ran them is gone, so the agents report each one
+  ``preempted`` with that reason (:data:`LOST_REASON`), and the worker decides the job again
+  without charging its retry budget (the job did not fail: its agent did, as when the worker
+  moves jobs off a lost node).
 
 One agents process plays every node (``semsched agents``): at its start nothing else runs them.
 """
@@ -29,13 +35,15 @@ from scheduling.events import JobLifecycle, NodeTelemetry, decode
 from streams.settings import Settings
 
 LOST_REASON = "agent restarted: the run in progress was lost"
-AGENT_STATES = frozenset({"started", "finished", "failed", "preempted"})
+#: the lifecycle states after which a decision is not to be executed (again): the agents' own
+#: reports, and the worker's ``timed_out`` (it gave the placement up and re-queued the job)
+DONE_WITH = frozenset({"started", "finished", "failed", "preempted", "timed_out"})
 
 
 @dataclass
 class Recovered:
-    inventory: dict[str, NodeTelemetry] = field(default_factory=dict)
-    reported: set[str] = field(default_factory=set)  # decision ids an agent reported on
+    inventory: dict[str, NodeTelemetry] = field(default_factory=dict)  # the nodes' capacities (module docstring)
+    reported: set[str] = field(default_factory=set)  # decision ids not to execute
     lost: list[JobLifecycle] = field(default_factory=list)  # each lost run's 'started' report
 
 
@@ -48,6 +56,8 @@ async def recover(settings: Settings) -> Recovered:
     out = Recovered()
     started: dict[str, JobLifecycle] = {}
     ended: set[str] = set()
+    attempts: dict[str, int] = {}  # job -> the latest attempt any lifecycle event names
+    reported_by_agent: dict[str, NodeTelemetry] = {}  # node -> its agent's latest report
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False,
                                 max_partition_fetch_bytes=max(settings.max_message_bytes * 4, 1024 * 1024))  # fmt: skip
     await consumer.start()
@@ -71,14 +81,20 @@ async def recover(settings: Settings) -> Recovered:
                         continue  # the worker dead-letters it
                     if isinstance(ev, NodeTelemetry) and ev.source == "inventory":
                         out.inventory.setdefault(ev.node_id, ev)
-                    elif isinstance(ev, JobLifecycle) and ev.decision_id and ev.state in AGENT_STATES:
-                        out.reported.add(ev.decision_id)
-                        if ev.state == "started":
-                            started.setdefault(ev.decision_id, ev)
-                        else:
-                            ended.add(ev.decision_id)
+                    elif isinstance(ev, NodeTelemetry) and ev.source == "agent":
+                        reported_by_agent[ev.node_id] = ev
+                    elif isinstance(ev, JobLifecycle):
+                        attempts[ev.job_id] = max(attempts.get(ev.job_id, 0), ev.attempt)
+                        if ev.decision_id and ev.state in DONE_WITH:
+                            out.reported.add(ev.decision_id)
+                            if ev.state == "started":
+                                started.setdefault(ev.decision_id, ev)
+                            else:
+                                ended.add(ev.decision_id)
             left = {tp for tp in left if await consumer.position(tp) < ends[tp]}
     finally:
         await consumer.stop()
-    out.lost = [ev for d, ev in started.items() if d not in ended]
+    for node_id, ev in reported_by_agent.items():
+        out.inventory.setdefault(node_id, ev)  # its inventory report is gone (retention)
+    out.lost = [ev for d, ev in started.items() if d not in ended and ev.attempt >= attempts[ev.job_id]]
     return out

@@ -2,13 +2,19 @@
 
 At start it reads back the inventory and the lifecycle reports (:mod:`ops.agents.recovery`:
 a restarted process knows the nodes, skips the decisions already executed and reports the runs
-its predecessor lost ``failed``). It learns the nodes from the inventory telemetry, executes commands from ``actions``
+its predecessor lost ``preempted``). It learns the nodes from the inventory telemetry, executes commands from ``actions``
 (ignoring a decision id it has already executed), refuses any command that would
 over-commit a node (a ``failed`` lifecycle event with the reason), runs each job for its
 trace duration divided by ``speed``, reports ``started`` / ``finished``, and publishes
 telemetry for the nodes whose allocation changed every ``telemetry_s`` seconds, and for every node
 at least every 10 s (``AGENT_REPORT_EVERY_S``: a node not heard from is marked unhealthy by the worker,
 ``streams/silent_nodes.py``).
+
+Offsets are committed by hand, after each batch of commands has been executed and its reports
+delivered (a command waiting for its node's inventory holds its partition's commit back): with
+aiokafka's auto-commit, a batch counted as consumed once it was fetched, and agents that stopped
+on an error mid-batch never executed or reported the rest of it. A command read again after a
+restart is skipped when its decision was already reported on (:mod:`ops.agents.recovery`).
 
 Tracing: each placement command is executed inside an ``execute job`` span, a child of the
 trace context the command carries in its headers (the worker's ``schedule job`` span); it
@@ -25,7 +31,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from opentelemetry.trace import Span
 
@@ -73,7 +79,7 @@ class AgentStats:
     preempted: int = 0
     unknown_node_waits: int = 0
     malformed_commands: int = 0
-    lost_on_restart: int = 0  # runs a predecessor left unfinished, reported failed at start
+    lost_on_restart: int = 0  # runs a predecessor left unfinished, reported preempted at start
     first_refusals: list[str] = field(default_factory=list)
 
 
@@ -95,11 +101,13 @@ class SimulatedAgents:
         self.stats = AgentStats()
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._waiting: dict[str, list[PlacementCommand]] = {}
+        self._waiting_at: dict[str, tuple[TopicPartition, int]] = {}  # waiting decision id -> where it was read
         self._spans: dict[str, Span] = {}  # decision id → its open ``execute job`` span
         self.unknown_node_grace_s = 10.0
         self._producer = EventProducer(settings)
         self._stopping = asyncio.Event()
         self._reported_all = 0.0  # when every node was last reported (streams/silent_nodes.py)
+        self._reading: tuple[TopicPartition, int] | None = None  # the message being handled
 
     def run_seconds(self, cmd: PlacementCommand) -> float:
         d = cmd.trace_duration_s if cmd.trace_duration_s is not None else self.default_duration_s
@@ -112,7 +120,7 @@ class SimulatedAgents:
         consumer = AIOKafkaConsumer(
             self.settings.topic("actions"), self.settings.topic("nodes.telemetry"),
             bootstrap_servers=self.settings.bootstrap, group_id=agents_group(self.settings),
-            auto_offset_reset="earliest", enable_auto_commit=True,
+            auto_offset_reset="earliest", enable_auto_commit=False,
         )  # fmt: skip
         await self._producer.__aenter__()
         await self._recover()
@@ -124,8 +132,11 @@ class SimulatedAgents:
                 for tp, msgs in batch.items():
                     topic = tp.topic.removeprefix(self.settings.topic_prefix)
                     for m in msgs:
+                        self._reading = (tp, m.offset)
                         await self._handle(topic, m.value, partition=m.partition, offset=m.offset, key=m.key,
                                            headers=m.headers)  # fmt: skip
+                if batch:
+                    await self._commit(consumer, {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs})
         finally:
             telemetry.cancel()
             for h in self._timers.values():
@@ -139,23 +150,33 @@ class SimulatedAgents:
     def stop(self) -> None:
         self._stopping.set()
 
+    async def _commit(self, consumer: AIOKafkaConsumer, read: dict[TopicPartition, int]) -> None:
+        """Commit ``read`` (partition -> the offset after its last handled message) once the reports
+        are delivered, each partition only up to its earliest command still waiting for its node."""
+        await self._producer.flush()
+        offsets = dict(read)
+        for tp, offset in self._waiting_at.values():
+            if tp in offsets:
+                offsets[tp] = min(offsets[tp], offset)
+        await consumer.commit(offsets)
+
     async def _recover(self) -> None:
         """Read back the nodes and what a predecessor executed (ops/agents/recovery.py); report
-        each run it left unfinished ``failed``, so the worker decides that job again."""
+        each run it left unfinished ``preempted``, so the worker decides that job again."""
         got = await recover(self.settings)
         for node_id, inventory in got.inventory.items():
             self.nodes.setdefault(node_id, NodeLedger.from_inventory(inventory))
         self.executed |= got.reported
         for started in got.lost:
             await self._producer.send("jobs.lifecycle", started.model_copy(update={
-                "state": "failed", "exit_code": -1, "reason": LOST_REASON,
+                "state": "preempted", "reason": LOST_REASON,
                 "event_id": derived_event_id(started.event_id, "lost-run"),
                 "event_time": datetime.now(UTC)}))  # fmt: skip
         self.stats.lost_on_restart = len(got.lost)
         if got.lost:
             await self._producer.flush()
         log.warning("agents: %d nodes known from the inventory, %d decisions already executed, %d lost runs "
-                    "reported failed", len(self.nodes), len(got.reported), len(got.lost))  # fmt: skip
+                    "reported preempted", len(self.nodes), len(got.reported), len(got.lost))  # fmt: skip
 
     async def _handle(self, topic: str, raw: bytes | None, *, partition: int = -1, offset: int = -1,
                       key: bytes | None = None, headers: object = None) -> None:  # fmt: skip
@@ -213,7 +234,10 @@ class SimulatedAgents:
             # the inventory of this node may still be on its way (another topic)
             self.stats.unknown_node_waits += 1
             self._waiting.setdefault(cmd.node_id, []).append(cmd)
+            if self._reading is not None:
+                self._waiting_at.setdefault(cmd.decision_id, self._reading)
             return
+        self._waiting_at.pop(cmd.decision_id, None)
         reason = f"unknown node {cmd.node_id}" if node is None else node.refuse(cmd)
         if reason is not None:
             self.stats.refused += 1

@@ -7,7 +7,7 @@ import asyncio
 from tests.integration.conftest import publish
 
 
-def test_restarted_agents_know_the_nodes_and_fail_the_runs_they_lost(make_stack) -> None:  # type: ignore[no-untyped-def]
+def test_restarted_agents_know_the_nodes_and_report_the_runs_they_lost_preempted(make_stack) -> None:  # type: ignore[no-untyped-def]
     from ops.agents.recovery import LOST_REASON
     from scheduling.events import JobSubmitted, NodeTelemetry
     from streams.topics import ensure_topics
@@ -22,7 +22,8 @@ def test_restarted_agents_know_the_nodes_and_fail_the_runs_they_lost(make_stack)
     agents.stop()  # its run dies with the process
     p.start_agents("--speed", "1000", "--telemetry", "1")
     publish(p.settings, [JobSubmitted(job_id="after", cpu_milli=1000, trace_duration_s=1)])
-    # the lost run is reported failed and decided again; the new job is placed on the node the
+    # the lost run is reported preempted (not the job's failure: no retry charged) and decided again;
+    # the new job is placed on the node the
     # restarted agents learned from the inventory they read back (not refused as unknown)
     p.wait(lambda s: s["finished"] == 2, timeout=90, what="both jobs finished")
     # the archiver is a consumer of its own (its fetches may be held at the broker for a moment):
@@ -31,6 +32,6 @@ def test_restarted_agents_know_the_nodes_and_fail_the_runs_they_lost(make_stack)
                   "AND ((job_id = 'long' AND attempt = 1) OR job_id = 'after')", 2, 60)
     rows = p.sql("SELECT job_id, attempt, state, reason FROM jobs_lifecycle FINAL ORDER BY job_id, attempt, event_time")
     long = [(a, st, r) for j, a, st, r in rows if j == "long"]
-    assert (0, "failed", LOST_REASON) in long and (1, "finished", "") in long
+    assert (0, "preempted", LOST_REASON) in long and (1, "finished", "") in long
     assert not any("unknown node" in r for _, _, _, r in rows)
     assert [st for j, _, st, _ in rows if j == "after"] == ["started", "finished"]

@@ -10,6 +10,7 @@ from ops.agents.recovery import recover
 from scheduling.events import JobLifecycle, NodeTelemetry
 from streams.producer import EventProducer
 from streams.settings import Settings
+from streams.topics import ensure_topics
 
 
 def test_agents_that_start_before_the_topics_exist_create_them_and_read_back_what_is_there(
@@ -36,3 +37,67 @@ def test_agents_that_start_before_the_topics_exist_create_them_and_read_back_wha
     assert set(got.inventory) == {"n1", "n2"} and got.inventory["n1"].source == "inventory"
     assert got.reported == {"d-done", "d-lost", "d-refused"}
     assert [ev.job_id for ev in got.lost] == ["lost"]
+
+
+def test_a_timed_out_decision_is_not_executed_and_a_superseded_run_is_not_reported_lost(
+        kafka_broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Agents down longer than the confirmation timeout find its placement in their backlog: the worker
+    gave it up (``timed_out``) and re-queued the job, so it is not to run (found by review: it ran, held
+    its node, and the job's next attempt there was refused for over-commit). A run whose job the worker
+    moved on to a later attempt is not reported lost: that report would be stale."""
+    s = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"rec{uuid.uuid4().hex[:8]}.", partitions=2,
+                 state_dir=tmp_path)  # fmt: skip
+
+    async def publish() -> None:
+        async with EventProducer(s) as p:
+            for ev in (JobLifecycle(job_id="late", state="timed_out", decision_id="d-late-0", node_id="n1"),
+                       JobLifecycle(job_id="moved", state="started", decision_id="d-moved-0", node_id="n1"),
+                       JobLifecycle(job_id="moved", state="timed_out", attempt=1, decision_id="d-moved-1", node_id="n2"),
+                       JobLifecycle(job_id="lost", state="started", attempt=2, decision_id="d-lost-2", node_id="n1")):
+                await p.send("jobs.lifecycle", ev)
+            await p.flush()
+
+    asyncio.run(ensure_topics(s))
+    asyncio.run(publish())
+    got = asyncio.run(recover(s))
+    assert {"d-late-0", "d-moved-1"} <= got.reported
+    assert [ev.decision_id for ev in got.lost] == ["d-lost-2"]
+
+
+def test_a_node_whose_inventory_report_retention_removed_is_known_from_its_agents_reports(
+        kafka_broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """The topics keep 168 h: after that the inventory report is gone and only the agents' own reports
+    (every node at least every 10 s) are left (found by review: restarted agents knew no node, and
+    refused every placement 'unknown node')."""
+    from aiokafka import TopicPartition
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.admin.records_to_delete import RecordsToDelete
+
+    from scheduling.events import partition_for
+
+    s = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"rec{uuid.uuid4().hex[:8]}.", partitions=2,
+                 state_dir=tmp_path)  # fmt: skip
+
+    async def publish_then_expire() -> None:
+        async with EventProducer(s) as p:
+            await p.send("nodes.telemetry", NodeTelemetry(node_id="n1", source="inventory", cpu_milli=4000,
+                                                          memory_mib=8192))  # fmt: skip
+            for cpu in (4000, 6000):  # (the latest report counts)
+                await p.send("nodes.telemetry", NodeTelemetry(node_id="n1", source="agent", cpu_milli=cpu,
+                                                              memory_mib=8192, num_gpu=2, gpu_model="T4"))  # fmt: skip
+            await p.send("nodes.telemetry", NodeTelemetry(node_id="n1", source="worker", cpu_milli=1,
+                                                          memory_mib=1, healthy=False))  # fmt: skip
+            await p.flush()
+        admin = AIOKafkaAdminClient(bootstrap_servers=s.bootstrap)
+        await admin.start()
+        try:  # what retention does to the oldest records
+            await admin.delete_records({TopicPartition(s.topic("nodes.telemetry"), partition_for("default", 2)):
+                                        RecordsToDelete(1)})  # fmt: skip
+        finally:
+            await admin.close()
+
+    asyncio.run(ensure_topics(s))
+    asyncio.run(publish_then_expire())
+    got = asyncio.run(recover(s))
+    n1 = got.inventory["n1"]
+    assert (n1.source, n1.cpu_milli, n1.num_gpu, n1.healthy) == ("agent", 6000, 2, True)

@@ -144,6 +144,29 @@ async def test_command_for_an_unknown_node_waits_for_its_inventory(agents) -> No
     assert a.stats.duplicates == 1 and len(rec.lifecycle()) == 1
 
 
+async def test_a_command_waiting_for_its_node_holds_its_partition_commit_back(agents) -> None:
+    """Offsets are committed by hand once a batch is handled (``_commit``): a command still waiting
+    for its node's inventory is not executed yet, so its partition is committed only up to it."""
+    from aiokafka import TopicPartition
+
+    a, rec = agents
+    actions, telemetry = TopicPartition("x.actions", 0), TopicPartition("x.nodes.telemetry", 1)
+    committed: list[dict[TopicPartition, int]] = []
+
+    class Consumer:
+        async def commit(self, offsets: dict[TopicPartition, int]) -> None:
+            committed.append(offsets)
+
+    a._reading = (actions, 7)
+    await a._handle("actions", place("j1", node_id="late").to_bytes())
+    await a._commit(Consumer(), {actions: 12, telemetry: 5})  # type: ignore[arg-type]
+    assert committed == [{actions: 7, telemetry: 5}] and rec.flushes == 1  # (reports delivered first)
+    a._reading = (telemetry, 5)
+    await a._handle("nodes.telemetry", inventory("late"))  # it runs now
+    await a._commit(Consumer(), {actions: 12, telemetry: 6})  # type: ignore[arg-type]
+    assert committed[-1] == {actions: 12, telemetry: 6}
+
+
 async def test_command_for_an_unknown_node_past_the_grace_is_refused(agents) -> None:
     a, rec = agents
     old = datetime.now(UTC) - timedelta(seconds=a.unknown_node_grace_s + 5)
