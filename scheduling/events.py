@@ -265,6 +265,15 @@ class JobLifecycle(Event):
     reason: str = Field(default="", max_length=MAX_TEXT)
     log_tail: str = Field(default="", max_length=MAX_TEXT)
 
+    @model_validator(mode="after")
+    def _names_its_decision(self) -> JobLifecycle:
+        # a report about a placement must say which one (the command's decision_id): without it the
+        # worker cannot tell it from a stale one, and it was taken for one and ignored, the job re-placed
+        # at every confirmation timeout with nothing said
+        if self.state != "rejected" and not self.decision_id:
+            raise ValueError(f"a {self.state!r} report needs the decision_id of the command it is about")
+        return self
+
 
 class Candidate(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)

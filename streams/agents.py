@@ -63,7 +63,8 @@ def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
 async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> None:
     """Apply one lifecycle report: its transition, its notices and fences first."""
     was = w.read("running", ev.job_id, RunningJob)
-    if ev.state == "finished" and was is not None and was.started_ts is not None:
+    current = was is not None and ev.decision_id == was.decision_id and ev.node_id in (None, was.node_id)
+    if ev.state == "finished" and current and was.started_ts is not None:  # (a stale one's run is not this one's)
         ran = ev.event_time.timestamp() - was.started_ts
         if ran >= 0:
             w.durations.observe(JobRequest.from_event(was.job), ran)
@@ -148,7 +149,11 @@ def register_agents(w: Worker) -> None:
         if prev is not None and (prev.get("event_id") == ev.event_id
                                  or datetime.fromisoformat(prev["event_time"]) > ev.event_time):  # fmt: skip
             # late telemetry never overwrites newer state, and the latest report redelivered (a
-            # restart, a rebalance) is not counted again in the utilisation window
+            # restart, a rebalance) is not counted again in the utilisation window. A new report of
+            # its agent still says the agent is alive (its clock stepped back: NTP), so the node is
+            # not taken for silent (streams/silent_nodes.py)
+            if ev.source == "agent" and prev.get("event_id") != ev.event_id:
+                w.node_heard[ev.node_id] = time.monotonic()
             w.counters.telemetry_late += 1
             log.debug("telemetry of %s at %s not applied: the node's latest is %s (%s)", ev.node_id,
                       ev.event_time.isoformat(), prev["event_time"], prev.get("event_id"))  # fmt: skip

@@ -30,7 +30,8 @@ SAMPLES = {
                                    gpu_models=["T4", "V100M16"], labels={"phase": "Running"}, qos="LS"),
     "nodes.telemetry": NodeTelemetry(node_id="n", cpu_milli=64000, memory_mib=262144, num_gpu=2, gpu_model="P100",
                                      gpu_alloc_milli=[500, 0], topology={"rack": "r1"}),
-    "jobs.lifecycle": JobLifecycle(job_id="j", state="failed", exit_code=137, log_tail="OOM", gpu_indices=[1]),
+    "jobs.lifecycle": JobLifecycle(job_id="j", state="failed", decision_id="d-j", exit_code=137, log_tail="OOM",
+                                   gpu_indices=[1]),
     "decisions": DecisionRecord(event_id="d1", decision_id="d1", job_id="j", outcome="placed", node_id="n",
                                 gpu_indices=[0], policy="best-fit", latency_ms=12.5),
     "deadletter": DeadLetter.of(b"\xffnot json", "bad", topic="jobs.submitted", partition=1, offset=7, key=b"k"),
@@ -126,7 +127,7 @@ def test_an_integral_number_with_a_decimal_point_is_an_integer_on_the_wire() -> 
                                                  "memory_mib": 1024.0, "num_gpu": 2, "gpu_model": "T4",
                                                  "gpu_alloc_milli": [0.0, 500.0]}).encode())  # fmt: skip
     assert node.cpu_milli == 8000 and node.gpu_alloc_milli == [0, 500]
-    done = decode("jobs.lifecycle", json.dumps({"kind": "job_lifecycle", "job_id": "j", "state": "finished",
+    done = decode("jobs.lifecycle", json.dumps({"kind": "job_lifecycle", "job_id": "j", "state": "finished", "decision_id": "d",
                                                 "attempt": 1.0, "exit_code": 0.0, "gpu_indices": [3.0]}).encode())  # fmt: skip
     assert (done.attempt, done.exit_code, done.gpu_indices) == (1, 0, [3])
     schema = json_schemas()["jobs.submitted"]["properties"]["cpu_milli"]

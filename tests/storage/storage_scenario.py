@@ -51,12 +51,12 @@ def scenario() -> dict[str, list[Event]]:
                        reason="insufficient GPU: 4 GPUs on one node needed"),
     ]  # fmt: skip
     life = [
-        JobLifecycle(event_id="l-a-1", event_time=at(5), job_id="A", state="started", node_id="n1"),
-        JobLifecycle(event_id="l-a-2", event_time=at(65), job_id="A", state="finished", node_id="n1",
+        JobLifecycle(event_id="l-a-1", event_time=at(5), job_id="A", decision_id="d", state="started", node_id="n1"),
+        JobLifecycle(event_id="l-a-2", event_time=at(65), job_id="A", decision_id="d", state="finished", node_id="n1",
                      exit_code=0),
         JobLifecycle(event_id="l-b-1", event_time=at(30), job_id="B", state="rejected",
                      reason="gave up after 3 retries: no node has 8 GPUs"),
-        JobLifecycle(event_id="l-d-1", event_time=at(8), job_id="D", state="started", node_id="n1"),
+        JobLifecycle(event_id="l-d-1", event_time=at(8), job_id="D", decision_id="d", state="started", node_id="n1"),
     ]  # fmt: skip
     tel = [
         NodeTelemetry(event_id="t1", event_time=at(10), node_id="n1", cpu_milli=64000, memory_mib=512000,

@@ -60,11 +60,11 @@ def test_every_integer_the_models_accept_fits_its_archive_column(event: Event) -
 
 def test_an_unsigned_32_bit_exit_code_is_read_as_the_signed_code_it_is() -> None:
     """4294967295 is -1 as a 32-bit exit status (a Windows agent reports it so): a real failure report."""
-    e = JobLifecycle(job_id="j", state="failed", exit_code=4294967295)
+    e = JobLifecycle(job_id="j", decision_id="d", state="failed", exit_code=4294967295)
     assert e.exit_code == -1
-    assert JobLifecycle(job_id="j", state="failed", exit_code=2**31).exit_code == -(2**31)
+    assert JobLifecycle(job_id="j", decision_id="d", state="failed", exit_code=2**31).exit_code == -(2**31)
     with pytest.raises(ValidationError):
-        JobLifecycle(job_id="j", state="failed", exit_code=2**32)
+        JobLifecycle(job_id="j", decision_id="d", state="failed", exit_code=2**32)
 
 
 def test_a_dead_letter_needs_its_original_in_base64() -> None:
@@ -96,7 +96,7 @@ def test_a_row_the_archive_cannot_hold_is_dead_lettered_and_the_rest_of_its_batc
     the deadletter table with its reason and the rest of its batch is written, once however often."""
     import json
 
-    good = [JobLifecycle(job_id=f"j{i}", event_id=f"l{i}", state="started") for i in range(2)]
+    good = [JobLifecycle(job_id=f"j{i}", event_id=f"l{i}", decision_id="d", state="started") for i in range(2)]
     bad = JobLifecycle.model_construct(**{**good[0].model_dump(), "event_id": "bad", "attempt": 70_000})
     writer = ArchiveWriter(client)
     for _ in range(2):  # written again (a redelivery after a crash)

@@ -39,7 +39,7 @@ def placed(job: str, attempt: int, t: float, policy: str, latency: float, step: 
 
 def life(job: str, attempt: int, state: str, t: float) -> JobLifecycle:
     return JobLifecycle(event_id=f"{job}-{attempt}-{state}-{t}", event_time=at(t), job_id=job, attempt=attempt,
-                        state=state, node_id="n1")  # type: ignore[arg-type]  # fmt: skip
+                        state=state, node_id="n1", decision_id=f"d-{job}-{attempt}")  # type: ignore[arg-type]  # fmt: skip
 
 
 # best-fit: J1 runs once; J2 fails and runs again; J3's timeout raced with its start (kept

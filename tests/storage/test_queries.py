@@ -82,7 +82,7 @@ def test_reconcile_double_placement_and_start(loaded: ArchiveClient) -> None:
     )
     w.write(
         "jobs_lifecycle",
-        [JobLifecycle(event_id="l-d-2", event_time=at(9), job_id="D", state="started", node_id="n2")],
+        [JobLifecycle(event_id="l-d-2", event_time=at(9), job_id="D", decision_id="d", state="started", node_id="n2")],
     )
     r = reconcile(loaded)
     assert r.placed_twice == [("A", 0)]
@@ -142,8 +142,8 @@ def test_a_start_and_an_end_in_the_same_millisecond_is_not_running(client: Archi
     w = ArchiveWriter(client)
     w.write("jobs_submitted", [JobSubmitted(event_id="s", event_time=T0, job_id="Z")], [(0, 0)])
     # same time; the 'started' event id sorts last, so "the last event" would say running
-    w.write("jobs_lifecycle", [JobLifecycle(event_id="b-end", event_time=at(1), job_id="Z", state="finished"),
-                               JobLifecycle(event_id="z-start", event_time=at(1), job_id="Z", state="started")],
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="b-end", event_time=at(1), job_id="Z", decision_id="d", state="finished"),
+                               JobLifecycle(event_id="z-start", event_time=at(1), job_id="Z", decision_id="d", state="started")],
             [(0, 1), (0, 2)])  # fmt: skip
     s = summary(client)
     assert (s.finished, s.running) == (1, 0)
@@ -183,7 +183,7 @@ def test_explain_a_refused_submission_gives_the_dead_letters_reason(client: Arch
 
 def test_explain_a_job_known_only_from_lifecycle_reports_says_it_was_never_submitted(client: ArchiveClient) -> None:
     w = ArchiveWriter(client)
-    w.write("jobs_lifecycle", [JobLifecycle(event_id="x", event_time=T0, job_id="ghost", state="finished")], [(0, 0)])
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="x", event_time=T0, job_id="ghost", decision_id="d", state="finished")], [(0, 0)])
     e = explain(client, "ghost")
     assert e.answer.startswith("Job ghost was never submitted: the archive holds only 1 lifecycle report(s)")
 

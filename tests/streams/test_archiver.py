@@ -77,7 +77,7 @@ def _events(n_jobs: int) -> list[tuple[str, Event]]:
         out.append(
             (
                 "jobs.lifecycle",
-                JobLifecycle(job_id=f"j{i}", cluster=cluster, state="started", node_id=f"n{i}"),
+                JobLifecycle(job_id=f"j{i}", cluster=cluster, decision_id="d", state="started", node_id=f"n{i}"),
             )
         )
         if i % 10 == 0:

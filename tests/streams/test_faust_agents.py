@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 import types
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -200,6 +201,19 @@ async def test_reused_job_id_is_deadlettered(worker: tuple[Worker, Sent]) -> Non
     assert dl.original() == other.to_bytes()
 
 
+async def test_a_report_without_its_decision_is_deadlettered_with_the_reason(worker: tuple[Worker, Sent]) -> None:
+    """What an outside agent that does not echo the command's decision_id sends: refused, said, and the
+    job left as it was (before: ignored as stale, the placement timed out and the job was re-placed)."""
+    w, sent = worker
+    await _submit(w, job("j1"))
+    raw = b'{"kind": "job_lifecycle", "job_id": "j1", "cluster": "c1", "state": "started", "node_id": "n1"}'
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, raw, key=b"j1")
+    [dl] = sent.deadletters()
+    assert "a 'started' report needs the decision_id of the command it is about" in dl.reason
+    assert dl.original() == raw and w.pending["j1"] is not None
+
+
 def _oversized() -> bytes:
     ev = job("big", labels={f"k{i}": "x" * 200 for i in range(2000)})  # a valid event, only too large
     return ev.to_bytes()
@@ -310,6 +324,26 @@ async def test_newer_telemetry_replaces_and_late_telemetry_does_not(worker: tupl
         await put(a, old.to_bytes(), key=b"n1")  # late: must not overwrite
     assert w.nodes["n1"]["cpu_alloc_milli"] == 2000
     assert w.counters.telemetry == 2
+
+
+async def test_a_late_report_of_its_agent_still_says_the_node_is_heard_from(worker: tuple[Worker, Sent]) -> None:
+    """An agent whose clock stepped back (NTP) sends reports older than the node's latest: not applied,
+    but the agent is alive, so the node is not taken for silent (found by review: it was marked
+    unhealthy after SEMSCHED_NODE_SILENT and its jobs moved off). The latest report redelivered is not."""
+    w, _ = worker
+    ahead = telemetry(at=T0 + timedelta(seconds=200))
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, ahead.to_bytes(), key=b"n1")
+        heard = w.node_heard["n1"]
+        await put(a, ahead.to_bytes(), key=b"n1")  # redelivered
+        assert w.node_heard["n1"] == heard
+        time.sleep(0.01)
+        await put(a, telemetry(at=T0 + timedelta(seconds=10), cpu_alloc_milli=8000).to_bytes(), key=b"n1")
+        assert w.node_heard["n1"] > heard
+        heard = w.node_heard["n1"]
+        await put(a, telemetry(at=T0 + timedelta(seconds=20), source="inventory").to_bytes(), key=b"n1")
+    assert w.node_heard["n1"] == heard  # (an inventory report is not its agent)
+    assert w.nodes["n1"]["cpu_alloc_milli"] == 0 and w.counters.telemetry_late == 3
 
 
 async def test_newer_telemetry_in_the_same_second_replaces(worker: tuple[Worker, Sent]) -> None:
@@ -538,6 +572,28 @@ async def test_a_finished_job_teaches_the_duration_predictor_its_run_time(worker
     assert w.durations.predict(JobRequest.from_event(submitted)) == pytest.approx(42.0)
 
 
+async def test_a_stale_finished_does_not_teach_the_duration_predictor(worker: tuple[Worker, Sent]) -> None:
+    """An earlier placement's ``finished`` (its node was lost, the job moved; its agent reports late)
+    is not the run time of the placement running now (found by review: 3 s was learned)."""
+    from scheduling.job import JobRequest
+
+    w, _ = worker
+    submitted = job("j1")
+    await _submit(w, submitted)
+    rec = placed("j1")
+    async with drive(w, "decisions") as a:
+        await put(a, rec.to_bytes(), key=b"j1")
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=rec.decision_id,
+                                  node_id="n1", event_time=t0).to_bytes(), key=b"j1")  # fmt: skip
+        for decision_id, node in (("an-earlier-placement", "n1"), (rec.decision_id, "n2")):
+            await put(a, JobLifecycle(job_id="j1", cluster="c1", state="finished", decision_id=decision_id,
+                                      node_id=node, event_time=t0 + timedelta(seconds=3)).to_bytes(), key=b"j1")  # fmt: skip
+    assert w.durations.predict(JobRequest.from_event(submitted)) != pytest.approx(3.0)
+    assert w.running["j1"]["state"] == "running"
+
+
 async def test_lifecycle_failed_requeues_and_gives_up_after_max_retries(worker: tuple[Worker, Sent]) -> None:
     w, sent = worker  # max_retries=3
     await _submit(w, job("j1"))
@@ -619,7 +675,7 @@ async def test_stale_lifecycle_is_ignored(worker: tuple[Worker, Sent]) -> None:
     async with drive(w, "jobs.lifecycle") as a:
         await put(a, JobLifecycle(job_id="j1", cluster="c1", state="finished", decision_id="someone-else")
                   .to_bytes(), key=b"j1")  # fmt: skip
-        await put(a, JobLifecycle(job_id="nope", cluster="c1", state="failed").to_bytes(), key=b"nope")
+        await put(a, JobLifecycle(job_id="nope", cluster="c1", state="failed", decision_id="d-nope").to_bytes(), key=b"nope")
     assert snapshot(w) == before
     assert sent.by_topic == {}
 

@@ -6,7 +6,14 @@ from datetime import UTC, datetime
 
 import pytest
 
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, decision_id_for, derived_event_id
+from scheduling.events import (
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    decision_id_for,
+    decode,
+    derived_event_id,
+)
 from streams.state import (
     DoneJob,
     PendingJob,
@@ -360,9 +367,14 @@ def test_a_placement_that_starts_after_it_was_requeued_is_fenced() -> None:
         "preempt", "j1", "n3", decision_id_for("j1", 0))
 
 
-def test_a_report_without_decision_id_is_stale() -> None:
-    t = on_lifecycle(life("finished", decision_id=None), running(attempt=1, state="running"), max_retries=3, now=NOW)
-    assert t.done == {} and t.running == {} and t.note.startswith("stale")
+def test_a_report_must_name_its_decision() -> None:
+    """An agent's report without the command's decision_id is refused on the wire, with the reason
+    (found by review: it was taken for a stale report and ignored, and the job re-placed at every
+    confirmation timeout with nothing said). The worker's rejection notice names none."""
+    for state in ("started", "finished", "failed", "preempted", "timed_out"):
+        with pytest.raises(ValueError, match=f"a '{state}' report needs the decision_id"):
+            decode("jobs.lifecycle", life(state).model_dump_json(exclude={"decision_id"}).encode())
+    assert decode("jobs.lifecycle", JobLifecycle(job_id="j1", state="rejected").to_bytes()).decision_id is None
 
 
 def test_a_gang_member_leaving_fences_the_other_placed_members() -> None:

@@ -30,19 +30,19 @@ def _write(client: ArchiveClient, n_apps: int = 0) -> None:
     ]
     life = [
         # A: attempt 0 failed after 10 s, attempt 1 ran 40 s
-        JobLifecycle(event_id="l1", event_time=at(5), job_id="A", state="started", attempt=0),
-        JobLifecycle(event_id="l2", event_time=at(15), job_id="A", state="failed", attempt=0),
-        JobLifecycle(event_id="l3", event_time=at(20), job_id="A", state="started", attempt=1),
-        JobLifecycle(event_id="l4", event_time=at(60), job_id="A", state="finished", attempt=1),
+        JobLifecycle(event_id="l1", event_time=at(5), job_id="A", decision_id="d", state="started", attempt=0),
+        JobLifecycle(event_id="l2", event_time=at(15), job_id="A", decision_id="d", state="failed", attempt=0),
+        JobLifecycle(event_id="l3", event_time=at(20), job_id="A", decision_id="d", state="started", attempt=1),
+        JobLifecycle(event_id="l4", event_time=at(60), job_id="A", decision_id="d", state="finished", attempt=1),
         # B still running, C never started
-        JobLifecycle(event_id="l5", event_time=at(3), job_id="B", state="started"),
+        JobLifecycle(event_id="l5", event_time=at(3), job_id="B", decision_id="d", state="started"),
     ]
     for i in range(n_apps * 10):  # more finished jobs: two apps of very different run times
         app, run = ("short-app", 10.0) if i % 2 else ("long-app", 5000.0)
         t = 100.0 + 10 * i
         sub.append(JobSubmitted(event_id=f"s{i}", event_time=at(t), job_id=f"J{i}", app=app, name=app))
-        life += [JobLifecycle(event_id=f"a{i}", event_time=at(t + 1), job_id=f"J{i}", state="started"),
-                 JobLifecycle(event_id=f"b{i}", event_time=at(t + 1 + run), job_id=f"J{i}", state="finished")]
+        life += [JobLifecycle(event_id=f"a{i}", event_time=at(t + 1), job_id=f"J{i}", decision_id="d", state="started"),
+                 JobLifecycle(event_id=f"b{i}", event_time=at(t + 1 + run), job_id=f"J{i}", decision_id="d", state="finished")]
     w = ArchiveWriter(client)
     for table, events in (("jobs_submitted", sub), ("jobs_lifecycle", life)):
         w.write(table, events, [(0, i) for i in range(len(events))])

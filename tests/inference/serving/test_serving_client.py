@@ -104,11 +104,13 @@ async def test_job_encoder_equals_local_encoder(served):
 
 
 async def test_a_deadline_that_cannot_be_met(served):
-    b = backend(served, deadline_ms=0.001)
+    # a step the server needs milliseconds for: a 20 × 12 one was once answered within a 1 µs deadline
+    # (a gRPC deadline is not kept to the microsecond; the call did not raise)
+    b, step = backend(served, deadline_ms=0.001), step_inputs(jobs=200, nodes=600)
     with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
-        await b.policy_async(step_inputs())
+        await b.policy_async(step)
     with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
-        b.policy(step_inputs())
+        b.policy(step)
     b.close()
 
 

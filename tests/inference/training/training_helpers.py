@@ -100,7 +100,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
             running.remove((end, job_id, attempt, node, gpus, fails))
             snap.free(node, requests[job_id], gpus)
             life.append(JobLifecycle(event_id=f"e-{job_id}-{attempt}", event_time=at(end), job_id=job_id,
-                                     attempt=attempt, state="failed" if fails else "finished",
+                                     attempt=attempt, decision_id="d", state="failed" if fails else "finished",
                                      exit_code=1 if fails else 0, node_id=nodes[node].node_id))  # fmt: skip
             if fails:
                 pending.append((requests[job_id], attempt + 1))
@@ -137,7 +137,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
                 step_id=f"s{step}", feasible_nodes=res.feasible_nodes,
                 candidates=[Candidate(node_id=n, score=v) for n, v in res.candidates]))  # fmt: skip
             life.append(JobLifecycle(event_id=f"b-{job.job_id}-{attempt}", event_time=at(t + 0.2), job_id=job.job_id,
-                                     attempt=attempt, state="started", node_id=res.node_id))  # fmt: skip
+                                     attempt=attempt, decision_id="d", state="started", node_id=res.node_id))  # fmt: skip
             running.append((t + duration, job.job_id, attempt, res.node_index, tuple(res.gpu_indices), fails))
             truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, node_state(before, SPEC),
                                 pair_features(job, before, SPEC), feasible, queue, at(t).timestamp(),

@@ -35,10 +35,10 @@ def dsn(tmp_path: Path):  # noqa: ANN201
         t = T0 + timedelta(seconds=10 * i)
         sub.append(JobSubmitted(event_id=f"s{i}", event_time=t, job_id=f"J{i}", app=app, name=app))
         life.append(JobLifecycle(event_id=f"a{i}", event_time=t + timedelta(seconds=1), job_id=f"J{i}",
-                                 state="started"))  # fmt: skip
+                                 decision_id="d", state="started"))  # fmt: skip
         if i < 40:
             life.append(JobLifecycle(event_id=f"b{i}", event_time=t + timedelta(seconds=1 + run), job_id=f"J{i}",
-                                     state="finished"))  # fmt: skip
+                                     decision_id="d", state="finished"))  # fmt: skip
     w = ArchiveWriter(client)
     w.write("jobs_submitted", sub, [(0, i) for i in range(len(sub))])
     w.write("jobs_lifecycle", life, [(0, i) for i in range(len(life))])
