@@ -32,7 +32,7 @@ class Explanation:
 _SUBMISSION = """
 SELECT job_id, cluster, tenant, user, priority, qos, cpu_milli, memory_mib, num_gpu, gpu_milli,
        gpu_models, gang_id, gang_size, name, toUnixTimestamp64Milli(event_time) AS t_ms
-FROM jobs_submitted FINAL WHERE job_id = %(job)s ORDER BY event_time LIMIT 1
+FROM jobs_submitted_accepted WHERE job_id = %(job)s ORDER BY event_time LIMIT 1
 """
 
 _DECISIONS = """
@@ -57,7 +57,7 @@ FROM deadletter FINAL WHERE topic = 'jobs.submitted' AND message_key = %(job)s O
 
 _LIFECYCLE = """
 SELECT state, attempt, node_id, exit_code, reason, log_tail, toUnixTimestamp64Milli(event_time) AS t_ms
-FROM jobs_lifecycle FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
+FROM jobs_lifecycle_accepted WHERE job_id = %(job)s ORDER BY event_time, event_id
 """
 
 

@@ -31,15 +31,15 @@ SELECT s.event_id AS event_id, toUnixTimestamp64Milli(s.event_time) AS submit_ms
        s.gpu_models AS gpu_models, s.gang_id AS gang_id, s.gang_size AS gang_size, s.app AS app,
        s.max_instances_per_node AS max_instances_per_node, s.name AS name, s.command AS command,
        s.labels AS labels, s.runtime_estimate_s AS runtime_estimate_s, r.run_s AS run_s
-FROM (SELECT * EXCEPT (trace_duration_s) FROM jobs_submitted FINAL {where}
+FROM (SELECT * EXCEPT (trace_duration_s) FROM jobs_submitted_accepted {where}
       ORDER BY event_time, event_id LIMIT 1 BY job_id) AS s
 INNER JOIN (
     SELECT job_id, argMax(run_s, finish) AS run_s FROM (
         SELECT f.job_id AS job_id, f.finish AS finish,
                (toUnixTimestamp64Milli(f.finish) - toUnixTimestamp64Milli(st.start)) / 1000 AS run_s
-        FROM (SELECT job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle FINAL
+        FROM (SELECT job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle_accepted
               WHERE state = 'finished' GROUP BY job_id, attempt) AS f
-        INNER JOIN (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle FINAL
+        INNER JOIN (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_accepted
                     WHERE state = 'started' GROUP BY job_id, attempt) AS st
         ON f.job_id = st.job_id AND f.attempt = st.attempt
         WHERE f.finish >= st.start)

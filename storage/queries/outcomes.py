@@ -15,8 +15,8 @@ from storage.client import ArchiveClient
 from storage.queries._common import DECIDED_BY
 
 _SUBMITTED = """SELECT job_id, toUnixTimestamp64Milli(event_time) AS t, tenant,
-    toUInt32(num_gpu) * if(gpu_milli = 0, 1000, gpu_milli) AS gpu_milli FROM jobs_submitted FINAL"""
-_LIFECYCLE = "SELECT job_id, attempt, state, toUnixTimestamp64Milli(event_time) AS t FROM jobs_lifecycle FINAL"
+    toUInt32(num_gpu) * if(gpu_milli = 0, 1000, gpu_milli) AS gpu_milli FROM jobs_submitted_accepted"""
+_LIFECYCLE = "SELECT job_id, attempt, state, toUnixTimestamp64Milli(event_time) AS t FROM jobs_lifecycle_accepted"
 _PLACED = "SELECT job_id, attempt FROM decisions FINAL WHERE outcome = 'placed'"
 
 _ENDS = ("finished", "failed", "preempted", "rejected")

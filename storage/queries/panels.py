@@ -85,7 +85,7 @@ FROM ({m.jobs_sql()}) WHERE started
 #: attempt a - 1, until the placed / rejected decision (or the rejection) of that attempt.
 _WAITS = f"""
 SELECT w.since AS since, d.until AS until, d.decided AS decided FROM (
-    SELECT job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted FINAL GROUP BY job_id
+    SELECT job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted_accepted GROUP BY job_id
     UNION ALL
     SELECT job_id, toUInt16(attempt + 1) AS attempt, assumeNotNull(reversed_at) AS since
     FROM ({m.PLACEMENTS}) WHERE reversed AND reversed_at IS NOT NULL
@@ -93,7 +93,7 @@ SELECT w.since AS since, d.until AS until, d.decided AS decided FROM (
 LEFT JOIN (
     SELECT job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
         SELECT job_id, attempt, event_time FROM decisions FINAL WHERE outcome IN ('placed', 'rejected')
-        UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle FINAL WHERE state = 'rejected')
+        UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle_accepted WHERE state = 'rejected')
     GROUP BY job_id, attempt
 ) AS d ON w.job_id = d.job_id AND w.attempt = d.attempt
 """
@@ -112,7 +112,7 @@ ORDER BY time
     Panel("utilisation.capacity", "semsched-utilisation", "Cluster capacity", "stat", """
 SELECT count() AS nodes, sum(num_gpu) AS gpus, sum(cpu_milli) / 1000 AS cpus FROM (
     SELECT argMax(num_gpu, event_time) AS num_gpu, argMax(cpu_milli, event_time) AS cpu_milli
-    FROM nodes_telemetry FINAL WHERE event_time <= $__toTime GROUP BY cluster, node_id)
+    FROM nodes_telemetry_accepted WHERE event_time <= $__toTime GROUP BY cluster, node_id)
 """, ranges={"nodes": NONNEG, "gpus": NONNEG, "cpus": NONNEG}, width=6,
           description="Nodes and their GPUs and CPUs, from every node's latest telemetry."),  # fmt: skip
     Panel("utilisation.throughput", "semsched-utilisation", "Placements and finished jobs per second",
@@ -121,11 +121,14 @@ SELECT time, series, value FROM (
     SELECT $__timeInterval(event_time) AS time, 'placed' AS series, count() / $__interval_s AS value
     FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time
     UNION ALL
-    SELECT $__timeInterval(event_time) AS time, 'finished' AS series, count() / $__interval_s AS value
-    FROM jobs_lifecycle FINAL WHERE state = 'finished' AND $__timeFilter(event_time) GROUP BY time
+    SELECT $__timeInterval(finished) AS time, 'finished' AS series, count() / $__interval_s AS value
+    FROM (SELECT job_id, max(event_time) AS finished FROM jobs_lifecycle_accepted WHERE state = 'finished'
+          GROUP BY job_id)
+    WHERE $__timeFilter(finished) GROUP BY time
 ) ORDER BY time, series
 """, unit="reqps", ranges={"value": NONNEG}, width=18,
-          description="Placement rate and throughput (jobs finished per second) per interval."),  # fmt: skip
+          description="Placement rate and throughput (jobs finished per second, each job once, at its last "
+                      "finish: as the JCT counts it) per interval."),  # fmt: skip
     # -- queue and JCT ---------------------------------------------------------------------------
     Panel("queue.pending", "semsched-queue", "Pending jobs", "timeseries", f"""
 SELECT toDateTime(b) AS time, countIf(since <= toDateTime64(b, 3) AND (decided = 0 OR until > toDateTime64(b, 3)))

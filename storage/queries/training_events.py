@@ -30,17 +30,17 @@ from storage.client import ArchiveClient
 _NODES = """SELECT cluster, node_id, argMax(event_id, event_time) AS id, toUnixTimestamp64Milli(max(event_time)) AS t,
     argMax(cpu_milli, event_time) AS cpu, argMax(memory_mib, event_time) AS mem, argMax(num_gpu, event_time) AS gpus,
     argMax(gpu_model, event_time) AS model, argMax(topology, event_time) AS topo
-FROM nodes_telemetry FINAL GROUP BY cluster, node_id ORDER BY cluster, node_id"""
+FROM nodes_telemetry_accepted GROUP BY cluster, node_id ORDER BY cluster, node_id"""
 _SUBMITTED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, tenant, user, priority, qos,
     cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_models, gang_id, gang_size, app, max_instances_per_node, name,
     command, labels, runtime_estimate_s, trace_duration_s
-FROM jobs_submitted FINAL ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
+FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
 _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
     gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
     candidates
 FROM decisions FINAL WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code
-FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')
+FROM jobs_lifecycle_accepted WHERE state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')
 ORDER BY event_time"""
 
 
