@@ -98,6 +98,18 @@ def applied(client: ArchiveClient) -> dict[tuple[int, int], str]:
     return {(int(v), int(s)): str(c) for v, s, c in rows}
 
 
+def behind(client: ArchiveClient, directory: Path = MIGRATIONS_DIR) -> bool:
+    """Whether a statement of a migration is not recorded as applied, found with a ``SELECT`` alone:
+    a reader whose account may not write (``readonly=1``) opens an up-to-date archive without
+    :func:`migrate`, whose bootstrap is a ``CREATE``. True when ``schema_migrations`` cannot be read."""
+    try:
+        _, rows = client.query_rows("SELECT version, statement FROM schema_migrations FINAL")
+    except Exception:  # noqa: BLE001 - no such table (a new archive): migrate says what is wrong, if anything
+        return True
+    done = {(int(v), int(i)) for v, i in rows}
+    return any((m.version, i) not in done for m in load_migrations(directory) for i in range(len(m.statements)))
+
+
 def migrate(client: ArchiveClient, directory: Path = MIGRATIONS_DIR) -> list[int]:
     """Apply what is missing; returns the versions of which at least one statement ran."""
     done = applied(client)

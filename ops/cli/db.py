@@ -28,7 +28,7 @@ from rich.table import Table
 from ops.console import wide_console
 from storage.client import ArchiveClient, chdb_path, get_client, held_by_another_process, redacted
 from storage.json_cells import json_cell, text_cell
-from storage.migrate import migrate
+from storage.migrate import behind, migrate
 from storage.queries import explain, run_sql
 from streams.settings import Settings
 from streams.web_address import advertised_port
@@ -66,7 +66,8 @@ def open_archive(dsn: str, *, create: bool = False) -> ArchiveClient:
                                  "SEMSCHED_STATE_DIR or SEMSCHED_CLICKHOUSE_URL; the worker creates it)")  # fmt: skip
     try:
         client = get_client(dsn)
-        migrate(client)
+        if create or behind(client):  # (a read of an up-to-date archive writes nothing: a read-only account can)
+            migrate(client)
     except Exception as e:  # noqa: BLE001 - the database's message and the likely cause, not a traceback
         hint = "; a running worker owns an embedded archive's directory: stop it first" if held_by_another_process(dsn) else ""
         _archive_unavailable(f"cannot open the archive {redacted(dsn)}: {type(e).__name__}: "
@@ -210,12 +211,14 @@ def migrate_command() -> None:
     versions applied (none when the schema is up to date). In embedded mode, stop the
     worker first: it owns the chdb directory (and migrates it itself on start)."""
     settings = Settings()
+    dsn = settings.clickhouse_dsn
     try:
-        applied = migrate(get_client(settings.clickhouse_dsn))
+        applied = migrate(get_client(dsn))
     except Exception as e:  # noqa: BLE001 - the database's message and the likely cause, not a traceback
-        hint = ("; in embedded mode a running worker owns the chdb directory: stop it first (it migrates on start)"
-                if settings.clickhouse_dsn.startswith("chdb://") else "")  # fmt: skip
-        console.print(f"[red]migrate failed:[/red] {type(e).__name__}: {e}{hint}")
+        hint = ("; a running worker owns the embedded archive's directory: stop it first (it migrates on start)"
+                if held_by_another_process(dsn) else "")  # fmt: skip
+        first = (str(e).strip().splitlines() or [""])[0].replace(dsn, redacted(dsn))  # (not ClickHouse's stack trace)
+        console.print(f"[red]migrate failed:[/red] {type(e).__name__}: {first}{hint}")
         raise typer.Exit(1) from None
     if applied:
         console.print("applied migrations: " + ", ".join(f"{v:04d}" for v in applied))

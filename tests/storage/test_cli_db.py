@@ -300,3 +300,14 @@ def test_the_worker_client_is_an_archive_client(tmp_path: Path) -> None:
     client = WorkerSqlClient(Settings(state_dir=tmp_path))
     assert all(hasattr(client, n) for n in wanted), sorted(n for n in wanted if not hasattr(client, n))
     client.close()
+
+
+def test_an_up_to_date_archive_is_read_by_an_account_that_may_not_write(client: ArchiveClient, chdb_dsn: str) -> None:
+    """Reading (``semsched sql`` / ``explain``) migrated the archive first, and the migration's bootstrap is
+    a CREATE: an account that may only read could not open an up-to-date archive (found by review)."""
+    from ops.cli.db import open_archive
+    from storage.migrate import behind
+
+    assert not behind(client)
+    client.command("SET readonly = 1")  # reads only, for good, in the session the CLI's client shares here
+    assert run_sql(open_archive(chdb_dsn), "SELECT count() FROM decisions")[1] == [(0,)]

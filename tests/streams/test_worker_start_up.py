@@ -89,3 +89,16 @@ def test_the_cli_blames_a_running_worker_only_when_one_holds_the_archive(tmp_pat
                            text=True, timeout=120)  # fmt: skip
     assert other.returncode == 1 and "cannot open the archive" in other.stderr
     assert "a running worker owns" not in other.stderr
+
+
+def test_db_migrate_blames_a_running_worker_only_when_one_holds_the_archive(tmp_path: Path) -> None:
+    """`semsched db migrate` said "a running worker owns the chdb directory" after ClickHouse's stack trace
+    for any error on an embedded archive (found by review: the archive path was a file): the error's first
+    line, and the hint only when another process holds the directory."""
+    (tmp_path / "file").write_text("not a directory")
+    r = subprocess.run([sys.executable, "-m", "ops.cli.main", "db", "migrate"], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, "SEMSCHED_CLICKHOUSE_URL": f"chdb://{tmp_path / 'file'}",
+                            "SEMSCHED_STATE_DIR": str(tmp_path)}, timeout=120)  # fmt: skip
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "migrate failed" in out and "running worker" not in out
+    assert len(out.strip().splitlines()) <= 3, out
