@@ -102,6 +102,7 @@ class SimulatedAgents:
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._waiting: dict[str, list[PlacementCommand]] = {}
         self._waiting_at: dict[str, tuple[TopicPartition, int]] = {}  # waiting decision id -> where it was read
+        self._fenced: dict[str, str] = {}  # placements preempted before the agents held them -> the reason
         self._spans: dict[str, Span] = {}  # decision id → its open ``execute job`` span
         self.unknown_node_grace_s = 10.0
         self._producer = EventProducer(settings)
@@ -229,6 +230,11 @@ class SimulatedAgents:
                 end_execute(span, state, str(kw.get("reason") or "") or None)
 
     async def _place(self, cmd: PlacementCommand) -> None:
+        if (reason := self._fenced.pop(cmd.decision_id, None)) is not None:  # preempted before it could run
+            self._waiting_at.pop(cmd.decision_id, None)
+            self.stats.preempted += 1
+            await self._lifecycle(cmd, "preempted", reason=reason)
+            return
         node = self.nodes.get(cmd.node_id)
         if node is None and time.time() - cmd.event_time.timestamp() < self.unknown_node_grace_s:
             # the inventory of this node may still be on its way (another topic)
@@ -279,6 +285,14 @@ class SimulatedAgents:
         held = node.decisions_of(cmd.job_id) if node is not None else []
         if cmd.target_decision_id is not None:
             held = [d for d in held if d == cmd.target_decision_id]
+            if not held:  # not running here (yet): it must not run later, and it is reported when it comes
+                self._fenced[cmd.target_decision_id] = cmd.reason
+                waiting = [c for c in self._waiting.get(cmd.node_id, []) if c.decision_id == cmd.target_decision_id]
+                for c in waiting:  # (waiting for its node's inventory)
+                    self._waiting[cmd.node_id].remove(c)
+                    await self._place(c)
+                if not self._waiting.get(cmd.node_id, True):
+                    del self._waiting[cmd.node_id]
         for decision_id in held:
             placed = node.release(decision_id)  # type: ignore[union-attr]
             if (h := self._timers.pop(decision_id, None)) is not None:

@@ -243,6 +243,25 @@ async def test_a_malformed_command_is_dead_lettered_and_malformed_telemetry_left
     assert a.stats.malformed_commands == 1 and a.stats.commands == 0 and a.nodes == {}
 
 
+async def test_a_placement_preempted_before_it_could_run_never_runs_and_is_reported(agents) -> None:
+    """A gang fence for a member whose placement waits for its node's inventory (found by review: the
+    fence was forgotten, and the member ran alone once the inventory came; the worker never fences twice)."""
+    a, rec = agents
+    waiting, later = place("b", node_id="late"), place("c", node_id="n1")
+    await a._handle("actions", waiting.to_bytes())
+    for c in (waiting, later):
+        await a._handle("actions", PreemptCommand(decision_id=f"gang-{c.decision_id}", job_id=c.job_id, cluster="c1",
+                                                  node_id=c.node_id, target_decision_id=c.decision_id,
+                                                  reason="gang g: member a left the gang: failed").to_bytes())  # fmt: skip
+    await a._handle("nodes.telemetry", inventory("late"))
+    await a._handle("nodes.telemetry", inventory("n1"))
+    await a._handle("actions", later.to_bytes())  # (its fence came first: reordered, or sent again)
+    reports = [(e.job_id, e.state, e.reason) for e in rec.lifecycle()]
+    assert reports == [("b", "preempted", "gang g: member a left the gang: failed"),
+                       ("c", "preempted", "gang g: member a left the gang: failed")]  # fmt: skip
+    assert a.nodes["late"].jobs == {} and a.nodes["n1"].jobs == {} and a._waiting == {}
+
+
 async def test_two_attempts_of_one_job_on_one_node_are_both_accounted(agents) -> None:
     # attempt 0 was confirmed too late (the worker timed it out and re-queued the job), so
     # both placements reach the agent
