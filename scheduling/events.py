@@ -256,7 +256,8 @@ class JobLifecycle(Event):
     cluster: str = Field(default="default", min_length=1, max_length=128)
     state: LifecycleState
     attempt: WireInt = Field(default=0, ge=0, le=MAX_ATTEMPT)
-    decision_id: str | None = None
+    decision_id: str | None = Field(default=None, description="The decision_id of the command the report is about: "
+                                    "required in every state but the worker's 'rejected' notice.")  # fmt: skip
     node_id: str | None = None
     gpu_indices: list[Annotated[WireInt, Field(ge=0, le=MAX_GPUS)]] = Field(
         default_factory=list, description="The GPUs the placement holds (agents report them)."
