@@ -128,6 +128,8 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
     """
     if ev.state == "rejected":
         return Transition(note="rejection notice: archive only")
+    if (late := _finished_before_its_next_attempt(ev, running, pending)) is not None:
+        return late
     adopted: Transition | None = None
     if (running is None and pending is not None and ev.node_id and ev.state != "timed_out"
             and ev.decision_id == decision_id_for(pending.job.job_id, pending.attempt)):  # fmt: skip
@@ -149,6 +151,30 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
         t.pending = {**adopted.pending, **t.pending}
         t.running.setdefault(running.job.job_id, running)
     return t
+
+
+def _finished_before_its_next_attempt(ev: JobLifecycle, running: RunningJob | None,
+                                      pending: PendingJob | None) -> Transition | None:  # fmt: skip
+    """A ``finished`` of the attempt before the job's current one, which has not started: the worker had
+    moved the job on (its node was lost, its ``started`` came after the confirmation timeout) while the
+    run went on to the end, and its agent reported that after the worker's own ``preempted`` / ``timed_out``.
+    The job is done; a placement of the next attempt is fenced (found by review: the completed job was run
+    again). Not for a gang member (its gang was moved on whole) or an attempt that started."""
+    if ev.state != "finished" or not ev.decision_id or ev.decision_id != decision_id_for(ev.job_id, ev.attempt):
+        return None
+    current = running if running is not None else pending
+    if current is None or current.attempt != ev.attempt + 1 or current.job.gang_id:
+        return None
+    if running is not None and running.state != "reserved":
+        return None
+    done = DoneJob(job_id=ev.job_id, event_id=current.job.event_id, status="finished", attempt=ev.attempt)
+    if running is None:
+        return Transition(pending={ev.job_id: None}, done={ev.job_id: done}, note="finished after it was re-queued")
+    fence = PreemptCommand(decision_id=f"fence-{running.decision_id}", job_id=ev.job_id, cluster=ev.cluster,
+                           node_id=running.node_id, target_decision_id=running.decision_id,
+                           reason=f"the job finished in its previous placement ({ev.decision_id} on {ev.node_id})")  # fmt: skip
+    return Transition(running={ev.job_id: None}, done={ev.job_id: done}, commands=[fence],
+                      note="finished after it was placed again: that placement fenced")  # fmt: skip
 
 
 def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: float) -> Transition:

@@ -298,7 +298,8 @@ def test_timed_out_racing_after_started_keeps_it_running() -> None:
 
 @pytest.mark.parametrize("state", ["started", "finished", "failed", "preempted", "timed_out"])
 def test_lifecycle_with_a_mismatched_decision_id_is_ignored(state: str) -> None:
-    r = running(attempt=1)
+    # (a 'finished' of the attempt before one that has not started finishes the job: the test above)
+    r = running(attempt=1, state="running" if state == "finished" else "reserved")
     # the agent reports on attempt 0's placement, which this job no longer holds
     t = on_lifecycle(life(state, attempt=0, decision_id=decision_id_for("j1", 0)), r, max_retries=3, now=NOW)
     assert_noop(t)
@@ -365,6 +366,29 @@ def test_a_placement_that_starts_after_it_was_requeued_is_fenced() -> None:
     (fence,) = t.commands
     assert (fence.kind, fence.job_id, fence.node_id, fence.target_decision_id) == (
         "preempt", "j1", "n3", decision_id_for("j1", 0))
+
+
+def test_a_finished_of_the_attempt_before_the_current_one_that_has_not_started_finishes_the_job() -> None:
+    """The worker moved the job on (its node was lost: its own 'preempted'; or a late 'started') while
+    the run went on to the end: the agent's 'finished' comes after. Found by review: it was stale, and
+    the completed job was run again."""
+    finished = life("finished", attempt=0, node_id="n1")
+    t = on_lifecycle(finished, None, pending=pending(attempt=1), max_retries=3, now=NOW)
+    assert t.pending == {"j1": None} and t.running == {} and t.commands == []
+    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0)
+    placed_again = running(attempt=1, node_id="n2")
+    t = on_lifecycle(finished, placed_again, max_retries=3, now=NOW)
+    assert t.running == {"j1": None} and t.done["j1"].status == "finished"  # type: ignore[union-attr]
+    [fence] = t.commands
+    assert (fence.node_id, fence.target_decision_id) == ("n2", placed_again.decision_id)
+    # not once the next attempt runs, not for an older attempt, not for a gang member: stale, as before
+    for late, now_at in ((finished, running(attempt=1, state="running", node_id="n2")),
+                         (finished, running(attempt=2, node_id="n2"))):
+        t = on_lifecycle(late, now_at, max_retries=3, now=NOW)
+        assert t.done == {} and t.running == {} and t.note.startswith("stale")
+    member = pending(attempt=1, j=job(gang_id="g", gang_size=2))
+    t = on_lifecycle(finished, None, pending=member, max_retries=3, now=NOW)
+    assert t.done == {} and t.pending == {} and t.note.startswith("stale")
 
 
 def test_a_report_must_name_its_decision() -> None:
