@@ -321,11 +321,19 @@ class DecisionRecord(Event):
     step_id: str = Field(default="", max_length=256, description="The scheduling step that decided.")
 
 
+#: a command's fields that its agent's reports echo (:class:`JobLifecycle`): held to the same bounds, so
+#: a command whose report could not be built is refused as malformed (dead-lettered by the agents)
+CommandDecisionId = Annotated[str, Field(min_length=1)]
+CommandJobId = Annotated[str, Field(min_length=1, max_length=256)]
+CommandReason = Annotated[str, Field(max_length=MAX_TEXT)]
+CommandCluster = Annotated[str, Field(min_length=1, max_length=128)]
+
+
 class PlacementCommand(Event):
     kind: Literal["place"] = "place"
-    decision_id: str
-    job_id: str
-    cluster: str = "default"
+    decision_id: CommandDecisionId
+    job_id: CommandJobId
+    cluster: CommandCluster = "default"
     attempt: int = Field(default=0, ge=0, le=MAX_ATTEMPT)
     node_id: str
     gpu_indices: list[Annotated[int, Field(ge=0, le=MAX_GPUS)]] = Field(default_factory=list)
@@ -340,12 +348,12 @@ class PlacementCommand(Event):
 
 class PreemptCommand(Event):
     kind: Literal["preempt"] = "preempt"
-    decision_id: str
-    job_id: str
-    cluster: str = "default"
+    decision_id: CommandDecisionId
+    job_id: CommandJobId
+    cluster: CommandCluster = "default"
     node_id: str
-    reason: str
-    target_decision_id: str | None = Field(
+    reason: CommandReason
+    target_decision_id: CommandDecisionId | None = Field(
         default=None, description="End only this placement of the job (e.g. a superseded attempt)."
     )
 

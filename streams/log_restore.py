@@ -48,7 +48,7 @@ from typing import Any
 
 from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted
 from streams.admission import admit
-from streams.agents import known_job, lifecycle_transition
+from streams.agents import ahead_of_clock, known_job, lifecycle_transition
 from streams.app import Worker
 from streams.log_readback import RESTORED_TOPICS, Logged, read_back
 from streams.state import PendingJob, Transition, on_submitted
@@ -83,6 +83,8 @@ def _changes_tables(t: Transition) -> bool:
 async def _submission(w: Worker, partition: int, ev: JobSubmitted) -> bool:
     if known_job(w, ev.job_id) is not None:
         return False
+    if ahead_of_clock(ev.event_time, w.settings.max_clock_skew_s) is not None:
+        return False  # refused live (dead-lettered) for its clock: not to be scheduled from the log either
     w.apply(on_submitted(ev, None, ev.event_time.timestamp()), partition=partition)  # queued when submitted
     return True
 

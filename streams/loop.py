@@ -196,6 +196,8 @@ class SchedulingLoop:
         t0 = time.perf_counter()
         nodes = self.views.nodes(self.owned)
         for cluster, jobs in pending.items():
+            if not self.views.owns(cluster, self.owned - self.fenced):  # revoked during this tick's earlier steps
+                continue
             views = nodes.get(cluster)
             self.track_inventory(cluster, len(views or ()))
             if not views:  # jobs wait, and say why

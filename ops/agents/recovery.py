@@ -89,7 +89,7 @@ async def recover(settings: Settings) -> Recovered:
                             out.reported.add(ev.decision_id)
                             if ev.state == "started":
                                 started.setdefault(ev.decision_id, ev)
-                            else:
+                            elif ev.state != "timed_out":  # (a start that raced it: the worker keeps it running)
                                 ended.add(ev.decision_id)
             left = {tp for tp in left if await consumer.position(tp) < ends[tp]}
     finally:

@@ -30,10 +30,12 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.errors import KafkaConnectionError
 from opentelemetry.trace import Span
+from pydantic import ValidationError
 
 from ops.agents.node_ledger import NodeLedger
 from ops.agents.recovery import LOST_REASON, recover
@@ -153,10 +155,12 @@ class SimulatedAgents:
 
     async def _commit(self, consumer: AIOKafkaConsumer, read: dict[TopicPartition, int]) -> None:
         """Commit ``read`` (partition -> the offset after its last handled message) once the reports
-        are delivered, each partition only up to its earliest command still waiting for its node."""
+        are delivered, each partition only up to its earliest command still waiting for its node (as it
+        was before the flush: one resolved meanwhile is reported after it began)."""
+        held = list(self._waiting_at.values())
         await self._producer.flush()
         offsets = dict(read)
-        for tp, offset in self._waiting_at.values():
+        for tp, offset in held:
             if tp in offsets:
                 offsets[tp] = min(offsets[tp], offset)
         await consumer.commit(offsets)
@@ -187,13 +191,23 @@ class SimulatedAgents:
             ev = decode(topic, raw)
         except ValueError as e:
             if topic == "actions":  # no worker reads this topic: the agents are its last reader
-                self.stats.malformed_commands += 1
-                count_deadletter(f"invalid actions command: {e}", topic="actions", source="agents")
-                log.warning("dead-lettering a malformed command at %s:%s: %s", partition, offset, e)
-                await self._producer.send("deadletter", DeadLetter.of(
-                    raw or b"", f"invalid actions command: {e}", topic="actions", partition=partition,
-                    offset=offset, key=key))  # fmt: skip
+                await self._malformed(raw, f"invalid actions command: {e}", partition, offset, key)
             return  # malformed telemetry: the worker, which reads that topic, dead-letters it
+        try:
+            await self._execute(topic, ev, headers)
+        except ValidationError as e:  # a report it cannot make (its commit would re-read it at every restart)
+            if topic != "actions":
+                raise
+            await self._malformed(raw, f"cannot execute actions command: {e}", partition, offset, key)
+
+    async def _malformed(self, raw: bytes | None, reason: str, partition: int, offset: int, key: bytes | None) -> None:
+        self.stats.malformed_commands += 1
+        count_deadletter(reason, topic="actions", source="agents")
+        log.warning("dead-lettering a malformed command at %s:%s: %s", partition, offset, reason)
+        await self._producer.send("deadletter", DeadLetter.of(raw or b"", reason, topic="actions", partition=partition,
+                                                              offset=offset, key=key))  # fmt: skip
+
+    async def _execute(self, topic: str, ev: Any, headers: object) -> None:
         if isinstance(ev, NodeTelemetry):
             if ev.source == "inventory" and ev.node_id not in self.nodes:
                 self.nodes[ev.node_id] = NodeLedger.from_inventory(ev)

@@ -122,8 +122,8 @@ SELECT time, series, value FROM (
     FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time
     UNION ALL
     SELECT $__timeInterval(finished) AS time, 'finished' AS series, count() / $__interval_s AS value
-    FROM (SELECT job_id, max(event_time) AS finished FROM jobs_lifecycle_accepted WHERE state = 'finished'
-          GROUP BY job_id)
+    FROM (SELECT job_id, max(event_time) AS finished FROM jobs_lifecycle_accepted
+          WHERE state = 'finished' AND event_time <= $__toTime GROUP BY job_id)
     WHERE $__timeFilter(finished) GROUP BY time
 ) ORDER BY time, series
 """, unit="reqps", ranges={"value": NONNEG}, width=18,

@@ -7,7 +7,8 @@ refuses a second statement after a ``;`` (chdb runs every statement of a multi-s
 archive (:data:`OUTSIDE_FUNCTIONS`: files, URLs, other databases, processes, the worker's own
 Python objects). Comments, string literals (``'…'`` and ``$tag$…$tag$``) and quoted
 identifiers are set aside first, so a ``;``, a keyword or a function name inside them does not
-count. A block comment with ``/*`` inside it is refused: ClickHouse nests block comments, so
+count. A name (or number) with ``$`` in it is refused: ClickHouse reads ``x$b$`` as one name, where
+this check would have read a ``$b$…$b$`` string after ``x``. A block comment with ``/*`` inside it is refused: ClickHouse nests block comments, so
 ``/* /* */ … */`` is one comment to it and would end at the first ``*/`` here, and what this
 check took for a comment or a literal would run. The archive's own writes (the archiver's inserts, migrations, the model registry) do not
 come through here.
@@ -34,6 +35,7 @@ OUTSIDE_FUNCTIONS = frozenset({
 
 _TOKENS = re.compile(r"""
     (?P<comment>--[^\n]*|\#[^\n]*|/\*.*?\*/)
+  | (?P<word>\w[\w$]*)
   | (?P<quoted>'(?:[^'\\]|\\.|'')*'|"(?:[^"\\]|\\.|"")*"|`(?:[^`\\]|\\.|``)*`|\$(?P<tag>\w*)\$.*?\$(?P=tag)\$)
   | (?P<open>'|"|`|/\*|\$\w*\$)
 """, re.VERBOSE | re.DOTALL)  # fmt: skip
@@ -50,6 +52,13 @@ def _code(sql: str) -> str:
         if m.group("open") is not None:
             raise ValueError("unterminated string, quoted identifier or comment")
         token = m.group(0)
+        if m.lastgroup == "word":
+            if "$" in token:
+                raise ValueError(f"a name with '$' in it ({token}) is refused: ClickHouse reads one as a name, not "
+                                 "as the start of a $tag$ string")  # fmt: skip
+            out.append(token)
+            pos = m.end()
+            continue
         if m.lastgroup == "comment":
             if token.startswith("/*") and "/*" in token[2:]:
                 raise ValueError("a block comment inside a block comment is refused (ClickHouse nests them)")

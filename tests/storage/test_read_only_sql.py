@@ -46,6 +46,8 @@ def test_reads_pass(sql: str) -> None:
     # ClickHouse nests block comments: to it the comment below ends at the second '*/', and the
     # quote this check took for the start of a literal, and the DROP, would run (found by review)
     ("SELECT 1 /* /* */ ' */; DROP TABLE decisions -- '", "block comment inside a block comment"),
+    # to ClickHouse x$b$ is one name, not x and the start of a $b$ string (found by the review of that fix)
+    ("SELECT 1 AS x$b$, 2 AS y; DROP TABLE decisions -- $b$", r"name with '\$' in it \(x\$b\$\)"),
 ])  # fmt: skip
 def test_anything_else_is_refused_with_the_reason(sql: str, words: str) -> None:
     with pytest.raises(ValueError, match=words):
@@ -74,3 +76,6 @@ def test_run_sql_refuses_what_chdb_would_have_run(client: ArchiveClient) -> None
     assert client.query_rows("SELECT 1 /* /* */ ' */ AS one -- '")[1] == [(1,)]  # chdb nests them
     with pytest.raises(ValueError, match="block comment inside a block comment"):
         run_sql(client, "SELECT 1 /* /* */ ' */, (SELECT * FROM file('/etc/hostname', 'LineAsString')) -- '")
+    assert client.query_rows("SELECT 1 AS x$b$ -- $b$")[1] == [(1,)]  # chdb: x$b$ is a name
+    with pytest.raises(ValueError, match="name with"):
+        run_sql(client, "SELECT 1 AS x$b$, (SELECT * FROM file('/etc/hostname', 'LineAsString')) -- $b$")

@@ -274,3 +274,14 @@ async def test_a_restore_cancelled_by_a_new_rebalance_is_done_again_at_the_next(
     await w.app.on_partitions_assigned.send(set())
     await w.app.on_rebalance_complete.send()
     assert asked == [{1}, {1}] and "j1" in w.pending
+
+
+async def test_a_submission_refused_for_its_clock_is_not_restored(worker: tuple[Worker, Sent]) -> None:
+    """Dead-lettered live as stamped too far ahead of the worker's clock, it stays refused when the log
+    is read back (found by review: the restore scheduled it, and the archive's views hid its submission)."""
+    from datetime import UTC, datetime, timedelta
+
+    w, sent = worker
+    ahead = job("j9").model_copy(update={"event_time": datetime.now(UTC) + timedelta(days=1)}).to_bytes()
+    assert await restore(w, logs(submitted=[ahead, job("j1").to_bytes()])) == {"jobs.submitted": 1}
+    assert set(w.pending) == {"j1"} and sent.by_topic == {}

@@ -87,3 +87,31 @@ def test_a_revocation_waits_for_the_step_under_way_and_fences_its_partitions_unt
         assert broker.placed() == ["j1", "j2"]
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_revocation_during_one_clusters_step_keeps_the_same_tick_off_the_other_revoked_clusters() -> None:
+    """Found by the review of the change: the fence was read once per tick, so a tick went on to step the
+    other revoked clusters (a model call and a publication each) while the rebalance waited."""
+    broker = SlowBroker()
+    second = next(f"c{i}" for i in range(2, 50) if partition_for(f"c{i}", 4) != PART)
+
+    async def go() -> None:
+        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        for cluster in ("c1", second):
+            w.nodes.data[f"{cluster}-n"] = NodeTelemetry(node_id=f"{cluster}-n", cluster=cluster, event_time=T0,
+                                                         cpu_milli=8000, memory_mib=16384).model_dump(mode="json")  # fmt: skip
+            job = JobSubmitted(job_id=f"j-{cluster}", event_id=f"ev-{cluster}", event_time=T0, cluster=cluster,
+                               cpu_milli=1000, memory_mib=1024)  # fmt: skip
+            w.apply(on_submitted(job, None, 0.0), partition=partition_for(cluster, 4))
+        step = asyncio.ensure_future(loop.tick())
+        while not broker.held:
+            await asyncio.sleep(0.01)
+        first = broker.placed()
+        revocation = asyncio.ensure_future(loop._on_partitions_revoked(w.app, set(assigned)))  # all of them
+        await asyncio.sleep(0.1)
+        broker.release()
+        await revocation
+        assert step.done() and broker.placed() == first and len(first) == 1
+
+    asyncio.run(asyncio.wait_for(go(), 30))

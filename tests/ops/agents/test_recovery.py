@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 
@@ -53,7 +54,10 @@ def test_a_timed_out_decision_is_not_executed_and_a_superseded_run_is_not_report
             for ev in (JobLifecycle(job_id="late", state="timed_out", decision_id="d-late-0", node_id="n1"),
                        JobLifecycle(job_id="moved", state="started", decision_id="d-moved-0", node_id="n1"),
                        JobLifecycle(job_id="moved", state="timed_out", attempt=1, decision_id="d-moved-1", node_id="n2"),
-                       JobLifecycle(job_id="lost", state="started", attempt=2, decision_id="d-lost-2", node_id="n1")):
+                       JobLifecycle(job_id="lost", state="started", attempt=2, decision_id="d-lost-2", node_id="n1"),
+                       # its start raced the worker's timeout, which then kept it running: still a run to report
+                       JobLifecycle(job_id="raced", state="started", decision_id="d-raced-0", node_id="n1"),
+                       JobLifecycle(job_id="raced", state="timed_out", decision_id="d-raced-0", node_id="n1")):
                 await p.send("jobs.lifecycle", ev)
             await p.flush()
 
@@ -61,7 +65,7 @@ def test_a_timed_out_decision_is_not_executed_and_a_superseded_run_is_not_report
     asyncio.run(publish())
     got = asyncio.run(recover(s))
     assert {"d-late-0", "d-moved-1"} <= got.reported
-    assert [ev.decision_id for ev in got.lost] == ["d-lost-2"]
+    assert sorted(ev.decision_id for ev in got.lost) == ["d-lost-2", "d-raced-0"]
 
 
 def test_a_node_whose_inventory_report_retention_removed_is_known_from_its_agents_reports(
@@ -98,6 +102,10 @@ def test_a_node_whose_inventory_report_retention_removed_is_known_from_its_agent
 
     asyncio.run(ensure_topics(s))
     asyncio.run(publish_then_expire())
-    got = asyncio.run(recover(s))
+    for _ in range(20):  # (a topic created a moment ago may answer NotLeaderForPartition to its first reads)
+        got = asyncio.run(recover(s))
+        if "n1" in got.inventory:
+            break
+        time.sleep(0.5)
     n1 = got.inventory["n1"]
     assert (n1.source, n1.cpu_milli, n1.num_gpu, n1.healthy) == ("agent", 6000, 2, True)

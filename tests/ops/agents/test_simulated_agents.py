@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -241,6 +242,22 @@ async def test_a_malformed_command_is_dead_lettered_and_malformed_telemetry_left
     assert topic == "deadletter" and dl.topic == "actions" and (dl.partition, dl.offset, dl.key) == (2, 7, "n1")
     assert dl.original() == b"{not json" and dl.reason.startswith("invalid actions command: ")
     assert a.stats.malformed_commands == 1 and a.stats.commands == 0 and a.nodes == {}
+
+
+async def test_a_command_whose_report_could_not_be_made_is_dead_lettered_and_the_agents_go_on(agents) -> None:
+    """An empty decision id (or a job id longer than a report may carry) is refused as a malformed command
+    (found by review: the report's validation ended the agents, whose hand-made commits then re-read the
+    command at every restart, and the commands behind it never ran)."""
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory())
+    bad = place("j1").model_dump(mode="json") | {"decision_id": ""}
+    long = place("j2").model_dump(mode="json") | {"job_id": "j" * 300}
+    for cmd in (bad, long):
+        await a._handle("actions", json.dumps(cmd).encode(), partition=0, offset=3)
+    await a._handle("actions", place("j3").to_bytes())
+    dead = [e for t, e in rec.sent if t == "deadletter"]
+    assert len(dead) == 2 and all(d.reason.startswith("invalid actions command: ") for d in dead)
+    assert [(e.job_id, e.state) for e in rec.lifecycle()] == [("j3", "started")]
 
 
 async def test_a_placement_preempted_before_it_could_run_never_runs_and_is_reported(agents) -> None:
