@@ -140,6 +140,8 @@ def register_agents(w: Worker) -> None:
     async def on_telemetry(ev: NodeTelemetry, raw: bytes, msg: Any) -> None:
         if reason := ahead_of_clock(ev.event_time, w.settings.max_clock_skew_s):
             await w.deadletter(raw, reason, msg, "nodes.telemetry")
+            if ev.source == "agent":  # its agent is alive, but not heard: said when the node is taken for silent
+                w.node_refused[ev.node_id] = reason
             return
         prev = w.nodes.get(ev.node_id)
         if prev is not None and prev.get("cluster") != ev.cluster:  # (it replaced the other node, or hid behind it)
@@ -162,6 +164,7 @@ def register_agents(w: Worker) -> None:
         w.counters.telemetry += 1
         if ev.source == "agent":  # into each hopping window the report falls in, each its own sum
             w.node_heard[ev.node_id] = time.monotonic()
+            w.node_refused.pop(ev.node_id, None)
             w.node_util[ev.node_id].apply(add_report, [ev.gpu_util, ev.cpu_util, 1])
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:

@@ -97,6 +97,8 @@ class Worker:
     telemetry_offsets: dict[int, int] = field(default_factory=dict)  # nodes.telemetry: the same
     # node id -> when (monotonic) this worker last applied a report of its agent (streams/silent_nodes.py)
     node_heard: dict[str, float] = field(default_factory=dict)
+    # node id -> why this worker refused its agent's latest report (a clock far ahead), until one applies
+    node_refused: dict[str, str] = field(default_factory=dict)
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     # gangs with a rejected member (rebuilt from the done table once after recovery)
     rejected_gangs: set[str] = field(default_factory=set)

@@ -55,8 +55,11 @@ class LostNodes:
             r = RunningJob.model_validate(d)
             if not self.loop.views.owns(r.job.cluster, self.loop.owned):
                 continue
-            how = "silent (no report from its agent), marked" if (w.nodes.get(r.node_id) or {}).get("source") == "worker" \
-                else "reported"
+            how = "reported"
+            if (w.nodes.get(r.node_id) or {}).get("source") == "worker":
+                refused = w.node_refused.get(r.node_id)  # (its agent reports, with a clock this worker refuses)
+                how = (f"silent (its agent's reports were refused: {refused}), marked" if refused
+                       else "silent (no report from its agent), marked")  # fmt: skip
             await self._preempt(r, f"node {r.node_id} {how} unhealthy for {now - since:.0f}s "
                                    f"(SEMSCHED_NODE_LOST={grace:g})")  # fmt: skip
             self.preempted.add(r.decision_id)  # only once the broker has both: else again at the next pass

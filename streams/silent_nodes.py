@@ -128,8 +128,10 @@ class SilentNodes:
         report = last.model_copy(update={
             "event_id": new_event_id(), "event_time": last.event_time + timedelta(milliseconds=1),
             "source": "worker", "healthy": False})  # fmt: skip
-        log.warning("node %s (cluster %s): no report from its agent for %.0f s (SEMSCHED_NODE_SILENT=%g): marked "
-                    "unhealthy", last.node_id, last.cluster, quiet_s, self.loop.w.settings.node_silent_s)  # fmt: skip
+        refused = self.loop.w.node_refused.get(last.node_id)
+        log.warning("node %s (cluster %s): no report from its agent applied for %.0f s (SEMSCHED_NODE_SILENT=%g)%s: "
+                    "marked unhealthy", last.node_id, last.cluster, quiet_s, self.loop.w.settings.node_silent_s,
+                    f"; its latest were refused: {refused}" if refused else "")  # fmt: skip
         self.loop.w.counters.nodes_silent += 1
         send = self.loop._send  # the loop's one way to the producer
         await (await send("nodes.telemetry", last.node_id, report.to_bytes(), partition))

@@ -346,6 +346,18 @@ async def test_a_late_report_of_its_agent_still_says_the_node_is_heard_from(work
     assert w.nodes["n1"]["cpu_alloc_milli"] == 0 and w.counters.telemetry_late == 3
 
 
+async def test_a_refused_report_of_its_agent_is_remembered_until_one_applies(worker: tuple[Worker, Sent]) -> None:
+    """Why the node is not heard from (streams/silent_nodes.py, lost_nodes.py say it)."""
+    from datetime import UTC, datetime
+
+    w, sent = worker
+    async with drive(w, "nodes.telemetry") as a:
+        await put(a, telemetry(at=datetime.now(UTC) + timedelta(days=1)).to_bytes(), key=b"n1")
+        assert "ahead of the worker's clock" in w.node_refused["n1"] and len(sent.deadletters()) == 1
+        await put(a, telemetry(at=T0).to_bytes(), key=b"n1")
+    assert "n1" not in w.node_refused
+
+
 async def test_newer_telemetry_in_the_same_second_replaces(worker: tuple[Worker, Sent]) -> None:
     w, _ = worker
     async with drive(w, "nodes.telemetry") as a:

@@ -139,6 +139,30 @@ def test_a_silent_nodes_placements_are_moved_off_and_it_comes_back_when_its_agen
     assert len(r.reports()) == 2 and r.reports()[1].event_time == T0 + timedelta(seconds=5, milliseconds=1)
 
 
+def test_a_node_whose_agents_reports_are_refused_says_so_when_its_jobs_are_moved_off() -> None:
+    """Its agent reports with a clock far ahead of the worker's: each report is dead-lettered, and the node,
+    not heard from, is marked. The reason said its agent was silent; it says the reports were refused."""
+    refused = "event_time 2026-03-02T00:00:00+00:00 is 86,400 s ahead of the worker's clock"
+
+    async def go() -> list[Any]:
+        r = Run(node_silent_s=40.0, node_lost_s=0.0)
+        r.w.nodes.data["n1"] = node("n1")
+        r.heard("n1", 1.0)
+        r.w.apply(on_submitted(JobSubmitted(job_id="j1", event_id="ev-j1", event_time=T0, cluster="c1", cpu_milli=1000,
+                                            memory_mib=1024), None, 0.0), partition=PART)  # fmt: skip
+        await r.passes()
+        r.w.node_refused["n1"] = refused  # (streams/agents.py: on a report it dead-letters for its clock)
+        r.heard("n1", 60.0)
+        await r.passes()
+        [marked] = r.reports()
+        r.w.nodes.data["n1"] = marked.model_dump(mode="json")
+        await r.passes(2)
+        return [e for t, _, e in r.sent if t == "jobs.lifecycle" and e.state == "preempted"]
+
+    [ev] = asyncio.run(go())
+    assert f"node n1 silent (its agent's reports were refused: {refused}), marked unhealthy" in ev.reason, ev.reason
+
+
 def test_a_partition_given_back_gives_its_nodes_the_whole_interval_again() -> None:
     """What this worker heard of a node before it lost its partition says nothing of now: the nodes
     of a partition that came back were marked at once (found by the review of the change)."""
