@@ -567,15 +567,19 @@ async def test_lifecycle_started_then_finished_moves_to_done(worker: tuple[Worke
     assert sent.by_topic == {}
 
 
+async def _placed_j1(w: Worker) -> tuple[JobSubmitted, DecisionRecord]:
+    submitted, rec = job("j1"), placed("j1")
+    await _submit(w, submitted)
+    async with drive(w, "decisions") as a:
+        await put(a, rec.to_bytes(), key=b"j1")
+    return submitted, rec
+
+
 async def test_a_finished_job_teaches_the_duration_predictor_its_run_time(worker: tuple[Worker, Sent]) -> None:
     from scheduling.job import JobRequest
 
     w, _ = worker
-    submitted = job("j1")
-    await _submit(w, submitted)
-    rec = placed("j1")
-    async with drive(w, "decisions") as a:
-        await put(a, rec.to_bytes(), key=b"j1")
+    submitted, rec = await _placed_j1(w)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     async with drive(w, "jobs.lifecycle") as a:
         for state, at in (("started", t0), ("finished", t0 + timedelta(seconds=42))):
@@ -590,11 +594,7 @@ async def test_a_stale_finished_does_not_teach_the_duration_predictor(worker: tu
     from scheduling.job import JobRequest
 
     w, _ = worker
-    submitted = job("j1")
-    await _submit(w, submitted)
-    rec = placed("j1")
-    async with drive(w, "decisions") as a:
-        await put(a, rec.to_bytes(), key=b"j1")
+    submitted, rec = await _placed_j1(w)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     async with drive(w, "jobs.lifecycle") as a:
         await put(a, JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=rec.decision_id,
