@@ -7,11 +7,12 @@ refuses a second statement after a ``;`` (chdb runs every statement of a multi-s
 archive (:data:`OUTSIDE_FUNCTIONS`: files, URLs, other databases, processes, the worker's own
 Python objects). Comments, string literals (``'…'`` and ``$tag$…$tag$``) and quoted
 identifiers are set aside first, so a ``;``, a keyword or a function name inside them does not
-count. A name (or number) with ``$`` in it is refused: ClickHouse reads ``x$b$`` as one name, where
-this check would have read a ``$b$…$b$`` string after ``x``. A block comment with ``/*`` inside it is refused: ClickHouse nests block comments, so
-``/* /* */ … */`` is one comment to it and would end at the first ``*/`` here, and what this
-check took for a comment or a literal would run. The archive's own writes (the archiver's inserts, migrations, the model registry) do not
-come through here.
+count. Two things ClickHouse reads otherwise than this check would are refused: a name (or number)
+with ``$`` in it (``x$b$`` is one name to ClickHouse, where this check would read a ``$b$…$b$``
+string after ``x``), and a block comment with ``/*`` inside it (ClickHouse nests them: ``/* /* */ …
+*/`` is one comment, which would end at the first ``*/`` here). Either way, what this check took for
+a comment or a literal would run. The archive's own writes (the archiver's inserts, migrations, the
+model registry) do not come through here.
 """
 
 from __future__ import annotations
