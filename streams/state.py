@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel
 
 from scheduling.events import (
+    MAX_ATTEMPT,
     DecisionRecord,
     JobLifecycle,
     JobSubmitted,
@@ -210,9 +211,14 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
     counts = ev.state != "preempted"
     attempt = running.attempt + 1
     failures = running.failures + (1 if counts else 0)
-    if counts and failures > max_retries:
-        reason = (f"gave up after {failures} failed attempt(s) (max_retries={max_retries}); "
-                  f"last: {ev.state}: {ev.reason or 'no reason given'}")  # fmt: skip
+    # preemptions are not charged, but a job's attempts are bounded on the wire (MAX_ATTEMPT): one preempted
+    # that often (say, its run takes its agent down each time) is given up, not decided with an attempt
+    # number every decision record would refuse, which failed its cluster's every step
+    if (counts and failures > max_retries) or attempt > MAX_ATTEMPT:
+        why = (f"{failures} failed attempt(s) (max_retries={max_retries})" if counts and failures > max_retries
+               else f"{attempt} attempts (the most a job may have: {MAX_ATTEMPT})")  # fmt: skip
+        reason = f"gave up after {why}; last: {ev.state}: {ev.reason or 'no reason given'}"
+        attempt = min(attempt, MAX_ATTEMPT)  # (the notice's attempt is on the wire too)
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="rejected", attempt=attempt,
                        gang_id=running.job.gang_id,
                        reason=reason)  # fmt: skip

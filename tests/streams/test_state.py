@@ -282,6 +282,24 @@ def test_preemption_does_not_use_up_the_retry_budget() -> None:
     assert t.pending["j1"] is not None
 
 
+def test_a_job_preempted_as_often_as_the_wire_allows_attempts_is_given_up() -> None:
+    """Preemptions are not charged, but the attempt number is bounded on the wire: the attempt after the
+    last one every decision record could carry was decided anyway, and each step of its cluster failed."""
+    from scheduling.events import MAX_ATTEMPT
+
+    last = running(attempt=MAX_ATTEMPT, state="running")
+    t = on_lifecycle(life("preempted", attempt=MAX_ATTEMPT, reason="agent restarted"), last, max_retries=3, now=NOW)
+    assert t.pending == {} and t.running == {"j1": None}
+    assert t.done["j1"].status == "rejected"  # type: ignore[union-attr]
+    assert t.done["j1"].reason == (f"gave up after {MAX_ATTEMPT + 1} attempts (the most a job may have: "  # type: ignore[union-attr]
+                                   f"{MAX_ATTEMPT}); last: preempted: agent restarted")  # fmt: skip
+    [notice] = t.emit
+    assert notice.state == "rejected"
+    ok = on_lifecycle(life("preempted", attempt=MAX_ATTEMPT - 1), running(attempt=MAX_ATTEMPT - 1, state="running"),
+                      max_retries=3, now=NOW)  # fmt: skip
+    assert ok.pending["j1"].attempt == MAX_ATTEMPT  # type: ignore[union-attr]
+
+
 def test_timed_out_reserved_job_is_requeued() -> None:
     t = on_lifecycle(life("timed_out", reason="placement not confirmed"), running(state="reserved"),
                      max_retries=3, now=NOW)  # fmt: skip
