@@ -14,9 +14,11 @@ Environment knobs: ``SEMSCHED_KAFKA_LIB`` (cached lib dir), ``SEMSCHED_KAFKA_STA
 
 from __future__ import annotations
 
+import asyncio
 import os
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -68,3 +70,27 @@ def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
 def kafka_bootstrap(kafka_broker: KafkaBroker) -> str:
     """Bootstrap servers string (``127.0.0.1:<port>``) of the session broker."""
     return kafka_broker.bootstrap
+
+
+def read_topic(bootstrap: str, topic: str, partitions: int) -> list[Any]:
+    """Every record on the full topic name ``topic`` now, partition by partition in offset order (no
+    consumer group: nothing is committed)."""
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    async def run() -> list[Any]:
+        consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False)
+        await consumer.start()
+        out: list[Any] = []
+        try:
+            parts = [TopicPartition(topic, p) for p in range(partitions)]
+            consumer.assign(parts)
+            await consumer.seek_to_beginning(*parts)
+            ends = await consumer.end_offsets(parts)
+            while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
+                for msgs in (await consumer.getmany(timeout_ms=1000)).values():
+                    out += msgs
+        finally:
+            await consumer.stop()
+        return out
+
+    return asyncio.run(run())

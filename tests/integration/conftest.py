@@ -16,6 +16,7 @@ from ops.local_stack import LocalStack, free_port
 from scheduling.events import Event
 from streams.producer import EventProducer
 from streams.settings import Settings
+from tests.conftest_kafka import read_topic
 
 FAST_AGENTS = ("--speed", "1000", "--max-duration", "2000", "--telemetry", "1")
 SNAPSHOT_MISMATCH = "differs from one built from the tables"  # streams/snapshot_cache.py's error line
@@ -40,25 +41,8 @@ def publish(settings: Settings, events: Iterable[Event], *, pause: float = 0.0) 
 
 def topic_records(settings: Settings, topic: str) -> dict[str, tuple[int, int]]:
     """Every record on un-prefixed ``topic`` by key: ``{key: (partition, offset)}`` (the last one of a key)."""
-    from aiokafka import AIOKafkaConsumer, TopicPartition
-
-    async def run() -> dict[str, tuple[int, int]]:
-        consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False)
-        await consumer.start()
-        out: dict[str, tuple[int, int]] = {}
-        try:
-            parts = [TopicPartition(settings.topic(topic), p) for p in range(settings.partitions)]
-            consumer.assign(parts)
-            await consumer.seek_to_beginning(*parts)
-            ends = await consumer.end_offsets(parts)
-            while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
-                for msgs in (await consumer.getmany(timeout_ms=1000)).values():
-                    out.update({(m.key or b"").decode(): (m.partition, m.offset) for m in msgs})
-        finally:
-            await consumer.stop()
-        return out
-
-    return asyncio.run(run())
+    records = read_topic(settings.bootstrap, settings.topic(topic), settings.partitions)
+    return {(m.key or b"").decode(): (m.partition, m.offset) for m in records}
 
 
 @pytest.fixture

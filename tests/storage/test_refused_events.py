@@ -7,7 +7,9 @@ the node's capacity."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
+
+from storage_scenario import at
 
 from scheduling.events import (
     DeadLetter,
@@ -24,12 +26,7 @@ from storage.queries.panels import PANELS_BY_ID, expand_macros
 from storage.queries.training_events import training_events
 from storage.writer import ArchiveWriter
 
-T0 = datetime(2026, 3, 1, tzinfo=UTC)
-AHEAD = "event_time 2026-03-02T00:00:10+00:00 is 86,400 s ahead of the worker's clock"
-
-
-def at(s: float) -> datetime:
-    return T0 + timedelta(seconds=s)
+AHEAD = "event_time … is 86,400 s ahead of the worker's clock"
 
 
 def report(event_id: str, t: datetime, gpus: int) -> NodeTelemetry:

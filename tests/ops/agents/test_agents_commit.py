@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from ops.agents.simulated import SimulatedAgents
 from scheduling.events import NodeTelemetry, PlacementCommand, decision_id_for, decode
 from streams.producer import DeliveryError, EventProducer
 from streams.settings import Settings
 from streams.topics import ensure_topics
+from tests.conftest_kafka import read_topic
 
 COMMANDS = 20
 
@@ -30,29 +30,12 @@ def command(i: int) -> PlacementCommand:
                             memory_mib=10, policy="best-fit", trace_duration_s=3600.0)  # fmt: skip
 
 
-async def reports(s: Settings) -> list[Any]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=s.bootstrap, group_id=None, enable_auto_commit=False)
-    await consumer.start()
-    out: list[Any] = []
-    try:
-        tps = [TopicPartition(s.topic("jobs.lifecycle"), p) for p in range(s.partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
-        while [tp for tp in tps if await consumer.position(tp) < ends[tp]]:
-            for msgs in (await consumer.getmany(timeout_ms=500)).values():
-                out += [decode("jobs.lifecycle", m.value) for m in msgs]
-    finally:
-        await consumer.stop()
-    return out
-
-
 def test_agents_that_stop_on_an_error_mid_batch_leave_the_rest_of_it_to_their_successor(
         kafka_broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
     s = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"com{uuid.uuid4().hex[:8]}.", partitions=2,
                  state_dir=tmp_path)  # fmt: skip
 
-    async def go() -> tuple[SimulatedAgents, list[Any]]:
+    async def go() -> SimulatedAgents:
         await ensure_topics(s)
         async with EventProducer(s) as p:
             await p.send("nodes.telemetry", NodeTelemetry(node_id="n1", source="inventory", cpu_milli=1_000_000,
@@ -80,9 +63,10 @@ def test_agents_that_stop_on_an_error_mid_batch_leave_the_rest_of_it_to_their_su
             await asyncio.sleep(0.1)
         second.stop()
         await task
-        return second, await reports(s)
+        return second
 
-    second, lifecycle = asyncio.run(go())
+    second = asyncio.run(go())
+    lifecycle = [decode("jobs.lifecycle", m.value) for m in read_topic(s.bootstrap, s.topic("jobs.lifecycle"), s.partitions)]
     started = sorted({ev.job_id for ev in lifecycle if ev.state == "started"})
     assert started == sorted(f"j{i}" for i in range(COMMANDS)), "a command was neither executed nor reported"
     # the two the first process reported (and ran: their runs are lost with it) are not executed again
