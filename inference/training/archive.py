@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from inference.encoders import EncoderCache, get_encoder
+from inference.features.cluster import frag_pair_features
 from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
@@ -54,6 +55,7 @@ from inference.training.archive_events import ArchiveEvents, Placed
 from inference.training.collect import Demonstrations
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
+from scheduling.metrics.fragmentation import Workload
 from scheduling.snapshot import ClusterSnapshot
 
 RELEASING = ("finished", "failed", "preempted", "timed_out", "rejected")
@@ -87,10 +89,15 @@ class ArchiveDemonstrations:
                 "policies": dict(self.policies)}  # fmt: skip
 
 
-def archive_spec(events: ArchiveEvents, text_dim: int = 32) -> FeatureSpec:
-    """A feature spec for the archive's clusters (their GPU models; hashed n-gram text)."""
+def archive_spec(events: ArchiveEvents, text_dim: int = 32, *, cluster: bool = True, frag: bool = True) -> FeatureSpec:
+    """A feature spec for the archive's clusters: their GPU models, hashed n-gram text, and, as
+    ``semsched train`` builds its own (``--cluster-features``, ``--frag-features``), the cluster-level
+    columns and FGD's fragmentation columns over the workload of the archive's submissions (FGD's
+    target workload is the pods the cluster sees)."""
     models = sorted({n.gpu_model for nodes in events.nodes.values() for n in nodes if n.gpu_model})
-    return FeatureSpec(gpu_models=tuple(models), encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim)
+    workload = FeatureSpec.workload_rows(Workload.from_jobs(events.jobs.values())) if frag and events.jobs else ()
+    return FeatureSpec(gpu_models=tuple(models), encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim,
+                       cluster=cluster, workload=workload)  # fmt: skip
 
 
 def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
@@ -209,6 +216,17 @@ class _StepJobs:
         return self.rows[others]
 
 
+def _run_time(p: Placed, job: JobRequest) -> float:
+    """ψ's run-time label: the job's recorded run time when its submission carries one (a replay's, at
+    the trace's own speed, as the fill sequences' label), else how long the attempt ran from its
+    placement to its ``finished`` (the archive's outcome), else NaN (unknown: no loss)."""
+    if job.trace_duration_s is not None:
+        return float(job.trace_duration_s)
+    if p.end_state == "finished" and p.end_time is not None:
+        return max(p.end_time - p.time, 0.0)
+    return float("nan")
+
+
 def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
     job = events.jobs.get((p.cluster, p.job_id))
     return _Hold(p.job_id, p.cpu_milli, p.memory_mib, len(p.gpu_indices), p.gpu_milli_per_gpu,
@@ -249,8 +267,14 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     d.tokens.append(own[None] if others is None else np.concatenate([own[None], others]))
     d.feasible.append(feasible.copy())
     d.target.append(target)
-    if hasattr(d, "choice"):  # the node actually picked (optional field of newer Demonstrations)
-        d.choice.append(i)
+    # the auxiliary heads' labels, as RecordingPolicy records them from an expert: the node picked, the
+    # fragmentation each placement adds (ψ), the run time (ψ), the picked node's row after it (T)
+    d.choice.append(i)
+    d.cost.append(frag_pair_features(job, snap, spec)[:, 0] if spec.workload else np.zeros(snap.num_nodes, np.float32))
+    d.run_time.append(_run_time(p, job))
+    after = snap.copy()
+    after.reserve(i, _hold(p, events), p.gpu_indices, check=False)
+    d.next_row.append(node_state(after, spec)[i])
     d.source.append(f"archive {p.policy} {p.decision_id}")
     if p.cluster not in group:
         group[p.cluster] = len(d.snapshots)

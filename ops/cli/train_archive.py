@@ -27,7 +27,9 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                            head_hidden: int = 16, head_layers: int = 1, head_rank: int = 4, seed: int = 0, version: str | None = None,
                            max_samples: int | None = 2000, outcomes: str = "finished", policies: str | None = None,
                            tied_targets: bool = False, promote: bool = False, promotion_seeds: str = "100-104",
-                           pod_sample: int | None = None, job_tokens: int = 0) -> Path:  # fmt: skip
+                           pod_sample: int | None = None, job_tokens: int = 0, target: str = "choice",
+                           cluster_features: bool = True, frag_features: bool = True, cost_weight: float = 0.1,
+                           transition_weight: float = 0.1, delta_weight: float = 0.0) -> Path:  # fmt: skip
     import torch
 
     from inference.training import TrainOptions
@@ -49,12 +51,14 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
         events = fold_events(training_events(client))
         try:
             directory = train_from_archive(
-                events, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed), hidden=hidden,
+                events, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed, target=target,
+                                                  cost_weight=cost_weight, transition_weight=transition_weight,
+                                                  delta_weight=delta_weight), hidden=hidden,
                 depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers, head_rank=head_rank,
                 outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
                 policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
                 max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
-                on_batch=on_batch, job_tokens=job_tokens)  # fmt: skip
+                on_batch=on_batch, job_tokens=job_tokens, cluster=cluster_features, frag=frag_features)  # fmt: skip
         except NothingToLearnError as e:
             bar.stop()
             console.print(f"[red]{e}[/red]")

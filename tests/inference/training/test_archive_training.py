@@ -11,11 +11,15 @@ import pytest
 import torch
 from training_helpers import SPEC, cluster_nodes, live_run
 
+from inference.features.cluster import frag_pair_features
+from inference.features.nodes import node_state
+from inference.features.pairs import pair_features
 from inference.model import ModelConfig, load_model
 from inference.training import TrainOptions, train_imitation
-from inference.training.archive import reconstruct
+from inference.training.archive import archive_spec, reconstruct
 from inference.training.archive_events import fold_events
 from inference.training.archive_train import train_from_archive
+from scheduling.metrics.fragmentation import Workload
 from storage.queries.training_events import training_events
 from storage.writer import ArchiveWriter
 
@@ -98,6 +102,43 @@ def test_each_demonstration_carries_the_jobs_pending_at_its_step_start_as_tokens
         reconstruct(events, spec=SPEC, max_tokens=0)
 
 
+def test_the_archive_spec_has_fgds_columns_over_the_archived_workload(filled):
+    events, _ = filled
+    spec = archive_spec(events)
+    assert spec.cluster and spec.workload == spec.workload_rows(Workload.from_jobs(events.jobs.values()))
+    assert "fgd_first" in spec.pair_names and "frag_frac" in spec.node_names
+    lean = archive_spec(events, cluster=False, frag=False)
+    assert not lean.cluster and not lean.workload and "fgd_first" not in lean.pair_names
+
+
+def test_each_demonstration_carries_the_labels_of_the_cost_estimator_and_the_transition_model(filled):
+    """What RecordingPolicy records from an expert, from the archive: the node picked, the fragmentation
+    each placement would add (ψ), the run time (ψ: here the archived outcome), the picked node's row
+    after the placement on its recorded GPUs (T); on the state the live policy saw."""
+    events, truths = filled
+    spec = archive_spec(events)
+    got = reconstruct(events, spec=spec, min_feasible=1, outcomes=("finished", "failed"))
+    kept = [t for t in truths if t.outcome in ("finished", "failed")]
+    d = got.demos
+    assert got.decision_ids == [t.decision_id for t in kept] and all(map(d.has, ("choice", "cost", "run_time", "next_row")))
+    for k, t in enumerate(kept):
+        job = events.jobs[("default", t.job_id)]
+        assert d.choice[k] == t.node_index
+        np.testing.assert_array_equal(d.pairs[k], pair_features(job, t.before, spec))
+        np.testing.assert_array_equal(d.cost[k], frag_pair_features(job, t.before, spec)[:, 0])
+        after = t.before.copy()
+        after.reserve(t.node_index, job, t.gpus)
+        np.testing.assert_array_equal(d.next_row[k], node_state(after, spec)[t.node_index])
+        if t.outcome == "finished":  # no recorded run time on the submissions: placement to finished
+            assert d.run_time[k] == pytest.approx(t.duration)
+        else:
+            assert np.isnan(d.run_time[k])  # a failed attempt's time is not the job's run time
+    assert any(c.any() for c in d.cost)  # (placements that change the fragmentation)
+    key = ("default", kept[0].job_id)  # a replay's submission carries the trace's run time: that is the label
+    events.jobs[key] = dataclasses.replace(events.jobs[key], trace_duration_s=4321.0)
+    assert reconstruct(events, spec=spec, min_feasible=1).demos.run_time[0] == 4321.0
+
+
 def test_a_model_with_job_tokens_trains_on_the_recorded_queues(filled, tmp_path):
     from inference.training.imitation import _Data
 
@@ -160,3 +201,22 @@ def test_train_from_archive_writes_a_versioned_archive_model(filled, tmp_path):
     assert info["val_states"] >= 1
     loaded = load_model(directory)
     assert loaded.version == "archive-test" and loaded.config == CONFIG
+
+
+def test_train_from_archive_builds_the_model_semsched_train_does(filled, tmp_path):
+    """By default: FGD's columns over the archived workload, the cluster columns, ψ and T trained on
+    their labels (their losses fall); without them, the lean model without ψ and T."""
+    events, _ = filled
+    options = TrainOptions(epochs=4, batch=8, seed=1, target="choice", cost_weight=0.1, transition_weight=0.1)
+    directory = train_from_archive(events, tmp_path / "models", options=options, hidden=16, text_dim=SPEC.text_dim,
+                                   version="full")  # fmt: skip
+    config, info = load_model(directory).config, json.loads((directory / "train.json").read_text())
+    assert config.spec == archive_spec(events, SPEC.text_dim) and config.cost_dim == 2 and config.transition
+    assert info["features"] == {"cluster": True, "frag": True} and info["aux_weights"]["cost"] == 0.1
+    aux = info["history"]["aux"]
+    for part in ("cost", "run_time", "transition"):
+        assert aux[-1][part] < aux[0][part]
+    lean = train_from_archive(events, tmp_path / "models", options=TrainOptions(epochs=1, batch=8, seed=1),
+                              hidden=16, text_dim=SPEC.text_dim, version="lean", cluster=False, frag=False)  # fmt: skip
+    config = load_model(lean).config
+    assert not config.spec.workload and not config.spec.cluster and config.cost_dim == 0 and not config.transition

@@ -63,6 +63,9 @@ class Truth:
     time: float
     tied: frozenset[int]  # nodes among the archived candidates that scored as high as the chosen one
     pending: int = 0  # jobs pending when the step began (this one among them)
+    before: ClusterSnapshot | None = None  # the state the policy saw
+    gpus: tuple[int, ...] = ()  # the GPUs it placed the job on
+    duration: float = 0.0  # how long the attempt ran (s)
 
 
 def cluster_nodes(n: int = 10) -> list[NodeView]:
@@ -142,7 +145,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
             truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, node_state(before, SPEC),
                                 pair_features(job, before, SPEC), feasible, queue, at(t).timestamp(),
                                 frozenset(int(n[-2:]) for n, v in res.candidates if v >= res.score),
-                                len(pending)))  # fmt: skip
+                                len(pending), before, tuple(res.gpu_indices), duration))  # fmt: skip
         pending = still
     for table, events in (("jobs_submitted", subs), ("nodes_telemetry", tel), ("decisions", decisions),
                           ("jobs_lifecycle", life)):  # fmt: skip
