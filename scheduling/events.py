@@ -319,6 +319,12 @@ class DecisionRecord(Event):
     trace_duration_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
     fallback: bool = Field(default=False, description="True when the configured scorer failed.")
     step_id: str = Field(default="", max_length=256, description="The scheduling step that decided.")
+    lifecycle_through: int | None = Field(
+        default=None, ge=0, le=2**63 - 1,
+        description="The state the step saw: the offset after the last jobs.lifecycle event of the cluster's "
+        "partition the worker had applied when the step took its snapshot (the reports below it had freed "
+        "their resources; None: not known).",
+    )
 
 
 #: a command's fields that its agent's reports echo (:class:`JobLifecycle`): held to the same bounds, so

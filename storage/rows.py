@@ -143,6 +143,7 @@ _SPECIFIC: dict[str, list[tuple[str, pa.DataType, Getter]]] = {
         ("trace_duration_s", pa.float64(), _attr("trace_duration_s")),
         ("fallback", pa.bool_(), _attr("fallback")),
         ("step_id", STR, _attr("step_id")),
+        ("lifecycle_through", pa.uint64(), _attr("lifecycle_through")),
     ],
     "actions": [
         ("kind", STR, _attr("kind")),

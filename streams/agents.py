@@ -198,6 +198,13 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
             w.lifecycle_offsets[msg.partition] = msg.offset
         elif topic == "nodes.telemetry":
             w.telemetry_offsets[msg.partition] = msg.offset
+        try:
+            await handle(raw, msg)
+        finally:
+            if topic == "jobs.lifecycle":  # what a step's snapshot has applied (its decisions record it)
+                w.lifecycle_applied[msg.partition] = max(w.lifecycle_applied.get(msg.partition, 0), msg.offset + 1)
+
+    async def handle(raw: bytes | None, msg: Any) -> None:
         stamp = round(msg.timestamp * 1000) if msg.timestamp is not None else None  # Faust gives seconds
         ev = admit(raw, topic, msg.partition, w.settings, offset=msg.offset, timestamp_ms=stamp)
         if isinstance(ev, str):

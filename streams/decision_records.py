@@ -63,9 +63,11 @@ def predicted_durations(estimator: Any, jobs: Sequence[JobRequest]) -> dict[str,
 
 
 def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, step_id: str, compute_ms: float,
-                  model: StepModel, durations: dict[str, float], now: float | None = None) -> DecisionRecord:  # fmt: skip
+                  model: StepModel, durations: dict[str, float], now: float | None = None,
+                  lifecycle_through: int | None = None) -> DecisionRecord:  # fmt: skip
     """The decision record of a placement. ``latency_ms`` runs from submission (first attempt)
-    or from re-queueing (later attempts) to ``now``."""
+    or from re-queueing (later attempts) to ``now``; ``lifecycle_through``: the state its step saw
+    (:attr:`~scheduling.events.DecisionRecord.lifecycle_through`)."""
     now = time.time() if now is None else now
     since = p.submit_ts if p.attempt == 0 else p.queued_ts
     did = decision_id_for(p.job.job_id, p.attempt)
@@ -86,6 +88,7 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
         fallback=fell_back, predicted_duration_s=durations.get(pl.job_id),
         predicted_cost=model.cost_of(pl.job_id, pl.node_index) if model.cost_of else None,
         predicted_run_time_s=model.run_time_of(pl.job_id, pl.node_index) if model.run_time_of else None,
+        lifecycle_through=lifecycle_through,
     )  # fmt: skip
 
 

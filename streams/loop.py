@@ -227,6 +227,7 @@ class SchedulingLoop:
         # the ledger is read up to the table here, with no await before the snapshot is taken
         self.w.held.sync(self.w.running, self.views.holding)
         snap = self.snapshots.snapshot(cluster, views, lambda: self.views.holdings(self.owned))
+        through = self.w.lifecycle_applied.get(partition_for(cluster, self.w.settings.partitions))
         index = snap.table.index
         inflight = self.views.inflight(cluster)  # placements being published hold their resources too
         self.stats["holdings_seen"] += len(self.w.held.held(cluster)) + len(inflight)
@@ -270,7 +271,8 @@ class SchedulingLoop:
             for pl in result.placements:
                 p, req = by_id[pl.job_id]
                 rec = placed_record(p, pl, cluster=cluster, policy=self.policy.name, step_id=self.step_id,
-                                    compute_ms=result.compute_ms, model=model, durations=durations)  # fmt: skip
+                                    compute_ms=result.compute_ms, model=model, durations=durations,
+                                    lifecycle_through=through)  # fmt: skip
                 cmd = placement_command(p, pl, cluster=cluster, policy=self.policy.name)
                 self.last_reason.pop(p.job.job_id, None)
                 hs = st.decide(rec.job_id, rec.decision_id, outcome="placed", latency_ms=rec.latency_ms, node_id=pl.node_id)

@@ -9,8 +9,11 @@ events in time order rebuilds, for each placed decision, the state the policy sa
   telemetry (capacity, GPU model, topology; every node healthy, empty at the start);
 - a placement reserves the decision's resources on its node and GPUs (``gpu_indices``);
 - the end of that attempt (``finished``, ``failed``, ``preempted``, ``timed_out``; or a
-  ``rejected`` while it is still held) releases them; at one millisecond, releases of
-  earlier placements come before new placements, and a placement's own end after it;
+  ``rejected`` while it is still held) releases them: before the first decision whose step had
+  applied it (``decisions.lifecycle_through``, the state the step saw: under load the worker
+  applies a report seconds after its agent sent it), or, in an archive whose decisions do not
+  say (before that column), at the end's event time; at one millisecond, releases of earlier
+  placements come before new placements, and a placement's own end after it;
 - the pending queue: a job is pending from its submission (or the end of a failed attempt
   that is retried) until its placement; the queue summary of a decision is the mean demand
   of the jobs pending when its scheduling step (``step_id``) began, as
@@ -38,6 +41,7 @@ holds no SQL.
 
 from __future__ import annotations
 
+import heapq
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -159,6 +163,11 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     queues: dict[str, np.ndarray | None] = {}
     steps: dict[str, _StepJobs] = {}  # the jobs pending when each step began, and their rows
     rng = np.random.default_rng(seed)
+    # clusters whose decisions say which lifecycle reports their step had applied: a placement is freed
+    # before the first decision whose step had applied its end, not at the end's event time
+    watermarked = {p.cluster for p in events.placed if p.lifecycle_through is not None}
+    through: dict[str, int] = {}  # cluster -> the latest decision's watermark
+    due: dict[str, list[tuple[int, str, Placed]]] = {}  # cluster -> heap of (end offset, decision id, placement) held
     for t, _, kind, what in _timeline(events):
         if kind == "submit":
             pending[(what.cluster, what.job_id)] = what
@@ -166,13 +175,22 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
             pending.pop(what, None)
         elif kind == "release":
             p, requeue = what
-            if p.decision_id in held:
+            if p.decision_id in held and p.cluster not in watermarked:
                 held.discard(p.decision_id)
                 snaps[p.cluster].free(index[p.cluster][p.node_id], _hold(p, events), p.gpu_indices, check=False)
             if requeue and (p.cluster, p.job_id) in events.jobs:
                 pending[(p.cluster, p.job_id)] = events.jobs[(p.cluster, p.job_id)]
         else:
             d: Placed = what
+            if d.cluster in watermarked:
+                through[d.cluster] = max(through.get(d.cluster, 0), d.lifecycle_through or 0)
+                heap = due.get(d.cluster, [])
+                while heap and heap[0][0] < through[d.cluster]:
+                    _, did, p = heapq.heappop(heap)
+                    if did not in held:
+                        continue
+                    held.discard(did)
+                    snaps[p.cluster].free(index[p.cluster][p.node_id or ""], _hold(p, events), p.gpu_indices, check=False)
             snap = snaps.get(d.cluster)
             i = index.get(d.cluster, {}).get(d.node_id or "")
             if snap is None or i is None:
@@ -194,6 +212,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
             pending.pop((d.cluster, d.job_id), None)
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
             held.add(d.decision_id)
+            if d.cluster in watermarked and d.end_offset is not None:
+                heapq.heappush(due.setdefault(d.cluster, []), (d.end_offset, d.decision_id, d))
     return result
 
 

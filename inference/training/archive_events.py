@@ -27,6 +27,7 @@ class ArchivedEvents(Protocol):
     submissions: Sequence[JobSubmitted]  # the first per (cluster, job_id)
     placed: Sequence[DecisionRecord]  # outcome 'placed', in decision order
     ends: Sequence[JobLifecycle]  # attempt ends and rejections, in time order
+    end_offsets: Sequence[int]  # each end's Kafka offset (in its cluster's partition)
 
 
 @dataclass
@@ -50,6 +51,8 @@ class Placed:
     candidates: tuple[tuple[str, float], ...] = ()  # the archived top-scored nodes
     end_state: str | None = None
     end_time: float | None = None
+    end_offset: int | None = None  # the end's Kafka offset in its cluster's lifecycle partition
+    lifecycle_through: int | None = None  # the state its step saw: the lifecycle offsets below this applied
 
 
 @dataclass
@@ -60,12 +63,12 @@ class ArchiveEvents:
     rejected: dict[tuple[str, str], float] = field(default_factory=dict)  # (cluster, job_id) -> given up at
 
 
-def _attempt_ends(ends: Sequence[JobLifecycle], rejected: dict[tuple[str, str], float],
-                  ) -> dict[tuple[str, str, int], tuple[str, float]]:  # fmt: skip
-    """(cluster, job, attempt) -> the attempt's first end; a ``finished`` with a non-zero exit
-    code counts as ``failed``; a rejection ends an attempt only until a real end is seen."""
-    out: dict[tuple[str, str, int], tuple[str, float]] = {}
-    for e in ends:
+def _attempt_ends(ends: Sequence[JobLifecycle], offsets: Sequence[int], rejected: dict[tuple[str, str], float],
+                  ) -> dict[tuple[str, str, int], tuple[str, float, int]]:  # fmt: skip
+    """(cluster, job, attempt) -> the attempt's first end (state, time, offset); a ``finished`` with a
+    non-zero exit code counts as ``failed``; a rejection ends an attempt only until a real end is seen."""
+    out: dict[tuple[str, str, int], tuple[str, float, int]] = {}
+    for e, offset in zip(ends, offsets, strict=True):
         t, state = e.event_time.timestamp(), e.state
         if state == "rejected":
             rejected.setdefault((e.cluster, e.job_id), t)
@@ -73,7 +76,7 @@ def _attempt_ends(ends: Sequence[JobLifecycle], rejected: dict[tuple[str, str], 
             state = "failed"
         key = (e.cluster, e.job_id, int(e.attempt))
         if key not in out or (out[key][0] == "rejected" and state != "rejected"):
-            out[key] = (state, t)  # the attempt's first end (events come in time order)
+            out[key] = (state, t, offset)  # the attempt's first end (events come in time order)
     return out
 
 
@@ -85,7 +88,7 @@ def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
     for s in archived.submissions:
         job = JobRequest.from_event(s)
         ev.jobs.setdefault((job.cluster, job.job_id), job)
-    ends = _attempt_ends(archived.ends, ev.rejected)
+    ends = _attempt_ends(archived.ends, archived.end_offsets, ev.rejected)
     for d in archived.placed:
         end = ends.get((d.cluster, d.job_id, int(d.attempt)))
         ev.placed.append(Placed(
@@ -94,5 +97,6 @@ def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
             fallback=bool(d.fallback), step_id=d.step_id or "", time=d.event_time.timestamp(), cpu_milli=d.cpu_milli,
             memory_mib=d.memory_mib, gpu_milli_per_gpu=d.gpu_milli_per_gpu,
             candidates=tuple((c.node_id, float(c.score)) for c in d.candidates),
-            end_state=end[0] if end else None, end_time=end[1] if end else None))  # fmt: skip
+            end_state=end[0] if end else None, end_time=end[1] if end else None,
+            end_offset=end[2] if end else None, lifecycle_through=d.lifecycle_through))  # fmt: skip
     return ev

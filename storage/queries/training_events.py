@@ -11,7 +11,8 @@ milliseconds (plain numbers on every client path, including the worker's ``/sql`
   one step may share a millisecond, so the Kafka position (per cluster partition) breaks
   the tie;
 - **ends**: the lifecycle events that end an attempt (``finished``, ``failed``,
-  ``preempted``, ``timed_out``) or give a job up (``rejected``), in time order.
+  ``preempted``, ``timed_out``) or give a job up (``rejected``), in time order, with their Kafka
+  offsets (a decision's ``lifecycle_through`` says which of them its step had applied).
 
 The rows come back as the project's event models (:mod:`scheduling.events`), built without
 re-validation (the archive only holds events that were validated on the way in). Folding
@@ -37,9 +38,10 @@ _SUBMITTED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluste
 FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
 _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
     gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
-    candidates
+    candidates, lifecycle_through
 FROM decisions FINAL WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
-_ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code
+_ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
+    kafka_offset
 FROM jobs_lifecycle_accepted WHERE state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')
 ORDER BY event_time"""
 
@@ -52,6 +54,7 @@ class TrainingEvents:
     submissions: list[JobSubmitted] = field(default_factory=list)  # first per (cluster, job_id)
     placed: list[DecisionRecord] = field(default_factory=list)  # in decision order
     ends: list[JobLifecycle] = field(default_factory=list)  # in time order
+    end_offsets: list[int] = field(default_factory=list)  # each end's offset in its cluster's partition
 
 
 def _time(ms: Any) -> datetime:
@@ -88,17 +91,17 @@ def _submitted(r: tuple[Any, ...]) -> JobSubmitted:
 
 def _placed(r: tuple[Any, ...]) -> DecisionRecord:
     (event_id, t, decision_id, job_id, cluster, attempt, node_id, gpus, policy, model_version, fallback, step_id,
-     latency, cpu, mem, per, candidates) = r  # fmt: skip
+     latency, cpu, mem, per, candidates, through) = r  # fmt: skip
     return DecisionRecord.model_construct(
         event_id=event_id, event_time=_time(t), decision_id=decision_id, job_id=job_id, cluster=cluster,
         attempt=int(attempt), outcome="placed", node_id=node_id, gpu_indices=[int(g) for g in gpus or ()],
         policy=policy, model_version=model_version or "", fallback=bool(fallback), step_id=step_id or "",
         latency_ms=float(latency), cpu_milli=int(cpu), memory_mib=int(mem), gpu_milli_per_gpu=int(per),
-        candidates=_candidates(candidates))  # fmt: skip
+        candidates=_candidates(candidates), lifecycle_through=None if through is None else int(through))  # fmt: skip
 
 
 def _end(r: tuple[Any, ...]) -> JobLifecycle:
-    event_id, t, cluster, job_id, attempt, state, exit_code = r
+    event_id, t, cluster, job_id, attempt, state, exit_code, _ = r
     return JobLifecycle.model_construct(event_id=event_id, event_time=_time(t), cluster=cluster, job_id=job_id,
                                         attempt=int(attempt), state=state,
                                         exit_code=None if exit_code is None else int(exit_code))  # fmt: skip
@@ -106,9 +109,11 @@ def _end(r: tuple[Any, ...]) -> JobLifecycle:
 
 def training_events(client: ArchiveClient) -> TrainingEvents:
     """Nodes, first submissions, placed decisions and attempt ends of the archive behind ``client``."""
+    ends = client.query_rows(_ENDS)[1]
     return TrainingEvents(
         nodes=[_node(r) for r in client.query_rows(_NODES)[1]],
         submissions=[_submitted(r) for r in client.query_rows(_SUBMITTED)[1]],
         placed=[_placed(r) for r in client.query_rows(_PLACED)[1]],
-        ends=[_end(r) for r in client.query_rows(_ENDS)[1]],
+        ends=[_end(r) for r in ends],
+        end_offsets=[int(r[-1]) for r in ends],
     )

@@ -567,6 +567,26 @@ async def test_lifecycle_started_then_finished_moves_to_done(worker: tuple[Worke
     assert sent.by_topic == {}
 
 
+async def test_the_lifecycle_offsets_handled_are_what_a_step_has_applied(worker: tuple[Worker, Sent]) -> None:
+    """``lifecycle_applied``: per partition, the offset after the last report handled (applied, refused or
+    dead-lettered alike), never going back: the state a step's snapshot saw (its decisions record it)."""
+    w, _ = worker
+    rec = placed("j1")
+    await _submit(w, job("j1"))
+    async with drive(w, "decisions") as a:
+        await put(a, rec.to_bytes(), key=b"j1")
+    part = partition_for("c1", 4)
+    assert part not in w.lifecycle_applied
+    async with drive(w, "jobs.lifecycle") as a:
+        report = JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=rec.decision_id, node_id="n1")
+        await put(a, report.to_bytes(), key=b"j1", offset=5)
+        assert w.lifecycle_applied[part] == 6 and w.running["j1"]["state"] == "running"
+        await put(a, b"{not json", key=b"j1", partition=part, offset=6)  # dead-lettered: handled all the same
+        assert w.lifecycle_applied[part] == 7
+        await put(a, report.to_bytes(), key=b"j1", offset=2)  # a redelivery of an older one
+        assert w.lifecycle_applied[part] == 7
+
+
 async def _placed_j1(w: Worker) -> tuple[JobSubmitted, DecisionRecord]:
     submitted, rec = job("j1"), placed("j1")
     await _submit(w, submitted)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from scheduling.events import DecisionRecord, JobSubmitted, NodeTelemetry, decision_id_for, partition_for
 from streams.state import on_decision, on_submitted
-from tests.streams.loop_helpers import stood_in_worker
+from tests.streams.loop_helpers import delivered, stood_in_worker
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -46,3 +46,30 @@ def test_placements_recovered_at_a_rebalance_that_gave_back_the_same_partitions_
     rows = asyncio.run(run())
     gpus = [tuple(g) for _, g in rows.values()]
     assert set(rows) == {"j1", "k1"} and len(gpus) == len(set(gpus)), rows  # j2 waits: n1 is full
+
+
+def test_a_placement_records_the_lifecycle_reports_its_step_had_applied() -> None:
+    """``lifecycle_through`` (what ``train --from-archive`` rebuilds each decision's state from): the
+    cluster partition's ``lifecycle_applied`` when the step took its snapshot, not when it published."""
+    sent: list[DecisionRecord] = []
+
+    async def capture(topic: str, key: object, value: bytes, partition: int, headers: object = None) -> object:
+        if topic == "decisions":
+            sent.append(DecisionRecord.model_validate_json(value))
+            w.lifecycle_applied[part] = 99  # a report handled while the step publishes
+        return await delivered(topic, key, value, partition, headers)
+
+    async def run() -> None:
+        await loop.tick()  # no report handled yet
+        w.lifecycle_applied[part] = 42
+        w.apply(on_submitted(job("j2"), None, 0.0), partition=part)
+        await loop.tick()
+
+    w, _ = stood_in_worker(capture, policy="best-fit")
+    loop = w.loop  # type: ignore[attr-defined]
+    part = partition_for("c1", 4)
+    w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000, memory_mib=16384,
+                                       num_gpu=2, gpu_model="A100").model_dump(mode="json")  # fmt: skip
+    w.apply(on_submitted(job("j1"), None, 0.0), partition=part)
+    asyncio.run(run())
+    assert [(r.job_id, r.lifecycle_through) for r in sent] == [("j1", None), ("j2", 42)]

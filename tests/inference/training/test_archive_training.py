@@ -139,6 +139,41 @@ def test_each_demonstration_carries_the_labels_of_the_cost_estimator_and_the_tra
     assert reconstruct(events, spec=spec, min_feasible=1).demos.run_time[0] == 4321.0
 
 
+def _lag_free(events) -> None:
+    """Each decision's ``lifecycle_through`` as a worker without lag has it: every report sent by the
+    decision's time applied (the reports of the attempts' ends are the archive's offsets)."""
+    ends = [(p.end_time, p.end_offset) for p in events.placed if p.end_offset is not None]
+    for d in events.placed:
+        d.lifecycle_through = 1 + max((o for t, o in ends if t <= d.time), default=-1)
+
+
+def test_a_decision_sees_the_reports_its_step_had_applied(filled):
+    """Under load the worker applies a report seconds after its agent sent it: each decision says
+    which reports its step had applied (``lifecycle_through``), and the rebuilt state frees a placement
+    from the first decision that had applied its end on, whatever the end's event time."""
+    events, truths = filled
+    outcomes = ("finished", "failed", "running")
+    _lag_free(events)
+    got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=outcomes)
+    assert got.decision_ids == [t.decision_id for t in truths]
+    for k, t in enumerate(truths):  # the same states as the event times give when nothing lags
+        np.testing.assert_array_equal(got.demos.nodes[k], t.nodes)
+    # the first decision of a step at whose time an attempt ended; its step had not applied that end yet
+    first = [k for k, d in enumerate(events.placed) if k == 0 or events.placed[k - 1].time < d.time]
+    k, late = next((k, e) for k in first for e in sorted(events.placed, key=lambda p: -(p.end_offset or -1))
+                   if e.end_time == events.placed[k].time)  # fmt: skip
+    events.placed[k].lifecycle_through = late.end_offset  # the reports below its end applied, not it
+    got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=outcomes)
+    by_id = {t.decision_id: t for t in truths}
+    held = by_id[events.placed[k].decision_id].before.copy()
+    held.reserve(by_id[late.decision_id].node_index, events.jobs[("default", late.job_id)], by_id[late.decision_id].gpus)
+    np.testing.assert_array_equal(got.demos.nodes[k], node_state(held, SPEC))  # its node as the worker saw it
+    assert not np.array_equal(got.demos.nodes[k], truths[k].nodes)
+    for j, t in enumerate(truths):  # the step's next decisions had applied it: freed again
+        if j != k:
+            np.testing.assert_array_equal(got.demos.nodes[j], t.nodes)
+
+
 def test_a_model_with_job_tokens_trains_on_the_recorded_queues(filled, tmp_path):
     from inference.training.imitation import _Data
 
