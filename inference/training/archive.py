@@ -11,8 +11,8 @@ events in time order rebuilds, for each placed decision, the state the policy sa
 - the end of that attempt (``finished``, ``failed``, ``preempted``, ``timed_out``; or a
   ``rejected`` while it is still held) releases them: before the first decision whose step had
   applied it (``decisions.lifecycle_through``, the state the step saw: under load the worker
-  applies a report seconds after its agent sent it), or, in an archive whose decisions do not
-  say (before that column), at the end's event time; at one millisecond, releases of earlier
+  applies a report seconds after its agent sent it), or, while the decisions do not say (archived
+  before that column), at the end's event time; at one millisecond, releases of earlier
   placements come before new placements, and a placement's own end after it;
 - the pending queue: a job is pending from its submission (or the end of a failed attempt
   that is retried) until its placement; the queue summary of a decision is the mean demand
@@ -164,26 +164,29 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     steps: dict[str, _StepJobs] = {}  # the jobs pending when each step began, and their rows
     rng = np.random.default_rng(seed)
     # clusters whose decisions say which lifecycle reports their step had applied: a placement is freed
-    # before the first decision whose step had applied its end, not at the end's event time
+    # before the first decision whose step had applied its end, not at the end's event time; where the
+    # next decision does not say (archived before the column existed), at the event time
     watermarked = {p.cluster for p in events.placed if p.lifecycle_through is not None}
     through: dict[str, int] = {}  # cluster -> the latest decision's watermark
     due: dict[str, list[tuple[int, str, Placed]]] = {}  # cluster -> heap of (end offset, decision id, placement) held
-    for t, _, kind, what in _timeline(events):
+    timeline = _timeline(events)
+    by_time = _freed_by_time(timeline)
+    for n, (t, _, kind, what) in enumerate(timeline):
         if kind == "submit":
             pending[(what.cluster, what.job_id)] = what
         elif kind == "reject":
             pending.pop(what, None)
         elif kind == "release":
             p, requeue = what
-            if p.decision_id in held and p.cluster not in watermarked:
+            if p.decision_id in held and by_time[n]:
                 held.discard(p.decision_id)
                 snaps[p.cluster].free(index[p.cluster][p.node_id], _hold(p, events), p.gpu_indices, check=False)
             if requeue and (p.cluster, p.job_id) in events.jobs:
                 pending[(p.cluster, p.job_id)] = events.jobs[(p.cluster, p.job_id)]
         else:
             d: Placed = what
-            if d.cluster in watermarked:
-                through[d.cluster] = max(through.get(d.cluster, 0), d.lifecycle_through or 0)
+            if d.lifecycle_through is not None:
+                through[d.cluster] = max(through.get(d.cluster, 0), d.lifecycle_through)
                 heap = due.get(d.cluster, [])
                 while heap and heap[0][0] < through[d.cluster]:
                     _, did, p = heapq.heappop(heap)
@@ -215,6 +218,21 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
             if d.cluster in watermarked and d.end_offset is not None:
                 heapq.heappush(due.setdefault(d.cluster, []), (d.end_offset, d.decision_id, d))
     return result
+
+
+def _freed_by_time(timeline: list[tuple[float, int, str, Any]]) -> list[bool]:
+    """Per event of ``timeline``: for a release, whether it frees at its event time, because the next
+    placement of its cluster does not say which reports its step had applied (else that placement's
+    ``lifecycle_through`` decides)."""
+    out = [False] * len(timeline)
+    says: dict[str, bool] = {}  # cluster -> whether its next placement says
+    for n in range(len(timeline) - 1, -1, -1):
+        _, _, kind, what = timeline[n]
+        if kind == "place":
+            says[what.cluster] = what.lifecycle_through is not None
+        elif kind == "release":
+            out[n] = not says.get(what[0].cluster, False)
+    return out
 
 
 @dataclass(frozen=True)

@@ -158,10 +158,14 @@ def test_a_decision_sees_the_reports_its_step_had_applied(filled):
     assert got.decision_ids == [t.decision_id for t in truths]
     for k, t in enumerate(truths):  # the same states as the event times give when nothing lags
         np.testing.assert_array_equal(got.demos.nodes[k], t.nodes)
-    # the first decision of a step at whose time an attempt ended; its step had not applied that end yet
+    # the first decision of the last step at whose time an attempt ended (elsewhere than where it places);
+    # it had not applied that end yet
     first = [k for k, d in enumerate(events.placed) if k == 0 or events.placed[k - 1].time < d.time]
-    k, late = next((k, e) for k in first for e in sorted(events.placed, key=lambda p: -(p.end_offset or -1))
-                   if e.end_time == events.placed[k].time)  # fmt: skip
+    def last_end_at(t: float):  # noqa: ANN202
+        return max((p for p in events.placed if p.end_time == t), key=lambda p: p.end_offset, default=None)
+
+    k, late = next((k, e) for k in reversed(first) if (e := last_end_at(events.placed[k].time)) is not None
+                   and e.node_id != events.placed[k].node_id)  # fmt: skip
     events.placed[k].lifecycle_through = late.end_offset  # the reports below its end applied, not it
     got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=outcomes)
     by_id = {t.decision_id: t for t in truths}
@@ -172,6 +176,12 @@ def test_a_decision_sees_the_reports_its_step_had_applied(filled):
     for j, t in enumerate(truths):  # the step's next decisions had applied it: freed again
         if j != k:
             np.testing.assert_array_equal(got.demos.nodes[j], t.nodes)
+    for d in events.placed[:k]:  # archived before the column: the event times, until the decisions say
+        d.lifecycle_through = None
+    got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=outcomes)
+    for j, t in enumerate(truths):
+        np.testing.assert_array_equal(got.demos.nodes[j], node_state(held, SPEC) if j == k else t.nodes)
+    assert k > 0
 
 
 def test_a_model_with_job_tokens_trains_on_the_recorded_queues(filled, tmp_path):
