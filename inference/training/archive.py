@@ -167,8 +167,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     # before the first decision whose step had applied its end, not at the end's event time; where the
     # next decision does not say (archived before the column existed), at the event time
     watermarked = {p.cluster for p in events.placed if p.lifecycle_through is not None}
-    through: dict[str, int] = {}  # cluster -> the latest decision's watermark
-    due: dict[str, list[tuple[int, str, Placed]]] = {}  # cluster -> heap of (end offset, decision id, placement) held
+    due: dict[tuple[str, int], list[tuple[int, str, Placed]]] = {}  # (cluster, partition) -> heap of held placements
+    replay = any(j.trace_duration_s is not None for j in events.jobs.values())  # ψ's run-time labels (_run_time)
     timeline = _timeline(events)
     by_time = _freed_by_time(timeline)
     for n, (t, _, kind, what) in enumerate(timeline):
@@ -185,10 +185,9 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 pending[(p.cluster, p.job_id)] = events.jobs[(p.cluster, p.job_id)]
         else:
             d: Placed = what
-            if d.lifecycle_through is not None:
-                through[d.cluster] = max(through.get(d.cluster, 0), d.lifecycle_through)
-                heap = due.get(d.cluster, [])
-                while heap and heap[0][0] < through[d.cluster]:
+            if d.lifecycle_through is not None:  # (offsets of the decision's own partition: they only grow)
+                heap = due.get((d.cluster, d.partition), [])
+                while heap and heap[0][0] < d.lifecycle_through:
                     _, did, p = heapq.heappop(heap)
                     if did not in held:
                         continue
@@ -210,28 +209,31 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 queues[d.step_id] = rows.mean(axis=0) if jobs else None
                 steps[d.step_id] = _StepJobs({j.job_id: k for k, j in enumerate(jobs)}, rows)
             if d.decision_id in chosen:
-                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
+                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group, replay,
                         tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng))  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
             held.add(d.decision_id)
-            if d.cluster in watermarked and d.end_offset is not None:
-                heapq.heappush(due.setdefault(d.cluster, []), (d.end_offset, d.decision_id, d))
+            if d.cluster in watermarked and d.end_position is not None:
+                partition, offset = d.end_position
+                heapq.heappush(due.setdefault((d.cluster, partition), []), (offset, d.decision_id, d))
     return result
 
 
 def _freed_by_time(timeline: list[tuple[float, int, str, Any]]) -> list[bool]:
     """Per event of ``timeline``: for a release, whether it frees at its event time, because the next
-    placement of its cluster does not say which reports its step had applied (else that placement's
-    ``lifecycle_through`` decides)."""
+    placement of its cluster does not say which of the end's partition's reports its step had handled
+    (it has no ``lifecycle_through``: archived before the column; or it is on another partition: the
+    topics were given more partitions); else that placement's ``lifecycle_through`` decides."""
     out = [False] * len(timeline)
-    says: dict[str, bool] = {}  # cluster -> whether its next placement says
+    says: dict[str, int | None] = {}  # cluster -> the partition its next placement's watermark is of
     for n in range(len(timeline) - 1, -1, -1):
         _, _, kind, what = timeline[n]
         if kind == "place":
-            says[what.cluster] = what.lifecycle_through is not None
+            says[what.cluster] = what.partition if what.lifecycle_through is not None else None
         elif kind == "release":
-            out[n] = not says.get(what[0].cluster, False)
+            p = what[0]
+            out[n] = p.end_position is None or says.get(p.cluster) != p.end_position[0]
     return out
 
 
@@ -254,14 +256,15 @@ class _StepJobs:
         return self.rows[others]
 
 
-def _run_time(p: Placed, job: JobRequest) -> float:
-    """ψ's run-time label: the job's recorded run time when its submission carries one (a replay's, at
-    the trace's own speed, as the fill sequences' label), else how long the attempt ran from its
-    placement to its ``finished`` (the archive's outcome), else NaN (unknown: no loss)."""
-    if job.trace_duration_s is not None:
-        return float(job.trace_duration_s)
-    if p.end_state == "finished" and p.end_time is not None:
-        return max(p.end_time - p.time, 0.0)
+def _run_time(p: Placed, job: JobRequest, replay: bool) -> float:
+    """ψ's run-time label, NaN where unknown (no loss). In a replay's archive (its submissions carry the
+    trace's run times) the job's recorded run time, as the fill sequences' label: the agents ran it
+    sped up, so what the archive measured is not in the trace's seconds. Otherwise the archived outcome:
+    how long the attempt ran, from its ``started`` to its ``finished`` (both on its agent's clock)."""
+    if replay:
+        return float("nan") if job.trace_duration_s is None else float(job.trace_duration_s)
+    if p.end_state == "finished" and p.end_time is not None and p.started_time is not None:
+        return max(p.end_time - p.started_time, 0.0)
     return float("nan")
 
 
@@ -273,7 +276,8 @@ def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
 
 def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSnapshot, i: int,
             events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
-            min_feasible: int, group: dict[str, int], tied: bool, others: np.ndarray | None) -> None:  # fmt: skip
+            min_feasible: int, group: dict[str, int], replay: bool, tied: bool,
+            others: np.ndarray | None) -> None:  # fmt: skip
     job = events.jobs.get((p.cluster, p.job_id))
     if job is None:
         result.skipped["no submission archived"] += 1
@@ -309,7 +313,7 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     # fragmentation each placement adds (ψ), the run time (ψ), the picked node's row after it (T)
     d.choice.append(i)
     d.cost.append(frag_pair_features(job, snap, spec)[:, 0] if spec.workload else np.zeros(snap.num_nodes, np.float32))
-    d.run_time.append(_run_time(p, job))
+    d.run_time.append(_run_time(p, job, replay))
     after = snap.copy()
     after.reserve(i, _hold(p, events), p.gpu_indices, check=False)
     d.next_row.append(node_state(after, spec)[i])

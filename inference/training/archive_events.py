@@ -3,8 +3,8 @@ the end of their attempt, and rejections — folded from the archive's events.
 
 The events come from ``storage.queries.training_events`` (``ops`` reads them and passes them
 in: ``inference`` holds no SQL and imports no ``storage``). :func:`fold_events` takes anything
-with the four event lists of :class:`ArchivedEvents` and pairs each placed decision with
-the first end of its attempt.
+with the event lists of :class:`ArchivedEvents` and pairs each placed decision with the end of
+its attempt that the worker applied (the first in the topic) and when the attempt started.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ class ArchivedEvents(Protocol):
     nodes: Sequence[NodeTelemetry]  # each node's latest capacity, no allocation
     submissions: Sequence[JobSubmitted]  # the first per (cluster, job_id)
     placed: Sequence[DecisionRecord]  # outcome 'placed', in decision order
-    ends: Sequence[JobLifecycle]  # attempt ends and rejections, in time order
-    end_offsets: Sequence[int]  # each end's Kafka offset (in its cluster's partition)
+    placed_partitions: Sequence[int]  # each decision's Kafka partition (its cluster's)
+    ends: Sequence[JobLifecycle]  # attempt starts, ends and rejections, in the topic's order
+    end_positions: Sequence[tuple[int, int]]  # each one's Kafka (partition, offset)
 
 
 @dataclass
@@ -51,8 +52,10 @@ class Placed:
     candidates: tuple[tuple[str, float], ...] = ()  # the archived top-scored nodes
     end_state: str | None = None
     end_time: float | None = None
-    end_offset: int | None = None  # the end's Kafka offset in its cluster's lifecycle partition
-    lifecycle_through: int | None = None  # the state its step saw: the lifecycle offsets below this applied
+    end_position: tuple[int, int] | None = None  # the end's Kafka (partition, offset) in jobs.lifecycle
+    started_time: float | None = None  # the attempt's first ``started`` (the agent's clock, as its end)
+    partition: int = 0  # the decision's Kafka partition (its cluster's, in every topic)
+    lifecycle_through: int | None = None  # the state its step saw: the partition's reports below this handled
 
 
 @dataclass
@@ -63,21 +66,32 @@ class ArchiveEvents:
     rejected: dict[tuple[str, str], float] = field(default_factory=dict)  # (cluster, job_id) -> given up at
 
 
-def _attempt_ends(ends: Sequence[JobLifecycle], offsets: Sequence[int], rejected: dict[tuple[str, str], float],
-                  ) -> dict[tuple[str, str, int], tuple[str, float, int]]:  # fmt: skip
-    """(cluster, job, attempt) -> the attempt's first end (state, time, offset); a ``finished`` with a
-    non-zero exit code counts as ``failed``; a rejection ends an attempt only until a real end is seen."""
-    out: dict[tuple[str, str, int], tuple[str, float, int]] = {}
-    for e, offset in zip(ends, offsets, strict=True):
-        t, state = e.event_time.timestamp(), e.state
+Key = tuple[str, str, int]  # (cluster, job id, attempt)
+End = tuple[str, float, tuple[int, int]]  # (state, event time, Kafka position)
+
+
+def _attempt_ends(reports: Sequence[JobLifecycle], positions: Sequence[tuple[int, int]],
+                  rejected: dict[tuple[str, str], float]) -> tuple[dict[Key, End], dict[Key, float]]:  # fmt: skip
+    """Each attempt's end as the worker applies it, and its first ``started`` time, from ``reports`` in
+    the topic's order: the first end in the topic; a ``finished`` with a non-zero exit code counts as
+    ``failed``; a ``timed_out`` after the attempt's ``started`` is none (the worker keeps the run); a
+    rejection ends an attempt only until a real end is seen."""
+    out: dict[Key, End] = {}
+    started: dict[Key, float] = {}
+    for e, position in zip(reports, positions, strict=True):
+        t, state, key = e.event_time.timestamp(), e.state, (e.cluster, e.job_id, int(e.attempt))
+        if state == "started":
+            started.setdefault(key, t)
+            continue
         if state == "rejected":
             rejected.setdefault((e.cluster, e.job_id), t)
+        if state == "timed_out" and key in started:
+            continue
         if state == "finished" and e.exit_code not in (None, 0):
             state = "failed"
-        key = (e.cluster, e.job_id, int(e.attempt))
         if key not in out or (out[key][0] == "rejected" and state != "rejected"):
-            out[key] = (state, t, offset)  # the attempt's first end (events come in time order)
-    return out
+            out[key] = (state, t, position)
+    return out, started
 
 
 def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
@@ -88,9 +102,10 @@ def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
     for s in archived.submissions:
         job = JobRequest.from_event(s)
         ev.jobs.setdefault((job.cluster, job.job_id), job)
-    ends = _attempt_ends(archived.ends, archived.end_offsets, ev.rejected)
-    for d in archived.placed:
-        end = ends.get((d.cluster, d.job_id, int(d.attempt)))
+    ends, started = _attempt_ends(archived.ends, archived.end_positions, ev.rejected)
+    for d, partition in zip(archived.placed, archived.placed_partitions, strict=True):
+        key = (d.cluster, d.job_id, int(d.attempt))
+        end = ends.get(key)
         ev.placed.append(Placed(
             decision_id=d.decision_id, job_id=d.job_id, cluster=d.cluster, attempt=int(d.attempt), node_id=d.node_id,
             gpu_indices=tuple(int(g) for g in d.gpu_indices), policy=d.policy, model_version=d.model_version or "",
@@ -98,5 +113,6 @@ def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
             memory_mib=d.memory_mib, gpu_milli_per_gpu=d.gpu_milli_per_gpu,
             candidates=tuple((c.node_id, float(c.score)) for c in d.candidates),
             end_state=end[0] if end else None, end_time=end[1] if end else None,
-            end_offset=end[2] if end else None, lifecycle_through=d.lifecycle_through))  # fmt: skip
+            end_position=end[2] if end else None, started_time=started.get(key), partition=partition,
+            lifecycle_through=d.lifecycle_through))  # fmt: skip
     return ev

@@ -37,7 +37,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
                        policies: Iterable[str] | None = None, max_samples: int | None = 2000,
                        min_feasible: int = 2, tied_targets: bool = False, val_share: float = 0.15, version: str | None = None,
                        archive: str = "", on_batch: Any = None, job_tokens: int = 0, max_tokens: int = 64,
-                       cluster: bool = True, frag: bool = True) -> Path:  # fmt: skip
+                       cluster: bool = True, frag: bool = True, stability: float = 0.0) -> Path:  # fmt: skip
     """Reconstruct from ``events`` (:func:`~inference.training.archive_events.fold_events`), train,
     save; returns the model directory. ``config``: the architecture and featurisation (default:
     built from the archive's GPU models and the size options, with the cluster-level and
@@ -50,11 +50,11 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     started = time.perf_counter()
     spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim, cluster=cluster, frag=frag)
     # ψ and T as ``semsched train`` builds them: a cost head when its loss has a weight (fragmentation
-    # added, run time), the transition model when its loss or Δ's has one
+    # added, run time), the transition model when its loss or Δ's has one or decisions damp by Δ (stability)
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
                                    head_layers=head_layers, head_rank=head_rank, job_tokens=job_tokens,
-                                   cost_dim=2 if options.cost_weight > 0 else 0,
-                                   transition=options.transition_weight > 0 or options.delta_weight > 0)  # fmt: skip
+                                   cost_dim=2 if options.cost_weight > 0 else 0, stability=stability,
+                                   transition=options.transition_weight > 0 or options.delta_weight > 0 or stability > 0)  # fmt: skip
     # a model without job tokens reads none: each state keeps its own row only
     rebuilt = reconstruct(events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
                           max_samples=max_samples, seed=options.seed, tied_targets=tied_targets,
@@ -77,7 +77,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
                       "rebuilt state; target = the chosen node)",
             "expert": "+".join(experts), "features": {"cluster": spec.cluster, "frag": bool(spec.workload)},
             "aux_weights": {"cost": options.cost_weight, "transition": options.transition_weight,
-                            "delta": options.delta_weight}, "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
+                            "delta": options.delta_weight}, "stability": config.stability, "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
             else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
             "val_states": len(val), "val_split": f"latest {val_share:.0%} of the decisions in time",
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),

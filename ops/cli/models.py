@@ -62,6 +62,12 @@ def archive_client(archive: str | None, *, write: bool) -> Any:
         except WorkerBusy as e:
             raise typer.BadParameter(f"{e}: try again, or point SEMSCHED_CLICKHOUSE_URL / --archive elsewhere") from None
         if worker is not None and not write:
+            from storage.migrate import behind
+
+            if behind(worker):  # a worker of an older version: what this one reads may not be there yet
+                raise typer.BadParameter(
+                    f"the worker on port {worker_port(settings)} serves an archive whose schema is older than this "
+                    "version's migrations: restart the worker (it migrates at start), then try again")  # fmt: skip
             return worker
         if worker is not None and dsn.startswith("chdb://"):
             raise typer.BadParameter(

@@ -327,7 +327,7 @@ def train(
                                            version=version, job_tokens=job_tokens or 0, target=target,
                                            cluster_features=cluster_features, frag_features=frag_features,
                                            cost_weight=cost_weight, transition_weight=transition_weight,
-                                           delta_weight=delta_weight)  # fmt: skip
+                                           delta_weight=delta_weight, stability=stability)  # fmt: skip
         publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive)
         return
     directory = run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,

@@ -10,9 +10,10 @@ milliseconds (plain numbers on every client path, including the worker's ``/sql`
 - **placed**: every ``placed`` decision in the order the worker made them — decisions of
   one step may share a millisecond, so the Kafka position (per cluster partition) breaks
   the tie;
-- **ends**: the lifecycle events that end an attempt (``finished``, ``failed``,
-  ``preempted``, ``timed_out``) or give a job up (``rejected``), in time order, with their Kafka
-  offsets (a decision's ``lifecycle_through`` says which of them its step had applied).
+- **ends**: the lifecycle events that start an attempt (``started``), end it (``finished``,
+  ``failed``, ``preempted``, ``timed_out``) or give a job up (``rejected``), in the topic's order,
+  with their Kafka positions (a decision's ``lifecycle_through`` says which of its partition's
+  reports its step had handled; each decision comes with its partition).
 
 The rows come back as the project's event models (:mod:`scheduling.events`), built without
 re-validation (the archive only holds events that were validated on the way in). Folding
@@ -38,12 +39,12 @@ _SUBMITTED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluste
 FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
 _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
     gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
-    candidates, lifecycle_through
+    candidates, lifecycle_through, kafka_partition
 FROM decisions FINAL WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
-    kafka_offset
-FROM jobs_lifecycle_accepted WHERE state IN ('finished', 'failed', 'preempted', 'timed_out', 'rejected')
-ORDER BY event_time"""
+    kafka_partition, kafka_offset
+FROM jobs_lifecycle_accepted WHERE state IN ('started', 'finished', 'failed', 'preempted', 'timed_out', 'rejected')
+ORDER BY kafka_partition, kafka_offset"""
 
 
 @dataclass
@@ -53,8 +54,9 @@ class TrainingEvents:
     nodes: list[NodeTelemetry] = field(default_factory=list)  # by cluster, node_id
     submissions: list[JobSubmitted] = field(default_factory=list)  # first per (cluster, job_id)
     placed: list[DecisionRecord] = field(default_factory=list)  # in decision order
-    ends: list[JobLifecycle] = field(default_factory=list)  # in time order
-    end_offsets: list[int] = field(default_factory=list)  # each end's offset in its cluster's partition
+    placed_partitions: list[int] = field(default_factory=list)  # each decision's partition (its cluster's)
+    ends: list[JobLifecycle] = field(default_factory=list)  # starts and ends, in the topic's order
+    end_positions: list[tuple[int, int]] = field(default_factory=list)  # each one's (partition, offset)
 
 
 def _time(ms: Any) -> datetime:
@@ -91,7 +93,7 @@ def _submitted(r: tuple[Any, ...]) -> JobSubmitted:
 
 def _placed(r: tuple[Any, ...]) -> DecisionRecord:
     (event_id, t, decision_id, job_id, cluster, attempt, node_id, gpus, policy, model_version, fallback, step_id,
-     latency, cpu, mem, per, candidates, through) = r  # fmt: skip
+     latency, cpu, mem, per, candidates, through, _) = r  # fmt: skip
     return DecisionRecord.model_construct(
         event_id=event_id, event_time=_time(t), decision_id=decision_id, job_id=job_id, cluster=cluster,
         attempt=int(attempt), outcome="placed", node_id=node_id, gpu_indices=[int(g) for g in gpus or ()],
@@ -101,7 +103,7 @@ def _placed(r: tuple[Any, ...]) -> DecisionRecord:
 
 
 def _end(r: tuple[Any, ...]) -> JobLifecycle:
-    event_id, t, cluster, job_id, attempt, state, exit_code, _ = r
+    event_id, t, cluster, job_id, attempt, state, exit_code, _, _ = r
     return JobLifecycle.model_construct(event_id=event_id, event_time=_time(t), cluster=cluster, job_id=job_id,
                                         attempt=int(attempt), state=state,
                                         exit_code=None if exit_code is None else int(exit_code))  # fmt: skip
@@ -109,11 +111,12 @@ def _end(r: tuple[Any, ...]) -> JobLifecycle:
 
 def training_events(client: ArchiveClient) -> TrainingEvents:
     """Nodes, first submissions, placed decisions and attempt ends of the archive behind ``client``."""
-    ends = client.query_rows(_ENDS)[1]
+    placed, ends = client.query_rows(_PLACED)[1], client.query_rows(_ENDS)[1]
     return TrainingEvents(
         nodes=[_node(r) for r in client.query_rows(_NODES)[1]],
         submissions=[_submitted(r) for r in client.query_rows(_SUBMITTED)[1]],
-        placed=[_placed(r) for r in client.query_rows(_PLACED)[1]],
+        placed=[_placed(r) for r in placed],
+        placed_partitions=[int(r[-1]) for r in placed],
         ends=[_end(r) for r in ends],
-        end_offsets=[int(r[-1]) for r in ends],
+        end_positions=[(int(r[-2]), int(r[-1])) for r in ends],
     )

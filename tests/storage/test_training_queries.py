@@ -39,9 +39,11 @@ def test_training_events_are_the_archived_events(loaded: ArchiveClient) -> None:
     assert (a.node_id, a.gpu_indices, a.policy, a.event_time, a.gpu_milli_per_gpu) == ("n1", [0], "best-fit", at(2),
                                                                                        1000)  # fmt: skip
     assert [(c.node_id, c.score) for c in a.candidates] == [("n1", 0.9), ("n2", 0.4)]
-    assert [(e.job_id, e.state, e.event_time) for e in ev.ends] == [("B", "rejected", at(30)),
-                                                                    ("A", "finished", at(65))]  # fmt: skip
-    assert ev.ends[1].exit_code == 0
+    # starts, ends and rejections in the topic's order (what the worker applied first), with their positions
+    assert [(e.job_id, e.state, e.event_time) for e in ev.ends] == [
+        ("A", "started", at(5)), ("A", "finished", at(65)), ("B", "rejected", at(30)), ("D", "started", at(8))]  # fmt: skip
+    assert ev.ends[1].exit_code == 0 and ev.end_positions == [(0, 0), (0, 1), (0, 2), (0, 3)]
+    assert ev.placed_partitions == [0, 0] and [d.lifecycle_through for d in ev.placed] == [None, None]
 
 
 def test_placed_decisions_of_one_millisecond_come_in_kafka_order(client: ArchiveClient) -> None:

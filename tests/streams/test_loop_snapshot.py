@@ -59,10 +59,14 @@ def test_a_placement_records_the_lifecycle_reports_its_step_had_applied() -> Non
             w.lifecycle_applied[part] = 99  # a report handled while the step publishes
         return await delivered(topic, key, value, partition, headers)
 
+    async def prepare_step(*args: object, **kwargs: object) -> None:  # a model call: reports are handled meanwhile
+        w.lifecycle_applied[part] = w.lifecycle_applied.get(part, 0) + 50
+
     async def run() -> None:
         await loop.tick()  # no report handled yet
         w.lifecycle_applied[part] = 42
         w.apply(on_submitted(job("j2"), None, 0.0), partition=part)
+        loop.policy.prepare_step = prepare_step
         await loop.tick()
 
     w, _ = stood_in_worker(capture, policy="best-fit")
