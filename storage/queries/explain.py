@@ -40,7 +40,7 @@ SELECT decision_id, attempt, outcome, node_id, gpu_indices, policy, model_versio
        feasible_nodes, predicted_duration_s, predicted_cost, predicted_run_time_s, latency_ms, reason,
        fallback,
        toUnixTimestamp64Milli(event_time) AS t_ms
-FROM decisions FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
+FROM decisions_applied WHERE job_id = %(job)s ORDER BY event_time, event_id
 """
 
 _ACTIONS = """

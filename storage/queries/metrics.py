@@ -68,7 +68,7 @@ LEFT JOIN (SELECT job_id, countIf(state = 'started') AS n_started,
            FROM jobs_lifecycle_accepted GROUP BY job_id) AS l ON s.job_id = l.job_id
 LEFT JOIN (SELECT job_id, countIf(outcome = 'placed') AS placements,
                   argMin({DECIDED_BY}, (outcome = 'unschedulable', event_time)) AS policy
-           FROM decisions FINAL GROUP BY job_id) AS d ON s.job_id = d.job_id
+           FROM decisions_applied GROUP BY job_id) AS d ON s.job_id = d.job_id
 """
 
 
@@ -126,7 +126,7 @@ FROM ({source}) GROUP BY grp ORDER BY grp
 
 def decision_latency_sql(group: Group = "all", time_filter: str = "1") -> str:
     """Decision latency (ms) of placed decisions, per group."""
-    src = f"SELECT {DECIDED_BY} AS policy, latency_ms FROM decisions FINAL WHERE outcome = 'placed' AND {time_filter}"
+    src = f"SELECT {DECIDED_BY} AS policy, latency_ms FROM decisions_applied WHERE outcome = 'placed' AND {time_filter}"
     return _dist_sql("latency_ms", src, group)
 
 
@@ -142,7 +142,7 @@ SELECT cluster, label AS policy, ms AS step_compute_ms, step_time FROM (
     SELECT cluster, if(max(fallback), concat(any(policy), ' (fallback)'), any(policy)) AS label,
            any(step_compute_ms) AS ms, min(event_time) AS step_time,
            if(step_id != '', step_id, concat(policy, '/', toString(step_compute_ms))) AS step_key
-    FROM decisions FINAL WHERE step_compute_ms > 0 AND {time_filter}
+    FROM decisions_applied WHERE step_compute_ms > 0 AND {time_filter}
     GROUP BY cluster, step_key)
 """
 
@@ -172,9 +172,9 @@ SELECT p.job_id AS job_id, p.attempt AS attempt, p.policy AS policy, p.event_tim
        e.hard > 0 OR m.max_attempt > p.attempt AS reversed,
        if(reversed, if(e.cause = '', 'unknown', e.cause), '') AS cause,
        if(e.cause = '', NULL, e.t) AS reversed_at
-FROM (SELECT job_id, attempt, {DECIDED_BY} AS policy, event_time FROM decisions FINAL WHERE outcome = 'placed') AS p
+FROM (SELECT job_id, attempt, {DECIDED_BY} AS policy, event_time FROM decisions_applied WHERE outcome = 'placed') AS p
 LEFT JOIN (SELECT job_id, max(attempt) AS max_attempt FROM (
-               SELECT job_id, attempt FROM decisions FINAL
+               SELECT job_id, attempt FROM decisions_applied
                UNION ALL SELECT job_id, attempt FROM jobs_lifecycle_accepted) GROUP BY job_id) AS m
     ON p.job_id = m.job_id
 LEFT JOIN (SELECT job_id, attempt, argMin(state, event_time) AS cause, min(event_time) AS t,
@@ -231,7 +231,7 @@ FROM (
     GROUP BY job_id, attempt
     HAVING countIf(state = 'started') > 0
 ) AS l
-INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decisions FINAL
+INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decisions_applied
             WHERE outcome = 'placed') AS d
     ON l.job_id = d.job_id AND l.attempt = d.attempt
 """
@@ -243,7 +243,7 @@ INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decision
 GPU_CAPACITY = f"""
 SELECT sum(cap) AS capacity, toUnixTimestamp64Milli(if(
     (SELECT countIf(isNull(end_ms)) FROM ({GPU_HOLDINGS})) = 0, (SELECT max(event_time) FROM jobs_lifecycle_accepted),
-    greatest((SELECT max(event_time) FROM jobs_lifecycle_accepted), (SELECT max(event_time) FROM decisions FINAL),
+    greatest((SELECT max(event_time) FROM jobs_lifecycle_accepted), (SELECT max(event_time) FROM decisions_applied),
              (SELECT max(event_time) FROM nodes_telemetry_accepted)))) AS end_ms
 FROM (SELECT argMax(toUInt32(num_gpu) * 1000, event_time) AS cap FROM nodes_telemetry_accepted
       GROUP BY cluster, node_id)

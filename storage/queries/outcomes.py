@@ -17,7 +17,7 @@ from storage.queries._common import DECIDED_BY
 _SUBMITTED = """SELECT job_id, toUnixTimestamp64Milli(event_time) AS t, tenant,
     toUInt32(num_gpu) * if(gpu_milli = 0, 1000, gpu_milli) AS gpu_milli FROM jobs_submitted_accepted"""
 _LIFECYCLE = "SELECT job_id, attempt, state, toUnixTimestamp64Milli(event_time) AS t FROM jobs_lifecycle_accepted"
-_PLACED = "SELECT job_id, attempt FROM decisions FINAL WHERE outcome = 'placed'"
+_PLACED = "SELECT job_id, attempt FROM decisions_applied WHERE outcome = 'placed'"
 
 _ENDS = ("finished", "failed", "preempted", "rejected")
 
@@ -62,7 +62,7 @@ def job_outcomes(client: ArchiveClient) -> list[JobOutcome]:
     return out
 
 
-_DECIDED = f"SELECT job_id, {DECIDED_BY} AS policy, outcome, toUnixTimestamp64Milli(event_time) AS t FROM decisions FINAL"
+_DECIDED = f"SELECT job_id, {DECIDED_BY} AS policy, outcome, toUnixTimestamp64Milli(event_time) AS t FROM decisions_applied"
 
 
 def job_policies(client: ArchiveClient) -> dict[str, str]:

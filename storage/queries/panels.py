@@ -92,7 +92,7 @@ SELECT w.since AS since, d.until AS until, d.decided AS decided FROM (
 ) AS w
 LEFT JOIN (
     SELECT job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
-        SELECT job_id, attempt, event_time FROM decisions FINAL WHERE outcome IN ('placed', 'rejected')
+        SELECT job_id, attempt, event_time FROM decisions_applied WHERE outcome IN ('placed', 'rejected')
         UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle_accepted WHERE state = 'rejected')
     GROUP BY job_id, attempt
 ) AS d ON w.job_id = d.job_id AND w.attempt = d.attempt
@@ -119,7 +119,7 @@ SELECT count() AS nodes, sum(num_gpu) AS gpus, sum(cpu_milli) / 1000 AS cpus FRO
           "timeseries", """
 SELECT time, series, value FROM (
     SELECT $__timeInterval(event_time) AS time, 'placed' AS series, count() / $__interval_s AS value
-    FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time
+    FROM decisions_applied WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time
     UNION ALL
     SELECT $__timeInterval(finished) AS time, 'finished' AS series, count() / $__interval_s AS value
     FROM (SELECT job_id, max(event_time) AS finished FROM jobs_lifecycle_accepted
@@ -156,7 +156,7 @@ GROUP BY b ORDER BY b
     Panel("decisions.latency", "semsched-decisions", "Decision latency, submit → command (ms)", "timeseries", """
 SELECT $__timeInterval(event_time) AS time, quantileExactInclusive(0.5)(latency_ms) AS p50,
        quantileExactInclusive(0.99)(latency_ms) AS p99
-FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time ORDER BY time
+FROM decisions_applied WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time ORDER BY time
 """, unit="ms", ranges={"p50": NONNEG, "p99": NONNEG},
           description="decisions.latency_ms of placements (from submission, or re-queue)."),  # fmt: skip
     Panel("decisions.step_compute", "semsched-decisions", "Compute time per scheduling step (ms)", "timeseries",
@@ -170,7 +170,7 @@ FROM ({m.steps_sql('$__timeFilter(event_time)')}) GROUP BY time ORDER BY time
 SELECT $__timeInterval(event_time) AS time,
        if(fallback, concat('fallback (', if(model_version = '', 'no model', model_version), ')'),
           if(model_version = '', policy, model_version)) AS series, count() AS placements
-FROM decisions FINAL WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time, series ORDER BY time, series
+FROM decisions_applied WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time, series ORDER BY time, series
 """, ranges={"placements": NONNEG},
           description="Which model version decided each placement, and the placements a failed model call "
                       "(Triton down, deadline missed) left to the fallback heuristic; heuristic policies "

@@ -37,7 +37,7 @@ class Summary:
 _COUNTS = """
 SELECT
     (SELECT uniqExact(job_id) FROM jobs_submitted_accepted) AS submitted,
-    (SELECT uniqExact(job_id) FROM decisions FINAL WHERE outcome = 'placed') AS placed,
+    (SELECT uniqExact(job_id) FROM decisions_applied WHERE outcome = 'placed') AS placed,
     (SELECT uniqExactIf(job_id, state = 'finished') FROM jobs_lifecycle_accepted) AS finished,
     (SELECT uniqExactIf(job_id, state = 'failed') FROM jobs_lifecycle_accepted) AS failed,
     (SELECT uniqExactIf(job_id, state = 'rejected') FROM jobs_lifecycle_accepted) AS rejected,
@@ -54,7 +54,7 @@ GROUP BY reason ORDER BY jobs DESC, reason
 
 _UNSCHEDULABLE_BY_REASON = """
 SELECT reason, uniqExact(job_id) AS jobs FROM
-    (SELECT job_id, argMax(reason, event_time) AS reason FROM decisions FINAL
+    (SELECT job_id, argMax(reason, event_time) AS reason FROM decisions_applied
      WHERE outcome = 'unschedulable' GROUP BY job_id)
 GROUP BY reason ORDER BY jobs DESC, reason
 """
@@ -62,7 +62,7 @@ GROUP BY reason ORDER BY jobs DESC, reason
 _PLACED_BY_MODEL = """
 SELECT if(fallback, concat('fallback (', if(model_version = '', 'no model', model_version), ')'), model_version) AS model,
        uniqExact(job_id, attempt) AS placements
-FROM decisions FINAL WHERE outcome = 'placed' AND (model_version != '' OR fallback)
+FROM decisions_applied WHERE outcome = 'placed' AND (model_version != '' OR fallback)
 GROUP BY model ORDER BY placements DESC, model
 """
 

@@ -40,7 +40,7 @@ FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time LIMIT 1 BY clu
 _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
     gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
     candidates, lifecycle_through, kafka_partition
-FROM decisions FINAL WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
+FROM decisions_applied WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
     kafka_partition, kafka_offset
 FROM jobs_lifecycle_accepted WHERE state IN ('started', 'finished', 'failed', 'preempted', 'timed_out', 'rejected')
