@@ -103,11 +103,18 @@ def behind(client: ArchiveClient, directory: Path = MIGRATIONS_DIR) -> bool:
     a reader whose account may not write (``readonly=1``) opens an up-to-date archive without
     :func:`migrate`, whose bootstrap is a ``CREATE``. True when ``schema_migrations`` cannot be read."""
     try:
-        _, rows = client.query_rows("SELECT version, statement FROM schema_migrations FINAL")
+        return bool(missing(client, directory))
     except Exception:  # noqa: BLE001 - no such table (a new archive): migrate says what is wrong, if anything
         return True
+
+
+def missing(client: ArchiveClient, directory: Path = MIGRATIONS_DIR) -> list[int]:
+    """The migrations of which a statement is not recorded as applied (a ``SELECT``; raises what the
+    client raises, e.g. when ``schema_migrations`` does not exist)."""
+    _, rows = client.query_rows("SELECT version, statement FROM schema_migrations FINAL")
     done = {(int(v), int(i)) for v, i in rows}
-    return any((m.version, i) not in done for m in load_migrations(directory) for i in range(len(m.statements)))
+    return [m.version for m in load_migrations(directory) if any((m.version, i) not in done
+                                                                 for i in range(len(m.statements)))]  # fmt: skip
 
 
 def migrate(client: ArchiveClient, directory: Path = MIGRATIONS_DIR) -> list[int]:

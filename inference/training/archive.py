@@ -168,7 +168,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     # next decision does not say (archived before the column existed), at the event time
     watermarked = {p.cluster for p in events.placed if p.lifecycle_through is not None}
     due: dict[tuple[str, int], list[tuple[int, str, Placed]]] = {}  # (cluster, partition) -> heap of held placements
-    replay = any(j.trace_duration_s is not None for j in events.jobs.values())  # ψ's run-time labels (_run_time)
+    replay = {c for (c, _), j in events.jobs.items() if j.trace_duration_s is not None}  # ψ's run-time labels
     timeline = _timeline(events)
     by_time = _freed_by_time(timeline)
     for n, (t, _, kind, what) in enumerate(timeline):
@@ -187,12 +187,19 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
             d: Placed = what
             if d.lifecycle_through is not None:  # (offsets of the decision's own partition: they only grow)
                 heap = due.get((d.cluster, d.partition), [])
+                freed = []
                 while heap and heap[0][0] < d.lifecycle_through:
-                    _, did, p = heapq.heappop(heap)
-                    if did not in held:
-                        continue
-                    held.discard(did)
-                    snaps[p.cluster].free(index[p.cluster][p.node_id or ""], _hold(p, events), p.gpu_indices, check=False)
+                    freed.append(heapq.heappop(heap)[2])
+                for (cluster, partition), other in due.items():  # the topics were repartitioned: an end left
+                    if cluster == d.cluster and partition != d.partition:  # on the old one, at its event time
+                        freed += [e[2] for e in other if (e[2].end_time or t) <= t]
+                        other[:] = [e for e in other if (e[2].end_time or t) > t]
+                        heapq.heapify(other)
+                for p in freed:
+                    if p.decision_id in held:
+                        held.discard(p.decision_id)
+                        snaps[p.cluster].free(index[p.cluster][p.node_id or ""], _hold(p, events), p.gpu_indices,
+                                              check=False)  # fmt: skip
             snap = snaps.get(d.cluster)
             i = index.get(d.cluster, {}).get(d.node_id or "")
             if snap is None or i is None:
@@ -209,8 +216,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 queues[d.step_id] = rows.mean(axis=0) if jobs else None
                 steps[d.step_id] = _StepJobs({j.job_id: k for k, j in enumerate(jobs)}, rows)
             if d.decision_id in chosen:
-                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group, replay,
-                        tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng))  # fmt: skip
+                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
+                        d.cluster in replay, tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng))  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
             held.add(d.decision_id)
@@ -257,7 +264,7 @@ class _StepJobs:
 
 
 def _run_time(p: Placed, job: JobRequest, replay: bool) -> float:
-    """ψ's run-time label, NaN where unknown (no loss). In a replay's archive (its submissions carry the
+    """ψ's run-time label, NaN where unknown (no loss). In a replayed cluster (its submissions carry the
     trace's run times) the job's recorded run time, as the fill sequences' label: the agents ran it
     sped up, so what the archive measured is not in the trace's seconds. Otherwise the archived outcome:
     how long the attempt ran, from its ``started`` to its ``finished`` (both on its agent's clock)."""

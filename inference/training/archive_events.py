@@ -73,25 +73,27 @@ End = tuple[str, float, tuple[int, int]]  # (state, event time, Kafka position)
 def _attempt_ends(reports: Sequence[JobLifecycle], positions: Sequence[tuple[int, int]],
                   rejected: dict[tuple[str, str], float]) -> tuple[dict[Key, End], dict[Key, float]]:  # fmt: skip
     """Each attempt's end as the worker applies it, and its first ``started`` time, from ``reports`` in
-    the topic's order: the first end in the topic; a ``finished`` with a non-zero exit code counts as
-    ``failed``; a ``timed_out`` after the attempt's ``started`` is none (the worker keeps the run); a
-    rejection ends an attempt only until a real end is seen."""
+    the topic's order (``streams/state.py``): the first end in the topic; a ``finished`` with a non-zero
+    exit code counts as ``failed``; a ``timed_out`` after the attempt's ``started`` is none (the worker
+    keeps the run), nor an end from another node than the one it started on (a second execution's);
+    a rejection ends an attempt only until a real end is seen. Not modelled: a ``finished`` of the
+    attempt before, which the worker takes for the job's end while the next one waits to start."""
     out: dict[Key, End] = {}
-    started: dict[Key, float] = {}
+    started: dict[Key, tuple[float, str | None]] = {}  # the first start: when, on which node
     for e, position in zip(reports, positions, strict=True):
         t, state, key = e.event_time.timestamp(), e.state, (e.cluster, e.job_id, int(e.attempt))
         if state == "started":
-            started.setdefault(key, t)
+            started.setdefault(key, (t, e.node_id))
             continue
         if state == "rejected":
             rejected.setdefault((e.cluster, e.job_id), t)
-        if state == "timed_out" and key in started:
+        if key in started and (state == "timed_out" or (e.node_id and started[key][1] and e.node_id != started[key][1])):
             continue
         if state == "finished" and e.exit_code not in (None, 0):
             state = "failed"
         if key not in out or (out[key][0] == "rejected" and state != "rejected"):
             out[key] = (state, t, position)
-    return out, started
+    return out, {k: t for k, (t, _) in started.items()}
 
 
 def fold_events(archived: ArchivedEvents) -> ArchiveEvents:

@@ -62,12 +62,17 @@ def archive_client(archive: str | None, *, write: bool) -> Any:
         except WorkerBusy as e:
             raise typer.BadParameter(f"{e}: try again, or point SEMSCHED_CLICKHOUSE_URL / --archive elsewhere") from None
         if worker is not None and not write:
-            from storage.migrate import behind
+            from storage.migrate import missing
 
-            if behind(worker):  # a worker of an older version: what this one reads may not be there yet
+            try:
+                old = missing(worker)
+            except Exception:  # noqa: BLE001 - no answer (busy, say): the read itself says what is wrong
+                old = []
+            if old:  # a worker of an older version: what this one reads may not be there
                 raise typer.BadParameter(
-                    f"the worker on port {worker_port(settings)} serves an archive whose schema is older than this "
-                    "version's migrations: restart the worker (it migrates at start), then try again")  # fmt: skip
+                    f"the worker on port {worker_port(settings)} has not applied this version's migrations "
+                    f"{', '.join(f'{v:04d}' for v in old)}: it runs an older semsched. Restart it with this version "
+                    "(it migrates at start), then try again")  # fmt: skip
             return worker
         if worker is not None and dsn.startswith("chdb://"):
             raise typer.BadParameter(

@@ -42,7 +42,7 @@ _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_
     candidates, lifecycle_through, kafka_partition
 FROM decisions_applied WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
-    kafka_partition, kafka_offset
+    node_id, kafka_partition, kafka_offset
 FROM jobs_lifecycle_accepted WHERE state IN ('started', 'finished', 'failed', 'preempted', 'timed_out', 'rejected')
 ORDER BY kafka_partition, kafka_offset"""
 
@@ -103,9 +103,9 @@ def _placed(r: tuple[Any, ...]) -> DecisionRecord:
 
 
 def _end(r: tuple[Any, ...]) -> JobLifecycle:
-    event_id, t, cluster, job_id, attempt, state, exit_code, _, _ = r
+    event_id, t, cluster, job_id, attempt, state, exit_code, node_id, _, _ = r
     return JobLifecycle.model_construct(event_id=event_id, event_time=_time(t), cluster=cluster, job_id=job_id,
-                                        attempt=int(attempt), state=state,
+                                        attempt=int(attempt), state=state, node_id=node_id,
                                         exit_code=None if exit_code is None else int(exit_code))  # fmt: skip
 
 

@@ -205,23 +205,53 @@ def test_decisions_say_on_which_partition_and_the_topics_partitions_may_change(f
         np.testing.assert_array_equal(got.demos.nodes[k], t.nodes)
 
 
+def test_an_end_the_old_partition_had_not_handled_at_the_move_is_freed_at_its_event_time(filled):
+    """The review's second look: the last decision on the old partition had not handled an end yet, and
+    every later decision is on the new partition: the end is freed at its event time, not held for ever."""
+    events, truths = filled
+    _lag_free(events)
+    first = [k for k, d in enumerate(events.placed) if k == 0 or events.placed[k - 1].time < d.time]
+    k, late = next((k, e) for k in reversed(first[:-1]) if (e := _last_end_at(events, events.placed[k].time))
+                   and e.node_id != events.placed[k].node_id)  # fmt: skip
+    events.placed[k].lifecycle_through = late.end_position[1]  # the last decision on the old partition
+    moved = events.placed[k + 1:]
+    after = sorted((p for p in events.placed if p.end_position and p.end_time > events.placed[k].time),
+                   key=lambda p: p.end_position)  # fmt: skip
+    for n, p in enumerate(after):  # ends after the move: on the new partition
+        p.end_position = (1, n)
+    for d in moved:
+        d.partition = 1
+        d.lifecycle_through = 1 + max((n for n, p in enumerate(after) if p.end_time <= d.time), default=-1)
+    got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=("finished", "failed", "running"))
+    assert got.decision_ids == [t.decision_id for t in truths]
+    assert not np.array_equal(got.demos.nodes[k], truths[k].nodes)  # (it had not handled it)
+    for j in range(k + 1, len(truths)):
+        np.testing.assert_array_equal(got.demos.nodes[j], truths[j].nodes)
+
+
+def _last_end_at(events, t: float):  # noqa: ANN001, ANN202
+    return max((p for p in events.placed if p.end_time == t), key=lambda p: p.end_position, default=None)
+
+
 def test_an_attempts_end_is_the_one_the_worker_applied_first(archive):
     """In the topic's order: a ``timed_out`` after the attempt's ``started`` is no end (the worker keeps
-    the run); of two ends the first in the topic, whatever their event times; and when it started.
-    Written to the archive and read back with the decisions' watermarks and partitions."""
+    the run), nor an end from another node than the one it started on (a fenced second execution's);
+    of two ends the first in the topic, whatever their event times; and when it started. Written to the
+    archive and read back with the decisions' watermarks and partitions."""
     from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
 
-    def life(job: str, state: str, s: float) -> JobLifecycle:
-        return JobLifecycle(event_id=f"{job}-{state}", event_time=at(s), job_id=job, state=state, node_id="n1",
+    def life(job: str, state: str, s: float, node: str = "n1") -> JobLifecycle:
+        return JobLifecycle(event_id=f"{job}-{state}-{node}", event_time=at(s), job_id=job, state=state, node_id=node,
                             decision_id=f"d-{job}", exit_code=0 if state == "finished" else None)  # fmt: skip
 
-    subs = [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j, cpu_milli=100) for j in ("a", "b", "c")]
+    subs = [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j, cpu_milli=100) for j in "abcd"]
     decisions = [DecisionRecord(event_id=f"d-{j}", decision_id=f"d-{j}", event_time=at(1), job_id=j, outcome="placed",
                                 node_id="n1", policy="best-fit", latency_ms=1.0, cpu_milli=100, lifecycle_through=w)
-                 for j, w in (("a", None), ("b", 7), ("c", 2**63 - 1))]  # fmt: skip
+                 for j, w in (("a", None), ("b", 7), ("c", 2**63 - 1), ("d", 0))]  # fmt: skip
     reports = [life("a", "started", 10), life("a", "timed_out", 9), life("a", "finished", 20),  # a timeout that raced
                life("b", "timed_out", 12), life("b", "started", 11),  # timed out first: the worker re-queued it
-               life("c", "finished", 31), life("c", "preempted", 30)]  # fmt: skip
+               life("c", "finished", 31), life("c", "preempted", 30),  # the first in the topic
+               life("d", "started", 40), life("d", "preempted", 41, node="n2"), life("d", "finished", 50)]  # fmt: skip
     writer = ArchiveWriter(archive)
     writer.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
     writer.write("nodes_telemetry", [NodeTelemetry(event_id="t-n1", event_time=at(-1), node_id="n1", cpu_milli=4000,
@@ -233,7 +263,8 @@ def test_an_attempts_end_is_the_one_the_worker_applied_first(archive):
             for j, p in placed.items()} == {
         "a": ("finished", at(20).timestamp(), (3, 12), at(10).timestamp(), 3, None),
         "b": ("timed_out", at(12).timestamp(), (3, 13), at(11).timestamp(), 3, 7),
-        "c": ("finished", at(31).timestamp(), (3, 15), None, 3, 2**63 - 1)}  # fmt: skip
+        "c": ("finished", at(31).timestamp(), (3, 15), None, 3, 2**63 - 1),
+        "d": ("finished", at(50).timestamp(), (3, 19), at(40).timestamp(), 3, 0)}  # fmt: skip
 
 
 def test_a_model_with_job_tokens_trains_on_the_recorded_queues(filled, tmp_path):
