@@ -134,6 +134,9 @@ def test_each_demonstration_carries_the_labels_of_the_cost_estimator_and_the_tra
         else:
             assert np.isnan(d.run_time[k])  # a failed attempt's time is not the job's run time
     assert any(c.any() for c in d.cost)  # (placements that change the fragmentation)
+    other = dataclasses.replace(events.jobs[("default", kept[0].job_id)], cluster="replayed", trace_duration_s=5.0)
+    events.jobs[("replayed", other.job_id)] = other  # another cluster replayed into the same archive: not this one
+    assert reconstruct(events, spec=spec, min_feasible=1).demos.run_time[0] == pytest.approx(kept[0].duration - 0.2)
     key = ("default", kept[0].job_id)  # a replay's submissions carry the trace's run times: those are the labels
     events.jobs[key] = dataclasses.replace(events.jobs[key], trace_duration_s=4321.0)
     run_times = reconstruct(events, spec=spec, min_feasible=1).demos.run_time
