@@ -3,9 +3,14 @@
 A candidate is promoted only if
 
 1. it **loads** (a model that does not load would serve the heuristic fallback);
-2. its held-out **allocation** is strictly higher than the serving version's (no serving
-   version, or one that does not load: nothing to beat — a version that serves the heuristic
-   fallback is replaced by any that loads);
+2. its held-out **allocation** is higher than the serving version's (no serving version, or one
+   that does not load: nothing to beat — a version that serves the heuristic fallback is replaced
+   by any that loads). With both evaluations' per-seed values on the same seeds, the gain is
+   paired seed by seed and must be more than twice its standard error (:data:`MIN_T`): a gain on
+   one seed of five, where the two models placed one pod differently, is noise, and a new version
+   serving for it is churn (a scratch promotion once swapped a model for +0.004 pp: 0.016 pp on
+   seed 101, the same to the digit on the other four). A gain the same on every seed passes.
+   Without per-seed values, strictly higher;
 3. its **model-step latency** (p99 of one step's model call — inputs and one model call — at
    256 pending openb pods on the loaded openb cluster,
    :mod:`inference.training.step_latency`) is within the budget (``None``: no budget).
@@ -22,9 +27,12 @@ not the gate's.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_LATENCY_BUDGET_MS = 100.0
+MIN_T = 2.0  # the paired gain over the seeds must be more than this many standard errors
 # how to serve a version the gate refused (``semsched models promote`` applies these same rules)
 BY_HAND = "to serve it anyway, point <models>/latest at it by hand"
 
@@ -41,16 +49,34 @@ def latency_rule(p99_ms: float | None, budget_ms: float | None) -> tuple[bool, s
 
 
 def allocation_rule(candidate: float, serving: float | None, serving_version: str | None,
-                    serving_error: str | None = None) -> tuple[bool, str]:  # fmt: skip
-    """``(allowed, what the rule saw)``: strictly better than the serving version's held-out fill
-    (``serving`` None: there is none, or it does not load — ``serving_error`` says why)."""
+                    serving_error: str | None = None, gains: Sequence[float] | None = None) -> tuple[bool, str]:  # fmt: skip
+    """``(allowed, what the rule saw)``: better than the serving version's held-out fill (``serving``
+    None: there is none, or it does not load — ``serving_error`` says why); ``gains``: candidate minus
+    serving per seed (module docstring), else strictly higher."""
     if serving is None:
         if serving_version is None:
             return True, "first version"
         return True, f"the serving version {serving_version} may not serve ({serving_error})"
+    if gains is not None and len(gains) >= 2:
+        n, mean = len(gains), sum(gains) / len(gains)
+        se = math.sqrt(sum((g - mean) ** 2 for g in gains) / (n - 1) / n)
+        saw = (f"held-out fill {candidate:.3f} % against serving {serving_version} {serving:.3f} %: {mean:+.3f} pp "
+               f"over {n} seeds, standard error {se:.3f} pp")  # fmt: skip
+        if mean > 0 and mean > MIN_T * se:
+            return True, saw
+        return False, f"allocation: not better than serving {serving_version} beyond noise: {saw}"
     if candidate > serving:
         return True, f"held-out fill {candidate:.3f} % > serving {serving_version} {serving:.3f} %"
     return False, f"allocation: not better than serving {serving_version}: held-out fill {candidate:.3f} % <= {serving:.3f} %"
+
+
+def paired_gains(candidate: dict[str, Any], serving: dict[str, Any]) -> list[float] | None:
+    """Candidate minus serving held-out fill per seed, when both evaluated the same seeds (else None)."""
+    mine = {s["seed"]: s["allocated_pct_at_100"] for s in candidate.get("per_seed") or []}
+    theirs = {s["seed"]: s["allocated_pct_at_100"] for s in serving.get("per_seed") or []}
+    if not mine or set(mine) != set(theirs):
+        return None
+    return [float(mine[s]) - float(theirs[s]) for s in sorted(mine)]
 
 
 def over_budget_note(serving: dict[str, Any], serving_version: str | None, budget_ms: float | None) -> str | None:
@@ -78,7 +104,8 @@ def decide(candidate: dict[str, Any], serving: dict[str, Any] | None, serving_ve
     loads = serving is not None and bool(serving.get("loaded"))
     serving_score = float(serving["score"]) if loads else None  # type: ignore[index]
     error = None if serving is None or loads else str(serving.get("error"))
-    allocation = allocation_rule(float(candidate["score"]), serving_score, serving_version, error)
+    gains = paired_gains(candidate, serving) if loads else None  # type: ignore[arg-type]
+    allocation = allocation_rule(float(candidate["score"]), serving_score, serving_version, error, gains)
     refused = [] if allocation[0] else [allocation[1]]
     if refused and loads:
         note = over_budget_note(serving, serving_version, latency_budget_ms)  # type: ignore[arg-type]

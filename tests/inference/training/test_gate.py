@@ -82,3 +82,23 @@ def test_decide_first_version_broken_serving_and_broken_candidate() -> None:
     assert status == "promoted" and reason.startswith("the serving version old may not serve (bad weights)")
     status, reason = decide(_eval(0.0, loaded=False), _eval(50.0), "old")
     assert status == "rejected" and reason == "the candidate does not load: bad weights"
+
+
+def _seeds(*values: float) -> dict[str, object]:
+    e = _eval(sum(values) / len(values))
+    return e | {"per_seed": [{"seed": 100 + i, "allocated_pct_at_100": v} for i, v in enumerate(values)]}
+
+
+def test_a_gain_within_the_seeds_noise_does_not_promote() -> None:
+    """Paired by seed: what a scratch promotion once did (+0.016 pp on one seed of five, the rest the same
+    to the digit: +0.004 pp) is refused; a gain on every seed, however small, or a large mean one passes."""
+    serving = _seeds(95.062, 95.257, 95.113, 95.458, 95.254)
+    status, reason = decide(_seeds(95.062, 95.273, 95.113, 95.458, 95.254), serving, "fgd-s0")
+    assert status == "rejected" and reason == ("allocation: not better than serving fgd-s0 beyond noise: held-out fill "
+                                               "95.232 % against serving fgd-s0 95.229 %: +0.003 pp over 5 seeds, "
+                                               "standard error 0.003 pp")  # fmt: skip
+    assert decide(_seeds(95.072, 95.267, 95.123, 95.468, 95.264), serving, "fgd-s0")[0] == "promoted"  # +0.01 each
+    assert decide(_seeds(95.3, 95.6, 95.1, 95.8, 95.5), serving, "fgd-s0")[0] == "promoted"
+    assert decide(_seeds(95.0, 95.2, 95.1, 95.4, 95.2), serving, "fgd-s0")[0] == "rejected"  # worse
+    other_seeds = _eval(95.3) | {"per_seed": [{"seed": 7, "allocated_pct_at_100": 95.3}]}
+    assert decide(other_seeds, serving, "fgd-s0")[0] == "promoted"  # not the same seeds: the means, strictly
