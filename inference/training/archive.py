@@ -9,13 +9,16 @@ events in time order rebuilds, for each placed decision, the state the policy sa
   telemetry (capacity, GPU model, topology; every node healthy, empty at the start);
 - a placement reserves the decision's resources on its node and GPUs (``gpu_indices``);
 - the end of that attempt (``finished``, ``failed``, ``preempted``, ``timed_out``; or a
-  ``rejected`` while it is still held) releases them: before the first decision whose step had
-  applied it (``decisions.lifecycle_through``, the state the step saw: under load the worker
-  applies a report seconds after its agent sent it), or, while the decisions do not say (archived
-  before that column), at the end's event time; at one millisecond, releases of earlier
-  placements come before new placements, and a placement's own end after it;
+  ``rejected`` while it is still held; the first end in the topic, as the worker applies it,
+  :mod:`inference.training.archive_events`) releases them: before the first decision of the end's
+  partition whose step had handled it (``decisions.lifecycle_through``, the state the step saw:
+  under load the worker handles a report seconds after its agent sent it), or at the end's event
+  time where the next decision does not say (archived before that column) or is on another
+  partition (the topics were repartitioned); at one millisecond, releases of earlier placements
+  come before new placements, and a placement's own end after it;
 - the pending queue: a job is pending from its submission (or the end of a failed attempt
-  that is retried) until its placement; the queue summary of a decision is the mean demand
+  that is retried) until its placement, at their event times (submissions lag under load as
+  reports do: the queue is not the worker's as exactly as what placements hold); the queue summary of a decision is the mean demand
   of the jobs pending when its scheduling step (``step_id``) began, as
   :class:`~inference.training.collect.RecordingPolicy` records it. Decisions of one step
   are replayed in their Kafka order (they may share a millisecond);
@@ -163,9 +166,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     queues: dict[str, np.ndarray | None] = {}
     steps: dict[str, _StepJobs] = {}  # the jobs pending when each step began, and their rows
     rng = np.random.default_rng(seed)
-    # clusters whose decisions say which lifecycle reports their step had applied: a placement is freed
-    # before the first decision whose step had applied its end, not at the end's event time; where the
-    # next decision does not say (archived before the column existed), at the event time
+    # clusters whose decisions say which lifecycle reports their step had handled (module docstring)
     watermarked = {p.cluster for p in events.placed if p.lifecycle_through is not None}
     due: dict[tuple[str, int], list[tuple[int, str, Placed]]] = {}  # (cluster, partition) -> heap of held placements
     replay = {c for (c, _), j in events.jobs.items() if j.trace_duration_s is not None}  # ψ's run-time labels
@@ -185,21 +186,11 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 pending[(p.cluster, p.job_id)] = events.jobs[(p.cluster, p.job_id)]
         else:
             d: Placed = what
-            if d.lifecycle_through is not None:  # (offsets of the decision's own partition: they only grow)
-                heap = due.get((d.cluster, d.partition), [])
-                freed = []
-                while heap and heap[0][0] < d.lifecycle_through:
-                    freed.append(heapq.heappop(heap)[2])
-                for (cluster, partition), other in due.items():  # the topics were repartitioned: an end left
-                    if cluster == d.cluster and partition != d.partition:  # on the old one, at its event time
-                        freed += [e[2] for e in other if (e[2].end_time or t) <= t]
-                        other[:] = [e for e in other if (e[2].end_time or t) > t]
-                        heapq.heapify(other)
-                for p in freed:
-                    if p.decision_id in held:
-                        held.discard(p.decision_id)
-                        snaps[p.cluster].free(index[p.cluster][p.node_id or ""], _hold(p, events), p.gpu_indices,
-                                              check=False)  # fmt: skip
+            for p in _handled_ends(d, t, due):
+                if p.decision_id in held:
+                    held.discard(p.decision_id)
+                    snaps[p.cluster].free(index[p.cluster][p.node_id or ""], _hold(p, events), p.gpu_indices,
+                                          check=False)  # fmt: skip
             snap = snaps.get(d.cluster)
             i = index.get(d.cluster, {}).get(d.node_id or "")
             if snap is None or i is None:
@@ -225,6 +216,25 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 partition, offset = d.end_position
                 heapq.heappush(due.setdefault((d.cluster, partition), []), (offset, d.decision_id, d))
     return result
+
+
+def _handled_ends(d: Placed, t: float, due: dict[tuple[str, int], list[tuple[int, str, Placed]]]) -> list[Placed]:
+    """The placements whose end the step of ``d`` (at ``t``) had handled, taken from ``due``: heaps of
+    held placements by their end's offset, per (cluster, partition). Those of its own partition below its
+    ``lifecycle_through`` (offsets of one partition only grow), and, the topics having been repartitioned,
+    those left on another partition whose end's event time has come."""
+    if d.lifecycle_through is None:
+        return []
+    heap = due.get((d.cluster, d.partition), [])
+    out = []
+    while heap and heap[0][0] < d.lifecycle_through:
+        out.append(heapq.heappop(heap)[2])
+    for (cluster, partition), other in due.items():
+        if cluster == d.cluster and partition != d.partition:
+            out += [e[2] for e in other if (e[2].end_time or t) <= t]
+            other[:] = [e for e in other if (e[2].end_time or t) > t]
+            heapq.heapify(other)
+    return out
 
 
 def _freed_by_time(timeline: list[tuple[float, int, str, Any]]) -> list[bool]:
