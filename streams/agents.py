@@ -201,8 +201,8 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
         try:
             await handle(raw, msg)
         finally:
-            if topic == "jobs.lifecycle":  # what a step's snapshot has applied (its decisions record it)
-                w.lifecycle_applied[msg.partition] = max(w.lifecycle_applied.get(msg.partition, 0), msg.offset + 1)
+            if topic == "jobs.lifecycle":  # what a step's snapshot has handled (its decisions record it)
+                w.lifecycle_handled[msg.partition] = max(w.lifecycle_handled.get(msg.partition, 0), msg.offset + 1)
 
     async def handle(raw: bytes | None, msg: Any) -> None:
         stamp = round(msg.timestamp * 1000) if msg.timestamp is not None else None  # Faust gives seconds

@@ -94,7 +94,7 @@ class Worker:
     inflight: dict[str, tuple[DecisionRecord, Any]] = field(default_factory=dict)
     applied_offsets: dict[int, int] = field(default_factory=dict)  # decisions: partition → last offset handled
     lifecycle_offsets: dict[int, int] = field(default_factory=dict)  # jobs.lifecycle: the same
-    lifecycle_applied: dict[int, int] = field(default_factory=dict)  # jobs.lifecycle: partition → the offset after the last one handled
+    lifecycle_handled: dict[int, int] = field(default_factory=dict)  # jobs.lifecycle: partition → the offset after the last one handled
     telemetry_offsets: dict[int, int] = field(default_factory=dict)  # nodes.telemetry: the same
     # node id -> when (monotonic) this worker last applied a report of its agent (streams/silent_nodes.py)
     node_heard: dict[str, float] = field(default_factory=dict)

@@ -144,7 +144,7 @@ async def restore(w: Worker, logged: Logged) -> Counter[str]:
         # an event changes the tables at most once (then its job has moved past it): this ends
         todo = [e for e in todo if e.event.job_id in moved]
     for partition, offset, *_ in logged.get("jobs.lifecycle", []):  # the tables hold these reports now
-        w.lifecycle_applied[partition] = max(w.lifecycle_applied.get(partition, 0), offset + 1)
+        w.lifecycle_handled[partition] = max(w.lifecycle_handled.get(partition, 0), offset + 1)
     log.info("logs read back (%s events): applied %s that the tables had lost",
              ", ".join(f"{t} {len(per_topic[t])}" for t in RESTORED_TOPICS),
              ", ".join(f"{t} {applied[t]}" for t in RESTORED_TOPICS))  # fmt: skip

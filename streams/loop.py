@@ -227,7 +227,7 @@ class SchedulingLoop:
         # the ledger is read up to the table here, with no await before the snapshot is taken
         self.w.held.sync(self.w.running, self.views.holding)
         snap = self.snapshots.snapshot(cluster, views, lambda: self.views.holdings(self.owned))
-        through = self.w.lifecycle_applied.get(partition_for(cluster, self.w.settings.partitions))
+        through = self.w.lifecycle_handled.get(partition_for(cluster, self.w.settings.partitions))
         index = snap.table.index
         inflight = self.views.inflight(cluster)  # placements being published hold their resources too
         self.stats["holdings_seen"] += len(self.w.held.held(cluster)) + len(inflight)

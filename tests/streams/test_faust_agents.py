@@ -567,9 +567,9 @@ async def test_lifecycle_started_then_finished_moves_to_done(worker: tuple[Worke
     assert sent.by_topic == {}
 
 
-async def test_the_lifecycle_offsets_handled_are_what_a_step_has_applied(worker: tuple[Worker, Sent],
+async def test_the_lifecycle_offsets_handled_are_what_a_step_has_handled(worker: tuple[Worker, Sent],
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
-    """``lifecycle_applied``: per partition, the offset after the last report handled (applied, refused or
+    """``lifecycle_handled``: per partition, the offset after the last report handled (applied, refused or
     dead-lettered alike), never going back: the state a step's snapshot saw (its decisions record it).
     It moves once a report is handled, not before: a step may run while one is being applied."""
     import streams.agents
@@ -579,7 +579,7 @@ async def test_the_lifecycle_offsets_handled_are_what_a_step_has_applied(worker:
     apply = streams.agents.apply_lifecycle
 
     async def watched(w: Worker, ev: JobLifecycle, partition: int) -> None:
-        during.append(w.lifecycle_applied.get(partition))
+        during.append(w.lifecycle_handled.get(partition))
         await apply(w, ev, partition)
 
     monkeypatch.setattr(streams.agents, "apply_lifecycle", watched)
@@ -588,15 +588,15 @@ async def test_the_lifecycle_offsets_handled_are_what_a_step_has_applied(worker:
     async with drive(w, "decisions") as a:
         await put(a, rec.to_bytes(), key=b"j1")
     part = partition_for("c1", 4)
-    assert part not in w.lifecycle_applied
+    assert part not in w.lifecycle_handled
     async with drive(w, "jobs.lifecycle") as a:
         report = JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=rec.decision_id, node_id="n1")
         await put(a, report.to_bytes(), key=b"j1", offset=5)
-        assert w.lifecycle_applied[part] == 6 and w.running["j1"]["state"] == "running" and during == [None]
+        assert w.lifecycle_handled[part] == 6 and w.running["j1"]["state"] == "running" and during == [None]
         await put(a, b"{not json", key=b"j1", partition=part, offset=6)  # dead-lettered: handled all the same
-        assert w.lifecycle_applied[part] == 7
+        assert w.lifecycle_handled[part] == 7
         await put(a, report.to_bytes(), key=b"j1", offset=2)  # a redelivery of an older one
-        assert w.lifecycle_applied[part] == 7
+        assert w.lifecycle_handled[part] == 7
 
 
 async def _placed_j1(w: Worker) -> tuple[JobSubmitted, DecisionRecord]:

@@ -90,7 +90,7 @@ async def test_a_lost_started_report_keeps_a_running_job_from_timing_out(worker:
     assert w.running["j1"]["state"] == "reserved"
     assert await restore(w, logs(lifecycle=[report("j1", "started")])) == {"jobs.lifecycle": 1}
     assert w.running["j1"]["state"] == "running"
-    assert w.lifecycle_applied == {P: 1}  # the tables hold the reports read back: a step's decisions say so
+    assert w.lifecycle_handled == {P: 1}  # the tables hold the reports read back: a step's decisions say so
 
 
 async def test_a_lost_report_that_stands_for_a_lost_decision_is_applied(worker: tuple[Worker, Sent]) -> None:

@@ -50,21 +50,21 @@ def test_placements_recovered_at_a_rebalance_that_gave_back_the_same_partitions_
 
 def test_a_placement_records_the_lifecycle_reports_its_step_had_applied() -> None:
     """``lifecycle_through`` (what ``train --from-archive`` rebuilds each decision's state from): the
-    cluster partition's ``lifecycle_applied`` when the step took its snapshot, not when it published."""
+    cluster partition's ``lifecycle_handled`` when the step took its snapshot, not when it published."""
     sent: list[DecisionRecord] = []
 
     async def capture(topic: str, key: object, value: bytes, partition: int, headers: object = None) -> object:
         if topic == "decisions":
             sent.append(DecisionRecord.model_validate_json(value))
-            w.lifecycle_applied[part] = 99  # a report handled while the step publishes
+            w.lifecycle_handled[part] = 99  # a report handled while the step publishes
         return await delivered(topic, key, value, partition, headers)
 
     async def prepare_step(*args: object, **kwargs: object) -> None:  # a model call: reports are handled meanwhile
-        w.lifecycle_applied[part] = w.lifecycle_applied.get(part, 0) + 50
+        w.lifecycle_handled[part] = w.lifecycle_handled.get(part, 0) + 50
 
     async def run() -> None:
         await loop.tick()  # no report handled yet
-        w.lifecycle_applied[part] = 42
+        w.lifecycle_handled[part] = 42
         w.apply(on_submitted(job("j2"), None, 0.0), partition=part)
         loop.policy.prepare_step = prepare_step
         await loop.tick()
