@@ -322,7 +322,7 @@ class DecisionRecord(Event):
     lifecycle_through: int | None = Field(
         default=None, ge=0, le=2**63 - 1,
         description="The state the step saw: the offset after the last jobs.lifecycle event of the cluster's "
-        "partition the worker had applied when the step took its snapshot (the reports below it had freed "
+        "partition the worker had handled when the step took its snapshot (the reports below it had freed "
         "their resources; None: not known).",
     )
 
