@@ -234,12 +234,14 @@ def test_grafana_provisions_the_clickhouse_source_and_the_dashboards(compose: di
     datasources = mounts["/etc/grafana/provisioning/datasources"]
     providers = mounts["/etc/grafana/provisioning/dashboards"]
     assert datasources == ROOT / "dashboards/provisioning/datasources"
-    # the data source: the compose ClickHouse, as the user and database it creates
+    # the data source: the compose ClickHouse's database, as its read-only user (below), not the worker's
     ds = (datasources / "clickhouse.yaml").read_text()
     assert "type: grafana-clickhouse-datasource" in ds and "uid: semsched-clickhouse" in ds
     ch = _env(services["clickhouse"])
-    for var, value in {"CLICKHOUSE_HOST": "clickhouse", "CLICKHOUSE_USER": ch["CLICKHOUSE_USER"],
-                       "CLICKHOUSE_DB": ch["CLICKHOUSE_DB"], "CLICKHOUSE_PASSWORD": ch["CLICKHOUSE_PASSWORD"]}.items():
+    reader = _read_only_user(services["clickhouse"])
+    assert reader != ch["CLICKHOUSE_USER"]
+    for var, value in {"CLICKHOUSE_HOST": "clickhouse", "CLICKHOUSE_USER": reader, "CLICKHOUSE_DB": ch["CLICKHOUSE_DB"],
+                       "CLICKHOUSE_PASSWORD": ch["CLICKHOUSE_READER_PASSWORD"]}.items():  # fmt: skip
         assert f"${var}" in ds and env[var] == value, var
     # the dashboards: the provider's path is where the generated JSON files are mounted
     provider = (providers / "semsched.yaml").read_text()
@@ -248,6 +250,27 @@ def test_grafana_provisions_the_clickhouse_source_and_the_dashboards(compose: di
     assert env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"].startswith(path + "/")
     home = Path(env["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]).name
     assert (mounts[path] / home).exists()
+
+
+def _read_only_user(clickhouse: dict) -> str:
+    """The one user the ClickHouse service's users.d files add, checked to be read-only: a profile
+    with ``readonly`` set, ``SELECT`` on the semsched database its only grant, no access
+    management, its password from the service's environment. Its name."""
+    import xml.etree.ElementTree as ET
+
+    files = [Path(v["source"]) for v in clickhouse.get("volumes", [])
+             if v["type"] == "bind" and v["target"].startswith("/etc/clickhouse-server/users.d/")]  # fmt: skip
+    assert len(files) == 1, files
+    root = ET.parse(files[0]).getroot()
+    (user,) = list(root.find("users"))  # type: ignore[arg-type]
+    profile = root.find(f"profiles/{user.findtext('profile')}")
+    assert profile is not None and profile.findtext("readonly") in ("1", "2"), "the user's profile must be read-only"
+    assert [q.text for q in user.findall("grants/query")] == [f"GRANT SELECT ON {_env(clickhouse)['CLICKHOUSE_DB']}.*"]
+    assert user.findtext("access_management") == "0"
+    password = user.find("password")
+    assert password is not None and not (password.text or "").strip()  # never in the file
+    assert _env(clickhouse).get(password.get("from_env", "")), "its password must come from the service's environment"
+    return user.tag
 
 
 def _option(command: list[str], name: str) -> str:
