@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener, TopicPartition
-from aiokafka.structs import OffsetAndMetadata
 from opentelemetry.trace import SpanContext
 
 from scheduling.events import Event
@@ -54,6 +53,7 @@ from storage.rows import TOPIC_TABLES
 from storage.writer import ArchiveWriter
 from streams import telemetry
 from streams.admission import admit
+from streams.archive_offsets import ArchiveOffsets
 from streams.settings import TOPICS, Settings
 from streams.telemetry.metrics import ARCHIVES
 
@@ -125,9 +125,7 @@ class Archiver:
         self.stats = ArchiverStats()
         self._by_full = {settings.topic(t): t for t in TOPICS}
         self._buffers: dict[str, _Buffer] = {TOPIC_TABLES[t]: _Buffer() for t in TOPICS}
-        self._consumed: dict[TopicPartition, int] = {}  # next offset to read, not yet committed
-        self._committed: dict[TopicPartition, int] = {}  # the last offset this member committed
-        self._commit_lock = asyncio.Lock()  # one commit at a time: an older one never lands after a newer one
+        self._offsets = ArchiveOffsets(lambda tp: TOPIC_TABLES[self._by_full[tp.topic]])
         self._consumer: AIOKafkaConsumer | None = None
         self._writer: ArchiveWriter | None = None
         self._stopping = asyncio.Event()
@@ -225,7 +223,7 @@ class Archiver:
         traced = telemetry.configured() is not None
         for rec in records:
             self.stats.consumed += 1
-            self._consumed[tp] = rec.offset + 1
+            self._offsets.read(tp, rec.offset)
             event = admit(rec.value, topic, tp.partition, self.settings, offset=rec.offset, timestamp_ms=rec.timestamp)
             if isinstance(event, str):  # the worker dead-letters it (and the dead letter is archived)
                 self.stats.undecodable += 1
@@ -259,7 +257,7 @@ class Archiver:
             elif commit_skips and not self._buffers[table].events:
                 # nothing buffered (rows being written stay buffered until written): whatever was
                 # consumed from this topic is written or undecodable, so its offsets may be committed
-                await self._commit(self._offsets(table))
+                await self._commit(self._offsets.of_table(table))
 
     async def flush_all(self, retry_for_s: float | None = None) -> bool:
         """Flush every table and commit; True if everything consumed is now committed.
@@ -301,7 +299,7 @@ class Archiver:
         """:meth:`_flush` with the flush lock held."""
         buf = self._buffers[table]
         assert self._writer is not None
-        upto = self._offsets(table)  # with the rows below: nothing awaits between the two
+        upto = self._offsets.of_table(table)  # with the rows below: nothing awaits between the two
         if buf.events:
             events, positions, links = list(buf.events), list(buf.positions), list(buf.links)
             delay = 0.05
@@ -329,42 +327,14 @@ class Archiver:
         await self._commit(upto)
         return True
 
-    def _offsets(self, table: str) -> dict[TopicPartition, int]:
-        """The next offset to read of each partition of ``table``'s topic, as consumed so far."""
-        return {tp: off for tp, off in self._consumed.items()
-                if TOPIC_TABLES[self._by_full[tp.topic]] == table}  # fmt: skip
-
     async def _commit(self, upto: dict[TopicPartition, int]) -> None:
-        """Commit ``upto`` (offsets of one topic's partitions, all written or undecodable), one
-        commit at a time and only forward: a flush's commit and the empty-buffer one can be in
-        flight together (aiokafka retries a commit after a pause), and an older snapshot landing
-        last would move the group back (re-reads, counted once by ``FINAL``, but needless)."""
-        if self._consumer is None or not upto:
-            return
-        async with self._commit_lock:
-            assigned = self._consumer.assignment()
-            offsets = {tp: OffsetAndMetadata(off, "") for tp, off in upto.items()
-                       if tp in assigned and off > self._committed.get(tp, -1)}  # fmt: skip
-            try:
-                if offsets:
-                    await self._consumer.commit(offsets)
-                    self.stats.commits += 1
-            except Exception as e:  # noqa: BLE001 - a rebalance mid-commit: data is written, re-read is harmless
-                log.warning("archiver: commit of %s failed (%s); those rows may be re-archived",
-                            sorted({tp.topic for tp in offsets}), e)  # fmt: skip
-                return
-            for tp, o in offsets.items():
-                self._committed[tp] = o.offset
-            for tp, off in upto.items():
-                if self._consumed.get(tp) == off and off <= self._committed.get(tp, -1):
-                    del self._consumed[tp]
+        """Commit ``upto`` (one topic's partitions, all written or undecodable): :meth:`ArchiveOffsets.commit`."""
+        if await self._offsets.commit(self._consumer, upto):
+            self.stats.commits += 1
 
     def forget(self, revoked: Any) -> None:
-        """Partitions another member owns now: their consumed and committed offsets are no longer
-        this member's to commit (rows of theirs still buffered are written, twice at worst)."""
-        for tp in revoked:
-            self._consumed.pop(tp, None)
-            self._committed.pop(tp, None)
+        """Partitions another member owns now (:meth:`ArchiveOffsets.forget`)."""
+        self._offsets.forget(revoked)
 
     async def _update_lag(self) -> None:
         c = self._consumer
