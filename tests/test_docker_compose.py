@@ -165,6 +165,18 @@ def test_semsched_services(compose: dict) -> None:
         assert w.get(key) == a.get(key), key
 
 
+def test_the_worker_reads_the_traces_from_the_checkouts_shared_data(compose: dict) -> None:
+    """`docker compose run --rm worker train` (the gpu profile's first step) reads openb: the image
+    holds no data, so the worker mounts ../shared/data read-only where SEMSCHED_DATA_DIR points."""
+    worker = compose["services"]["worker"]
+    target = _env(worker)["SEMSCHED_DATA_DIR"]
+    mounts = {v["target"]: v for v in worker.get("volumes", []) if v["type"] == "bind"}
+    assert target in mounts, f"nothing is mounted at SEMSCHED_DATA_DIR={target}"
+    assert mounts[target].get("read_only") is True
+    source = Path(mounts[target]["source"])
+    assert source == ROOT.parent / "shared" / "data" and (source / "traces").is_dir()
+
+
 def test_worker_points_at_kafka_and_clickhouse(compose: dict) -> None:
     services = compose["services"]
     w = _env(services["worker"])
