@@ -106,8 +106,10 @@ class Worker:
     finished_gang_members: dict[str, set[str]] = field(default_factory=dict)  # gang id -> members that finished
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
-    # run times of finished jobs, for sjf-predicted (in memory: it relearns after a restart)
+    # run times of finished jobs, for sjf-predicted (in memory; warmed from the archive at start:
+    # streams/duration_warm_up.py)
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
+    durations_warmed: set[str] = field(default_factory=set)  # jobs the warm-up taught: their finish is not taught again
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     # lifecycle reports for jobs whose submission this worker has not read yet (streams/early_reports.py)
     early_reports: EarlyReports = field(default_factory=lambda: EarlyReports(max_age_s=EARLY_REPORT_WAIT_S))

@@ -27,6 +27,7 @@ def _attach_archiver(w: Worker) -> None:
         log.info("archive migrations applied: %s", applied)
     archiver = Archiver(w.settings, client=client)
     w.archiver = archiver  # type: ignore[attr-defined]
+    _warm_up_durations(w, client)
 
     @w.app.task
     async def run_archiver() -> None:
@@ -35,6 +36,20 @@ def _attach_archiver(w: Worker) -> None:
             await archiver.run()
         finally:
             await archiver.stop()
+
+
+def _warm_up_durations(w: Worker, client: object) -> None:
+    """The duration estimate learns the archive's latest finished jobs (streams/duration_warm_up.py);
+    a failed read leaves it as it is and says so: the worker starts all the same."""
+    from streams.duration_warm_up import warm_up_durations
+
+    try:
+        done = warm_up_durations(w.durations, client, w.settings.duration_warm_up)  # type: ignore[arg-type]
+    except Exception as e:  # noqa: BLE001 - an estimate, not a reason to stay down
+        log.warning("duration estimate not warmed from the archive: %s: %s", type(e).__name__, e)
+        return
+    w.durations_warmed = done.job_ids
+    log.warning("duration estimate: %s", done.note)
 
 
 def build_worker(settings: Settings, *, archive: bool = True) -> Worker:

@@ -48,3 +48,23 @@ def train_from_finished(finished: Sequence[FinishedRun], config: DurationConfig 
     records = as_records(finished)
     return train_predictor([r.job for r in records], [r.duration for r in records], config,
                            submit_times=[r.submit for r in records], encoder=encoder, **kwargs)  # fmt: skip
+
+
+def trained_on(config: DurationConfig, submit_s: float, run_s: float) -> bool | None:
+    """Whether a finished job of the archive is among those a predictor trained from the archive
+    (``semsched train-duration --trace archive``) learned from, and so already in its index: True /
+    False; ``None`` when the model cannot say (trained from the archive on every job, before it
+    recorded its last submission). Always False for a model trained on a trace file.
+
+    The training set is the time split's (:func:`~inference.duration.evaluate.time_split`):
+    submitted before the cut and ended by it (submission + run time), or, trained on every job,
+    submitted by the last submission it saw (a job submitted before and finished after the
+    training is then taken for one it saw)."""
+    info = config.train_info
+    if info.get("trace") != "archive":
+        return False
+    cut = info.get("cut_s")
+    if cut is not None:
+        return submit_s < float(cut) and submit_s + run_s <= float(cut)
+    through = info.get("submitted_through_s")
+    return None if through is None else submit_s <= float(through)

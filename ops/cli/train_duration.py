@@ -52,8 +52,10 @@ def training_records(records: list[Any], train_fraction: float,
     when its jobs ran, see :func:`~inference.duration.evaluate.running_at_cut`), and the split's facts."""
     from inference.duration.evaluate import running_at_cut, time_split
 
-    if train_fraction >= 1.0:
+    if train_fraction >= 1.0:  # (the last submission: a worker's warm-up knows which jobs the index holds)
         return sorted(records, key=lambda r: r.submit), [], {"train_fraction": 1.0, "cut_s": None,
+                                                             "submitted_through_s": max((r.submit for r in records),
+                                                                                        default=None),
                                                              "train": len(records), "late": 0, "held_out": 0}  # fmt: skip
     split = time_split(records, train_fraction)
     running = running_at_cut(split, runs)

@@ -4,7 +4,9 @@
 ``jobs_lifecycle``: the **run time** of a job is that of its last finished attempt —
 ``finished`` minus the latest ``started`` of the same attempt (what the worker's predictor
 observes, :mod:`streams.agents`). Jobs that never finished (running, failed, rejected) are not
-returned. Both tables are read with ``FINAL`` (redeliveries count once).
+returned. Both tables are read with ``FINAL`` (redeliveries count once). ``latest=N`` gives the
+N jobs that finished last instead, oldest finish first: what a worker's duration estimate learns
+at start (:mod:`streams.duration_warm_up`).
 
 The submission's ``trace_duration_s`` column is **not selected**: it is the answer a replayed
 trace carries for the simulated agents, never a feature. Training on the rows is
@@ -21,20 +23,23 @@ from storage.client import ArchiveClient
 from storage.queries._common import _dicts
 
 
-def finished_jobs_sql(cluster: str | None = None) -> str:
-    """One row per finished job, oldest submission first."""
+def finished_jobs_sql(cluster: str | None = None, *, latest: int | None = None) -> str:
+    """One row per finished job, oldest submission first; with ``latest``, the ``latest`` jobs that
+    finished last, oldest finish first (``%(latest)s``)."""
     where = "" if cluster is None else "WHERE cluster = %(cluster)s"
-    return f"""
+    order = "submit_ms, job_id" if latest is None else "finish_ms DESC, job_id DESC LIMIT %(latest)s"
+    sql = f"""
 SELECT s.event_id AS event_id, toUnixTimestamp64Milli(s.event_time) AS submit_ms, s.job_id AS job_id,
        s.cluster AS cluster, s.tenant AS tenant, s.user AS user, s.priority AS priority, s.qos AS qos,
        s.cpu_milli AS cpu_milli, s.memory_mib AS memory_mib, s.num_gpu AS num_gpu, s.gpu_milli AS gpu_milli,
        s.gpu_models AS gpu_models, s.gang_id AS gang_id, s.gang_size AS gang_size, s.app AS app,
        s.max_instances_per_node AS max_instances_per_node, s.name AS name, s.command AS command,
-       s.labels AS labels, s.runtime_estimate_s AS runtime_estimate_s, r.run_s AS run_s
+       s.labels AS labels, s.runtime_estimate_s AS runtime_estimate_s, r.run_s AS run_s,
+       toUnixTimestamp64Milli(r.last_finish) AS finish_ms
 FROM (SELECT * EXCEPT (trace_duration_s) FROM jobs_submitted_accepted {where}
       ORDER BY event_time, event_id LIMIT 1 BY job_id) AS s
 INNER JOIN (
-    SELECT job_id, argMax(run_s, finish) AS run_s FROM (
+    SELECT job_id, argMax(run_s, finish) AS run_s, max(finish) AS last_finish FROM (
         SELECT f.job_id AS job_id, f.finish AS finish,
                (toUnixTimestamp64Milli(f.finish) - toUnixTimestamp64Milli(st.start)) / 1000 AS run_s
         FROM (SELECT job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle_accepted
@@ -44,8 +49,9 @@ INNER JOIN (
         ON f.job_id = st.job_id AND f.attempt = st.attempt
         WHERE f.finish >= st.start)
     GROUP BY job_id) AS r ON s.job_id = r.job_id
-ORDER BY submit_ms, job_id
+ORDER BY {order}
 """
+    return sql if latest is None else f"SELECT * FROM ({sql}) ORDER BY finish_ms, job_id"
 
 
 @dataclass(frozen=True)
@@ -55,12 +61,17 @@ class FinishedJob:
     submission: JobSubmitted
     submit_s: float  # epoch s of the submission
     run_s: float  # the last finished attempt's run time (>= 0)
+    finish_s: float | None = None  # epoch s of that attempt's finish
 
 
-def finished_jobs(client: ArchiveClient, cluster: str | None = None) -> list[FinishedJob]:
-    """The archive's finished jobs, oldest submission first (``cluster``: only that cluster's)."""
+def finished_jobs(client: ArchiveClient, cluster: str | None = None, *, latest: int | None = None) -> list[FinishedJob]:
+    """The archive's finished jobs, oldest submission first (``cluster``: only that cluster's); with
+    ``latest``, only the ``latest`` that finished last, oldest finish first (a worker's warm-up)."""
+    if latest is not None and latest < 1:
+        raise ValueError(f"latest must be at least 1, not {latest}")
+    params: dict[str, object] = ({"cluster": cluster} if cluster else {}) | ({"latest": latest} if latest else {})
     out = []
-    for r in _dicts(client, finished_jobs_sql(cluster), {"cluster": cluster} if cluster else None):
+    for r in _dicts(client, finished_jobs_sql(cluster, latest=latest), params or None):
         submit = int(r["submit_ms"]) / 1000
         event = JobSubmitted.model_construct(
             event_id=r["event_id"], event_time=datetime.fromtimestamp(submit, UTC), job_id=r["job_id"],
@@ -70,5 +81,5 @@ def finished_jobs(client: ArchiveClient, cluster: str | None = None) -> list[Fin
             gang_size=int(r["gang_size"]), app=r["app"], max_instances_per_node=r["max_instances_per_node"],
             name=r["name"] or "", command=r["command"] or "", labels=dict(r["labels"] or {}),
             runtime_estimate_s=r["runtime_estimate_s"], trace_duration_s=None)  # fmt: skip
-        out.append(FinishedJob(event, submit, max(0.0, float(r["run_s"]))))
+        out.append(FinishedJob(event, submit, max(0.0, float(r["run_s"])), int(r["finish_ms"]) / 1000))
     return out

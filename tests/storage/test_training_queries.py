@@ -85,3 +85,26 @@ def test_model_versions_keep_the_latest_revision_of_each_version(client: Archive
     assert [(r["version"], r["status"]) for r in model_versions(client)] == [("v0", "rejected"), ("v1", "promoted")]
     _, [(stored,)] = client.query_rows("SELECT count() FROM model_versions WHERE version = 'v1'")
     assert stored == 2  # both revisions stored, the latest read back
+
+
+def test_the_latest_finished_jobs_come_oldest_finish_first(client: ArchiveClient) -> None:
+    """What a worker warms its duration estimate with: the jobs that finished last, in finish order
+    (not submission order), each with its finish time."""
+    from scheduling.events import JobLifecycle, JobSubmitted
+
+    w = ArchiveWriter(client)
+    # X submitted first but finished last; Y and Z finish earlier, Z before Y
+    subs = [JobSubmitted(event_id=f"s-{j}", event_time=at(i), job_id=j) for i, j in enumerate("XYZ")]
+    runs = {"X": (10, 500), "Y": (11, 300), "Z": (12, 200)}
+    life = [JobLifecycle(event_id=f"l-{j}-{state}", event_time=at(t), job_id=j, decision_id="d", state=state,
+                         node_id="n1") for j, (start, end) in runs.items()
+            for state, t in (("started", start), ("finished", end))]  # fmt: skip
+    w.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
+    w.write("jobs_lifecycle", life, [(0, i) for i in range(len(life))])
+    assert [f.submission.job_id for f in finished_jobs(client)] == ["X", "Y", "Z"]  # submission order
+    latest = finished_jobs(client, latest=2)
+    assert [(f.submission.job_id, f.finish_s, f.run_s) for f in latest] == [
+        ("Y", at(300).timestamp(), 289.0), ("X", at(500).timestamp(), 490.0)]  # fmt: skip
+    assert [f.submission.job_id for f in finished_jobs(client, latest=10)] == ["Z", "Y", "X"]
+    with pytest.raises(ValueError, match="at least 1"):
+        finished_jobs(client, latest=0)

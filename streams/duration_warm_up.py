@@ -1,0 +1,71 @@
+"""The worker's duration estimate, warmed from the archive at start.
+
+The worker's duration estimate (``Worker.durations``: ``sjf-predicted``'s per-key history, or
+``sjf-learned``'s predictor with its retrieval index) learns from every job that finishes
+(:func:`streams.agents.apply_lifecycle`), in memory. A restart forgot all of it: the history
+started cold, and the learned predictor's index went back to the jobs it was trained on. At
+start the worker now feeds it the archive's ``SEMSCHED_DURATION_WARM_UP`` (default 20,000)
+latest finished jobs, oldest finish first, as it would have observed them (each job's last
+finished attempt: :func:`storage.queries.finished_jobs.finished_jobs`):
+
+- a learned predictor trained from the archive skips the jobs already in its index
+  (:func:`inference.duration.archive.trained_on`); one that cannot say which is not warmed;
+- the jobs warmed are remembered (:attr:`WarmUp.job_ids`), so that their ``finished`` reports,
+  read again from the log after the restart (the committed offsets trail the archive), do not
+  count twice.
+
+The archive holds every cluster's jobs and the worker does not know yet which partitions it will
+own, so it learns from all of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from scheduling.job import JobRequest
+from storage.client import ArchiveClient
+from storage.queries.finished_jobs import finished_jobs
+
+log = logging.getLogger("semsched.worker")
+
+
+@dataclass
+class WarmUp:
+    observed: int = 0
+    skipped: int = 0  # already in a learned predictor's index
+    job_ids: set[str] = field(default_factory=set)  # the jobs observed
+    note: str = ""
+
+
+def warm_up_durations(estimator: Any, client: ArchiveClient, latest: int) -> WarmUp:
+    """Feed ``estimator`` (``observe(job, seconds)``) the archive's ``latest`` last finished jobs
+    (0: none), minus those a learned predictor trained on; what it did."""
+    if latest <= 0:
+        return WarmUp(note="off (SEMSCHED_DURATION_WARM_UP=0)")
+    rows = finished_jobs(client, latest=latest)
+    config = getattr(estimator, "config", None)  # a learned predictor (inference.duration), else the history
+    if config is not None:
+        from inference.duration.archive import trained_on
+
+        seen = [trained_on(config, f.submit_s, f.run_s) for f in rows]
+        if None in seen:
+            return WarmUp(note=f"not warmed: duration model {config.version} was trained on every archived job "
+                               "without saying which, so its index may hold them already")  # fmt: skip
+        keep = [f for f, s in zip(rows, seen, strict=True) if not s]
+    else:
+        keep = rows
+    out = WarmUp(skipped=len(rows) - len(keep))
+    jobs = [JobRequest.from_event(f.submission, submit_time=f.submit_s) for f in keep]
+    many = getattr(estimator, "observe_many", None)  # one batch (a learned predictor encodes the texts at once)
+    if many is not None and jobs:
+        many(jobs, [f.run_s for f in keep])
+    else:
+        for job, f in zip(jobs, keep, strict=True):
+            estimator.observe(job, f.run_s)
+    out.job_ids = {j.job_id for j in jobs}
+    out.observed = len(keep)
+    out.note = (f"{out.observed:,} finished job(s) from the archive"
+                + (f" ({out.skipped:,} skipped: already in duration model {config.version})" if out.skipped else ""))  # fmt: skip
+    return out
