@@ -96,15 +96,18 @@ class ArchiveDemonstrations:
                 "policies": dict(self.policies)}  # fmt: skip
 
 
-def archive_spec(events: ArchiveEvents, text_dim: int = 32, *, cluster: bool = True, frag: bool = True) -> FeatureSpec:
-    """A feature spec for the archive's clusters: their GPU models, hashed n-gram text, and, as
+def archive_spec(events: ArchiveEvents, text_dim: int = 32, *, cluster: bool = True, frag: bool = True,
+                 encoder: str = "hashed") -> FeatureSpec:  # fmt: skip
+    """A feature spec for the archive's clusters: their GPU models, the text ``encoder`` (``hashed``:
+    ``text_dim``-wide n-grams; ``minilm``: all-MiniLM-L6-v2, 384-d, ``text_dim`` unused), and, as
     ``semsched train`` builds its own (``--cluster-features``, ``--frag-features``), the cluster-level
     columns and FGD's fragmentation columns over the workload of the archive's submissions (FGD's
     target workload is the pods the cluster sees)."""
+    text = get_encoder(encoder, text_dim)
     models = sorted({n.gpu_model for nodes in events.nodes.values() for n in nodes if n.gpu_model})
     workload = FeatureSpec.workload_rows(Workload.from_jobs(events.jobs.values())) if frag and events.jobs else ()
-    return FeatureSpec(gpu_models=tuple(models), encoder=f"hashed-ngram-{text_dim}", text_dim=text_dim,
-                       cluster=cluster, workload=workload)  # fmt: skip
+    return FeatureSpec(gpu_models=tuple(models), encoder=text.name, text_dim=text.dim, cluster=cluster,
+                       workload=workload)  # fmt: skip
 
 
 def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:

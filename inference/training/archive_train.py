@@ -37,7 +37,8 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
                        policies: Iterable[str] | None = None, max_samples: int | None = 2000,
                        min_feasible: int = 2, tied_targets: bool = False, val_share: float = 0.15, version: str | None = None,
                        archive: str = "", on_batch: Any = None, job_tokens: int = 0, max_tokens: int = 64,
-                       cluster: bool = True, frag: bool = True, stability: float = 0.0) -> Path:  # fmt: skip
+                       cluster: bool = True, frag: bool = True, stability: float = 0.0,
+                       encoder: str = "hashed") -> Path:  # fmt: skip
     """Reconstruct from ``events`` (:func:`~inference.training.archive_events.fold_events`), train,
     save; returns the model directory. ``config``: the architecture and featurisation (default:
     built from the archive's GPU models and the size options, with the cluster-level and
@@ -48,7 +49,8 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
 
     options = options or TrainOptions()
     started = time.perf_counter()
-    spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim, cluster=cluster, frag=frag)
+    spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim, cluster=cluster, frag=frag,
+                                                                                    encoder=encoder)
     # ψ and T as ``semsched train`` builds them: a cost head when its loss has a weight (fragmentation
     # added, run time), the transition model when its loss or Δ's has one or decisions damp by Δ (stability)
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,

@@ -291,9 +291,8 @@ def train(
     from ops.cli.train_publish import check_archive, publish
 
     check_new_version(out, version)
-    if encoder != "hashed" and (from_archive or rl_from is not None):
-        raise typer.BadParameter("--encoder applies to imitation: --from-archive trains the hashed encoder, and "
-                                 "--rl-from keeps its model's")  # fmt: skip
+    if encoder != "hashed" and rl_from is not None:
+        raise typer.BadParameter("--encoder applies to a new model: --rl-from keeps its model's")
     check_archive(archive, promote)
     if promote and not from_archive:  # (the promotion checks a candidate's train.json again, --rl-from's source too)
         used = set(seed_list(train_seeds)) | set(seed_list(val_seeds)) \
@@ -327,7 +326,7 @@ def train(
                                            version=version, job_tokens=job_tokens or 0, target=target,
                                            cluster_features=cluster_features, frag_features=frag_features,
                                            cost_weight=cost_weight, transition_weight=transition_weight,
-                                           delta_weight=delta_weight, stability=stability)  # fmt: skip
+                                           delta_weight=delta_weight, stability=stability, encoder=encoder)  # fmt: skip
         publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive)
         return
     directory = run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,

@@ -30,7 +30,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                            pod_sample: int | None = None, job_tokens: int = 0, target: str = "choice",
                            cluster_features: bool = True, frag_features: bool = True, cost_weight: float = 0.1,
                            transition_weight: float = 0.1, delta_weight: float = 0.0,
-                           stability: float = 0.0) -> Path:  # fmt: skip
+                           stability: float = 0.0, encoder: str = "hashed") -> Path:  # fmt: skip
     import torch
 
     from inference.training import TrainOptions
@@ -60,7 +60,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                 policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
                 max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
                 on_batch=on_batch, job_tokens=job_tokens, cluster=cluster_features, frag=frag_features,
-                stability=stability)  # fmt: skip
+                stability=stability, encoder=encoder)  # fmt: skip
         except NothingToLearnError as e:
             bar.stop()
             console.print(f"[red]{e}[/red]")

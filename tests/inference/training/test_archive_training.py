@@ -111,6 +111,25 @@ def test_the_archive_spec_has_fgds_columns_over_the_archived_workload(filled):
     assert not lean.cluster and not lean.workload and "fgd_first" not in lean.pair_names
 
 
+def test_the_archive_spec_takes_minilm_as_semsched_train_does(filled):
+    """``semsched train --from-archive --encoder minilm``: the spec records MiniLM's name and size, and
+    each demonstration's job row carries the job text's MiniLM embedding (serving resolves the same name)."""
+    from inference.encoders import get_encoder
+    from inference.features.jobs import job_demand
+
+    events, _ = filled
+    spec = archive_spec(events, encoder="minilm")
+    assert spec.text_dim == 384 and spec.encoder == get_encoder("minilm").name != archive_spec(events).encoder
+    got = reconstruct(events, spec=spec, min_feasible=1, max_samples=3)
+    k = got.decision_ids[0]
+    job = next(events.jobs[(p.cluster, p.job_id)] for p in events.placed if p.decision_id == k)
+    want = job_demand([job], 0.0, spec, get_encoder(spec.encoder))[0]
+    text = slice(spec.job_dim - spec.text_dim, spec.job_dim) if spec.job_names[-1].startswith("text") else None
+    assert text is not None, spec.job_names
+    np.testing.assert_allclose(got.demos.arrays()["jobs"][0][text], want[text], atol=1e-6)
+    assert np.linalg.norm(want[text]) > 0.5  # an embedding, not zeros
+
+
 def test_each_demonstration_carries_the_labels_of_the_cost_estimator_and_the_transition_model(filled):
     """What RecordingPolicy records from an expert, from the archive: the node picked, the fragmentation
     each placement would add (ψ), the run time (ψ: here the archived outcome), the picked node's row
