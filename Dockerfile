@@ -28,11 +28,13 @@ RUN --mount=type=cache,target=/var/cache/pip \
 RUN --mount=type=bind,source=.,target=/src,rw \
     pip install --no-cache-dir --no-deps /src
 
-# A non-root user that owns the state directory (named volumes mounted there inherit it).
+# A non-root user that owns the state directory and the models directory in it: a new named volume
+# mounted at a path the image has inherits its owner; at one it lacks, the volume's root is root's
+# (docker-compose.yml mounts `models` at /var/lib/semsched/models: `train` writes there).
 RUN groupadd --system --gid 10001 semsched \
  && useradd --system --uid 10001 --gid semsched --home-dir /var/lib/semsched --shell /usr/sbin/nologin semsched \
- && mkdir -p /var/lib/semsched \
- && chown semsched:semsched /var/lib/semsched
+ && mkdir -p /var/lib/semsched/models \
+ && chown -R semsched:semsched /var/lib/semsched
 USER semsched
 WORKDIR /var/lib/semsched
 

@@ -10,9 +10,11 @@ finished attempt: :func:`storage.queries.finished_jobs.finished_jobs`):
 
 - a learned predictor trained from the archive skips the jobs already in its index
   (:func:`inference.duration.archive.trained_on`); one that cannot say which is not warmed;
-- the jobs warmed are remembered (:attr:`WarmUp.job_ids`), so that their ``finished`` reports,
-  read again from the log after the restart (the committed offsets trail the archive), do not
-  count twice.
+- the jobs the estimate now holds (observed, or in the model's index already) are remembered
+  (:attr:`WarmUp.job_ids`), so that their ``finished`` reports, read again from the log after the
+  restart (the committed offsets trail the archive), do not count twice;
+- the read is bounded (``READ_TIMEOUT_S``): an archive too large to answer in time leaves the
+  estimate as it was, and the worker starts all the same (:func:`streams.worker._warm_up_durations`).
 
 The archive holds every cluster's jobs and the worker does not know yet which partitions it will
 own, so it learns from all of them.
@@ -21,6 +23,7 @@ own, so it learns from all of them.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,12 +33,15 @@ from storage.queries.finished_jobs import finished_jobs
 
 log = logging.getLogger("semsched.worker")
 
+READ_TIMEOUT_S = 60.0  # the archive query's own limit (max_execution_time)
+
 
 @dataclass
 class WarmUp:
     observed: int = 0
     skipped: int = 0  # already in a learned predictor's index
-    job_ids: set[str] = field(default_factory=set)  # the jobs observed
+    job_ids: set[str] = field(default_factory=set)  # the jobs the estimate holds now
+    seconds: float = 0.0
     note: str = ""
 
 
@@ -44,15 +50,17 @@ def warm_up_durations(estimator: Any, client: ArchiveClient, latest: int) -> War
     (0: none), minus those a learned predictor trained on; what it did."""
     if latest <= 0:
         return WarmUp(note="off (SEMSCHED_DURATION_WARM_UP=0)")
-    rows = finished_jobs(client, latest=latest)
+    started = time.perf_counter()
+    rows = finished_jobs(client, latest=latest, timeout_s=READ_TIMEOUT_S)
     config = getattr(estimator, "config", None)  # a learned predictor (inference.duration), else the history
     if config is not None:
         from inference.duration.archive import trained_on
 
-        seen = [trained_on(config, f.submit_s, f.run_s) for f in rows]
+        seen = [trained_on(config, f.submit_s, f.run_s, f.finish_s) for f in rows]
         if None in seen:
-            return WarmUp(note=f"not warmed: duration model {config.version} was trained on every archived job "
-                               "without saying which, so its index may hold them already")  # fmt: skip
+            return WarmUp(note=f"not warmed: duration model {config.version} was trained on the archive without "
+                               "recording the latest finish it read (or on a --limit subset), so its index may "
+                               "hold these jobs already; retrain it to warm it")  # fmt: skip
         keep = [f for f, s in zip(rows, seen, strict=True) if not s]
     else:
         keep = rows
@@ -64,8 +72,8 @@ def warm_up_durations(estimator: Any, client: ArchiveClient, latest: int) -> War
     else:
         for job, f in zip(jobs, keep, strict=True):
             estimator.observe(job, f.run_s)
-    out.job_ids = {j.job_id for j in jobs}
-    out.observed = len(keep)
-    out.note = (f"{out.observed:,} finished job(s) from the archive"
+    out.job_ids = {f.submission.job_id for f in rows}  # observed, or in the model's index already
+    out.observed, out.seconds = len(keep), time.perf_counter() - started
+    out.note = (f"{out.observed:,} finished job(s) from the archive in {out.seconds:.1f} s"
                 + (f" ({out.skipped:,} skipped: already in duration model {config.version})" if out.skipped else ""))  # fmt: skip
     return out

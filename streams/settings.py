@@ -99,11 +99,11 @@ class Settings(BaseModel):
     # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
     # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few
     restore_window: int = Field(default_factory=lambda: _env_int("RESTORE_WINDOW", 10000, minimum=0), ge=0)
-    # how often the scheduling loop's kept cluster snapshot is checked against one built from the tables,
-    # seconds (streams/snapshot_cache.py; 0 = at every step)
     # the latest finished jobs of the archive the worker's duration estimate learns from at start
     # (streams/duration_warm_up.py; 0 = none: it starts from what its model holds, or cold)
     duration_warm_up: int = Field(default_factory=lambda: _env_int("DURATION_WARM_UP", 20000, minimum=0), ge=0)
+    # how often the scheduling loop's kept cluster snapshot is checked against one built from the tables,
+    # seconds (streams/snapshot_cache.py; 0 = at every step)
     snapshot_verify_s: float = Field(default_factory=lambda: _env_float("SNAPSHOT_VERIFY", 60, minimum=0), ge=0)
     max_message_bytes: int = Field(default_factory=lambda: _env_int("MAX_MESSAGE_BYTES", 256 * 1024, minimum=1024))
     web_port: int = Field(default_factory=lambda: _env_int("WEB_PORT", 6066, minimum=0, maximum=65535))

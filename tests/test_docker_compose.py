@@ -214,6 +214,19 @@ def test_dockerfile_shape() -> None:
     assert re.search(r'^ENTRYPOINT \["semsched"\]', text, re.M)
 
 
+def test_the_image_user_owns_every_named_volume_the_worker_writes(compose: dict) -> None:
+    """A new named volume takes the owner of the image's directory it is mounted on, and root's when the
+    image lacks it: the non-root user could not write `models/` (`docker compose run --rm worker train`)."""
+    text = DOCKERFILE.read_text()
+    made = {p for line in re.findall(r"mkdir -p ([^\n&\\]+)", text) for p in line.split()}
+    owned = re.search(r"chown -R \S+ (/var/lib/semsched)\b", text)
+    assert owned, "the state directory is chowned recursively to the image's user"
+    targets = [v["target"] for v in compose["services"]["worker"]["volumes"] if v["type"] == "volume"]
+    assert "/var/lib/semsched/models" in targets
+    for target in targets:
+        assert target.startswith(owned.group(1)) and any(m == target or m.startswith(target + "/") for m in made), target
+
+
 def test_otel_collector_receives_from_worker_and_agents(compose: dict) -> None:
     services = compose["services"]
     col = services["otel-collector"]

@@ -50,21 +50,23 @@ def train_from_finished(finished: Sequence[FinishedRun], config: DurationConfig 
                            submit_times=[r.submit for r in records], encoder=encoder, **kwargs)  # fmt: skip
 
 
-def trained_on(config: DurationConfig, submit_s: float, run_s: float) -> bool | None:
+def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: float | None) -> bool | None:
     """Whether a finished job of the archive is among those a predictor trained from the archive
     (``semsched train-duration --trace archive``) learned from, and so already in its index: True /
-    False; ``None`` when the model cannot say (trained from the archive on every job, before it
-    recorded its last submission). Always False for a model trained on a trace file.
+    False; ``None`` when the model cannot say (trained before it recorded the latest finish it read,
+    or on a ``--limit`` subset). Always False for a model trained on a trace file.
 
-    The training set is the time split's (:func:`~inference.duration.evaluate.time_split`):
-    submitted before the cut and ended by it (submission + run time), or, trained on every job,
-    submitted by the last submission it saw (a job submitted before and finished after the
-    training is then taken for one it saw)."""
+    The model read the jobs that had finished by its training: those whose finish is at most the
+    latest it read (``finished_through_s``). Of those it trained on the time split's
+    (:func:`~inference.duration.evaluate.time_split`: submitted before the cut and ended by it, by
+    submission + run time), or on all of them without a cut (``--train-fraction 1``)."""
     info = config.train_info
     if info.get("trace") != "archive":
         return False
+    through = info.get("finished_through_s")
+    if through is None or info.get("limit") is not None or finish_s is None:
+        return None
+    if finish_s > float(through):
+        return False  # finished after the model read the archive
     cut = info.get("cut_s")
-    if cut is not None:
-        return submit_s < float(cut) and submit_s + run_s <= float(cut)
-    through = info.get("submitted_through_s")
-    return None if through is None else submit_s <= float(through)
+    return True if cut is None else (submit_s < float(cut) and submit_s + run_s <= float(cut))

@@ -52,10 +52,8 @@ def training_records(records: list[Any], train_fraction: float,
     when its jobs ran, see :func:`~inference.duration.evaluate.running_at_cut`), and the split's facts."""
     from inference.duration.evaluate import running_at_cut, time_split
 
-    if train_fraction >= 1.0:  # (the last submission: a worker's warm-up knows which jobs the index holds)
+    if train_fraction >= 1.0:
         return sorted(records, key=lambda r: r.submit), [], {"train_fraction": 1.0, "cut_s": None,
-                                                             "submitted_through_s": max((r.submit for r in records),
-                                                                                        default=None),
                                                              "train": len(records), "late": 0, "held_out": 0}  # fmt: skip
     split = time_split(records, train_fraction)
     running = running_at_cut(split, runs)
@@ -64,14 +62,17 @@ def training_records(records: list[Any], train_fraction: float,
                                                 "held_out": len(split.test)}  # fmt: skip
 
 
-def archive_finished(archive: str | None, limit: int | None = None) -> list[Any]:
-    """The archive's finished jobs as :class:`~inference.duration.evaluate.Finished` records."""
+def archive_finished(archive: str | None, limit: int | None = None) -> tuple[list[Any], float | None]:
+    """The archive's finished jobs as :class:`~inference.duration.evaluate.Finished` records, and the
+    latest finish among them (epoch s; a worker's warm-up tells by it which jobs a model trained on
+    them holds: :func:`inference.duration.archive.trained_on`)."""
     from inference.duration.archive import as_records
     from ops.cli.models import archive_client
     from storage.queries.finished_jobs import finished_jobs
 
     rows = finished_jobs(archive_client(archive, write=False))
-    return as_records(rows if limit is None else rows[:limit])
+    rows = rows if limit is None else rows[:limit]
+    return as_records(rows), max((f.finish_s for f in rows if f.finish_s is not None), default=None)
 
 
 def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: float = 0.75,
@@ -98,8 +99,14 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     started = time.perf_counter()
     version = version or default_version(trace, encoder, train_fraction)
     with console.status(f"loading {trace}…"):
-        records, runs = (archive_finished(archive, limit), None) if trace == "archive" else load_records(trace, path, limit)
+        finished_through = None
+        if trace == "archive":
+            (records, finished_through), runs = archive_finished(archive, limit), None
+        else:
+            records, runs = load_records(trace, path, limit)
     train, running, facts = training_records(records, train_fraction, runs)
+    if trace == "archive":
+        facts["finished_through_s"] = finished_through
     console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; training on {len(train):,}"
                   + (f" (submitted before {facts['cut_s']:,.0f} s and finished by then; {facts['held_out']:,} "
                      f"held out after the cut)" if facts["cut_s"] is not None else ""))  # fmt: skip

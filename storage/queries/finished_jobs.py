@@ -23,9 +23,9 @@ from storage.client import ArchiveClient
 from storage.queries._common import _dicts
 
 
-def finished_jobs_sql(cluster: str | None = None, *, latest: int | None = None) -> str:
+def finished_jobs_sql(cluster: str | None = None, *, latest: int | None = None, timeout_s: float | None = None) -> str:
     """One row per finished job, oldest submission first; with ``latest``, the ``latest`` jobs that
-    finished last, oldest finish first (``%(latest)s``)."""
+    finished last, oldest finish first (``%(latest)s``); ``timeout_s``: the query's ``max_execution_time``."""
     where = "" if cluster is None else "WHERE cluster = %(cluster)s"
     order = "submit_ms, job_id" if latest is None else "finish_ms DESC, job_id DESC LIMIT %(latest)s"
     sql = f"""
@@ -51,7 +51,8 @@ INNER JOIN (
     GROUP BY job_id) AS r ON s.job_id = r.job_id
 ORDER BY {order}
 """
-    return sql if latest is None else f"SELECT * FROM ({sql}) ORDER BY finish_ms, job_id"
+    sql = sql if latest is None else f"SELECT * FROM ({sql}) ORDER BY finish_ms, job_id"
+    return sql if timeout_s is None else f"{sql} SETTINGS max_execution_time = {max(1, round(timeout_s))}"
 
 
 @dataclass(frozen=True)
@@ -64,14 +65,16 @@ class FinishedJob:
     finish_s: float | None = None  # epoch s of that attempt's finish
 
 
-def finished_jobs(client: ArchiveClient, cluster: str | None = None, *, latest: int | None = None) -> list[FinishedJob]:
+def finished_jobs(client: ArchiveClient, cluster: str | None = None, *, latest: int | None = None,
+                  timeout_s: float | None = None) -> list[FinishedJob]:  # fmt: skip
     """The archive's finished jobs, oldest submission first (``cluster``: only that cluster's); with
-    ``latest``, only the ``latest`` that finished last, oldest finish first (a worker's warm-up)."""
+    ``latest``, only the ``latest`` that finished last, oldest finish first (a worker's warm-up);
+    ``timeout_s``: the server gives up after that long (an error, not a partial answer)."""
     if latest is not None and latest < 1:
         raise ValueError(f"latest must be at least 1, not {latest}")
     params: dict[str, object] = ({"cluster": cluster} if cluster else {}) | ({"latest": latest} if latest else {})
     out = []
-    for r in _dicts(client, finished_jobs_sql(cluster, latest=latest), params or None):
+    for r in _dicts(client, finished_jobs_sql(cluster, latest=latest, timeout_s=timeout_s), params or None):
         submit = int(r["submit_ms"]) / 1000
         event = JobSubmitted.model_construct(
             event_id=r["event_id"], event_time=datetime.fromtimestamp(submit, UTC), job_id=r["job_id"],

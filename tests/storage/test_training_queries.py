@@ -108,3 +108,5 @@ def test_the_latest_finished_jobs_come_oldest_finish_first(client: ArchiveClient
     assert [f.submission.job_id for f in finished_jobs(client, latest=10)] == ["Z", "Y", "X"]
     with pytest.raises(ValueError, match="at least 1"):
         finished_jobs(client, latest=0)
+    # a bounded read (the worker's start-up) answers the same
+    assert finished_jobs(client, latest=2, timeout_s=30) == latest

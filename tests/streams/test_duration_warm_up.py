@@ -71,28 +71,39 @@ def _learned(**train_info: object) -> LearnedDurationPredictor:
     return LearnedDurationPredictor(DurationConfig(version="d1", mode="retrieval", train_info=dict(train_info)))
 
 
+def _at(s: float) -> float:
+    return (T0 + timedelta(seconds=s)).timestamp()
+
+
 def test_a_model_trained_on_the_archive_skips_the_jobs_in_its_index(archive: ArchiveClient) -> None:
-    # trained at a cut 400 s in: j0..j2 were submitted before it and ended by it (101, 211, 321 s),
-    # j3 (ended 431 s) was not, so the model's index holds j0..j2
-    cut = (T0 + timedelta(seconds=400)).timestamp()
-    model = _learned(trace="archive", cut_s=cut)
+    """Trained when j0..j3 had finished (the latest at 431 s) at a cut of 400 s: it learned j0..j2 (each
+    submitted before the cut and ended by it by submission + run time); j3 ended past the cut, j4 and
+    j5 finished after it read the archive. The warm-up adds exactly those three, and remembers all six."""
+    model = _learned(trace="archive", cut_s=_at(400), finished_through_s=_at(431), limit=None)
     done = warm_up_durations(model, archive, latest=100)
-    assert (done.observed, done.skipped) == (3, 3) and done.job_ids == {"j3", "j4", "j5"}
-    assert len(model.index) == 3 and "3 skipped" in done.note
+    assert (done.observed, done.skipped, len(model.index)) == (3, 3, 3) and "3 skipped" in done.note
+    assert done.job_ids == {f"j{i}" for i in range(6)}  # a skipped job's finish, read again, is not taught either
     # a model trained on a trace file holds none of the archive's jobs
-    other = _learned(trace="openb", cut_s=cut)
+    other = _learned(trace="openb", cut_s=_at(400))
     assert warm_up_durations(other, archive, latest=100).observed == 6 and len(other.index) == 6
 
 
-def test_a_model_trained_on_every_archived_job(archive: ArchiveClient) -> None:
-    through = (T0 + timedelta(seconds=20)).timestamp()  # its last submission: j2
-    model = _learned(trace="archive", cut_s=None, submitted_through_s=through)
+def test_a_model_trained_on_every_job_it_read_skips_those_only(archive: ArchiveClient) -> None:
+    """--train-fraction 1, trained when j0..j2 had finished (the latest at 321 s): j3..j5 were submitted
+    before that but ran on past it, so it never saw them (the long ones: skipping them would bias an SJF
+    index short). A job finished exactly at the latest finish it read is one it saw."""
+    model = _learned(trace="archive", cut_s=None, finished_through_s=_at(321))
     done = warm_up_durations(model, archive, latest=100)
-    assert done.job_ids == {"j3", "j4", "j5"} and done.skipped == 3
-    # an older one that did not record its last submission cannot say: not warmed, and says why
-    old = _learned(trace="archive", cut_s=None)
+    assert (done.observed, done.skipped) == (3, 3) and len(model.index) == 3
+    assert model.predict(_etl()) >= 400.0  # it retrieves the long runs it learned now
+
+
+@pytest.mark.parametrize("info", [{"cut_s": None}, {"cut_s": None, "finished_through_s": 1e12, "limit": 50}])
+def test_a_model_that_cannot_say_what_it_holds_is_not_warmed(archive: ArchiveClient, info: dict) -> None:
+    """Trained before it recorded the latest finish it read, or on a --limit subset: not warmed, and says why."""
+    old = _learned(trace="archive", **info)
     done = warm_up_durations(old, archive, latest=100)
-    assert done.observed == 0 and len(old.index) == 0 and "not warmed" in done.note
+    assert done.observed == 0 and len(old.index) == 0 and "not warmed" in done.note and done.job_ids == set()
 
 
 def test_the_worker_warms_its_estimate_at_start_and_a_failed_read_does_not_stop_it(
@@ -101,12 +112,14 @@ def test_the_worker_warms_its_estimate_at_start_and_a_failed_read_does_not_stop_
     agents teach) learns, and remembers which jobs; an archive it cannot read only costs a warning."""
     from streams.app import create_app
     from streams.settings import Settings
-    from streams.worker import _warm_up_durations
+    from streams.worker import _attach_archiver, _warm_up_durations
 
+    # the worker's embedded archive is the one the fixture filled (<state dir>/chdb)
     w = create_app(Settings(bootstrap="127.0.0.1:1", topic_prefix="warm.", web_port=0, state_dir=tmp_path,
                             duration_warm_up=2))  # fmt: skip
-    _warm_up_durations(w, archive)
+    _attach_archiver(w)
     assert w.durations_warmed == {"j4", "j5"} and w.durations.predict(_etl()) == pytest.approx(550.0)
+    assert "2 finished job(s) from the archive in" in caplog.text
 
     class Unreadable:
         def query_rows(self, *_: object) -> None:

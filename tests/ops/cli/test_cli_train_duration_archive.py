@@ -56,8 +56,9 @@ def test_train_duration_from_the_archive(dsn: str, tmp_path: Path) -> None:
     assert model.version == "from-archive" and len(model.index) == 40  # the running job is not a label
     info = json.loads((out / "from-archive" / "config.json").read_text())["config"]["train_info"]
     assert info["trace"] == "archive" and info["train"] == 40
-    # it records its last submission, so a worker's warm-up knows its index holds all 40 already
-    assert info["submitted_through_s"] == (T0 + timedelta(seconds=390)).timestamp()
+    # it records the latest finish it read (J38: submitted at 380 s, run from 381 s for 5,000 s), so a
+    # worker's warm-up knows its index holds all 40 already
+    assert info["finished_through_s"] == (T0 + timedelta(seconds=5381)).timestamp()
     from streams.duration_warm_up import warm_up_durations
 
     done = warm_up_durations(model, get_client(dsn), latest=1000)
