@@ -109,7 +109,7 @@ class Worker:
     # run times of finished jobs, for sjf-predicted (in memory; warmed from the archive at start:
     # streams/duration_warm_up.py)
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
-    durations_warmed: set[str] = field(default_factory=set)  # jobs the warm-up taught: their finish is not taught again
+    durations_warmed: set[str] = field(default_factory=set)  # jobs whose run time the warm-up found: not taught again
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     # lifecycle reports for jobs whose submission this worker has not read yet (streams/early_reports.py)
     early_reports: EarlyReports = field(default_factory=lambda: EarlyReports(max_age_s=EARLY_REPORT_WAIT_S))
