@@ -50,7 +50,7 @@ def train_from_finished(finished: Sequence[FinishedRun], config: DurationConfig 
                            submit_times=[r.submit for r in records], encoder=encoder, **kwargs)  # fmt: skip
 
 
-def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: float | None) -> bool | None:
+def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: float) -> bool | None:
     """Whether a finished job of the archive is among those a predictor trained from the archive
     (``semsched train-duration --trace archive``) learned from, and so already in its index: True /
     False; ``None`` when the model cannot say (trained before it recorded the latest finish it read,
@@ -64,7 +64,7 @@ def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: 
     if info.get("trace") != "archive":
         return False
     through = info.get("finished_through_s")
-    if through is None or info.get("limit") is not None or finish_s is None:
+    if through is None or info.get("limit") is not None:
         return None
     if finish_s > float(through):
         return False  # finished after the model read the archive

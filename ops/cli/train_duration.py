@@ -72,7 +72,7 @@ def archive_finished(archive: str | None, limit: int | None = None) -> tuple[lis
 
     rows = finished_jobs(archive_client(archive, write=False))
     rows = rows if limit is None else rows[:limit]
-    return as_records(rows), max((f.finish_s for f in rows if f.finish_s is not None), default=None)
+    return as_records(rows), max((f.finish_s for f in rows), default=None)
 
 
 def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: float = 0.75,

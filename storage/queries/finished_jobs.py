@@ -62,7 +62,7 @@ class FinishedJob:
     submission: JobSubmitted
     submit_s: float  # epoch s of the submission
     run_s: float  # the last finished attempt's run time (>= 0)
-    finish_s: float | None = None  # epoch s of that attempt's finish
+    finish_s: float  # epoch s of that attempt's finish
 
 
 def finished_jobs(client: ArchiveClient, cluster: str | None = None, *, latest: int | None = None,
