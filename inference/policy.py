@@ -10,9 +10,9 @@ default, or ``triton``; ``$SEMSCHED_INFERENCE``). If it cannot be loaded at all,
 falls back to a heuristic (``fallback="fgd"``, its kwargs in ``fallback_kwargs``) for every
 call and says so: ``fell_back``, ``fallback_reason``, ``model_version = None``.
 
-**One model call per step.** The step's inputs (:func:`inference.model.step.build_inputs`:
-node state, topology, every pending job, pair features per distinct resource shape) go to
-the backend once; it answers the scores of every (job, node) where the job's shape fits by
+**One model call per step** (per window of it). The step's inputs
+(:func:`inference.model.step.build_inputs`: node state, topology, the pending jobs, pair features
+per distinct resource shape) go to the backend once; it answers the scores of every (job, node) where the job's shape fits by
 resources (:mod:`inference.features.fits`; ``-inf`` elsewhere) on the step-start state, and the
 head's node term. A node that the filters accept but the model did not score (a filter chain
 without the health filter, say) is scored within the step. The pair features are kept from step to step
@@ -22,6 +22,14 @@ reserves jobs one by one, the nodes whose inputs an earlier placement of the sam
 are re-scored for each later job with the local copy of the head (:mod:`inference.rescoring`),
 so every score sees the current state, as if the head had been run on the whole cluster again.
 
+- **The window.** A call covers at most ``window`` jobs (default 256, ``$SEMSCHED_MODEL_WINDOW``;
+  0: the whole queue): the first of the step's order, which are the jobs the step places
+  first. They are also the call's job tokens and queue summary. A job of the step beyond the
+  window that reaches scoring (the filters found it a node) opens the next window, from it
+  on, on the cluster as the step's placements left it. So a call's cost is bounded however
+  long the queue grows: behind a saturated cluster most pending jobs fit nowhere and are
+  never scored, and scoring them all cost every step J × N scores (the learned dlrm2025
+  replay spent 62 % of its time there, 2026-12-02).
 - The worker awaits :meth:`prepare_step` before ``schedule_step`` (async: the Triton call
   has a deadline and must not block the event loop). If the backend fails — Triton down,
   the deadline missed — the step is decided by the fallback heuristic and
@@ -66,7 +74,9 @@ from scheduling.snapshot import ClusterSnapshot
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
-STEP_STATE = ("_prepared", "_step", "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
+WINDOW_ENV = "SEMSCHED_MODEL_WINDOW"
+DEFAULT_WINDOW = 256  # jobs per model call (the issue's reference queue)
+STEP_STATE = ("_prepared", "_step", "_earlier", "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
                "_calls", "model_calls", "last_step", "fallback_jobs", "decision_notes")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
@@ -83,19 +93,34 @@ def default_model_dir() -> Path:
     return Path(os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
 
 
+def model_window(window: int | None = None) -> int:
+    """Jobs per model call: ``window``, else ``$SEMSCHED_MODEL_WINDOW``, else 256 (0: the whole queue)."""
+    raw: object = window if window is not None else os.environ.get(WINDOW_ENV) or DEFAULT_WINDOW
+    try:
+        value = int(raw)  # type: ignore[call-overload]
+    except ValueError:
+        raise ValueError(f"{WINDOW_ENV}={raw!r}: expected a whole number of jobs (0: the whole queue)") from None
+    if value < 0:
+        raise ValueError(f"model window {value}: expected >= 0 jobs (0: the whole queue)")
+    return value
+
+
 @register("learned")
 class LearnedPolicy(BasePolicy):
     name = "learned"
 
     def __init__(self, model_dir: str | Path | None = None, *, backend: str | None = None, fallback: str = "fgd",
                  fallback_kwargs: dict[str, Any] | None = None, refresh_every: int = 1, loaded: Any = None,
-                 backend_kwargs: dict[str, Any] | None = None, lookahead: Lookahead | None = None) -> None:  # fmt: skip
+                 backend_kwargs: dict[str, Any] | None = None, lookahead: Lookahead | None = None,
+                 window: int | None = None) -> None:  # fmt: skip
         """``loaded``: an :class:`inference.model.io.LoadedModel` to serve in-process instead of a directory;
-        ``lookahead``: roll each decision's best candidates forward through T (:mod:`inference.lookahead`)."""
+        ``lookahead``: roll each decision's best candidates forward through T (:mod:`inference.lookahead`);
+        ``window``: jobs per model call (module docstring; default ``$SEMSCHED_MODEL_WINDOW``, else 256; 0: all)."""
         from inference.backends import InProcessBackend, get_backend
 
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         self.refresh_every = max(1, int(refresh_every))
+        self.window = model_window(window)
         self.fallback_name = fallback
         self.fallback: Policy = get_policy(fallback, **dict(fallback_kwargs or {}))
         self.fell_back = False
@@ -115,6 +140,7 @@ class LearnedPolicy(BasePolicy):
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
         self._step: PreparedStep | None = None
+        self._earlier: list[PreparedStep] = []  # the step's calls before the current one (their jobs' ψ)
         self._step_fallback: str | None = None
         self._in_step = False
         self._ordered: list[JobRequest] = []
@@ -181,8 +207,9 @@ class LearnedPolicy(BasePolicy):
 
     async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
                            utilisation: np.ndarray | Callable[[], np.ndarray] | None = None) -> StepStatus:  # fmt: skip
-        """Call the backend for the coming step (awaited by the worker before ``schedule_step``);
-        ``utilisation``: float ``[N]``, the nodes' window means, or what reads them — called only when
+        """Call the backend for the coming step (awaited by the worker before ``schedule_step``) on the
+        first ``window`` of ``jobs``, which come in the step's order
+        (:func:`scheduling.orderings.compose.queue_order`); ``utilisation``: float ``[N]``, the nodes' window means, or what reads them — called only when
         the version this step runs (after the backend's refresh, here) reads them (:attr:`wants_utilisation`)."""
         from inference.backends import BackendError
 
@@ -192,6 +219,7 @@ class LearnedPolicy(BasePolicy):
         self.backend.refresh()
         if callable(utilisation):
             utilisation = utilisation() if self.wants_utilisation else None
+        jobs = self._window(jobs, 0)
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         try:
             # the texts the backend embeds, the inputs, the answer (StepCaller)
@@ -213,8 +241,12 @@ class LearnedPolicy(BasePolicy):
     def _status(self, step: PreparedStep) -> StepStatus:
         return StepStatus(self.backend.name, step.version or self.model_version, False, "")
 
+    def queue_order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
+        """The step's order (FIFO) without starting the step (:func:`scheduling.orderings.compose.queue_order`)."""
+        return super().order(jobs, now, context)
+
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
-        ordered = super().order(jobs, now, context)
+        ordered = self.queue_order(jobs, now, context)
         self.begin_step(ordered, now)
         return ordered
 
@@ -227,6 +259,7 @@ class LearnedPolicy(BasePolicy):
             return
         prepared, self._prepared = self._prepared, None
         self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
+        self._earlier = []
         self._position, self._scored = {j.job_id: i for i, j in enumerate(ordered)}, set()
         if self.lookahead is not None:
             self.lookahead.begin_step()
@@ -256,11 +289,18 @@ class LearnedPolicy(BasePolicy):
         self.last_step = self._status(step)
         return step
 
+    def _window(self, jobs: Sequence[JobRequest], start: int) -> Sequence[JobRequest]:
+        """The jobs of one model call: ``window`` of ``jobs`` from ``start`` (all of them with no window)."""
+        return jobs[start : start + self.window] if self.window else jobs[start:]
+
     def _step_for(self, job: JobRequest, snapshot: ClusterSnapshot) -> PreparedStep | None:
         step = self._step
         if self._in_step:
             if step is None or step.table is not snapshot.table or job.job_id not in step.index:
-                jobs = self._ordered if any(j.job_id == job.job_id for j in self._ordered) else [job]
+                pos = self._position.get(job.job_id)  # the next window opens at this job (module docstring)
+                jobs = [job] if pos is None else self._window(self._ordered, pos)
+                if step is not None:
+                    self._earlier.append(step)
                 step = self._step = self._call(snapshot, jobs, self._now, None)
             return step
         # no order(): one long-lived snapshot scored job by job (the fill benchmark)
@@ -346,7 +386,7 @@ class LearnedPolicy(BasePolicy):
     def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
         """ψ on the step-start state (:meth:`PreparedStep.psi`; the local cost head for nodes outside
         the answer's, when this worker holds the version that answered)."""
-        step = self._step
+        step = next((s for s in (self._step, *reversed(self._earlier)) if s is not None and job_id in s.index), None)
         if step is None or self._step_fallback is not None:
             return None
         same = not step.version or step.version == self.model_version

@@ -38,6 +38,7 @@ from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.node_table import NodeTable
 from scheduling.order_context import OrderContext, TenantUsage, cluster_capacity
+from scheduling.orderings.compose import queue_order
 from scheduling.policies import Policy, get_policy
 from streams import telemetry
 from streams.catchup import CatchUp
@@ -256,7 +257,9 @@ class SchedulingLoop:
             # async: a model server's deadline does not block the loop. The nodes' measured utilisation
             # (hopping window) is read only for a model version that reads it, known once the policy
             # looked for a new version
-            await prepare(snap, requests, tick_ts, utilisation=lambda: step_utilisation(self.w, views))
+            # in the step's order: the call covers its head (LearnedPolicy's window)
+            await prepare(snap, queue_order(self.policy, requests, tick_ts, context), tick_ts,
+                          utilisation=lambda: step_utilisation(self.w, views))  # fmt: skip
         model_s = time.perf_counter() - model_s
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call

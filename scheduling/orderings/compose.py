@@ -54,3 +54,14 @@ class ComposedPolicy:
 
     def __repr__(self) -> str:
         return f"<policy {self.name}>"
+
+
+def queue_order(policy: Policy | ComposedPolicy, jobs: Sequence[JobRequest], now: float,
+                context: OrderContext | None = None) -> list[JobRequest]:  # fmt: skip
+    """The order ``policy.order`` gives ``jobs``, without starting a step: a placement that keeps
+    per-step state (``begin_step``) is not told. The worker hands it to a model-backed placement's
+    ``prepare_step``, which calls its model for the head of the queue."""
+    if isinstance(policy, ComposedPolicy):
+        return policy.ordering.order(jobs, now, context)
+    peek = getattr(policy, "queue_order", None)  # a placement whose own order() starts a step says it apart
+    return peek(jobs, now, context) if peek is not None else policy.order(jobs, now, context)
