@@ -96,7 +96,9 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
                 f"with {used:.0%} of their GPUs allocated (best-fit on the fill sequence of seed 0); N pending openb "
                 "pods. 'model step' = the step's inputs (features) + one model call (fusion encoder once, the head over N × 1,213) (the "
                 "decision latency of the issue's target); 'filters' = the feasibility masks (the scheduling core's); "
-                "'schedule_step <policy>' = the worker's sequential path (filter, score, reserve per job). "
+                "'schedule_step <policy>' = the worker's sequential path (filter, score, reserve per job; the learned "
+                f"policy calls its model for windows of {policy.window or 'all'} jobs of the step's order, "
+                "SEMSCHED_MODEL_WINDOW, while 'model step' is one call over all N). "
                 f"'churned: …' = {repeat} consecutive steps with the policy's pair cache, each followed by "
                 f"{churn} best-fit placements, {churn} arrivals and {churn} departures (inference/training/step_latency.py): "
                 "'changed nodes' and 'new shapes' say how much the cache had to recompute.")  # fmt: skip
