@@ -44,6 +44,24 @@ async def test_the_learned_policy_decides_the_same_on_triton_as_in_process(serve
     np.testing.assert_allclose(remote.score_all(jobs, snap), local.score_all(jobs, snap), atol=1e-5)
 
 
+async def test_windows_opened_within_the_step_are_called_on_triton_too(served):
+    """A step longer than the model window (inference/policy.py): the prepared call covers the head
+    of the order; the windows the step opens later go to the server synchronously, from inside the
+    running event loop as in the worker, and decide as the same windows in-process."""
+    snap, jobs = distinct_snapshot(), pod_mix(30, seed=2)
+    remote = LearnedPolicy(served.latest, backend="triton", window=8,
+                           backend_kwargs={"url": served.url, "deadline_ms": 5000})  # fmt: skip
+    status = await remote.prepare_step(snap, remote.queue_order(jobs, 4.0), 4.0)
+    got = schedule_step(snap, jobs, remote, now=4.0)
+    local = LearnedPolicy(served.root / status.version, backend="in-process", window=8)
+    await local.prepare_step(snap, local.queue_order(jobs, 4.0), 4.0)
+    want = schedule_step(snap, jobs, local, now=4.0)
+    assert len(got.placements) > 8 and remote.model_calls == local.model_calls > 1
+    assert not remote.last_step.fallback and not remote.fallback_jobs and remote.last_step.backend == "triton"
+    assert placements(got) == placements(want)
+    remote.close()
+
+
 async def test_triton_down_means_the_fallback_decides_and_the_record_says_so(served):
     p = LearnedPolicy(served.latest, backend="triton", fallback="best-fit",
                       backend_kwargs={"url": f"127.0.0.1:{free_ports(1)[0]}", "deadline_ms": 500})  # fmt: skip
