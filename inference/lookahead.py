@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,19 +130,24 @@ class Lookahead:
             raise ValueError(f"{', '.join(ENV.values())}: {e}") from None
 
     def in_step(self, model: Any, step: Any, job: JobRequest, scores: np.ndarray, snapshot: ClusterSnapshot,
-                later: Iterable[JobRequest], spec: FeatureSpec, caches: Any) -> tuple[np.ndarray, str | None]:  # fmt: skip
+                later: Iterable[JobRequest], spec: FeatureSpec, caches: Any,
+                row_of: Callable[[JobRequest], np.ndarray] | None = None) -> tuple[np.ndarray, str | None]:  # fmt: skip
         """:meth:`adjust` for ``job`` within a step of the ``learned`` policy (``step``: its
         :class:`~inference.prepared_step.PreparedStep`; ``later``: the step's jobs after ``job`` in
-        its order not yet scored; ``caches``: the policy's :class:`~inference.step_caches.StepCaches`),
+        its order not yet scored; ``caches``: the policy's :class:`~inference.step_caches.StepCaches`;
+        ``row_of``: a later job's feature row, for jobs beyond ``step``'s call — its model window),
         and the decision record's note (None when nothing was rolled). The next ``depth`` of
-        ``later`` the step's call scored are rolled; gang jobs are left out, as a gang is placed
+        ``later`` are rolled (without ``row_of``, those ``step``'s call scored); gang jobs are left out, as a gang is placed
         whole when its first member comes. Unchanged for a job the step's call did not score, for a
         model without ψ and T, and when the rollouts fail (logged, counted)."""
         i = step.index.get(job.job_id)
         if i is None or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None:
             return scores, None
-        rolled = (j for j in later if not j.is_gang and j.job_id in step.index)
-        upcoming = [(j, step.jobs[step.index[j.job_id]]) for j, _ in zip(rolled, range(self.depth), strict=False)]
+        if row_of is None:
+            later = (j for j in later if j.job_id in step.index)
+            row_of = lambda j: step.jobs[step.index[j.job_id]]  # noqa: E731
+        rolled = (j for j in later if not j.is_gang)
+        upcoming = [(j, row_of(j)) for j, _ in zip(rolled, range(self.depth), strict=False)]
         if not upcoming:
             return scores, None
         self.last = None

@@ -26,7 +26,11 @@ so every score sees the current state, as if the head had been run on the whole 
   0: the whole queue): the first of the step's order, which are the jobs the step places
   first. They are also the call's job tokens and queue summary. A job of the step beyond the
   window that reaches scoring (the filters found it a node) opens the next window, from it
-  on, on the cluster as the step's placements left it. So a call's cost is bounded however
+  on, on the cluster as the step's placements left it (synchronously; only the step's first
+  call looks for a new version, so one version decides the step); a job an earlier window
+  covers is scored from it, re-scored where placements moved its nodes. ``prepare_step`` has a
+  served encoder embed the whole queue's new texts, so later windows embed none here. So a
+  call's cost is bounded however
   long the queue grows: behind a saturated cluster most pending jobs fit nowhere and are
   never scored, and scoring them all cost every step J × N scores (the learned dlrm2025
   replay spent 62 % of its time there, 2026-12-02).
@@ -76,7 +80,8 @@ RETRY_S = 10.0  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
 WINDOW_ENV = "SEMSCHED_MODEL_WINDOW"
 DEFAULT_WINDOW = 256  # jobs per model call (the issue's reference queue)
-STEP_STATE = ("_prepared", "_step", "_earlier", "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
+STEP_STATE = ("_prepared", "_step", "_windows", "_covering", "_scored_by", "_utilisation", "_step_utilisation",
+              "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
                "_calls", "model_calls", "last_step", "fallback_jobs", "decision_notes")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
@@ -96,12 +101,13 @@ def default_model_dir() -> Path:
 def model_window(window: int | None = None) -> int:
     """Jobs per model call: ``window``, else ``$SEMSCHED_MODEL_WINDOW``, else 256 (0: the whole queue)."""
     raw: object = window if window is not None else os.environ.get(WINDOW_ENV) or DEFAULT_WINDOW
+    what = f"model window {raw!r}" if window is not None else f"{WINDOW_ENV}={raw!r}"
     try:
         value = int(raw)  # type: ignore[call-overload]
     except ValueError:
-        raise ValueError(f"{WINDOW_ENV}={raw!r}: expected a whole number of jobs (0: the whole queue)") from None
+        raise ValueError(f"{what}: expected a whole number of jobs (0: the whole queue)") from None
     if value < 0:
-        raise ValueError(f"model window {value}: expected >= 0 jobs (0: the whole queue)")
+        raise ValueError(f"{what}: expected >= 0 jobs (0: the whole queue)")
     return value
 
 
@@ -140,7 +146,11 @@ class LearnedPolicy(BasePolicy):
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
         self._step: PreparedStep | None = None
-        self._earlier: list[PreparedStep] = []  # the step's calls before the current one (their jobs' ψ)
+        self._windows: list[PreparedStep] = []  # the step's model calls, in call order
+        self._covering: dict[str, PreparedStep] = {}  # job id -> the step's latest call that covers it
+        self._scored_by: dict[str, PreparedStep] = {}  # job id -> the call its scores came from (its ψ)
+        self._utilisation: np.ndarray | None = None  # prepare_step's, for the step it prepared
+        self._step_utilisation: np.ndarray | None = None  # the step's, for the windows it opens
         self._step_fallback: str | None = None
         self._in_step = False
         self._ordered: list[JobRequest] = []
@@ -219,13 +229,15 @@ class LearnedPolicy(BasePolicy):
         self.backend.refresh()
         if callable(utilisation):
             utilisation = utilisation() if self.wants_utilisation else None
-        jobs = self._window(jobs, 0)
+        self._utilisation = utilisation
+        queue, jobs = jobs, self._window(jobs, 0)
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         try:
             # the texts the backend embeds, the inputs, the answer (StepCaller)
+            # (a served encoder embeds the whole queue's new texts: the windows the step opens find them)
             work = self._caller(self.backend, snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
                                 pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
-                                utilisation=utilisation)  # fmt: skip
+                                utilisation=utilisation, embed=queue)  # fmt: skip
             try:
                 inputs, out = await (asyncio.wait_for(work, budget / 1000.0) if budget else work)
             except TimeoutError:
@@ -259,7 +271,8 @@ class LearnedPolicy(BasePolicy):
             return
         prepared, self._prepared = self._prepared, None
         self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
-        self._earlier = []
+        self._windows, self._covering, self._scored_by = [], {}, {}
+        self._step_utilisation, self._utilisation = self._utilisation, None
         self._position, self._scored = {j.job_id: i for i, j in enumerate(ordered)}, set()
         if self.lookahead is not None:
             self.lookahead.begin_step()
@@ -268,17 +281,22 @@ class LearnedPolicy(BasePolicy):
             self.last_step = prepared
         elif prepared is not None:
             self._step = prepared
+            self._cover(prepared)
             self.last_step = self._status(prepared)
 
-    def _call(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
-              queue: np.ndarray | None) -> PreparedStep | None:  # fmt: skip
-        """A synchronous backend call; None (and the step falls back) when the backend fails."""
+    def _call(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, queue: np.ndarray | None,
+              refresh: bool = True, utilisation: np.ndarray | None = None) -> PreparedStep | None:  # fmt: skip
+        """A synchronous backend call; None (and the step falls back) when the backend fails.
+        ``refresh``: look for a new model version first (not within a step that already called:
+        one version decides the whole step)."""
         from inference.backends import BackendError
         from inference.model.step import build_inputs
 
-        self.backend.refresh()
+        if refresh:
+            self.backend.refresh()
         inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue,
-                              pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows)  # fmt: skip
+                              pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
+                              utilisation=utilisation if self.spec.utilisation else None)  # fmt: skip
         self.model_calls += 1
         try:
             step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))
@@ -293,15 +311,22 @@ class LearnedPolicy(BasePolicy):
         """The jobs of one model call: ``window`` of ``jobs`` from ``start`` (all of them with no window)."""
         return jobs[start : start + self.window] if self.window else jobs[start:]
 
+    def _cover(self, step: PreparedStep) -> None:
+        """``step`` is a call of the current step: its jobs are scored from it from now on."""
+        self._windows.append(step)
+        self._covering.update(dict.fromkeys(step.index, step))
+
     def _step_for(self, job: JobRequest, snapshot: ClusterSnapshot) -> PreparedStep | None:
         step = self._step
         if self._in_step:
-            if step is None or step.table is not snapshot.table or job.job_id not in step.index:
+            step = self._covering.get(job.job_id)  # a call of this step (re-scoring brings it up to date)
+            if step is None or step.table is not snapshot.table:
                 pos = self._position.get(job.job_id)  # the next window opens at this job (module docstring)
                 jobs = [job] if pos is None else self._window(self._ordered, pos)
+                step = self._step = self._call(snapshot, jobs, self._now, None, refresh=not self._windows,
+                                               utilisation=self._step_utilisation)  # fmt: skip
                 if step is not None:
-                    self._earlier.append(step)
-                step = self._step = self._call(snapshot, jobs, self._now, None)
+                    self._cover(step)
             return step
         # no order(): one long-lived snapshot scored job by job (the fill benchmark)
         if step is None or step.table is not snapshot.table or self._calls >= self.refresh_every:
@@ -324,6 +349,7 @@ class LearnedPolicy(BasePolicy):
                     self.last_step = StepStatus(self.backend.name, step.version, True, self._step_fallback)
                 else:
                     scores[~feasible_mask] = -np.inf
+                    self._scored_by[job.job_id] = step
                     return self._look_ahead(step, job, snapshot, scores) if self.lookahead is not None else scores
         self.fallback_jobs.add(job.job_id)  # decided by the heuristic (the worker's records say so per job)
         return self.fallback.score(job, snapshot, feasible_mask)
@@ -361,10 +387,19 @@ class LearnedPolicy(BasePolicy):
                 or (step.version and step.version != self.model_version)):
             return scores  # fmt: skip
         later = (j for j in self._ordered[pos + 1:] if j.job_id not in self._scored)  # lazy: in_step takes `depth`
-        out, note = self.lookahead.in_step(self.loaded.model, step, job, scores, snapshot, later, self.spec, self.caches)
+        out, note = self.lookahead.in_step(self.loaded.model, step, job, scores, snapshot, later, self.spec, self.caches,
+                                           row_of=self._job_row)  # fmt: skip
         if note:
             self.decision_notes[job.job_id] = note
         return out
+
+    def _job_row(self, job: JobRequest) -> np.ndarray:
+        """A pending job's feature row in this step (from the step's call that covers it, else computed:
+        the same row, a job's row depends on it and the step's time alone)."""
+        step = self._covering.get(job.job_id)
+        if step is not None:
+            return step.jobs[step.index[job.job_id]]
+        return job_demand([job], self._now, self.spec, self.encoder())[0]
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
@@ -386,8 +421,10 @@ class LearnedPolicy(BasePolicy):
     def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
         """ψ on the step-start state (:meth:`PreparedStep.psi`; the local cost head for nodes outside
         the answer's, when this worker holds the version that answered)."""
-        step = next((s for s in (self._step, *reversed(self._earlier)) if s is not None and job_id in s.index), None)
-        if step is None or self._step_fallback is not None:
+        # the call the job was scored from; not a job the fallback scored (a later window failing
+        # leaves the earlier ones' answers as they were)
+        step = self._scored_by.get(job_id) if self._in_step else self._step
+        if step is None or job_id in self.fallback_jobs:
             return None
         same = not step.version or step.version == self.model_version
         return step.psi(job_id, node_index, self.loaded.model if same else None)

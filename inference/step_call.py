@@ -41,11 +41,14 @@ class StepCaller:
     async def __call__(self, backend: Any, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
                        spec: FeatureSpec, encoder: EncoderCache, *, knn: int = 8, queue: np.ndarray | None = None,
                        pair_cache: PairCache | None = None, job_rows: JobRows | None = None,
-                       utilisation: np.ndarray | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
+                       utilisation: np.ndarray | None = None,
+                       embed: Sequence[JobRequest] | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
         """``(inputs, answer)``: :func:`~inference.model.step.build_inputs` (with ``pairs`` always
         set) and the backend's ``policy_async`` answer. ``snapshot`` and ``pair_cache`` must not
-        change until it returns."""
-        missing = encoder.missing([j.text for j in jobs]) if encoder.serve_remotely else []
+        change until it returns. ``embed``: the jobs whose new texts a served encoder embeds first
+        (default ``jobs``; the policy passes its whole queue, of which ``jobs`` is the head)."""
+        texts = [j.text for j in (jobs if embed is None else embed)]
+        missing = encoder.missing(texts) if encoder.serve_remotely else []
         if missing:
             encoder.put(missing, await backend.encode_async(missing))
         overlap = bool(getattr(backend, "computes_pairs", False))

@@ -34,20 +34,31 @@ __all__ = ["Placement", "StepResult", "Unschedulable", "place_one", "schedule_st
 
 def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], policy: Policy, *, now: float,
                   top_k: int = 3, max_placements: int | None = None,
-                  filters: Sequence[Filter] | None = None, context: OrderContext | None = None) -> StepResult:  # fmt: skip
+                  filters: Sequence[Filter] | None = None, context: OrderContext | None = None,
+                  in_order: bool = False) -> StepResult:  # fmt: skip
     """Place as many of ``pending`` as fit, conflict-free. ``snapshot`` is not modified.
 
     ``max_placements`` caps the placements of this step; jobs not considered because of
     it are listed in ``StepResult.deferred`` (a gang is never split by the cap, but one
     larger than the cap may still go first in a step). ``context`` is handed to the policy's
-    ordering (tenant shares, attained service, a duration predictor).
+    ordering (tenant shares, attained service, a duration predictor). ``in_order``: ``pending``
+    already comes in the policy's order (:func:`scheduling.orderings.compose.queue_order`, which
+    the worker computes once per step for a model-backed placement's call): it is not ordered
+    again (an ordering may have state, such as a predictor's refresh budget), and a placement
+    with per-step state is told the step began (``begin_step``), as ``order`` would.
     """
     started = time.perf_counter()
     snap = snapshot.copy()
     unique: dict[str, JobRequest] = {}
     for job in pending:
         unique.setdefault(job.job_id, job)
-    ordered = policy.order(list(unique.values()), now, context)
+    if in_order:
+        ordered = list(unique.values())
+        begin = getattr(policy, "begin_step", None)  # (a composed policy's is its placement's)
+        if begin is not None:
+            begin(ordered, now)
+    else:
+        ordered = policy.order(list(unique.values()), now, context)
     gangs = group_gangs(ordered)
     handled: set[str] = set()
     result = StepResult(order=[j.job_id for j in ordered])

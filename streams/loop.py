@@ -250,18 +250,17 @@ class SchedulingLoop:
             queued_since={p.job.job_id: p.queued_ts for p, _ in jobs if p.attempt > 0},
             estimator=self.w.durations,
         )  # orderings (drf, las, priority, sjf) read it; placements ignore it
-        requests = [r for _, r in jobs]
+        # ordered once (an ordering may have state): a model-backed placement's call covers its head
+        requests = queue_order(self.policy, [r for _, r in jobs], tick_ts, context)
         prepare = getattr(self.policy, "prepare_step", None)  # a model-backed placement: one call per step
         model_s = time.perf_counter()
         if prepare is not None and requests:
             # async: a model server's deadline does not block the loop. The nodes' measured utilisation
             # (hopping window) is read only for a model version that reads it, known once the policy
             # looked for a new version
-            # in the step's order: the call covers its head (LearnedPolicy's window)
-            await prepare(snap, queue_order(self.policy, requests, tick_ts, context), tick_ts,
-                          utilisation=lambda: step_utilisation(self.w, views))  # fmt: skip
+            await prepare(snap, requests, tick_ts, utilisation=lambda: step_utilisation(self.w, views))
         model_s = time.perf_counter() - model_s
-        result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context)
+        result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context, in_order=True)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
         model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not
         if prepare is not None and requests:

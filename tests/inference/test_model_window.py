@@ -9,7 +9,9 @@ import torch
 from inference_helpers import job, pod_mix, small_snapshot
 
 import inference  # noqa: F401  (registers "learned")
+from inference.backends import BackendError
 from inference.features.spec import FeatureSpec
+from inference.lookahead import Lookahead
 from inference.model import ModelConfig, Scorer, load_model, save_model
 from inference.model.io import LoadedModel
 from inference.policy import WINDOW_ENV, LearnedPolicy, model_window
@@ -32,8 +34,7 @@ def small_jobs(n: int) -> list:
 
 def calls(policy: LearnedPolicy) -> list[list[str]]:
     """The job ids of each model call of the step just run, in call order."""
-    steps = [*policy._earlier, policy._step]
-    return [sorted(s.index, key=s.index.get) for s in steps if s is not None]
+    return [sorted(s.index, key=s.index.get) for s in policy._windows]
 
 
 def test_a_step_calls_the_model_once_per_window_of_its_order(tmp_path):
@@ -93,7 +94,7 @@ def test_the_worker_prepares_the_head_of_a_composed_ordering(tmp_path):
     asyncio.run(p.prepare_step(snap, head, 0.0))
     prepared = p.placement._prepared
     result = schedule_step(snap, jobs, p, now=0.0)
-    assert p.placement._earlier[0] is prepared  # the step's first window is the prepared call
+    assert p.placement._windows[0] is prepared  # the step's first window is the prepared call
     assert sorted(prepared.index, key=prepared.index.get) == result.order[:4] == calls(p.placement)[0]
     assert p.placement.model_calls == 3  # the prepared window, then two opened within the step
     fifo = LearnedPolicy(loaded=loaded, window=4)
@@ -110,3 +111,98 @@ def test_the_window_comes_from_the_environment_and_a_bad_one_says_so(monkeypatch
         model_window()
     with pytest.raises(ValueError, match=">= 0"):
         model_window(-1)
+    monkeypatch.setenv(WINDOW_ENV, "-5")
+    with pytest.raises(ValueError, match=f"{WINDOW_ENV}='-5': expected >= 0"):
+        model_window()
+
+
+def test_a_job_an_earlier_window_covers_is_scored_from_it_and_its_cost_read_from_the_call_that_scored_it(tmp_path):
+    """FIFO puts a gang's second member far down the order; placing the gang opens a window there,
+    and the jobs the first window covers are then still scored from it (re-scored where the gang's
+    placements moved the nodes), not from a call jumping back."""
+    loaded = untrained(tmp_path, cost_dim=2, transition=True)
+    p = LearnedPolicy(loaded=loaded, window=4)
+    jobs = small_jobs(10)
+    gang = [dataclasses.replace(jobs[i], job_id=f"g{i}", gang_id="g", gang_size=2) for i in (1, 8)]
+    jobs[1], jobs[8] = gang
+    result = schedule_step(small_snapshot(), jobs, p, now=10.0)
+    assert len(result.placements) == 10 and not p.fallback_jobs
+    ids = [j.job_id for j in jobs]
+    # the gang's member at 8 opened the second window; s02, s03 came from the first, s04 opened the third
+    assert calls(p) == [ids[0:4], ids[8:10], ids[4:8]]
+    for pl in result.placements:
+        step = p._scored_by[pl.job_id]
+        assert pl.job_id in step.index and p.predicted_cost(pl.job_id, pl.node_index) is not None
+
+
+def test_a_later_window_that_fails_leaves_the_earlier_jobs_the_models_with_their_cost(tmp_path):
+    loaded = untrained(tmp_path, cost_dim=2, transition=True)
+    p = LearnedPolicy(loaded=loaded, window=4)
+    jobs = small_jobs(8)
+    snap = small_snapshot()
+    asyncio.run(p.prepare_step(snap, p.queue_order(jobs, 10.0), 10.0))
+
+    def down(inputs):
+        raise BackendError("triton policy: DEADLINE_EXCEEDED after 500 ms")
+
+    p.backend.policy = down  # the in-step (synchronous) call of the second window
+    result = schedule_step(snap, jobs, p, now=10.0)
+    assert len(result.placements) == 8 and p.last_step.fallback and "DEADLINE" in p.last_step.reason
+    assert p.fallback_jobs == {j.job_id for j in jobs[4:]}
+    for pl in result.placements:
+        cost = p.predicted_cost(pl.job_id, pl.node_index)
+        assert (cost is None) == (pl.job_id in p.fallback_jobs), pl.job_id
+
+
+def test_one_model_version_decides_the_whole_step(tmp_path):
+    """Only the step's first call looks for a new version: a version published while the step
+    runs decides from the next step on, so every record of the step names the one that decided."""
+    loaded = untrained(tmp_path)
+    p = LearnedPolicy(loaded=loaded, window=2)
+    looked = []
+    p.backend.refresh = lambda *a, **k: looked.append(1)
+    schedule_step(small_snapshot(), small_jobs(6), p, now=10.0)
+    assert p.model_calls == 3 and len(looked) == 1
+
+
+def test_the_lookahead_reads_past_the_end_of_a_window(tmp_path):
+    loaded = untrained(tmp_path, cost_dim=2, transition=True)
+    jobs = pod_mix(12, seed=2)
+    rolled = {}
+    for window in (0, 4):
+        la = Lookahead(depth=2, per_step=0)
+        p = LearnedPolicy(loaded=loaded, window=window, lookahead=la)
+        schedule_step(small_snapshot(), jobs, p, now=13.0)
+        rolled[window] = (la.stats.decisions, dict(p.decision_notes))
+    assert rolled[4][0] == rolled[0][0] > 0
+    assert rolled[4][1].keys() == rolled[0][1].keys()
+
+
+class ServedEncoder:
+    """A text encoder the backend embeds for (as MiniLM on Triton): embedding here is a failure."""
+
+    serve_remotely = True
+    name, dim = SPEC.encoder, SPEC.text_dim
+
+    def encode(self, texts):
+        raise AssertionError(f"{len(texts)} texts embedded in the worker, not by the backend")
+
+
+def test_a_served_encoder_embeds_the_whole_queue_before_the_step_so_later_windows_embed_nothing_here(tmp_path):
+    from inference.encoders import EncoderCache, get_encoder
+
+    p = LearnedPolicy(loaded=untrained(tmp_path), window=4)
+    p.caches.encoders[SPEC.encoder] = EncoderCache(ServedEncoder())
+    sent: list[str] = []
+
+    async def encode_async(texts):
+        sent.extend(texts)
+        return get_encoder(SPEC.encoder).encode(texts)
+
+    p.backend.encode_async = encode_async
+    jobs = [dataclasses.replace(j, text=f"train model {i}") for i, j in enumerate(small_jobs(10))]
+    snap = small_snapshot()
+    asyncio.run(p.prepare_step(snap, p.queue_order(jobs, 10.0), 10.0))
+    assert len(sent) == 10  # the whole queue's texts, not the window's 4
+    result = schedule_step(snap, jobs, p, now=10.0)
+    assert len(result.placements) == 10 and p.model_calls == 3 and not p.fallback_jobs

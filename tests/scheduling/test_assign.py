@@ -247,3 +247,32 @@ def test_a_policy_scoring_nan_everywhere_is_said_to_not_veto():
 
     r = schedule_step(snap(node("a"), node("b"), node("c")), [job("x")], Broken(), now=0)
     assert r.unschedulable[0].reason == "broken: all 3 feasible node(s) 2 scored NaN (a policy error), the rest -inf (vetoed)"
+
+
+def test_a_step_given_its_order_keeps_it_and_tells_the_placement_the_step_began():
+    """``in_order``: the worker ordered the queue once (``queue_order``); the step takes that order
+    as it is, drops repeated ids as ever, and a placement with per-step state hears ``begin_step``."""
+
+    class Stateful:
+        name = "stateful"
+
+        def __init__(self) -> None:
+            self.began: list[list[str]] = []
+
+        def order(self, jobs, now, context=None):
+            raise AssertionError("ordered again")
+
+        def begin_step(self, ordered, now):
+            self.began.append([j.job_id for j in ordered])
+
+        def score(self, job, snapshot, feasible_mask):
+            return BF.score(job, snapshot, feasible_mask)
+
+    s = snap(node("a", cpu=8000), node("b", cpu=8000))
+    late, early = job("late", cpu=6000, submit_time=9), job("early", cpu=6000, submit_time=1)
+    policy = Stateful()
+    r = schedule_step(s, [late, early, late], policy, now=10, in_order=True)
+    assert r.order == ["late", "early"] and policy.began == [["late", "early"]]
+    assert [p.job_id for p in r.placements] == ["late", "early"]
+    r = schedule_step(s, [late, early], get_policy("fifo-first-fit"), now=10)
+    assert r.order == ["early", "late"]  # without it, the policy's own order

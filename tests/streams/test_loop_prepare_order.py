@@ -1,6 +1,8 @@
-"""The scheduling loop hands a model-backed placement's ``prepare_step`` the pending jobs in the
-step's order (streams/loop.py, ``scheduling.orderings.compose.queue_order``): the learned policy
-calls its model for the head of that order (its window), so FIFO would prepare the wrong jobs."""
+"""The scheduling loop orders the pending jobs once per step (streams/loop.py,
+``scheduling.orderings.compose.queue_order``) and hands that order both to a model-backed
+placement's ``prepare_step`` (the learned policy calls its model for the head of the order, its
+window, so FIFO would prepare the wrong jobs) and to ``schedule_step``, which does not order again
+(an ordering may have state: ``sjf-learned``'s refresh budget)."""
 
 from __future__ import annotations
 
@@ -22,8 +24,17 @@ def test_prepare_step_gets_the_queue_in_the_orderings_order() -> None:
 
     async def run() -> None:
         loop.policy.prepare_step = prepare_step
+        ordering = loop.policy.ordering
+        real = ordering.order
+
+        def order(*args: object, **kwargs: object) -> list:
+            orders.append(1)
+            return real(*args, **kwargs)
+
+        ordering.order = order
         await loop.tick()
 
+    orders: list[int] = []
     w, _ = stood_in_worker(policy="priority+best-fit")
     loop = w.loop  # type: ignore[attr-defined]
     part = partition_for("c1", 4)
@@ -34,5 +45,5 @@ def test_prepare_step_gets_the_queue_in_the_orderings_order() -> None:
                                  memory_mib=1024, num_gpu=1, gpu_milli=1000, priority=priority)  # fmt: skip
         w.apply(on_submitted(submitted, None, 0.0), partition=part)
     asyncio.run(run())
-    assert prepared == [["high", "mid", "low"]]
+    assert prepared == [["high", "mid", "low"]] and len(orders) == 1
     assert set(w.running) == {"low", "high", "mid"}
