@@ -52,6 +52,7 @@ pair features assume; in a fallen-back step, the fallback's own choice.
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -74,6 +75,8 @@ from scheduling.order_context import OrderContext
 from scheduling.policies.base import BasePolicy, Policy
 from scheduling.policies.registry import get_policy, register
 from scheduling.snapshot import ClusterSnapshot
+
+log = logging.getLogger(__name__)
 
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0  # without a model: how often to look for one again
@@ -234,21 +237,38 @@ class LearnedPolicy(BasePolicy):
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         try:
             # the texts the backend embeds, the inputs, the answer (StepCaller)
-            # (a served encoder embeds the whole queue's new texts: the windows the step opens find them)
+            started = time.monotonic()
             work = self._caller(self.backend, snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
                                 pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
-                                utilisation=utilisation, embed=queue)  # fmt: skip
+                                utilisation=utilisation)  # fmt: skip
             try:
                 inputs, out = await (asyncio.wait_for(work, budget / 1000.0) if budget else work)
             except TimeoutError:
                 raise BackendError(f"{self.backend.name}: the step's calls took over its {budget:g} ms "
                                    "step deadline") from None  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
+            left = budget / 1000.0 - (time.monotonic() - started) if budget else None
+            await self._embed_ahead(queue[len(jobs):], left)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
             self._prepared = StepStatus(self.backend.name, self.model_version, True, reason)
         self.model_calls += 1
         return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
+
+    async def _embed_ahead(self, rest: Sequence[JobRequest], left_s: float | None) -> None:
+        """A served encoder (MiniLM on Triton) embeds the new texts of the queue past the window, in
+        what is left of the step's deadline (``None``: no deadline), so that the windows the step
+        opens find them; what does not fit in it waits for the next step (chunks are kept as they
+        come), and those windows embed the rest here. The step's answer is in: nothing here fails it."""
+        if not rest or not self.encoder().serve_remotely or (left_s is not None and left_s <= 0):
+            return
+        from inference.step_call import embed_texts
+
+        work = embed_texts(self.backend, self.encoder(), [j.text for j in rest])
+        try:
+            await (asyncio.wait_for(work, left_s) if left_s is not None else work)
+        except Exception as e:  # out of time, or the server refused: the windows embed what is missing
+            log.debug("embedding the queue past the window stopped: %s: %s", type(e).__name__, e)
 
     def _status(self, step: PreparedStep) -> StepStatus:
         return StepStatus(self.backend.name, step.version or self.model_version, False, "")
@@ -403,7 +423,8 @@ class LearnedPolicy(BasePolicy):
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
-        cost estimator saw the step's start; ``None`` without a cost head or a step, for a job the
+        cost estimator saw the cluster at the call that scored the job (the step's start, or where
+        the step was when that window opened); ``None`` without a cost head or a step, for a job the
         step's call did not score, and for a node outside the answer's best-scored ones when this
         worker does not hold the version that answered (:meth:`_psi`)."""
         psi = self._psi(job_id, node_index)

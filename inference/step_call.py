@@ -31,6 +31,8 @@ from inference.model.step import PolicyInputs, build_inputs, pair_rows, step_sha
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
+EMBED_CHUNK = 256  # texts per embedding request
+
 
 class StepCaller:
     """Calls a backend for one step (:meth:`__call__`); owns the one helper thread the overlap uses."""
@@ -41,16 +43,12 @@ class StepCaller:
     async def __call__(self, backend: Any, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
                        spec: FeatureSpec, encoder: EncoderCache, *, knn: int = 8, queue: np.ndarray | None = None,
                        pair_cache: PairCache | None = None, job_rows: JobRows | None = None,
-                       utilisation: np.ndarray | None = None,
-                       embed: Sequence[JobRequest] | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
+                       utilisation: np.ndarray | None = None) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
         """``(inputs, answer)``: :func:`~inference.model.step.build_inputs` (with ``pairs`` always
         set) and the backend's ``policy_async`` answer. ``snapshot`` and ``pair_cache`` must not
-        change until it returns. ``embed``: the jobs whose new texts a served encoder embeds first
-        (default ``jobs``; the policy passes its whole queue, of which ``jobs`` is the head)."""
-        texts = [j.text for j in (jobs if embed is None else embed)]
-        missing = encoder.missing(texts) if encoder.serve_remotely else []
-        if missing:
-            encoder.put(missing, await backend.encode_async(missing))
+        change until it returns."""
+        if encoder.serve_remotely:
+            await embed_texts(backend, encoder, [j.text for j in jobs])
         overlap = bool(getattr(backend, "computes_pairs", False))
         inputs = build_inputs(snapshot, jobs, now, spec, encoder, knn=knn, queue=queue, pair_cache=pair_cache,
                               pairs=not overlap, job_rows=job_rows, utilisation=utilisation)  # fmt: skip
@@ -79,6 +77,16 @@ class StepCaller:
         if self._thread is not None:
             self._thread.shutdown(wait=False)
             self._thread = None
+
+
+async def embed_texts(backend: Any, encoder: EncoderCache, texts: Sequence[str]) -> None:
+    """Have ``backend`` embed the texts ``encoder`` does not hold yet, ``EMBED_CHUNK`` at a time, each
+    chunk kept as it comes: a deadline that cuts in keeps what came, and the next step goes on
+    from there instead of starting over."""
+    missing = encoder.missing(texts)
+    for lo in range(0, len(missing), EMBED_CHUNK):
+        part = missing[lo : lo + EMBED_CHUNK]
+        encoder.put(part, await backend.encode_async(part))
 
 
 def _pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,

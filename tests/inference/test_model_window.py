@@ -93,7 +93,7 @@ def test_the_worker_prepares_the_head_of_a_composed_ordering(tmp_path):
     snap = small_snapshot()
     asyncio.run(p.prepare_step(snap, head, 0.0))
     prepared = p.placement._prepared
-    result = schedule_step(snap, jobs, p, now=0.0)
+    result = schedule_step(snap, head, p, now=0.0, in_order=True)  # as the worker: ordered once
     assert p.placement._windows[0] is prepared  # the step's first window is the prepared call
     assert sorted(prepared.index, key=prepared.index.get) == result.order[:4] == calls(p.placement)[0]
     assert p.placement.model_calls == 3  # the prepared window, then two opened within the step
@@ -206,3 +206,41 @@ def test_a_served_encoder_embeds_the_whole_queue_before_the_step_so_later_window
     assert len(sent) == 10  # the whole queue's texts, not the window's 4
     result = schedule_step(snap, jobs, p, now=10.0)
     assert len(result.placements) == 10 and p.model_calls == 3 and not p.fallback_jobs
+
+
+def test_texts_past_the_window_are_embedded_in_what_the_deadline_leaves_and_kept_chunk_by_chunk(tmp_path, monkeypatch):
+    """The queue past the window is embedded after the answer, within the step's deadline: a chunk
+    that does not come in time fails nothing (the step is the model's), the chunks that came are
+    kept, and the windows opened later embed only what is still missing, in the worker."""
+    from inference import step_call
+    from inference.encoders import EncoderCache, get_encoder
+
+    monkeypatch.setattr(step_call, "EMBED_CHUNK", 2)
+    local: list[str] = []
+
+    class CountingServed(ServedEncoder):
+        def encode(self, texts):
+            local.extend(texts)
+            return get_encoder(SPEC.encoder).encode(texts)
+
+    p = LearnedPolicy(loaded=untrained(tmp_path), window=4)
+    p.caches.encoders[SPEC.encoder] = encoder = EncoderCache(CountingServed())
+    p.backend.step_deadline_ms = 1500.0
+    sent: list[list[str]] = []
+
+    async def encode_async(texts):
+        sent.append(list(texts))
+        if len(sent) == 4:  # the second chunk past the window never comes in time
+            await asyncio.sleep(30)
+        return get_encoder(SPEC.encoder).encode(texts)
+
+    p.backend.encode_async = encode_async
+    jobs = [dataclasses.replace(j, text=f"train model {i}") for i, j in enumerate(small_jobs(10))]
+    snap = small_snapshot()
+    status = asyncio.run(p.prepare_step(snap, p.queue_order(jobs, 10.0), 10.0))
+    assert not status.fallback  # the window's texts (two chunks) and the answer came in time
+    held = [t for t in (encoder._clean(j.text) for j in jobs) if not encoder.missing([t])]
+    assert len(sent) == 4 and held == [encoder._clean(j.text) for j in jobs[:6]]
+    result = schedule_step(snap, jobs, p, now=10.0)
+    assert len(result.placements) == 10 and not p.fallback_jobs
+    assert sorted(local) == sorted(encoder._clean(j.text) for j in jobs[6:])  # only the missing ones, here
