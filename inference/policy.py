@@ -28,10 +28,10 @@ so every score sees the current state, as if the head had been run on the whole 
   window that reaches scoring (the filters found it a node) opens the next window, from it
   on, on the cluster as the step's placements left it (synchronously; only the step's first
   call looks for a new version, so one version decides the step); a job an earlier window
-  covers is scored from it, re-scored where placements moved its nodes. ``prepare_step`` has a
-  served encoder embed the whole queue's new texts, so later windows embed none here. So a
-  call's cost is bounded however
-  long the queue grows: behind a saturated cluster most pending jobs fit nowhere and are
+  covers is scored from it, re-scored where placements moved its nodes. A served encoder
+  embeds the window's new texts before the call and the queue's past it after the answer,
+  within the step's deadline (:meth:`_embed_ahead`). So a call's cost is bounded however long
+  the queue grows: behind a saturated cluster most pending jobs fit nowhere and are
   never scored, and scoring them all cost every step J × N scores (the learned dlrm2025
   replay spent 62 % of its time there, 2026-12-02).
 - The worker awaits :meth:`prepare_step` before ``schedule_step`` (async: the Triton call
