@@ -143,11 +143,11 @@ class Lookahead:
         i = step.index.get(job.job_id)
         if i is None or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None:
             return scores, None
-        if row_of is None:
+        if row_of is None:  # the step's call's rows only
             later = (j for j in later if j.job_id in step.index)
-            row_of = lambda j: step.jobs[step.index[j.job_id]]  # noqa: E731
         rolled = (j for j in later if not j.is_gang)
-        upcoming = [(j, row_of(j)) for j, _ in zip(rolled, range(self.depth), strict=False)]
+        upcoming = [(j, row_of(j) if row_of is not None else step.jobs[step.index[j.job_id]])
+                    for j, _ in zip(rolled, range(self.depth), strict=False)]  # fmt: skip
         if not upcoming:
             return scores, None
         self.last = None
