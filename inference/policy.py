@@ -22,18 +22,12 @@ reserves jobs one by one, the nodes whose inputs an earlier placement of the sam
 are re-scored for each later job with the local copy of the head (:mod:`inference.rescoring`),
 so every score sees the current state, as if the head had been run on the whole cluster again.
 
-- **The window.** A call covers at most ``window`` jobs (default 256, ``$SEMSCHED_MODEL_WINDOW``;
-  0: the whole queue): the first of the step's order, which are the jobs the step places
-  first. They are also the call's job tokens and queue summary. A job of the step beyond the
-  window that reaches scoring (the filters found it a node) opens the next window, from it
-  on, on the cluster as the step's placements left it (synchronously; only the step's first
-  call looks for a new version, so one version decides the step); a job an earlier window
-  covers is scored from it, re-scored where placements moved its nodes. A served encoder
-  embeds the window's new texts before the call and the queue's past it after the answer,
-  within the step's deadline (:meth:`_embed_ahead`). So a call's cost is bounded however long
-  the queue grows: behind a saturated cluster most pending jobs fit nowhere and are
-  never scored, and scoring them all cost every step J × N scores (the learned dlrm2025
-  replay spent 62 % of its time there, 2026-12-02).
+- **The window** (:mod:`inference.step_windows`): a call covers at most ``window`` jobs of
+  the step's order (default 256, ``$SEMSCHED_MODEL_WINDOW``; 0: the whole queue); a job past it
+  that reaches scoring opens the next window synchronously (only the step's first call looks
+  for a new version, so one version decides the step). A served encoder embeds the window's
+  new texts before the call and the queue's past it after the answer, within the step's
+  deadline (:meth:`inference.step_call.StepCaller.within`).
 - The worker awaits :meth:`prepare_step` before ``schedule_step`` (async: the Triton call
   has a deadline and must not block the event loop). If the backend fails — Triton down,
   the deadline missed — the step is decided by the fallback heuristic and
@@ -51,7 +45,6 @@ pair features assume; in a fallen-back step, the fallback's own choice.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -69,6 +62,7 @@ from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.step_caches import StepCaches
 from inference.step_call import StepCaller
+from inference.step_windows import StepWindows, model_window, window_of
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext
@@ -81,11 +75,8 @@ log = logging.getLogger(__name__)
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
-WINDOW_ENV = "SEMSCHED_MODEL_WINDOW"
-DEFAULT_WINDOW = 256  # jobs per model call (the issue's reference queue)
-STEP_STATE = ("_prepared", "_step", "_windows", "_covering", "_scored_by", "_utilisation", "_step_utilisation",
-              "_step_fallback", "_in_step", "_ordered", "_position", "_scored", "_now",
-               "_calls", "model_calls", "last_step", "fallback_jobs", "decision_notes")  # what a step changes (warm_up puts it back)  # fmt: skip
+STEP_STATE = ("_prepared", "_step", "_windows", "_utilisation", "_step_fallback", "_in_step", "_calls", "model_calls",
+              "last_step", "fallback_jobs", "decision_notes")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
 #: the placements that decide with the learned model (and so take a fallback heuristic)
@@ -99,19 +90,6 @@ def uses_learned(policy: str) -> bool:
 
 def default_model_dir() -> Path:
     return Path(os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
-
-
-def model_window(window: int | None = None) -> int:
-    """Jobs per model call: ``window``, else ``$SEMSCHED_MODEL_WINDOW``, else 256 (0: the whole queue)."""
-    raw: object = window if window is not None else os.environ.get(WINDOW_ENV) or DEFAULT_WINDOW
-    what = f"model window {raw!r}" if window is not None else f"{WINDOW_ENV}={raw!r}"
-    try:
-        value = int(raw)  # type: ignore[call-overload]
-    except ValueError:
-        raise ValueError(f"{what}: expected a whole number of jobs (0: the whole queue)") from None
-    if value < 0:
-        raise ValueError(f"{what}: expected >= 0 jobs (0: the whole queue)")
-    return value
 
 
 @register("learned")
@@ -149,17 +127,10 @@ class LearnedPolicy(BasePolicy):
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
         self._step: PreparedStep | None = None
-        self._windows: list[PreparedStep] = []  # the step's model calls, in call order
-        self._covering: dict[str, PreparedStep] = {}  # job id -> the step's latest call that covers it
-        self._scored_by: dict[str, PreparedStep] = {}  # job id -> the call its scores came from (its ψ)
+        self._windows = StepWindows(size=self.window)  # the step's order and its model calls
         self._utilisation: np.ndarray | None = None  # prepare_step's, for the step it prepared
-        self._step_utilisation: np.ndarray | None = None  # the step's, for the windows it opens
         self._step_fallback: str | None = None
         self._in_step = False
-        self._ordered: list[JobRequest] = []
-        self._position: dict[str, int] = {}  # job id -> its place in the step's order
-        self._scored: set[str] = set()  # the step's jobs scored so far (placed, or tried)
-        self._now = 0.0
         self._calls = 0
         self.model_calls = 0  # backend calls (one per step)
         self.fallback_jobs: set[str] = set()  # jobs of the current step the fallback scored
@@ -233,42 +204,19 @@ class LearnedPolicy(BasePolicy):
         if callable(utilisation):
             utilisation = utilisation() if self.wants_utilisation else None
         self._utilisation = utilisation
-        queue, jobs = jobs, self._window(jobs, 0)
+        queue, jobs = jobs, window_of(jobs, 0, self.window)
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
-        try:
-            # the texts the backend embeds, the inputs, the answer (StepCaller)
-            started = time.monotonic()
-            work = self._caller(self.backend, snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
-                                pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
-                                utilisation=utilisation)  # fmt: skip
-            try:
-                inputs, out = await (asyncio.wait_for(work, budget / 1000.0) if budget else work)
-            except TimeoutError:
-                raise BackendError(f"{self.backend.name}: the step's calls took over its {budget:g} ms "
-                                   "step deadline") from None  # fmt: skip
+        try:  # the texts the backend embeds, the inputs, the answer, the queue's texts after it (StepCaller)
+            inputs, out = await self._caller.within(budget, self.backend, snapshot, jobs, queue[len(jobs):], now,
+                                                    self.spec, self.encoder(), knn=self.loaded.config.knn,
+                                                    pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
+                                                    utilisation=utilisation)  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
-            left = budget / 1000.0 - (time.monotonic() - started) if budget else None
-            await self._embed_ahead(queue[len(jobs):], left)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
             self._prepared = StepStatus(self.backend.name, self.model_version, True, reason)
         self.model_calls += 1
         return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
-
-    async def _embed_ahead(self, rest: Sequence[JobRequest], left_s: float | None) -> None:
-        """A served encoder (MiniLM on Triton) embeds the new texts of the queue past the window, in
-        what is left of the step's deadline (``None``: no deadline), so that the windows the step
-        opens find them; what does not fit in it waits for the next step (chunks are kept as they
-        come), and those windows embed the rest here. The step's answer is in: nothing here fails it."""
-        if not rest or not self.encoder().serve_remotely or (left_s is not None and left_s <= 0):
-            return
-        from inference.step_call import embed_texts
-
-        work = embed_texts(self.backend, self.encoder(), [j.text for j in rest])
-        try:
-            await (asyncio.wait_for(work, left_s) if left_s is not None else work)
-        except Exception as e:  # out of time, or the server refused: the windows embed what is missing
-            log.debug("embedding the queue past the window stopped: %s: %s", type(e).__name__, e)
 
     def _status(self, step: PreparedStep) -> StepStatus:
         return StepStatus(self.backend.name, step.version or self.model_version, False, "")
@@ -290,10 +238,9 @@ class LearnedPolicy(BasePolicy):
         if self.fell_back:
             return
         prepared, self._prepared = self._prepared, None
-        self._in_step, self._ordered, self._now, self._step, self._step_fallback = True, ordered, now, None, None
-        self._windows, self._covering, self._scored_by = [], {}, {}
-        self._step_utilisation, self._utilisation = self._utilisation, None
-        self._position, self._scored = {j.job_id: i for i, j in enumerate(ordered)}, set()
+        self._in_step, self._step, self._step_fallback = True, None, None
+        self._windows = StepWindows(ordered, now, self.window, self._utilisation)  # a new one: warm_up keeps the old
+        self._utilisation = None
         if self.lookahead is not None:
             self.lookahead.begin_step()
         if isinstance(prepared, StepStatus):
@@ -301,7 +248,7 @@ class LearnedPolicy(BasePolicy):
             self.last_step = prepared
         elif prepared is not None:
             self._step = prepared
-            self._cover(prepared)
+            self._windows.cover(prepared)
             self.last_step = self._status(prepared)
 
     def _call(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, queue: np.ndarray | None,
@@ -327,26 +274,16 @@ class LearnedPolicy(BasePolicy):
         self.last_step = self._status(step)
         return step
 
-    def _window(self, jobs: Sequence[JobRequest], start: int) -> Sequence[JobRequest]:
-        """The jobs of one model call: ``window`` of ``jobs`` from ``start`` (all of them with no window)."""
-        return jobs[start : start + self.window] if self.window else jobs[start:]
-
-    def _cover(self, step: PreparedStep) -> None:
-        """``step`` is a call of the current step: its jobs are scored from it from now on."""
-        self._windows.append(step)
-        self._covering.update(dict.fromkeys(step.index, step))
-
     def _step_for(self, job: JobRequest, snapshot: ClusterSnapshot) -> PreparedStep | None:
         step = self._step
         if self._in_step:
-            step = self._covering.get(job.job_id)  # a call of this step (re-scoring brings it up to date)
-            if step is None or step.table is not snapshot.table:
-                pos = self._position.get(job.job_id)  # the next window opens at this job (module docstring)
-                jobs = [job] if pos is None else self._window(self._ordered, pos)
-                step = self._step = self._call(snapshot, jobs, self._now, None, refresh=not self._windows,
-                                               utilisation=self._step_utilisation)  # fmt: skip
+            w = self._windows
+            step = w.covering.get(job.job_id)  # a call of this step (re-scoring brings it up to date)
+            if step is None or step.table is not snapshot.table:  # the next window opens at this job
+                step = self._step = self._call(snapshot, w.opening_at(job), w.now, None, refresh=not w.calls,
+                                               utilisation=w.utilisation)  # fmt: skip
                 if step is not None:
-                    self._cover(step)
+                    w.cover(step)
             return step
         # no order(): one long-lived snapshot scored job by job (the fill benchmark)
         if step is None or step.table is not snapshot.table or self._calls >= self.refresh_every:
@@ -358,7 +295,7 @@ class LearnedPolicy(BasePolicy):
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
         if self._in_step:
-            self._scored.add(job.job_id)
+            self._windows.scored.add(job.job_id)
         if not (self.fell_back or self._step_fallback is not None):
             step = self._step_for(job, snapshot)
             if step is not None:  # else the backend failed just now
@@ -369,7 +306,7 @@ class LearnedPolicy(BasePolicy):
                     self.last_step = StepStatus(self.backend.name, step.version, True, self._step_fallback)
                 else:
                     scores[~feasible_mask] = -np.inf
-                    self._scored_by[job.job_id] = step
+                    self._windows.scored_by[job.job_id] = step
                     return self._look_ahead(step, job, snapshot, scores) if self.lookahead is not None else scores
         self.fallback_jobs.add(job.job_id)  # decided by the heuristic (the worker's records say so per job)
         return self.fallback.score(job, snapshot, feasible_mask)
@@ -379,7 +316,8 @@ class LearnedPolicy(BasePolicy):
         (:mod:`inference.rescoring`)."""
         i = step.index.get(job.job_id)
         if i is None:  # scored on this step's embeddings, all nodes on the current state
-            job_row = job_demand([job], self._now if self._in_step else job.submit_time, self.spec, self.encoder())[0]
+            job_row = job_demand([job], self._windows.now if self._in_step else job.submit_time, self.spec,
+                                 self.encoder())[0]  # fmt: skip
             return self._rescore(step, job, job_row, snapshot, feasible.copy(), np.zeros(snapshot.num_nodes, np.float64))
         nodes, pairs = moved_nodes(step, i, job, snapshot, self.spec, feasible, self.pair_cache(snapshot))
         return self._rescore(step, job, step.jobs[i], snapshot, nodes, step.scores[i].astype(np.float64), pairs)
@@ -402,11 +340,10 @@ class LearnedPolicy(BasePolicy):
         """``scores`` adjusted by the lookahead (:meth:`Lookahead.in_step`) over the jobs of the step's
         order after ``job`` not yet scored in this step. Unchanged outside a step and while this
         worker does not hold the version a server answered with."""
-        pos = self._position.get(job.job_id)
-        if (self.lookahead is None or not self._in_step or pos is None
+        if (self.lookahead is None or not self._in_step or job.job_id not in self._windows.position
                 or (step.version and step.version != self.model_version)):
             return scores  # fmt: skip
-        later = (j for j in self._ordered[pos + 1:] if j.job_id not in self._scored)  # lazy: in_step takes `depth`
+        later = self._windows.later(job)  # lazy: in_step takes `depth`
         out, note = self.lookahead.in_step(self.loaded.model, step, job, scores, snapshot, later, self.spec, self.caches,
                                            row_of=self._job_row)  # fmt: skip
         if note:
@@ -416,10 +353,8 @@ class LearnedPolicy(BasePolicy):
     def _job_row(self, job: JobRequest) -> np.ndarray:
         """A pending job's feature row in this step (from the step's call that covers it, else computed:
         the same row, a job's row depends on it and the step's time alone)."""
-        step = self._covering.get(job.job_id)
-        if step is not None:
-            return step.jobs[step.index[job.job_id]]
-        return job_demand([job], self._now, self.spec, self.encoder())[0]
+        row = self._windows.covered_row(job)
+        return row if row is not None else job_demand([job], self._windows.now, self.spec, self.encoder())[0]
 
     def predicted_cost(self, job_id: str, node_index: int) -> float | None:
         """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
@@ -444,7 +379,7 @@ class LearnedPolicy(BasePolicy):
         the answer's, when this worker holds the version that answered)."""
         # the call the job was scored from; not a job the fallback scored (a later window failing
         # leaves the earlier ones' answers as they were)
-        step = self._scored_by.get(job_id) if self._in_step else self._step
+        step = self._windows.scored_by.get(job_id) if self._in_step else self._step
         if step is None or job_id in self.fallback_jobs:
             return None
         same = not step.version or step.version == self.model_version

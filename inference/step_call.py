@@ -10,12 +10,18 @@ that computes them from the request's compact node arrays (Triton, ``computes_pa
 need them in the request. So the request goes out first, and this process computes its own copy
 on a helper thread while the answer travels: the two overlap instead of adding up. An
 in-process backend needs the pairs before it can run, so for it they come first.
+
+A remote backend bounds the whole of it with its step deadline (:meth:`StepCaller.within`);
+what is left of that deadline after the answer goes to embedding the new texts of the queue
+past the call's window, so that the windows the step opens find them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -23,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from inference.backends.base import BackendError
 from inference.encoders import EncoderCache
 from inference.features.jobs import JobRows
 from inference.features.pair_cache import PairCache
@@ -30,6 +37,8 @@ from inference.features.spec import FeatureSpec
 from inference.model.step import PolicyInputs, build_inputs, pair_rows, step_shapes
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
+
+log = logging.getLogger(__name__)
 
 EMBED_CHUNK = 256  # texts per embedding request
 
@@ -67,6 +76,31 @@ class StepCaller:
                 await computed
             raise
         return replace(inputs, pairs=rows), await call
+
+    async def within(self, budget_ms: float | None, backend: Any, snapshot: ClusterSnapshot,
+                     jobs: Sequence[JobRequest], rest: Sequence[JobRequest], now: float, spec: FeatureSpec,
+                     encoder: EncoderCache, **kwargs: Any) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
+        """:meth:`__call__` for ``jobs`` (the step's first window) within ``budget_ms`` (a remote backend's
+        bound on the whole step; ``None``: no bound), a :class:`BackendError` past it; then, in what
+        is left of it, a served encoder (MiniLM on Triton) embeds the new texts of ``rest`` (the
+        queue past the window). What does not fit waits for the next step (chunks are kept as they
+        come), and the windows the step opens embed the rest themselves. The answer is in by then:
+        nothing in that second part fails the step."""
+        started = time.monotonic()
+        work = self(backend, snapshot, jobs, now, spec, encoder, **kwargs)
+        try:
+            out = await (asyncio.wait_for(work, budget_ms / 1000.0) if budget_ms else work)
+        except TimeoutError:
+            raise BackendError(f"{backend.name}: the step's calls took over its {budget_ms:g} ms "
+                               "step deadline") from None  # fmt: skip
+        left = budget_ms / 1000.0 - (time.monotonic() - started) if budget_ms else None
+        if rest and encoder.serve_remotely and (left is None or left > 0):
+            ahead = embed_texts(backend, encoder, [j.text for j in rest])
+            try:
+                await (asyncio.wait_for(ahead, left) if left is not None else ahead)
+            except Exception as e:  # out of time, or the server refused: the windows embed what is missing
+                log.debug("embedding the queue past the window stopped: %s: %s", type(e).__name__, e)
+        return out
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._thread is None:

@@ -218,7 +218,7 @@ def test_the_steps_h_is_the_answers_or_the_encoders_on_its_inputs(tmp_path):
         p = LearnedPolicy(d)
         p.score(p.order(jobs, 1.0)[0], snap, np.ones(snap.num_nodes, bool))
         step, model = p._step, p.loaded.model
-        want = encode_step(model, build_inputs(snap, p._ordered, 1.0, SPEC, p.encoder())).numpy()
+        want = encode_step(model, build_inputs(snap, p._windows.ordered, 1.0, SPEC, p.encoder())).numpy()
         np.testing.assert_allclose(step.h(model), want, rtol=1e-5, atol=1e-6)
         assert ("h" in step.outputs) == (d.name == "damped")
 

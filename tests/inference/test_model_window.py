@@ -14,7 +14,8 @@ from inference.features.spec import FeatureSpec
 from inference.lookahead import Lookahead
 from inference.model import ModelConfig, Scorer, load_model, save_model
 from inference.model.io import LoadedModel
-from inference.policy import WINDOW_ENV, LearnedPolicy, model_window
+from inference.policy import LearnedPolicy
+from inference.step_windows import WINDOW_ENV, model_window
 from scheduling.assign import schedule_step
 from scheduling.orderings.compose import queue_order
 from scheduling.policies import get_policy
@@ -34,7 +35,7 @@ def small_jobs(n: int) -> list:
 
 def calls(policy: LearnedPolicy) -> list[list[str]]:
     """The job ids of each model call of the step just run, in call order."""
-    return [sorted(s.index, key=s.index.get) for s in policy._windows]
+    return [sorted(s.index, key=s.index.get) for s in policy._windows.calls]
 
 
 def test_a_step_calls_the_model_once_per_window_of_its_order(tmp_path):
@@ -94,7 +95,7 @@ def test_the_worker_prepares_the_head_of_a_composed_ordering(tmp_path):
     asyncio.run(p.prepare_step(snap, head, 0.0))
     prepared = p.placement._prepared
     result = schedule_step(snap, head, p, now=0.0, in_order=True)  # as the worker: ordered once
-    assert p.placement._windows[0] is prepared  # the step's first window is the prepared call
+    assert p.placement._windows.calls[0] is prepared  # the step's first window is the prepared call
     assert sorted(prepared.index, key=prepared.index.get) == result.order[:4] == calls(p.placement)[0]
     assert p.placement.model_calls == 3  # the prepared window, then two opened within the step
     fifo = LearnedPolicy(loaded=loaded, window=4)
@@ -131,7 +132,7 @@ def test_a_job_an_earlier_window_covers_is_scored_from_it_and_its_cost_read_from
     # the gang's member at 8 opened the second window; s02, s03 came from the first, s04 opened the third
     assert calls(p) == [ids[0:4], ids[8:10], ids[4:8]]
     for pl in result.placements:
-        step = p._scored_by[pl.job_id]
+        step = p._windows.scored_by[pl.job_id]
         assert pl.job_id in step.index and p.predicted_cost(pl.job_id, pl.node_index) is not None
 
 
