@@ -4,7 +4,8 @@ the metrics-agreement test and the dashboard-panel test (replayed once per test 
 Two phases on one archive: the worker runs ``best-fit`` for the first pods, then is
 restarted with ``fifo-first-fit`` for the next ones (so the archive holds two policies); the
 agents fail a share of the jobs half-way (``--fail-rate``), so jobs are re-queued and placed
-again; a few malformed messages are dead-lettered. At the end the worker and agents are
+again; a few malformed messages are dead-lettered. The pods go once the worker knows the whole inventory
+(as in ``semsched demo``), so every decision saw every node. At the end the worker and agents are
 stopped, the test process drains the topics into the archive (as ``semsched demo`` does) and
 keeps the chdb directory open for queries; ``close()`` releases it (chdb allows one open
 directory per process, so every user closes it when done).
@@ -21,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from ops.demo import worker_knows_nodes
 from ops.local_stack import LocalStack, free_port
 from ops.replay import replay
 from ops.traces import get_loader
@@ -90,8 +92,8 @@ def replayed_archive(kafka_broker: Any, tmp_path_factory: pytest.TempPathFactory
             s = settings.model_copy(update={"policy": policy})
             stack.start_worker("--loglevel", "info", settings=s)
             loader = get_loader("openb", start_offset=offset, limit=pods)
-            stats = asyncio.run(replay(loader, s, speed=2000, limit=pods, strict=True, progress=False,
-                                       max_gap_s=0.3, create_topics=False))  # fmt: skip
+            stats = asyncio.run(replay(loader, s, speed=2000, limit=pods, strict=True, progress=False, max_gap_s=0.3,
+                                       create_topics=False, inventory_published=lambda n: worker_knows_nodes(stack, n)))  # fmt: skip
             submitted += stats.jobs
             if i == len(PHASES) - 1:
                 asyncio.run(_publish_malformed(s))
