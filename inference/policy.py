@@ -23,7 +23,8 @@ are re-scored for each later job with the local copy of the head (:mod:`inferenc
 so every score sees the current state, as if the head had been run on the whole cluster again.
 
 - **The window** (:mod:`inference.step_windows`): a call covers at most ``window`` jobs of
-  the step's order (default 256, ``$SEMSCHED_MODEL_WINDOW``; 0: the whole queue); a job past it
+  the step's order that fit somewhere (default 256, ``$SEMSCHED_MODEL_WINDOW``; 0: the whole
+  queue); a job past it
   that reaches scoring opens the next window synchronously (only the step's first call looks
   for a new version, so one version decides the step). A served encoder embeds the window's
   new texts before the call and the queue's past it after the answer, within the step's
@@ -62,7 +63,7 @@ from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.step_caches import StepCaches
 from inference.step_call import StepCaller
-from inference.step_windows import StepWindows, model_window, window_of
+from inference.step_windows import StepWindows, fitting_window, model_window
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext
@@ -176,6 +177,11 @@ class LearnedPolicy(BasePolicy):
     def spec(self) -> Any:
         return self.backend.loaded.config.spec
 
+    @property
+    def windows(self) -> StepWindows:
+        """The current (or last) step's order and model calls (:class:`inference.step_windows.StepWindows`)."""
+        return self._windows
+
     def encoder(self) -> EncoderCache:
         return self.caches.encoder(self.spec.encoder)
 
@@ -192,7 +198,7 @@ class LearnedPolicy(BasePolicy):
     async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
                            utilisation: np.ndarray | Callable[[], np.ndarray] | None = None) -> StepStatus:  # fmt: skip
         """Call the backend for the coming step (awaited by the worker before ``schedule_step``) on the
-        first ``window`` of ``jobs``, which come in the step's order
+        first ``window`` of ``jobs`` that fit somewhere (none fits: no call), which come in the step's order
         (:func:`scheduling.orderings.compose.queue_order`); ``utilisation``: float ``[N]``, the nodes' window means, or what reads them — called only when
         the version this step runs (after the backend's refresh, here) reads them (:attr:`wants_utilisation`)."""
         from inference.backends import BackendError
@@ -204,11 +210,17 @@ class LearnedPolicy(BasePolicy):
         if callable(utilisation):
             utilisation = utilisation() if self.wants_utilisation else None
         self._utilisation = utilisation
-        queue, jobs = jobs, window_of(jobs, 0, self.window)
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
+        queue = jobs
         try:  # the texts the backend embeds, the inputs, the answer, the queue's texts after it (StepCaller)
-            inputs, out = await self._caller.within(budget, self.backend, snapshot, jobs, queue[len(jobs):], now,
-                                                    self.spec, self.encoder(), knn=self.loaded.config.knn,
+            jobs = fitting_window(queue, 0, self.window, snapshot)
+            if not jobs:  # nothing in the queue fits on any node: nothing will be scored, no call
+                self._prepared = None
+                return StepStatus(self.backend.name, self.model_version)
+            covered = {j.job_id for j in jobs}
+            rest = [j for j in queue if j.job_id not in covered] if self.encoder().serve_remotely else []
+            inputs, out = await self._caller.within(budget, self.backend, snapshot, jobs, rest, now, self.spec,
+                                                    self.encoder(), knn=self.loaded.config.knn,
                                                     pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
                                                     utilisation=utilisation)  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
@@ -280,7 +292,7 @@ class LearnedPolicy(BasePolicy):
             w = self._windows
             step = w.covering.get(job.job_id)  # a call of this step (re-scoring brings it up to date)
             if step is None or step.table is not snapshot.table:  # the next window opens at this job
-                step = self._step = self._call(snapshot, w.opening_at(job), w.now, None, refresh=not w.calls,
+                step = self._step = self._call(snapshot, w.opening_at(job, snapshot), w.now, None, refresh=not w.calls,
                                                utilisation=w.utilisation)  # fmt: skip
                 if step is not None:
                     w.cover(step)

@@ -10,19 +10,31 @@ bounded however long the queue grows: behind a saturated cluster most pending jo
 nowhere and are never scored, and scoring them all cost every step J × N scores (the
 learned dlrm2025 replay spent 62 % of its time there, 2026-12-02).
 
+**A window holds the jobs that can be placed.** Its jobs are the next ones of the order that
+the default filters (:mod:`scheduling.filters`: capacity, GPU share and model, health, an
+app's instances per node) let onto some node of the cluster as the call sees it: within a step
+free capacity only shrinks and instances only grow, so a job that fits nowhere then is turned
+away and never scored. Behind a saturated head of the queue the call covers the jobs the step places instead
+of the head's, which a later window would have had to call for again, synchronously (in the
+worker's loop, a Triton round trip). When nothing in the queue fits anywhere the worker's step
+calls no model at all. (A window of 0, the whole queue, keeps every job.)
+
 :class:`StepWindows` is that bookkeeping, one object per step (the policy replaces it when a
 step begins, so a warm-up that puts the policy's step state back puts this back whole).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from inference.prepared_step import PreparedStep
+from scheduling.filters.framework import filter_shape, run_filters
 from scheduling.job import JobRequest
+from scheduling.snapshot import ClusterSnapshot
 
 WINDOW_ENV = "SEMSCHED_MODEL_WINDOW"
 DEFAULT_WINDOW = 256  # jobs per model call (the issue's reference queue)
@@ -46,6 +58,27 @@ def window_of(jobs: Sequence[JobRequest], start: int, size: int) -> Sequence[Job
     return jobs[start : start + size] if size else jobs[start:]
 
 
+def fitting_window(jobs: Sequence[JobRequest], start: int, size: int, snapshot: ClusterSnapshot) -> list[JobRequest]:
+    """Up to ``size`` jobs of ``jobs`` from ``start`` on that the default filters let onto some node
+    of ``snapshot`` (module docstring), in their order; every job from ``start`` with ``size`` 0.
+    The filters run once per :func:`~scheduling.filters.framework.filter_shape`, as ``schedule_step``
+    runs them; an unsaturated queue is read no further than its first ``size`` jobs."""
+    if not size:
+        return list(jobs[start:])
+    out: list[JobRequest] = []
+    fits: dict[tuple, bool] = {}
+    for job in itertools.islice(jobs, start, None):
+        key = filter_shape(job)
+        ok = fits.get(key)
+        if ok is None:
+            ok = fits[key] = bool(run_filters(job, snapshot, explain=False).feasible_mask.any())
+        if ok:
+            out.append(job)
+            if len(out) == size:
+                break
+    return out
+
+
 class StepWindows:
     """One step's order and the calls that cover it: which call scores each job, and which scored it."""
 
@@ -66,10 +99,16 @@ class StepWindows:
         self.calls.append(call)
         self.covering.update(dict.fromkeys(call.index, call))
 
-    def opening_at(self, job: JobRequest) -> Sequence[JobRequest]:
-        """The jobs of the window that ``job`` opens (``job`` alone if it is not in the step's order)."""
+    def opening_at(self, job: JobRequest, snapshot: ClusterSnapshot) -> Sequence[JobRequest]:
+        """The jobs of the window that ``job`` (which reached scoring) opens on ``snapshot`` as the step
+        left it: ``job``, then the next of the order that fit somewhere (:func:`fitting_window`);
+        ``job`` alone if it is not in the step's order."""
         pos = self.position.get(job.job_id)
-        return [job] if pos is None else window_of(self.ordered, pos, self.size)
+        if pos is None:
+            return [job]
+        if not self.size:
+            return window_of(self.ordered, pos, 0)
+        return [job, *fitting_window(self.ordered, pos + 1, self.size - 1, snapshot)]
 
     def later(self, job: JobRequest) -> Iterator[JobRequest]:
         """The jobs of the order after ``job`` not yet scored in this step (lazily; none outside the order)."""

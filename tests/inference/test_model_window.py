@@ -72,6 +72,52 @@ def test_jobs_that_fit_nowhere_are_not_scored_and_the_job_behind_them_is_the_mod
     assert calls(p) == [["fits"]] and "fits" not in p.fallback_jobs
 
 
+def nowhere(i: int) -> object:
+    """A job no node takes: too many GPUs, or (resources that fit) a GPU model the cluster lacks."""
+    if i % 2:
+        return job(f"h{i}", cpu=1000, mem=1024, gpus=1, per=1000, gpu_models=frozenset({"H100"}), submit_time=float(i))
+    return job(f"h{i}", cpu=1000, mem=1024, gpus=16, per=1000, submit_time=float(i))
+
+
+def test_the_worker_prepares_the_first_jobs_that_fit_somewhere_not_a_saturated_head(tmp_path):
+    """The queue's head fits nowhere: the prepared call covers the jobs behind it, which the step
+    places, and no call is made within the step (in the worker's loop a Triton round trip)."""
+    loaded = untrained(tmp_path)
+    p = LearnedPolicy(loaded=loaded, window=3)
+    fits = small_jobs(3)
+    queue = [*(nowhere(i) for i in range(5)), *fits]
+    snap = small_snapshot()
+    status = asyncio.run(p.prepare_step(snap, queue, 10.0))
+    assert not status.fallback and p.model_calls == 1
+    result = schedule_step(snap, queue, p, now=10.0, in_order=True)
+    assert sorted(x.job_id for x in result.placements) == [j.job_id for j in fits] and not p.fallback_jobs
+    assert calls(p) == [[j.job_id for j in fits]] and p.model_calls == 1
+
+
+def test_a_window_opened_in_the_step_skips_the_jobs_that_fit_nowhere(tmp_path):
+    loaded = untrained(tmp_path)
+    p = LearnedPolicy(loaded=loaded, window=2)
+    a, b, c, d = small_jobs(4)
+    result = schedule_step(small_snapshot(), [a, b, nowhere(0), c, nowhere(1), d], p, now=10.0)
+    assert len(result.placements) == 4 and not p.fallback_jobs
+    assert calls(p) == [["s00", "s01"], ["s02", "s03"]]
+
+
+def test_a_queue_where_nothing_fits_calls_no_model(tmp_path):
+    loaded = untrained(tmp_path)
+    p = LearnedPolicy(loaded=loaded, window=3)
+    queue = [nowhere(i) for i in range(6)]
+    snap = small_snapshot()
+    status = asyncio.run(p.prepare_step(snap, queue, 10.0))
+    result = schedule_step(snap, queue, p, now=10.0, in_order=True)
+    assert not result.placements and len(result.unschedulable) == 6
+    assert p.model_calls == 0 and not status.fallback and not p.last_step.fallback and not p.fallback_jobs
+    fits = small_jobs(1)  # the next step, with a job that fits: the model decides it
+    asyncio.run(p.prepare_step(snap, [*queue, *fits], 11.0))
+    result = schedule_step(snap, [*queue, *fits], p, now=11.0, in_order=True)
+    assert [x.job_id for x in result.placements] == ["s00"] and p.model_calls == 1 and calls(p) == [["s00"]]
+
+
 def test_the_cost_of_a_job_placed_from_an_earlier_window_stays_readable(tmp_path):
     loaded = untrained(tmp_path, cost_dim=2, transition=True)
     p = LearnedPolicy(loaded=loaded, window=2)
