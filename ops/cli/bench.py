@@ -173,6 +173,10 @@ from ops.cli.bench_triton import triton as bench_triton  # noqa: E402
 
 bench_app.command("triton")(bench_triton)
 
+from ops.cli.bench_model_calls import model_calls as bench_model_calls  # noqa: E402
+
+bench_app.command("model-calls")(bench_model_calls)
+
 
 @bench_app.command("sweep")
 def sweep(

@@ -11,7 +11,9 @@ preemptive ordering (``las+…``), whose ranks change with time alone (a running
 crossing a threshold, a waiting job reaching its starvation promotion): while jobs wait, a step
 also runs at the first grid point at or after the next such change, as the worker, stepping on
 its clock, would see it (found by review: a promotion due at 33,300 s took effect at 33,500 s,
-the next arrival).
+the next arrival). ``step`` replaces ``schedule_step`` with a function of its signature (a
+benchmark runs the worker's own path: order once, the model-backed placement's
+``prepare_step``, then the step).
 
 A job enters the queue once all its DAG parents finished; a job whose parent was
 rejected is rejected. A job no node of the empty cluster can hold is rejected with the
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from scheduling.assign import schedule_step
+from scheduling.assign import StepResult, schedule_step
 from scheduling.job import JobRequest
 from scheduling.metrics import Holding, JobOutcome
 from scheduling.metrics.fragmentation import Workload as TargetWorkload
@@ -59,8 +61,10 @@ class _Running:
 
 class Simulator:
     def __init__(self, nodes: Sequence[NodeView], jobs: Sequence[SimJob], policy: Policy,
-                 config: SimConfig | None = None, *, estimator: LearningDurationPredictor | None = None) -> None:  # fmt: skip
+                 config: SimConfig | None = None, *, estimator: LearningDurationPredictor | None = None,
+                 step: Callable[..., StepResult] = schedule_step) -> None:  # fmt: skip
         self.config = config or SimConfig()
+        self.step = step
         self.policy = policy
         self.estimator = estimator
         self.snapshot = ClusterSnapshot.from_nodes(nodes)
@@ -226,8 +230,8 @@ class Simulator:
                     capacity=self.capacity, estimator=self.estimator, attained_service=attained,
                     queued_since=queued_since,
                 )  # fmt: skip
-                result = schedule_step(snap, list(pending.values()), self.policy, now=now, top_k=0,
-                                       context=context)  # fmt: skip
+                result = self.step(snap, list(pending.values()), self.policy, now=now, top_k=0,
+                                   context=context)  # fmt: skip
                 if cfg.record_orders:
                     orders.append(result.order[: cfg.order_head])
                 steps.append(StepRecord(now, len(pending), len(result.placements), result.compute_ms))
@@ -284,6 +288,7 @@ def rank_change(ordering: PreemptiveOrdering, now: float, pending: dict[str, Job
 
 
 def simulate(nodes: Sequence[NodeView], jobs: Sequence[SimJob], policy: Policy, config: SimConfig | None = None,
-             *, estimator: LearningDurationPredictor | None = None, progress: Progress | None = None) -> SimResult:  # fmt: skip
+             *, estimator: LearningDurationPredictor | None = None, progress: Progress | None = None,
+             step: Callable[..., StepResult] = schedule_step) -> SimResult:  # fmt: skip
     """Run one simulation (see :class:`Simulator`)."""
-    return Simulator(nodes, jobs, policy, config, estimator=estimator).run(progress)
+    return Simulator(nodes, jobs, policy, config, estimator=estimator, step=step).run(progress)
