@@ -7,8 +7,10 @@ the step's order. For a job with more than one feasible node, :meth:`Lookahead.a
 
 1. the placement is applied to a copy of the snapshot (exactly: the resources it takes, GPUs by
    best fit, as the policy places them) and to the representation through T: h_1 = T(h_0, (job, c));
-2. the next ``depth`` jobs of the step's order (those the step has not scored yet; gang jobs are
-   left out, as a gang is placed whole when its first member comes) are placed greedily, each on
+2. the next ``depth`` jobs of the step's order that can be placed now (those the step has not
+   scored yet that the default filters let onto some node, :mod:`scheduling.filters.fits_somewhere`:
+   a job that fits nowhere now fits nowhere on any candidate's path, and would only take a rolled
+   job's place; gang jobs are left out, as a gang is placed whole when its first member comes) are placed greedily, each on
    the policy head's best node under the predicted h_k (its node part recomputed from h_k) and
    the copy's exact pair features; h_{k+1} = T(h_k, a_k);
 3. the path cost is the cost estimator's ψ summed over the path (the fragmentation each placement
@@ -59,6 +61,7 @@ import numpy as np
 from inference.features.pair_cache import PairCache
 from inference.features.spec import FeatureSpec
 from scheduling.fill import gpu_demand
+from scheduling.filters.fits_somewhere import FitsSomewhere
 from scheduling.filters.framework import run_filters
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
@@ -89,6 +92,7 @@ class Lookahead:
     per_step: int = 64  # decisions rolled per step at most (0: all)
     stats: LookaheadStats = field(default_factory=LookaheadStats, compare=False)
     _rolled: int = field(default=0, compare=False, repr=False)  # in the current step
+    _fits: FitsSomewhere = field(default_factory=FitsSomewhere, compare=False, repr=False)  # the current step's
     last: tuple[np.ndarray, np.ndarray] | None = field(default=None, compare=False, repr=False)  # candidates, costs
 
     def __post_init__(self) -> None:
@@ -102,7 +106,7 @@ class Lookahead:
             raise ValueError(f"lookahead per_step must be >= 0, not {self.per_step}")
 
     def begin_step(self) -> None:
-        self._rolled = 0
+        self._rolled, self._fits = 0, FitsSomewhere()
 
     def failed(self, job_id: str, error: Exception) -> None:
         """A decision's rollouts raised: the plain scores decide it (logged once per 100 failures)."""
@@ -137,7 +141,8 @@ class Lookahead:
         its order not yet scored; ``caches``: the policy's :class:`~inference.step_caches.StepCaches`;
         ``row_of``: a later job's feature row, for jobs beyond ``step``'s call — its model window),
         and the decision record's note (None when nothing was rolled). The next ``depth`` of
-        ``later`` are rolled (without ``row_of``, those ``step``'s call scored); gang jobs are left out, as a gang is placed
+        ``later`` that fit somewhere on ``snapshot`` are rolled (without ``row_of``, of those ``step``'s call
+        scored); gang jobs are left out, as a gang is placed
         whole when its first member comes. Unchanged for a job the step's call did not score, for a
         model without ψ and T, and when the rollouts fail (logged, counted)."""
         i = step.index.get(job.job_id)
@@ -145,9 +150,8 @@ class Lookahead:
             return scores, None
         if row_of is None:  # the step's call's rows only
             later = (j for j in later if j.job_id in step.index)
-        rolled = (j for j in later if not j.is_gang)
-        upcoming = [(j, row_of(j) if row_of is not None else step.jobs[step.index[j.job_id]])
-                    for j, _ in zip(rolled, range(self.depth), strict=False)]  # fmt: skip
+        rolled = self._fits.first((j for j in later if not j.is_gang), snapshot, self.depth)
+        upcoming = [(j, row_of(j) if row_of is not None else step.jobs[step.index[j.job_id]]) for j in rolled]
         if not upcoming:
             return scores, None
         self.last = None

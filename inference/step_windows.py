@@ -12,7 +12,8 @@ learned dlrm2025 replay spent 62 % of its time there, 2026-12-02).
 
 **A window holds the jobs that can be placed.** Its jobs are the next ones of the order that
 the default filters (:mod:`scheduling.filters`: capacity, GPU share and model, health, an
-app's instances per node) let onto some node of the cluster as the call sees it: within a step
+app's instances per node) let onto some node of the cluster as the call sees it
+(:mod:`scheduling.filters.fits_somewhere`): within a step
 free capacity only shrinks and instances only grow, so a job that fits nowhere then is turned
 away and never scored. Behind a saturated head of the queue the call covers the jobs the step places instead
 of the head's, which a later window would have had to call for again, synchronously (in the
@@ -32,7 +33,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from inference.prepared_step import PreparedStep
-from scheduling.filters.framework import filter_shape, run_filters
+from scheduling.filters.fits_somewhere import FitsSomewhere
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
@@ -58,25 +59,14 @@ def window_of(jobs: Sequence[JobRequest], start: int, size: int) -> Sequence[Job
     return jobs[start : start + size] if size else jobs[start:]
 
 
-def fitting_window(jobs: Sequence[JobRequest], start: int, size: int, snapshot: ClusterSnapshot) -> list[JobRequest]:
+def fitting_window(jobs: Sequence[JobRequest], start: int, size: int, snapshot: ClusterSnapshot,
+                   fits: FitsSomewhere | None = None) -> list[JobRequest]:
     """Up to ``size`` jobs of ``jobs`` from ``start`` on that the default filters let onto some node
-    of ``snapshot`` (module docstring), in their order; every job from ``start`` with ``size`` 0.
-    The filters run once per :func:`~scheduling.filters.framework.filter_shape`, as ``schedule_step``
-    runs them; an unsaturated queue is read no further than its first ``size`` jobs."""
+    of ``snapshot`` (module docstring; ``fits``: the step's answers so far), in their order; every
+    job from ``start`` with ``size`` 0. An unsaturated queue is read no further than its first ``size`` jobs."""
     if not size:
         return list(jobs[start:])
-    out: list[JobRequest] = []
-    fits: dict[tuple, bool] = {}
-    for job in itertools.islice(jobs, start, None):
-        key = filter_shape(job)
-        ok = fits.get(key)
-        if ok is None:
-            ok = fits[key] = bool(run_filters(job, snapshot, explain=False).feasible_mask.any())
-        if ok:
-            out.append(job)
-            if len(out) == size:
-                break
-    return out
+    return (fits or FitsSomewhere()).first(itertools.islice(jobs, start, None), snapshot, size)
 
 
 class StepWindows:
@@ -93,6 +83,7 @@ class StepWindows:
         self.covering: dict[str, PreparedStep] = {}  # job id -> the step's latest call that covers it
         self.scored_by: dict[str, PreparedStep] = {}  # job id -> the call its scores came from (its ψ)
         self.scored: set[str] = set()  # the step's jobs scored so far (placed, or tried)
+        self.fits = FitsSomewhere()  # which shapes fit nowhere any more in this step
 
     def cover(self, call: PreparedStep) -> None:
         """``call`` is a call of this step: its jobs are scored from it from now on."""
@@ -108,7 +99,7 @@ class StepWindows:
             return [job]
         if not self.size:
             return window_of(self.ordered, pos, 0)
-        return [job, *fitting_window(self.ordered, pos + 1, self.size - 1, snapshot)]
+        return [job, *fitting_window(self.ordered, pos + 1, self.size - 1, snapshot, self.fits)]
 
     def later(self, job: JobRequest) -> Iterator[JobRequest]:
         """The jobs of the order after ``job`` not yet scored in this step (lazily; none outside the order)."""

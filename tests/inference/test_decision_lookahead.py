@@ -178,6 +178,33 @@ def test_the_rolled_jobs_are_the_ones_still_to_come(tmp_path, monkeypatch):
     assert len(rolled) == before
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_a_job_that_fits_nowhere_now_is_not_rolled(tmp_path, monkeypatch, seed):
+    """Between "a" and the eight-GPU "big" comes "stuck", which fits on no node now (two GPUs: n0 has
+    one free; n1 has eight but too little CPU left) though it would on the empty cluster. The rollouts
+    of "a" pass over it to "big", so "a" still keeps n1 free for "big"; rolling "stuck" (stranded on
+    every path alike) would leave "a" to the model's preference."""
+    d = model_dir(tmp_path, seed=seed)
+    rolled: dict[str, list[str]] = {}
+    real = Lookahead.path_costs
+
+    def spy(self, model, h, node_part, job, job_row, candidates, snapshot, upcoming, *rest):  # type: ignore[no-untyped-def]
+        rolled[job.job_id] = [j.job_id for j, _ in upcoming]
+        return real(self, model, h, node_part, job, job_row, candidates, snapshot, upcoming, *rest)
+
+    monkeypatch.setattr(Lookahead, "path_costs", spy)
+    snap = one_free_node_each()
+    snap.reserve(1, job("cpu-hog", cpu=60_000, mem=1024, gpus=0), [])  # n1: 4,000 CPU milli left
+    jobs = [job("a", cpu=2000, mem=4096, gpus=1, submit_time=0.0),
+            job("stuck", cpu=10_000, mem=4096, gpus=2, submit_time=1.0),
+            job("big", cpu=2000, mem=4096, gpus=8, submit_time=2.0)]  # fmt: skip
+    look = LearnedPolicy(d, lookahead=Lookahead(depth=1, width=2, weight=1e4))
+    result = schedule_step(snap, jobs, look, now=3.0, top_k=0)
+    assert rolled["a"] == ["big"]
+    assert {pl.job_id: pl.node_id for pl in result.placements} == {"a": "n0", "big": "n1"}
+    assert [u.job_id for u in result.unschedulable] == ["stuck"]
+
+
 def test_failed_rollouts_leave_the_decision_to_the_plain_scores(tmp_path, monkeypatch):
     d = model_dir(tmp_path, seed=1)
     jobs = [j for j in pod_mix(24, seed=2) if j.num_gpu]
