@@ -108,6 +108,10 @@ class Lookahead:
     def begin_step(self) -> None:
         self._rolled, self._fits = 0, FitsSomewhere()
 
+    def capacity_returned(self) -> None:
+        """The step gave resources back (a gang rolled back): what fit nowhere is asked again."""
+        self._fits = FitsSomewhere()
+
     def failed(self, job_id: str, error: Exception) -> None:
         """A decision's rollouts raised: the plain scores decide it (logged once per 100 failures)."""
         if self.stats.errors % 100 == 0:

@@ -33,7 +33,7 @@ so every score sees the current state, as if the head had been run on the whole 
   has a deadline and must not block the event loop). If the backend fails — Triton down,
   the deadline missed — the step is decided by the fallback heuristic and
   :attr:`last_step` says so (the worker writes it on the step's decision records).
-- Callers without an event loop (the simulator, the benchmarks) skip ``prepare_step``: the
+- Callers without an event loop (the simulator, most benchmarks) skip ``prepare_step``: the
   first ``score`` of a step (``order()`` marks the start) calls the backend synchronously.
 - A caller that never calls ``order()`` and scores jobs one by one on one long-lived
   snapshot (the fill benchmark, ``scheduling.fill.run_fill``) gets a fresh model call every
@@ -64,6 +64,7 @@ from inference.rescoring import moved_nodes, rescore
 from inference.step_caches import StepCaches
 from inference.step_call import StepCaller
 from inference.step_windows import StepWindows, fitting_window, model_window
+from scheduling.filters.fits_somewhere import FitsSomewhere
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext
@@ -196,9 +197,11 @@ class LearnedPolicy(BasePolicy):
         return not self.fell_back and bool(self.spec.utilisation)
 
     async def prepare_step(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float,
-                           utilisation: np.ndarray | Callable[[], np.ndarray] | None = None) -> StepStatus:  # fmt: skip
+                           utilisation: np.ndarray | Callable[[], np.ndarray] | None = None, *,
+                           window: int | None = None) -> StepStatus:  # fmt: skip
         """Call the backend for the coming step (awaited by the worker before ``schedule_step``) on the
-        first ``window`` of ``jobs`` that fit somewhere (none fits: no call), which come in the step's order
+        first ``window`` (default: the policy's) of ``jobs`` that fit somewhere (none fits: no call; a window
+        of 0 takes every job, fitting or not), which come in the step's order
         (:func:`scheduling.orderings.compose.queue_order`); ``utilisation``: float ``[N]``, the nodes' window means, or what reads them — called only when
         the version this step runs (after the backend's refresh, here) reads them (:attr:`wants_utilisation`)."""
         from inference.backends import BackendError
@@ -213,7 +216,7 @@ class LearnedPolicy(BasePolicy):
         budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         queue = jobs
         try:  # the texts the backend embeds, the inputs, the answer, the queue's texts after it (StepCaller)
-            jobs = fitting_window(queue, 0, self.window, snapshot)
+            jobs = fitting_window(queue, 0, self.window if window is None else window, snapshot)
             if not jobs:  # nothing in the queue fits on any node: nothing will be scored, no call
                 self._prepared = None
                 return StepStatus(self.backend.name, self.model_version)
@@ -405,6 +408,13 @@ class LearnedPolicy(BasePolicy):
         if step is None:
             raise RuntimeError(self.last_step.reason)
         return step.scores
+
+    def forget(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> None:
+        """A placement of this step was rolled back (a gang that did not fit whole): capacity came back, so
+        a job shape that fit nowhere may fit again (:mod:`scheduling.filters.fits_somewhere`)."""
+        self._windows.fits = FitsSomewhere()
+        if self.lookahead is not None:
+            self.lookahead.capacity_returned()
 
     async def warm_up(self, snapshot: ClusterSnapshot | None = None) -> float:
         """A made-up step before the worker's first real one, leaving no step state behind

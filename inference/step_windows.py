@@ -99,7 +99,7 @@ class StepWindows:
             return [job]
         if not self.size:
             return window_of(self.ordered, pos, 0)
-        return [job, *fitting_window(self.ordered, pos + 1, self.size - 1, snapshot, self.fits)]
+        return [job, *fitting_window(self.ordered, pos + 1, self.size - 1, snapshot, self.fits)] if self.size > 1 else [job]
 
     def later(self, job: JobRequest) -> Iterator[JobRequest]:
         """The jobs of the order after ``job`` not yet scored in this step (lazily; none outside the order)."""

@@ -8,6 +8,7 @@ one — so the step's model call and the in-step re-scoring both run.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -30,7 +31,8 @@ def warm_up_step(gpu_models: Sequence[str] = ()) -> tuple[ClusterSnapshot, list[
 async def warm_up_policy(policy: Any, snapshot: ClusterSnapshot | None = None) -> float:
     """Run :func:`warm_up_step`'s pods through ``policy``'s (a loaded
     :class:`~inference.policy.LearnedPolicy`) own path — ``prepare_step``, then ``schedule_step``
-    on the calling thread, as the worker's loop runs them — and put its step state back
+    on the calling thread, as the worker's loop runs them; the pods in ``snapshot``'s cluster, and the
+    model called on them even where they fit nowhere — and put its step state back
     (``STEP_STATE``): on the made-up cluster at start, on ``snapshot`` (a cluster's real nodes)
     while the worker idles, so that cluster's first step finds its per-table state built
     (topology, node features, FGD's tables; its pair cache is kept). Seconds."""
@@ -40,9 +42,11 @@ async def warm_up_policy(policy: Any, snapshot: ClusterSnapshot | None = None) -
     t0 = time.perf_counter()
     made_up, jobs = warm_up_step(policy.spec.gpu_models)
     snap = made_up if snapshot is None else snapshot
+    if snap.num_nodes:  # the pods of the cluster warmed up on (else the cluster filter turns them away)
+        jobs = [dataclasses.replace(j, cluster=str(snap.table.cluster[0])) for j in jobs]
     kept = {k: getattr(policy, k) for k in STEP_STATE}
     try:
-        await policy.prepare_step(snap, jobs, 0.0)
+        await policy.prepare_step(snap, jobs, 0.0, window=0)  # called even when the cluster is full
         schedule_step(snap, jobs, policy, now=0.0, top_k=0)
     finally:
         policy.caches.forget(made_up)

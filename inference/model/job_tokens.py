@@ -18,8 +18,8 @@ Training (:mod:`inference.training.imitation`) records one decision per state; i
 the decided job and the next ``L − 1`` jobs recorded in the same run, ``L`` drawn from
 1..``TrainOptions.token_window`` per state: one token, as a fill benchmark step has, up to the
 pods that come next standing in for a queue. In a worker's step they are the jobs of the model
-call's window (the head of the step's order, up to ``SEMSCHED_MODEL_WINDOW`` jobs:
-:mod:`inference.policy`).
+call's window (the first jobs of the step's order that fit on some node, up to
+``SEMSCHED_MODEL_WINDOW``: :mod:`inference.step_windows`).
 """
 
 from __future__ import annotations

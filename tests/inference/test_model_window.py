@@ -17,8 +17,10 @@ from inference.model.io import LoadedModel
 from inference.policy import LearnedPolicy
 from inference.step_windows import WINDOW_ENV, model_window
 from scheduling.assign import schedule_step
+from scheduling.node import NodeView
 from scheduling.orderings.compose import queue_order
 from scheduling.policies import get_policy
+from scheduling.snapshot import ClusterSnapshot
 
 SPEC = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=16, encoder="hashed-ngram-16")
 
@@ -111,11 +113,33 @@ def test_a_queue_where_nothing_fits_calls_no_model(tmp_path):
     status = asyncio.run(p.prepare_step(snap, queue, 10.0))
     result = schedule_step(snap, queue, p, now=10.0, in_order=True)
     assert not result.placements and len(result.unschedulable) == 6
-    assert p.model_calls == 0 and not status.fallback and not p.last_step.fallback and not p.fallback_jobs
+    assert p.model_calls == 0 and not status.fallback and not p.fallback_jobs
     fits = small_jobs(1)  # the next step, with a job that fits: the model decides it
     asyncio.run(p.prepare_step(snap, [*queue, *fits], 11.0))
     result = schedule_step(snap, [*queue, *fits], p, now=11.0, in_order=True)
     assert [x.job_id for x in result.placements] == ["s00"] and p.model_calls == 1 and calls(p) == [["s00"]]
+
+
+def test_a_window_of_one_job_opened_in_the_step_covers_that_job_alone(tmp_path):
+    p = LearnedPolicy(loaded=untrained(tmp_path), window=1)
+    schedule_step(small_snapshot(), small_jobs(3), p, now=10.0)
+    assert calls(p) == [["s00"], ["s01"], ["s02"]]
+
+
+def test_a_gang_rolled_back_gives_back_what_fit_nowhere_while_it_was_half_placed(tmp_path):
+    """Two 2-GPU nodes. "a" takes a GPU of one; the gang's g1 takes the other node, g2 the last GPU and
+    opens a window while "g3" (two GPUs) fits nowhere; g3 fails, the gang is rolled back and the
+    2-GPU shape fits again. The window "m" opens covers "k" (that shape): no call just for "k"."""
+    nodes = [NodeView(f"n{i}", cpu_milli=32_000, memory_mib=65_536, num_gpu=2, gpu_model="T4") for i in range(2)]
+    gang = {"gang_id": "g", "gang_size": 3}
+    queue = [job("a", gpus=1, submit_time=0.0), job("g1", gpus=2, submit_time=1.0, **gang),
+             job("g2", gpus=1, submit_time=2.0, **gang), job("g3", gpus=2, submit_time=3.0, **gang),
+             job("j", gpus=0, per=0, submit_time=4.0), job("m", gpus=0, per=0, submit_time=5.0),
+             job("k", gpus=2, submit_time=6.0)]  # fmt: skip
+    p = LearnedPolicy(loaded=untrained(tmp_path), window=2)
+    result = schedule_step(ClusterSnapshot.from_nodes(nodes), queue, p, now=10.0)
+    assert sorted(x.job_id for x in result.placements) == ["a", "j", "k", "m"] and not p.fallback_jobs
+    assert calls(p) == [["a", "g1"], ["g2", "j"], ["m", "k"]]
 
 
 def test_the_cost_of_a_job_placed_from_an_earlier_window_stays_readable(tmp_path):

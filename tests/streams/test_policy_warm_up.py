@@ -23,9 +23,9 @@ from streams.policy_warm_up import PolicyWarmUp
 SPEC = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=16, encoder="hashed-ngram-16")
 
 
-def small_nodes(n: int) -> list[NodeView]:
+def small_nodes(n: int, cluster: str = "a") -> list[NodeView]:
     return [NodeView(f"n{i}", cpu_milli=32_000, memory_mib=65_536, num_gpu=(0, 2, 4)[i % 3],
-                     gpu_model=(None, "T4", "A10")[i % 3]) for i in range(n)]  # fmt: skip
+                     gpu_model=(None, "T4", "A10")[i % 3], cluster=cluster) for i in range(n)]  # fmt: skip
 
 
 class Loop:
@@ -66,6 +66,7 @@ def test_warm_ups_at_start_and_once_per_new_settled_table(tmp_path, monkeypatch)
     asyncio.run(warm.idle_clusters())
     table = loop.tables["a"]
     assert loop.stats["warm_ups"] == 2 and id(table) in policy.caches.pairs  # the real table's cache is kept
+    assert policy.caches.pairs[id(table)].stats.calls > 0  # the model was called on cluster "a"'s nodes
     asyncio.run(warm.idle_clusters())  # the same nodes: nothing to do
     assert loop.stats["warm_ups"] == 2 and loop.tables["a"] is table
     loop.clusters["a"] = small_nodes(13)  # a node joined: a new table
