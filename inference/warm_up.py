@@ -43,7 +43,7 @@ async def warm_up_policy(policy: Any, snapshot: ClusterSnapshot | None = None) -
     made_up, jobs = warm_up_step(policy.spec.gpu_models)
     snap = made_up if snapshot is None else snapshot
     if snap.num_nodes:  # the pods of the cluster warmed up on (else the cluster filter turns them away)
-        jobs = [dataclasses.replace(j, cluster=str(snap.table.cluster[0])) for j in jobs]
+        jobs = [dataclasses.replace(j, cluster=str(snap.cluster[0])) for j in jobs]
     kept = {k: getattr(policy, k) for k in STEP_STATE}
     try:
         await policy.prepare_step(snap, jobs, 0.0, window=0)  # called even when the cluster is full

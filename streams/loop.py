@@ -250,7 +250,7 @@ class SchedulingLoop:
             queued_since={p.job.job_id: p.queued_ts for p, _ in jobs if p.attempt > 0},
             estimator=self.w.durations,
         )  # orderings (drf, las, priority, sjf) read it; placements ignore it
-        # ordered once (an ordering may have state): a model-backed placement's call covers its head
+        # ordered once (an ordering may have state): a model-backed placement's call covers the first jobs that fit
         requests = queue_order(self.policy, [r for _, r in jobs], tick_ts, context)
         prepare = getattr(self.policy, "prepare_step", None)  # a model-backed placement: one call per step
         model_s = time.perf_counter()

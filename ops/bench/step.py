@@ -27,13 +27,13 @@ from ops.console import wide_console
 console = wide_console()
 
 
-def parse_sizes(text: str, option: str = "--pending") -> list[int]:
+def parse_sizes(text: str, option: str = "--pending", minimum: int = 1) -> list[int]:
     try:
         sizes = [int(x) for x in text.replace(" ", "").split(",") if x]
     except ValueError:
         raise ValueError(f"{option} takes comma-separated integers, not {text!r}") from None
-    if not sizes or any(n <= 0 for n in sizes):
-        raise ValueError(f"{option} needs at least one size, all > 0")
+    if not sizes or any(n < minimum for n in sizes):
+        raise ValueError(f"{option} needs at least one size, all >= {minimum}")
     return sizes
 
 

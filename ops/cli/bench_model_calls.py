@@ -26,14 +26,13 @@ def model_calls(
     import sys
 
     from ops.bench.model_calls import run_model_calls_bench
+    from ops.bench.step import parse_sizes
     from ops.cli.options import policy_names
 
     try:
-        sizes = [int(w) for w in windows.split(",") if w.strip()]
-    except ValueError:
-        raise typer.BadParameter(f"--windows {windows!r}: expected whole numbers, comma-separated") from None
-    if not sizes or any(w < 0 for w in sizes):
-        raise typer.BadParameter(f"--windows {windows!r}: expected whole numbers >= 0, comma-separated")
+        sizes = parse_sizes(windows, "--windows", minimum=0)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
     names = policy_names(policy)
     if len(names) != 1:
         raise typer.BadParameter(f"--policy {policy!r}: expected one policy")

@@ -2,10 +2,9 @@
 
 Within one scheduling step free capacity only shrinks and an app's instances per node only
 grow (releases come between steps), so a job that fits nowhere at some point of the step is
-turned away for the rest of it. Whoever looks ahead along the step's order — the learned
-policy's model windows (:mod:`inference.step_windows`) and its rollouts through T
-(:mod:`inference.lookahead`) — asks this instead of taking the next jobs of the order, most
-of which fit nowhere behind a saturated cluster.
+turned away for the rest of it. A placement that looks ahead along the step's order (a
+model-backed one's calls and rollouts) asks this instead of taking the next jobs of the order,
+most of which fit nowhere behind a saturated cluster.
 
 The filters run once per :func:`~scheduling.filters.framework.filter_shape` (all they read),
 as :func:`scheduling.assign.schedule_step` runs them: a shape found to fit nowhere is not asked
