@@ -217,9 +217,10 @@ class LearnedPolicy(BasePolicy):
         queue = jobs
         try:  # the texts the backend embeds, the inputs, the answer, the queue's texts after it (StepCaller)
             jobs = fitting_window(queue, 0, self.window if window is None else window, snapshot)
-            if not jobs:  # nothing in the queue fits on any node: nothing will be scored, no call
-                self._prepared = None
-                return StepStatus(self.backend.name, self.model_version)
+            if not jobs:  # nothing in the queue fits on any node: nothing will be scored, no call, but the
+                self._prepared = None  # version the backend just looked up serves (the worker's /status reads it)
+                self.last_step = StepStatus(self.backend.name, self.model_version)
+                return self.last_step
             covered = {j.job_id for j in jobs}
             rest = [j for j in queue if j.job_id not in covered] if self.encoder().serve_remotely else []
             inputs, out = await self._caller.within(budget, self.backend, snapshot, jobs, rest, now, self.spec,

@@ -538,3 +538,30 @@ def test_the_worker_reads_what_a_real_step_left_on_the_policy(tmp_path):
     assert model.fallback_jobs == {x.job_id for x in fell.placements} and fell.placements
     assert model.fallback_note == "; triton fell back to best-fit: triton: DEADLINE_EXCEEDED after 50 ms"
     assert model.cost_of(fell.placements[0].job_id, fell.placements[0].node_index) is None
+
+
+def test_a_step_where_nothing_fits_reports_the_version_the_refresh_found(tmp_path):
+    """A queue that fits nowhere makes no model call; the worker's /status (``ModelStatus``, from
+    ``last_step``) still says which version now serves (it kept the version before the promotion)."""
+    from inference.model import point_latest
+    from streams.model_status import ModelStatus
+
+    torch.manual_seed(0)
+    for version in ("v1", "v2"):
+        save_model(tmp_path / version, Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2)), version)
+    point_latest(tmp_path, "v1")
+    p = LearnedPolicy(tmp_path / "latest")
+    p.backend.watch_s = 0.0
+    status = ModelStatus(p)
+    snap, jobs = small_snapshot(), pod_mix(8)
+    asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    schedule_step(snap, jobs, p, now=1.0)
+    status.observe()
+    assert status.as_dict()["version"] == "v1" and p.model_calls == 1
+    point_latest(tmp_path, "v2")  # promoted between two steps
+    huge = [job("huge", cpu=10**9, mem=1024, gpus=0, per=0)]
+    assert not asyncio.run(p.prepare_step(snap, huge, 2.0)).fallback
+    schedule_step(snap, huge, p, now=2.0)
+    status.observe()
+    assert p.model_calls == 1  # no call: nothing fits
+    assert status.as_dict()["version"] == "v2" and p.last_step.version == "v2"
