@@ -90,6 +90,18 @@ def on_submitted(ev: JobSubmitted, known: PendingJob | RunningJob | DoneJob | No
     return Transition(pending={ev.job_id: PendingJob(job=ev, submit_ts=ts, queued_ts=now)})
 
 
+ALREADY_PLACED = "already applied: this decision, back from the topic"  # (it holds the job's placement)
+
+
+def places_its_job(t: Transition, rec: DecisionRecord) -> bool:
+    """Whether ``rec``, once applied (``t``: :func:`on_decision`'s), holds its job's placement: it placed
+    the job now, or came back from the topic first and placed it there. Only then may its command go
+    out. A stale one (the job was re-queued, finished or placed by another decision while the step
+    that made it waited on the model or the broker) sends none: that would run the job again."""
+    run = t.running.get(rec.job_id)
+    return (run is not None and run.decision_id == rec.decision_id) or t.note == ALREADY_PLACED
+
+
 def on_decision(rec: DecisionRecord, pending: PendingJob | None,
                 current: RunningJob | DoneJob | None = None) -> Transition:  # fmt: skip
     """A decision the worker published comes back: apply it (first one wins). ``current``: where the
@@ -98,9 +110,10 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
     if rec.outcome == "unschedulable":
         return Transition(note="unschedulable: archive only")
     if pending is None or pending.attempt != rec.attempt:
-        if (isinstance(current, RunningJob) and current.decision_id == rec.decision_id) or (
-                isinstance(current, DoneJob) and current.attempt == rec.attempt):  # fmt: skip
-            return Transition(note="already applied: this decision, back from the topic")
+        if isinstance(current, RunningJob) and current.decision_id == rec.decision_id:
+            return Transition(note=ALREADY_PLACED)
+        if isinstance(current, DoneJob) and current.attempt == rec.attempt:
+            return Transition(note="already applied: this decision, back from the topic; its attempt is over")
         return Transition(note="stale decision: job no longer pending at this attempt")
     if rec.outcome == "rejected":
         done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected", gang_id=pending.job.gang_id,

@@ -5,7 +5,9 @@ Every decision is acknowledged by the broker before its job changes state and be
 command goes out: the ``decisions`` topic stays the log a restarted worker replays. When some of
 a step's decisions fail (the producer refuses one at hand-over, or the broker refuses its
 delivery), the others still go the whole way: each decision the broker acknowledged is applied
-and its command sent, and only then is the first failure raised. The failed ones leave
+and its command sent, and only then is the first failure raised. A decision that is stale once
+applied sends no command (:func:`streams.state.places_its_job`): while the step waited on the
+model or the broker, its job finished in an earlier attempt, say. The failed ones leave
 ``inflight``, so their jobs are back in the queue and decided again at the next step, under the
 same decision id.
 
@@ -18,15 +20,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from scheduling.events import DecisionRecord
 from scheduling.job import JobRequest
+from streams.state import places_its_job
 
 if TYPE_CHECKING:
     from streams.app import Worker
     from streams.telemetry import StepTrace
+
+log = logging.getLogger(__name__)
 
 Headers = list[tuple[str, bytes]]
 
@@ -82,8 +88,11 @@ class StepPublication:
         try:
             for h in acked:
                 assert h.decision is not None
-                await self.w.apply_decision(h.decision, self.partition, in_stream=False)
-                applied.append(h)
+                t = await self.w.apply_decision(h.decision, self.partition, in_stream=False)
+                if places_its_job(t, h.decision):  # else stale: its job moved on while the step waited
+                    applied.append(h)
+                elif h.command is not None:
+                    log.warning("no command for %s (%s): %s", h.decision.job_id, h.decision.decision_id, t.note)
         except Exception as e:  # the decisions applied so far still send their commands
             self.refused(e)
         finally:

@@ -22,6 +22,7 @@ from streams.state import (
     on_decision,
     on_lifecycle,
     on_submitted,
+    places_its_job,
 )
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
@@ -151,6 +152,10 @@ def test_placement_applies_once_then_is_a_noop() -> None:
     done = DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0)
     assert on_decision(rec, None, done).note.startswith("already applied")  # it even finished since
     assert "stale" in on_decision(rec, None, done.model_copy(update={"attempt": 1})).note
+    # which of them send the placement's command once applied (streams/step_publication.py)
+    assert places_its_job(first, rec) and places_its_job(echo, rec)
+    assert not places_its_job(again, rec) and not places_its_job(on_decision(rec, None, other), rec)
+    assert not places_its_job(on_decision(rec, None, done), rec)  # its attempt is over: no second run
 
 
 def test_decision_for_another_attempt_is_stale() -> None:
