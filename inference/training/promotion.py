@@ -34,7 +34,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -177,10 +179,18 @@ def _promotion_lock(models_root: Path) -> Iterator[None]:
 
 
 def _install(candidate_dir: Path, target: Path) -> Path:
-    """The promoted candidate as ``target`` (copied there if it lives elsewhere)."""
+    """The promoted candidate as ``target`` (copied there if it lives elsewhere), whole or not at all:
+    copied into a temporary sibling and renamed into place, as ``save_model`` writes a version (a copy
+    cut short left a half version that every later promotion refused as a name taken)."""
     if candidate_dir.resolve() != target.resolve():
         target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(candidate_dir, target)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            shutil.copytree(candidate_dir, staging, dirs_exist_ok=True)
+            staging.chmod(0o755)  # (mkdtemp's 0700)
+            os.rename(staging, target)  # atomic; refused when the name is taken
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     return target
 
 

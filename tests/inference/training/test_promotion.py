@@ -270,3 +270,31 @@ def test_promote_itself_refuses_a_candidate_trained_on_its_replays_seeds(trained
     with pytest.raises(ValueError, match="held-out replay"):
         _run(leaky, root, archive)
     assert not (root / "latest").exists() and get_version(archive, "good") is None
+
+
+def test_a_copy_cut_short_leaves_no_half_version_and_the_next_promotion_installs_it_whole(tmp_path, monkeypatch):
+    """Found by review: the candidate was copied straight into ``<models>/<version>``, so a process dying
+    mid-copy left a half version there, which every later promotion refused as a name taken."""
+    import inference.training.promotion as promotion
+
+    candidate = tmp_path / "candidates" / "v2"
+    candidate.mkdir(parents=True)
+    (candidate / "config.json").write_text("{}")
+    (candidate / "model.pt").write_bytes(b"weights")
+    real = shutil.copy2
+
+    def dies_at_the_weights(src, dst, **kwargs):
+        if str(src).endswith("model.pt"):
+            raise KeyboardInterrupt("killed mid-copy")
+        return real(src, dst, **kwargs)
+
+    copytree = shutil.copytree
+    monkeypatch.setattr(promotion.shutil, "copytree",
+                        lambda a, b, **kw: copytree(a, b, **(kw | {"copy_function": dies_at_the_weights})))  # fmt: skip
+    with pytest.raises(KeyboardInterrupt):
+        promotion._install(candidate, tmp_path / "models" / "v2")
+    assert not (tmp_path / "models" / "v2").exists() and list((tmp_path / "models").iterdir()) == []
+    monkeypatch.setattr(promotion.shutil, "copytree", copytree)
+    promotion._install(candidate, tmp_path / "models" / "v2")
+    assert sorted(p.name for p in (tmp_path / "models" / "v2").iterdir()) == ["config.json", "model.pt"]
+    assert (tmp_path / "models" / "v2" / "model.pt").read_bytes() == b"weights"
