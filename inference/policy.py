@@ -390,6 +390,15 @@ class LearnedPolicy(BasePolicy):
             return None
         return float(np.expm1(max(float(psi[1]), 0.0)))
 
+    def scored_version(self, job_id: str) -> str | None:
+        """The model version whose call scored ``job_id`` in the step just run: a later window of the
+        step may have been answered by another version (a server swapped it in) or have failed, which
+        :attr:`last_step` then says. ``None`` for a job the fallback scored and one no call scored."""
+        step = self._windows.scored_by.get(job_id) if self._in_step else self._step
+        if step is None or job_id in self.fallback_jobs:
+            return None
+        return step.version or self.model_version
+
     def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
         """ψ on the step-start state (:meth:`PreparedStep.psi`; the local cost head for nodes outside
         the answer's, when this worker holds the version that answered)."""

@@ -24,7 +24,8 @@ from streams.state import PendingJob
 @dataclass(frozen=True)
 class StepModel:
     """What the policy's model said about one step, read once after the step is scheduled:
-    the model version that decided, the jobs the heuristic fallback scored instead (with the
+    the model version that decided (per job: the version whose call scored it, where a step's
+    windows were answered by different versions), the jobs the heuristic fallback scored instead (with the
     reason appended to their records), the learned cost estimator ψ (fragmentation added and, with
     a second column, the expected run time), if the policy has one, and
     its notes on single decisions (the lookahead's, appended to their records' reason).
@@ -37,6 +38,7 @@ class StepModel:
     cost_of: Callable[[str, int], float | None] | None = None
     run_time_of: Callable[[str, int], float | None] | None = None  # ψ's expected run time, s
     notes: Mapping[str, str] = field(default_factory=dict)  # job id -> the policy's note (the lookahead's)
+    version_of: Callable[[str], str | None] | None = None  # the version whose call scored a job, when not ``version``
 
     @classmethod
     def of(cls, policy: Any) -> StepModel:
@@ -51,6 +53,7 @@ class StepModel:
             cost_of=getattr(policy, "predicted_cost", None),
             run_time_of=getattr(policy, "predicted_run_time", None),
             notes=dict(getattr(policy, "decision_notes", {})),
+            version_of=getattr(policy, "scored_version", None),
         )
 
 
@@ -84,7 +87,8 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
         step_compute_ms=compute_ms, submit_time=p.job.event_time,
         reason=reason + (f"; {model.notes[pl.job_id]}" if pl.job_id in model.notes else ""),
         cpu_milli=p.job.cpu_milli, memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli,
-        trace_duration_s=p.job.trace_duration_s, step_id=step_id, model_version=model.version,
+        trace_duration_s=p.job.trace_duration_s, step_id=step_id,
+        model_version=(model.version_of(pl.job_id) if model.version_of else None) or model.version,
         fallback=fell_back, predicted_duration_s=durations.get(pl.job_id),
         predicted_cost=model.cost_of(pl.job_id, pl.node_index) if model.cost_of else None,
         predicted_run_time_s=model.run_time_of(pl.job_id, pl.node_index) if model.run_time_of else None,

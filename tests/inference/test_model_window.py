@@ -315,3 +315,50 @@ def test_texts_past_the_window_are_embedded_in_what_the_deadline_leaves_and_kept
     result = schedule_step(snap, jobs, p, now=10.0)
     assert len(result.placements) == 10 and not p.fallback_jobs
     assert sorted(local) == sorted(encoder._clean(j.text) for j in jobs[6:])  # only the missing ones, here
+
+
+class Relabelled:
+    """The in-process backend with its answers labelled as a server that swaps in a new version
+    between two calls labels them: served-v1, then served-v2."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.name, self.loaded, self.calls = inner, "triton", inner.loaded, 0
+
+    def refresh(self, force: bool = False) -> bool:
+        return False
+
+    def policy(self, inputs):
+        self.calls += 1
+        return self.inner.policy(inputs) | {"version": f"served-v{self.calls}"}
+
+
+def test_each_decision_record_names_the_version_whose_call_scored_its_job(tmp_path):
+    """Found by review: every record of a step took ``last_step``'s version, the last window's, so
+    the jobs an earlier window scored named a version that never saw them (or, after a later window
+    failed, the local one)."""
+    from streams.decision_records import StepModel, placed_record
+    from streams.state import PendingJob
+
+    p = LearnedPolicy(loaded=untrained(tmp_path), window=2)
+    p.backend = Relabelled(p.backend)
+    jobs = small_jobs(4)
+    result = schedule_step(small_snapshot(), jobs, p, now=10.0)
+    assert len(result.placements) == 4 and len(calls(p)) == 2 and p.last_step.version == "served-v2"
+    model = StepModel.of(p)
+    versions = {}
+    for pl in result.placements:
+        pending = PendingJob(job=pl_event(pl.job_id), submit_ts=0.0, queued_ts=0.0)
+        rec = placed_record(pending, pl, cluster="default", policy="learned", step_id="s", compute_ms=1.0,
+                            model=model, durations={})  # fmt: skip
+        versions[pl.job_id] = rec.model_version
+    first, second = calls(p)
+    assert versions == {**dict.fromkeys(first, "served-v1"), **dict.fromkeys(second, "served-v2")}
+
+
+def pl_event(job_id: str):
+    from datetime import UTC, datetime
+
+    from scheduling.events import JobSubmitted
+
+    return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=datetime(2026, 3, 1, tzinfo=UTC),
+                        cluster="default", cpu_milli=1000, memory_mib=1024, num_gpu=0, gpu_milli=0)  # fmt: skip
