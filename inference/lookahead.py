@@ -154,12 +154,12 @@ class Lookahead:
             return scores, None
         if row_of is None:  # the step's call's rows only
             later = (j for j in later if j.job_id in step.index)
-        rolled = self._fits.first((j for j in later if not j.is_gang), snapshot, self.depth)
-        upcoming = [(j, row_of(j) if row_of is not None else step.jobs[step.index[j.job_id]]) for j in rolled]
-        if not upcoming:
-            return scores, None
         self.last = None
-        try:
+        try:  # (a later job's row too: its text may fail to encode)
+            rolled = self._fits.first((j for j in later if not j.is_gang), snapshot, self.depth)
+            upcoming = [(j, row_of(j) if row_of is not None else step.jobs[step.index[j.job_id]]) for j in rolled]
+            if not upcoming:
+                return scores, None
             out = self.adjust(model, step.h(model, caches.topologies), step.node_part, job, step.jobs[i], scores,
                               snapshot, upcoming, spec, caches.pair_cache(snapshot, lookahead=True))  # fmt: skip
         except Exception as e:  # the plain scores decide; the step goes on

@@ -78,7 +78,7 @@ MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 RETRY_S = 10.0  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
 STEP_STATE = ("_prepared", "_step", "_windows", "_utilisation", "_step_fallback", "_in_step", "_calls", "model_calls",
-              "last_step", "fallback_jobs", "decision_notes")  # what a step changes (warm_up puts it back)  # fmt: skip
+              "last_step", "fallback_jobs", "decision_notes", "_fallback_gpus")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
 #: the placements that decide with the learned model (and so take a fallback heuristic)
@@ -137,6 +137,7 @@ class LearnedPolicy(BasePolicy):
         self.model_calls = 0  # backend calls (one per step)
         self.fallback_jobs: set[str] = set()  # jobs of the current step the fallback scored
         self.decision_notes: dict[str, str] = {}  # job id -> what the lookahead saw (for its decision record)
+        self._fallback_gpus: set[str] = set()  # jobs of the step whose GPUs the fallback chose (forget tells it)
 
     def close(self) -> None:
         """Let go of the backend (a Triton client unregisters its shared-memory region from the server)
@@ -150,6 +151,8 @@ class LearnedPolicy(BasePolicy):
         self.fell_back = True
         self.fallback_reason = f"{type(e).__name__}: {e}"
         self._retry_at = time.monotonic() + RETRY_S
+        # the records' and /status's reason: the latest failure (a directory that appeared, corrupt)
+        self.last_step = StepStatus(fallback=True, reason=self.fallback_reason)
 
     def _retry(self) -> None:
         """Without a model, look again every ``RETRY_S`` (a worker started before the first
@@ -248,7 +251,7 @@ class LearnedPolicy(BasePolicy):
 
     def begin_step(self, ordered: list[JobRequest], now: float) -> None:
         """A step starts with these jobs in this order (from ``order``, or a composed ordering's)."""
-        self.fallback_jobs, self.decision_notes = set(), {}
+        self.fallback_jobs, self.decision_notes, self._fallback_gpus = set(), {}, set()
         if self._prepared is None:
             self._retry()  # (the worker's prepare_step already looked)
         if self.fell_back:
@@ -277,15 +280,16 @@ class LearnedPolicy(BasePolicy):
 
         if refresh:
             self.backend.refresh()
-        inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn, queue=queue,
-                              pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
-                              utilisation=utilisation if self.spec.utilisation else None)  # fmt: skip
-        self.model_calls += 1
-        try:
+        try:  # the backend's failure (BackendError) or building the inputs (a text the encoder refuses,
+            # say): the fallback decides the rest of the step, as when prepare_step fails
+            inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
+                                  queue=queue, pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
+                                  utilisation=utilisation if self.spec.utilisation else None)  # fmt: skip
+            self.model_calls += 1
             step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))
-        except BackendError as e:
-            self._step_fallback = str(e)
-            self.last_step = StepStatus(self.backend.name, self.model_version, True, str(e))
+        except Exception as e:
+            self._step_fallback = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
+            self.last_step = StepStatus(self.backend.name, self.model_version, True, self._step_fallback)
             return None
         self.last_step = self._status(step)
         return step
@@ -347,7 +351,8 @@ class LearnedPolicy(BasePolicy):
                 if np.isneginf(scores[nodes]).any():  # nodes the model did not score: the rest of the step falls back
                     raise RuntimeError(f"local model {self.model_version} != {step.version} cannot score nodes "
                                        "the step's call did not")  # fmt: skip
-                self.last_step.reason = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
+                note = f"in-step re-scoring skipped: local model {self.model_version} != {step.version}"
+                self.last_step.reason = self.decision_notes[job.job_id] = note  # (its record says so)
                 return scores
         return rescore(self.loaded.model, step, job, job_row, snapshot, self.spec, nodes, scores, pairs)
 
@@ -425,6 +430,9 @@ class LearnedPolicy(BasePolicy):
         self._windows.fits = FitsSomewhere()
         if self.lookahead is not None:
             self.lookahead.capacity_returned()
+        if job.job_id in self._fallback_gpus and hasattr(self.fallback, "forget"):  # what it recorded goes too
+            self._fallback_gpus.discard(job.job_id)
+            self.fallback.forget(snapshot, node_index, job)  # type: ignore[union-attr]
 
     async def warm_up(self, snapshot: ClusterSnapshot | None = None) -> float:
         """A made-up step before the worker's first real one, leaving no step state behind
@@ -435,6 +443,7 @@ class LearnedPolicy(BasePolicy):
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
         if (self.fell_back or self._step_fallback is not None) and hasattr(self.fallback, "select_gpus"):
+            self._fallback_gpus.add(job.job_id)
             return self.fallback.select_gpus(snapshot, node_index, job)  # type: ignore[union-attr]
         return best_fit_gpus(snapshot, node_index, job)
 

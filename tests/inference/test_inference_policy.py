@@ -565,3 +565,39 @@ def test_a_step_where_nothing_fits_reports_the_version_the_refresh_found(tmp_pat
     status.observe()
     assert p.model_calls == 1  # no call: nothing fits
     assert status.as_dict()["version"] == "v2" and p.last_step.version == "v2"
+
+
+def test_a_gang_rolled_back_in_a_fallen_back_step_is_forgotten_by_the_fallback(tmp_path):
+    """In a step the fallback decides, it also chooses the GPUs; ``gpu-clustering`` records an affinity
+    per placement, which its own ``forget`` takes back when a gang is rolled back. The learned policy
+    did not pass the rollback on (found by review): the affinity stayed, skewing later placements."""
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="gpu-clustering")
+    p.backend = FailingBackend(p.backend)
+    snap = small_snapshot()
+    gang = {"gang_id": "G", "gang_size": 2}
+    jobs = [job("g1", cpu=1000, mem=1024, gpus=1, per=1000, **gang),
+            job("g2", cpu=10**9, mem=1024, gpus=1, per=1000, **gang)]  # g2 fits nowhere: the gang rolls back
+    asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    result = schedule_step(snap, jobs, p, now=1.0, in_order=True)
+    assert not result.placements and p.last_step.fallback
+    assert p.fallback.affinities == {}  # as gpu-clustering alone leaves it
+    alone = get_policy("gpu-clustering")
+    schedule_step(small_snapshot(), jobs, alone, now=1.0)
+    assert alone.affinities == {}
+    ok = [job("k1", cpu=1000, mem=1024, gpus=1, per=1000)]  # a placement that stays is still recorded
+    asyncio.run(p.prepare_step(snap, ok, 2.0))
+    assert len(schedule_step(snap, ok, p, now=2.0, in_order=True).placements) == 1
+    assert sum(sum(c.values()) for c in p.fallback.affinities.values()) == 1
+
+
+def test_a_retry_that_fails_again_reports_its_own_reason(tmp_path):
+    """Without a model the policy looks again every RETRY_S; the records and /status (``last_step``) kept
+    the first failure's reason (found by review): a directory that appeared but does not load said "missing"."""
+    p = LearnedPolicy(tmp_path / "latest", fallback="best-fit")
+    assert p.last_step.fallback and "latest" in p.last_step.reason
+    first = p.last_step.reason
+    (tmp_path / "latest").mkdir()
+    (tmp_path / "latest" / "config.json").write_text("{not json")
+    p._retry_at = 0.0
+    schedule_step(small_snapshot(), pod_mix(3), p, now=1.0)
+    assert p.fell_back and p.last_step.fallback and p.last_step.reason == p.fallback_reason != first

@@ -353,6 +353,11 @@ def test_each_decision_record_names_the_version_whose_call_scored_its_job(tmp_pa
         versions[pl.job_id] = rec.model_version
     first, second = calls(p)
     assert versions == {**dict.fromkeys(first, "served-v1"), **dict.fromkeys(second, "served-v2")}
+    # this worker holds neither version, so it cannot re-score the nodes the window's first placement
+    # moved: the second job of each window is decided on its call's scores, and its record says so
+    skipped = {first[1], second[1]}
+    assert set(p.decision_notes) == skipped
+    assert all(n.startswith("in-step re-scoring skipped: local model window-v1 != served-v") for n in p.decision_notes.values())
 
 
 def pl_event(job_id: str):
@@ -362,3 +367,53 @@ def pl_event(job_id: str):
 
     return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=datetime(2026, 3, 1, tzinfo=UTC),
                         cluster="default", cpu_milli=1000, memory_mib=1024, num_gpu=0, gpu_milli=0)  # fmt: skip
+
+
+class RefusesText:
+    """The spec's hashed encoder, refusing any text that says "bad" (as an encoder can fail on one text)."""
+
+    serve_remotely = False
+
+    def __init__(self, name: str) -> None:
+        from inference.encoders import get_encoder
+
+        self.inner = get_encoder(name)
+        self.name, self.dim = self.inner.name, self.inner.dim
+
+    def encode(self, texts):
+        if any("bad" in t for t in texts):
+            raise RuntimeError("the encoder failed on one text")
+        return self.inner.encode(texts)
+
+
+def refusing(policy: LearnedPolicy) -> LearnedPolicy:
+    from inference.encoders import EncoderCache
+
+    policy.caches.encoders[policy.spec.encoder] = EncoderCache(RefusesText(policy.spec.encoder))
+    return policy
+
+
+def test_a_later_window_whose_inputs_fail_hands_the_rest_of_the_step_to_the_fallback(tmp_path):
+    """Found by review: only the backend's failure (BackendError) was caught in a window opened within
+    the step; building its inputs raised out of ``schedule_step``, so the worker's whole tick failed, and
+    again at every tick while that job was queued. ``prepare_step`` already fell back for the same failure."""
+    p = refusing(LearnedPolicy(loaded=untrained(tmp_path), window=2, fallback="best-fit"))
+    jobs = [dataclasses.replace(j, text="bad pod" if j.job_id == "s03" else "a pod") for j in small_jobs(4)]
+    snap = small_snapshot()
+    assert not asyncio.run(p.prepare_step(snap, p.queue_order(jobs, 10.0), 10.0)).fallback  # s00, s01: fine
+    result = schedule_step(snap, jobs, p, now=10.0, in_order=True)
+    assert len(result.placements) == 4
+    assert p.fallback_jobs == {"s02", "s03"}  # the window that failed: decided by the fallback, and said so
+    assert p.last_step.fallback and "the encoder failed on one text" in p.last_step.reason
+
+
+def test_a_lookahead_whose_later_job_fails_to_encode_leaves_the_plain_scores_to_decide(tmp_path):
+    """The lookahead reads the feature rows of later jobs past the call's window; one that fails to encode
+    raised out of ``schedule_step`` (found by review). The job's own scores now decide, and the failure is counted."""
+    loaded = untrained(tmp_path, cost_dim=2, transition=True)
+    la = Lookahead(depth=2, per_step=0)
+    p = refusing(LearnedPolicy(loaded=loaded, window=1, lookahead=la))
+    jobs = [dataclasses.replace(j, text="bad pod" if j.job_id == "s02" else "a pod") for j in small_jobs(3)]
+    result = schedule_step(small_snapshot(), jobs, p, now=10.0)
+    assert [x.job_id for x in result.placements[:2]] == ["s00", "s01"] and la.stats.errors >= 1
+    assert {"s00", "s01"}.isdisjoint(p.fallback_jobs)  # the model decided them, without the lookahead's say
