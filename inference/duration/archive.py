@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from inference.duration.config import DurationConfig
-from inference.duration.evaluate import Finished
+from inference.duration.evaluate import Finished, Run
 from inference.duration.predictor import LearnedDurationPredictor
 from inference.encoders.base import TextEncoder
 from scheduling.events import JobSubmitted
@@ -37,6 +37,29 @@ def as_records(finished: Sequence[FinishedRun]) -> list[Finished]:
     """The runs as :class:`~inference.duration.evaluate.Finished` records (``submit_time`` = epoch s)."""
     return [Finished(float(f.submit_s), JobRequest.from_event(f.submission, submit_time=f.submit_s),
                      max(0.0, float(f.run_s))) for f in finished]  # fmt: skip
+
+
+class StartedRun(Protocol):
+    """One attempt that started, as the archive gives it (``storage.queries.job_runs.JobRun``)."""
+
+    @property
+    def submission(self) -> JobSubmitted: ...
+
+    @property
+    def submit_s(self) -> float: ...
+
+    @property
+    def started_s(self) -> float: ...
+
+    @property
+    def ended_s(self) -> float | None: ...
+
+
+def as_runs(runs: Sequence[StartedRun]) -> list[Run]:
+    """The attempts as :class:`~inference.duration.evaluate.Run` records: what a model trained at a cut
+    learns of the jobs running at it (:func:`~inference.duration.evaluate.running_at_cut`)."""
+    return [Run(JobRequest.from_event(r.submission, submit_time=r.submit_s), float(r.submit_s), float(r.started_s),
+                None if r.ended_s is None else float(r.ended_s)) for r in runs]  # fmt: skip
 
 
 def train_from_finished(finished: Sequence[FinishedRun], config: DurationConfig | None = None, *,

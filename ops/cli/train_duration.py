@@ -15,7 +15,8 @@ atomically (:func:`inference.duration.io.point_latest`, i.e. :func:`inference.mo
 ``--trace archive`` learns from the ClickHouse archive's finished jobs instead
 (:func:`storage.queries.finished_jobs.finished_jobs`: the run time of each job's last finished
 attempt, read through a running worker's ``/sql`` when one answers, else ``--archive DSN`` /
-``Settings().clickhouse_dsn``), split in time the same way.
+``Settings().clickhouse_dsn``), split in time the same way; the attempts running at the cut
+come from :func:`storage.queries.job_runs.job_runs`.
 
 ``sjf-learned`` (``SEMSCHED_POLICY=sjf-learned+best-fit``) loads ``models/duration/latest``
 (or ``$SEMSCHED_DURATION_MODEL_DIR``) when the worker starts.
@@ -75,6 +76,17 @@ def archive_finished(archive: str | None, limit: int | None = None) -> tuple[lis
     return as_records(rows), max((f.finish_s for f in rows), default=None)
 
 
+def archive_runs(archive: str | None) -> list[Any]:
+    """Every attempt in the archive that started, as :class:`~inference.duration.evaluate.Run` records:
+    the jobs running at the cut are learned as lower bounds (not those that finish later: future
+    information, found by review)."""
+    from inference.duration.archive import as_runs
+    from ops.cli.models import archive_client
+    from storage.queries.job_runs import job_runs
+
+    return as_runs(job_runs(archive_client(archive, write=False)))
+
+
 def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: float = 0.75,
                        out: Path = Path("models/duration"), version: str | None = None, epochs: int = 80,
                        limit: int | None = None, path: Path | None = None, text_dim: int = 64,
@@ -101,7 +113,7 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
     with console.status(f"loading {trace}…"):
         finished_through = None
         if trace == "archive":
-            (records, finished_through), runs = archive_finished(archive, limit), None
+            (records, finished_through), runs = archive_finished(archive, limit), archive_runs(archive)
         else:
             records, runs = load_records(trace, path, limit)
     train, running, facts = training_records(records, train_fraction, runs)

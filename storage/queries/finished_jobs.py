@@ -22,22 +22,43 @@ from scheduling.events import JobSubmitted
 from storage.client import ArchiveClient
 from storage.queries._common import _dicts
 
-
-def finished_jobs_sql(cluster: str | None = None, *, latest: int | None = None, timeout_s: float | None = None) -> str:
-    """One row per finished job, oldest submission first; with ``latest``, the ``latest`` jobs that
-    finished last, oldest finish first (``%(latest)s``); ``timeout_s``: the query's ``max_execution_time``."""
-    where = "" if cluster is None else "WHERE cluster = %(cluster)s"
-    order = "submit_ms, job_id" if latest is None else "finish_ms DESC, job_id DESC LIMIT %(latest)s"
-    sql = f"""
-SELECT s.event_id AS event_id, toUnixTimestamp64Milli(s.event_time) AS submit_ms, s.job_id AS job_id,
+#: a job's first submission (``s``), every column a feature may read; never ``trace_duration_s``
+SUBMISSION_COLUMNS = """s.event_id AS event_id, toUnixTimestamp64Milli(s.event_time) AS submit_ms, s.job_id AS job_id,
        s.cluster AS cluster, s.tenant AS tenant, s.user AS user, s.priority AS priority, s.qos AS qos,
        s.cpu_milli AS cpu_milli, s.memory_mib AS memory_mib, s.num_gpu AS num_gpu, s.gpu_milli AS gpu_milli,
        s.gpu_models AS gpu_models, s.gang_id AS gang_id, s.gang_size AS gang_size, s.app AS app,
        s.max_instances_per_node AS max_instances_per_node, s.name AS name, s.command AS command,
-       s.labels AS labels, s.runtime_estimate_s AS runtime_estimate_s, r.run_s AS run_s,
-       toUnixTimestamp64Milli(r.last_finish) AS finish_ms
-FROM (SELECT * EXCEPT (trace_duration_s) FROM jobs_submitted_accepted {where}
-      ORDER BY event_time, event_id LIMIT 1 BY job_id) AS s
+       s.labels AS labels, s.runtime_estimate_s AS runtime_estimate_s"""
+
+
+def first_submissions(cluster: str | None = None) -> str:
+    """The subquery of each job's first accepted submission (``cluster``: ``%(cluster)s``'s only)."""
+    where = "" if cluster is None else "WHERE cluster = %(cluster)s"
+    return f"""(SELECT * EXCEPT (trace_duration_s) FROM jobs_submitted_accepted {where}
+      ORDER BY event_time, event_id LIMIT 1 BY job_id)"""
+
+
+def submission_of(r: dict) -> tuple[JobSubmitted, float]:
+    """A row's first submission (``trace_duration_s`` unset) and its time, epoch s (:data:`SUBMISSION_COLUMNS`)."""
+    submit = int(r["submit_ms"]) / 1000
+    event = JobSubmitted.model_construct(
+        event_id=r["event_id"], event_time=datetime.fromtimestamp(submit, UTC), job_id=r["job_id"],
+        cluster=r["cluster"], tenant=r["tenant"], user=r["user"] or "", priority=int(r["priority"]), qos=r["qos"],
+        cpu_milli=int(r["cpu_milli"]), memory_mib=int(r["memory_mib"]), num_gpu=int(r["num_gpu"]),
+        gpu_milli=int(r["gpu_milli"]), gpu_models=list(r["gpu_models"] or []), gang_id=r["gang_id"],
+        gang_size=int(r["gang_size"]), app=r["app"], max_instances_per_node=r["max_instances_per_node"],
+        name=r["name"] or "", command=r["command"] or "", labels=dict(r["labels"] or {}),
+        runtime_estimate_s=r["runtime_estimate_s"], trace_duration_s=None)  # fmt: skip
+    return event, submit
+
+
+def finished_jobs_sql(cluster: str | None = None, *, latest: int | None = None, timeout_s: float | None = None) -> str:
+    """One row per finished job, oldest submission first; with ``latest``, the ``latest`` jobs that
+    finished last, oldest finish first (``%(latest)s``); ``timeout_s``: the query's ``max_execution_time``."""
+    order = "submit_ms, job_id" if latest is None else "finish_ms DESC, job_id DESC LIMIT %(latest)s"
+    sql = f"""
+SELECT {SUBMISSION_COLUMNS}, r.run_s AS run_s, toUnixTimestamp64Milli(r.last_finish) AS finish_ms
+FROM {first_submissions(cluster)} AS s
 INNER JOIN (
     SELECT job_id, argMax(run_s, finish) AS run_s, max(finish) AS last_finish FROM (
         SELECT f.job_id AS job_id, f.finish AS finish,
@@ -75,14 +96,6 @@ def finished_jobs(client: ArchiveClient, cluster: str | None = None, *, latest: 
     params: dict[str, object] = ({"cluster": cluster} if cluster else {}) | ({"latest": latest} if latest else {})
     out = []
     for r in _dicts(client, finished_jobs_sql(cluster, latest=latest, timeout_s=timeout_s), params or None):
-        submit = int(r["submit_ms"]) / 1000
-        event = JobSubmitted.model_construct(
-            event_id=r["event_id"], event_time=datetime.fromtimestamp(submit, UTC), job_id=r["job_id"],
-            cluster=r["cluster"], tenant=r["tenant"], user=r["user"] or "", priority=int(r["priority"]), qos=r["qos"],
-            cpu_milli=int(r["cpu_milli"]), memory_mib=int(r["memory_mib"]), num_gpu=int(r["num_gpu"]),
-            gpu_milli=int(r["gpu_milli"]), gpu_models=list(r["gpu_models"] or []), gang_id=r["gang_id"],
-            gang_size=int(r["gang_size"]), app=r["app"], max_instances_per_node=r["max_instances_per_node"],
-            name=r["name"] or "", command=r["command"] or "", labels=dict(r["labels"] or {}),
-            runtime_estimate_s=r["runtime_estimate_s"], trace_duration_s=None)  # fmt: skip
+        event, submit = submission_of(r)
         out.append(FinishedJob(event, submit, max(0.0, float(r["run_s"])), int(r["finish_ms"]) / 1000))
     return out

@@ -9,9 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from storage_scenario import T0, at, scenario
 
-from scheduling.events import DecisionRecord, decision_id_for
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, decision_id_for
 from storage.client import ArchiveClient
 from storage.queries.finished_jobs import finished_jobs
+from storage.queries.job_runs import job_runs
 from storage.queries.model_versions import insert_model_version, model_version, model_versions
 from storage.queries.training_events import training_events
 from storage.writer import ArchiveWriter
@@ -110,3 +111,30 @@ def test_the_latest_finished_jobs_come_oldest_finish_first(client: ArchiveClient
         finished_jobs(client, latest=0)
     # a bounded read (the worker's start-up) answers the same
     assert finished_jobs(client, latest=2, timeout_s=30) == latest
+
+
+def test_job_runs_are_every_attempt_that_started_with_when_it_ended(loaded: ArchiveClient) -> None:
+    runs = job_runs(loaded)  # A ran 5..65 s; D started at 8 s and still runs; B, C and F never started
+    assert [(r.submission.job_id, r.started_s - T0.timestamp(), r.ended_s) for r in runs] == [
+        ("A", 5.0, at(65).timestamp()), ("D", 8.0, None)]  # fmt: skip
+    assert runs[0].submission.trace_duration_s is None and runs[0].submit_s == T0.timestamp()
+    assert job_runs(loaded, cluster="other") == []
+
+
+def test_a_job_run_ends_at_its_attempts_first_end_and_a_timeout_after_its_start_is_none(client: ArchiveClient) -> None:
+    sub = [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j) for j in ("X", "Y")]
+
+    def life(job: str, attempt: int, state: str, t: int) -> JobLifecycle:
+        return JobLifecycle(event_id=f"{job}-{attempt}-{state}-{t}", event_time=at(t), job_id=job, attempt=attempt,
+                            decision_id=decision_id_for(job, attempt), state=state, node_id="n1")  # fmt: skip
+
+    events = [life("X", 0, "started", 10), life("X", 0, "preempted", 20), life("X", 1, "started", 30),
+              life("X", 1, "failed", 50), life("X", 1, "finished", 55),  # its first end counts
+              life("Y", 0, "started", 12), life("Y", 0, "timed_out", 15)]  # fmt: skip
+    w = ArchiveWriter(client)
+    for _ in range(2):  # redelivered: counts once
+        w.write("jobs_submitted", sub, [(0, i) for i in range(len(sub))])
+        w.write("jobs_lifecycle", events, [(0, i) for i in range(len(events))])
+    got = [(r.submission.job_id, r.started_s, r.ended_s) for r in job_runs(client)]
+    assert got == [("X", at(10).timestamp(), at(20).timestamp()), ("X", at(30).timestamp(), at(50).timestamp()),
+                   ("Y", at(12).timestamp(), None)]  # fmt: skip

@@ -63,3 +63,39 @@ def test_train_duration_from_the_archive(dsn: str, tmp_path: Path) -> None:
 
     done = warm_up_durations(model, get_client(dsn), latest=1000)
     assert (done.observed, done.skipped) == (0, 40) and len(model.index) == 40
+
+
+def test_the_jobs_running_at_the_cut_are_those_the_archive_says_ran_then(tmp_path: Path) -> None:
+    """Found by review: with ``--train-fraction`` below 1, the archive's censored rows were the jobs that
+    finished after the cut (future information, without the longest: those still running). They are now
+    the attempts that had started by the cut and not ended by it (storage/queries/job_runs.py)."""
+    dsn = f"chdb://{tmp_path / 'chdb'}"
+    client = get_client(dsn)
+    migrate(client)
+    sub, life = [], []
+    for i in range(40):  # 15 s jobs, one every 10 s: the cut (75 %) is J30's submission, at 300 s
+        t = T0 + timedelta(seconds=10 * i)
+        sub.append(JobSubmitted(event_id=f"s{i}", event_time=t, job_id=f"J{i}", app="short", name="short"))
+        life += [JobLifecycle(event_id=f"a{i}", event_time=t + timedelta(seconds=1), job_id=f"J{i}", decision_id="d",
+                              state="started"),
+                 JobLifecycle(event_id=f"b{i}", event_time=t + timedelta(seconds=16), job_id=f"J{i}", decision_id="d",
+                              state="finished")]  # fmt: skip
+    for i in range(3):  # long jobs that started early and never finished
+        t = T0 + timedelta(seconds=10 * i + 5)
+        sub.append(JobSubmitted(event_id=f"r{i}", event_time=t, job_id=f"R{i}", app="long", name="long"))
+        life.append(JobLifecycle(event_id=f"ra{i}", event_time=t + timedelta(seconds=1), job_id=f"R{i}",
+                                 decision_id="d", state="started"))  # fmt: skip
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", sub, [(0, i) for i in range(len(sub))])
+    w.write("jobs_lifecycle", life, [(0, i) for i in range(len(life))])
+    try:
+        app, out = typer.Typer(), tmp_path / "duration"
+        app.command()(train_duration)
+        r = runner.invoke(app, ["--trace", "archive", "--archive", dsn, "--train-fraction", "0.75", "--epochs", "2",
+                                "--out", str(out), "--version", "cut"])  # fmt: skip
+        assert r.exit_code == 0, r.output
+        info = json.loads((out / "cut" / "config.json").read_text())["config"]["train_info"]
+        assert info["cut_s"] == (T0 + timedelta(seconds=300)).timestamp()
+        assert info["running"] == 4  # R0, R1, R2 and J29 (290..306 s); the late jobs alone: J29 only
+    finally:
+        close_client(dsn)
