@@ -8,17 +8,19 @@ archive holds that run only) and is stopped by PID at the end, also on failure.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.console import wide_console
 from ops.local_stack import LocalStack, StackBusy, worker_status
 from ops.processes import sigterm_as_interrupt
 from ops.replay import planned_due_s, replay
-from ops.traces.base import TraceLoader
+from ops.traces.base import TraceLineError, TraceLoader
 from streams.archiver import archive_catch_up
 from streams.settings import Settings
 
@@ -40,7 +42,7 @@ def wait_until_settled(stack: LocalStack, expected: int, timeout_s: float) -> di
             return (accepted >= expected and st["finished"] + st["rejected"] >= accepted
                     and st["pending"] + st["reserved"] + st["running"] == 0)  # fmt: skip
 
-        return stack.wait(settled, timeout_s, what="the jobs to settle", on_status=show)
+        return stack.wait(settled, timeout_s, what="the jobs to settle", on_status=show, needs=("worker", "agents"))
 
 
 async def worker_knows_nodes(stack: LocalStack, nodes: int, *, warm_up: bool = False, timeout_s: float = 60.0) -> None:
@@ -88,8 +90,8 @@ def replay_plan(loader: TraceLoader, *, jobs: int, speed: float, max_gap_s: floa
                 timeout_s: float) -> tuple[str, str | None]:  # fmt: skip
     """What the replay will do (one line), or why the demo refuses it: a replay whose idle
     stretches outlast ``timeout_s`` would look like a hang (openb's first pods are days apart)."""
-    if not speed > 0:  # (also NaN) the agents divide run times by it
-        return "", f"--speed must be above 0 (a speed-up of arrivals and run times), not {speed:g}"
+    if not (speed > 0 and math.isfinite(speed)):  # (NaN too) the agents divide run times by it
+        return "", f"--speed must be a finite number above 0 (a speed-up of arrivals and run times), not {speed:g}"
     selected = loader.load_jobs()[:jobs]
     if not selected:
         return "", f"no openb pods from t={loader.selection.start_offset or 0:.0f}s: lower --start-offset"
@@ -111,8 +113,15 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
     from ops.traces.registry import get_loader
 
     env, problem = learned_env(policy, inference, model_dir)
-    loader = get_loader("openb", start_offset=start_offset, limit=jobs)
-    plan, refusal = replay_plan(loader, jobs=jobs, speed=speed, max_gap_s=max_gap_s, timeout_s=timeout_s)
+    try:  # before anything starts: a bad option, or a trace file that does not read
+        loader = get_loader("openb", start_offset=start_offset, limit=jobs)
+        plan, refusal = replay_plan(loader, jobs=jobs, speed=speed, max_gap_s=max_gap_s, timeout_s=timeout_s)
+    except TraceLineError as e:  # FILE:LINE: reason (TraceFormatError: the file as a whole)
+        console.print(f"demo: {e}", markup=False, highlight=False)
+        return 1
+    except ValueError as e:
+        console.print(f"[red]demo:[/] {escape(str(e))}")
+        return 2
     if problem or refusal:
         console.print(f"[red]demo:[/] {problem or refusal}")
         return 2

@@ -15,7 +15,7 @@ import socket
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -217,14 +217,17 @@ class LocalStack:
         return worker_status(self.settings, timeout)
 
     def wait(self, pred: Callable[[dict[str, Any]], bool], timeout: float, what: str,
-             on_status: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:  # fmt: skip
-        """Poll ``/status`` until ``pred`` holds; fails fast if the worker dies."""
+             on_status: Callable[[dict[str, Any]], None] | None = None,
+             needs: Sequence[str] = ("worker",)) -> dict[str, Any]:  # fmt: skip
+        """Poll ``/status`` until ``pred`` holds; fails fast if a child ``pred`` ``needs`` dies (the
+        worker; the demo's jobs also need the agents: without them nothing runs)."""
         deadline = time.time() + timeout
         last: dict[str, Any] = {}
         while time.time() < deadline:
-            w = self.children.get("worker")
-            if w is not None and not w.alive():
-                raise RuntimeError(f"the worker died:\n{w.log_tail()}")
+            for name in needs:
+                child = self.children.get(name)
+                if child is not None and not child.alive():
+                    raise RuntimeError(f"the {name} died:\n{child.log_tail()}")
             st = self.status(timeout=5)
             if st is not None:
                 last = st

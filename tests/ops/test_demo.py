@@ -62,6 +62,19 @@ def test_an_unknown_policy_is_refused_before_the_last_run_is_wiped(tmp_path: Pat
 
 def test_a_speed_that_is_not_a_speed_up_is_refused() -> None:
     loader = get_loader("openb", start_offset=10_000_000, limit=10)
-    for speed in (0.0, -5.0, float("nan")):
+    for speed in (0.0, -5.0, float("nan"), float("inf")):  # inf: the agents refuse it, nothing would run
         _, refusal = replay_plan(loader, jobs=10, speed=speed, max_gap_s=None, timeout_s=900)
-        assert refusal is not None and "--speed must be above 0" in refusal
+        assert refusal is not None and "--speed must be a finite number above 0" in refusal
+
+
+def test_a_bad_start_offset_or_an_unreadable_trace_says_so_without_a_traceback(tmp_path: Path, monkeypatch,
+                                                                               capsys) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Found by review: both raised out of ``semsched demo`` with a traceback (nothing had started yet)."""
+    rc = run_demo(jobs=10, speed=2000, start_offset=float("nan"), policy="best-fit", port=1, timeout_s=900,
+                  state_root=tmp_path)  # fmt: skip
+    assert rc == 2 and "start_offset must be a number, not nan" in capsys.readouterr().out
+    monkeypatch.setenv("SEMSCHED_DATA_DIR", str(tmp_path / "nowhere"))
+    rc = run_demo(jobs=10, speed=2000, start_offset=0, policy="best-fit", port=1, timeout_s=900, state_root=tmp_path)
+    out = capsys.readouterr().out
+    assert rc == 1 and "openb_pod_list_default.csv: cannot open" in out and "Traceback" not in out
+    assert not (tmp_path / "demo").exists()

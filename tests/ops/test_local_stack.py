@@ -104,3 +104,30 @@ def test_a_child_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
     finally:
         parent.kill()
         parent.wait()
+
+
+class _Dead:
+    def alive(self) -> bool:
+        return False
+
+    def log_tail(self, lines: int = 15) -> str:
+        return "Invalid value for '--speed': must be a finite number > 0, not inf"
+
+
+def test_a_wait_fails_fast_when_a_child_it_needs_dies(tmp_path: Path) -> None:
+    """The demo's jobs need the agents as well as the worker: with the agents dead (say, an option they
+    refuse) nothing ever runs, and the demo waited out its whole timeout (found by review). A wait names
+    what it needs; by default the worker alone (a test may stop the agents on purpose)."""
+    import pytest
+
+    from ops.local_stack import LocalStack
+    from streams.settings import Settings
+
+    stack = LocalStack(Settings(web_port=1), tmp_path)
+    stack.children["agents"] = _Dead()  # type: ignore[assignment]
+    started = time.time()
+    with pytest.raises(RuntimeError, match="the agents died:\nInvalid value for '--speed'"):
+        stack.wait(lambda st: False, 60, "the jobs", needs=("worker", "agents"))
+    assert time.time() - started < 5
+    with pytest.raises(TimeoutError):
+        stack.wait(lambda st: False, 0.2, "the jobs")
