@@ -135,7 +135,7 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
     try:
         stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy)
     except StackBusy as e:  # before anything of the last run is touched
-        console.print(f"[red]demo cannot start:[/] {e}")
+        console.print(f"[red]demo cannot start:[/] {escape(str(e))}")
         return 2
     settings = stack.settings
     console.rule("[bold]semsched demo")
@@ -171,7 +171,7 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
         console.print("[yellow]demo interrupted:[/] stopping what it started")
         return 130
     except Exception as e:
-        console.print(f"[red]demo failed:[/] {e}")
+        console.print(f"[red]demo failed:[/] {escape(str(e))}")
         console.print(f"[dim]{stack.log_tails()}[/]")
         return 2
     finally:

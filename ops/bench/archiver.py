@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from ops.bench import show_and_write
@@ -134,7 +135,7 @@ def run_archiver_bench(*, rate: float, seconds: float, port: int, out: Path | No
     try:
         stack = LocalStack.fresh("bench-archiver", port=port, state_root=state_root)
     except StackBusy as e:
-        console.print(f"[red]bench archiver cannot start:[/] {e}")
+        console.print(f"[red]bench archiver cannot start:[/] {escape(str(e))}")
         return 2
     dsn = f"chdb://{stack.run_dir / 'chdb'}"
     rows: list[dict[str, Any]] = []
@@ -156,7 +157,7 @@ def run_archiver_bench(*, rate: float, seconds: float, port: int, out: Path | No
                 r = measure(settings, pods, rate, min_bytes, client, prefix)
             rows.append({"fetch": name, "fetch_min_bytes": min_bytes, "fetch_max_wait_ms": wait, **r})
     except Exception as e:  # noqa: BLE001 - report, stop what was started
-        console.print(f"[red]bench failed:[/] {e}")
+        console.print(f"[red]bench failed:[/] {escape(str(e))}")
         return 2
     finally:
         close_client(dsn)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.console import wide_console
@@ -175,7 +176,7 @@ def run_duration_bench(*, traces: Sequence[str], encoders: Sequence[str], train_
             result = evaluate_trace(trace, encoders, train_fraction=train_fraction, path=path, limit=limit,
                                     save_dir=save_dir, epochs=epochs, censored=censored)  # fmt: skip
         except (ValueError, OSError) as e:
-            console.print(f"[red]{trace}: {e}")
+            console.print(f"[red]{trace}: {escape(str(e))}")
             return 2
         report.table(f"{trace}: held-out accuracy", result["rows"], COLUMNS)
         report.cdf_plot(f"{trace}-rel-err", f"{trace}: relative error on held-out jobs (clipped at 10)",

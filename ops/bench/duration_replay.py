@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.markup import escape
 
 from inference.duration.evaluate import warm_history
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_load
@@ -163,7 +164,7 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
         replay = split_workload(workload, train_fraction, held_out_jobs, runs)
         load_name, plan = parse_load(load, Workload(replay.nodes, replay.held_out))
     except ValueError as e:
-        console.print(f"[red]{e}")
+        console.print(f"[red]{escape(str(e))}")
         return 2
     jobs = Workload(replay.nodes, replay.held_out).scaled(plan.factor, plan.copies)
     config = SimConfig(step_s=step, load_factor=plan.factor, seed=seed)

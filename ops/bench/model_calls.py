@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.console import wide_console
@@ -105,7 +106,7 @@ def run_model_calls_bench(*, trace: str, path: Path | None, policy: str, windows
     try:
         load_name, plan = parse_load(load, workload)
     except ValueError as e:
-        console.print(f"[red]{e}")
+        console.print(f"[red]{escape(str(e))}")
         return 2
     jobs = workload.scaled(plan.factor, plan.copies)
     config = SimConfig(step_s=step, load_factor=plan.factor, seed=seed)

@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -83,7 +84,7 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
         stack = LocalStack.fresh("bench-pipeline", port=port, state_root=state_root, policy=policy,
                                  clickhouse_url="", **({"step_s": step} if step is not None else {}))  # fmt: skip
     except StackBusy as e:
-        console.print(f"[red]bench pipeline cannot start:[/] {e}")
+        console.print(f"[red]bench pipeline cannot start:[/] {escape(str(e))}")
         return 2
     settings, run_dir = stack.settings, stack.run_dir
     console.rule("[bold]semsched bench pipeline")
@@ -133,7 +134,7 @@ def run_pipeline_bench(*, jobs: int, port: int, policy: str, step: float | None 
             console.print(f"wrote {write_json(out, result)}")
         return 0 if result["terminal_jobs"] == jobs else 1
     except Exception as e:  # noqa: BLE001 - report, show the logs, stop everything
-        console.print(f"[red]bench failed:[/] {e}")
+        console.print(f"[red]bench failed:[/] {escape(str(e))}")
         console.print(f"[dim]{stack.log_tails()}[/]")
         return 2
     finally:

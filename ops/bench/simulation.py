@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.traces.base import TraceLineError
@@ -73,9 +74,9 @@ def load_error(console: Console, e: Exception) -> int:
     """Say why a trace could not be loaded; the exit code: a bad line (``FILE:LINE: reason``) 1,
     anything else (an unknown trace, bad options) 2."""
     if isinstance(e, TraceLineError):
-        console.print(f"[red]{'bad trace line: ' if e.line > 0 else ''}{e}")
+        console.print(f"[red]{'bad trace line: ' if e.line > 0 else ''}{escape(str(e))}")
         return 1
-    console.print(f"[red]{e}")
+    console.print(f"[red]{escape(str(e))}")
     return 2
 
 

@@ -27,6 +27,8 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from rich.markup import escape
+
 from ops.bench.depth_sweep import check_models, run_depth_sweep
 from ops.bench.model_check import learned_version
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_load, run_policies
@@ -102,7 +104,7 @@ def _simulated_sweeps(report: Report, everything: dict[str, list[dict]], *, trac
         with console.status("planning the base load…"):
             base_name, base_plan = parse_load(base_load, workload)
     except ValueError as e:
-        console.print(f"[red]{e}")
+        console.print(f"[red]{escape(str(e))}")
         return 2
     report.text(f"**{trace}**: {len(workload.nodes):,} nodes, {len(workload.jobs):,} jobs with a run time. "
                 f"Base setting: load **{base_name}** (offered peak {base_plan.offered_peak:.0%}), step 1 s, "

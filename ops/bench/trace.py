@@ -10,6 +10,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from rich.markup import escape
+
 from ops.bench.model_check import learned_version
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_heterogeneity, parse_load, run_policies
 from ops.console import wide_console
@@ -40,7 +42,7 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
             load_name, plan = parse_load(load, workload)
             het_name, spread = parse_heterogeneity(heterogeneity)
         except ValueError as e:
-            console.print(f"[red]{e}")
+            console.print(f"[red]{escape(str(e))}")
             return 2
     jobs = workload.scaled(plan.factor, plan.copies)
     config = SimConfig(step_s=step, load_factor=plan.factor, speed_spread=spread, seed=seed)

@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from rich.markup import escape
 
 from ops.bench import environment, percentiles
 from ops.console import wide_console
@@ -236,7 +237,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
             with frozen_heap():  # as the worker runs (streams/heap.py)
                 rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn, served)
         except BackendError as e:  # nothing at --url, or not a semsched server
-            console.print(f"[red]the Triton server at {url} did not answer: {e}[/red]")
+            console.print(f"[red]the Triton server at {url} did not answer: {escape(str(e))}[/red]")
             return 1
         finally:
             lane_off = remote.lane.off

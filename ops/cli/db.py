@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ops.console import wide_console
@@ -245,10 +246,10 @@ def sql_command(
         try:
             cols, rows = run_sql(client, query)
         except Exception as e:  # noqa: BLE001 - show the database's message, not a traceback
-            console.print(f"[red]query failed:[/red] {e}")
+            console.print(f"[red]query failed:[/red] {escape(str(e))}")
             raise typer.Exit(1) from None
     except RuntimeError as e:  # the worker's error, or WorkerBusy
-        console.print(f"[red]{e}[/red]")
+        console.print(f"[red]{escape(str(e))}[/red]")
         raise typer.Exit(1) from None
     _print(cols, rows, format)
 

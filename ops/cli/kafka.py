@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
 
@@ -196,6 +197,6 @@ def jars() -> None:
     try:
         lib = broker.ensure_jars()
     except KafkaBrokerError as e:
-        err_console.print(f"[red]{e}[/]")
+        err_console.print(f"[red]{escape(str(e))}[/]")
         raise typer.Exit(1) from None
     console.print(f"Kafka jars ready in {lib} ({time.time() - t0:.1f}s)")

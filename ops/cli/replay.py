@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ops.console import wide_console
@@ -209,7 +210,7 @@ def replay(
                             start_offset=start_offset, end_offset=end_offset, sample=parse_sample(sample),
                             seed=seed, **opts)  # fmt: skip
     except (ValueError, TypeError) as e:
-        err_console.print(f"[red]error:[/red] {e}")
+        err_console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     settings = None
     if not dry_run:
@@ -224,13 +225,13 @@ def replay(
             stats = asyncio.run(run_replay(loader, settings, speed=speed, limit=limit, strict=strict,
                                            progress=progress, max_gap_s=max_gap))  # fmt: skip
     except DeliveryError as e:
-        err_console.print(f"[red]Kafka refused events[/red] at {settings.bootstrap if settings else '?'}: {e}")
+        err_console.print(f"[red]Kafka refused events[/red] at {settings.bootstrap if settings else '?'}: {escape(str(e))}")
         raise typer.Exit(2) from None
     except TraceLineError as e:  # includes TraceFormatError
         typer.echo(str(e), err=True)  # plain FILE:LINE: reason, never wrapped
         raise typer.Exit(1) from None
     except ValueError as e:
-        err_console.print(f"[red]error:[/red] {e}")
+        err_console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
     except Exception as e:  # Kafka unreachable, topic creation refused …
         if type(e).__module__.startswith("aiokafka") or isinstance(e, OSError):

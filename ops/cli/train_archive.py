@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.console import print_json_line, wide_console
@@ -63,7 +64,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                 stability=stability, encoder=encoder)  # fmt: skip
         except NothingToLearnError as e:
             bar.stop()
-            console.print(f"[red]{e}[/red]")
+            console.print(f"[red]{escape(str(e))}[/red]")
             raise typer.Exit(1) from None
     info = json.loads((directory / "train.json").read_text())
     history = info["history"]

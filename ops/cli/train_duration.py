@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.cli.options import encoder_names
@@ -174,5 +175,5 @@ def train_duration(
                            epochs=epochs, limit=limit, path=path, seed=seed, censored=censored,
                            archive=archive)  # fmt: skip
     except (ValueError, OSError) as e:
-        console.print(f"[red]{e}")
+        console.print(f"[red]{escape(str(e))}")
         raise typer.Exit(2) from None
