@@ -111,6 +111,7 @@ class Worker:
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
     durations_warmed: set[str] = field(default_factory=set)  # jobs whose run time the warm-up found: not taught again
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
+    restoring: int = 0  # input-log restores under way (streams/log_restore.py): no step runs meanwhile
     # lifecycle reports for jobs whose submission this worker has not read yet (streams/early_reports.py)
     early_reports: EarlyReports = field(default_factory=lambda: EarlyReports(max_age_s=EARLY_REPORT_WAIT_S))
     # what the running table holds, per cluster, kept from the writes below (streams/held_ledger.py)

@@ -158,11 +158,14 @@ async def restore_partitions(w: Worker, partitions: set[int]) -> None:
     async def read_and_restore() -> None:
         await restore(w, await read_back(w.settings, w.app.conf.id, partitions))
 
-    try:
+    w.restoring += 1  # the scheduling loop waits (found by review: Faust may have ended its recovery
+    try:  # before it sends on_rebalance_complete, so a step decided a job the restore was about to place)
         await asyncio.wait_for(read_and_restore(), TIMEOUT_S)
     except Exception as e:  # (a timeout too) the broker is the agents' as well: they will say more
         log.error("could not restore partitions %s from the input logs (%s: %s); going on with the tables "
                   "as they are", sorted(partitions), type(e).__name__, e)  # fmt: skip
+    finally:
+        w.restoring -= 1
 
 
 class LogRestore:

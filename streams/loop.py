@@ -163,7 +163,10 @@ class SchedulingLoop:
 
     async def _tick(self) -> None:
         app = self.w.app
-        recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set()
+        # Faust's table recovery, or this worker's restore of the input logs (which runs in Faust's
+        # on_rebalance_complete, where in_recovery may already be False and `completed` stays set
+        # from the first start): no step, no timeout, until the tables hold what the logs say
+        recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set() or self.w.restoring > 0
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic} - self.fenced
         was_open = self.catchup.open
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):

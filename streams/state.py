@@ -111,7 +111,11 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
         return Transition(note="unschedulable: archive only")
     if pending is None or pending.attempt != rec.attempt:
         if isinstance(current, RunningJob) and current.decision_id == rec.decision_id:
-            return Transition(note=ALREADY_PLACED)
+            if (current.node_id, list(current.gpu_indices)) == (rec.node_id, list(rec.gpu_indices)):
+                return Transition(note=ALREADY_PLACED)
+            # its id holds another placement (made by another owner of the partition, restored since): this
+            # one is stale, and its command would start a second run
+            return Transition(note=f"stale decision: its id holds the placement on {current.node_id}")
         if isinstance(current, DoneJob) and current.attempt == rec.attempt:
             return Transition(note="already applied: this decision, back from the topic; its attempt is over")
         return Transition(note="stale decision: job no longer pending at this attempt")

@@ -1,0 +1,104 @@
+"""No step while the input logs are restored after an assignment (streams/log_restore.py,
+streams/loop.py), on the real worker app and loop with the broker stood in.
+
+Found by review: Faust may end its table recovery before it sends ``on_rebalance_complete``, where the
+restore runs, and its ``completed`` event stays set from the first start, so the loop's clock could
+come round during the read-back. The old owner of a partition had placed job j on n1 (its command
+sent, its offset committed) and died before the changelog write: this worker's tables had j pending,
+its step placed j again, on n2, under the same decision id, and the restore then skipped the old
+decision. Two commands, two nodes, one decision id."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduling.events import (
+    DecisionRecord,
+    JobSubmitted,
+    NodeTelemetry,
+    decision_id_for,
+    decode,
+    partition_for,
+)
+from streams import log_restore
+from streams.state import PendingJob, on_decision, on_submitted, places_its_job
+from tests.streams.loop_helpers import delivered, stood_in_worker
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+PART = partition_for("c1", 4)
+JOB = JobSubmitted(job_id="j", event_id="ev-j", event_time=T0, cluster="c1", cpu_milli=1000, memory_mib=1024)
+
+
+def node(node_id: str, cpu: int) -> dict[str, Any]:
+    return NodeTelemetry(node_id=node_id, cluster="c1", event_time=T0, cpu_milli=cpu,
+                         memory_mib=16384).model_dump(mode="json")  # fmt: skip
+
+
+async def old_owners_decision() -> bytes:
+    """The decision the partition's old owner published: j on n1 (the only node it knew)."""
+    out: list[bytes] = []
+
+    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+        if topic.endswith("decisions"):
+            out.append(value)
+        return await delivered(topic, key, value, partition, headers)
+
+    w, _ = stood_in_worker(publish, policy="best-fit")
+    w.nodes.data["n1"] = node("n1", 8000)
+    w.apply(on_submitted(JOB, None, 0.0), partition=PART)
+    await w.loop.tick()  # type: ignore[attr-defined]
+    return out[0]
+
+
+def test_no_step_runs_while_the_logs_are_restored_and_the_old_owners_placement_stands(monkeypatch) -> None:
+    async def run() -> None:
+        decided = await old_owners_decision()
+        old = decode("decisions", decided)
+        sent: list[tuple[str, Any]] = []
+
+        async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+            sent.append((topic.rsplit(".", 1)[-1], decode(topic.split(".", 1)[-1], value)))
+            return await delivered(topic, key, value, partition, headers)
+
+        w, assigned = stood_in_worker(publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        w.nodes.data["n1"] = node("n1", 8000)
+        w.nodes.data["n2"] = node("n2", 1500)  # best-fit would take the tighter n2
+        w.apply(on_submitted(JOB, None, 0.0), partition=PART)  # the changelog lost running[j]: pending here
+        for signal in (loop.catchup.on_partitions_assigned, loop.lifecycle_catchup.on_partitions_assigned,
+                       loop._on_partitions_assigned):  # a later rebalance: recovery.completed is set already
+            await signal(w.app, assigned)
+        assert not w.app.in_recovery and w.app.tables.recovery.completed.is_set()
+
+        async def slow_read_back(settings: Any, group: str, partitions: Any) -> dict[str, list]:
+            await asyncio.sleep(0.5)  # a consumer of its own, up to 30,000 messages
+            return {"jobs.submitted": [(PART, 0, JOB.to_bytes(), None)], "decisions": [(PART, 0, decided, None)],
+                    "jobs.lifecycle": []}  # fmt: skip
+
+        monkeypatch.setattr(log_restore, "read_back", slow_read_back)
+        restoring = asyncio.ensure_future(log_restore.restore_partitions(w, {PART}))
+        await asyncio.sleep(0.1)
+        await loop.tick()  # the loop's clock comes round during the read-back: it must not step
+        await restoring
+        assert [ev for topic, ev in sent if topic in ("decisions", "actions")] == []
+        held = w.running["j"]
+        assert (held["node_id"], held["decision_id"]) == ("n1", old.decision_id)
+
+    asyncio.run(run())
+
+
+def test_a_decision_whose_id_holds_another_placement_is_stale() -> None:
+    """The same decision id, placed on another node (by another owner of the partition): its command would
+    start a second run, so it is stale (streams.state.on_decision; places_its_job then sends nothing)."""
+    pending = PendingJob(job=JOB, submit_ts=0.0, queued_ts=0.0)
+    did = decision_id_for("j", 0)
+    rec = DecisionRecord(event_id=did, decision_id=did, event_time=T0, job_id="j", cluster="c1", outcome="placed",
+                         node_id="n1", gpu_indices=[], policy="best-fit", latency_ms=1.0, step_id="s")  # fmt: skip
+    placed = on_decision(rec, pending)
+    running = placed.running["j"]
+    assert places_its_job(placed, rec) and places_its_job(on_decision(rec, None, running), rec)
+    elsewhere = rec.model_copy(update={"node_id": "n2"})
+    t = on_decision(elsewhere, None, running)
+    assert not places_its_job(t, elsewhere) and "holds the placement on n1" in t.note
