@@ -112,6 +112,9 @@ class Worker:
     durations_warmed: set[str] = field(default_factory=set)  # jobs whose run time the warm-up found: not taught again
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     restoring: int = 0  # input-log restores under way (streams/log_restore.py): no step runs meanwhile
+    # decision id -> (job id, partition, node id, command, headers): placement commands the broker refused,
+    # sent again while their placements wait for them (streams/step_publication.py resend_commands)
+    unsent_commands: dict[str, tuple[str, int, str, bytes, list[tuple[str, bytes]]]] = field(default_factory=dict)
     # lifecycle reports for jobs whose submission this worker has not read yet (streams/early_reports.py)
     early_reports: EarlyReports = field(default_factory=lambda: EarlyReports(max_age_s=EARLY_REPORT_WAIT_S))
     # what the running table holds, per cluster, kept from the writes below (streams/held_ledger.py)

@@ -59,7 +59,7 @@ from streams.policy_warm_up import PolicyWarmUp
 from streams.silent_nodes import SilentNodes
 from streams.snapshot_cache import SnapshotCache
 from streams.state import PendingJob, RunningJob
-from streams.step_publication import StepPublication
+from streams.step_publication import StepPublication, resend_commands
 from streams.table_views import TableViews
 
 if TYPE_CHECKING:
@@ -192,6 +192,8 @@ class SchedulingLoop:
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
             await self.silent_nodes.check()
             await self.lost_nodes.check()
+        if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
+            await resend_commands(self.w)
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)
         if not pending:
@@ -271,7 +273,11 @@ class SchedulingLoop:
         durations = predicted_durations(self.w.durations, [by_id[pl.job_id][1] for pl in result.placements])
         self.stats["compute_s"] += result.compute_ms / 1000
         self.stats["placed"] += len(result.placements)
-        pub = StepPublication(self.w, part, st)
+        gangs: dict[str, set[str]] = {}  # each gang this step places: all its members run, or none does
+        for pl in result.placements:
+            if gang := by_id[pl.job_id][1].gang_id:
+                gangs.setdefault(gang, set()).add(pl.job_id)
+        pub = StepPublication(self.w, part, st, gangs)
         try:
             for pl in result.placements:
                 p, req = by_id[pl.job_id]

@@ -7,7 +7,11 @@ a step's decisions fail (the producer refuses one at hand-over, or the broker re
 delivery), the others still go the whole way: each decision the broker acknowledged is applied
 and its command sent, and only then is the first failure raised. A decision that is stale once
 applied sends no command (:func:`streams.state.places_its_job`): while the step waited on the
-model or the broker, its job finished in an earlier attempt, say. The failed ones leave
+model or the broker, its job finished in an earlier attempt, say. A gang runs whole or not at all:
+when a member's decision does not go through, the members whose decisions did go back to the
+queue (a ``preempted`` report of the worker's) instead of starting. A command the producer or the
+broker refuses is sent again at the next steps while its placement waits for it
+(:func:`resend_commands`). The failed ones leave
 ``inflight``, so their jobs are back in the queue and decided again at the next step, under the
 same decision id.
 
@@ -24,9 +28,9 @@ import logging
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from scheduling.events import DecisionRecord
+from scheduling.events import DecisionRecord, JobLifecycle
 from scheduling.job import JobRequest
-from streams.state import places_its_job
+from streams.state import RunningJob, places_its_job
 
 if TYPE_CHECKING:
     from streams.app import Worker
@@ -48,10 +52,12 @@ class Handed:
 
 
 class StepPublication:
-    def __init__(self, w: Worker, partition: int, trace: StepTrace) -> None:
+    def __init__(self, w: Worker, partition: int, trace: StepTrace, gangs: dict[str, set[str]] | None = None) -> None:
+        """``gangs``: gang id -> the job ids of its members this step places (all of them, or none, run)."""
         self.w = w
         self.partition = partition
         self.trace = trace
+        self.gangs = gangs or {}
         self.decided: list[DecisionRecord] = []
         self.handed: list[Handed] = []
         self.failure: Exception | None = None  # the first hand-over or delivery that failed
@@ -103,8 +109,77 @@ class StepPublication:
                 held = self.w.inflight.get(rec.job_id)
                 if held is not None and held[0].decision_id == rec.decision_id:
                     del self.w.inflight[rec.job_id]
-        commands = [h.command for h in applied if h.command is not None]
-        await asyncio.gather(*[await self.w.publish("actions", node.encode(), value, self.partition, headers)
-                               for node, value, headers in commands])  # fmt: skip
+        applied = await self._gangs_whole(applied)
+        await self._send_commands([h for h in applied if h.command is not None])
         if self.failure is not None:
             raise self.failure
+
+    async def _gangs_whole(self, applied: list[Handed]) -> list[Handed]:
+        """``applied`` without the members of a gang some member of which this step did not place (its
+        decision refused or stale): those are moved back to the queue (a ``preempted`` report of the
+        worker's, not charged as a failure; no command went out) instead of running without it (found by
+        review: they ran, and the member left behind waited until they had finished)."""
+        placed = {h.decision.job_id for h in applied if h.decision is not None}
+        split = {g: members - placed for g, members in self.gangs.items() if members & placed and members - placed}
+        if not split:
+            return applied
+        gang_of = {job: g for g, members in self.gangs.items() for job in members}
+        kept = []
+        for h in applied:
+            assert h.decision is not None
+            g = gang_of.get(h.decision.job_id)
+            if g not in split:
+                kept.append(h)
+                continue
+            rec = h.decision
+            why = f"gang {g}: the decision of member(s) {', '.join(sorted(split[g]))} did not go through"
+            ev = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="preempted", attempt=rec.attempt,
+                              decision_id=rec.decision_id, node_id=rec.node_id, reason=why)  # fmt: skip
+            try:
+                await (await self.w.publish("jobs.lifecycle", rec.job_id.encode(), ev.to_bytes(), self.partition))
+            except Exception as e:  # it stays reserved, without a command: the confirmation timeout moves it on
+                self.refused(e)
+        return kept
+
+    async def _send_commands(self, applied: list[Handed]) -> None:
+        """Hand every command over and wait for the broker; one the producer or the broker refuses is
+        kept in ``Worker.unsent_commands`` and sent again at the next steps (:func:`resend_commands`)
+        while its placement still waits for it (found by review: the first refused hand-over ended the
+        step, the later commands were never handed over, and every such job timed out, charged a failure)."""
+        deliveries: list[tuple[Handed, Any]] = []
+        for h in applied:
+            assert h.decision is not None and h.command is not None
+            node, value, headers = h.command
+            try:
+                deliveries.append((h, await self.w.publish("actions", node.encode(), value, self.partition, headers)))
+            except Exception as e:
+                self._unsent(h, e)
+        answers = await asyncio.gather(*(d for _, d in deliveries), return_exceptions=True)
+        for (h, _), answer in zip(deliveries, answers, strict=True):
+            if isinstance(answer, BaseException):
+                self._unsent(h, answer if isinstance(answer, Exception) else RuntimeError(repr(answer)))
+
+    def _unsent(self, h: Handed, error: Exception) -> None:
+        assert h.decision is not None and h.command is not None
+        self.w.unsent_commands[h.decision.decision_id] = (h.decision.job_id, self.partition, *h.command)
+        self.refused(error)
+
+
+async def resend_commands(w: Worker) -> int:
+    """Send again the placement commands the producer or the broker refused (:meth:`StepPublication._send_commands`)
+    whose placements still wait for them (reserved under that decision id); drop the others. Returns how
+    many went out."""
+    sent = 0
+    for decision_id, (job_id, partition, node, value, headers) in list(w.unsent_commands.items()):
+        held = w.read("running", job_id, RunningJob)
+        if held is None or held.decision_id != decision_id or held.state != "reserved":
+            del w.unsent_commands[decision_id]  # moved on (started, timed out, re-queued): not wanted any more
+            continue
+        try:
+            await (await w.publish("actions", node.encode(), value, partition, headers))
+        except Exception as e:  # the next step tries again
+            log.warning("placement command %s for %s refused again: %s: %s", decision_id, job_id, type(e).__name__, e)
+            continue
+        del w.unsent_commands[decision_id]
+        sent += 1
+    return sent

@@ -144,3 +144,78 @@ def test_a_waiting_record_the_producer_or_broker_refused_is_said_again_at_the_ne
         assert [r.job_id for r in waiting] == ["j3", "j3"]  # said again once, then not repeated
 
     asyncio.run(run())
+
+
+def test_a_refused_command_is_sent_again_and_the_others_of_its_step_still_go() -> None:
+    """Found by review: the step handed its commands over one after another; the first refused ended it,
+    the later ones were never handed over, and nothing sent any of them again: each job waited for the
+    confirmation timeout, charged a failure."""
+    commands: list[Any] = []
+    refuse = {"left": 1}
+
+    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+        if topic.endswith("actions"):
+            if refuse["left"]:
+                refuse["left"] -= 1
+                raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
+            commands.append(decode("actions", value))
+        return await delivered(topic, key, value, partition, headers)
+
+    async def run() -> None:
+        w, _ = stood_in_worker(publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        add_node_and_jobs(w, ["j1", "j2", "j3"], gpus=4)
+        with pytest.raises(KafkaTimeoutError):
+            await loop.tick()
+        assert sorted(w.running) == ["j1", "j2", "j3"]  # all three decisions went through
+        assert len(commands) == 2 and len(w.unsent_commands) == 1  # the refused one is kept
+        [(job_id, *_)] = w.unsent_commands.values()
+        await loop.tick()
+        assert sorted(c.job_id for c in commands) == ["j1", "j2", "j3"] and not w.unsent_commands
+        assert sorted(w.running) == ["j1", "j2", "j3"]  # each placed once
+        assert [c.job_id for c in commands].count(job_id) == 1
+
+    asyncio.run(run())
+
+
+def test_a_gang_one_of_whose_decisions_is_refused_runs_no_member_and_is_placed_again_whole() -> None:
+    """Found by review: the members whose decisions went through ran, and the one refused went back to the
+    queue alone, to wait until they had finished."""
+    from streams.agents import apply_lifecycle
+
+    published: list[tuple[str, Any]] = []
+    refuse = {"left": 1}
+
+    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+        kind = topic  # (the logical name: the worker stood in maps none)
+        ev = decode(kind, value)
+        published.append((kind, ev))
+        if kind == "decisions" and ev.job_id == "g2" and refuse["left"]:
+            refuse["left"] -= 1
+            failed = asyncio.get_running_loop().create_future()
+            failed.set_exception(KafkaTimeoutError("request timed out"))
+            return failed
+        return await delivered(topic, key, value, partition, headers)
+
+    def member(job_id: str) -> JobSubmitted:
+        return job(job_id).model_copy(update={"gang_id": "g", "gang_size": 2})
+
+    async def run() -> None:
+        w, _ = stood_in_worker(publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        add_node_and_jobs(w, [], gpus=4)
+        part = partition_for("c1", 4)
+        for name in ("g1", "g2"):
+            w.apply(on_submitted(member(name), None, 0.0), partition=part)
+        with pytest.raises(KafkaTimeoutError):
+            await loop.tick()
+        assert [ev for kind, ev in published if kind == "actions"] == []  # g1 did not start without g2
+        [back] = [ev for kind, ev in published if kind == "jobs.lifecycle"]
+        assert (back.job_id, back.state) == ("g1", "preempted") and "g2" in back.reason
+        await apply_lifecycle(w, back, part)  # the lifecycle agent applies it
+        assert sorted(w.pending) == ["g1", "g2"] and not list(w.running)
+        await loop.tick()
+        started = [ev.job_id for kind, ev in published if kind == "actions"]
+        assert sorted(started) == ["g1", "g2"] and sorted(w.running) == ["g1", "g2"]  # together, once each
+
+    asyncio.run(run())
