@@ -182,6 +182,13 @@ def register_agents(w: Worker) -> None:
     async def early_reports_expire() -> None:
         await expire_early_reports(w, time.time())
 
+    async def early_reports_revoked(sender: Any = None, revoked: Any = (), **kwargs: Any) -> None:
+        lifecycle = w.settings.topic("jobs.lifecycle")
+        if dropped := w.early_reports.drop_partitions({tp.partition for tp in revoked if tp.topic == lifecycle}):
+            log.info("let go of %d held report(s) of revoked partitions: their new owner handles them", dropped)
+
+    w.app.on_partitions_revoked.connect(early_reports_revoked)
+
     handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
                 "decisions": on_decided}  # fmt: skip
     faults = InputFaults.from_env()  # none unless a test asks (streams/input_faults.py)

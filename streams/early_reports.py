@@ -59,6 +59,21 @@ class EarlyReports:
         self._count -= len(reports)
         return reports
 
+    def drop_partitions(self, partitions: set[int]) -> int:
+        """Let go of the reports of ``partitions`` (revoked: their new owner reads them back with its log
+        restore); how many. Found by review: kept, they expired here later, and a ``started`` of a job
+        this worker never learnt of fenced the run the new owner had placed."""
+        dropped = 0
+        for job in list(self._by_job):
+            kept = [r for r in self._by_job[job] if r.partition not in partitions]
+            dropped += len(self._by_job[job]) - len(kept)
+            if kept:
+                self._by_job[job] = kept
+            else:
+                del self._by_job[job]
+        self._count -= dropped
+        return dropped
+
     def expired(self, now: float) -> list[EarlyReport]:
         """The reports of every job whose first report has waited ``max_age_s``."""
         old = [job for job, reports in self._by_job.items() if now - reports[0].since >= self.max_age_s]

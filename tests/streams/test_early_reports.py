@@ -33,3 +33,26 @@ def test_beyond_its_limit_a_report_is_not_held() -> None:
     held = EarlyReports(max_age_s=10, limit=1)
     assert held.hold(_report("a", "started"), 0, now=0.0)
     assert not held.hold(_report("b", "started"), 0, now=0.0) and len(held) == 1
+
+
+def test_the_reports_of_revoked_partitions_are_let_go_and_never_expire_here() -> None:
+    """Found by review: a report held for a partition that moved to another worker expired here later; a
+    ``started`` of a job this worker never learnt of then fenced the run the new owner had placed. The
+    worker's revocation signal lets them go (the new owner reads them back with its log restore)."""
+    import asyncio
+
+    from faust.types import TP
+
+    from tests.streams.loop_helpers import stood_in_worker
+
+    async def run() -> None:
+        w, _ = stood_in_worker()
+        held = w.early_reports
+        held.hold(_report("a", "started"), 1, now=0.0)
+        held.hold(_report("b", "started"), 2, now=0.0)
+        held.hold(_report("a", "finished"), 1, now=1.0)
+        lifecycle = w.settings.topic("jobs.lifecycle")
+        await w.app.on_partitions_revoked.send({TP(lifecycle, 1), TP(w.settings.topic("decisions"), 2)})
+        assert len(held) == 1 and [r.event.job_id for r in held.expired(now=1e9)] == ["b"]
+
+    asyncio.run(run())
