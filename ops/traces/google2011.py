@@ -15,7 +15,7 @@ Mapping decisions:
   time, so a part file starts late; replay paces relative to the first job). Later
   SUBMITs of the same task (re-submissions after EVICT/FAIL/KILL) are counted
   (``resubmits_ignored``), not emitted. Tasks whose SUBMIT lies in an earlier part file
-  (only SCHEDULE/FINISH… seen here) are counted as ``tasks_without_submit``.
+  (only SCHEDULE, FINISH, KILL… seen here) are counted as ``tasks_without_submit``.
 - Requests are normalised to the largest machine; they are scaled by the documented
   machine shape :data:`LARGEST_MACHINE` (32 cores, 64 GiB — an assumption: Google did
   not publish absolute sizes; override with ``machine_cpu_milli`` /
@@ -75,11 +75,13 @@ class Google2011Loader(TraceLoader):
                  cluster: str = CLUSTER, **opts: object) -> None:  # fmt: skip
         super().__init__(path, **opts)  # type: ignore[arg-type]
         self.task_path = self.path / TASK_FILE if self.path.is_dir() else self.path
-        self.job_path = (
-            Path(job_events_path)
-            if job_events_path is not None
-            else self.task_path.with_name(self.task_path.name.replace("task_events", "job_events"))
-        )
+        # the job_events part beside it, by the dataset's naming; a task file named otherwise has none
+        # (found by review: its own path was read as the job events, every line of it "bad")
+        beside = self.task_path.name.replace("task_events", "job_events")
+        self.job_path: Path | None = (
+            Path(job_events_path) if job_events_path is not None
+            else self.task_path.with_name(beside) if beside != self.task_path.name else None
+        )  # fmt: skip
         self._job_path_given = job_events_path is not None
         self.machine_cpu_milli = machine_cpu_milli
         self.machine_memory_mib = machine_memory_mib
@@ -99,7 +101,7 @@ class Google2011Loader(TraceLoader):
     def _job_names(self) -> dict[int, tuple[str, str, str]]:
         """job_id → (user, job_name, logical_job_name), from the first event of each job."""
         names: dict[int, tuple[str, str, str]] = {}
-        if not self.job_path.exists() and not self._job_path_given:
+        if self.job_path is None or (not self.job_path.exists() and not self._job_path_given):
             self.stats.note("job_events_file_missing")
             return names
         for line, row in self._rows(self.job_path, header=None):
@@ -118,6 +120,7 @@ class Google2011Loader(TraceLoader):
         scheduled: dict[tuple[int, int], int] = {}
         finished: dict[tuple[int, int], int] = {}
         ended: dict[tuple[int, int], int] = {}  # the first EVICT, FAIL, FINISH, KILL or LOST after the schedule
+        seen: set[tuple[int, int]] = set()  # every task with an event in the file
         for line, row in self._rows(self.task_path, header=None):
             try:
                 if len(row) != TASK_FIELDS:
@@ -133,6 +136,7 @@ class Google2011Loader(TraceLoader):
                 continue
             if machine is not None:
                 self.machines.add(machine)
+            seen.add(key)  # type: ignore[arg-type]
             if etype == SUBMIT:
                 if key in submits:
                     self.stats.note("resubmits_ignored")
@@ -144,7 +148,7 @@ class Google2011Loader(TraceLoader):
                 finished[key] = t  # type: ignore[assignment]
             if ENDS[0] <= etype <= ENDS[1] and key in scheduled and key not in ended and t != NEVER:  # type: ignore[operator]
                 ended[key] = t  # type: ignore[assignment]
-        orphans = (set(scheduled) | set(finished)) - set(submits)
+        orphans = seen - set(submits)  # (any event: a FINISH or KILL alone too; found by review, ~12x undercount)
         if orphans:
             self.stats.note("tasks_without_submit", len(orphans))
         names = self._job_names()

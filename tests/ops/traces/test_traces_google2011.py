@@ -127,3 +127,28 @@ def test_when_a_task_ran_first_schedule_to_the_first_end_of_any_kind(fixtures: P
     assert (done.started_s, done.ended_s) == (pytest.approx(8319.640286), pytest.approx(8338.103088))
     failed = jobs["6252021948-0"]  # SCHEDULE, FAIL, SUBMIT, SCHEDULE, KILL: no run time, a run that ended
     assert (failed.started_s, failed.ended_s) == (pytest.approx(5640.467312), pytest.approx(5682.373620))
+
+
+def test_a_task_file_named_otherwise_has_no_job_events_beside_it(tmp_path: Path) -> None:
+    """Found by review: for a file not named ``task_events…`` the loader read the task file again as its
+    job events, and reported every line of it bad."""
+    rows = ["100000000,,7,0,,0,u,0,9,0,0.01,0.01,0", "200000000,,7,0,5,1,u,0,9,0,0.01,0.01,0"]
+    path = tmp_path / "mytasks.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    loader = Google2011Loader(path)
+    [job] = loader.load_jobs()
+    assert loader.errors == [] and job.event.job_id == "7-0"
+    assert loader.stats.notes["job_events_file_missing"] == 1
+
+
+def test_tasks_whose_submit_is_in_an_earlier_part_are_counted_whatever_their_events(tmp_path: Path) -> None:
+    """A FINISH or KILL alone counts as well as a SCHEDULE (found by review: ~12x undercount on the shared part)."""
+    rows = ["100000000,,7,0,,0,u,0,9,0,0.01,0.01,0",  # 7-0 submitted here
+            "110000000,,8,0,5,1,u,0,9,0,0.01,0.01,0",  # 8-0: scheduled, submitted earlier
+            "120000000,,8,1,5,4,u,0,9,0,0.01,0.01,0",  # 8-1: finished only
+            "130000000,,9,0,5,5,u,0,9,0,0.01,0.01,0"]  # 9-0: killed only  # fmt: skip
+    path = tmp_path / "task_events-part-00002-of-00500.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    loader = Google2011Loader(path)
+    assert [j.event.job_id for j in loader.load_jobs()] == ["7-0"]
+    assert loader.stats.notes["tasks_without_submit"] == 3
