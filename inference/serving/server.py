@@ -199,7 +199,6 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         workspace = scratch / "ws"
     else:
         workspace = options.workspace
-    workspace.mkdir(parents=True)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -211,9 +210,19 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         log.warning("cannot write %s: workers send every tensor in the gRPC message",
                     host_files.token_path(options.grpc_port))  # fmt: skip
     try:
+        try:  # what the command was given, checked before tritonserver starts: one line, not a traceback
+            workspace.mkdir(parents=True)
+        except OSError as e:
+            log.error("cannot make the workspace %s: %s", workspace, e)
+            return 2
+        try:
+            model = load_model(options.model_dir)
+        except Exception as e:  # a config.json that does not parse, an unknown format, no weights
+            log.error("the model at %s does not load: %s: %s", options.model_dir, type(e).__name__, e)
+            return 2
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or "")}  # fmt: skip
-        repository = write_repository(workspace / "models", load_model(options.model_dir), parameters)
+        repository = write_repository(workspace / "models", model, parameters)
         process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
                                    env=server_environment(), preexec_fn=die_with_parent)  # fmt: skip
         url = f"{'127.0.0.1' if options.host == '0.0.0.0' else options.host}:{options.grpc_port}"

@@ -33,3 +33,19 @@ def test_an_existing_workspace_exits_2_before_anything_starts(tmp_path):
     (tmp_path / "ws").mkdir()
     result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--workspace", str(tmp_path / "ws")])
     assert result.exit_code == 2 and "exists already" in result.output, result.output
+
+
+def test_a_model_that_does_not_load_or_a_workspace_that_cannot_be_made_exits_2_without_a_traceback(tmp_path, caplog):
+    """Found by review: a config.json that does not parse (or an unknown format, or no weights) and a
+    workspace under a file raised out of `semsched serve` as tracebacks; nothing is started for either."""
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text("{garbage")
+    result = runner.invoke(app, ["serve", "--model", str(broken)])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert f"the model at {broken} does not load: JSONDecodeError" in caplog.text
+    save_model(tmp_path / "m", Scorer(ModelConfig()), "v1")
+    (tmp_path / "file").write_text("")
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--workspace", str(tmp_path / "file" / "ws")])
+    assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
+    assert "cannot make the workspace" in caplog.text
