@@ -40,6 +40,11 @@ def _opt_value(text: str) -> object:
         return text
 
 
+#: selection options the command has flags of its own for (not to be given again with --option)
+OWN_FLAGS = {"start_offset": "--start-offset", "end_offset": "--end-offset", "min_duration_s": "--min-duration",
+             "max_duration_s": "--max-duration", "sample": "--sample", "seed": "--seed"}  # fmt: skip
+
+
 def parse_options(pairs: list[str]) -> dict[str, object]:
     """``["node_list=all", "include_unscheduled=false"]`` → ``{"node_list": "all", ...}``
     (values read as JSON when they parse, else as strings)."""
@@ -205,6 +210,8 @@ def replay(
     listed as FILE:LINE: reason, and the replay exits 1 after publishing the good ones (--strict: stops
     at the first)."""
     opts = parse_options(option or [])
+    if clash := sorted(set(opts) & set(OWN_FLAGS)):  # (a TypeError about get_loader's arguments before)
+        raise typer.BadParameter("; ".join(f"set {k} with {OWN_FLAGS[k]}" for k in clash), param_hint="--option")
     try:
         loader = get_loader(trace, path, min_duration_s=min_duration, max_duration_s=max_duration,
                             start_offset=start_offset, end_offset=end_offset, sample=parse_sample(sample),

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import inspect
+import types
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,7 +51,45 @@ def get_loader(name: str, path: str | Path | None = None, **opts: object) -> Tra
     if unknown:  # (a TypeError about __init__'s keyword arguments before)
         raise ValueError(f"the {name} loader has no option {', '.join(map(repr, unknown))}; its own: "
                          f"{', '.join(own) or 'none'}")  # fmt: skip
+    hints = {**typing.get_type_hints(TraceLoader.__init__), **typing.get_type_hints(cls.__init__)}
+    for key, value in opts.items():  # (found by review: limit=1.5 or cluster=5 went in, to fail far away)
+        if key in hints and not _fits_type(value, hints[key]):
+            raise ValueError(f"option {key}={value!r}: expected {_describe(hints[key])}")
     return cls(path, **opts)
+
+
+def _fits_type(value: object, hint: object) -> bool:
+    """Whether an option's value (read from JSON on the command line) is of its annotated type; a type
+    this does not know (a loader's own class) is left to the loader."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits_type(value, h) for h in typing.get_args(hint))
+    if origin is typing.Literal:
+        return value in typing.get_args(hint)
+    if hint is type(None):
+        return value is None
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if hint is str:
+        return isinstance(value, str)
+    if hint is Path:
+        return isinstance(value, str | Path)
+    return True
+
+
+def _describe(hint: object) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(h) for h in typing.get_args(hint))
+    if typing.get_origin(hint) is typing.Literal:
+        return "one of " + ", ".join(map(repr, typing.get_args(hint)))
+    if hint is type(None):
+        return "null"
+    return {bool: "true or false", int: "a whole number", float: "a number", str: "a string",
+            Path: "a path"}.get(hint, getattr(hint, "__name__", str(hint)))  # type: ignore[call-overload]
 
 
 def _keyword_options(cls: type) -> list[str]:

@@ -212,6 +212,9 @@ def test_cli_option_parsing() -> None:
         parse_options(["nonsense"])
     r = CliRunner().invoke(_cli(), ["replay", "nope", "--dry-run"])
     assert r.exit_code == 2 and "unknown trace" in r.output
+    # a selection the command has its own flag for (found by review: "got multiple values for keyword argument")
+    r = CliRunner().invoke(_cli(), ["replay", "openb", "-o", "sample=0.5", "--dry-run"])
+    assert r.exit_code == 2 and "set sample with --sample" in r.output
 
 
 # ----------------------------------------------------------------------------- Kafka
