@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 import faust
+from faust.exceptions import ConsumerNotStarted
 from opentelemetry import trace
 
 from scheduling.events import (
@@ -95,10 +96,22 @@ def ahead_of_clock(event_time: datetime, skew_s: float, now: float | None = None
             f"SEMSCHED_MAX_CLOCK_SKEW={skew_s:g} s): is the producer's clock right?")
 
 
+def lifecycle_partitions(w: Worker, assigned: Any = None) -> set[int]:
+    """The ``jobs.lifecycle`` partitions of ``assigned`` (default: the consumer's assignment now)."""
+    topic = w.settings.topic("jobs.lifecycle")
+    if assigned is None:
+        try:
+            assigned = w.app.consumer.assignment()
+        except ConsumerNotStarted:  # (before the worker's consumer runs: nothing is its yet)
+            return set()
+    return {tp.partition for tp in assigned if tp.topic == topic}
+
+
 async def expire_early_reports(w: Worker, now: float) -> None:
     """Reports whose job never came (held longer than ``EARLY_REPORT_WAIT_S``): handled as reports about
-    a placement never known (a ``started`` one fenced: a run nobody accounts for must stop)."""
-    for early in w.early_reports.expired(now):
+    a placement never known (a ``started`` one fenced: a run nobody accounts for must stop). Only on the
+    partitions this worker holds (in a rebalance: none, until the assignment keeps or lets them go)."""
+    for early in w.early_reports.expired(now, lifecycle_partitions(w)):
         await apply_held(w, early)
 
 
@@ -182,12 +195,12 @@ def register_agents(w: Worker) -> None:
     async def early_reports_expire() -> None:
         await expire_early_reports(w, time.time())
 
-    async def early_reports_revoked(sender: Any = None, revoked: Any = (), **kwargs: Any) -> None:
-        lifecycle = w.settings.topic("jobs.lifecycle")
-        if dropped := w.early_reports.drop_partitions({tp.partition for tp in revoked if tp.topic == lifecycle}):
-            log.info("let go of %d held report(s) of revoked partitions: their new owner handles them", dropped)
+    async def early_reports_assigned(sender: Any = None, assigned: Any = (), **kwargs: Any) -> None:
+        if dropped := w.early_reports.keep_partitions(lifecycle_partitions(w, assigned)):
+            log.info("let go of %d held report(s) of partitions assigned elsewhere: their owner handles them",
+                     dropped)  # fmt: skip
 
-    w.app.on_partitions_revoked.connect(early_reports_revoked)
+    w.app.on_partitions_assigned.connect(early_reports_assigned)
 
     handlers = {"jobs.submitted": on_job, "nodes.telemetry": on_telemetry, "jobs.lifecycle": on_life,
                 "decisions": on_decided}  # fmt: skip

@@ -59,13 +59,15 @@ class EarlyReports:
         self._count -= len(reports)
         return reports
 
-    def drop_partitions(self, partitions: set[int]) -> int:
-        """Let go of the reports of ``partitions`` (revoked: their new owner reads them back with its log
-        restore); how many. Found by review: kept, they expired here later, and a ``started`` of a job
-        this worker never learnt of fenced the run the new owner had placed."""
+    def keep_partitions(self, partitions: set[int]) -> int:
+        """Let go of the reports of every partition but ``partitions`` (the assignment: those that went
+        are their new owner's, who reads them back with its log restore); how many went. Found by review:
+        kept, they expired here later, and a ``started`` of a job this worker never learnt of fenced the run
+        the new owner had placed. (Not at revocation: a rebalance revokes every partition, also those
+        that come straight back, whose held reports nothing would read back.)"""
         dropped = 0
         for job in list(self._by_job):
-            kept = [r for r in self._by_job[job] if r.partition not in partitions]
+            kept = [r for r in self._by_job[job] if r.partition in partitions]
             dropped += len(self._by_job[job]) - len(kept)
             if kept:
                 self._by_job[job] = kept
@@ -74,7 +76,9 @@ class EarlyReports:
         self._count -= dropped
         return dropped
 
-    def expired(self, now: float) -> list[EarlyReport]:
-        """The reports of every job whose first report has waited ``max_age_s``."""
-        old = [job for job, reports in self._by_job.items() if now - reports[0].since >= self.max_age_s]
+    def expired(self, now: float, partitions: set[int] | None = None) -> list[EarlyReport]:
+        """The reports of every job whose first report has waited ``max_age_s`` (with ``partitions``: of
+        those partitions only; the others wait, for the next assignment to keep or let them go)."""
+        old = [job for job, reports in self._by_job.items() if now - reports[0].since >= self.max_age_s
+               and (partitions is None or reports[0].partition in partitions)]  # fmt: skip
         return [r for job in old for r in self.take(job)]

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from faust.types import TP
 
 from scheduling.events import (
     MAX_MEMORY_MIB,
@@ -719,6 +720,8 @@ async def test_a_report_whose_job_never_comes_is_handled_when_its_wait_runs_out(
     async with drive(w, "jobs.lifecycle") as a:
         await put(a, started.to_bytes(), key=b"ghost")
     assert len(w.early_reports) == 1 and not sent.by_topic.get("actions")
+    held = {TP(w.settings.topic("jobs.lifecycle"), partition_for("c1", 4))}  # its partition is this worker's
+    w.app.consumer.assignment = lambda: held  # type: ignore[method-assign]
     await expire_early_reports(w, time.time() + EARLY_REPORT_WAIT_S / 2)  # still within its wait
     assert len(w.early_reports) == 1 and not sent.by_topic.get("actions")
     await expire_early_reports(w, time.time() + EARLY_REPORT_WAIT_S + 1)
