@@ -112,6 +112,7 @@ class Worker:
     durations_warmed: set[str] = field(default_factory=set)  # jobs whose run time the warm-up found: not taught again
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     restoring: int = 0  # input-log restores under way (streams/log_restore.py): no step runs meanwhile
+    restore_due: float | None = None  # until when (monotonic) an assignment's restore holds the loop (the same)
     # decision id -> (job id, partition, node id, command, headers): placement commands the broker refused,
     # sent again while their placements wait for them (streams/step_publication.py resend_commands)
     unsent_commands: dict[str, tuple[str, int, str, bytes, list[tuple[str, bytes]]]] = field(default_factory=dict)

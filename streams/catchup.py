@@ -21,7 +21,8 @@ assignment are applied. Before, a restarted worker timed out reservations whose 
 Decisions are not the only events whose effect a restart can lose: Faust may commit an
 event's offset before the changelog write of the transition it caused reaches the broker.
 Those are restored from the input logs while the streams are still paused after recovery
-(:mod:`streams.log_restore`), before this gate starts counting.
+(:mod:`streams.log_restore`); the loop counts the restore as recovering (no step, no gate counting)
+from the assignment until it is over.
 """
 
 from __future__ import annotations

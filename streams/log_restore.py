@@ -33,8 +33,16 @@ their agent dead-lettered them. An event its agent dead-lettered for an internal
 handler raised) is applied like any other: that is the repair it was waiting for. What a
 transition publishes (a rejection notice, fences for the rest of a gang) is published again
 before the tables change, as the agents do; the ids are deterministic, so a repeat is the same
-message to the agents and the archive. A restore does not wake the scheduling loop (the
-catch-up gate holds it until the assignment is caught up) nor teach the duration estimate.
+message to the agents and the archive. A restore does not teach the duration estimate.
+
+No step runs from an assignment that brings new partitions until their restore is over
+(:func:`restore_due`, ``Worker.restore_due``, set at the assignment and cleared when
+``on_rebalance_complete`` has restored them; :func:`restore_partitions` counts itself too): Faust
+may end its table recovery before it sends ``on_rebalance_complete``, and a catch-up gate whose
+partition the old owner had committed to its end opens at once. Found by review: a step placed a
+job the old owner had placed (its command sent, its changelog write lost) again on another node,
+under the same decision id. The gate is a deadline (:data:`DUE_S`), so a signal that never comes
+cannot hold the loop for ever.
 """
 
 from __future__ import annotations
@@ -168,6 +176,14 @@ async def restore_partitions(w: Worker, partitions: set[int]) -> None:
         w.restoring -= 1
 
 
+DUE_S = 2 * TIMEOUT_S + 60.0  # the longest an assignment holds the loop for its restore
+
+
+def restore_due(w: Worker) -> bool:
+    """Whether the loop waits for a restore: one under way, or one an assignment made due."""
+    return w.restoring > 0 or (w.restore_due is not None and time.monotonic() < w.restore_due)
+
+
 class LogRestore:
     """Restores the input partitions newly assigned to this worker, at each assignment."""
 
@@ -180,14 +196,20 @@ class LogRestore:
         return {tp.partition for tp in self.w.app.consumer.assignment() if tp.topic in self.inputs}
 
     async def on_partitions_assigned(self, sender: Any = None, *args: Any, **kwargs: Any) -> None:
-        self.held &= self._assigned()  # a partition that left (even for a generation) comes back new
+        assigned = self._assigned()
+        self.held &= assigned  # a partition that left (even for a generation) comes back new
+        if assigned - self.held:  # no step until on_rebalance_complete has restored them
+            self.w.restore_due = time.monotonic() + DUE_S
 
     async def on_rebalance_complete(self, sender: Any = None, *args: Any, **kwargs: Any) -> None:
-        assigned = self._assigned()
-        new = assigned - self.held
-        if new:
-            await restore_partitions(self.w, new)
-        self.held = assigned  # (a cancelled restore, by a rebalance under way, leaves them new)
+        try:
+            assigned = self._assigned()
+            new = assigned - self.held
+            if new:
+                await restore_partitions(self.w, new)
+            self.held = assigned  # (a cancelled restore, by a rebalance under way, leaves them new)
+        finally:
+            self.w.restore_due = None
 
     def register(self) -> None:
         self.w.app.on_partitions_assigned.connect(self.on_partitions_assigned)

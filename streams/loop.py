@@ -52,6 +52,7 @@ from streams.decision_records import (
     waiting_record,
 )
 from streams.heap import freeze_start_up_heap
+from streams.log_restore import restore_due
 from streams.lost_nodes import LostNodes
 from streams.model_status import ModelStatus
 from streams.node_utilisation import step_utilisation
@@ -166,7 +167,7 @@ class SchedulingLoop:
         # Faust's table recovery, or this worker's restore of the input logs (which runs in Faust's
         # on_rebalance_complete, where in_recovery may already be False and `completed` stays set
         # from the first start): no step, no timeout, until the tables hold what the logs say
-        recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set() or self.w.restoring > 0
+        recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set() or restore_due(self.w)
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic} - self.fenced
         was_open = self.catchup.open
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):

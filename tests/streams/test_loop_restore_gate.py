@@ -67,10 +67,11 @@ def test_no_step_runs_while_the_logs_are_restored_and_the_old_owners_placement_s
         w.nodes.data["n1"] = node("n1", 8000)
         w.nodes.data["n2"] = node("n2", 1500)  # best-fit would take the tighter n2
         w.apply(on_submitted(JOB, None, 0.0), partition=PART)  # the changelog lost running[j]: pending here
-        for signal in (loop.catchup.on_partitions_assigned, loop.lifecycle_catchup.on_partitions_assigned,
-                       loop._on_partitions_assigned):  # a later rebalance: recovery.completed is set already
-            await signal(w.app, assigned)
+        # a later rebalance, the partition new to this worker: Faust's signal to every handler (the catch-up
+        # gates, the loop, the log restore); recovery.completed is set already, and in_recovery is False
+        await w.app.on_partitions_assigned.send(assigned)
         assert not w.app.in_recovery and w.app.tables.recovery.completed.is_set()
+        await loop.tick()  # before on_rebalance_complete: the restore is due, no step
 
         async def slow_read_back(settings: Any, group: str, partitions: Any) -> dict[str, list]:
             await asyncio.sleep(0.5)  # a consumer of its own, up to 30,000 messages
@@ -78,10 +79,12 @@ def test_no_step_runs_while_the_logs_are_restored_and_the_old_owners_placement_s
                     "jobs.lifecycle": []}  # fmt: skip
 
         monkeypatch.setattr(log_restore, "read_back", slow_read_back)
-        restoring = asyncio.ensure_future(log_restore.restore_partitions(w, {PART}))
+        restoring = asyncio.ensure_future(w.app.on_rebalance_complete.send())  # where the restore runs
         await asyncio.sleep(0.1)
         await loop.tick()  # the loop's clock comes round during the read-back: it must not step
         await restoring
+        assert w.restore_due is None and w.restoring == 0
+        await loop.tick()  # after it: j is the old owner's, nothing to decide
         assert [ev for topic, ev in sent if topic in ("decisions", "actions")] == []
         held = w.running["j"]
         assert (held["node_id"], held["decision_id"]) == ("n1", old.decision_id)
