@@ -194,7 +194,7 @@ class SchedulingLoop:
             await self.silent_nodes.check()
             await self.lost_nodes.check()
         if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
-            await resend_commands(self.w)
+            await resend_commands(self.w, self.owned - self.fenced, self.timed_out)
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)
         if not pending:

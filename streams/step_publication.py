@@ -124,21 +124,27 @@ class StepPublication:
         if not split:
             return applied
         gang_of = {job: g for g, members in self.gangs.items() for job in members}
-        kept = []
+        kept, back = [], []
         for h in applied:
             assert h.decision is not None
             g = gang_of.get(h.decision.job_id)
-            if g not in split:
-                kept.append(h)
-                continue
-            rec = h.decision
-            why = f"gang {g}: the decision of member(s) {', '.join(sorted(split[g]))} did not go through"
-            ev = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="preempted", attempt=rec.attempt,
-                              decision_id=rec.decision_id, node_id=rec.node_id, reason=why)  # fmt: skip
-            try:
-                await (await self.w.publish("jobs.lifecycle", rec.job_id.encode(), ev.to_bytes(), self.partition))
+            (back if g in split else kept).append(h)
+        deliveries = []
+        for h in back:  # each handed over, then all awaited together
+            assert h.decision is not None
+            rec, missing = h.decision, sorted(split[gang_of[h.decision.job_id]])
+            named = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            try:  # (a reason kept short: a gang of thousands stays within the event's text limit)
+                ev = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="preempted", attempt=rec.attempt,
+                                  decision_id=rec.decision_id, node_id=rec.node_id,
+                                  reason=f"gang {gang_of[rec.job_id]}: the decision of {named} did not go through")  # fmt: skip
+                deliveries.append(await self.w.publish("jobs.lifecycle", rec.job_id.encode(), ev.to_bytes(),
+                                                       self.partition))  # fmt: skip
             except Exception as e:  # it stays reserved, without a command: the confirmation timeout moves it on
                 self.refused(e)
+        for answer in await asyncio.gather(*deliveries, return_exceptions=True):
+            if isinstance(answer, BaseException):
+                self.refused(answer if isinstance(answer, Exception) else RuntimeError(repr(answer)))
         return kept
 
     async def _send_commands(self, applied: list[Handed]) -> None:
@@ -165,15 +171,17 @@ class StepPublication:
         self.refused(error)
 
 
-async def resend_commands(w: Worker) -> int:
+async def resend_commands(w: Worker, owned: set[int], timed_out: set[str]) -> int:
     """Send again the placement commands the producer or the broker refused (:meth:`StepPublication._send_commands`)
-    whose placements still wait for them (reserved under that decision id); drop the others. Returns how
-    many went out."""
+    whose placements still wait for them (reserved under that decision id, on a partition this worker
+    owns: ``owned``, and not timed out: ``timed_out``, the decision ids the loop gave up on); drop the
+    others. Returns how many went out."""
     sent = 0
     for decision_id, (job_id, partition, node, value, headers) in list(w.unsent_commands.items()):
         held = w.read("running", job_id, RunningJob)
-        if held is None or held.decision_id != decision_id or held.state != "reserved":
-            del w.unsent_commands[decision_id]  # moved on (started, timed out, re-queued): not wanted any more
+        if (partition not in owned or decision_id in timed_out or held is None or held.decision_id != decision_id
+                or held.state != "reserved"):  # fmt: skip
+            del w.unsent_commands[decision_id]  # moved on (started, timed out, re-queued, elsewhere): not wanted
             continue
         try:
             await (await w.publish("actions", node.encode(), value, partition, headers))

@@ -219,3 +219,32 @@ def test_a_gang_one_of_whose_decisions_is_refused_runs_no_member_and_is_placed_a
         assert sorted(started) == ["g1", "g2"] and sorted(w.running) == ["g1", "g2"]  # together, once each
 
     asyncio.run(run())
+
+
+def test_a_refused_command_is_not_sent_again_by_a_worker_that_no_longer_owns_its_partition() -> None:
+    """Found by the diff review: the tables keep keys of partitions that moved to another worker, and the
+    re-send did not look: the old owner sent a command on a partition it no longer decides."""
+    commands: list[Any] = []
+    refuse = {"left": 1}
+
+    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
+        if topic.endswith("actions"):
+            if refuse["left"]:
+                refuse["left"] -= 1
+                raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
+            commands.append(decode("actions", value))
+        return await delivered(topic, key, value, partition, headers)
+
+    async def run() -> None:
+        from streams.step_publication import resend_commands
+
+        w, _ = stood_in_worker(publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        add_node_and_jobs(w, ["j1"], gpus=4)
+        with pytest.raises(KafkaTimeoutError):
+            await loop.tick()
+        assert len(w.unsent_commands) == 1 and commands == []
+        assert await resend_commands(w, owned=set(), timed_out=set()) == 0  # the partition went elsewhere
+        assert not w.unsent_commands and commands == []
+
+    asyncio.run(run())
