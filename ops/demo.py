@@ -123,7 +123,7 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
         console.print(f"[red]demo:[/] {escape(str(e))}")
         return 2
     if problem or refusal:
-        console.print(f"[red]demo:[/] {problem or refusal}")
+        console.print(f"[red]demo:[/] {escape(str(problem or refusal))}")
         return 2
     with sigterm_as_interrupt():
         return _run(loader, plan, jobs=jobs, speed=speed, policy=policy, port=port, timeout_s=timeout_s,

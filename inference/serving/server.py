@@ -211,14 +211,14 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
                     host_files.token_path(options.grpc_port))  # fmt: skip
     try:
         try:  # what the command was given, checked before tritonserver starts: one line, not a traceback
-            workspace.mkdir(parents=True)
-        except OSError as e:
-            log.error("cannot make the workspace %s: %s", workspace, e)
-            return 2
-        try:
             model = load_model(options.model_dir)
         except Exception as e:  # a config.json that does not parse, an unknown format, no weights
             log.error("the model at %s does not load: %s: %s", options.model_dir, type(e).__name__, e)
+            return 2
+        try:  # (after the model: a --workspace made for a model that does not load would be left behind)
+            workspace.mkdir(parents=True)
+        except OSError as e:
+            log.error("cannot make the workspace %s: %s", workspace, e)
             return 2
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or "")}  # fmt: skip

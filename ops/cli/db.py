@@ -267,7 +267,7 @@ def explain_command(
         client: Any = running_worker(settings, timeout) or open_archive(settings.clickhouse_dsn)
         e = explain(client, job_id)
     except RuntimeError as err:  # WorkerBusy, or the worker's error
-        console.print(f"[red]{err}[/red]")
+        console.print(f"[red]{escape(str(err))}[/red]")
         raise typer.Exit(1) from None
     t = Table("time (UTC)", "what", "detail")
     for entry in e.timeline:

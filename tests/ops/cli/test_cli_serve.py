@@ -41,9 +41,10 @@ def test_a_model_that_does_not_load_or_a_workspace_that_cannot_be_made_exits_2_w
     broken = tmp_path / "broken"
     broken.mkdir()
     (broken / "config.json").write_text("{garbage")
-    result = runner.invoke(app, ["serve", "--model", str(broken)])
+    result = runner.invoke(app, ["serve", "--model", str(broken), "--workspace", str(tmp_path / "ws0")])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
     assert f"the model at {broken} does not load: JSONDecodeError" in caplog.text
+    assert not (tmp_path / "ws0").exists()  # nothing made: the same command works once the model does
     save_model(tmp_path / "m", Scorer(ModelConfig()), "v1")
     (tmp_path / "file").write_text("")
     result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--workspace", str(tmp_path / "file" / "ws")])
