@@ -74,6 +74,9 @@ class Transition:
     commands: list[PreemptCommand] = field(default_factory=list)  # for the agents (actions topic)
     note: str = ""  # why nothing happened (idempotent no-op), for logs and tests
     deadletter: str | None = None  # reason, when the event must go to the dead-letter topic
+    # a decision applied: the id whose placement the job holds after it (placed now, or found placed by that
+    # same decision, back from the topic first); "" when it holds none of the decision's (stale, a rejection)
+    holds: str = ""
 
 
 def on_submitted(ev: JobSubmitted, known: PendingJob | RunningJob | DoneJob | None, now: float) -> Transition:
@@ -90,16 +93,12 @@ def on_submitted(ev: JobSubmitted, known: PendingJob | RunningJob | DoneJob | No
     return Transition(pending={ev.job_id: PendingJob(job=ev, submit_ts=ts, queued_ts=now)})
 
 
-ALREADY_PLACED = "already applied: this decision, back from the topic"  # (it holds the job's placement)
-
-
 def places_its_job(t: Transition, rec: DecisionRecord) -> bool:
     """Whether ``rec``, once applied (``t``: :func:`on_decision`'s), holds its job's placement: it placed
-    the job now, or came back from the topic first and placed it there. Only then may its command go
-    out. A stale one (the job was re-queued, finished or placed by another decision while the step
-    that made it waited on the model or the broker) sends none: that would run the job again."""
-    run = t.running.get(rec.job_id)
-    return (run is not None and run.decision_id == rec.decision_id) or t.note == ALREADY_PLACED
+    the job now, or came back from the topic first and placed it there (``Transition.holds``). Only then
+    may its command go out. A stale one (the job was re-queued, finished or placed by another decision
+    while the step that made it waited on the model or the broker) sends none: that would run the job again."""
+    return rec.outcome == "placed" and t.holds == rec.decision_id
 
 
 def on_decision(rec: DecisionRecord, pending: PendingJob | None,
@@ -112,7 +111,7 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
     if pending is None or pending.attempt != rec.attempt:
         if isinstance(current, RunningJob) and current.decision_id == rec.decision_id:
             if (current.node_id, list(current.gpu_indices)) == (rec.node_id, list(rec.gpu_indices)):
-                return Transition(note=ALREADY_PLACED)
+                return Transition(note="already applied: this decision, back from the topic", holds=rec.decision_id)
             # its id holds another placement (made by another owner of the partition, restored since): this
             # one is stale, and its command would start a second run
             return Transition(note=f"stale decision: its id holds the placement on {current.node_id}")
@@ -132,7 +131,7 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
         decision_id=rec.decision_id,
         node_id=rec.node_id, gpu_indices=list(rec.gpu_indices), reserved_ts=rec.event_time.timestamp(),
     )  # fmt: skip
-    return Transition(pending={rec.job_id: None}, running={rec.job_id: run})
+    return Transition(pending={rec.job_id: None}, running={rec.job_id: run}, holds=rec.decision_id)
 
 
 def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: int, now: float,

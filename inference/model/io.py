@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,17 +40,27 @@ def save_model(directory: Path, model: Scorer, version: str, train_info: dict[st
     version) ever sees it half-written. ``FileExistsError`` when ``directory`` holds a version
     already (two runs with one version name must not overwrite each other, least of all the serving
     one), unless ``replace`` (tests that publish a version again)."""
-    directory = Path(directory)
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    if directory.exists() and any(directory.iterdir()) and not replace:
-        raise FileExistsError(f"{directory} exists: version names must be unique")
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
-    try:
+    def fill(staging: Path) -> None:
         torch.save(model.state_dict(), staging / "model.pt")
         config = {"format": FORMAT, "version": version, "model": model.config.to_json()}
         (staging / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         if train_info is not None:
             (staging / "train.json").write_text(json.dumps(train_info, indent=2, default=str) + "\n")
+
+    return publish_directory(Path(directory), fill, replace=replace)
+
+
+def publish_directory(directory: Path, fill: Callable[[Path], None], *, replace: bool = False) -> Path:
+    """``directory`` written whole or not at all: ``fill`` writes into a temporary sibling, renamed into
+    place at the end (what :func:`save_model` and a promotion's copy of a candidate do).
+    ``FileExistsError`` when ``directory`` holds something already, or another process put something
+    there meanwhile (an empty directory is taken: rename replaces it), unless ``replace``."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    if directory.exists() and any(directory.iterdir()) and not replace:
+        raise FileExistsError(f"{directory} exists: version names must be unique")
+    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))
+    try:
+        fill(staging)
         staging.chmod(0o755)  # (mkdtemp's 0700)
         if replace and directory.exists():
             shutil.rmtree(directory)

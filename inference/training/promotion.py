@@ -34,15 +34,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from inference.model.io import publish_directory
 from inference.training.gate import DEFAULT_LATENCY_BUDGET_MS, decide
 from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out, latency_probe
 from inference.training.registry import ModelVersion, Registry
@@ -183,14 +182,7 @@ def _install(candidate_dir: Path, target: Path) -> Path:
     copied into a temporary sibling and renamed into place, as ``save_model`` writes a version (a copy
     cut short left a half version that every later promotion refused as a name taken)."""
     if candidate_dir.resolve() != target.resolve():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            shutil.copytree(candidate_dir, staging, dirs_exist_ok=True)
-            staging.chmod(0o755)  # (mkdtemp's 0700)
-            os.rename(staging, target)  # atomic; refused when the name is taken
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
+        publish_directory(target, lambda staging: shutil.copytree(candidate_dir, staging, dirs_exist_ok=True))
     return target
 
 
