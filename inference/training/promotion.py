@@ -41,7 +41,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from inference.model.io import publish_directory
 from inference.training.gate import DEFAULT_LATENCY_BUDGET_MS, decide
 from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out, latency_probe
 from inference.training.registry import ModelVersion, Registry
@@ -181,6 +180,8 @@ def _install(candidate_dir: Path, target: Path) -> Path:
     """The promoted candidate as ``target`` (copied there if it lives elsewhere), whole or not at all:
     copied into a temporary sibling and renamed into place, as ``save_model`` writes a version (a copy
     cut short left a half version that every later promotion refused as a name taken)."""
+    from inference.model.io import publish_directory
+
     if candidate_dir.resolve() != target.resolve():
         publish_directory(target, lambda staging: shutil.copytree(candidate_dir, staging, dirs_exist_ok=True))
     return target
