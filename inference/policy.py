@@ -85,6 +85,13 @@ STEP_STATE = ("_prepared", "_step", "_windows", "_utilisation", "_step_fallback"
 LEARNED_PLACEMENTS = frozenset({"learned", "learned-lookahead"})
 
 
+def failure_reason(e: Exception) -> str:
+    """What a step's record says when its model call failed: a backend's own message, else the error."""
+    from inference.backends import BackendError
+
+    return str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
+
+
 def uses_learned(policy: str) -> bool:
     """Does this policy (``<placement>`` or ``<ordering>+<placement>``) place with the learned model?"""
     return policy.split("+")[-1].strip() in LEARNED_PLACEMENTS
@@ -207,7 +214,6 @@ class LearnedPolicy(BasePolicy):
         of 0 takes every job, fitting or not), which come in the step's order
         (:func:`scheduling.orderings.compose.queue_order`); ``utilisation``: float ``[N]``, the nodes' window means, or what reads them — called only when
         the version this step runs (after the backend's refresh, here) reads them (:attr:`wants_utilisation`)."""
-        from inference.backends import BackendError
 
         self._retry()
         if self.fell_back:
@@ -232,8 +238,7 @@ class LearnedPolicy(BasePolicy):
                                                     utilisation=utilisation)  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
-            reason = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
-            self._prepared = StepStatus(self.backend.name, self.model_version, True, reason)
+            self._prepared = StepStatus(self.backend.name, self.model_version, True, failure_reason(e))
         self.model_calls += 1
         return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
 
@@ -275,20 +280,19 @@ class LearnedPolicy(BasePolicy):
         """A synchronous backend call; None (and the step falls back) when the backend fails.
         ``refresh``: look for a new model version first (not within a step that already called:
         one version decides the whole step)."""
-        from inference.backends import BackendError
         from inference.model.step import build_inputs
 
         if refresh:
             self.backend.refresh()
+        self.model_calls += 1  # (counted as prepare_step counts: also a call whose inputs failed to build)
         try:  # the backend's failure (BackendError) or building the inputs (a text the encoder refuses,
             # say): the fallback decides the rest of the step, as when prepare_step fails
             inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
                                   queue=queue, pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
                                   utilisation=utilisation if self.spec.utilisation else None)  # fmt: skip
-            self.model_calls += 1
             step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))
         except Exception as e:
-            self._step_fallback = str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
+            self._step_fallback = failure_reason(e)
             self.last_step = StepStatus(self.backend.name, self.model_version, True, self._step_fallback)
             return None
         self.last_step = self._status(step)
@@ -399,18 +403,20 @@ class LearnedPolicy(BasePolicy):
         """The model version whose call scored ``job_id`` in the step just run: a later window of the
         step may have been answered by another version (a server swapped it in) or have failed, which
         :attr:`last_step` then says. ``None`` for a job the fallback scored and one no call scored."""
+        step = self._scored_by(job_id)
+        return None if step is None else step.version or self.model_version
+
+    def _scored_by(self, job_id: str) -> PreparedStep | None:
+        """The call ``job_id`` was scored from; not a job the fallback scored (a later window failing
+        leaves the earlier ones' answers as they were)."""
         step = self._windows.scored_by.get(job_id) if self._in_step else self._step
-        if step is None or job_id in self.fallback_jobs:
-            return None
-        return step.version or self.model_version
+        return None if step is None or job_id in self.fallback_jobs else step
 
     def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
         """ψ on the step-start state (:meth:`PreparedStep.psi`; the local cost head for nodes outside
         the answer's, when this worker holds the version that answered)."""
-        # the call the job was scored from; not a job the fallback scored (a later window failing
-        # leaves the earlier ones' answers as they were)
-        step = self._windows.scored_by.get(job_id) if self._in_step else self._step
-        if step is None or job_id in self.fallback_jobs:
+        step = self._scored_by(job_id)
+        if step is None:
             return None
         same = not step.version or step.version == self.model_version
         return step.psi(job_id, node_index, self.loaded.model if same else None)
