@@ -92,9 +92,14 @@ def running_at_cut(split: Split, runs: Sequence[Run] | None = None) -> list[tupl
     if runs is None:
         return [(r.job, r.submit, split.cut - r.submit) for r in split.late]
     trained = {r.job.job_id for r in split.train}
-    return [(r.job, r.submit, split.cut - r.started) for r in runs
-            if r.started is not None and r.submit < split.cut and r.started < split.cut
-            and (r.ended is None or r.ended > split.cut) and r.job.job_id not in trained]  # fmt: skip
+    running: dict[str, tuple[JobRequest, float, float]] = {}  # one per job: its latest start before the cut
+    for r in runs:  # (two attempts of one job can look running: an end that never reached the archive)
+        if (r.started is not None and r.submit < split.cut and r.started < split.cut
+                and (r.ended is None or r.ended > split.cut) and r.job.job_id not in trained):  # fmt: skip
+            known = running.get(r.job.job_id)
+            if known is None or split.cut - r.started < known[2]:
+                running[r.job.job_id] = (r.job, r.submit, split.cut - r.started)
+    return list(running.values())
 
 
 def warm_history(train: Sequence[Finished]) -> HistoryDurationPredictor:
