@@ -7,7 +7,9 @@ refuses a second statement after a ``;`` (chdb runs every statement of a multi-s
 archive (:data:`OUTSIDE_FUNCTIONS`: files, URLs, other databases, processes, the worker's own
 Python objects). Comments, string literals (``'…'`` and ``$tag$…$tag$``) and quoted
 identifiers are set aside first, so a ``;``, a keyword or a function name inside them does not
-count. Two things ClickHouse reads otherwise than this check would are refused: a name (or number)
+count. ``INSERT`` is refused anywhere outside them: ClickHouse runs ``WITH … INSERT INTO t SELECT …``
+(found by review: a write through the read-only door). Two things ClickHouse reads otherwise than this
+check would are refused: a name (or number)
 with ``$`` in it (``x$b$`` is one name to ClickHouse, where this check would read a ``$b$…$b$``
 string after ``x``), and a block comment with ``/*`` inside it (ClickHouse nests them: ``/* /* */ …
 */`` is one comment, which would end at the first ``*/`` here). Either way, what this check took for
@@ -88,6 +90,8 @@ def check_read_only(sql: str) -> str:
                          f"(allowed: {', '.join(READ_STATEMENTS)})")  # fmt: skip
     if re.search(r"\bINTO\s+OUTFILE\b", body, re.IGNORECASE):
         raise ValueError("the archive is read-only here: INTO OUTFILE is refused")
+    if re.search(r"\bINSERT\b", body, re.IGNORECASE):  # WITH x AS (...) INSERT INTO t SELECT ... writes
+        raise ValueError("the archive is read-only here: INSERT is refused, also after WITH")
     outside = sorted({m.group(1) for m in _CALL.finditer(body) if m.group(1).lower() in OUTSIDE_FUNCTIONS})
     if outside:
         raise ValueError(f"the archive is all this SQL may read: {', '.join(f'{name}()' for name in outside)} "

@@ -59,8 +59,12 @@ def test_run_sql_refuses_a_write_and_the_archive_is_unchanged(client: ArchiveCli
         run_sql(client, "INSERT INTO deadletter (event_id) VALUES ('x')")
     with pytest.raises(ValueError, match="one statement at a time"):
         run_sql(client, "SELECT 1; INSERT INTO deadletter (event_id) VALUES ('x')")
+    # ClickHouse runs an INSERT after WITH (found by review: it wrote through this door)
+    with pytest.raises(ValueError, match="INSERT is refused, also after WITH"):
+        run_sql(client, "WITH 7 AS x INSERT INTO deadletter (event_id) SELECT toString(x)")
     assert run_sql(client, "SELECT count() FROM deadletter")[1] == [(0,)]
     assert run_sql(client, "SELECT 1;")[1] == [(1,)]  # a trailing ';' is fine
+    assert run_sql(client, "SELECT 'INSERT' AS word")[1] == [("INSERT",)]  # (a literal is no statement)
 
 
 def test_run_sql_refuses_what_chdb_would_have_run(client: ArchiveClient) -> None:
