@@ -93,7 +93,7 @@ def finished_jobs(client: ArchiveClient, cluster: str | None = None, *, latest: 
     ``timeout_s``: the server gives up after that long (an error, not a partial answer)."""
     if latest is not None and latest < 1:
         raise ValueError(f"latest must be at least 1, not {latest}")
-    params: dict[str, object] = ({"cluster": cluster} if cluster else {}) | ({"latest": latest} if latest else {})
+    params: dict[str, object] = ({"cluster": cluster} if cluster is not None else {}) | ({"latest": latest} if latest else {})
     out = []
     for r in _dicts(client, finished_jobs_sql(cluster, latest=latest, timeout_s=timeout_s), params or None):
         event, submit = submission_of(r)

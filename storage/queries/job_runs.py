@@ -57,7 +57,7 @@ class JobRun:
 def job_runs(client: ArchiveClient, cluster: str | None = None) -> list[JobRun]:
     """Every attempt that started, oldest submission first (``cluster``: only that cluster's)."""
     out = []
-    for r in _dicts(client, job_runs_sql(cluster), {"cluster": cluster} if cluster else None):
+    for r in _dicts(client, job_runs_sql(cluster), {"cluster": cluster} if cluster is not None else None):
         event, submit = submission_of(r)
         end = r["end_ms"]
         out.append(JobRun(event, submit, int(r["start_ms"]) / 1000, None if end is None else int(end) / 1000))

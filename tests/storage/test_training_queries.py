@@ -60,6 +60,7 @@ def test_finished_jobs_have_the_run_time_of_their_attempt(loaded: ArchiveClient)
     assert a.submit_s == pytest.approx(T0.timestamp()) and a.submission.event_time == T0
     assert a.submission.trace_duration_s is None
     assert finished_jobs(loaded, cluster="default") == [a] and finished_jobs(loaded, cluster="other") == []
+    assert finished_jobs(loaded, cluster="") == [] and job_runs(loaded, cluster="") == []  # (a syntax error before)
 
 
 def _row(version: str, status: str, **kw: object) -> dict[str, object]:
