@@ -5,7 +5,8 @@ reads the submissions, telemetry and lifecycle reports through the ``*_accepted`
 (``storage/migrations/0014_accepted_events.sql``): an event the worker refused on its own state
 (a clock far ahead, a job id in use) is archived too, and counts nowhere as accepted; and the
 decisions through ``decisions_applied`` (``0016_decisions_applied.sql``: the first record of each
-decision id in the topic, the one the worker applied; ``decisions FINAL`` keeps the latest).
+decision id in the topic, the one the worker applied; ``decisions`` keeps every record, a re-decided
+attempt's too, one row per record since ``0017_decisions_by_record.sql``).
 Reconciliation reads the raw rows, for the reason given there.
 Times are selected as epoch milliseconds (``toUnixTimestamp64Milli``) and turned into
 ``datetime`` here, so the same SQL gives the same answer over chdb, a ClickHouse server,

@@ -35,12 +35,12 @@ INNER JOIN (SELECT assumeNotNull(job_id) AS job_id, min(event_time) AS t FROM ac
 #: ``bench archiver``: the submissions of one run in the archive, by the prefix of their job ids
 SUBMITTED_WITH_PREFIX = "SELECT count() FROM jobs_submitted FINAL WHERE startsWith(job_id, %(prefix)s)"
 
-FIRST_ATTEMPT_LATENCY_MS = "SELECT latency_ms FROM decisions FINAL WHERE outcome = 'placed' AND attempt = 0"
-STEP_COMPUTE_MS = ("SELECT step_compute_ms, count() FROM decisions FINAL WHERE outcome = 'placed' "
+FIRST_ATTEMPT_LATENCY_MS = "SELECT latency_ms FROM decisions_applied WHERE outcome = 'placed' AND attempt = 0"
+STEP_COMPUTE_MS = ("SELECT step_compute_ms, count() FROM decisions_applied WHERE outcome = 'placed' "
                    "GROUP BY step_compute_ms")  # fmt: skip
 LIFECYCLE_STATES = "SELECT state, count() FROM jobs_lifecycle FINAL GROUP BY state ORDER BY state"
-DECISION_OUTCOMES = "SELECT outcome, count() FROM decisions FINAL GROUP BY outcome ORDER BY outcome"
-RETRIED = "SELECT count(), uniqExact(job_id) FROM decisions FINAL WHERE attempt > 0"
+DECISION_OUTCOMES = "SELECT outcome, count() FROM decisions_applied GROUP BY outcome ORDER BY outcome"
+RETRIED = "SELECT count(), uniqExact(job_id) FROM decisions_applied WHERE attempt > 0"
 FINISHED_MORE_THAN_ONCE = ("SELECT count() FROM (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished' "
                            "GROUP BY job_id HAVING count() > 1)")  # fmt: skip
 TERMINAL_JOBS = f"SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state IN {TERMINAL!r}"

@@ -73,7 +73,7 @@ def test_job_panels_count_the_submissions(results: dict[str, list[dict[str, Any]
 
 def test_rates_add_up_to_the_counts(results: dict[str, list[dict[str, Any]]], archive: ReplayedArchive) -> None:
     series = results["utilisation.throughput"]
-    placed = _scalar(archive, "SELECT count() FROM decisions FINAL WHERE outcome = 'placed'")
+    placed = _scalar(archive, "SELECT count() FROM decisions_applied WHERE outcome = 'placed'")
     finished = _scalar(archive, "SELECT count() FROM jobs_lifecycle FINAL WHERE state = 'finished'")
     assert sum(r["value"] for r in series if r["series"] == "placed") * INTERVAL_S == pytest.approx(placed)
     assert sum(r["value"] for r in series if r["series"] == "finished") * INTERVAL_S == pytest.approx(finished)
@@ -93,7 +93,7 @@ def test_pending_rises_and_drains(results: dict[str, list[dict[str, Any]]], arch
         "SELECT job_id, min(toUnixTimestamp64Milli(event_time)) FROM jobs_submitted FINAL GROUP BY job_id")
     _, decided = archive.client.query_rows(
         "SELECT job_id, min(toUnixTimestamp64Milli(event_time)) FROM ("
-        " SELECT job_id, event_time FROM decisions FINAL WHERE attempt = 0 AND outcome IN ('placed', 'rejected')"
+        " SELECT job_id, event_time FROM decisions_applied WHERE attempt = 0 AND outcome IN ('placed', 'rejected')"
         " UNION ALL SELECT job_id, event_time FROM jobs_lifecycle FINAL WHERE attempt = 0 AND state = 'rejected')"
         " GROUP BY job_id")  # fmt: skip
     until = dict(decided)
@@ -132,7 +132,7 @@ def test_decision_panels_agree_with_the_metrics(results: dict[str, list[dict[str
     table = {r["policy"]: r for r in results["decisions.stability"]}
     assert set(table) == set(archive.policies)
     assert sum(r["placements"] for r in table.values()) == _scalar(
-        archive, "SELECT count() FROM decisions FINAL WHERE outcome = 'placed'")
+        archive, "SELECT count() FROM decisions_applied WHERE outcome = 'placed'")
     assert max(r["p99"] for r in results["decisions.latency"]) <= m.decision_latency(client)["all"].max
 
 

@@ -37,7 +37,7 @@ def test_every_live_placement_is_feasible_in_the_rebuilt_state(archive: Replayed
     assert dict(everything.skipped) == {}  # no chosen node infeasible, none unknown, every submission there
     assert set(everything.policies) == set(archive.policies)
     # the state each decision saw, as the worker saw it (lifecycle_through): as many feasible nodes
-    feasible = dict(archive.client.query_rows("SELECT decision_id, feasible_nodes FROM decisions FINAL "
+    feasible = dict(archive.client.query_rows("SELECT decision_id, feasible_nodes FROM decisions_applied "
                                               "WHERE outcome = 'placed'")[1])  # fmt: skip
     assert any(p.lifecycle_through for p in events.placed)
     rebuilt = {d: int(f.sum()) for d, f in zip(everything.decision_ids, everything.demos.feasible, strict=True)}

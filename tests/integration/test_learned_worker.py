@@ -42,10 +42,10 @@ def run(make_stack, env: dict[str, str]):  # type: ignore[no-untyped-def]
     assert st["log_level"] == "WARNING"  # (Faust's start-up spinner would leave the root logger at DEBUG)
     assert st["loop"]["gc_frozen"] > 10_000  # the start-up heap, out of the collector's full passes
     for _ in range(40):
-        if p.scalar("SELECT count() FROM decisions FINAL WHERE outcome = 'placed'") == N:
+        if p.scalar("SELECT count() FROM decisions_applied WHERE outcome = 'placed'") == N:
             break
         asyncio.run(asyncio.sleep(0.5))
-    return p.sql("SELECT model_version, fallback, reason FROM decisions FINAL WHERE outcome = 'placed'")
+    return p.sql("SELECT model_version, fallback, reason FROM decisions_applied WHERE outcome = 'placed'")
 
 
 def test_decisions_name_the_model_version(make_stack, tmp_path) -> None:  # type: ignore[no-untyped-def]

@@ -86,11 +86,11 @@ def test_sql_metrics_are_sane(archive: ReplayedArchive) -> None:
 
 def test_decision_latency_and_step_compute_agree_with_distribution(archive: ReplayedArchive) -> None:
     client = archive.client
-    raw = [r[0] for r in client.query_rows("SELECT latency_ms FROM decisions FINAL WHERE outcome = 'placed'")[1]]
+    raw = [r[0] for r in client.query_rows("SELECT latency_ms FROM decisions_applied WHERE outcome = 'placed'")[1]]
     lat = m.decision_latency(client)["all"]
     assert lat.n == len(raw) > 0 and all(x >= 0 for x in raw)
     assert _approx(lat, Distribution.of(raw))
-    rows = client.query_rows("SELECT cluster, policy, step_id, step_compute_ms FROM decisions FINAL "
+    rows = client.query_rows("SELECT cluster, policy, step_id, step_compute_ms FROM decisions_applied "
                              "WHERE step_compute_ms > 0")[1]  # fmt: skip
     assert all(step for _, _, step, _ in rows)  # every record names its step
     steps = m.step_compute(client, "policy")
@@ -113,7 +113,7 @@ def test_placement_stability_counts_the_re_queued_failures(archive: ReplayedArch
     st = m.stability(client)["all"]
     _, [(failed_attempts,)] = client.query_rows(
         "SELECT uniqExact(job_id, attempt) FROM jobs_lifecycle FINAL WHERE state = 'failed'")
-    _, [(placed,)] = client.query_rows("SELECT count() FROM decisions FINAL WHERE outcome = 'placed'")
+    _, [(placed,)] = client.query_rows("SELECT count() FROM decisions_applied WHERE outcome = 'placed'")
     print(f"\nstability: {st}")
     # the agents fail jobs (--fail-rate); every failure re-queues (or gives up): one reversal each
     assert failed_attempts > 0 and st.reversals == failed_attempts

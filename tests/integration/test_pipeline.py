@@ -43,8 +43,8 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack, monkeypat
         assert p.scalar(query) == expected, query
 
     eventually("SELECT count() FROM jobs_submitted FINAL", N)
-    eventually("SELECT count() FROM decisions FINAL WHERE outcome = 'placed'", N)
-    eventually("SELECT uniqExact(job_id) FROM decisions FINAL WHERE outcome = 'placed'", N)
+    eventually("SELECT count() FROM decisions_applied WHERE outcome = 'placed'", N)
+    eventually("SELECT uniqExact(job_id) FROM decisions_applied WHERE outcome = 'placed'", N)
     eventually("SELECT count() FROM actions FINAL WHERE kind = 'place'", N)
     eventually("SELECT count() FROM jobs_lifecycle FINAL WHERE state = 'started'", N)
     eventually("SELECT count() FROM jobs_lifecycle FINAL WHERE state = 'finished'", N)
@@ -54,7 +54,7 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack, monkeypat
 
     # every placement went to a node of the inventory, on GPUs that node has
     bad = p.sql("""
-        SELECT d.job_id, d.node_id FROM decisions AS d FINAL
+        SELECT d.job_id, d.node_id FROM decisions_applied AS d
         LEFT JOIN (SELECT node_id, num_gpu FROM nodes_telemetry FINAL WHERE source = 'inventory') AS n
             ON d.node_id = n.node_id
         WHERE d.outcome = 'placed' AND (n.node_id = '' OR arrayExists(g -> g >= n.num_gpu, d.gpu_indices))
@@ -62,7 +62,7 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack, monkeypat
     assert bad == []
 
     # the worker serves a node's telemetry and its windowed utilisation
-    node = p.sql("SELECT node_id FROM decisions FINAL WHERE outcome = 'placed' LIMIT 1")[0][0]
+    node = p.sql("SELECT node_id FROM decisions_applied WHERE outcome = 'placed' LIMIT 1")[0][0]
     with urllib.request.urlopen(f"http://127.0.0.1:{p.settings.web_port}/nodes/{node}/", timeout=10) as r:
         view = json.loads(r.read())
     assert view["telemetry"]["node_id"] == node and view["telemetry"]["num_gpu"] >= 1
@@ -93,7 +93,7 @@ def test_n_submitted_n_placed_n_finished_and_archived_once(make_stack, monkeypat
     assert refused.value.code == 403
 
     # the decision record carries what `explain` needs
-    row = p.sql("SELECT policy, length(candidates), feasible_nodes, reason, latency_ms FROM decisions FINAL "
+    row = p.sql("SELECT policy, length(candidates), feasible_nodes, reason, latency_ms FROM decisions_applied "
                 "WHERE outcome = 'placed' LIMIT 1")[0]  # fmt: skip
     assert row[0] == "best-fit" and row[1] >= 1 and row[2] >= 1 and "best-fit" in row[3] and row[4] >= 0
 
@@ -124,14 +124,14 @@ def test_dag_children_wait_for_their_parents_and_unplaceable_jobs_say_why(make_s
     p.wait(lambda s: s["finished"] == 4 and s["rejected"] == 4, timeout=90, what="parent, child, gangs, rejections")
     # the archiver is a consumer of its own and may lag the worker's status: read once it holds them all
     # (a read before the rejections landed saw only the jobs' waiting notes)
-    assert p.wait_scalar("SELECT uniqExact(job_id) FROM decisions FINAL WHERE outcome = 'rejected'", 4, 60) == 4
+    assert p.wait_scalar("SELECT uniqExact(job_id) FROM decisions_applied WHERE outcome = 'rejected'", 4, 60) == 4
     assert p.wait_scalar("SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state = 'finished'", 4, 60) == 4
     started = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'started' "
                          "GROUP BY job_id"))  # fmt: skip
     finished = dict(p.sql("SELECT job_id, min(event_time) FROM jobs_lifecycle FINAL WHERE state = 'finished' "
                           "GROUP BY job_id"))  # fmt: skip
     assert started["child"] >= finished["parent"]  # ISO strings of one format compare as times
-    reasons = dict(p.sql("SELECT job_id, groupArray(reason) FROM decisions FINAL WHERE outcome != 'placed' "
+    reasons = dict(p.sql("SELECT job_id, groupArray(reason) FROM decisions_applied WHERE outcome != 'placed' "
                          "GROUP BY job_id"))  # fmt: skip
     assert any("waiting for DAG parent(s) parent" in r for r in reasons["child"])
     # a parent never submitted: the job waits, says so, and is rejected after SEMSCHED_DAG_PARENT_WAIT

@@ -59,7 +59,7 @@ def test_two_workers_split_the_clusters_and_place_each_job_once(make_stack) -> N
     # the archive (the first worker archives every topic) agrees: one decision per job, none twice.
     # Its archiver consumes the second worker's decisions from Kafka: wait until it has caught up
     # (on a loaded machine it lagged by 15 decisions when both workers already reported "finished")
-    placed = "SELECT count() FROM decisions FINAL WHERE outcome = 'placed'"
+    placed = "SELECT count() FROM decisions_applied WHERE outcome = 'placed'"
     finished = "SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state = 'finished'"
     # a failure says which count fell short and what each worker reported. (One 60 s timeout in CI,
     # with the archiver's lag at 0: these polls' /sql?flush=1 raced the archiver's consumer loop, which

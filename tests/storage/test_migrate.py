@@ -23,8 +23,8 @@ def test_migrate_applies_every_version_once(chdb_dsn: str) -> None:
     assert migrate(c) == []
     assert migrate(c) == []
     tables = _tables(c)
-    for t in TABLES:
-        assert tables[t].endswith("event_id"), (t, tables[t])
+    for t in TABLES:  # (decisions: one row per record, the same decision id re-decided too: 0017)
+        assert tables[t].endswith("kafka_offset" if t == "decisions" else "event_id"), (t, tables[t])
     _, [(n,)] = c.query_rows("SELECT count() FROM schema_migrations FINAL")
     assert n == sum(len(m.statements) for m in load_migrations())
 
@@ -95,3 +95,30 @@ def test_an_archive_that_recorded_0007s_first_text_migrates(chdb_dsn: str) -> No
         c.command(f"INSERT INTO schema_migrations VALUES ({version}, 'decisions_unschedulable', {statement}, "
                   f"'{old}', now64(3))")  # fmt: skip
     assert migrate(c) == []
+
+
+def test_an_archive_of_0016_keeps_its_decision_records_through_0017(chdb_dsn: str, tmp_path: Path) -> None:
+    """0017 moves the decisions into a table keyed by the record's offset: the rows an archive holds
+    come along, both records of a re-decided attempt among them while not merged yet."""
+    import shutil
+    from datetime import UTC, datetime
+
+    from scheduling.events import DecisionRecord
+    from storage.migrate import MIGRATIONS_DIR
+    from storage.writer import ArchiveWriter
+
+    old = tmp_path / "upto16"
+    old.mkdir()
+    for f in sorted(MIGRATIONS_DIR.glob("*.sql")):
+        if int(f.name[:4]) <= 16:
+            shutil.copy(f, old / f.name)
+    c = get_client(chdb_dsn)
+    assert migrate(c, old)[-1] == 16
+    rec = DecisionRecord(event_id="d", decision_id="d", event_time=datetime(2026, 3, 1, tzinfo=UTC), job_id="j",
+                         outcome="placed", node_id="n1", policy="best-fit", latency_ms=1.0)  # fmt: skip
+    ArchiveWriter(c).write("decisions", [rec], [(0, 4)])
+    ArchiveWriter(c).write("decisions", [rec.model_copy(update={"node_id": "n2"})], [(0, 7)])
+    assert migrate(c) == [17]
+    assert c.query_rows("SELECT node_id FROM decisions_applied")[1] == [("n1",)]
+    assert sorted(c.query_rows("SELECT node_id, kafka_offset FROM decisions")[1]) == [("n1", 4), ("n2", 7)]
+    assert "decisions_0004" not in _tables(c) and "decisions_by_record" not in _tables(c)

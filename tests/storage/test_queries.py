@@ -89,8 +89,9 @@ def test_reconcile_double_placement_and_start(loaded: ArchiveClient) -> None:
     assert r.started_twice == [("D", 0)]
 
 
-def test_re_decision_same_attempt_collapses(loaded: ArchiveClient) -> None:
-    """A worker restart re-decides D's attempt 0 (same decision id): one decision in the archive."""
+def test_re_decision_same_attempt_is_one_applied_decision(loaded: ArchiveClient) -> None:
+    """A worker restart re-decides D's attempt 0 (same decision id): two records in the archive (0017:
+    one row per record), one decision as applied."""
     did = decision_id_for("D", 0)
     again = DecisionRecord(
         event_id=did,
@@ -104,8 +105,8 @@ def test_re_decision_same_attempt_collapses(loaded: ArchiveClient) -> None:
         latency_ms=45.0,
     )
     ArchiveWriter(loaded).write("decisions", [again])
-    _, [(n,)] = loaded.query_rows("SELECT count() FROM decisions FINAL WHERE job_id = 'D'")
-    assert n == 1
+    _, [(n,)] = loaded.query_rows("SELECT count() FROM decisions_applied WHERE job_id = 'D'")
+    assert n == 1 and loaded.query_rows("SELECT count() FROM decisions FINAL WHERE job_id = 'D'")[1] == [(2,)]
     assert summary(loaded).placed == 2
     assert reconcile(loaded).placed_twice == []
 
