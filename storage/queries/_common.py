@@ -37,10 +37,10 @@ def run_sql(client: ArchiveClient, sql: str) -> tuple[list[str], list[tuple[Any,
 # Jobs with an attempt that started and has not ended, and no final state: by the events
 # themselves, not their order (a start and an end can share a millisecond).
 _RUNNING = """
-SELECT job_id FROM jobs_lifecycle_accepted GROUP BY job_id, attempt
+SELECT job_id FROM jobs_lifecycle_applied GROUP BY job_id, attempt
 HAVING countIf(state = 'started') > 0
    AND countIf(state IN ('finished', 'failed', 'preempted', 'rejected')) = 0
-   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle_accepted WHERE state IN ('finished', 'rejected'))
+   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle_applied WHERE state IN ('finished', 'rejected'))
 """
 
 #: the policy a decision is counted under: a model-backed policy's placements that its fallback

@@ -57,7 +57,7 @@ FROM deadletter FINAL WHERE topic = 'jobs.submitted' AND message_key = %(job)s O
 
 _LIFECYCLE = """
 SELECT state, attempt, node_id, exit_code, reason, log_tail, toUnixTimestamp64Milli(event_time) AS t_ms
-FROM jobs_lifecycle_accepted WHERE job_id = %(job)s ORDER BY event_time, event_id
+FROM jobs_lifecycle_applied WHERE job_id = %(job)s ORDER BY event_time, event_id
 """
 
 

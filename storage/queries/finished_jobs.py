@@ -63,9 +63,9 @@ INNER JOIN (
     SELECT job_id, argMax(run_s, finish) AS run_s, max(finish) AS last_finish FROM (
         SELECT f.job_id AS job_id, f.finish AS finish,
                (toUnixTimestamp64Milli(f.finish) - toUnixTimestamp64Milli(st.start)) / 1000 AS run_s
-        FROM (SELECT job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle_accepted
+        FROM (SELECT job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle_applied
               WHERE state = 'finished' GROUP BY job_id, attempt) AS f
-        INNER JOIN (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_accepted
+        INNER JOIN (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_applied
                     WHERE state = 'started' GROUP BY job_id, attempt) AS st
         ON f.job_id = st.job_id AND f.attempt = st.attempt
         WHERE f.finish >= st.start)

@@ -32,9 +32,9 @@ INNER JOIN (
     SELECT st.job_id AS job_id, st.attempt AS attempt, st.start AS start,
            if(countIf(e.ended >= st.start) > 0, toUnixTimestamp64Milli(minIf(e.ended, e.ended >= st.start)),
               NULL) AS end_ms
-    FROM (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_accepted
+    FROM (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_applied
           WHERE state = 'started' GROUP BY job_id, attempt) AS st
-    LEFT JOIN (SELECT job_id, attempt, event_time AS ended FROM jobs_lifecycle_accepted
+    LEFT JOIN (SELECT job_id, attempt, event_time AS ended FROM jobs_lifecycle_applied
                WHERE state IN ({ends})) AS e
     ON st.job_id = e.job_id AND st.attempt = e.attempt
     GROUP BY st.job_id, st.attempt, st.start

@@ -65,7 +65,7 @@ LEFT JOIN (SELECT job_id, countIf(state = 'started') AS n_started,
                   countIf(state = 'finished') AS n_finished,
                   maxIf(toUnixTimestamp64Milli(event_time), state = 'finished') AS finish_ms,
                   countIf(state = 'rejected') AS n_rejected
-           FROM jobs_lifecycle_accepted GROUP BY job_id) AS l ON s.job_id = l.job_id
+           FROM jobs_lifecycle_applied GROUP BY job_id) AS l ON s.job_id = l.job_id
 LEFT JOIN (SELECT job_id, countIf(outcome = 'placed') AS placements,
                   argMin({DECIDED_BY}, (outcome = 'unschedulable', event_time)) AS policy
            FROM decisions_applied GROUP BY job_id) AS d ON s.job_id = d.job_id
@@ -175,11 +175,11 @@ SELECT p.job_id AS job_id, p.attempt AS attempt, p.policy AS policy, p.event_tim
 FROM (SELECT job_id, attempt, {DECIDED_BY} AS policy, event_time FROM decisions_applied WHERE outcome = 'placed') AS p
 LEFT JOIN (SELECT job_id, max(attempt) AS max_attempt FROM (
                SELECT job_id, attempt FROM decisions_applied
-               UNION ALL SELECT job_id, attempt FROM jobs_lifecycle_accepted) GROUP BY job_id) AS m
+               UNION ALL SELECT job_id, attempt FROM jobs_lifecycle_applied) GROUP BY job_id) AS m
     ON p.job_id = m.job_id
 LEFT JOIN (SELECT job_id, attempt, argMin(state, event_time) AS cause, min(event_time) AS t,
                   countIf(state IN ('failed', 'preempted')) AS hard
-           FROM jobs_lifecycle_accepted WHERE state IN ('preempted', 'failed', 'timed_out')
+           FROM jobs_lifecycle_applied WHERE state IN ('preempted', 'failed', 'timed_out')
            GROUP BY job_id, attempt) AS e
     ON p.job_id = e.job_id AND p.attempt = e.attempt
 """
@@ -227,7 +227,7 @@ FROM (
            minIf(event_time, state = 'started') AS s,
            if(countIf(state IN ('finished', 'failed', 'preempted')) > 0,
               minIf(event_time, state IN ('finished', 'failed', 'preempted')), NULL) AS e
-    FROM jobs_lifecycle_accepted
+    FROM jobs_lifecycle_applied
     GROUP BY job_id, attempt
     HAVING countIf(state = 'started') > 0
 ) AS l
@@ -242,8 +242,8 @@ INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decision
 #: later: the GPUs were still held then as far as the archive knows).
 GPU_CAPACITY = f"""
 SELECT sum(cap) AS capacity, toUnixTimestamp64Milli(if(
-    (SELECT countIf(isNull(end_ms)) FROM ({GPU_HOLDINGS})) = 0, (SELECT max(event_time) FROM jobs_lifecycle_accepted),
-    greatest((SELECT max(event_time) FROM jobs_lifecycle_accepted), (SELECT max(event_time) FROM decisions_applied),
+    (SELECT countIf(isNull(end_ms)) FROM ({GPU_HOLDINGS})) = 0, (SELECT max(event_time) FROM jobs_lifecycle_applied),
+    greatest((SELECT max(event_time) FROM jobs_lifecycle_applied), (SELECT max(event_time) FROM decisions_applied),
              (SELECT max(event_time) FROM nodes_telemetry_accepted)))) AS end_ms
 FROM (SELECT argMax(toUInt32(num_gpu) * 1000, event_time) AS cap FROM nodes_telemetry_accepted
       GROUP BY cluster, node_id)

@@ -16,7 +16,7 @@ from storage.queries._common import DECIDED_BY
 
 _SUBMITTED = """SELECT job_id, toUnixTimestamp64Milli(event_time) AS t, tenant,
     toUInt32(num_gpu) * if(gpu_milli = 0, 1000, gpu_milli) AS gpu_milli FROM jobs_submitted_accepted"""
-_LIFECYCLE = "SELECT job_id, attempt, state, toUnixTimestamp64Milli(event_time) AS t FROM jobs_lifecycle_accepted"
+_LIFECYCLE = "SELECT job_id, attempt, state, toUnixTimestamp64Milli(event_time) AS t FROM jobs_lifecycle_applied"
 _PLACED = "SELECT job_id, attempt FROM decisions_applied WHERE outcome = 'placed'"
 
 _ENDS = ("finished", "failed", "preempted", "rejected")

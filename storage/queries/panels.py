@@ -93,7 +93,7 @@ SELECT w.since AS since, d.until AS until, d.decided AS decided FROM (
 LEFT JOIN (
     SELECT job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
         SELECT job_id, attempt, event_time FROM decisions_applied WHERE outcome IN ('placed', 'rejected')
-        UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle_accepted WHERE state = 'rejected')
+        UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle_applied WHERE state = 'rejected')
     GROUP BY job_id, attempt
 ) AS d ON w.job_id = d.job_id AND w.attempt = d.attempt
 """
@@ -122,7 +122,7 @@ SELECT time, series, value FROM (
     FROM decisions_applied WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time
     UNION ALL
     SELECT $__timeInterval(finished) AS time, 'finished' AS series, count() / $__interval_s AS value
-    FROM (SELECT job_id, max(event_time) AS finished FROM jobs_lifecycle_accepted
+    FROM (SELECT job_id, max(event_time) AS finished FROM jobs_lifecycle_applied
           WHERE state = 'finished' AND event_time <= $__toTime GROUP BY job_id)
     WHERE $__timeFilter(finished) GROUP BY time
 ) ORDER BY time, series

@@ -38,16 +38,16 @@ _COUNTS = """
 SELECT
     (SELECT uniqExact(job_id) FROM jobs_submitted_accepted) AS submitted,
     (SELECT uniqExact(job_id) FROM decisions_applied WHERE outcome = 'placed') AS placed,
-    (SELECT uniqExactIf(job_id, state = 'finished') FROM jobs_lifecycle_accepted) AS finished,
-    (SELECT uniqExactIf(job_id, state = 'failed') FROM jobs_lifecycle_accepted) AS failed,
-    (SELECT uniqExactIf(job_id, state = 'rejected') FROM jobs_lifecycle_accepted) AS rejected,
+    (SELECT uniqExactIf(job_id, state = 'finished') FROM jobs_lifecycle_applied) AS finished,
+    (SELECT uniqExactIf(job_id, state = 'failed') FROM jobs_lifecycle_applied) AS failed,
+    (SELECT uniqExactIf(job_id, state = 'rejected') FROM jobs_lifecycle_applied) AS rejected,
     (SELECT uniqExact(job_id) FROM (__RUNNING__)) AS running
 """
 _COUNTS = _COUNTS.replace("__RUNNING__", _RUNNING)
 
 _REJECTED_BY_REASON = """
 SELECT reason, uniqExact(job_id) AS jobs FROM
-    (SELECT job_id, argMax(reason, event_time) AS reason FROM jobs_lifecycle_accepted
+    (SELECT job_id, argMax(reason, event_time) AS reason FROM jobs_lifecycle_applied
      WHERE state = 'rejected' GROUP BY job_id)
 GROUP BY reason ORDER BY jobs DESC, reason
 """

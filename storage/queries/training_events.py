@@ -43,7 +43,7 @@ _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_
 FROM decisions_applied WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
     node_id, kafka_partition, kafka_offset
-FROM jobs_lifecycle_accepted WHERE state IN ('started', 'finished', 'failed', 'preempted', 'timed_out', 'rejected')
+FROM jobs_lifecycle_applied WHERE state IN ('started', 'finished', 'failed', 'preempted', 'timed_out', 'rejected')
 ORDER BY kafka_partition, kafka_offset"""
 
 

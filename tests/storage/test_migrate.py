@@ -118,7 +118,7 @@ def test_an_archive_of_0016_keeps_its_decision_records_through_0017(chdb_dsn: st
                          outcome="placed", node_id="n1", policy="best-fit", latency_ms=1.0)  # fmt: skip
     ArchiveWriter(c).write("decisions", [rec], [(0, 4)])
     ArchiveWriter(c).write("decisions", [rec.model_copy(update={"node_id": "n2"})], [(0, 7)])
-    assert migrate(c) == [17]
+    assert migrate(c)[0] == 17
     assert c.query_rows("SELECT node_id FROM decisions_applied")[1] == [("n1",)]
     assert sorted(c.query_rows("SELECT node_id, kafka_offset FROM decisions")[1]) == [("n1", 4), ("n2", 7)]
     assert "decisions_0004" not in _tables(c) and "decisions_by_record" not in _tables(c)
