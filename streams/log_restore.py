@@ -208,8 +208,9 @@ class LogRestore:
             if new:
                 await restore_partitions(self.w, new)
             self.held = assigned  # (a cancelled restore, by a rebalance under way, leaves them new)
-        finally:
-            self.w.restore_due = None
+        finally:  # (not while a newer assignment's new partitions still wait: the deadline bounds it)
+            if not self._assigned() - self.held:
+                self.w.restore_due = None
 
     def register(self) -> None:
         self.w.app.on_partitions_assigned.connect(self.on_partitions_assigned)

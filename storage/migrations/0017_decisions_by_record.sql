@@ -6,9 +6,10 @@
 -- the node that was never used (found by review). The new table keeps every record apart by its
 -- position in the topic; a redelivery of one record (the same partition and offset) still
 -- collapses. The rows of the old table are copied as they are (the first records not merged away
--- yet come along); it is then renamed out of the way, the new one into its name, and dropped.
--- Each statement is safe to repeat: the copy's repeat collapses onto the same keys, and the
--- renames do nothing once done.
+-- yet come along); it is then renamed out of the way, the new one into its name, what an archiver
+-- wrote to the old one meanwhile copied again, and the old one dropped. Each statement is safe to
+-- repeat: a copy's repeat collapses onto the same keys, and the renames do nothing once done. Two
+-- workers must not run it at once: upgrade one worker first (README, "The archive").
 CREATE TABLE IF NOT EXISTS decisions_by_record AS decisions
 ENGINE = ReplacingMergeTree(archived_at)
 ORDER BY (cluster, job_id, event_id, kafka_partition, kafka_offset);
@@ -18,6 +19,9 @@ INSERT INTO decisions_by_record SELECT * FROM decisions;
 RENAME TABLE IF EXISTS decisions TO decisions_0004;
 
 RENAME TABLE IF EXISTS decisions_by_record TO decisions;
+
+INSERT INTO decisions SELECT * FROM decisions_0004
+WHERE (kafka_partition, kafka_offset) NOT IN (SELECT kafka_partition, kafka_offset FROM decisions);
 
 DROP TABLE IF EXISTS decisions_0004;
 

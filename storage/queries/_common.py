@@ -34,14 +34,19 @@ def run_sql(client: ArchiveClient, sql: str) -> tuple[list[str], list[tuple[Any,
     return client.query_rows(check_read_only(sql))
 
 
-# Jobs with an attempt that started and has not ended, and no final state: by the events
-# themselves, not their order (a start and an end can share a millisecond).
-_RUNNING = """
-SELECT job_id FROM jobs_lifecycle_applied GROUP BY job_id, attempt
+def running_jobs(lifecycle: str = "jobs_lifecycle_applied") -> str:
+    """Jobs with an attempt that started and has not ended, and no final state: by the events
+    themselves, not their order (a start and an end can share a millisecond); ``lifecycle``: the view
+    read (reconciliation checks the accepted reports, every other read the applied ones)."""
+    return f"""
+SELECT job_id FROM {lifecycle} GROUP BY job_id, attempt
 HAVING countIf(state = 'started') > 0
    AND countIf(state IN ('finished', 'failed', 'preempted', 'rejected')) = 0
-   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle_applied WHERE state IN ('finished', 'rejected'))
+   AND job_id NOT IN (SELECT job_id FROM {lifecycle} WHERE state IN ('finished', 'rejected'))
 """
+
+
+_RUNNING = running_jobs()
 
 #: the policy a decision is counted under: a model-backed policy's placements that its fallback
 #: heuristic scored (Triton down, a deadline missed) are a group of their own, "learned (fallback)"

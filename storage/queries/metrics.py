@@ -242,8 +242,8 @@ INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decision
 #: later: the GPUs were still held then as far as the archive knows).
 GPU_CAPACITY = f"""
 SELECT sum(cap) AS capacity, toUnixTimestamp64Milli(if(
-    (SELECT countIf(isNull(end_ms)) FROM ({GPU_HOLDINGS})) = 0, (SELECT max(event_time) FROM jobs_lifecycle_applied),
-    greatest((SELECT max(event_time) FROM jobs_lifecycle_applied), (SELECT max(event_time) FROM decisions_applied),
+    (SELECT countIf(isNull(end_ms)) FROM ({GPU_HOLDINGS})) = 0, (SELECT max(event_time) FROM jobs_lifecycle_accepted),
+    greatest((SELECT max(event_time) FROM jobs_lifecycle_accepted), (SELECT max(event_time) FROM decisions_applied),
              (SELECT max(event_time) FROM nodes_telemetry_accepted)))) AS end_ms
 FROM (SELECT argMax(toUInt32(num_gpu) * 1000, event_time) AS cap FROM nodes_telemetry_accepted
       GROUP BY cluster, node_id)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from storage.client import ArchiveClient
-from storage.queries._common import _RUNNING
+from storage.queries._common import running_jobs
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ WHERE (kafka_partition, kafka_offset) NOT IN
   AND job_id NOT IN (__RUNNING__)
 ORDER BY job_id
 """
-_UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", _RUNNING)
+_UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", running_jobs("jobs_lifecycle_accepted"))
 
 # Not FINAL on purpose: a re-decision of one attempt carries the same event_id (=
 # decision_id), so FINAL would collapse two different placements into one row. Raw rows

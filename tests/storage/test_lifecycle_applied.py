@@ -50,3 +50,22 @@ def test_the_reports_of_a_fenced_second_execution_count_nowhere(client: ArchiveC
     w.write("jobs_lifecycle", [report(4, 100, "finished", "A")], [(0, 5)])
     assert [f.run_s for f in finished_jobs(client)] == [pytest.approx(98.0)]  # from A's start, not B's
     assert [round(s.ratio, 3) for s in gpu_allocation(client)] == [0.483, 0.5]  # A held its GPU to t = 100
+
+
+def test_an_end_from_another_node_before_the_attempt_started_counts(client: ArchiveClient) -> None:
+    """The worker applies an end from any node while the job is only reserved (found by the review of the
+    view): B's ``failed`` re-queued the attempt; A's late ``started`` was fenced. Both stay in the view."""
+    did = decision_id_for("j2", 0)
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s2", event_time=T0, job_id="j2", cpu_milli=100)], [(0, 0)])
+    reports = [JobLifecycle(event_id=f"m{i}", event_time=at(i), job_id="j2", state=state, attempt=0,  # type: ignore[arg-type]
+                            decision_id=did, node_id=node) for i, (state, node) in enumerate([("failed", "B"),
+                                                                                               ("started", "A")])]  # fmt: skip
+    w.write("jobs_lifecycle", reports, [(0, 1), (0, 2)])
+    rows = client.query_rows("SELECT state, node_id FROM jobs_lifecycle_applied WHERE job_id = 'j2' "
+                             "ORDER BY kafka_offset")[1]  # fmt: skip
+    assert rows == [("failed", "B"), ("started", "A")]
+    # a session that reads joins with NULLs keeps attempts that never started (found by the same review)
+    _, never = client.query_rows("SELECT count() FROM jobs_lifecycle_applied WHERE job_id = 'j2' "
+                                 "SETTINGS join_use_nulls = 1")  # fmt: skip
+    assert never == [(2,)]
