@@ -146,11 +146,9 @@ def test_a_waiting_record_the_producer_or_broker_refused_is_said_again_at_the_ne
     asyncio.run(run())
 
 
-def test_a_refused_command_is_sent_again_and_the_others_of_its_step_still_go() -> None:
-    """Found by review: the step handed its commands over one after another; the first refused ended it,
-    the later ones were never handed over, and nothing sent any of them again: each job waited for the
-    confirmation timeout, charged a failure."""
-    commands: list[Any] = []
+def refusing_the_first_command(commands: list[Any]) -> Any:
+    """A broker stood in whose producer refuses the first placement command handed over (and keeps the
+    ones it takes in ``commands``)."""
     refuse = {"left": 1}
 
     async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
@@ -160,6 +158,16 @@ def test_a_refused_command_is_sent_again_and_the_others_of_its_step_still_go() -
                 raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
             commands.append(decode("actions", value))
         return await delivered(topic, key, value, partition, headers)
+
+    return publish
+
+
+def test_a_refused_command_is_sent_again_and_the_others_of_its_step_still_go() -> None:
+    """Found by review: the step handed its commands over one after another; the first refused ended it,
+    the later ones were never handed over, and nothing sent any of them again: each job waited for the
+    confirmation timeout, charged a failure."""
+    commands: list[Any] = []
+    publish = refusing_the_first_command(commands)
 
     async def run() -> None:
         w, _ = stood_in_worker(publish, policy="best-fit")
@@ -225,15 +233,7 @@ def test_a_refused_command_is_not_sent_again_by_a_worker_that_no_longer_owns_its
     """Found by the diff review: the tables keep keys of partitions that moved to another worker, and the
     re-send did not look: the old owner sent a command on a partition it no longer decides."""
     commands: list[Any] = []
-    refuse = {"left": 1}
-
-    async def publish(topic: str, key: Any, value: bytes, partition: int, headers: Any = None) -> Any:
-        if topic.endswith("actions"):
-            if refuse["left"]:
-                refuse["left"] -= 1
-                raise KafkaTimeoutError("Failed to update metadata after 60.0 secs.")
-            commands.append(decode("actions", value))
-        return await delivered(topic, key, value, partition, headers)
+    publish = refusing_the_first_command(commands)
 
     async def run() -> None:
         from streams.step_publication import resend_commands
