@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -87,6 +88,7 @@ class Worker:
     running: Any
     done: Any
     counters: Counters = field(default_factory=Counters)
+    started_at: float = field(default_factory=time.time)  # when this worker started reading its inputs (epoch s)
     offsets: OffsetWatch = field(default_factory=OffsetWatch)  # every input offset handled (streams/offset_watch.py)
     offset_starts: Any = None  # streams.offset_starts.OffsetStarts, set by register_agents
     # decisions being published (not yet acknowledged and applied): the loop must not

@@ -4,7 +4,8 @@ A job goes on when its DAG parents have all finished. Otherwise it waits (a pare
 to finish) or is rejected, because it never can run:
 
 - a DAG parent was rejected;
-- a DAG parent was never submitted ``dag_parent_wait_s`` (``SEMSCHED_DAG_PARENT_WAIT``) after the job;
+- a DAG parent was never submitted ``dag_parent_wait_s`` (``SEMSCHED_DAG_PARENT_WAIT``) after the job
+  was queued, or after this worker started if later (a restart's backlog may still hold the parent);
 - its DAG parents wait on each other in a cycle (``a`` waits for ``b``, which waits for ``a``), or
   wait on such a cycle: none of them can ever start;
 - a member of its gang was rejected, so the gang can never run whole.
@@ -65,7 +66,10 @@ def _parents_verdict(w: Worker, p: PendingJob, parents: list[str], now: float, p
     unknown = [q for q in waiting if status[q] is None and w.pending.get(q) is None and w.running.get(q) is None]
     if failed:
         return p, f"DAG parent(s) {', '.join(failed)} were rejected", True
-    if unknown and patience > 0 and now - p.queued_ts > patience:  # (the worker's clock, not the producer's)
+    # the worker's clock, not the producer's, and from no earlier than this worker's start: after a long
+    # downtime a parent may still be in the submissions' backlog (found by review: such a child was
+    # rejected at once, its wait counted from before the downtime)
+    if unknown and patience > 0 and now - max(p.queued_ts, w.started_at) > patience:
         return p, (f"DAG parent(s) {', '.join(unknown)} never submitted to cluster {p.job.cluster!r} "
                    f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)"), True  # fmt: skip
     if waiting:

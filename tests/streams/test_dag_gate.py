@@ -46,3 +46,27 @@ def test_a_cycle_of_parents_is_rejected_and_the_rest_waits_or_runs() -> None:
     assert "its DAG parents wait on a cycle (a -> b -> a)" in done["a"]
     assert "(b -> a -> b)" in done["b"] and "(a -> b -> a)" in done["c"]
     assert out["running"] == ["p"] and out["pending"] == ["q"]  # q waits for p to finish
+
+
+def test_a_child_queued_before_a_long_downtime_waits_for_its_parent_from_the_workers_start() -> None:
+    """Found by review: the wait for a parent never submitted counted from when the child was queued, so
+    after a downtime longer than SEMSCHED_DAG_PARENT_WAIT a child whose parent was still in the
+    submissions' backlog was rejected at the restart's first step. The wait now runs from the worker's start."""
+    import time
+
+    async def go() -> tuple[dict[str, object], list[str]]:
+        w, _ = stood_in_worker(policy="best-fit", dag_parent_wait_s=600)
+        part = partition_for("c1", 4)
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        child = JobSubmitted(job_id="child", event_id="ev-child", event_time=T0, cluster="c1", cpu_milli=1000,
+                             memory_mib=1024, dag_parents=["parent"])  # fmt: skip
+        w.apply(on_submitted(child, None, time.time() - 3600), partition=part)  # queued an hour ago, before the downtime
+        await w.loop.tick()  # type: ignore[attr-defined]
+        first = dict(w.done.items())
+        w.started_at -= 3600  # the same worker an hour on, the parent still unseen: now it is given up
+        await w.loop.tick()  # type: ignore[attr-defined]
+        return first, sorted(w.done)
+
+    first, later = asyncio.run(go())
+    assert first == {} and later == ["child"]
