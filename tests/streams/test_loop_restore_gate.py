@@ -105,3 +105,33 @@ def test_a_decision_whose_id_holds_another_placement_is_stale() -> None:
     elsewhere = rec.model_copy(update={"node_id": "n2"})
     t = on_decision(elsewhere, None, running)
     assert not places_its_job(t, elsewhere) and "holds the placement on n1" in t.note
+
+
+def test_a_newer_assignment_keeps_the_restore_due_until_its_own_partitions_are_restored(monkeypatch) -> None:
+    """Found by the second diff review: the restore that finished cleared the gate although a newer
+    assignment had brought partitions it did not restore, and the loop could step on them."""
+    from faust.types import TP
+
+    from streams.log_restore import restore_due
+
+    async def run() -> None:
+        w, _ = stood_in_worker(policy="best-fit")
+        topics = [w.settings.topic(t) for t in ("jobs.submitted", "decisions", "jobs.lifecycle")]
+        holding = {"now": {TP(t, 0) for t in topics}}
+        w.app.consumer.assignment = lambda: holding["now"]  # type: ignore[method-assign]
+        await w.app.on_partitions_assigned.send(holding["now"])
+        assert restore_due(w)
+        newer = {TP(t, p) for t in topics for p in (0, 1)}
+
+        async def read_back(settings: Any, group: str, partitions: Any) -> dict[str, list]:
+            holding["now"] = newer  # a rebalance gives partition 1 while partition 0 is read back
+            await w.app.on_partitions_assigned.send(newer)
+            return {"jobs.submitted": [], "decisions": [], "jobs.lifecycle": []}
+
+        monkeypatch.setattr(log_restore, "read_back", read_back)
+        await w.app.on_rebalance_complete.send()  # restores partition 0 only
+        assert restore_due(w)  # partition 1 waits for its own restore
+        await w.app.on_rebalance_complete.send()
+        assert not restore_due(w)
+
+    asyncio.run(run())
