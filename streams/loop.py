@@ -41,6 +41,7 @@ from scheduling.order_context import OrderContext, TenantUsage, cluster_capacity
 from scheduling.orderings.compose import queue_order
 from scheduling.policies import Policy, get_policy
 from streams import telemetry
+from streams.agents import lifecycle_partitions
 from streams.catchup import CatchUp
 from streams.dag_gate import dag_gate
 from streams.decision_records import (
@@ -187,8 +188,7 @@ class SchedulingLoop:
                 if d and d.get("gang_id"):
                     self.w.note_gang_member(d)
             self._gangs_scanned = True
-        lifecycle = {tp.partition for tp in app.consumer.assignment()
-                     if tp.topic == self.lifecycle_catchup.topic} - self.fenced  # fmt: skip
+        lifecycle = lifecycle_partitions(self.w) - self.fenced
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
             await self.silent_nodes.check()

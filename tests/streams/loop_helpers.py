@@ -8,13 +8,24 @@ import asyncio
 import tempfile
 import uuid
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from aiokafka import TopicPartition
 
+from scheduling.events import NodeTelemetry, partition_for
 from streams.app import Worker, create_app
 from streams.settings import Settings
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+C1 = partition_for("c1", 4)  # cluster "c1"'s partition of the 4
+
+
+def c1_node(node_id: str, cpu_milli: int = 8000, memory_mib: int = 16384, num_gpu: int = 0) -> dict[str, Any]:
+    """A node of cluster "c1" as the worker's node table holds it (``w.nodes.data[node_id] = …``); its GPUs A100s."""
+    return NodeTelemetry(node_id=node_id, cluster="c1", event_time=T0, cpu_milli=cpu_milli, memory_mib=memory_mib,
+                         num_gpu=num_gpu, gpu_model="A100" if num_gpu else None).model_dump(mode="json")  # fmt: skip
 
 Publish = Callable[[str, Any, bytes, int, Any], Awaitable[Any]]
 _STATE = tempfile.TemporaryDirectory(prefix="semsched-stood-in-")  # each worker's state dir in it; gone at exit

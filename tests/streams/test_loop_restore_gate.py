@@ -11,29 +11,20 @@ decision. Two commands, two nodes, one decision id."""
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 from typing import Any
 
 from scheduling.events import (
     DecisionRecord,
     JobSubmitted,
-    NodeTelemetry,
     decision_id_for,
     decode,
-    partition_for,
 )
 from streams import log_restore
 from streams.state import PendingJob, on_decision, on_submitted, places_its_job
-from tests.streams.loop_helpers import delivered, stood_in_worker
+from tests.streams.loop_helpers import C1, T0, c1_node, delivered, stood_in_worker
 
-T0 = datetime(2026, 3, 1, tzinfo=UTC)
-PART = partition_for("c1", 4)
 JOB = JobSubmitted(job_id="j", event_id="ev-j", event_time=T0, cluster="c1", cpu_milli=1000, memory_mib=1024)
 
-
-def node(node_id: str, cpu: int) -> dict[str, Any]:
-    return NodeTelemetry(node_id=node_id, cluster="c1", event_time=T0, cpu_milli=cpu,
-                         memory_mib=16384).model_dump(mode="json")  # fmt: skip
 
 
 async def old_owners_decision() -> bytes:
@@ -46,8 +37,8 @@ async def old_owners_decision() -> bytes:
         return await delivered(topic, key, value, partition, headers)
 
     w, _ = stood_in_worker(publish, policy="best-fit")
-    w.nodes.data["n1"] = node("n1", 8000)
-    w.apply(on_submitted(JOB, None, 0.0), partition=PART)
+    w.nodes.data["n1"] = c1_node("n1")
+    w.apply(on_submitted(JOB, None, 0.0), partition=C1)
     await w.loop.tick()  # type: ignore[attr-defined]
     return out[0]
 
@@ -64,9 +55,9 @@ def test_no_step_runs_while_the_logs_are_restored_and_the_old_owners_placement_s
 
         w, assigned = stood_in_worker(publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
-        w.nodes.data["n1"] = node("n1", 8000)
-        w.nodes.data["n2"] = node("n2", 1500)  # best-fit would take the tighter n2
-        w.apply(on_submitted(JOB, None, 0.0), partition=PART)  # the changelog lost running[j]: pending here
+        w.nodes.data["n1"] = c1_node("n1")
+        w.nodes.data["n2"] = c1_node("n2", 1500)  # best-fit would take the tighter n2
+        w.apply(on_submitted(JOB, None, 0.0), partition=C1)  # the changelog lost running[j]: pending here
         # a later rebalance, the partition new to this worker: Faust's signal to every handler (the catch-up
         # gates, the loop, the log restore); recovery.completed is set already, and in_recovery is False
         await w.app.on_partitions_assigned.send(assigned)
@@ -75,7 +66,7 @@ def test_no_step_runs_while_the_logs_are_restored_and_the_old_owners_placement_s
 
         async def slow_read_back(settings: Any, group: str, partitions: Any) -> dict[str, list]:
             await asyncio.sleep(0.5)  # a consumer of its own, up to 30,000 messages
-            return {"jobs.submitted": [(PART, 0, JOB.to_bytes(), None)], "decisions": [(PART, 0, decided, None)],
+            return {"jobs.submitted": [(C1, 0, JOB.to_bytes(), None)], "decisions": [(C1, 0, decided, None)],
                     "jobs.lifecycle": []}  # fmt: skip
 
         monkeypatch.setattr(log_restore, "read_back", slow_read_back)

@@ -11,23 +11,18 @@ the finished job ran again on another node, with nothing accounting for its reso
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from scheduling.events import (
     JobLifecycle,
     JobSubmitted,
-    NodeTelemetry,
     decision_id_for,
     decode,
-    partition_for,
 )
 from streams.agents import apply_lifecycle
 from streams.state import DoneJob, PendingJob, RunningJob, Transition
-from tests.streams.loop_helpers import delivered, stood_in_worker
-
-T0 = datetime(2026, 3, 1, tzinfo=UTC)
-PART = partition_for("c1", 4)
+from tests.streams.loop_helpers import C1, T0, c1_node, delivered, stood_in_worker
 
 
 def requeued(job_id: str) -> PendingJob:
@@ -50,7 +45,7 @@ def test_a_decision_stale_once_acknowledged_sends_no_command_and_the_job_stays_d
                 finished = JobLifecycle(job_id="late", cluster="c1", state="finished", attempt=0, exit_code=0,
                                         node_id="lost", decision_id=decision_id_for("late", 0),
                                         event_time=T0 + timedelta(seconds=5))  # fmt: skip
-                await apply_lifecycle(worker["w"], finished, PART)
+                await apply_lifecycle(worker["w"], finished, C1)
         elif topic.endswith("actions"):
             commands.append(decode("actions", value))
         return await delivered(topic, key, value, partition, headers)
@@ -58,9 +53,8 @@ def test_a_decision_stale_once_acknowledged_sends_no_command_and_the_job_stays_d
     async def run() -> None:
         w, _ = stood_in_worker(publish, policy="best-fit")
         worker["w"] = w
-        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
-                                           memory_mib=16384, num_gpu=2, gpu_model="A100").model_dump(mode="json")  # fmt: skip
-        w.apply(Transition(pending={"late": requeued("late"), "other": requeued("other")}), partition=PART)
+        w.nodes.data["n1"] = c1_node("n1", num_gpu=2)
+        w.apply(Transition(pending={"late": requeued("late"), "other": requeued("other")}), partition=C1)
         await w.loop.tick()  # type: ignore[attr-defined]
         placed = sorted(d.job_id for d in decisions if d.outcome == "placed")
         assert placed == ["late", "other"]  # both decided in the step
