@@ -11,7 +11,7 @@ ends at start (no consumer group: nothing is committed) and returns:
 
 - every node's capacity: its first inventory event, as the agents keep it, or, once retention
   (168 h) has removed that, the latest report of its agent (the agents report every node at
-  least every 10 s);
+  least every 10 s); a node whose agent last reported it unhealthy (isolated by a command) stays so;
 - every decision an agent already reported on (started, finished, failed, preempted) or the
   worker gave up on (``timed_out``: it re-queued the job), so a redelivered command, or one
   still in the backlog of agents that were down longer than the confirmation timeout, is not
@@ -23,6 +23,7 @@ ends at start (no consumer group: nothing is committed) and returns:
   moves jobs off a lost node).
 
 One agents process plays every node (``semsched agents``): at its start nothing else runs them.
+Everything is keyed by cluster too: job, node and decision names are unique only within a cluster.
 """
 
 from __future__ import annotations
@@ -40,10 +41,13 @@ LOST_REASON = "agent restarted: the run in progress was lost"
 DONE_WITH = frozenset({"started", "finished", "failed", "preempted", "timed_out"})
 
 
+Key = tuple[str, str]  # (cluster, node id, job id or decision id): names are unique only within a cluster
+
+
 @dataclass
 class Recovered:
-    inventory: dict[str, NodeTelemetry] = field(default_factory=dict)  # the nodes' capacities (module docstring)
-    reported: set[str] = field(default_factory=set)  # decision ids not to execute
+    inventory: dict[Key, NodeTelemetry] = field(default_factory=dict)  # the nodes' capacities (module docstring)
+    reported: set[Key] = field(default_factory=set)  # decisions not to execute
     lost: list[JobLifecycle] = field(default_factory=list)  # each lost run's 'started' report
 
 
@@ -54,10 +58,10 @@ async def recover(settings: Settings) -> Recovered:
 
     await ensure_topics(settings)
     out = Recovered()
-    started: dict[str, JobLifecycle] = {}
-    ended: set[str] = set()
-    attempts: dict[str, int] = {}  # job -> the latest attempt any lifecycle event names
-    reported_by_agent: dict[str, NodeTelemetry] = {}  # node -> its agent's latest report
+    started: dict[Key, JobLifecycle] = {}
+    ended: set[Key] = set()
+    attempts: dict[Key, int] = {}  # job -> the latest attempt any lifecycle event names
+    reported_by_agent: dict[Key, NodeTelemetry] = {}  # node -> its agent's latest report
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False,
                                 max_partition_fetch_bytes=max(settings.max_message_bytes * 4, 1024 * 1024))  # fmt: skip
     await consumer.start()
@@ -80,21 +84,26 @@ async def recover(settings: Settings) -> Recovered:
                     except ValueError:
                         continue  # the worker dead-letters it
                     if isinstance(ev, NodeTelemetry) and ev.source == "inventory":
-                        out.inventory.setdefault(ev.node_id, ev)
+                        out.inventory.setdefault((ev.cluster, ev.node_id), ev)
                     elif isinstance(ev, NodeTelemetry) and ev.source == "agent":
-                        reported_by_agent[ev.node_id] = ev
+                        reported_by_agent[(ev.cluster, ev.node_id)] = ev
                     elif isinstance(ev, JobLifecycle):
-                        attempts[ev.job_id] = max(attempts.get(ev.job_id, 0), ev.attempt)
+                        job = (ev.cluster, ev.job_id)
+                        attempts[job] = max(attempts.get(job, 0), ev.attempt)
                         if ev.decision_id and ev.state in DONE_WITH:
-                            out.reported.add(ev.decision_id)
+                            decision = (ev.cluster, ev.decision_id)
+                            out.reported.add(decision)
                             if ev.state == "started":
-                                started.setdefault(ev.decision_id, ev)
+                                started.setdefault(decision, ev)
                             elif ev.state != "timed_out":  # (a start that raced it: the worker keeps it running)
-                                ended.add(ev.decision_id)
+                                ended.add(decision)
             left = {tp for tp in left if await consumer.position(tp) < ends[tp]}
     finally:
         await consumer.stop()
-    for node_id, ev in reported_by_agent.items():
-        out.inventory.setdefault(node_id, ev)  # its inventory report is gone (retention)
-    out.lost = [ev for d, ev in started.items() if d not in ended and ev.attempt >= attempts[ev.job_id]]
+    for node, ev in reported_by_agent.items():
+        known = out.inventory.setdefault(node, ev)  # (its inventory report is gone: retention)
+        if not ev.healthy and known.healthy:  # isolated by a command: the agents' reports say so, the inventory not
+            out.inventory[node] = known.model_copy(update={"healthy": False})
+    out.lost = [ev for d, ev in started.items()
+                if d not in ended and ev.attempt >= attempts[(ev.cluster, ev.job_id)]]  # fmt: skip
     return out

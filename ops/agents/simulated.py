@@ -28,6 +28,7 @@ import asyncio
 import logging
 import random
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -69,6 +70,16 @@ from streams.telemetry import (
 
 log = logging.getLogger("semsched.agents")
 
+class CannotExecute(Exception):
+    """A well-formed command the agents will not carry out: dead-lettered with the reason."""
+
+
+Key = tuple[str, str]  # (cluster, node id or decision id)
+
+
+def scoped(cluster: str, name: str) -> Key:
+    return (cluster, name)
+
 
 @dataclass
 class AgentStats:
@@ -97,15 +108,19 @@ class SimulatedAgents:
         self.telemetry_s = telemetry_s
         self.fail_rate = fail_rate
         self.rng = random.Random(seed)
-        self.nodes: dict[str, NodeLedger] = {}
-        self.executed: set[str] = set()
-        self.dirty: set[str] = set()
+        # keyed by (cluster, node id) and (cluster, decision id): one process plays every cluster of its
+        # topics, and the worker requires job and node names to be unique only within what one worker serves
+        self.nodes: dict[Key, NodeLedger] = {}
+        self.executed: set[Key] = set()
+        self.dirty: set[Key] = set()
         self.stats = AgentStats()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._waiting: dict[str, list[PlacementCommand]] = {}
-        self._waiting_at: dict[str, tuple[TopicPartition, int]] = {}  # waiting decision id -> where it was read
-        self._fenced: dict[str, str] = {}  # placements preempted before the agents held them -> the reason
-        self._spans: dict[str, Span] = {}  # decision id → its open ``execute job`` span
+        self._timers: dict[Key, asyncio.TimerHandle] = {}
+        self._waiting: dict[Key, list[PlacementCommand]] = {}  # by the node it waits for
+        self._waiting_at: dict[Key, tuple[TopicPartition, int]] = {}  # waiting decision -> where it was read
+        self._fenced: dict[Key, str] = {}  # placements preempted before the agents held them -> the reason
+        self._spans: dict[Key, Span] = {}  # decision → its open ``execute job`` span
+        self._tasks: set[asyncio.Future[Any]] = set()  # telemetry and completions: a failure stops the agents
+        self._failure: BaseException | None = None
         self.unknown_node_grace_s = 10.0
         self._producer = EventProducer(settings)
         self._stopping = asyncio.Event()
@@ -126,11 +141,13 @@ class SimulatedAgents:
             auto_offset_reset="earliest", enable_auto_commit=False,
         )  # fmt: skip
         await self._producer.__aenter__()
-        await self._recover()
-        await consumer.start()
-        telemetry = asyncio.create_task(self._telemetry_loop())
+        telemetry: asyncio.Future[Any] | None = None
         try:
+            await self._recover()
+            await consumer.start()
+            telemetry = self._background(self._telemetry_loop())
             while not self._stopping.is_set():
+                self._raise_background_failure()
                 batch = await consumer.getmany(timeout_ms=200, max_records=2000)
                 for tp, msgs in batch.items():
                     topic = tp.topic.removeprefix(self.settings.topic_prefix)
@@ -139,9 +156,11 @@ class SimulatedAgents:
                         await self._handle(topic, m.value, partition=m.partition, offset=m.offset, key=m.key,
                                            headers=m.headers)  # fmt: skip
                 if batch:
+                    self._raise_background_failure()  # (a report lost with it: not committed past it)
                     await self._commit(consumer, {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs})
         finally:
-            telemetry.cancel()
+            if telemetry is not None:
+                telemetry.cancel()
             for h in self._timers.values():
                 h.cancel()
             for span in self._spans.values():
@@ -149,6 +168,26 @@ class SimulatedAgents:
             self._spans.clear()
             await consumer.stop()
             await self._producer.__aexit__(None, None, None)
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> asyncio.Future[Any]:
+        """Run ``work`` beside the command loop; if it fails (a report the broker refused, say), the
+        agents stop with its error at the loop's next turn, and their successor recovers (found by
+        review: the telemetry loop died silently, and with it every node's report and every command
+        waiting for its node)."""
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._done)
+        return task
+
+    def _done(self, task: asyncio.Future[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None and self._failure is None:
+            self._failure = task.exception()
+            log.error("agents: background work failed, stopping: %r", self._failure)
+
+    def _raise_background_failure(self) -> None:
+        if self._failure is not None:
+            raise self._failure
 
     def stop(self) -> None:
         self._stopping.set()
@@ -169,8 +208,8 @@ class SimulatedAgents:
         """Read back the nodes and what a predecessor executed (ops/agents/recovery.py); report
         each run it left unfinished ``preempted``, so the worker decides that job again."""
         got = await recover(self.settings)
-        for node_id, inventory in got.inventory.items():
-            self.nodes.setdefault(node_id, NodeLedger.from_inventory(inventory))
+        for node, inventory in got.inventory.items():
+            self.nodes.setdefault(node, NodeLedger.from_inventory(inventory))
         self.executed |= got.reported
         for started in got.lost:
             await self._producer.send("jobs.lifecycle", started.model_copy(update={
@@ -195,6 +234,8 @@ class SimulatedAgents:
             return  # malformed telemetry: the worker, which reads that topic, dead-letters it
         try:
             await self._execute(topic, ev, headers)
+        except CannotExecute as e:
+            await self._malformed(raw, f"cannot execute actions command: {e}", partition, offset, key)
         except ValidationError as e:  # a report it cannot make (its commit would re-read it at every restart)
             if topic != "actions":
                 raise
@@ -209,32 +250,41 @@ class SimulatedAgents:
 
     async def _execute(self, topic: str, ev: Any, headers: object) -> None:
         if isinstance(ev, NodeTelemetry):
-            if ev.source == "inventory" and ev.node_id not in self.nodes:
-                self.nodes[ev.node_id] = NodeLedger.from_inventory(ev)
-                for cmd in self._waiting.pop(ev.node_id, []):
+            node = scoped(ev.cluster, ev.node_id)
+            if ev.source == "inventory" and node not in self.nodes:
+                self.nodes[node] = NodeLedger.from_inventory(ev)
+                for cmd in self._waiting.pop(node, []):
                     await self._place(cmd)
             return
         self.stats.commands += 1
-        if ev.decision_id in self.executed:
+        decision = scoped(ev.cluster, ev.decision_id)
+        if decision in self.executed:
             self.stats.duplicates += 1
             return
-        self.executed.add(ev.decision_id)
         if isinstance(ev, PlacementCommand):
-            self._spans[ev.decision_id] = start_execute(self.settings.topic(topic), headers, job_id=ev.job_id,
-                                                        decision_id=ev.decision_id, node_id=ev.node_id)  # fmt: skip
+            self.executed.add(decision)
+            self._spans[decision] = start_execute(self.settings.topic(topic), headers, job_id=ev.job_id,
+                                                  decision_id=ev.decision_id, node_id=ev.node_id)  # fmt: skip
             await self._place(ev)
         elif isinstance(ev, PreemptCommand):
+            self.executed.add(decision)
             await self._preempt(ev)
-        elif isinstance(ev, IsolateNodeCommand) and ev.node_id in self.nodes:
-            self.nodes[ev.node_id].healthy = False
-            self.dirty.add(ev.node_id)
+        elif isinstance(ev, IsolateNodeCommand) and (node := self.nodes.get(scoped(ev.cluster, ev.node_id))):
+            self.executed.add(decision)
+            node.healthy = False  # reported now, not at the next telemetry tick: a restart reads it back
+            await self._producer.send("nodes.telemetry", node.telemetry())
+        else:  # never executed, and said so (found by review: these were counted executed and dropped)
+            raise CannotExecute(f"no node {ev.node_id} in cluster {ev.cluster} (no inventory)"
+                                if isinstance(ev, IsolateNodeCommand) else
+                                f"the simulated agents do not carry out {ev.kind} commands")  # fmt: skip
 
     async def _lifecycle(self, cmd: PlacementCommand, state: str, **kw: object) -> None:
         """Report ``state`` in the command's ``execute job`` span (ended unless ``started``)."""
         ev = JobLifecycle(job_id=cmd.job_id, cluster=cmd.cluster, state=state, attempt=cmd.attempt,  # type: ignore[arg-type]
                           decision_id=cmd.decision_id, node_id=cmd.node_id, gpu_indices=list(cmd.gpu_indices),
                           **kw)  # type: ignore[arg-type]
-        span = self._spans.get(cmd.decision_id) if state == "started" else self._spans.pop(cmd.decision_id, None)
+        decision = scoped(cmd.cluster, cmd.decision_id)
+        span = self._spans.get(decision) if state == "started" else self._spans.pop(decision, None)
         if span is not None and state == "started":
             span.add_event("started")
         try:
@@ -244,20 +294,21 @@ class SimulatedAgents:
                 end_execute(span, state, str(kw.get("reason") or "") or None)
 
     async def _place(self, cmd: PlacementCommand) -> None:
-        if (reason := self._fenced.pop(cmd.decision_id, None)) is not None:  # preempted before it could run
-            self._waiting_at.pop(cmd.decision_id, None)
+        decision = scoped(cmd.cluster, cmd.decision_id)
+        if (reason := self._fenced.pop(decision, None)) is not None:  # preempted before it could run
+            self._waiting_at.pop(decision, None)
             self.stats.preempted += 1
             await self._lifecycle(cmd, "preempted", reason=reason)
             return
-        node = self.nodes.get(cmd.node_id)
+        node = self.nodes.get(scoped(cmd.cluster, cmd.node_id))
         if node is None and time.time() - cmd.event_time.timestamp() < self.unknown_node_grace_s:
             # the inventory of this node may still be on its way (another topic)
             self.stats.unknown_node_waits += 1
-            self._waiting.setdefault(cmd.node_id, []).append(cmd)
+            self._waiting.setdefault(scoped(cmd.cluster, cmd.node_id), []).append(cmd)
             if self._reading is not None:
-                self._waiting_at.setdefault(cmd.decision_id, self._reading)
+                self._waiting_at.setdefault(decision, self._reading)
             return
-        self._waiting_at.pop(cmd.decision_id, None)
+        self._waiting_at.pop(decision, None)
         reason = f"unknown node {cmd.node_id}" if node is None else node.refuse(cmd)
         if reason is not None:
             self.stats.refused += 1
@@ -268,22 +319,22 @@ class SimulatedAgents:
             return
         assert node is not None
         node.allocate(cmd)
-        self.dirty.add(node.node_id)
+        self.dirty.add(scoped(cmd.cluster, cmd.node_id))
         self.stats.started += 1
         await self._lifecycle(cmd, "started")
         fails = self.fail_rate > 0 and self.rng.random() < self.fail_rate
         delay = self.run_seconds(cmd) * (0.5 if fails else 1.0)
         loop = asyncio.get_running_loop()
-        self._timers[cmd.decision_id] = loop.call_later(
-            delay, lambda: asyncio.ensure_future(self._complete(cmd, failed=fails))
+        self._timers[scoped(cmd.cluster, cmd.decision_id)] = loop.call_later(
+            delay, lambda: self._background(self._complete(cmd, failed=fails))
         )
 
     async def _complete(self, cmd: PlacementCommand, *, failed: bool) -> None:
-        self._timers.pop(cmd.decision_id, None)
-        node = self.nodes[cmd.node_id]
+        self._timers.pop(scoped(cmd.cluster, cmd.decision_id), None)
+        node = self.nodes[scoped(cmd.cluster, cmd.node_id)]
         if node.release(cmd.decision_id) is None:
             return
-        self.dirty.add(node.node_id)
+        self.dirty.add(scoped(cmd.cluster, cmd.node_id))
         if failed:
             self.stats.failed_injected += 1
             await self._lifecycle(cmd, "failed", exit_code=137,
@@ -295,24 +346,25 @@ class SimulatedAgents:
             await self._lifecycle(cmd, "finished", exit_code=0)
 
     async def _preempt(self, cmd: PreemptCommand) -> None:
-        node = self.nodes.get(cmd.node_id)
+        where = scoped(cmd.cluster, cmd.node_id)
+        node = self.nodes.get(where)
         held = node.decisions_of(cmd.job_id) if node is not None else []
         if cmd.target_decision_id is not None:
             held = [d for d in held if d == cmd.target_decision_id]
             if not held:  # not running here (yet): it must not run later, and it is reported when it comes
-                self._fenced[cmd.target_decision_id] = cmd.reason
-                waiting = [c for c in self._waiting.get(cmd.node_id, []) if c.decision_id == cmd.target_decision_id]
+                self._fenced[scoped(cmd.cluster, cmd.target_decision_id)] = cmd.reason
+                waiting = [c for c in self._waiting.get(where, []) if c.decision_id == cmd.target_decision_id]
                 for c in waiting:  # (waiting for its node's inventory)
-                    self._waiting[cmd.node_id].remove(c)
+                    self._waiting[where].remove(c)
                     await self._place(c)
-                if not self._waiting.get(cmd.node_id, True):
-                    del self._waiting[cmd.node_id]
+                if not self._waiting.get(where, True):
+                    del self._waiting[where]
         for decision_id in held:
             placed = node.release(decision_id)  # type: ignore[union-attr]
-            if (h := self._timers.pop(decision_id, None)) is not None:
+            if (h := self._timers.pop(scoped(cmd.cluster, decision_id), None)) is not None:
                 h.cancel()
             self.stats.preempted += 1
-            self.dirty.add(cmd.node_id)
+            self.dirty.add(where)
             if placed is not None:
                 await self._lifecycle(placed, "preempted", reason=cmd.reason)
 
@@ -320,15 +372,15 @@ class SimulatedAgents:
         while True:  # (every node is due at least every AGENT_REPORT_EVERY_S, whatever telemetry_s says)
             await asyncio.sleep(min(self.telemetry_s, AGENT_REPORT_EVERY_S))
             now = time.time()
-            for node_id, cmds in list(self._waiting.items()):
+            for node, cmds in list(self._waiting.items()):
                 if now - min(c.event_time.timestamp() for c in cmds) >= self.unknown_node_grace_s:
-                    for cmd in self._waiting.pop(node_id):
+                    for cmd in self._waiting.pop(node):
                         await self._place(cmd)
             if now - self._reported_all >= AGENT_REPORT_EVERY_S:  # each node at least this often: it is alive
                 self._reported_all, self.dirty = now, set(self.nodes)
             dirty, self.dirty = self.dirty, set()
-            for node_id in dirty:
-                await self._producer.send("nodes.telemetry", self.nodes[node_id].telemetry())
+            for node in dirty:
+                await self._producer.send("nodes.telemetry", self.nodes[node].telemetry())
             if dirty:
                 await self._producer.flush()
 

@@ -35,8 +35,9 @@ def test_agents_that_start_before_the_topics_exist_create_them_and_read_back_wha
 
     asyncio.run(publish())
     got = asyncio.run(recover(s))
-    assert set(got.inventory) == {"n1", "n2"} and got.inventory["n1"].source == "inventory"
-    assert got.reported == {"d-done", "d-lost", "d-refused"}
+    assert set(got.inventory) == {("default", "n1"), ("default", "n2")}
+    assert got.inventory[("default", "n1")].source == "inventory"
+    assert got.reported == {("default", "d-done"), ("default", "d-lost"), ("default", "d-refused")}
     assert [ev.job_id for ev in got.lost] == ["lost"]
 
 
@@ -64,7 +65,7 @@ def test_a_timed_out_decision_is_not_executed_and_a_superseded_run_is_not_report
     asyncio.run(ensure_topics(s))
     asyncio.run(publish())
     got = asyncio.run(recover(s))
-    assert {"d-late-0", "d-moved-1"} <= got.reported
+    assert {("default", "d-late-0"), ("default", "d-moved-1")} <= got.reported
     assert sorted(ev.decision_id for ev in got.lost) == ["d-lost-2", "d-raced-0"]
 
 
@@ -104,8 +105,40 @@ def test_a_node_whose_inventory_report_retention_removed_is_known_from_its_agent
     asyncio.run(publish_then_expire())
     for _ in range(20):  # (a topic created a moment ago may answer NotLeaderForPartition to its first reads)
         got = asyncio.run(recover(s))
-        if "n1" in got.inventory:
+        if ("default", "n1") in got.inventory:
             break
         time.sleep(0.5)
-    n1 = got.inventory["n1"]
+    n1 = got.inventory[("default", "n1")]
     assert (n1.source, n1.cpu_milli, n1.num_gpu, n1.healthy) == ("agent", 6000, 2, True)
+
+
+def test_an_isolated_node_stays_isolated_and_clusters_sharing_names_are_kept_apart(
+        kafka_broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """A node isolated by a command is read back unhealthy from the agents' own report (its inventory
+    says healthy; found by review: restarted agents ran placements on it again). One agents process
+    plays every cluster, and names are unique only within one: cluster b's later attempt of a job
+    named as cluster a's does not hide a's lost run, and b's node of a's name is b's own."""
+    s = Settings(bootstrap=kafka_broker.bootstrap, topic_prefix=f"rec{uuid.uuid4().hex[:8]}.", partitions=2,
+                 state_dir=tmp_path)  # fmt: skip
+
+    async def publish() -> None:
+        async with EventProducer(s) as p:
+            for cluster in ("a", "b"):
+                await p.send("nodes.telemetry", NodeTelemetry(node_id="n1", cluster=cluster, source="inventory",
+                                                              cpu_milli=4000, memory_mib=8192))  # fmt: skip
+            await p.send("nodes.telemetry", NodeTelemetry(node_id="n1", cluster="a", source="agent", cpu_milli=4000,
+                                                          memory_mib=8192, healthy=False))  # fmt: skip
+            await p.send("jobs.lifecycle", JobLifecycle(job_id="j", cluster="a", state="started",
+                                                        decision_id="d-j-0", node_id="n1"))  # fmt: skip
+            await p.send("jobs.lifecycle", JobLifecycle(job_id="j", cluster="b", state="started", attempt=1,
+                                                        decision_id="d-j-1", node_id="n1"))  # fmt: skip
+            await p.send("jobs.lifecycle", JobLifecycle(job_id="j", cluster="b", state="finished", attempt=1,
+                                                        decision_id="d-j-1", node_id="n1"))  # fmt: skip
+            await p.flush()
+
+    asyncio.run(ensure_topics(s))
+    asyncio.run(publish())
+    got = asyncio.run(recover(s))
+    assert got.inventory[("a", "n1")].healthy is False and got.inventory[("b", "n1")].healthy is True
+    assert [(ev.cluster, ev.decision_id) for ev in got.lost] == [("a", "d-j-0")]
+    assert got.reported == {("a", "d-j-0"), ("b", "d-j-1")}

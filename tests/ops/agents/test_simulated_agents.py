@@ -72,8 +72,8 @@ async def test_inventory_creates_the_node_and_agent_telemetry_does_not(agents) -
     a, rec = agents
     await a._handle("nodes.telemetry", inventory("n1"))
     await a._handle("nodes.telemetry", inventory("n2", source="agent"))
-    assert set(a.nodes) == {"n1"}
-    assert a.nodes["n1"].cpu_milli == 4000 and a.nodes["n1"].gpu_alloc == [0, 0]
+    assert set(a.nodes) == {("c1", "n1")}
+    assert a.nodes[("c1", "n1")].cpu_milli == 4000 and a.nodes[("c1", "n1")].gpu_alloc == [0, 0]
     assert rec.sent == []
 
 
@@ -86,11 +86,11 @@ async def test_placement_starts_the_job(agents) -> None:
     assert (ev.state, ev.job_id, ev.cluster, ev.attempt, ev.decision_id, ev.node_id) == (
         "started", "j1", "c1", 0, c.decision_id, "n1",
     )  # fmt: skip
-    n = a.nodes["n1"]
+    n = a.nodes[("c1", "n1")]
     assert (n.cpu_alloc, n.mem_alloc, n.gpu_alloc) == (1500, 2048, [0, 1000])
     assert a.stats.commands == 1 and a.stats.started == 1 and a.stats.refused == 0
-    assert "n1" in a.dirty
-    assert c.decision_id in a._timers  # it runs for its duration
+    assert ("c1", "n1") in a.dirty
+    assert ("c1", c.decision_id) in a._timers  # it runs for its duration
 
 
 async def test_duplicate_decision_id_is_ignored(agents) -> None:
@@ -101,7 +101,7 @@ async def test_duplicate_decision_id_is_ignored(agents) -> None:
     await a._handle("actions", raw)
     assert [e.state for e in rec.lifecycle()] == ["started"]
     assert a.stats.duplicates == 1 and a.stats.started == 1 and a.stats.commands == 2
-    assert a.nodes["n1"].cpu_alloc == 1000  # allocated once
+    assert a.nodes[("c1", "n1")].cpu_alloc == 1000  # allocated once
 
 
 async def test_overcommitting_command_yields_failed_with_the_reason(agents) -> None:
@@ -115,7 +115,7 @@ async def test_overcommitting_command_yields_failed_with_the_reason(agents) -> N
     assert second.state == "failed" and second.job_id == "j2"
     assert second.decision_id == big.decision_id and second.exit_code == -1
     assert second.reason == "agent refused: cpu over-commit on n1: 3000+1500 > 4000 milli"
-    assert a.nodes["n1"].cpu_alloc == 3000  # the refused job holds nothing
+    assert a.nodes[("c1", "n1")].cpu_alloc == 3000  # the refused job holds nothing
     assert a.stats.refused == 1 and a.stats.started == 1
     assert a.stats.first_refusals == ["j2: cpu over-commit on n1: 3000+1500 > 4000 milli"]
 
@@ -138,7 +138,7 @@ async def test_command_for_an_unknown_node_waits_for_its_inventory(agents) -> No
     await a._handle("nodes.telemetry", inventory("late"))
     [ev] = rec.lifecycle()
     assert (ev.state, ev.decision_id, ev.node_id) == ("started", c.decision_id, "late")
-    assert a.nodes["late"].cpu_alloc == 1000
+    assert a.nodes[("c1", "late")].cpu_alloc == 1000
     assert a._waiting == {}
     # the waiting command counted as executed: a redelivery is a duplicate
     await a._handle("actions", c.to_bytes())
@@ -206,7 +206,7 @@ async def test_job_finishes_after_its_duration_and_frees_the_node(agents) -> Non
     started, finished = rec.lifecycle()
     assert (started.state, finished.state, finished.exit_code) == ("started", "finished", 0)
     assert finished.decision_id == started.decision_id
-    assert a.nodes["n1"].cpu_alloc == 0 and a.nodes["n1"].jobs == {}
+    assert a.nodes[("c1", "n1")].cpu_alloc == 0 and a.nodes[("c1", "n1")].jobs == {}
     assert a.stats.finished == 1
 
 
@@ -220,7 +220,7 @@ async def test_preempt_releases_and_reports(agents) -> None:
     started, preempted = rec.lifecycle()
     assert preempted.state == "preempted" and preempted.reason == "make room"
     assert preempted.decision_id == c.decision_id  # reported against the placement it ends
-    assert a.nodes["n1"].cpu_alloc == 0 and c.decision_id not in a._timers
+    assert a.nodes[("c1", "n1")].cpu_alloc == 0 and ("c1", c.decision_id) not in a._timers
     assert a.stats.preempted == 1
 
 
@@ -232,6 +232,88 @@ async def test_isolated_node_refuses_new_work(agents) -> None:
     await a._handle("actions", place("j1").to_bytes())
     [ev] = rec.lifecycle()
     assert ev.state == "failed" and ev.reason == "agent refused: node n1 is not healthy"
+
+
+async def test_an_isolation_is_reported_at_once_so_a_restart_reads_it_back(agents) -> None:
+    """(Found by review: it waited for the telemetry tick, and agents restarted before it ran the node's
+    placements again.)"""
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory())
+    await a._handle("actions", IsolateNodeCommand(decision_id="iso", cluster="c1", node_id="n1",
+                                                  reason="ECC errors").to_bytes())  # fmt: skip
+    [(topic, ev)] = rec.sent
+    assert topic == "nodes.telemetry" and ev.node_id == "n1" and ev.source == "agent" and ev.healthy is False
+
+
+async def test_commands_the_agents_cannot_carry_out_are_dead_lettered_with_the_reason(agents) -> None:
+    """A checkpoint restart, and an isolation of a node the agents do not know (found by review: both
+    were counted executed and dropped without a word)."""
+    from scheduling.events import DeadLetter, RestartFromCheckpointCommand
+
+    a, rec = agents
+    await a._handle("actions", IsolateNodeCommand(decision_id="iso", cluster="c1", node_id="ghost",
+                                                  reason="ECC errors").to_bytes(), offset=3)  # fmt: skip
+    await a._handle("actions", RestartFromCheckpointCommand(decision_id="r1", job_id="j1", cluster="c1", node_id="n1",
+                                                            checkpoint_uri="s3://c/j1", reason="node lost").to_bytes(),
+                    offset=4)  # fmt: skip
+    dead = [e for t, e in rec.sent if t == "deadletter"]
+    assert [(d.offset, d.reason) for d in dead] == [  # type: ignore[attr-defined]
+        (3, "cannot execute actions command: no node ghost in cluster c1 (no inventory)"),
+        (4, "cannot execute actions command: the simulated agents do not carry out restart_from_checkpoint commands")]
+    assert isinstance(dead[0], DeadLetter) and a.executed == set()
+
+
+async def test_two_clusters_with_the_same_job_and_node_names_are_kept_apart(agents) -> None:
+    """One agents process plays every cluster (found by review: cluster b's placement of a job named
+    as cluster a's was skipped as a duplicate, or charged to a's node)."""
+    a, rec = agents
+    for cluster in ("c1", "c2"):
+        await a._handle("nodes.telemetry", NodeTelemetry(node_id="n1", cluster=cluster, source="inventory",
+                                                         cpu_milli=4000, memory_mib=16_384).to_bytes())  # fmt: skip
+        await a._handle("actions", place("j1", cpu=3000).model_copy(update={"cluster": cluster}).to_bytes())
+    assert [(e.cluster, e.state) for e in rec.lifecycle()] == [("c1", "started"), ("c2", "started")]
+    assert a.nodes[("c1", "n1")].cpu_alloc == a.nodes[("c2", "n1")].cpu_alloc == 3000 and a.stats.duplicates == 0
+
+
+async def test_a_failed_report_of_a_completion_stops_the_agents(agents) -> None:
+    """Work beside the command loop (the telemetry loop, a run's completion) that fails stops the agents at
+    the loop's next turn, so their successor recovers (found by review: the telemetry loop died silently)."""
+    from aiokafka.errors import KafkaTimeoutError
+
+    a, rec = agents
+    await a._handle("nodes.telemetry", inventory())
+
+    async def refuse(topic: str, event: Event, **kw: Any) -> None:
+        if getattr(event, "state", None) == "finished":
+            raise KafkaTimeoutError("not delivered")
+        rec.sent.append((topic, event))
+
+    rec.send = refuse  # type: ignore[method-assign]
+    await a._handle("actions", place("j1", duration=0.0).to_bytes())
+    for _ in range(50):
+        await asyncio.sleep(0.01)
+        if a._failure is not None:
+            break
+    with pytest.raises(KafkaTimeoutError):
+        a._raise_background_failure()
+
+
+async def test_a_failing_telemetry_loop_stops_the_agents(agents) -> None:
+    a, rec = agents
+    a.telemetry_s = 0.01
+    await a._handle("nodes.telemetry", inventory())
+
+    async def broken_flush() -> None:
+        raise RuntimeError("broker gone")
+
+    rec.flush = broken_flush  # type: ignore[method-assign]
+    task = a._background(a._telemetry_loop())
+    for _ in range(100):
+        await asyncio.sleep(0.01)
+        if task.done():
+            break
+    with pytest.raises(RuntimeError, match="broker gone"):
+        a._raise_background_failure()
 
 
 async def test_a_malformed_command_is_dead_lettered_and_malformed_telemetry_left_to_the_worker(agents) -> None:
@@ -276,7 +358,7 @@ async def test_a_placement_preempted_before_it_could_run_never_runs_and_is_repor
     reports = [(e.job_id, e.state, e.reason) for e in rec.lifecycle()]
     assert reports == [("b", "preempted", "gang g: member a left the gang: failed"),
                        ("c", "preempted", "gang g: member a left the gang: failed")]  # fmt: skip
-    assert a.nodes["late"].jobs == {} and a.nodes["n1"].jobs == {} and a._waiting == {}
+    assert a.nodes[("c1", "late")].jobs == {} and a.nodes[("c1", "n1")].jobs == {} and a._waiting == {}
 
 
 async def test_two_attempts_of_one_job_on_one_node_are_both_accounted(agents) -> None:
@@ -287,12 +369,12 @@ async def test_two_attempts_of_one_job_on_one_node_are_both_accounted(agents) ->
     c0, c1 = place("j1", attempt=0, cpu=1000), place("j1", attempt=1, cpu=1000)
     await a._handle("actions", c0.to_bytes())
     await a._handle("actions", c1.to_bytes())
-    assert a.nodes["n1"].cpu_alloc == 2000
+    assert a.nodes[("c1", "n1")].cpu_alloc == 2000
     await a._complete(c0, failed=False)
     await a._complete(c1, failed=False)
     ends = {(e.decision_id, e.state) for e in rec.lifecycle() if e.state != "started"}
     assert ends == {(c0.decision_id, "finished"), (c1.decision_id, "finished")}
-    assert a.nodes["n1"].cpu_alloc == 0
+    assert a.nodes[("c1", "n1")].cpu_alloc == 0
 
 
 async def test_a_targeted_preemption_ends_only_that_placement(agents) -> None:  # type: ignore[no-untyped-def]
@@ -304,7 +386,7 @@ async def test_a_targeted_preemption_ends_only_that_placement(agents) -> None:  
     fence = PreemptCommand(decision_id="fence", job_id="j1", cluster="c1", node_id="n1",
                            target_decision_id=c0.decision_id, reason="superseded")  # fmt: skip
     await a._handle("actions", fence.to_bytes())
-    assert a.nodes["n1"].cpu_alloc == 1000 and set(a.nodes["n1"].jobs) == {c1.decision_id}
+    assert a.nodes[("c1", "n1")].cpu_alloc == 1000 and set(a.nodes[("c1", "n1")].jobs) == {c1.decision_id}
     assert [(e.state, e.decision_id) for e in rec.lifecycle() if e.state == "preempted"] == [("preempted", c0.decision_id)]
 
 
