@@ -142,8 +142,8 @@ class Google2011Loader(TraceLoader):
                     self.stats.note("resubmits_ignored")
                 else:
                     submits[key] = (line, t, row)  # type: ignore[assignment]
-            elif etype == SCHEDULE:
-                scheduled.setdefault(key, t)  # type: ignore[arg-type]
+            elif etype == SCHEDULE and key in submits:  # (a run before the task's first submit here is an
+                scheduled.setdefault(key, t)  # type: ignore[arg-type]  # earlier one's: found by review)
             elif etype == FINISH and key in scheduled and key not in finished and t != NEVER:
                 finished[key] = t  # type: ignore[assignment]
             if ENDS[0] <= etype <= ENDS[1] and key in scheduled and key not in ended and t != NEVER:  # type: ignore[operator]

@@ -32,6 +32,8 @@ def _matrix(path: Path) -> tuple[list[str], list[str], np.ndarray]:
             rows = [(reader.line_num, r) for r in reader if any(c.strip() for c in r)]
     except OSError as e:
         raise WorkflowFormatError(path, f"cannot read: {e.strerror or e}") from None
+    except (UnicodeDecodeError, csv.Error) as e:  # (found by review: a traceback, not the file's name)
+        raise WorkflowFormatError(path, f"not a UTF-8 CSV file: {e}") from None
     if len(rows) < 2:
         raise WorkflowFormatError(path, "expected a header line and at least one row")
     header = [c.strip() for c in rows[0][1][1:]]

@@ -152,3 +152,18 @@ def test_tasks_whose_submit_is_in_an_earlier_part_are_counted_whatever_their_eve
     loader = Google2011Loader(path)
     assert [j.event.job_id for j in loader.load_jobs()] == ["7-0"]
     assert loader.stats.notes["tasks_without_submit"] == 3
+
+
+def test_a_run_before_the_tasks_first_submit_in_the_file_is_an_earlier_ones(tmp_path: Path) -> None:
+    """A task whose first SUBMIT here is a resubmission: the SCHEDULE and FAIL before it belong to its
+    run before (found by review: 72 tasks of the shared part were said to have run from before their
+    submit, and the run after it was never recorded)."""
+    rows = ["100000000,,7,0,5,1,u,0,9,0,0.01,0.01,0",  # SCHEDULE of an earlier submission
+            "110000000,,7,0,5,3,u,0,9,0,0.01,0.01,0",  # FAIL
+            "120000000,,7,0,,0,u,0,9,0,0.01,0.01,0",  # the SUBMIT this file has
+            "130000000,,7,0,5,1,u,0,9,0,0.01,0.01,0",  # SCHEDULE
+            "150000000,,7,0,5,4,u,0,9,0,0.01,0.01,0"]  # FINISH  # fmt: skip
+    path = tmp_path / "task_events-part-00002-of-00500.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    [job] = Google2011Loader(path).load_jobs()
+    assert (job.offset_s, job.started_s, job.ended_s, job.event.trace_duration_s) == (120.0, 130.0, 150.0, 20.0)

@@ -68,3 +68,12 @@ def test_size_mismatch_and_missing_file(topcuoglu_csvs: Path, tmp_path: Path) ->
     (d / f"{PREFIX}_resource_BW.csv").unlink()
     with pytest.raises(WorkflowFormatError, match=r"resource_BW\.csv: cannot read"):
         load_topcuoglu(d)
+
+
+def test_a_file_that_is_not_utf8_is_named_not_a_traceback(topcuoglu_csvs: Path, tmp_path: Path) -> None:
+    """(Found by review: a UnicodeDecodeError's traceback from ``semsched bench dag``.)"""
+    d = copy(topcuoglu_csvs, tmp_path)
+    path = d / f"{PREFIX}_task_exe_time.csv"
+    path.write_bytes(path.read_bytes().replace(b"T_3", b"T_\xff", 1))
+    with pytest.raises(WorkflowFormatError, match=r"task_exe_time\.csv: not a UTF-8 CSV file"):
+        load_topcuoglu(d)
