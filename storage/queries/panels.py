@@ -84,7 +84,7 @@ FROM ({m.jobs_sql()}) WHERE started
 #: Each wait in the queue: attempt 0 from its submission, attempt a > 0 from the reversal of
 #: attempt a - 1, until the placed / rejected decision (or the rejection) of that attempt.
 _WAITS = f"""
-SELECT w.since AS since, d.until AS until, d.decided AS decided FROM (
+SELECT w.since AS since, d.until AS until, ifNull(d.decided, 0) AS decided FROM (  -- (NULL with join_use_nulls)
     SELECT job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted_accepted GROUP BY job_id
     UNION ALL
     SELECT job_id, toUInt16(attempt + 1) AS attempt, assumeNotNull(reversed_at) AS since

@@ -240,3 +240,19 @@ def test_a_step_that_fell_back_is_one_step_whatever_its_records_say(client: Arch
     ArchiveWriter(client).write("decisions", [a, b])
     assert m.step_compute(client)["all"] == Distribution.of([12.5])
     assert m.step_compute(client, "policy") == {"learned (fallback)": Distribution.of([12.5])}
+
+
+def test_every_metric_and_panel_reads_the_same_with_join_use_nulls(archive: ArchiveClient) -> None:
+    """An analyst (or a server profile) may set ``join_use_nulls = 1``: then an unmatched LEFT JOIN column is
+    NULL, not its type's default (found by review: the Pending panel dropped every job never decided)."""
+    from storage.queries.panels import PANELS, expand_macros
+
+    queries = {"jobs": m.job_metrics_sql("policy"), "stability": m.stability_sql("policy"),
+               "latency": m.decision_latency_sql("policy"), "steps": m.step_compute_sql("policy"),
+               "gpu": m.gpu_allocation_sql("10")} | {
+        p.id: expand_macros(p.sql, at(-60), at(120), 10) for p in PANELS}  # fmt: skip
+    for name, sql in queries.items():
+        assert archive.query_rows(sql + "\nSETTINGS join_use_nulls = 1")[1] == archive.query_rows(sql)[1], name
+    pending = dict(archive.query_rows(expand_macros(next(p.sql for p in PANELS if p.id == "queue.pending"),
+                                                    at(-60), at(120), 10))[1])  # fmt: skip
+    assert pending[int(at(60).timestamp())] >= 1  # K3, submitted at 12 s, is never decided

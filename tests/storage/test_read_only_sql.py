@@ -48,6 +48,9 @@ def test_reads_pass(sql: str) -> None:
     ("SELECT 1 /* /* */ ' */; DROP TABLE decisions -- '", "block comment inside a block comment"),
     # to ClickHouse x$b$ is one name, not x and the start of a $b$ string (found by the review of that fix)
     ("SELECT 1 AS x$b$, 2 AS y; DROP TABLE decisions -- $b$", r"name with '\$' in it \(x\$b\$\)"),
+    # ClickHouse decodes escapes in quoted names: these call file() and url() (found by review)
+    (r"SELECT * FROM `\x66ile`('/etc/passwd', 'LineAsString')", "quoted name with a backslash"),
+    ('SELECT * FROM "\\x75rl"(\'http://127.0.0.1:9/\', \'LineAsString\')', "quoted name with a backslash"),
 ])  # fmt: skip
 def test_anything_else_is_refused_with_the_reason(sql: str, words: str) -> None:
     with pytest.raises(ValueError, match=words):
@@ -80,6 +83,9 @@ def test_run_sql_refuses_what_chdb_would_have_run(client: ArchiveClient) -> None
     assert client.query_rows("SELECT 1 /* /* */ ' */ AS one -- '")[1] == [(1,)]  # chdb nests them
     with pytest.raises(ValueError, match="block comment inside a block comment"):
         run_sql(client, "SELECT 1 /* /* */ ' */, (SELECT * FROM file('/etc/hostname', 'LineAsString')) -- '")
+    assert client.query_rows(r"SELECT `\x66ile` FROM (SELECT 1 AS file)")[1] == [(1,)]  # chdb decodes the escape
+    with pytest.raises(ValueError, match="quoted name with a backslash"):
+        run_sql(client, r"SELECT * FROM `\x66ile`('/etc/hostname', 'LineAsString')")
     assert client.query_rows("SELECT 1 AS x$b$ -- $b$")[1] == [(1,)]  # chdb: x$b$ is a name
     with pytest.raises(ValueError, match="name with"):
         run_sql(client, "SELECT 1 AS x$b$, (SELECT * FROM file('/etc/hostname', 'LineAsString')) -- $b$")
