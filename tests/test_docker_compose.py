@@ -149,6 +149,17 @@ def test_dependencies_wait_for_health(compose: dict) -> None:
             assert deps.get(dep, {}).get("condition") == "service_healthy", f"{name} -> {dep}"
 
 
+def test_the_archive_is_migrated_once_before_any_worker_starts(compose: dict) -> None:
+    """``--scale worker=N`` on a fresh ClickHouse would run each migration N times at once, and 0017
+    renames tables: it must run alone (found by review)."""
+    services = compose["services"]
+    migrate, worker = services["migrate"], services["worker"]
+    assert migrate["command"] == ["db", "migrate"] and migrate.get("restart") == "no"
+    assert _env(migrate)["SEMSCHED_CLICKHOUSE_URL"] == _env(worker)["SEMSCHED_CLICKHOUSE_URL"]
+    assert migrate["depends_on"]["clickhouse"]["condition"] == "service_healthy"
+    assert worker["depends_on"]["migrate"]["condition"] == "service_completed_successfully"
+
+
 def test_semsched_services(compose: dict) -> None:
     services = compose["services"]
     worker, agents = services["worker"], services["agents"]
