@@ -78,6 +78,13 @@ def check_environment() -> None:
     lane_setting()
 
 
+def server_timeout_us(deadline_ms: float) -> int | None:
+    """The request's timeout for Triton's queue (microseconds; None: no deadline): a request still queued
+    when its caller's deadline has passed is rejected there instead of run (the models' queue policy,
+    :func:`inference.serving.repository.config_pbtxt`)."""
+    return max(1, int(deadline_ms * 1000)) if 0 < deadline_ms < math.inf else None
+
+
 def _advance(flow: Flow, reply: Any, error: BackendError | None) -> tuple[bool, Any]:
     """``(True, the flow's result)`` once it returns, else ``(False, its next Op)``."""
     try:
@@ -151,14 +158,17 @@ class TritonBackend:
 
     def _infer(self, model: str, inputs: list[Any], deadline_ms: float, outputs: list[Any] | None = None) -> Any:
         try:
-            return self._sync_client().infer(model, inputs, outputs=outputs, client_timeout=deadline_ms / 1000.0)
+            return self._sync_client().infer(model, inputs, outputs=outputs, client_timeout=deadline_ms / 1000.0,
+                                             timeout=server_timeout_us(deadline_ms))
         except Exception as e:
             raise self._error(model, e, deadline_ms) from e
 
     async def _infer_async(self, model: str, inputs: list[Any], deadline_ms: float,
                            outputs: list[Any] | None = None) -> Any:  # fmt: skip
         try:
-            return await self._aio_client().infer(model, inputs, outputs=outputs, client_timeout=deadline_ms / 1000.0)
+            return await self._aio_client().infer(model, inputs, outputs=outputs,
+                                                  client_timeout=deadline_ms / 1000.0,
+                                                  timeout=server_timeout_us(deadline_ms))
         except Exception as e:
             raise self._error(model, e, deadline_ms) from e
 

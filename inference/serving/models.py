@@ -220,6 +220,8 @@ class PolicyModel:
                     "restart semsched serve to serve it")
         return None
 
+    one_at_a_time = True  # each request a whole step: Triton's stub checks its caller is still waiting first
+
     def __call__(self, requests: list[Any]) -> list[dict[str, np.ndarray]]:
         loaded = self.host.current()
         answers = []

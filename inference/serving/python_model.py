@@ -9,7 +9,9 @@ it serves and where.
 
 ``execute`` hands the callable the batch's requests as ``{input name: array}`` (the optional
 inputs a request lacks are absent), as :mod:`inference.serving.models` expects, and turns its
-answers into responses. A batch that raises is run again request by request, so an exception
+answers into responses; a request whose caller has already given up is answered with an error
+without running (the policy's requests, a whole step each, are run one at a time, each checked just
+before it runs). A batch that raises is run again request by request, so an exception
 fails only the request that caused it, with its message (the client raises
 :class:`~inference.backends.base.BackendError` naming it).
 """
@@ -27,6 +29,7 @@ import numpy as np
 log = logging.getLogger("semsched.serving")
 
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+CANCELLED = TimeoutError("cancelled by the caller before it ran")  # (its message; each response gets its own error)
 
 
 def make_model(kind: str, host: Any, device: str, duration_dir: Path | None = None) -> Any:
@@ -77,14 +80,39 @@ class TritonPythonModel:
     def execute(self, requests: list[Any]) -> list[Any]:
         import triton_python_backend_utils as pb_utils
 
-        batch = []
-        for request in requests:
-            arrays = {}
-            for name in self.inputs:
-                tensor = pb_utils.get_input_tensor_by_name(request, name)
-                if tensor is not None:
-                    arrays[name] = tensor.as_numpy()
-            batch.append(arrays)
+        if getattr(self.model, "one_at_a_time", False):  # (the policy: each request is a whole step)
+            return [self._one(pb_utils, request) for request in requests]  # each checked just before it runs
+        out: list[Any] = [None] * len(requests)
+        batch, where = [], []
+        for i, request in enumerate(requests):
+            if cancelled(request):
+                out[i] = refused(pb_utils, CANCELLED)
+                continue
+            batch.append(self._arrays(pb_utils, request))
+            where.append(i)
+        for i, response in zip(where, self._answers(pb_utils, batch), strict=True):
+            out[i] = response
+        return out
+
+    def _arrays(self, pb_utils: Any, request: Any) -> dict[str, np.ndarray]:
+        arrays = {}
+        for name in self.inputs:
+            tensor = pb_utils.get_input_tensor_by_name(request, name)
+            if tensor is not None:
+                arrays[name] = tensor.as_numpy()
+        return arrays
+
+    def _one(self, pb_utils: Any, request: Any) -> Any:
+        if cancelled(request):
+            return refused(pb_utils, CANCELLED)
+        try:
+            return answered(pb_utils, self.model([self._arrays(pb_utils, request)])[0])
+        except Exception as e:
+            return refused(pb_utils, e)
+
+    def _answers(self, pb_utils: Any, batch: list[dict[str, np.ndarray]]) -> list[Any]:
+        if not batch:
+            return []
         try:
             return [answered(pb_utils, answer) for answer in self.model(batch)]
         except Exception as e:  # the model's refusal (a malformed request, an absent head)
@@ -103,6 +131,18 @@ class TritonPythonModel:
 
     def finalize(self) -> None:
         log.info("model %s stopped", self.kind)
+
+
+def cancelled(request: Any) -> bool:
+    """Has the request's caller given up on it (its gRPC deadline passed: the client cancels)? Found by
+    review: the requests of steps already decided by the fallback ran after all, and the next steps
+    waited behind them. (Those still queued are dropped by the queue policy, ``repository.config_pbtxt``;
+    these are the ones the dynamic batcher had already handed over.)"""
+    check = getattr(request, "is_cancelled", None)
+    try:
+        return bool(check()) if check is not None else False
+    except Exception:  # noqa: BLE001 - a backend that cannot tell: run it
+        return False
 
 
 def answered(pb_utils: Any, answer: dict[str, Any]) -> Any:

@@ -51,7 +51,11 @@ def config_pbtxt(name: str, inputs: list[TensorSpec], outputs: list[TensorSpec],
                        for k, v in parameters.items())  # fmt: skip
     return "\n".join([
         f'name: "{name}"', 'backend: "python"', f"max_batch_size: {MAX_BATCH[name]}",
-        f"dynamic_batching {{ max_queue_delay_microseconds: {QUEUE_DELAY_US} }}",
+        # a request whose caller has given up (its deadline, sent as the request's timeout) leaves the
+        # queue instead of running: found by review, the steps after an overload queued behind
+        # the work the worker had already decided by the fallback
+        f"dynamic_batching {{ max_queue_delay_microseconds: {QUEUE_DELAY_US} default_queue_policy {{ "
+        "timeout_action: REJECT default_timeout_microseconds: 0 allow_timeout_override: true } }",
         "input [", ",\n".join(t.pbtxt() for t in inputs), "]",
         "output [", ",\n".join(t.pbtxt() for t in outputs), "]",
         "instance_group [ { kind: KIND_CPU, count: 1 } ]", params, "",

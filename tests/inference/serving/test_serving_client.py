@@ -4,9 +4,11 @@ a new version without a restart."""
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import threading
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -111,6 +113,41 @@ async def test_a_deadline_that_cannot_be_met(served):
         await b.policy_async(step)
     with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
         b.policy(step)
+    b.close()
+
+
+def policy_requests_run(served) -> tuple[float, float]:
+    """The policy model's requests run to an answer, and those answered with an error (Triton's metrics)."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{served.handle.metrics_port}/metrics", timeout=10).read().decode()
+
+    def total(name: str) -> float:
+        return sum(float(v) for v in re.findall(name + r'\{[^}]*model="policy"[^}]*\} (\S+)', text))
+
+    return total("nv_inference_request_success"), total("nv_inference_request_failure")
+
+
+def test_requests_given_up_on_do_not_run_and_hold_up_the_next_steps(served):
+    """A step whose deadline passed is decided by the fallback; its request must not run later on the
+    policy model's one instance (found by review: with no queue policy, no request timeout and no check
+    in the model, every one of them ran, and the steps after an overload waited behind them). Only a
+    request its caller still waited for when it started may run: about one per big step's time."""
+    b, big, small = backend(served), step_inputs(jobs=300, nodes=2000), step_inputs()
+    started = time.perf_counter()
+    b.policy(big)
+    alone = time.perf_counter() - started  # ~0.2 s here
+    ran0, failed0 = policy_requests_run(served)
+    b.deadline_ms, started, missed = alone * 500, time.perf_counter(), 0  # half of what one needs
+    for _ in range(12):
+        try:
+            b.policy(big)
+        except BackendError:
+            missed += 1
+    elapsed = time.perf_counter() - started
+    b.deadline_ms = 60_000
+    b.policy(small)  # after whatever still runs
+    ran, failed = (n - n0 for n, n0 in zip(policy_requests_run(served), (ran0 + 1, failed0), strict=True))
+    assert missed == 12 and ran + failed == 12
+    assert ran <= elapsed / alone + 2, (ran, elapsed, alone)  # before the fix: all 12 ran
     b.close()
 
 
