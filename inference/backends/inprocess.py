@@ -69,6 +69,7 @@ class InProcessBackend:
         self.watch_s = watch_s
         self.reload_error: str | None = None
         self._checked = time.monotonic()
+        self._refused: set[tuple[Path, int]] = set()  # versions not to load again (inference.model.io.reload_if_moved)
         self._topologies = TopologyCache()
         self._encoder = EncoderCache(get_encoder(self.loaded.config.spec.encoder))
         self._thread: ThreadPoolExecutor | None = None  # the model thread of policy_async, made at first use
@@ -86,18 +87,23 @@ class InProcessBackend:
         if self.model_dir is None or (not force and time.monotonic() - self._checked < self.watch_s):
             return False
         self._checked = time.monotonic()
-        from inference.model.io import reload_if_moved
+        from inference.model.io import reload_if_moved, version_mark
 
         try:
-            fresh = reload_if_moved(self.model_dir, self.loaded)
+            fresh = reload_if_moved(self.model_dir, self.loaded, refused=self._refused)
         except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
             self.reload_error = f"{self.model_dir}: {type(e).__name__}: {e}"
             return False
         if fresh is None:
             return False
-        self.loaded, self.reload_error = fresh, None
-        if fresh.config.spec.encoder != self._encoder.name:
-            self._encoder = EncoderCache(get_encoder(fresh.config.spec.encoder))
+        try:  # its encoder before it serves (found by review: the version swapped in, then this raised)
+            encoder = (self._encoder if fresh.config.spec.encoder == self._encoder.name
+                       else EncoderCache(get_encoder(fresh.config.spec.encoder)))  # fmt: skip
+        except Exception as e:
+            self._refused.add(version_mark(Path(fresh.path)))
+            self.reload_error = f"{fresh.path}: {type(e).__name__}: {e}"
+            return False
+        self.loaded, self.reload_error, self._encoder = fresh, None, encoder
         return True
 
     def policy(self, inputs: PolicyInputs) -> dict[str, Any]:

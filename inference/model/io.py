@@ -77,8 +77,10 @@ def load_model(directory: Path, device: str | torch.device = "cpu") -> LoadedMod
     """The model in ``directory`` (eval mode) on ``device`` (a torch device: ``cpu`` for the worker's
     own copies, the server's choice for the Triton models, see
     :func:`inference.serving.host.pick_device`); raises ``FileNotFoundError`` / ``ValueError`` /
-    torch errors."""
-    directory = Path(directory)
+    torch errors. Through a symlink (``models/latest``), the version it points to when the load begins
+    (found by review: ``latest`` repointed between the two reads gave one version's config and name
+    with another's weights, and the path of the second, so the move was never seen)."""
+    directory = Path(directory).resolve(strict=True)  # both files from one version, whatever ``latest`` does meanwhile
     meta = json.loads((directory / "config.json").read_text())
     if meta.get("format") != FORMAT:
         raise ValueError(f"{directory}: unknown model format {meta.get('format')!r}")
@@ -87,7 +89,7 @@ def load_model(directory: Path, device: str | torch.device = "cpu") -> LoadedMod
     model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
     model.to(device)
     model.eval()
-    return LoadedModel(model, config, str(meta["version"]), directory.resolve())
+    return LoadedModel(model, config, str(meta["version"]), directory)
 
 
 def model_device(loaded: LoadedModel) -> torch.device:
@@ -107,16 +109,28 @@ def point_latest(root: Path, version: str) -> Path:
     return link
 
 
-def reload_if_moved(model_dir: Path, current: LoadedModel,
-                    device: str | torch.device | None = None) -> LoadedModel | None:  # fmt: skip
+def reload_if_moved(model_dir: Path, current: LoadedModel, device: str | torch.device | None = None,
+                    refused: set[tuple[Path, int]] | None = None) -> LoadedModel | None:  # fmt: skip
     """The model ``model_dir`` resolves to now, when that is another directory than ``current``'s
     (``models/latest`` was repointed), on ``device`` (default: where ``current`` runs); ``None`` when
     it did not move. Raises when the new directory does not load (the caller keeps serving
-    ``current`` and reports it)."""
+    ``current`` and reports it). ``refused``: the versions (:func:`version_mark`) that failed to load
+    before, or that the caller refused; one is not loaded again until it changes (found by review:
+    a broken version was loaded again at every check, in the worker's step)."""
     target = Path(model_dir).resolve(strict=True)
     if current.path is not None and target == Path(current.path):
+        return None
+    if refused is not None and version_mark(target) in refused:
         return None
     try:
         return load_model(target, model_device(current) if device is None else device)
     except Exception as e:
+        if refused is not None:
+            refused.add(version_mark(target))
         raise ValueError(f"{target}: {type(e).__name__}: {e}") from e
+
+
+def version_mark(directory: Path) -> tuple[Path, int]:
+    """A version directory and when its files last changed (a refused version written again is tried again)."""
+    files = [directory / "config.json", directory / "model.pt"]
+    return directory, max((f.stat().st_mtime_ns for f in files if f.exists()), default=0)

@@ -264,8 +264,20 @@ class TritonBackend:
             vectors = result.as_numpy("EMBEDDING")
             if vectors is None or vectors.shape[0] != len(chunk):
                 raise BackendError(f"triton job_encoder: malformed answer for {len(chunk)} texts")
+            self._check_encoder(result.as_numpy("VERSION"))
             parts.append(vectors.astype(np.float32, copy=False))
         return np.concatenate(parts)
+
+    def _check_encoder(self, answered: np.ndarray | None) -> None:
+        """The job encoder's stub watches ``latest`` on its own: during a switch it may answer with another
+        version than the worker's. Its vectors are taken only from a version with the same encoder (found by
+        review: another encoder's vectors of the same size would have been cached under this one's name)."""
+        version = answered.reshape(-1)[0] if answered is not None and answered.size else b""
+        version = version.decode("utf-8") if isinstance(version, bytes) else str(version)
+        ours = self.loaded.config.spec.encoder
+        if version != self.version and self.local.encoder_of(version) != ours:
+            raise BackendError(f"triton job_encoder answered with model version {version or '?'}, whose encoder "
+                               f"is not this step's ({ours}, version {self.version})")
 
     def close(self) -> None:
         self._close_lane()

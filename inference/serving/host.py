@@ -74,13 +74,15 @@ class ModelHost:
         self._lock = threading.Lock()
         self._listeners: list[Any] = []
         self._guards: list[Any] = []
+        self._refused: set[tuple[Path, int]] = set()  # versions not to load again (inference.model.io.reload_if_moved)
 
     @property
     def version(self) -> str:
         return str(self.loaded.version)
 
     def on_swap(self, listener: Any) -> None:
-        """Call ``listener(loaded)`` after every swap (the models rebuild their caches)."""
+        """Call ``listener(loaded)`` before every swap (the models rebuild their caches); a listener that
+        raises refuses the version."""
         self._listeners.append(listener)
 
     def current(self) -> Any:
@@ -96,7 +98,7 @@ class ModelHost:
         from inference.model.io import reload_if_moved
 
         try:
-            fresh = reload_if_moved(self.model_dir, self.loaded, self.device)
+            fresh = reload_if_moved(self.model_dir, self.loaded, self.device, self._refused)
         except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
             self._failed(f"{self.model_dir}: {type(e).__name__}: {e}")
             return
@@ -105,13 +107,23 @@ class ModelHost:
         for guard in self._guards:  # e.g. the policy model's bound Triton outputs cannot change
             problem = guard(fresh)
             if problem:
-                self._failed(f"{fresh.path}: {problem}")
+                self._refuse(fresh, problem)
                 return
+        try:  # the models' own parts for it (the job encoder's), before it serves: a failure keeps the current
+            for listener in self._listeners:  # one (found by review: the old encoder answered under the new name)
+                listener(fresh)
+        except Exception as e:
+            self._refuse(fresh, f"{type(e).__name__}: {e}")
+            return
         old, self.loaded, self.reload_error = self.version, fresh, None
         self.swaps += 1
-        for listener in self._listeners:
-            listener(fresh)
         log.info("model version %s -> %s (%s)", old, fresh.version, fresh.path)
+
+    def _refuse(self, fresh: Any, problem: str) -> None:
+        from inference.model.io import version_mark
+
+        self._refused.add(version_mark(Path(fresh.path)))
+        self._failed(f"{fresh.path}: {problem}")
 
     def guard(self, check: Any) -> None:
         """``check(loaded) -> reason | None``: a version with a reason is not swapped in."""

@@ -46,6 +46,8 @@ class LocalCopy:
         self._checked = time.monotonic()
         self._swapped = False
         self._kept_from: Path | None = None  # a model_dir target the server does not serve (module docstring)
+        self._refused: set[tuple[Path, int]] = set()  # versions not to load again (inference.model.io.reload_if_moved)
+        self._encoders: dict[str, str | None] = {}  # version -> its text encoder (encoder_of)
 
     @property
     def version(self) -> str:
@@ -65,7 +67,7 @@ class LocalCopy:
         from inference.model.io import reload_if_moved
 
         try:
-            fresh = reload_if_moved(self.model_dir, self.loaded)
+            fresh = reload_if_moved(self.model_dir, self.loaded, refused=self._refused)
         except Exception as e:  # keep the current copy; the server decides what answers
             self.reload_error = f"{self.model_dir}: {type(e).__name__}: {e}"
             return swapped
@@ -99,6 +101,23 @@ class LocalCopy:
             return None if self.model_dir is None else self.model_dir.resolve(strict=True)
         except OSError:
             return None
+
+    def encoder_of(self, version: str) -> str | None:
+        """The text encoder model version ``version`` names (None: this worker cannot read that version)."""
+        if version == self.version:
+            return str(self.loaded.config.spec.encoder)
+        if version not in self._encoders:
+            import json
+
+            from inference.model.io import ModelConfig
+
+            try:
+                root = self.model_dir.resolve().parent if self.model_dir is not None else None
+                meta = json.loads((root / version / "config.json").read_text()) if root is not None else None
+                self._encoders[version] = str(ModelConfig.from_json(meta["model"]).spec.encoder) if meta else None
+            except Exception:  # noqa: BLE001 - unreadable: the caller refuses the answer
+                self._encoders[version] = None
+        return self._encoders[version]
 
     def _load_version(self, version: str) -> None:
         from inference.model.io import load_model

@@ -1,3 +1,4 @@
+import dataclasses
 import os
 
 import pytest
@@ -5,6 +6,7 @@ import torch
 from inference_helpers import pod_mix, small_snapshot
 from test_inference_policy import SPEC
 
+import inference.model.io as model_io
 from inference.backends import InProcessBackend, get_backend
 from inference.model import ModelConfig, Scorer, point_latest, save_model
 from inference.model.step import PolicyInputs, build_inputs
@@ -37,6 +39,24 @@ def test_a_broken_new_version_keeps_the_current_one_serving(tmp_path):
     point_latest(tmp_path, "v2")
     assert not backend.refresh()
     assert backend.version == "v1" and "v2" in backend.reload_error
+    mark = model_io.version_mark(tmp_path / "v2")
+    assert mark in backend._refused  # not read again at every step
+    (tmp_path / "v2" / "config.json").write_text("{still not json")
+    os.utime(tmp_path / "v2" / "config.json", ns=(mark[1] + 10**9, mark[1] + 10**9))
+    assert not backend.refresh() and len(backend._refused) == 2  # written again: tried again
+
+
+def test_a_new_version_whose_encoder_fails_is_not_swapped_in(tmp_path, monkeypatch):
+    """(Found by review: the version was swapped in first, then building its encoder raised out of refresh.)"""
+    import inference.backends.inprocess as inprocess
+
+    publish(tmp_path, "v1", 0)
+    backend = InProcessBackend(tmp_path / "latest", watch_s=0.0)
+    monkeypatch.setattr(inprocess, "get_encoder", lambda name: (_ for _ in ()).throw(ValueError(f"no {name}")))
+    other = dataclasses.replace(SPEC, encoder="hashed-ngram-8", text_dim=8)
+    save_model(tmp_path / "v2", Scorer(ModelConfig(spec=other, hidden=8, depth=2)), "v2")
+    point_latest(tmp_path, "v2")
+    assert not backend.refresh() and backend.version == "v1" and "no hashed-ngram-8" in backend.reload_error
 
 
 def test_inputs_survive_a_round_trip_through_named_arrays_and_are_checked(tmp_path):

@@ -62,3 +62,29 @@ def test_replace_writes_a_version_again(tmp_path):
     want = scorer(1).state_dict()
     assert all(torch.equal(again[k], want[k]) for k in want)
     assert not all(torch.equal(scorer(0).state_dict()[k], want[k]) for k in want)
+
+
+def test_a_load_through_latest_reads_one_version_whatever_latest_does_meanwhile(tmp_path, monkeypatch):
+    """(Found by review: a promotion between the reads of ``config.json`` and ``model.pt`` gave the first
+    version's name and config with the second's weights and path, and ``reload_if_moved`` never saw the move.)"""
+    from inference.model import point_latest
+    from inference.model.io import reload_if_moved
+
+    save_model(tmp_path / "v1", scorer(1), "v1", {})
+    save_model(tmp_path / "v2", scorer(2), "v2", {})
+    point_latest(tmp_path, "v1")
+    real = ModelConfig.from_json
+
+    def promoted_meanwhile(js):  # v2 lands between the two reads
+        point_latest(tmp_path, "v2")
+        return real(js)
+
+    monkeypatch.setattr(ModelConfig, "from_json", promoted_meanwhile)
+    got = load_model(tmp_path / "latest")
+    monkeypatch.setattr(ModelConfig, "from_json", real)
+    want = load_model(tmp_path / "v1")
+    assert got.version == "v1" and got.path == (tmp_path / "v1").resolve()
+    assert all(torch.equal(a, b) for a, b in zip(got.model.state_dict().values(), want.model.state_dict().values(),
+                                                  strict=True))  # fmt: skip
+    moved = reload_if_moved(tmp_path / "latest", got)
+    assert moved is not None and moved.version == "v2"

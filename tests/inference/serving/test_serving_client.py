@@ -221,3 +221,22 @@ async def test_the_predictor_through_triton_says_what_is_absent(served):
         await b.transition_async(h, np.zeros((2, SPEC.job_dim), np.float32), np.array([0, 1]),
                                  np.zeros((2, SPEC.pair_dim), np.float32))  # fmt: skip
     b.close()
+
+
+def test_a_job_encoder_answer_from_a_version_with_another_encoder_is_refused(tmp_path):
+    """Each stub watches ``latest`` on its own: during a switch the job encoder may answer with another
+    version than the worker's. Its vectors are kept only when that version has the same encoder (found by
+    review: another encoder's vectors of the same size would have been cached under this one's name)."""
+    import dataclasses
+
+    publish(tmp_path, "v1", seed=0)
+    publish(tmp_path, "v2", seed=1)  # the same encoder
+    publish(tmp_path, "v3", seed=2, spec=dataclasses.replace(SPEC, encoder=f"{SPEC.encoder}-other"))
+    point_latest(tmp_path, "v1")
+    b = TritonBackend(tmp_path / "latest", url=f"127.0.0.1:{free_ports(1)[0]}")
+    b._check_encoder(np.array([[b"v1"]], dtype=np.object_))
+    b._check_encoder(np.array([[b"v2"]], dtype=np.object_))
+    for version in (b"v3", b"v9"):  # another encoder; a version this worker cannot read
+        with pytest.raises(BackendError, match=f"answered with model version {version.decode()}, whose encoder"):
+            b._check_encoder(np.array([[version]], dtype=np.object_))
+    b.close()

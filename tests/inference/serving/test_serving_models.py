@@ -98,6 +98,27 @@ def test_host_swaps_to_the_new_latest_and_keeps_serving_on_a_broken_one(tmp_path
     assert host.current().version == "v2" and "broken" in (host.reload_error or "")
 
 
+def test_a_version_a_listener_cannot_take_is_refused_and_not_loaded_again(tmp_path, monkeypatch):
+    """(Found by review: the version was swapped in before the listener ran; when it raised, the job encoder
+    kept the old encoder and answered under the new version's name, and it was never tried again.)
+    A refused or broken version is not loaded again at every check, until it changes or latest moves."""
+    import inference.model.io as model_io
+
+    publish(tmp_path, "v1", seed=1)
+    host = ModelHost(tmp_path / "latest", watch_s=0.0)
+    host.on_swap(lambda loaded: (_ for _ in ()).throw(RuntimeError("cannot build its encoder")))
+    loads = []
+    real = model_io.load_model
+    monkeypatch.setattr(model_io, "load_model", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    publish(tmp_path, "v2", seed=2)
+    for _ in range(3):
+        assert host.current().version == "v1"
+    assert "cannot build its encoder" in (host.reload_error or "") and len(loads) == 1 and host.swaps == 0
+    publish(tmp_path, "v3", seed=3)  # another version: tried
+    host.current()
+    assert len(loads) == 2
+
+
 def test_job_encoder_model_batches_all_requests_in_one_encode(tmp_path):
     publish(tmp_path, "v1", seed=0)
     calls = []
