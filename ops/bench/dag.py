@@ -49,6 +49,8 @@ class HeldOutDagSet:
     def __post_init__(self) -> None:
         if self.dags < 0:
             raise ValueError("--dags must be >= 0")
+        if self.dags == 0 and not self.workflows:
+            raise ValueError("--dags 0 without the workflows runs nothing (--dags 0 --workflows: the workflows only)")
         check_stream_seed(self.seed)
         if self.workflows and (why := missing_workflows()) is not None:
             raise ValueError(f"{why}: set SEMSCHED_DATA_DIR to the shared data, or pass --no-workflows")

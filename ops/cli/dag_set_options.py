@@ -10,7 +10,7 @@ import typer
 # the defaults (HeldOutDagSet's)
 DAGS, SEED, TASKS_MIN, TASKS_MAX, PROCESSORS, CCR, BETA = 100, 0, 20, 150, 4, 1.0, 0.5
 
-Dags = Annotated[int, typer.Option(min=1, help="Held-out random DAGs (the first N of the seed's stream).")]
+Dags = Annotated[int, typer.Option(min=0, help="Held-out random DAGs (the first N of the seed's stream; 0: none, the workflows only).")]
 Seed = Annotated[int, typer.Option(min=0, max=2**32 - 1, help="Seed of the held-out DAG stream.")]
 TasksMin = Annotated[int, typer.Option("--tasks-min", help="Fewest tasks of a random DAG.")]
 TasksMax = Annotated[int, typer.Option("--tasks-max", help="Most tasks of a random DAG.")]

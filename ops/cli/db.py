@@ -3,8 +3,7 @@
 Embedded mode (chdb) allows one process per data directory. While a worker runs it owns
 the directory and serves read-only SQL at ``POST http://127.0.0.1:<web_port>/sql`` (body:
 the query; answer: ``{"columns": [...], "rows": [...]}``). ``sql`` and ``explain`` try that
-endpoint first (``sql`` waits ``--timeout``, 60 s, for a busy worker's answer; ``explain`` 10 s
-a query) and fall back to opening ``Settings().clickhouse_dsn`` themselves when no worker
+endpoint first (each waits ``--timeout``, 60 s, for a busy worker's answer to each query) and fall back to opening ``Settings().clickhouse_dsn`` themselves when no worker
 answers. With a ClickHouse server DSN the same applies: the
 worker answers if it runs, else the CLI talks to the server directly.
 """
@@ -266,6 +265,8 @@ def explain_command(
     try:
         client: Any = running_worker(settings, timeout) or open_archive(settings.clickhouse_dsn)
         e = explain(client, job_id)
+    except typer.Exit:  # (a RuntimeError too: no archive, already said; found by review, it printed "1")
+        raise
     except RuntimeError as err:  # WorkerBusy, or the worker's error
         console.print(f"[red]{escape(str(err))}[/red]")
         raise typer.Exit(1) from None

@@ -149,7 +149,8 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["bench", "sweep", "--pending", "-5"], "--pending"),
     (["bench", "sjf", "--nodes", "-3"], "--nodes"),
     (["bench", "dag", "--ccr", "inf"], "--ccr"),
-    (["bench", "dag", "--dags", "0"], "--dags"),  # (an empty report, exit 0)
+    (["bench", "dag", "--dags", "0", "--no-workflows"], "--dags 0 without the workflows runs nothing"),  # (an empty report, exit 0)
+    (["bench", "dag-bounds", "--dags", "0"], "--dags 0 without the workflows runs nothing"),
     (["bench", "learned", "--out", "/dev/null"], "is a file"),  # (refused after the timings)
     (["bench", "step", "--policies", ",,"], "names no policy"),  # (every policy, the learned ones too)
     (["replay", "openb", "--dry-run", "--option", "bogus=1"], "the openb loader has no option 'bogus'"),

@@ -152,6 +152,7 @@ def test_reading_an_archive_that_does_not_exist_says_so_and_creates_nothing(args
     r = CliRunner().invoke(_db_app(), args)
     assert r.exit_code == 1, r.output
     assert f"no archive at {tmp_path / 'typo' / 'chdb'}" in r.output and "SEMSCHED_STATE_DIR" in r.output
+    assert "1" not in (line.strip() for line in r.output.splitlines())  # (explain printed the exit code too)
     assert not (tmp_path / "typo").exists()
 
 
