@@ -116,7 +116,9 @@ class Simulator:
             # the grid point at or after t; never before it (the 1e-9 that absorbs float noise could put a
             # step a hair before the arrival that called for it, and the clock ran backwards: found by review)
             grid = max(float(np.ceil(t / cfg.step_s - 1e-9) * cfg.step_s) + 0.0, t)  # (+ 0.0: no -0.0)
-            next_step = grid if next_step is None or next_step < t else min(next_step, grid)
+            # (a step still to come stays due: only one already past, never run, is replaced; found by review:
+            # a later rank change's step replaced the one an eviction had asked for)
+            next_step = grid if next_step is None or next_step < now else min(next_step, grid)
 
         def reject(job_id: str, reason: str) -> None:
             nonlocal done
@@ -244,7 +246,10 @@ class Simulator:
                         reject(u.job_id, u.reason)
                 if ordering is not None:  # preemption is part of the step's compute time
                     t0 = time.perf_counter()
-                    reversals += preempt(result.order, context)
+                    evicted = preempt(result.order, context)
+                    reversals += evicted
+                    if evicted:  # the evicted and the jobs left out may fit what is left: the next step
+                        due(now + cfg.step_s)  # (found by review: they waited for the next arrival or departure)
                     steps[-1] = dataclasses.replace(steps[-1], compute_ms=steps[-1].compute_ms
                                                     + (time.perf_counter() - t0) * 1000)  # fmt: skip
                 steps[-1] = dataclasses.replace(steps[-1], left=len(pending))

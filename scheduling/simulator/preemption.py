@@ -171,9 +171,14 @@ def preempt_for(snap: ClusterSnapshot, job: JobRequest, queue: int, victims: Vic
                 policy: Policy) -> tuple[Placement, list[Victim]] | None:  # fmt: skip
     """Place ``job`` (queue ``queue``) by evicting lower-priority victims on one node; on
     success ``snap`` holds the job and no longer the evicted victims, which are returned
-    (and marked in ``victims``). On failure ``snap`` is unchanged."""
+    (and marked in ``victims``). On failure ``snap`` is unchanged. A job that fits without
+    evicting anyone (an earlier eviction of the step left room) is placed so, evicting none
+    (found by review: it evicted another victim, which lost its work for nothing)."""
     if job.is_gang:
         return None
+    got = place_one(snap, job, policy, top_k=0)
+    if isinstance(got, Placement):
+        return got, []
     node = victims.best_node(job, queue)
     if node is None:
         return None

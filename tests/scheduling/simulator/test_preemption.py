@@ -95,3 +95,36 @@ def test_a_starvation_promotion_is_acted_on_when_due_not_at_the_next_event():
     r, o = run([sj("C", 0, 20_000), sj("D", 3700, 40_000)])
     assert o["C"].placements == 2 and o["C"].finish == 33_300 + 20_000  # (was 63,700: D's departure first)
     assert o["D"].placements == 2 and o["D"].finish == 53_300 + 40_000 and r.reversals == 2
+
+
+def las(nodes, jobs):
+    from scheduling.orderings.compose import ComposedPolicy
+    from scheduling.orderings.las import DiscretisedLas
+
+    policy = ComposedPolicy(DiscretisedLas(thresholds=(10.0,), promote_knob=None), get_policy("best-fit"))
+    r = simulate(nodes, jobs, policy, SimConfig(step_s=1.0))
+    return r, {o.job_id: o for o in r.outcomes}
+
+
+def test_a_blocked_job_that_fits_after_an_earlier_eviction_evicts_no_one():
+    """V1 and V2 hold 2 GPUs each of 4; evicting V2 makes room for both P1 and P2 (found by review: P2
+    evicted V1 as well, which lost 20 s of work while a GPU stayed idle)."""
+    jobs = [SimJob(job("V1", gpus=2, submit_time=0.0), 1000.0), SimJob(job("V2", gpus=2, submit_time=1.0), 1000.0),
+            SimJob(job("P1", gpus=1, submit_time=20.0), 8.0), SimJob(job("P2", gpus=1, submit_time=20.0), 8.0)]
+    r, o = las([node("n0", gpus=4)], jobs)
+    assert r.reversals == 1 and o["V1"].placements == 1 and o["V2"].placements == 2
+    assert o["P1"].start == o["P2"].start == 20.0
+
+
+def test_what_an_eviction_left_free_is_used_at_the_next_step_not_the_next_event():
+    """V holds both GPUs; P1 evicts it, and P2 (beyond the jobs the step tries to preempt for) fits the
+    GPU left free: it starts one step later, not when P1 finishes (found by review)."""
+    jobs = [SimJob(job("V", gpus=2, submit_time=0.0), 1000.0), SimJob(job("P1", gpus=1, submit_time=20.0), 8.0),
+            SimJob(job("P2", gpus=1, submit_time=20.0), 8.0)]
+    from scheduling.orderings.compose import ComposedPolicy
+    from scheduling.orderings.las import DiscretisedLas
+
+    policy = ComposedPolicy(DiscretisedLas(thresholds=(10.0,), promote_knob=None), get_policy("best-fit"))
+    r = simulate([node("n0", gpus=2)], jobs, policy, SimConfig(step_s=1.0, preemption_checks=1))
+    o = {x.job_id: x for x in r.outcomes}
+    assert o["P1"].start == 20.0 and o["P2"].start == 21.0 and r.reversals == 1
