@@ -37,7 +37,8 @@ def gang_never_fits(gang_id: str, members: Sequence[JobRequest], snapshot: Clust
 
     if snapshot.num_nodes == 0:
         return None
-    known: dict[frozenset, str | None] = snapshot.static_cache("scheduling:gang-never-fits", lambda _: {})
+    known: dict[frozenset, tuple[str, int, int, int] | None] = snapshot.static_cache(
+        "scheduling:gang-never-fits", lambda _: {})  # (what falls short: not the message, which names the gang)
     key = frozenset(Counter(filter_shape(m) for m in members).items())  # (shapes hold None: not sortable)
     if key not in known:
         if len(known) >= 1024:
@@ -53,10 +54,12 @@ def gang_never_fits(gang_id: str, members: Sequence[JobRequest], snapshot: Clust
                 "GPU milli": sum(m.gpu_demand_milli for m in members), "cpu milli": sum(m.cpu_milli for m in members),
                 "MiB of memory": sum(m.memory_mib for m in members)}  # fmt: skip
         short = next((k for k in need if need[k] > have[k]), None)  # (the first: whole GPUs short is GPU milli short)
-        known[key] = None if short is None else (
-            f"gang {gang_id} never fits this cluster: its {len(members)} members together need {need[short]:,} "
-            f"{short} against {have[short]:,} on the {int(usable.sum())} node(s) they could use, even when empty")
-    return known[key]
+        known[key] = None if short is None else (short, need[short], have[short], int(usable.sum()))
+    if (found := known[key]) is None:
+        return None
+    short, needed, had, nodes = found
+    return (f"gang {gang_id} never fits this cluster: its {len(members)} members together need {needed:,} "
+            f"{short} against {had:,} on the {nodes} node(s) they could use, even when empty")  # fmt: skip
 
 
 def gang_problem(gang_id: str, members: list[JobRequest]) -> tuple[str, bool] | None:

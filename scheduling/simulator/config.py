@@ -10,8 +10,9 @@ class SimConfig:
     """
     - ``step_s``: scheduling runs on a grid of this many virtual seconds, at the first grid
       point at or after an arrival or a departure (the worker's ``SEMSCHED_STEP``).
-    - ``load_factor``: arrival-rate scaling; submit offsets are divided by it (2 = twice
-      the arrival rate, same job sizes and run times).
+    - ``load_factor``: the arrival-rate scaling the jobs were built with, a label for the
+      result: the engine does not scale them (``Workload.scaled`` / ``scale_jobs`` divide the
+      submit offsets by it beforehand; found by review, the docstring said the engine did).
     - ``speed_spread``: node-speed heterogeneity; each node's speed is drawn uniformly from
       ``[1 − spread, 1 + spread]`` (a job runs ``duration / speed`` on it).
     - ``seed``: node speeds (and anything else random in the run) derive from it.

@@ -129,6 +129,10 @@ class Simulator:
                 if outcome[c]["state"] == "pending":
                     reject(c, f"DAG parent {job_id} was rejected")
 
+        for job_id in in_cycles(waiting_on, children):  # never eligible: rejected with the reason (found by
+            if outcome[job_id]["state"] == "pending":  # review: they stayed pending for ever, with none)
+                reject(job_id, "DAG parents form a cycle")
+
         def hold(tenant: str, job: JobRequest, sign: int) -> None:
             held = tenant_held.setdefault(tenant, [0.0, 0.0, 0.0])
             held[0] += sign * job.cpu_milli
@@ -297,3 +301,15 @@ def simulate(nodes: Sequence[NodeView], jobs: Sequence[SimJob], policy: Policy, 
              step: Callable[..., StepResult] = schedule_step) -> SimResult:  # fmt: skip
     """Run one simulation (see :class:`Simulator`)."""
     return Simulator(nodes, jobs, policy, config, estimator=estimator, step=step).run(progress)
+
+
+def in_cycles(waiting_on: dict[str, int], children: dict[str, list[str]]) -> list[str]:
+    """The jobs on a cycle of DAG parents or downstream of one (Kahn's algorithm: what never becomes free)."""
+    left = dict(waiting_on)
+    free = [j for j, n in left.items() if n == 0]
+    while free:
+        for c in children.get(free.pop(), []):
+            left[c] -= 1
+            if left[c] == 0:
+                free.append(c)
+    return [j for j, n in left.items() if n > 0]

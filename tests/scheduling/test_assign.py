@@ -1,3 +1,5 @@
+import dataclasses
+
 import numpy as np
 from sched_builders import job, node, snap
 
@@ -111,6 +113,9 @@ def test_a_gang_larger_than_the_cluster_is_permanent_though_each_member_fits():
     assert [u.permanent for u in r.unschedulable] == [True, True, True]
     assert r.unschedulable[0].reason == ("gang g never fits this cluster: its 3 members together need 24 whole GPUs "
                                          "against 16 on the 2 node(s) they could use, even when empty")  # fmt: skip
+    other = [dataclasses.replace(j, job_id=f"o{i}", gang_id="other") for i, j in enumerate(gang)]
+    again = schedule_step(s, other, FF, now=0)  # the same shapes: its own name (found by review: the first's)
+    assert again.unschedulable[0].reason.startswith("gang other never fits this cluster: its 3 members")
     two = schedule_step(s, gang[:2], FF, now=0)  # (gang_size 3: waiting for the third)
     assert not any(u.permanent for u in two.unschedulable)
     busy = snap(node("a", gpus=8, model="A100", gpu_alloc=(1000,) * 8), node("b", gpus=8, model="A100"))

@@ -18,3 +18,13 @@ def test_nothing_held_means_no_samples_and_full_hold_is_one() -> None:
     assert allocation_over_time([], 1000, bucket_s=10) == []
     s = allocation_over_time([Holding(0, 30, 1000)], 1000, bucket_s=10)
     assert [x.ratio for x in s] == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.parametrize("span", [0.3, 3.0, 33.0, 95_040.0, 12_345.6])
+def test_a_span_split_in_n_windows_has_n_windows_whatever_the_float_sums(span: float) -> None:
+    """(Found by review: ``b += bucket_s`` left a 101st window ~1e-14 s wide in about half of the spans,
+    whose "mean" was the allocation at one instant, weighted like a whole window: the peak read 100 %
+    for a span 1 % allocated.)"""
+    holding = [Holding(span - span / 10_000, span + 5, 1000)]
+    samples = allocation_over_time(holding, 1000, bucket_s=span / 100, end=span, start=0.0)
+    assert len(samples) == 100 and max(s.ratio for s in samples) == pytest.approx(0.01)

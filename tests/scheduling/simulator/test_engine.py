@@ -44,6 +44,16 @@ def test_dag_children_wait_for_their_parents_and_fail_with_them():
     assert any("parent huge" in reason for reason in r.rejected_reasons)
 
 
+def test_jobs_on_a_cycle_of_parents_are_rejected_with_the_reason_not_left_pending():
+    """(Found by review: A -> B -> A never became eligible and was never rejected.)"""
+    jobs = [sj("A", 0, 10, parents=["B"]), sj("B", 1, 10, parents=["A"]), sj("D", 2, 1, parents=["B"]),
+            sj("C", 2, 10)]
+    r = simulate([node("a", cpu=8000)], jobs, get_policy("fifo-first-fit"), SimConfig(step_s=1))
+    o = by_id(r)
+    assert [o[j].state for j in "ABCD"] == ["rejected", "rejected", "finished", "rejected"]
+    assert r.rejected_reasons["DAG parents form a cycle"] >= 1
+
+
 def test_node_speeds_are_seeded_and_scale_run_times():
     jobs = [sj(f"j{i}", 0, 100, gpus=1) for i in range(4)]
     nodes = [node(f"n{i}", gpus=1) for i in range(4)]
