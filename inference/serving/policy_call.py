@@ -127,6 +127,17 @@ def _cost_fits(cost: Any, nodes: Any, j: int, n: int) -> bool:
             and (nodes.size == 0 or (int(nodes.min()) >= 0 and int(nodes.max()) < n)))  # fmt: skip
 
 
+#: gRPC codes of a server that could not answer then, not one that refuses shared memory
+PASSING = ("UNAVAILABLE", "CANCELLED", "RESOURCE_EXHAUSTED", "ABORTED")
+
+
+def passing(e: BackendError) -> bool:
+    """Was the failed registration a passing blip (the region is tried again at the next call), not a
+    refusal (shared memory off for good)? Found by review: one blip turned it off for the process."""
+    message = str(e)  # (a restricted protocol comes as UNAVAILABLE too: a refusal)
+    return any(code in message for code in PASSING) and "restricted" not in message
+
+
 def _by_wire(arrays: dict[str, np.ndarray], deadline_ms: float) -> Op:
     return Op("infer", {"model": "policy", "inputs": make_inputs(arrays), "deadline_ms": deadline_ms})
 
@@ -196,7 +207,7 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
                 else:
                     lane.drop_region()
                 result = yield _by_wire(arrays, left())  # raises too when the server is down
-                if not timed_out:
+                if not timed_out and not passing(e):
                     log.warning("triton policy: tensors go in the gRPC message, not shared memory (%s)", e)
                     lane.refused(str(e))
                 return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -141,6 +142,25 @@ def test_a_region_the_server_cannot_map_turns_the_lane_off(served, monkeypatch):
         assert out["shared_bytes"] == 0 and out["scores"].shape == (40, 30)
         assert b.lane.off and "shared memory" in b.lane.off
         assert b.policy(step_inputs())["shared_bytes"] == 0
+    finally:
+        b.close()
+
+
+def test_a_passing_blip_at_registration_does_not_turn_the_lane_off(served, monkeypatch):
+    """(Found by review: any failed registration turned shared memory off for the rest of the process.)"""
+    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    real, blips = TritonBackend._op, []
+
+    def blip_once(self: TritonBackend, op: Any, client: Any) -> Any:
+        if op.kind == "register" and not blips:
+            blips.append(op)
+            raise RuntimeError("[StatusCode.UNAVAILABLE] Socket closed")
+        return real(self, op, client)
+
+    monkeypatch.setattr(TritonBackend, "_op", blip_once)
+    try:
+        assert b.policy(step_inputs())["shared_bytes"] == 0 and blips and b.lane.off is None  # by the wire once
+        assert b.policy(step_inputs())["shared_bytes"] > 0  # and in shared memory again at the next call
     finally:
         b.close()
 
