@@ -26,7 +26,7 @@ the gRPC message then carries only the tensors' names, shapes and offsets.
   call, the tensors travel in the message, as before.
 - **Regions of dead workers** (``semsched-<pid>-...`` whose process is gone) are unregistered by
   the next worker's first registration, so a crash-looping worker does not pile them up in the
-  server.
+  server; the names one left in ``/dev/shm`` (dead before the server mapped them) go then too.
 
 Only the policy call uses it (the encoder's and predictor's payloads are small). Tensors of
 ``object`` dtype (Triton ``BYTES``) always travel in the message.
@@ -40,6 +40,7 @@ import re
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -50,6 +51,16 @@ SHM_ENV = "SEMSCHED_TRITON_SHARED_MEMORY"  # auto (default) | off
 ALIGN = 64
 MIN_REGION = 1 << 20  # 1 MiB; grown by doubling
 _OURS = re.compile(r"^semsched-(\d+)-[0-9a-f]+$")
+
+
+def remove_dead_files(shm: Path | None = None) -> list[Path]:
+    """Remove the ``/dev/shm`` names of regions whose worker died before the server mapped them (a
+    registered region's name goes at once: :meth:`SharedMemoryLane.registered`); what was removed."""
+    folder = SHM_DIR if shm is None else shm
+    gone = dead_regions(p.name for p in folder.glob("semsched-*")) if folder.is_dir() else []
+    for name in gone:
+        (folder / name).unlink(missing_ok=True)
+    return [folder / name for name in gone]
 
 
 def dead_regions(names: Iterable[str]) -> list[str]:
@@ -177,6 +188,8 @@ class SharedMemoryLane:
         self.off: str | None = None if setting == "auto" else f"{SHM_ENV}=off"
         if self.off is None and not SHM_DIR.is_dir():
             self.off = f"no {SHM_DIR} on this host"
+        if self.off is None:  # what dead workers' unregistered regions left in /dev/shm (found by review)
+            remove_dead_files()
         self.url = url
         self.token: str | None = None  # read again for each new region (a restarted server has a new one)
         self.swept = False  # dead workers' regions unregistered (once)

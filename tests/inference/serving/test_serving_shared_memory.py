@@ -82,6 +82,21 @@ def test_only_dead_workers_regions_are_swept():
 
 
 # -- against the real server -------------------------------------------------------------------------
+def test_a_dead_workers_name_left_in_dev_shm_goes_when_the_next_lane_starts():
+    """A worker killed between creating its region and the server mapping it left the name (found by review)."""
+    from inference.serving.host_files import SHM_DIR
+
+    dead, alive = SHM_DIR / f"semsched-{dead_pid()}-0123456789ab", SHM_DIR / f"semsched-{os.getpid()}-0123456789ab"
+    for path in (dead, alive):
+        path.write_bytes(b"x")
+    try:
+        SharedMemoryLane("auto")
+        assert not dead.exists() and alive.exists()
+    finally:
+        dead.unlink(missing_ok=True)
+        alive.unlink(missing_ok=True)
+
+
 async def test_the_same_answer_through_shared_memory_as_by_the_wire(served):
     inputs = step_inputs()
     shm = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
@@ -296,14 +311,16 @@ def test_a_dead_workers_region_is_unregistered_by_the_next_worker(served):
     headers = token_headers(read_token(served.url) or "")
     region = Region(4096, owner=gone)  # as the dead worker registered it
     client = grpcclient.InferenceServerClient(served.url)
-    b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)
+    b = None
     try:
         client.register_system_shared_memory(region.name, region.key, region.size, headers=headers)
         region.close()
+        b = TritonBackend(served.latest, url=served.url, deadline_ms=5000)  # (after: its lane sweeps dead names)
         assert b.policy(step_inputs())["shared_bytes"] > 0
         status = client.get_system_shared_memory_status(headers=headers, as_json=True)
         assert region.name not in status.get("regions", {}) and b.lane.region.name in status["regions"]
     finally:
-        b.close()
+        if b is not None:
+            b.close()
         client.unregister_system_shared_memory(region.name, headers=headers)
         client.close()
