@@ -22,12 +22,14 @@ import numpy as np
 
 
 def percentiles(values: list[float] | np.ndarray) -> dict[str, float | int | None]:
-    """``n``, ``p50``, ``p99``, ``mean``, ``min``, ``max`` (None when there are no values)."""
+    """``n``, ``p50``, ``p99``, ``mean``, ``min``, ``max`` (None when there are no values): the
+    percentiles as :class:`scheduling.metrics.Distribution` defines them, the simulator's and the SQL's."""
+    from scheduling.metrics import Distribution
+
     a = np.asarray(values, dtype=float)
-    if a.size == 0:
-        return {"n": 0, "p50": None, "p99": None, "mean": None, "min": None, "max": None}
-    return {"n": int(a.size), "p50": float(np.percentile(a, 50)), "p99": float(np.percentile(a, 99)),
-            "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max())}  # fmt: skip
+    d = Distribution.of(a)
+    return {"n": d.n, "p50": d.p50, "p99": d.p99, "mean": d.mean, "min": float(a.min()) if a.size else None,
+            "max": d.max}  # fmt: skip
 
 
 def fmt(v: float | int | None, digits: int = 1) -> str:
