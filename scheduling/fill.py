@@ -72,14 +72,20 @@ class FillRun:
     dropped: int
 
     def allocated_at(self, arrived_pct: int) -> float:
-        """Mean allocated % over the events whose arrived % rounds to ``arrived_pct``."""
-        arrived = np.floor(self.arrived / self.capacity_milli * 100 + 0.5)  # half up, as Go rounds
+        """Mean allocated % over the events whose arrived % rounds to ``arrived_pct`` (half up, as Go
+        rounds), else to one below, else to one above; when none does (tiny clusters), interpolated
+        between the events around it (NaN outside the run). Defined once: the fill benchmark and the
+        promotion gate read it (found by review: the benchmark said NaN where the gate interpolated)."""
+        pct = self.arrived / self.capacity_milli * 100
         alloc = self.allocated / self.capacity_milli * 100
+        rounded = np.floor(pct + 0.5)
         for x in (arrived_pct, arrived_pct - 1, arrived_pct + 1):
-            hit = arrived == x
+            hit = rounded == x
             if hit.any():
                 return float(alloc[hit].mean())
-        return float("nan")
+        if not len(pct) or not pct[0] <= arrived_pct <= pct[-1]:
+            return float("nan")
+        return float(np.interp(arrived_pct, pct, alloc))
 
 
 def run_fill(nodes: Sequence[NodeView], sequence: Sequence[JobRequest], policy: Policy, seed: int) -> FillRun:

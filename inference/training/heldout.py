@@ -76,13 +76,8 @@ class HeldOutReplay:
 
 
 def allocated_at_100(run: Any) -> float:
-    """The benchmark's value at 100 % arrived; interpolated when no event rounds to 99–101 %."""
-    v = run.allocated_at(100)
-    if v == v:
-        return float(v)
-    arrived = run.arrived / run.capacity_milli * 100
-    alloc = run.allocated / run.capacity_milli * 100
-    return float(np.interp(100.0, arrived, alloc))
+    """The benchmark's value at 100 % arrived (:meth:`scheduling.fill.FillRun.allocated_at`)."""
+    return float(run.allocated_at(100))
 
 
 def load_policy(model: Any) -> Any:

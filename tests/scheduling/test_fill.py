@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from scheduling.fill import FillRun, fill_sequence, gpu_demand, run_fill
 from scheduling.job import JobRequest
@@ -40,4 +41,5 @@ def test_value_at_x_is_the_mean_over_events_rounding_to_x_with_a_fallback() -> N
                 placed=4, dropped=0)  # fmt: skip
     assert r.allocated_at(100) == 92.5  # 99.5 and 100.4 both round to 100
     assert r.allocated_at(51) == 50.0  # none at 51: falls back to 50
-    assert np.isnan(r.allocated_at(75))
+    assert r.allocated_at(75) == pytest.approx(50 + 25 / 49.5 * 40)  # none near: between 50 % and 99.5 %
+    assert np.isnan(r.allocated_at(130)) and np.isnan(r.allocated_at(40))  # outside the run
