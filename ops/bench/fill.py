@@ -16,7 +16,7 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.bench import environment
-from ops.bench.model_check import learned_version
+from ops.bench.model_check import learned_version, model_pinned
 from ops.console import wide_console
 
 console = wide_console()
@@ -46,6 +46,7 @@ def policy_kwargs(name: str, seed: int, workload: Any) -> dict[str, Any]:
     return {}
 
 
+@model_pinned
 def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str], seeds: list[int],
                    out_dir: Path, command: str | None = None) -> int:  # fmt: skip
     from ops.bench.simulation import load_error

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ops.bench import environment, percentiles
+from ops.bench.model_check import model_pinned
 from ops.console import wide_console
 
 console = wide_console()
@@ -48,13 +49,14 @@ def model_step(policy: Any, snap: Any, jobs: list[Any]) -> dict[str, float]:
     return parts | {"filters": (time.perf_counter() - t0) * 1000.0}
 
 
+@model_pinned
 def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int, compare: list[str], out_dir: Path,
                       command: str, churn: int = 16) -> int:  # fmt: skip
     import torch
 
     import inference  # noqa: F401  (registers "learned")
     from inference.policy import LearnedPolicy
-    from inference.training.step_latency import consecutive_steps
+    from inference.training.step_latency import consecutive_steps, frozen_heap
     from ops.reports import Report
     from scheduling.assign import schedule_step
     from scheduling.policies import get_policy
@@ -71,18 +73,21 @@ def run_learned_bench(*, model_dir: Path | None, pending: list[int], repeat: int
     for n in pending:
         jobs = [pods[i % len(pods)] for i in range(n)]
         samples: dict[str, list[float]] = {}
-        for r in range(repeat + 1):
-            parts = model_step(policy, snap, jobs)
-            if r:
-                for k, v in parts.items():
-                    samples.setdefault(k, []).append(v)
+        with frozen_heap():  # as the churned rows and the worker run (found by review: these ran without it)
+            for r in range(repeat + 1):
+                parts = model_step(policy, snap, jobs)
+                if r:
+                    for k, v in parts.items():
+                        samples.setdefault(k, []).append(v)
         if churn > 0:  # consecutive steps, placements and departures between them, pair features kept
             churned = consecutive_steps(policy, snap, pods, pending=n, steps=repeat, churn=churn)
             samples |= {f"churned: {k}" + (" (count)" if k in ("changed nodes", "new shapes") else ""): v
                         for k, v in churned.items()}  # fmt: skip
         for name in ["learned", *compare]:
             p = policy if name == "learned" else get_policy(name)
-            times = [schedule_step(snap, jobs, p, now=0.0, top_k=0).compute_ms for _ in range(min(repeat, 5) + 1)][1:]
+            with frozen_heap():
+                times = [schedule_step(snap, jobs, p, now=0.0, top_k=0).compute_ms
+                         for _ in range(min(repeat, 5) + 1)][1:]  # fmt: skip
             samples[f"schedule_step {name}"] = times
         for what, values in samples.items():
             stats = percentiles(values)

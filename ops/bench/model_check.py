@@ -4,12 +4,18 @@ A benchmark never reports the fallback heuristic's numbers under the learned pol
 ``semsched bench fill|trace|sweep|step`` refuse, before running anything, a learned policy
 named on the command line whose model does not load (the learned orderings' duration model
 too), and name the version that does in the report; their default list (every registered placement) leaves the learned ones out then, and
-says so (``ops/cli/bench.py``).
+says so (``ops/cli/bench.py``). Nor another version's: each runs with the model directory resolved
+at its start (:func:`model_pinned`), whatever ``latest`` does meanwhile.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
 
 LEARNED_ORDERINGS = ("sjf-learned", "gittins-learned")
 
@@ -46,3 +52,37 @@ def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
                       "train one (semsched train) or point SEMSCHED_MODEL_DIR (bench sweep: --model) at one")  # fmt: skip
     return probe.model_version, None
 
+
+
+@contextlib.contextmanager
+def pinned_model(model: Path | None) -> Iterator[Path]:
+    """For the duration of a benchmark, ``$SEMSCHED_MODEL_DIR`` = the model directory resolved
+    now (``models/latest`` → its version's directory): every ``learned`` run of it loads the
+    same version, the one its report names, even if ``latest`` is repointed meanwhile."""
+    from inference.policy import MODEL_DIR_ENV, default_model_dir
+
+    target = Path(model) if model is not None else default_model_dir()
+    target = target.resolve() if target.exists() else target
+    before = os.environ.get(MODEL_DIR_ENV)
+    os.environ[MODEL_DIR_ENV] = str(target)
+    try:
+        yield target
+    finally:
+        if before is None:
+            os.environ.pop(MODEL_DIR_ENV, None)
+        else:
+            os.environ[MODEL_DIR_ENV] = before
+
+
+def model_pinned(run: Callable[..., int]) -> Callable[..., int]:
+    """``run`` (a benchmark) inside :func:`pinned_model` of its ``model_dir`` keyword, if any (found by
+    review: bench fill, trace, step and learned followed ``latest`` mid-run and named the first version)."""
+
+    @functools.wraps(run)
+    def pinned(*args: Any, **kwargs: Any) -> int:
+        with pinned_model(kwargs.get("model_dir")) as model_dir:
+            if "model_dir" in kwargs:
+                kwargs["model_dir"] = model_dir
+            return run(*args, **kwargs)
+
+    return pinned

@@ -21,7 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ops.bench import fmt, percentiles, show_and_write
-from ops.bench.model_check import learned_version
+from ops.bench.model_check import learned_version, model_pinned
 from ops.console import wide_console
 
 console = wide_console()
@@ -58,6 +58,7 @@ def load_openb(max_pending: int) -> tuple[Any, list[Any]]:
     return snap, jobs
 
 
+@model_pinned
 def run_step_bench(*, pending: list[int], policies: list[str] | None, repeat: int, out: Path | None) -> int:
     from scheduling.assign import schedule_step
     from scheduling.policies import available_policies, get_policy

@@ -21,16 +21,14 @@ latency (:mod:`ops.bench.depth_sweep`, which also says how to train the series).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from rich.markup import escape
 
 from ops.bench.depth_sweep import check_models, run_depth_sweep
-from ops.bench.model_check import learned_version
+from ops.bench.model_check import learned_version, pinned_model
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
@@ -137,26 +135,6 @@ def _simulated_sweeps(report: Report, everything: dict[str, list[dict]], *, trac
             series = {p: (xs, [float("nan") if v is None else v for v in ys]) for p, (xs, ys) in series.items()}
             report.line_plot(f"{sweep}-{key}", f"{sweep} sweep: {ylabel}", _xlabel(sweep), ylabel, series)
     return 0
-
-
-@contextlib.contextmanager
-def pinned_model(model: Path | None) -> Iterator[Path]:
-    """For the duration of the sweep, ``$SEMSCHED_MODEL_DIR`` = the model directory resolved
-    now (``models/latest`` → its version's directory): every ``learned`` run of the sweep
-    loads the same version, even if ``latest`` is repointed meanwhile."""
-    from inference.policy import MODEL_DIR_ENV, default_model_dir
-
-    target = Path(model) if model is not None else default_model_dir()
-    target = target.resolve() if target.exists() else target
-    before = os.environ.get(MODEL_DIR_ENV)
-    os.environ[MODEL_DIR_ENV] = str(target)
-    try:
-        yield target
-    finally:
-        if before is None:
-            os.environ.pop(MODEL_DIR_ENV, None)
-        else:
-            os.environ[MODEL_DIR_ENV] = before
 
 
 def _xlabel(sweep: str) -> str:

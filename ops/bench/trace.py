@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ops.bench.model_check import learned_version
+from ops.bench.model_check import learned_version, model_pinned
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_heterogeneity, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
@@ -27,6 +27,7 @@ CLUSTER_COLUMNS = ["policy", "gpu_alloc_mean", "gpu_alloc_peak", "gpu_frag_rate_
                    "placement_stability", "order_agreement", "wall_s"]  # fmt: skip
 
 
+@model_pinned
 def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], load: str, step: float,
                     heterogeneity: str, seed: int, limit: int | None, nodes: int | None, out_dir: Path, command: str) -> int:  # fmt: skip
     started = time.perf_counter()

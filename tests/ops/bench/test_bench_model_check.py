@@ -1,0 +1,42 @@
+"""A benchmark runs one model version, the one its report names (ops/bench/model_check.py)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from inference.features.spec import FeatureSpec
+from inference.model import ModelConfig, Scorer, point_latest, save_model
+from inference.policy import MODEL_DIR_ENV, LearnedPolicy
+from ops.bench.model_check import learned_version, model_pinned
+
+SPEC = FeatureSpec(gpu_models=("A10",), text_dim=8, encoder="hashed-ngram-8")
+
+
+def publish(root: Path, version: str) -> None:
+    torch.manual_seed(len(version))
+    save_model(root / version, Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2)), version)
+    point_latest(root, version)
+
+
+def test_a_benchmark_keeps_the_version_latest_named_at_its_start(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """(Found by review: bench fill, trace, step and learned followed ``latest`` mid-run, and each seed's
+    new policy loaded whatever it pointed to then, while the report named the first version.)"""
+    publish(tmp_path, "va")
+    monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / "latest"))
+
+    @model_pinned
+    def bench(*, model_dir: Path | None = None) -> tuple[str | None, str | None, str | None, Path | None]:
+        named, _ = learned_version(["learned"])
+        publish(tmp_path, "vb")  # a promotion lands during the run
+        later = LearnedPolicy(window=0)
+        later.backend.refresh(force=True)
+        return named, later.model_version, LearnedPolicy().model_version, model_dir
+
+    named, later, fresh, model_dir = bench(model_dir=None)
+    assert named == later == fresh == "va" and model_dir == (tmp_path / "va").resolve()
+    assert os.environ[MODEL_DIR_ENV] == str(tmp_path / "latest")  # put back after the run
