@@ -123,8 +123,8 @@ def trained_seeds(train: dict[str, Any]) -> set[int]:
 def check_candidate(candidate_dir: Path, models_root: Path, replay_seeds: Sequence[int] = ()) -> tuple[str, Path]:
     """The candidate's version and where it serves from once promoted (``<models_root>/<version>``),
     checked before anything is evaluated: ``ValueError`` for a directory whose config cannot be
-    read, for the serving version itself and for a candidate that learned from (or was selected
-    on) any of the held-out ``replay_seeds``, ``FileExistsError`` for a version name taken there."""
+    read, for the serving version itself and for a candidate or a serving version that learned
+    from (or was selected on) any of the held-out ``replay_seeds``, ``FileExistsError`` for a version name taken there."""
     candidate = Path(candidate_dir)
     try:
         version, _, train = model_meta(candidate)
@@ -137,6 +137,14 @@ def check_candidate(candidate_dir: Path, models_root: Path, replay_seeds: Sequen
     serving = serving_dir(models_root)
     if serving is not None and serving.resolve() == candidate.resolve():
         raise ValueError(f"{version} is already the serving version ({models_root / 'latest'})")
+    if serving is not None:  # its score on seeds it learned from would be inflated (found by review)
+        try:
+            serving_version, _, serving_train = model_meta(serving)
+        except (OSError, ValueError, KeyError):
+            serving_train = {}
+        if leak := sorted(trained_seeds(serving_train) & set(replay_seeds)):
+            raise ValueError(f"the serving version {serving_version} was trained or validated on fill seeds {leak} "
+                             "of the held-out replay: compare on seeds neither has seen")  # fmt: skip
     target = models_root / version
     if target.exists() and candidate.resolve() != target.resolve():
         raise FileExistsError(f"{target} exists and is not {candidate}: version names must be unique")

@@ -88,7 +88,7 @@ def refuse_held_out(seeds: Sequence[int]) -> None:
 @dataclass
 class RLOptions:
     episodes: int = 10
-    seeds: tuple[int, ...] = tuple(range(10))
+    seeds: tuple[int, ...] = tuple(range(8))  # the training seeds (8-9 validate; found by review: it trained on them)
     samples: int = 2  # sampled rollouts per episode (each against the episode's greedy rollout)
     baseline: str = "greedy"  # "greedy" (self-critical) or "loo" (the other samples' mean; needs samples >= 2)
     temperature: float = 0.5  # sampling: softmax(scores / temperature) over the feasible nodes

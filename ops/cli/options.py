@@ -55,6 +55,8 @@ def seed_list(text: str) -> list[int]:
         raise typer.BadParameter(f"seeds must be 'a-b' or a comma-separated list, not {text!r}") from None
     if not seeds:
         raise typer.BadParameter(f"no seeds in {text!r} (a range 'a-b' needs a <= b)")
+    if len(set(seeds)) < len(seeds):  # (found by review: a seed named twice weighed twice in a score, once in a test)
+        raise typer.BadParameter(f"seed {next(s for s in seeds if seeds.count(s) > 1)} is named twice in {text!r}")
     return seeds
 
 

@@ -274,7 +274,8 @@ def train(
                                     "(self-critical PPO in the fill simulator; 0 = none)."),
     rl_from: Path = typer.Option(None, help="Fine-tune this model directory by RL instead of imitating "
                                  "(needs --rl-episodes)."),
-    rl_seeds: str = typer.Option("0-9", help="Fill seeds of the RL episodes (cycled; never 42-51 or 100-104)."),
+    rl_seeds: str = typer.Option("0-7", help="Fill seeds of the RL episodes (cycled; never the validation seeds, "
+                                 "42-51 or 100-104)."),
     rl_rate: float = typer.Option(3e-4, callback=positive, help="RL learning rate (Adam)."),
     rl_temperature: float = typer.Option(0.5, help="RL sampling: softmax(scores / temperature) over feasible nodes."),
     rl_samples: int = typer.Option(2, min=1, help="Sampled rollouts per RL episode (each against the greedy rollout)."),
@@ -294,6 +295,11 @@ def train(
     if encoder != "hashed" and rl_from is not None:
         raise typer.BadParameter("--encoder applies to a new model: --rl-from keeps its model's")
     check_archive(archive, promote)
+    if not from_archive and (overlap := sorted(set(seed_list(val_seeds)) & (
+            set(seed_list(train_seeds)) | (set(seed_list(dagger_seeds)) if dagger_seeds else set())
+            | (set(seed_list(rl_seeds)) if rl_episodes > 0 else set())))):  # fmt: skip
+        raise typer.BadParameter(f"seeds {overlap} are validation seeds (--val-seeds {val_seeds}) and also train, "
+                                 "roll out or fine-tune the model: validate on others (found by review)")
     if promote and not from_archive:  # (the promotion checks a candidate's train.json again, --rl-from's source too)
         used = set(seed_list(train_seeds)) | set(seed_list(val_seeds)) \
             | (set(seed_list(dagger_seeds)) if dagger_seeds else set()) \

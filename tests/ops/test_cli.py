@@ -157,6 +157,10 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["bench", "dag-bounds", "--time-limit", "nan"], "--time-limit"),
     (["bench", "step", "--out", "{tmp}"], "--out"),  # (a directory: the results were lost at the end)
     (["train", "--epochs", "0"], "--epochs"),
+    # validation seeds that also train (or fine-tune) the model validate nothing (the benchmarks review)
+    (["train", "--val-seeds", "0-1"], "seeds [0, 1] are validation seeds"),
+    (["train", "--rl-episodes", "2", "--rl-seeds", "0-9"], "seeds [8, 9] are validation seeds"),
+    (["bench", "fill", "--seeds", "42,43,42"], "seed 42 is named twice"),
     (["train", "--batch", "0"], "--batch"),
     (["train", "--lr", "nan"], "--lr"),
     (["train", "--text-dim", "0"], "--text-dim"),

@@ -272,6 +272,17 @@ def test_promote_itself_refuses_a_candidate_trained_on_its_replays_seeds(trained
     assert not (root / "latest").exists() and get_version(archive, "good") is None
 
 
+def test_a_serving_version_trained_on_the_replays_seeds_is_not_compared_there(trained, archive, tmp_path):
+    """Its score on seeds it learned from would be inflated, and would keep honest candidates out (found by
+    review: only the candidate was checked)."""
+    root = tmp_path / "models"
+    _serve(trained, "bad", root)
+    (root / "bad" / "train.json").write_text(json.dumps({"train_seeds": [0, REPLAY.seeds[1]], "val_seeds": [1]}))
+    with pytest.raises(ValueError, match="the serving version .* fill seeds \\[101\\]"):
+        _run(trained["good"], root, archive)
+    assert (root / "latest").resolve() == (root / "bad").resolve()
+
+
 def test_a_copy_cut_short_leaves_no_half_version_and_the_next_promotion_installs_it_whole(tmp_path, monkeypatch):
     """Found by review: the candidate was copied straight into ``<models>/<version>``, so a process dying
     mid-copy left a half version there, which every later promotion refused as a name taken."""
