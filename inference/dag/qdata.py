@@ -28,7 +28,7 @@ import numpy as np
 
 from inference.dag.teacher import clone_env, heft_complete
 from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, generate_dag
-from scheduling.dag.generator import TRAIN
+from scheduling.dag.generator import TRAIN, check_stream_seed
 from scheduling.dag.ranks import heft_upward_ranks
 
 #: a student for DAgger: (env, task, spans) -> processor
@@ -50,7 +50,9 @@ class QTrajectory:
 
 
 def training_problem(config: DagGeneratorConfig, seed: int, index: int) -> DagProblem:
-    """The ``index``-th DAG of ``training_dags(config, …, seed)``."""
+    """The ``index``-th DAG of ``training_dags(config, …, seed)`` (``seed`` one 32-bit word: a larger one
+    could name a held-out DAG; found by review)."""
+    check_stream_seed(seed)
     return generate_dag(config, (seed, TRAIN, index), name=f"train-{seed}-{index}")
 
 

@@ -80,8 +80,7 @@ def _proposals(ctx, net, env: ListSchedulingEnv, rank: np.ndarray, tasks: int,  
         logits, emb = net.task_logits(torch.from_numpy(view.x).unsqueeze(0),
                                       torch.ones(1, len(view.ready), dtype=torch.bool))  # fmt: skip
         rows = torch.argsort(logits[0], descending=True, stable=True)[:tasks].tolist()
-        out = []
-        for row in rows:
+        for row in rows:  # (besides HEFT's: found by review, they replaced it, and the search lost its guarantee)
             x = proc_features(ctx, env, view, row)[:, : net.config.proc_dim]
             x = torch.from_numpy(np.ascontiguousarray(x)).unsqueeze(0)
             pl = net.proc_logits(x, emb[0, row].unsqueeze(0), torch.ones(1, x.shape[1], dtype=torch.bool))

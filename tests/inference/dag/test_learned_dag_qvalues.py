@@ -115,3 +115,33 @@ def test_rollout_search_is_valid_and_never_worse_than_heft(small_dags, topcuoglu
         scheduler = get_dag_scheduler(name, model_dir=tmp_path / "m")
         assert scheduler.fallback is None and (scheduler.tasks, scheduler.procs) == (tasks, procs)
         assert scheduler.schedule(topcuoglu).makespan <= 80.0
+
+
+def test_the_rollouts_candidates_are_heft_s_task_on_every_processor_and_the_policy_s_besides(small_dags):
+    """HEFT's own action is always a candidate, first (ties go to it), so each step's completion is never
+    longer than the previous one's (found by review: with a model the policy's proposals replaced them)."""
+    from inference.dag.features import dag_context
+    from inference.dag.search import _proposals
+    from scheduling.dag import ListSchedulingEnv
+    from scheduling.dag.ranks import heft_upward_ranks
+
+    net = DagPolicyNet(NetConfig(hidden=8, proc_context=True))
+    problem = small_dags[0]
+    env, rank = ListSchedulingEnv(problem, insertion=True), heft_upward_ranks(problem)
+    while not env.done:
+        heft_only = _proposals(None, None, env, rank, 0, 0)
+        both = _proposals(dag_context(problem), net, env, rank, 2, 2)
+        assert both[: len(heft_only)] == heft_only and len(heft_only) == problem.n_procs
+        assert len(both) == len(set(both)) <= problem.n_procs + 4
+        env.step(*heft_only[0])
+
+
+def test_a_training_dag_seed_past_32_bits_is_refused():
+    """numpy splits a larger seed into two words: (2**32, TRAIN, 0) was held-out DAG 0 (found by review)."""
+    import pytest
+
+    from inference.dag.qdata import training_problem
+    from scheduling.dag import DagGeneratorConfig
+
+    with pytest.raises(ValueError, match="2\\*\\*32"):
+        training_problem(DagGeneratorConfig(), 2**32, 0)
