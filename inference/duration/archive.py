@@ -92,4 +92,4 @@ def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: 
     if finish_s > float(through):
         return False  # finished after the model read the archive
     cut = info.get("cut_s")
-    return True if cut is None else (submit_s < float(cut) and submit_s + run_s <= float(cut))
+    return True if cut is None else (submit_s < float(cut) and submit_s + run_s < float(cut))

@@ -3,9 +3,9 @@
 :func:`time_split` cuts a trace's finished jobs at a time ``T`` (the submission time of the
 job at ``train_fraction`` of them, by count):
 
-- **train**: submitted before ``T`` *and finished by* ``T`` — the labels a model trained at
+- **train**: submitted before ``T`` *and finished before* ``T`` — the labels a model trained at
   ``T`` could have had;
-- **late**: submitted before ``T``, finished after it — not trained on; observed online once
+- **late**: submitted before ``T``, finished at or after it — not trained on; observed online once
   they finish;
 - **test** (held out): submitted at or after ``T``.
 
@@ -14,7 +14,9 @@ submitted at time ``t``, every job finished before ``t`` (late and earlier test 
 exactly what a worker's predictor would have seen (a job finishing at ``t`` itself is not: a job of
 0 s would otherwise be observed before its own prediction). A finish time is ``submit + run time`` (the
 traces' queueing delay before the first start is not modelled: observations can come a
-little early for jobs that queued).
+little early for jobs that queued, and a job that queued may be trained on though it ended after
+``T``: 12 of Google 2011's training jobs at the 0.75 split, 1 of dlrm2025's, none of openb's; a
+review measured the history baseline's errors 0.01 worse with the real end times).
 
 :func:`accuracy`: relative error ``|p − t| / max(t, 1 s)``; the share within 100 % relative
 error (the issue's target) — note that it only bounds over-prediction (``p ≤ 2t``): any
@@ -62,8 +64,10 @@ def time_split(records: Sequence[Finished], train_fraction: float = 0.75) -> Spl
         raise ValueError("need at least 2 finished jobs to split")
     cut = recs[min(len(recs) - 1, int(len(recs) * train_fraction))].submit
     before = [r for r in recs if r.submit < cut]
-    return Split(cut=cut, train=[r for r in before if r.submit + r.duration <= cut],
-                 late=[r for r in before if r.submit + r.duration > cut],
+    # finished strictly before the cut, as the replay observes them (found by review: one at the cut itself was
+    # trained on, though the replay would not have seen it before predicting a job submitted then)
+    return Split(cut=cut, train=[r for r in before if r.submit + r.duration < cut],
+                 late=[r for r in before if r.submit + r.duration >= cut],
                  test=[r for r in recs if r.submit >= cut])  # fmt: skip
 
 

@@ -141,7 +141,10 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
                 preds[(enc_name, m)] = v
     rows = [{"trace": trace, "encoder": enc, "predictor": name, "held_out": len(true), **accuracy(p, true)}
             for (enc, name), p in preds.items()]  # fmt: skip
-    errors = {f"{name}" + ("" if enc == "–" else f" ({enc})"): np.minimum(relative_errors(np.nan_to_num(p), true), 10.0)
+    # a missing prediction is wrong, as in the table: at the plot's cap, not 0 (found by review: 0 read as
+    # "within 100 %", a relative error of 1)
+    errors = {f"{name}" + ("" if enc == "–" else f" ({enc})"):
+              np.minimum(relative_errors(np.where(np.isnan(p), np.inf, p), true), 10.0)
               for (enc, name), p in preds.items() if name != "constant"}  # fmt: skip
     return {"rows": rows, "errors": errors, "split": {"cut_s": split.cut, **split.sizes(), "running_at_cut": len(running)},
             "trained": trained}  # fmt: skip

@@ -8,6 +8,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
@@ -38,15 +39,15 @@ DEFAULT_POLICIES = ["random", "fifo-first-fit", "least-allocated", "dot-product"
 
 
 def load_trace_workload(trace: str, path: Path | None = None, limit: int | None = None,
-                        nodes: int | None = None, seed: int = 0) -> Workload:  # fmt: skip
+                        nodes: int | None = None, seed: int = 0, **options: Any) -> Workload:  # fmt: skip
     """The simulator's workload from a registered trace loader (``semsched replay`` names).
     ``nodes``: keep a seeded sample of that many nodes (in their order) — for a trace slice
     far smaller than its cluster (one Google 2011 file holds 1/500 of the task events but
-    every machine). Strict: a bad line raises :class:`~ops.traces.base.TraceLineError`
+    every machine). ``options``: the loader's own (``-o`` of ``semsched replay``). Strict: a bad line raises :class:`~ops.traces.base.TraceLineError`
     (FILE:LINE: reason) — a benchmark does not run on a silently thinned trace."""
     from ops.traces.registry import get_loader
 
-    loader = get_loader(trace, path, limit=limit, strict=True)
+    loader = get_loader(trace, path, limit=limit, strict=True, **options)
     jobs = loader.load_jobs()
     workload = build_workload(loader.nodes(), ((j.offset_s, j.event) for j in jobs))
     if nodes is not None and 0 < nodes < len(workload.nodes):
@@ -56,12 +57,12 @@ def load_trace_workload(trace: str, path: Path | None = None, limit: int | None 
 
 
 def load_for_bench(console: Console, trace: str, path: Path | None, limit: int | None, nodes: int | None,
-                   seed: int) -> Workload | int:  # fmt: skip
+                   seed: int, **options: Any) -> Workload | int:  # fmt: skip
     """:func:`load_trace_workload`, or the exit code after saying why it could not (a bad
     line: FILE:LINE: reason, exit 1; an unknown trace or a missing file: exit 2)."""
     try:
         with console.status(f"loading {trace}…"):
-            workload = load_trace_workload(trace, path, limit, nodes, seed)
+            workload = load_trace_workload(trace, path, limit, nodes, seed, **options)
     except (ValueError, OSError) as e:
         return load_error(console, e)
     if not workload.jobs or not workload.nodes:  # (no nodes: nothing placed nor rejected, 'finished 0', exit 0)

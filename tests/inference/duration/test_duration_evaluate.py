@@ -81,3 +81,11 @@ def test_accuracy_figures() -> None:
     assert a["answered"] == 0.75
     assert a["within_100pct"] == 0.5  # 10 (exact) and 1 (under-predicted: still within 100 %)
     assert a["within_2x"] == 0.25  # only the exact one
+
+
+def test_a_job_finishing_at_the_cut_is_not_trained_on() -> None:
+    """The replay observes only jobs finished strictly before a prediction's time, so a model trained at the
+    cut cannot have a label that ends at it (found by review: ``<=`` trained on it)."""
+    split = time_split([_rec(0, 0.0, 10.0), _rec(1, 5.0, 4.0), _rec(2, 10.0, 1.0), _rec(3, 11.0, 1.0)], 0.5)
+    assert split.cut == 10.0
+    assert [r.job.job_id for r in split.train] == ["j1"] and [r.job.job_id for r in split.late] == ["j0"]

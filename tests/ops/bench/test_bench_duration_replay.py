@@ -98,3 +98,16 @@ def test_the_verdict_compares_with_the_best_of_fifo_sjf_predicted_and_las() -> N
     assert compare(other)["best_deployable"] == "las+best-fit"
     assert compare([r for r in other if r["policy"] in ("fifo+fgd", "sjf-learned+best-fit")]) == {}
     assert compare([r for r in rows if not r["policy"].startswith("sjf-learned")]) == {}
+
+
+def test_bench_sjf_learns_from_what_bench_duration_does(monkeypatch) -> None:  # noqa: ANN001
+    """dlrm2025's instances already running when the trace began report only their remaining life, not a run
+    time: bench duration leaves them out, and bench sjf now does too (found by review: 21 % of its training
+    rows). Its load is stopped at once here: only the loader's options are under test."""
+    import ops.bench.duration_replay as replay
+    from ops.bench.duration import TRACE_OPTIONS
+
+    seen = []
+    monkeypatch.setattr(replay, "load_for_bench", lambda *a, **options: seen.append(options) or 2)
+    assert replay.run_sjf_bench(trace="dlrm2025") == 2
+    assert seen == [TRACE_OPTIONS["dlrm2025"]] == [{"include_preexisting": False}]
