@@ -32,11 +32,14 @@ class FinishedRun(Protocol):
     @property
     def run_s(self) -> float: ...
 
+    @property
+    def finish_s(self) -> float: ...
+
 
 def as_records(finished: Sequence[FinishedRun]) -> list[Finished]:
     """The runs as :class:`~inference.duration.evaluate.Finished` records (``submit_time`` = epoch s)."""
     return [Finished(float(f.submit_s), JobRequest.from_event(f.submission, submit_time=f.submit_s),
-                     max(0.0, float(f.run_s))) for f in finished]  # fmt: skip
+                     max(0.0, float(f.run_s)), float(f.finish_s)) for f in finished]  # fmt: skip
 
 
 class StartedRun(Protocol):
@@ -81,8 +84,9 @@ def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: 
 
     The model read the jobs that had finished by its training: those whose finish is at most the
     latest it read (``finished_through_s``). Of those it trained on the time split's
-    (:func:`~inference.duration.evaluate.time_split`: submitted before the cut and ended by it, by
-    submission + run time), or on all of them without a cut (``--train-fraction 1``)."""
+    (:func:`~inference.duration.evaluate.time_split`: submitted before the cut and ended before it,
+    when the archive says it ended; found by review: by submission + run time, a job that queued or
+    was retried, and ended after the cut, counted as trained on), or on all of them without a cut (``--train-fraction 1``)."""
     info = config.train_info
     if info.get("trace") != "archive":
         return False
@@ -92,4 +96,4 @@ def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: 
     if finish_s > float(through):
         return False  # finished after the model read the archive
     cut = info.get("cut_s")
-    return True if cut is None else (submit_s < float(cut) and submit_s + run_s < float(cut))
+    return True if cut is None else (submit_s < float(cut) and finish_s < float(cut))

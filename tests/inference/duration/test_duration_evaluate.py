@@ -89,3 +89,18 @@ def test_a_job_finishing_at_the_cut_is_not_trained_on() -> None:
     split = time_split([_rec(0, 0.0, 10.0), _rec(1, 5.0, 4.0), _rec(2, 10.0, 1.0), _rec(3, 11.0, 1.0)], 0.5)
     assert split.cut == 10.0
     assert [r.job.job_id for r in split.train] == ["j1"] and [r.job.job_id for r in split.late] == ["j0"]
+
+
+def test_a_job_that_queued_and_ended_after_the_cut_is_not_trained_on_when_the_source_says_when_it_ended() -> None:
+    """The archive knows each job's end: one submitted at 0 that queued 900 s, ran 100 s and ended at 1,000 is
+    late at a cut of 400, not a training label (found by review: submit + run time put it at 100)."""
+    from inference.duration.archive import as_records
+    from scheduling.events import JobSubmitted
+    from storage.queries.finished_jobs import FinishedJob
+
+    rows = [FinishedJob(JobSubmitted(job_id=j), submit, run, end)
+            for j, submit, run, end in (("queued", 0.0, 100.0, 1000.0), ("quick", 100.0, 50.0, 150.0),
+                                        ("a", 400.0, 10.0, 410.0), ("b", 500.0, 10.0, 510.0))]  # fmt: skip
+    split = time_split(as_records(rows), 0.5)
+    assert split.cut == 400.0 and [r.job.job_id for r in split.train] == ["quick"]
+    assert [r.job.job_id for r in split.late] == ["queued"]
