@@ -95,16 +95,35 @@ def decision_id_for(job_id: str, attempt: int) -> str:
     return hashlib.sha1(f"{job_id}#{attempt}".encode()).hexdigest()[:20]
 
 
+def archived_time(v: datetime, field: str) -> datetime:
+    """``v`` in UTC, within what the archive holds; ``ValueError`` otherwise. A time near year 1 or 9999 with
+    an offset cannot even be converted (``OverflowError``: found by review, it escaped as no validation
+    error and stopped the worker's agent for that topic, and the archiver)."""
+    try:
+        v = v.astimezone(UTC)
+    except (OverflowError, ValueError) as e:
+        raise ValueError(f"{field} {v.isoformat()} cannot be converted to UTC ({e})") from None
+    if not FIRST_TIME <= v <= LAST_TIME:
+        raise ValueError(f"{field} {v.isoformat()} is outside {FIRST_TIME:%Y-%m-%d} .. {LAST_TIME:%Y-%m-%d}, "
+                         "the range the archive holds")  # fmt: skip
+    return v
+
+
 def with_record_identity(ev: Event, topic: str, partition: int, offset: int, timestamp_ms: int | None) -> Event:
     """``ev`` as read from ``topic[partition]@offset``: a producer that left out ``event_id``
     gets one derived from that place, and one that left out ``event_time`` gets the record's
     timestamp. Every reader of the record (the worker, the archiver, a restore) then holds the
-    same id and time; each used to draw its own uuid and clock."""
+    same id and time; each used to draw its own uuid and clock. ``ValueError`` when that timestamp is
+    outside what the archive holds."""
     update: dict[str, Any] = {}
     if "event_id" not in ev.model_fields_set:
         update["event_id"] = hashlib.sha1(f"{topic}:{partition}:{offset}".encode()).hexdigest()[:32]
     if "event_time" not in ev.model_fields_set and timestamp_ms is not None:
-        update["event_time"] = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+        try:  # (model_copy does not validate: the record's time is checked here; ValueError when out of range)
+            stamp = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+        except (OverflowError, OSError, ValueError) as e:
+            raise ValueError(f"the record's timestamp {timestamp_ms} ms is no time ({e})") from None
+        update["event_time"] = archived_time(stamp, "the record's timestamp")
     return ev.model_copy(update=update) if update else ev
 
 
@@ -124,11 +143,7 @@ class Event(BaseModel):
     @field_validator("event_time")
     @classmethod
     def _to_utc(cls, v: datetime) -> datetime:
-        v = v.astimezone(UTC)
-        if not FIRST_TIME <= v <= LAST_TIME:
-            raise ValueError(f"event_time {v.isoformat()} is outside {FIRST_TIME:%Y-%m-%d} .. {LAST_TIME:%Y-%m-%d}, "
-                             "the range the archive holds")  # fmt: skip
-        return v
+        return archived_time(v, "event_time")
 
     def to_bytes(self) -> bytes:
         return self.model_dump_json().encode()
@@ -312,6 +327,11 @@ class DecisionRecord(Event):
     step_compute_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     submit_time: AwareDatetime | None = None
     reason: str = ""
+
+    @field_validator("submit_time")
+    @classmethod
+    def _submit_time(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else archived_time(v, "submit_time")
     # what the job holds once placed (the worker's reservation)
     cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
     memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
@@ -388,6 +408,20 @@ Command = Annotated[
 ]
 
 
+MAX_DEADLETTER_KEY = 1024  # bytes of a message's key a dead letter keeps (as its Kafka key and in its value)
+
+
+def cut_text(text: str, limit: int) -> str:
+    """``text``, or its start and how much was cut, within ``limit`` characters."""
+    if len(text) <= limit:
+        return text
+    note = ""
+    for _ in range(2):  # (the note's length depends on the count it gives)
+        kept = max(0, limit - len(note))
+        note = f" … ({len(text) - kept:,} characters cut)"
+    return text[: max(0, limit - len(note))] + note
+
+
 class DeadLetter(Event):
     kind: Literal["deadletter"] = "deadletter"
     topic: str
@@ -410,10 +444,14 @@ class DeadLetter(Event):
     @classmethod
     def of(cls, raw: bytes, reason: str, *, topic: str, partition: int = -1, offset: int = -1,
            key: bytes | None = None, keep: int = 64 * 1024) -> DeadLetter:
+        """The dead letter of ``raw`` (its first ``keep`` bytes); the reason and the key are cut to
+        :data:`MAX_TEXT` and :data:`MAX_DEADLETTER_KEY` bytes (found by review: a long key, or a reason
+        quoting a long value, made a dead letter the producer refused for its size, for ever)."""
         return cls(
             topic=topic, partition=partition, offset=offset,
-            key=None if key is None else key.decode("utf-8", "replace"),
-            original_b64=base64.b64encode(raw[:keep]).decode(), original_size=len(raw), reason=reason,
+            key=None if key is None else cut_text(key.decode("utf-8", "replace"), MAX_DEADLETTER_KEY),
+            original_b64=base64.b64encode(raw[:keep]).decode(), original_size=len(raw),
+            reason=cut_text(reason, MAX_TEXT),
         )  # fmt: skip
 
     def original(self) -> bytes:

@@ -30,7 +30,10 @@ def admit(raw: bytes | None, topic: str, partition: int, settings: Settings, *, 
     if isinstance(ev, str):
         return ev
     if offset is not None:
-        ev = with_record_identity(ev, topic, partition, offset, timestamp_ms)
+        try:
+            ev = with_record_identity(ev, topic, partition, offset, timestamp_ms)
+        except ValueError as e:
+            return f"invalid {topic} event: {e}"
     if not ingested:
         return ev
     return misplaced_reason(ev, partition, settings) or ev
@@ -49,6 +52,8 @@ def decode_or_reason(raw: bytes | None, topic: str, max_bytes: int | None) -> An
         return f"invalid {topic} event: {e}"
     except UnicodeDecodeError as e:
         return f"not UTF-8: {e}"
+    except (OverflowError, RecursionError, TypeError) as e:  # a message no schema check foresaw: its reason, not
+        return f"invalid {topic} event: {type(e).__name__}: {e}"  # a stopped agent (found by review)
 
 
 def misplaced_reason(ev: Any, partition: int, s: Settings) -> str | None:

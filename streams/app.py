@@ -24,6 +24,7 @@ from pydantic import BaseModel
 
 from scheduling.duration_estimate import HistoryDurationPredictor
 from scheduling.events import (
+    MAX_DEADLETTER_KEY,
     DeadLetter,
     DecisionRecord,
 )
@@ -136,7 +137,8 @@ class Worker:
         try:
             while True:  # until the broker has it: the event is handled (its offset committed) only then
                 try:
-                    await (await self.publish("deadletter", message.key, dl.to_bytes(), message.partition,
+                    key = None if message.key is None else message.key[:MAX_DEADLETTER_KEY]
+                    await (await self.publish("deadletter", key, dl.to_bytes(), message.partition,
                                               telemetry.inject()))  # fmt: skip
                     break
                 except Exception as e:  # refused or timed out; this topic's later events wait meanwhile

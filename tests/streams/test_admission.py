@@ -42,3 +42,20 @@ def test_an_event_without_id_or_time_takes_them_from_its_place_on_the_topic() ->
     assert first.event_time == datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC)
     given = JobSubmitted(job_id="y", event_id="mine", event_time=datetime(2026, 1, 1, tzinfo=UTC))
     assert admit(given.to_bytes(), "jobs.submitted", home, S, offset=7, timestamp_ms=1) == given  # kept as sent
+
+
+def test_a_time_that_cannot_be_converted_to_utc_is_refused_with_the_reason_not_raised() -> None:
+    """RFC 3339 allows these; converting them to UTC overflows (found by review: OverflowError escaped the
+    schema check and stopped the worker's agent for the topic, and the archiver, with no dead letter)."""
+    p = partition_for("default", S.partitions)
+    for when in ("9999-12-31T23:00:00-23:59", "0001-01-01T00:00:00+01:00"):
+        got = admit(f'{{"job_id": "j", "event_time": "{when}"}}'.encode(), "jobs.submitted", p, S, offset=1)
+        assert isinstance(got, str) and "cannot be converted to UTC" in got, got
+    # a producer that left event_time out gets the record's timestamp: checked as strictly
+    for stamp in (10**15, 10_500_000_000_000):  # past year 9999; past what the archive holds (2299)
+        got = admit(b'{"job_id": "j"}', "jobs.submitted", p, S, offset=1, timestamp_ms=stamp)
+        assert isinstance(got, str) and "the record's timestamp" in got, got
+    record = ('{"decision_id": "d", "job_id": "j", "outcome": "placed", "policy": "p", "latency_ms": 1, '
+              '"submit_time": "9999-12-31T23:00:00-23:59"}')
+    got = admit(record.encode(), "decisions", p, S, offset=1)
+    assert isinstance(got, str) and "submit_time" in got, got

@@ -263,6 +263,26 @@ async def test_malformed_submission_is_deadlettered_and_the_agent_goes_on(
     assert dl.original() == raw[: w.settings.max_message_bytes]  # a larger one is cut at the limit
 
 
+async def test_a_dead_letter_of_a_huge_key_or_a_long_reason_fits_what_the_producer_takes(
+        worker: tuple[Worker, Sent]) -> None:  # fmt: skip
+    """A 600 kB key on a 1-byte message fit its topic; its dead letter (the key as Kafka key and in the value)
+    did not, and the producer refused it for ever (found by review: the agent retried without end). The
+    key and the reason are cut; the original bytes are kept whole. A time no UTC conversion can hold is
+    dead-lettered too, and the agent goes on (found by the same review: it stopped the agent)."""
+    from scheduling.events import MAX_DEADLETTER_KEY, MAX_TEXT
+
+    w, sent = worker
+    async with drive(w, "jobs.submitted") as a:
+        await put(a, b"x", key=b"k" * 600_000, partition=2)
+        await put(a, b'{"job_id": "t", "event_time": "9999-12-31T23:00:00-23:59"}', key=b"t", partition=2)
+        await put(a, job("after").to_bytes(), key=b"after")
+    huge, late = sent.by_topic["deadletter"]
+    assert len(huge["key"]) == MAX_DEADLETTER_KEY and len(huge["value"]) < 16 * 1024
+    first, second = sent.deadletters()
+    assert len(first.key) <= MAX_DEADLETTER_KEY and len(first.reason) <= MAX_TEXT and first.original() == b"x"
+    assert "cannot be converted to UTC" in second.reason and "after" in w.pending
+
+
 def test_the_oversized_case_is_otherwise_valid() -> None:
     raw = _oversized()
     assert len(raw) > Settings(bootstrap="x").max_message_bytes
