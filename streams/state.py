@@ -216,7 +216,8 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
                                          "node_id": node, "gpu_indices": gpus})  # fmt: skip
         return Transition(running={job_id: upd})
     if elsewhere:  # the second execution's end (its fence, a refusal): the job runs on where it runs
-        return Transition(note=f"{ev.state} from {ev.node_id}, not where it runs ({running.node_id}): ignored")
+        return Transition(note=f"report from another node than the run's, ignored: {ev.state} from {ev.node_id}, "
+                               f"the run is on {running.node_id}")  # (the part before ':' counts: no node ids in it)
     if ev.state == "finished":
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt,
                        gang_id=running.job.gang_id)  # fmt: skip

@@ -49,16 +49,24 @@ def reason_class(reason: str) -> str:
     return "other"
 
 
+EMPTY_KEPT_S = 300.0  # how long a cluster whose queue emptied is reported at 0 before its series goes
+
+
 class QueueSnapshot:
     """Pending jobs per cluster as of the last scheduling step (replaced, never mutated)."""
 
     def __init__(self) -> None:
         self.depth: dict[str, int] = {}
         self.oldest_ts: dict[str, float] = {}
+        self._seen: dict[str, float] = {}  # cluster -> when its queue last held a job
 
-    def update(self, depth: dict[str, int], oldest_ts: dict[str, float]) -> None:
-        # a cluster whose queue emptied reports 0 rather than disappearing
-        self.depth = {**dict.fromkeys(self.depth, 0), **depth}
+    def update(self, depth: dict[str, int], oldest_ts: dict[str, float], now: float | None = None) -> None:
+        # a cluster whose queue emptied reports 0 rather than disappearing, for EMPTY_KEPT_S; then its series
+        # goes (found by review: a producer's every cluster name stayed a series for good)
+        now = time.time() if now is None else now
+        kept = {c: t for c, t in self._seen.items() if now - t <= EMPTY_KEPT_S}
+        self._seen = kept | {c: now for c, n in depth.items() if n}
+        self.depth = {**dict.fromkeys(self._seen, 0), **depth}
         self.oldest_ts = oldest_ts
 
 

@@ -764,6 +764,25 @@ async def test_stale_lifecycle_is_ignored(worker: tuple[Worker, Sent]) -> None:
     assert sent.by_topic == {}
 
 
+async def test_reports_from_another_node_than_the_runs_are_counted_under_one_note(worker: tuple[Worker, Sent]) -> None:
+    """/status counts notes by the text before ':'; that of a second execution's report named both nodes,
+    so each pair became a key of its own (found by review: /status and memory grew with them)."""
+    w, sent = worker
+    await _submit(w, job("j1"))
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1").to_bytes(), key=b"j1")
+    did = decision_id_for("j1", 0)
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=did, node_id="n1")
+                  .to_bytes(), key=b"j1")  # fmt: skip
+        for other in ("n7", "n8"):
+            await put(a, JobLifecycle(job_id="j1", cluster="c1", state="failed", decision_id=did, node_id=other)
+                      .to_bytes(), key=b"j1")  # fmt: skip
+    assert w.running["j1"]["node_id"] == "n1"
+    assert w.counters.notes.get("report from another node than the run's, ignored") == 2
+    assert not any("n7" in k or "n8" in k for k in w.counters.notes), w.counters.notes
+
+
 async def test_an_event_on_another_clusters_partition_is_dead_lettered(worker: tuple[Worker, Sent]) -> None:
     w, sent = worker
     wrong = (partition_for("c1", 4) + 1) % 4

@@ -97,3 +97,15 @@ def test_telemetry_off_still_passes_the_context_on() -> None:
     span = telemetry.tracer().start_span("process", context=telemetry.extract(incoming))
     assert not span.is_recording()
     assert telemetry.inject(span) == incoming
+
+
+def test_a_cluster_whose_queue_emptied_reads_0_for_a_while_then_its_series_goes() -> None:
+    """(Found by review: every cluster name a producer ever sent stayed a series for good.)"""
+    from streams.telemetry.metrics import EMPTY_KEPT_S, QueueSnapshot
+
+    q = QueueSnapshot()
+    q.update({"a": 3, "b": 1}, {}, now=0.0)
+    q.update({"a": 2}, {}, now=10.0)
+    assert q.depth == {"a": 2, "b": 0}  # b emptied: 0, not gone
+    q.update({"a": 1, "c": 0}, {}, now=11.0 + EMPTY_KEPT_S)
+    assert q.depth == {"a": 1, "c": 0}  # b gone after EMPTY_KEPT_S
