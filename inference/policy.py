@@ -342,7 +342,8 @@ class LearnedPolicy(BasePolicy):
         if i is None:  # scored on this step's embeddings, all nodes on the current state
             job_row = job_demand([job], self._windows.now if self._in_step else job.submit_time, self.spec,
                                  self.encoder())[0]  # fmt: skip
-            return self._rescore(step, job, job_row, snapshot, feasible.copy(), np.zeros(snapshot.num_nodes, np.float64))
+            unscored = np.full(snapshot.num_nodes, -np.inf)  # (not 0: a skipped re-scoring must not read as scores)
+            return self._rescore(step, job, job_row, snapshot, feasible.copy(), unscored)
         nodes, pairs = moved_nodes(step, i, job, snapshot, self.spec, feasible, self.pair_cache(snapshot))
         return self._rescore(step, job, step.jobs[i], snapshot, nodes, step.scores[i].astype(np.float64), pairs)
 

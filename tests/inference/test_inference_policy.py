@@ -601,3 +601,22 @@ def test_a_retry_that_fails_again_reports_its_own_reason(tmp_path):
     p._retry_at = 0.0
     schedule_step(small_snapshot(), pod_mix(3), p, now=1.0)
     assert p.fell_back and p.last_step.fallback and p.last_step.reason == p.fallback_reason != first
+
+
+def test_a_job_outside_the_calls_answer_falls_back_when_the_answer_came_from_another_version(tmp_path):
+    """Scored on the call's embeddings but not in its answer (the fill path, ``refresh_every`` > 1), with an
+    answer from a version this process does not hold (Triton swapped): every feasible node read 0 before,
+    and the lowest-index one won, decided by neither the model nor the fallback (found by review)."""
+    from scheduling.filters.framework import run_filters
+
+    torch.manual_seed(0)
+    save_model(tmp_path / "m", Scorer(ModelConfig(spec=SPEC, hidden=8)), "v1")
+    p = LearnedPolicy(loaded=load_model(tmp_path / "m"), refresh_every=3)
+    snap = small_snapshot(12)
+    a, b = [j for j in pod_mix(20, seed=4) if j.num_gpu][:2]
+    p.score(a, snap, run_filters(a, snap, explain=False).feasible_mask)
+    p._step.version = "v2-served-by-triton"  # the answer came from a version this process does not hold
+    feasible = run_filters(b, snap, explain=False).feasible_mask
+    scores = p.score(b, snap, feasible)
+    assert b.job_id in p.fallback_jobs and np.isfinite(scores[feasible]).all()
+    assert np.array_equal(scores, p.fallback.score(b, snap, feasible))
