@@ -8,7 +8,9 @@ node, infeasible nodes at ``-inf``. Registered in the placement registry as ``le
 ``models/latest``) and runs on a backend (:mod:`inference.backends`: ``in-process``, the
 default, or ``triton``; ``$SEMSCHED_INFERENCE``). If it cannot be loaded at all, the policy
 falls back to a heuristic (``fallback="fgd"``, its kwargs in ``fallback_kwargs``) for every
-call and says so: ``fell_back``, ``fallback_reason``, ``model_version = None``.
+call and says so: ``fell_back``, ``fallback_reason``, ``model_version = None``
+(:mod:`inference.served_model`). What the decision records read after a step (ψ, the version that
+scored a job) is :mod:`inference.decision_estimates`.
 
 **One model call per step** (per window of it). The step's inputs
 (:func:`inference.model.step.build_inputs`: node state, topology, the pending jobs, pair features
@@ -48,19 +50,20 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from inference.decision_estimates import DecisionEstimates
 from inference.encoders import EncoderCache
 from inference.features.jobs import job_demand
 from inference.features.pair_cache import PairCache
 from inference.lookahead import Lookahead
 from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
+from inference.served_model import ServedModel
 from inference.step_caches import StepCaches
 from inference.step_call import StepCaller
 from inference.step_windows import StepWindows, fitting_window, model_window
@@ -75,7 +78,6 @@ from scheduling.snapshot import ClusterSnapshot
 log = logging.getLogger(__name__)
 
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
-RETRY_S = 10.0  # without a model: how often to look for one again
 DEFAULT_MODEL_DIR = Path("models/latest")
 STEP_STATE = ("_prepared", "_step", "_windows", "_utilisation", "_step_fallback", "_in_step", "_calls", "model_calls",
               "last_step", "fallback_jobs", "decision_notes", "_fallback_gpus")  # what a step changes (warm_up puts it back)  # fmt: skip
@@ -102,7 +104,7 @@ def default_model_dir() -> Path:
 
 
 @register("learned")
-class LearnedPolicy(BasePolicy):
+class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
     name = "learned"
 
     def __init__(self, model_dir: str | Path | None = None, *, backend: str | None = None, fallback: str = "fgd",
@@ -112,23 +114,12 @@ class LearnedPolicy(BasePolicy):
         """``loaded``: an :class:`inference.model.io.LoadedModel` to serve in-process instead of a directory;
         ``lookahead``: roll each decision's best candidates forward through T (:mod:`inference.lookahead`);
         ``window``: jobs per model call (module docstring; default ``$SEMSCHED_MODEL_WINDOW``, else 256; 0: all)."""
-        from inference.backends import InProcessBackend, get_backend
-
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         self.refresh_every = max(1, int(refresh_every))
         self.window = model_window(window)
         self.fallback_name = fallback
         self.fallback: Policy = get_policy(fallback, **dict(fallback_kwargs or {}))
-        self.fell_back = False
-        self.fallback_reason: str | None = None
-        self.backend: Any = None
-        self._backend_args = (backend, dict(backend_kwargs or {}))
-        self._retry_at = 0.0
-        try:
-            self.backend = (InProcessBackend(loaded=loaded) if loaded is not None
-                            else get_backend(backend, self.model_dir, **self._backend_args[1]))  # fmt: skip
-        except Exception as e:  # missing, corrupt or mismatched: any failure means "use the heuristic"
-            self._no_model(e)
+        self._open(backend, backend_kwargs, loaded)  # (ServedModel)
         self.caches = StepCaches()  # embeddings, pair features, job rows and topologies, from step to step
         self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
         self.lookahead = lookahead
@@ -152,41 +143,6 @@ class LearnedPolicy(BasePolicy):
         if self.backend is not None:
             self.backend.close()
         self._caller.close()
-
-    # -- what is serving ---------------------------------------------------------------------
-    def _no_model(self, e: Exception) -> None:
-        self.fell_back = True
-        self.fallback_reason = f"{type(e).__name__}: {e}"
-        self._retry_at = time.monotonic() + RETRY_S
-        # the records' and /status's reason: the latest failure (a directory that appeared, corrupt)
-        self.last_step = StepStatus(fallback=True, reason=self.fallback_reason)
-
-    def _retry(self) -> None:
-        """Without a model, look again every ``RETRY_S`` (a worker started before the first
-        ``semsched train`` picks the model up once it is published)."""
-        if not self.fell_back or time.monotonic() < self._retry_at:
-            return
-        from inference.backends import get_backend
-
-        try:
-            self.backend = get_backend(self._backend_args[0], self.model_dir, **self._backend_args[1])
-        except Exception as e:
-            self._no_model(e)
-            return
-        self.fell_back, self.fallback_reason = False, None
-        self.last_step = StepStatus(backend=self.backend.name, version=self.model_version)
-
-    @property
-    def loaded(self) -> Any:
-        return None if self.backend is None else self.backend.loaded
-
-    @property
-    def model_version(self) -> str | None:
-        return None if self.backend is None else str(self.backend.loaded.version)
-
-    @property
-    def spec(self) -> Any:
-        return self.backend.loaded.config.spec
 
     @property
     def windows(self) -> StepWindows:
@@ -381,46 +337,6 @@ class LearnedPolicy(BasePolicy):
         the same row, a job's row depends on it and the step's time alone)."""
         row = self._windows.covered_row(job)
         return row if row is not None else job_demand([job], self._windows.now, self.spec, self.encoder())[0]
-
-    def predicted_cost(self, job_id: str, node_index: int) -> float | None:
-        """ψ of placing ``job_id`` on ``node_index`` (the fragmentation it adds, in GPUs), as the
-        cost estimator saw the cluster at the call that scored the job (the step's start, or where
-        the step was when that window opened); ``None`` without a cost head or a step, for a job the
-        step's call did not score, and for a node outside the answer's best-scored ones when this
-        worker does not hold the version that answered (:meth:`_psi`)."""
-        psi = self._psi(job_id, node_index)
-        return None if psi is None or not np.isfinite(psi[0]) else float(psi[0])
-
-    def predicted_run_time(self, job_id: str, node_index: int) -> float | None:
-        """ψ's expected run time of ``job_id`` on ``node_index``, s (its second column); ``None`` as
-        for :meth:`predicted_cost`, for a ψ without that column, and where the estimate is not a
-        finite number of seconds (a record field must be)."""
-        psi = self._psi(job_id, node_index)
-        if psi is None or len(psi) < 2 or not np.isfinite(psi[1]) or psi[1] > 700.0:  # expm1 overflows past ~709
-            return None
-        return float(np.expm1(max(float(psi[1]), 0.0)))
-
-    def scored_version(self, job_id: str) -> str | None:
-        """The model version whose call scored ``job_id`` in the step just run: a later window of the
-        step may have been answered by another version (a server swapped it in) or have failed, which
-        :attr:`last_step` then says. ``None`` for a job the fallback scored and one no call scored."""
-        step = self._scored_by(job_id)
-        return None if step is None else step.version or self.model_version
-
-    def _scored_by(self, job_id: str) -> PreparedStep | None:
-        """The call ``job_id`` was scored from; not a job the fallback scored (a later window failing
-        leaves the earlier ones' answers as they were)."""
-        step = self._windows.scored_by.get(job_id) if self._in_step else self._step
-        return None if step is None or job_id in self.fallback_jobs else step
-
-    def _psi(self, job_id: str, node_index: int) -> np.ndarray | None:
-        """ψ on the step-start state (:meth:`PreparedStep.psi`; the local cost head for nodes outside
-        the answer's, when this worker holds the version that answered)."""
-        step = self._scored_by(job_id)
-        if step is None:
-            return None
-        same = not step.version or step.version == self.model_version
-        return step.psi(job_id, node_index, self.loaded.model if same else None)
 
     def score_all(self, jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, now: float = 0.0) -> np.ndarray:
         """float32 ``[J, N]``: one model call for ``jobs`` on ``snapshot`` as it is (not masked by the
