@@ -80,7 +80,10 @@ def load_model(directory: Path, device: str | torch.device = "cpu") -> LoadedMod
     torch errors. Through a symlink (``models/latest``), the version it points to when the load begins
     (found by review: ``latest`` repointed between the two reads gave one version's config and name
     with another's weights, and the path of the second, so the move was never seen)."""
-    directory = Path(directory).resolve(strict=True)  # both files from one version, whatever ``latest`` does meanwhile
+    try:  # both files from one version, whatever ``latest`` does meanwhile
+        directory = Path(directory).resolve(strict=True)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no model directory at {directory}") from None
     meta = json.loads((directory / "config.json").read_text())
     if meta.get("format") != FORMAT:
         raise ValueError(f"{directory}: unknown model format {meta.get('format')!r}")

@@ -69,6 +69,9 @@ class QueueSnapshot:
         self.depth = {**dict.fromkeys(self._seen, 0), **depth}
         self.oldest_ts = oldest_ts
 
+    def clear(self) -> None:
+        self.depth, self.oldest_ts, self._seen = {}, {}, {}
+
 
 class _Lagging(Protocol):
     def lag_snapshot(self) -> tuple[int, int, float]: ...  # (unconsumed, buffered, oldest age s)

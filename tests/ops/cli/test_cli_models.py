@@ -114,7 +114,8 @@ def test_promote_refuses_a_candidate_trained_on_the_replays_seeds(dsn: str, tmp_
 
 
 def test_train_refuses_promotion_seeds_it_would_train_on(tmp_path: Path) -> None:
-    r = runner.invoke(_app(), ["train", "--train-seeds", "0-11", "--promotion-seeds", "10-14", "--out", str(tmp_path),
+    r = runner.invoke(_app(), ["train", "--train-seeds", "0,1,2,3,4,5,6,7,10,11", "--promotion-seeds", "10-14",
+                               "--out", str(tmp_path),
                                "--archive", f"chdb://{tmp_path / 'a'}"])  # fmt: skip
     assert r.exit_code == 2 and "seeds[10,11]arethepromotionreplay" in _flat(r.output), r.output
     assert not any(p.name != "a" for p in tmp_path.iterdir())  # refused before any training
