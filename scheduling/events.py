@@ -327,11 +327,6 @@ class DecisionRecord(Event):
     step_compute_ms: float = Field(default=0.0, ge=0, allow_inf_nan=False)
     submit_time: AwareDatetime | None = None
     reason: str = ""
-
-    @field_validator("submit_time")
-    @classmethod
-    def _submit_time(cls, v: datetime | None) -> datetime | None:
-        return None if v is None else archived_time(v, "submit_time")
     # what the job holds once placed (the worker's reservation)
     cpu_milli: int = Field(default=0, ge=0, le=MAX_CPU_MILLI)
     memory_mib: int = Field(default=0, ge=0, le=MAX_MEMORY_MIB)
@@ -345,6 +340,11 @@ class DecisionRecord(Event):
         "partition the worker had handled when the step took its snapshot (the reports below it had freed "
         "their resources; None: not known).",
     )
+
+    @field_validator("submit_time")
+    @classmethod
+    def _submit_time(cls, v: datetime | None) -> datetime | None:
+        return None if v is None else archived_time(v, "submit_time")
 
 
 #: a command's fields that its agent's reports echo (:class:`JobLifecycle`): held to the same bounds, so

@@ -70,6 +70,7 @@ from streams.telemetry import (
 
 log = logging.getLogger("semsched.agents")
 
+
 class CannotExecute(Exception):
     """A well-formed command the agents will not carry out: dead-lettered with the reason."""
 
