@@ -73,7 +73,8 @@ def train_from_finished(finished: Sequence[FinishedRun], config: DurationConfig 
 
     records = as_records(finished)
     return train_predictor([r.job for r in records], [r.duration for r in records], config,
-                           submit_times=[r.submit for r in records], encoder=encoder, **kwargs)  # fmt: skip
+                           submit_times=[r.submit for r in records], finish_times=[r.finish for r in records],
+                           encoder=encoder, **kwargs)  # fmt: skip
 
 
 def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: float) -> bool | None:

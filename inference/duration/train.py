@@ -81,21 +81,24 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
                     val_fraction: float = 0.15, progress: Progress | None = None,
                     tune: bool = True,
                     running: Sequence[tuple[JobRequest, float, float]] | None = None,
-                    history: bool = True, shift: bool = True, keep: dict[str, object] | None = None) -> LearnedDurationPredictor:  # fmt: skip
+                    history: bool = True, shift: bool = True, keep: dict[str, object] | None = None,
+                    finish_times: Sequence[float] | None = None) -> LearnedDurationPredictor:  # fmt: skip
     """A trained predictor (see the module docstring); ``encoder`` reuses a cache across calls.
 
     ``submit_times`` (seconds, one per job): validate the way the predictor is used — the fit
     part is what had *finished* by the validation cut, and the validation jobs are predicted
     online while earlier ones finish (:func:`inference.duration.evaluate.replay_online`).
     Without them, ``jobs`` must be in submission order and the validation is offline.
+    ``finish_times``: when each job ended, where the source says (the archive; else submit + duration):
+    the validation cut and the order the history observes them use it.
     ``running``: ``(job, submit_s, elapsed_s)`` of jobs still running at the data cut.
     ``shift``: offset the regression by its median validation residual (step 2b).
     ``history``: choose the history weight (step 3b; needs ``tune``; else it stays as
     configured). ``keep``: a dict that receives the validation arrays, for diagnostics."""
     t0 = time.perf_counter()
     config = replace(config or DurationConfig())
-    if len(jobs) != len(durations) or (submit_times is not None and len(submit_times) != len(jobs)):
-        raise ValueError("one duration (and submit time) per job")
+    if len(jobs) != len(durations) or any(t is not None and len(t) != len(jobs) for t in (submit_times, finish_times)):
+        raise ValueError("one duration (and submit and finish time) per job")
     if len(jobs) < 10:
         raise ValueError(f"need at least 10 finished jobs to train, got {len(jobs)}")
     encoder = encoder if encoder is not None else make_encoder(config.encoder, config.text_dim)
@@ -105,7 +108,9 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     y = shell.log_target(durations)
     x = np.concatenate([text, shape], axis=1)
     if submit_times is not None:
-        recs = [Finished(float(t), j, float(d)) for t, j, d in zip(submit_times, jobs, durations, strict=True)]
+        ends = finish_times if finish_times is not None else [None] * len(jobs)
+        recs = [Finished(float(t), j, float(d), None if e is None else float(e))
+                for t, j, d, e in zip(submit_times, jobs, durations, ends, strict=True)]  # fmt: skip
         split = time_split(recs, 1 - val_fraction)
         pos: dict[int, int] = {id(r): i for i, r in enumerate(recs)}
         fit_i = np.array([pos[id(r)] for r in split.train], dtype=np.int64)
@@ -196,8 +201,10 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     final.fit(all_x, all_y, epochs=max(1, report.best_epoch), censored=all_c,
               progress=(lambda e, n: progress("refit", e, n)) if progress else None)  # fmt: skip
     out = LearnedDurationPredictor(config, encoder=encoder, regressor=final)
-    order = np.argsort(np.asarray(submit_times, np.float64) + np.asarray(durations, np.float64), kind="stable") \
-        if submit_times is not None else np.arange(len(jobs))  # fmt: skip
+    finish = (np.asarray(finish_times, np.float64) if finish_times is not None
+              else np.asarray(submit_times, np.float64) + np.asarray(durations, np.float64)
+              if submit_times is not None else None)  # fmt: skip
+    order = np.argsort(finish, kind="stable") if finish is not None else np.arange(len(jobs))
     out.observe_many([jobs[i] for i in order], [float(durations[i]) for i in order])
     return out
 

@@ -57,10 +57,14 @@ def remove_dead_files(shm: Path | None = None) -> list[Path]:
     """Remove the ``/dev/shm`` names of regions whose worker died before the server mapped them (a
     registered region's name goes at once: :meth:`SharedMemoryLane.registered`); what was removed."""
     folder = SHM_DIR if shm is None else shm
-    gone = dead_regions(p.name for p in folder.glob("semsched-*")) if folder.is_dir() else []
-    for name in gone:
-        (folder / name).unlink(missing_ok=True)
-    return [folder / name for name in gone]
+    removed = []
+    for name in dead_regions(p.name for p in folder.glob("semsched-*")) if folder.is_dir() else []:
+        try:  # (another user's, in the sticky /dev/shm: not ours to remove, and no reason to fail)
+            (folder / name).unlink(missing_ok=True)
+        except OSError:
+            continue
+        removed.append(folder / name)
+    return removed
 
 
 def dead_regions(names: Iterable[str]) -> list[str]:

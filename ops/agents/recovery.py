@@ -41,7 +41,7 @@ LOST_REASON = "agent restarted: the run in progress was lost"
 DONE_WITH = frozenset({"started", "finished", "failed", "preempted", "timed_out"})
 
 
-Key = tuple[str, str]  # (cluster, node id, job id or decision id): names are unique only within a cluster
+Key = tuple[str, str]  # (cluster, a node, job or decision id): names are unique only within a cluster
 
 
 @dataclass

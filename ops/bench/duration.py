@@ -1,7 +1,7 @@
 """``semsched bench duration``: held-out accuracy of the duration predictors (issue 4 point 6).
 
 Per trace: its jobs with a known run time, split in time (:func:`inference.duration.evaluate.
-time_split`: train = submitted before the cut *and* finished by it; held out = submitted
+time_split`: train = submitted before the cut *and* finished before it; held out = submitted
 after it), then replayed online — each held-out job is predicted at its submission, after
 every job that had finished by then was observed. Predictors:
 

@@ -2,7 +2,7 @@
 
 The trace's jobs with a run time are split in time (:func:`inference.duration.evaluate.
 time_split`, ``--train-fraction``): the duration model is trained on the jobs submitted before
-the cut **and finished by it**, the history baseline is warmed with the same jobs, and only the
+the cut **and finished before it**, the history baseline is warmed with the same jobs, and only the
 **held-out** jobs (submitted at or after the cut; optionally the first ``--held-out-jobs`` of
 them) are replayed through the simulator — nothing the predictors learn from before the replay
 comes from the replayed period. Jobs submitted before the cut that were still running then
@@ -226,7 +226,7 @@ def describe(trace: str, replay: TraceSplit, plan: LoadPlan, load_name: str, n_j
     span = [j.request.submit_time for j in replay.held_out]
     return (f"**{trace}**: {len(replay.nodes):,} nodes; {f['jobs']:,} jobs with a run time, cut at "
             f"{f['cut_s']:,.0f} s ({f['train_fraction']:.0%} by count): the models learn from the {f['train']:,} "
-            f"submitted before the cut and finished by it (and the regression from the {f['running_at_cut']:,} still "
+            f"submitted before the cut and finished before it (and the regression from the {f['running_at_cut']:,} still "
             f"running then, as lower bounds); replayed: {f['replayed']:,} of the {f['held_out']:,} held-out jobs (submitted "
             f"{min(span):,.0f}–{max(span):,.0f} s), load **{load_name}**: arrivals ×{plan.factor:,.4g}"
             f"{f' and {plan.copies} superposed replicas' if plan.copies > 1 else ''} → {n_jobs:,} jobs, offered "

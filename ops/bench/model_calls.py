@@ -26,6 +26,7 @@ from typing import Any
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from ops.bench.model_check import model_pinned
 from ops.console import wide_console
 from scheduling.assign import StepResult, schedule_step
 from scheduling.order_context import OrderContext
@@ -85,6 +86,7 @@ class WorkerPath:
         self._loop.close()
 
 
+@model_pinned
 def run_model_calls_bench(*, trace: str, path: Path | None, policy: str, windows: list[int], load: str, step: float,
                           limit: int | None, nodes: int | None, seed: int, out_dir: Path, command: str) -> int:  # fmt: skip
     from ops.bench import environment

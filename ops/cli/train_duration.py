@@ -133,7 +133,8 @@ def run_train_duration(*, trace: str, encoder: str = "hashed", train_fraction: f
 
         enc = make_encoder(encoder, text_dim)
         model = train_predictor([r.job for r in train], [r.duration for r in train], config,
-                                submit_times=[r.submit for r in train], encoder=enc, progress=step,
+                                submit_times=[r.submit for r in train], finish_times=[r.finish for r in train],
+                                encoder=enc, progress=step,
                                 running=running if censored else None)  # fmt: skip
     model.config.train_info.update({"trace": trace, "limit": limit, **facts})
     out = Path(out)

@@ -177,7 +177,7 @@ class Simulator:
                 key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.per_gpu_milli, req.gpu_models, queue)
                 if key in hopeless:
                     continue
-                got = preempt_for(snap, req, queue, victims, self.policy)
+                got = preempt_for(snap, req, queue, victims, self.policy, try_free=evictions > 0)
                 if got is None:
                     hopeless.add(key)
                     continue

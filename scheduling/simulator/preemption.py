@@ -168,16 +168,16 @@ class VictimSet:
 
 
 def preempt_for(snap: ClusterSnapshot, job: JobRequest, queue: int, victims: VictimSet,
-                policy: Policy) -> tuple[Placement, list[Victim]] | None:  # fmt: skip
+                policy: Policy, *, try_free: bool = True) -> tuple[Placement, list[Victim]] | None:  # fmt: skip
     """Place ``job`` (queue ``queue``) by evicting lower-priority victims on one node; on
     success ``snap`` holds the job and no longer the evicted victims, which are returned
     (and marked in ``victims``). On failure ``snap`` is unchanged. A job that fits without
     evicting anyone (an earlier eviction of the step left room) is placed so, evicting none
-    (found by review: it evicted another victim, which lost its work for nothing)."""
+    (found by review: it evicted another victim, which lost its work for nothing); ``try_free``:
+    whether to try that (the caller knows no eviction happened yet, so the step's own attempt stands)."""
     if job.is_gang:
         return None
-    got = place_one(snap, job, policy, top_k=0)
-    if isinstance(got, Placement):
+    if try_free and isinstance(got := place_one(snap, job, policy, top_k=0), Placement):
         return got, []
     node = victims.best_node(job, queue)
     if node is None:

@@ -324,3 +324,26 @@ def test_a_dead_workers_region_is_unregistered_by_the_next_worker(served):
             b.close()
         client.unregister_system_shared_memory(region.name, headers=headers)
         client.close()
+
+
+def test_a_dead_name_this_user_cannot_remove_does_not_stop_the_lane(tmp_path, monkeypatch):
+    """Another user's dead worker's name in the sticky /dev/shm: unlink says PermissionError, and building
+    the lane (so the Triton backend, so the learned policy) must not fail on it (found by review)."""
+    from pathlib import Path
+
+    import inference.serving.shared_memory as shm
+
+    (tmp_path / f"semsched-{dead_pid()}-0123456789ab").write_bytes(b"x")
+    mine = tmp_path / f"semsched-{dead_pid()}-ba9876543210"
+    mine.write_bytes(b"x")
+    real = Path.unlink
+
+    def refuse_theirs(self: Path, missing_ok: bool = False) -> None:
+        if self.name.endswith("0123456789ab"):
+            raise PermissionError(1, "Operation not permitted", str(self))
+        real(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", refuse_theirs)
+    assert shm.remove_dead_files(tmp_path) == [mine] and not mine.exists()
+    monkeypatch.setattr(shm, "SHM_DIR", tmp_path)
+    SharedMemoryLane("auto")  # (no error)
