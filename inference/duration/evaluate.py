@@ -91,17 +91,20 @@ class Run:
 
 
 def running_at_cut(split: Split, runs: Sequence[Run] | None = None) -> list[tuple[JobRequest, float, float]]:
-    """``(job, submit, elapsed)`` of the jobs submitted before the cut and still running at it, what a
-    model trained at the cut knows of them: a lower bound on their run time (the censored loss).
+    """``(job, started, elapsed)`` of the jobs submitted before the cut and still running at it, what a
+    model trained at the cut knows of them: a lower bound on their run time (the censored loss),
+    ``elapsed = cut − started``.
 
     With ``runs`` (every job of the trace, with a run time or not): those that had started by the
-    cut and had not ended by it, ``elapsed`` since their start, whether or not they finish later in
-    the trace. Without (a source that does not say when its jobs ran): the split's late jobs,
-    ``elapsed`` since their submission; those are only the jobs that finish later, which is
-    future information, and leaves out the longest (found by review: dlrm2025 has 560 of them at
-    its cut, against 3,204 instances running then). A job the split trains on is never censored."""
+    cut and had not ended by it, ``started`` when their (latest) run began, whether or not they
+    finish later in the trace. Without (a source that does not say when its jobs ran): the split's
+    late jobs that had started by the cut (``started = finish − duration``: their submission for a
+    trace file); those are only the jobs that finish later, which is future information, and leaves
+    out the longest (found by review: dlrm2025 has 560 of them at its cut, against 3,204 instances
+    running then). A job the split trains on is never censored."""
     if runs is None:
-        return [(r.job, r.submit, split.cut - r.submit) for r in split.late]
+        return [(r.job, r.finish - r.duration, split.cut - (r.finish - r.duration)) for r in split.late
+                if r.finish - r.duration < split.cut]  # fmt: skip
     trained = {r.job.job_id for r in split.train}
     running: dict[str, tuple[JobRequest, float, float]] = {}  # one per job: its latest start before the cut
     for r in runs:  # (two attempts of one job can look running: an end that never reached the archive)
@@ -109,7 +112,7 @@ def running_at_cut(split: Split, runs: Sequence[Run] | None = None) -> list[tupl
                 and (r.ended is None or r.ended > split.cut) and r.job.job_id not in trained):  # fmt: skip
             known = running.get(r.job.job_id)
             if known is None or split.cut - r.started < known[2]:
-                running[r.job.job_id] = (r.job, r.submit, split.cut - r.started)
+                running[r.job.job_id] = (r.job, r.started, split.cut - r.started)
     return list(running.values())
 
 

@@ -35,7 +35,9 @@
 how long they had run — right-censored rows for the MLP (a lower bound on their run time:
 :func:`inference.duration.regression.censored_huber`). With ``submit_times``, the fit part of
 step 2 gets the same treatment at the validation cut: the training jobs that finished after it
-and the running jobs submitted before it are censored there, not dropped.
+and the running jobs that had *started* before it are censored there, at the time they had run
+by then (not since their submission: a job that queued first had run less, and one that started
+after the cut was not running there — found by review).
 
 The sources of jobs are a trace's training split (``semsched bench duration``) or the
 archive's finished jobs (:mod:`inference.duration.archive`).
@@ -91,7 +93,8 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     Without them, ``jobs`` must be in submission order and the validation is offline.
     ``finish_times``: when each job ended, where the source says (the archive; else submit + duration):
     the validation cut and the order the history observes them use it.
-    ``running``: ``(job, submit_s, elapsed_s)`` of jobs still running at the data cut.
+    ``running``: ``(job, started_s, elapsed_s)`` of jobs still running at the data cut
+    (:func:`~inference.duration.evaluate.running_at_cut`).
     ``shift``: offset the regression by its median validation residual (step 2b).
     ``history``: choose the history weight (step 3b; needs ``tune``; else it stays as
     configured). ``keep``: a dict that receives the validation arrays, for diagnostics."""
@@ -122,10 +125,10 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     if len(fit_i) == 0 or len(val_i) == 0:
         raise ValueError("the validation split left no job to fit or to validate on")
 
-    run_x, run_submit, run_elapsed = _running_rows(shell, running)
+    run_x, run_started, run_elapsed = _running_rows(shell, running)
     fit_x, fit_y, fit_c = x[fit_i], y[fit_i], np.zeros(len(fit_i), bool)
     if split is not None and running is not None:  # opting in to censoring, even with no running job
-        fit_x, fit_y, fit_c = _censored_at(split, x, y, fit_i, pos, shell, run_x, run_submit)
+        fit_x, fit_y, fit_c = _censored_at(split, x, y, fit_i, pos, shell, run_x, run_started)
     reg = MlpRegressor(x.shape[1], config.hidden, config.layers, seed=config.seed)
     report = reg.fit(fit_x, fit_y, x[val_i], y[val_i], epochs=config.epochs, censored=fit_c,
                      progress=(lambda e, n: progress("regression", e, n)) if progress else None)  # fmt: skip
@@ -250,7 +253,7 @@ def _retrieve(probe: LearnedDurationPredictor, split: Split | None, val_i: np.nd
 
 def _running_rows(shell: LearnedDurationPredictor, running: Sequence[tuple[JobRequest, float, float]] | None,
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """Feature rows, submit times and elapsed run times of the still-running jobs."""
+    """Feature rows, start times and elapsed run times of the still-running jobs."""
     if not running:
         return np.zeros((0, shell.config.text_dim + SHAPE_DIM), np.float32), np.zeros(0), np.zeros(0)
     text, shape, _ = shell.features([r[0] for r in running])
@@ -259,14 +262,16 @@ def _running_rows(shell: LearnedDurationPredictor, running: Sequence[tuple[JobRe
 
 
 def _censored_at(split: Split, x: np.ndarray, y: np.ndarray, fit_i: np.ndarray, pos: dict[int, int],
-                 shell: LearnedDurationPredictor, run_x: np.ndarray, run_submit: np.ndarray,
+                 shell: LearnedDurationPredictor, run_x: np.ndarray, run_started: np.ndarray,
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
-    """The fit rows at the validation cut: finished by it (exact), and censored there — the
-    training jobs that finished after it and the running jobs submitted before it."""
-    late_i = np.array([pos[id(r)] for r in split.late], dtype=np.int64)
-    late_elapsed = np.array([split.cut - r.submit for r in split.late])
-    before = run_submit < split.cut
+    """The fit rows at the validation cut: finished by it (exact), and censored there at the time
+    they had run by then — the training jobs that finished after it and the running jobs, each if
+    it had started by the cut (a job's start: its end less its run time)."""
+    late = [r for r in split.late if r.finish - r.duration < split.cut]
+    late_i = np.array([pos[id(r)] for r in late], dtype=np.int64)
+    late_elapsed = np.array([split.cut - (r.finish - r.duration) for r in late])
+    before = run_started < split.cut
     rows = [x[fit_i], x[late_i], run_x[before]]
-    ys = [y[fit_i], shell.log_target(late_elapsed), shell.log_target(split.cut - run_submit[before])]
+    ys = [y[fit_i], shell.log_target(late_elapsed), shell.log_target(split.cut - run_started[before])]
     cens = [np.zeros(len(fit_i), bool), np.ones(len(late_i), bool), np.ones(int(before.sum()), bool)]
     return np.concatenate(rows), np.concatenate(ys), np.concatenate(cens)

@@ -60,7 +60,7 @@ class TraceSplit:
     nodes: list[Any]
     train: list[Any]
     held_out: list[SimJob]
-    running: list[Any]  # (job, submit, elapsed at the cut): lower bounds for the censored loss
+    running: list[Any]  # (job, started, elapsed at the cut): lower bounds for the censored loss
     facts: dict[str, Any]
 
 

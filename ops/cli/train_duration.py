@@ -50,7 +50,7 @@ def default_version(trace: str, encoder: str, train_fraction: float) -> str:
 def training_records(records: list[Any], train_fraction: float,
                      runs: list[Any] | None = None) -> tuple[list[Any], list[Any], dict[str, Any]]:  # fmt: skip
     """The records a model trained at the ``train_fraction`` cut may learn from, the jobs still
-    running at the cut (``(job, submit, elapsed)``: lower bounds; from ``runs`` when the source says
+    running at the cut (``(job, started, elapsed)``: lower bounds; from ``runs`` when the source says
     when its jobs ran, see :func:`~inference.duration.evaluate.running_at_cut`), and the split's facts."""
     from inference.duration.evaluate import running_at_cut, time_split
 

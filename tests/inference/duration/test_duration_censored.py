@@ -56,3 +56,31 @@ def test_still_running_jobs_lift_the_prediction_of_their_kind() -> None:
     assert plain.predict(probe) < 600
     assert censored.predict(probe) > 2.5 * plain.predict(probe) and censored.config.train_info["running"] == 300
     assert abs(np.log(censored.predict(_job(9999, "short")) / 100.0)) < np.log(2)  # the other kind unchanged
+
+
+def test_the_validation_cut_censors_what_had_run_by_then_since_the_start() -> None:
+    """At the inner validation cut a censored row's bound is the time the job had *run* by then:
+    a job that queued first had run less than since its submission, and one that started after
+    the cut was not running there (found by review: both were bounded since submission, which can
+    exceed the job's whole run time)."""
+    from inference.duration.config import DurationConfig
+    from inference.duration.evaluate import Finished, time_split
+    from inference.duration.predictor import LearnedDurationPredictor
+    from inference.duration.train import _censored_at
+
+    def rec(i: int, submit: float, duration: float, end: float) -> Finished:
+        return Finished(submit, _job(i, "short"), duration, end)
+
+    recs = [rec(0, 0, 5, 5), rec(1, 10, 30, 60), rec(2, 20, 15, 40), rec(3, 30, 1, 31), rec(4, 40, 1, 41)]
+    split = time_split(recs, 0.6)  # cut at t = 30: j0 trained on; j1 (starts at 30) and j2 (at 25) late
+    assert split.cut == 30 and [r.job.job_id for r in split.late] == ["short-1", "short-2"]
+    shell = LearnedDurationPredictor(DurationConfig(encoder="hashed-ngram-16", text_dim=16))
+    x = np.arange(10, dtype=np.float32).reshape(5, 2)
+    y = shell.log_target([r.duration for r in recs])
+    pos = {id(r): i for i, r in enumerate(recs)}
+    run_x = np.array([[7.0, 7.0], [8.0, 8.0]], np.float32)
+    run_started = np.array([22.0, 35.0])  # running at the data cut; the second started after the inner cut
+    rows, ys, cens = _censored_at(split, x, y, np.array([0]), pos, shell, run_x, run_started)
+    assert rows.tolist() == [x[0].tolist(), x[2].tolist(), [7.0, 7.0]]  # j1 and the late starter: no row
+    assert cens.tolist() == [False, True, True]
+    assert np.allclose(np.exp(ys), [5.0, 5.0, 8.0])  # run by the cut: 30 − 25, 30 − 22 (not 10 and 8 since submission)

@@ -70,8 +70,8 @@ def test_running_at_the_cut_is_what_had_started_and_not_ended_whether_or_not_it_
              Run(JobRequest(job_id="later", submit_time=15), 15, 31, None)]  # started after the cut  # fmt: skip
     runs += [Run(JobRequest(job_id="long", submit_time=5), 5, 20, None)]  # an attempt whose end never came
     rows = running_at_cut(s, runs)
-    got = {job.job_id: (submit, elapsed) for job, submit, elapsed in rows}
-    assert got == {"j1": (10, 18), "long": (5, 10)}  # elapsed since its latest run began
+    got = {job.job_id: (started, elapsed) for job, started, elapsed in rows}
+    assert got == {"j1": (12, 18), "long": (20, 10)}  # elapsed since its latest run began
     assert len(rows) == len(got)  # one row a job (found by review: twice when two attempts looked running)
     assert [(j.job_id, e) for j, _, e in running_at_cut(s)] == [("j1", 20)]  # without runs: the late jobs
 
