@@ -38,6 +38,7 @@ from scheduling.metrics.fragmentation import Workload as TargetWorkload
 from scheduling.metrics.fragmentation import fragmentation_rate, partial_gpu_ratio
 from scheduling.node import NodeView
 from scheduling.order_context import LearningDurationPredictor, OrderContext, service_rate
+from scheduling.parent_cycles import waiting_on_a_cycle
 from scheduling.policies.base import Policy
 from scheduling.simulator.config import SimConfig
 from scheduling.simulator.preemption import PreemptiveOrdering, RunningTable, preempt_for, preemptive_ordering
@@ -129,8 +130,9 @@ class Simulator:
                 if outcome[c]["state"] == "pending":
                     reject(c, f"DAG parent {job_id} was rejected")
 
-        for job_id in in_cycles(waiting_on, children):  # never eligible: rejected with the reason (found by
-            if outcome[job_id]["state"] == "pending":  # review: they stayed pending for ever, with none)
+        stuck = waiting_on_a_cycle({j.job_id: [p for p in j.parents if p in by_id] for j in self.jobs if j.parents})
+        for job_id in (j.job_id for j in self.jobs if j.job_id in stuck):  # never eligible: rejected with the
+            if outcome[job_id]["state"] == "pending":  # reason (found by review: they stayed pending for ever)
                 reject(job_id, "DAG parents form a cycle")
 
         def hold(tenant: str, job: JobRequest, sign: int) -> None:
@@ -301,15 +303,3 @@ def simulate(nodes: Sequence[NodeView], jobs: Sequence[SimJob], policy: Policy, 
              step: Callable[..., StepResult] = schedule_step) -> SimResult:  # fmt: skip
     """Run one simulation (see :class:`Simulator`)."""
     return Simulator(nodes, jobs, policy, config, estimator=estimator, step=step).run(progress)
-
-
-def in_cycles(waiting_on: dict[str, int], children: dict[str, list[str]]) -> list[str]:
-    """The jobs on a cycle of DAG parents or downstream of one (Kahn's algorithm: what never becomes free)."""
-    left = dict(waiting_on)
-    free = [j for j, n in left.items() if n == 0]
-    while free:
-        for c in children.get(free.pop(), []):
-            left[c] -= 1
-            if left[c] == 0:
-                free.append(c)
-    return [j for j, n in left.items() if n > 0]

@@ -8,22 +8,10 @@ import asyncio
 from datetime import UTC, datetime
 
 from scheduling.events import JobSubmitted, NodeTelemetry, partition_for
-from streams.dag_gate import waiting_on_a_cycle
 from streams.state import on_submitted
 from tests.streams.loop_helpers import stood_in_worker
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-
-
-def test_the_jobs_on_or_behind_a_cycle_of_parents_are_found_with_one_cycle_each() -> None:
-    parents = {"a": ["b"], "b": ["c"], "c": ["a"],  # a cycle
-               "d": ["a", "x"],  # behind it (x is not pending: finished, or not seen)
-               "e": ["x"], "f": ["e"], "g": ["f", "e"],  # a chain: no cycle
-               "s": ["s"]}  # fmt: skip
-    stuck = waiting_on_a_cycle(parents)
-    assert sorted(stuck) == ["a", "b", "c", "d", "s"]
-    assert stuck["a"] == ["a", "b", "c", "a"] and stuck["d"] == ["a", "b", "c", "a"] and stuck["s"] == ["s", "s"]
-    assert waiting_on_a_cycle({"e": ["x"], "f": ["e"], "g": ["f", "e"]}) == {}
 
 
 def test_a_cycle_of_parents_is_rejected_and_the_rest_waits_or_runs() -> None:
