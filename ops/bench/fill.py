@@ -16,7 +16,7 @@ import numpy as np
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.bench import environment
-from ops.bench.model_check import learned_version, model_pinned
+from ops.bench.model_check import learned_version, model_pinned, seen_fill_seeds
 from ops.console import wide_console
 
 console = wide_console()
@@ -58,6 +58,10 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
     if why:
         console.print(f"[red]bench fill: {why}")
         return 2
+    seen = seen_fill_seeds(seeds) if model else []
+    if seen:
+        console.print(f"[yellow]bench fill: the learned policy's model {model} was trained or validated on seeds "
+                      f"{seen}: its numbers on them are inflated (use seeds it has not seen)")  # fmt: skip
     from scheduling.fill import fill_sequence, gpu_demand, run_fill
     from scheduling.metrics.fragmentation import Workload
     from scheduling.policies import get_policy
@@ -94,7 +98,9 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
                 f"{demand:.1%} of the GPU capacity, inflated to 130 %; none departs. Seeds {seeds}. "
                 "Method: `../shared/benchmarks/openb-fill.md` (the FGD authors', Weng et al., USENIX ATC 2023). "
                 "Their figures are their simulator's checked-in results for the default pod list "
-                "(mean of seeds 42–51)." + (f" The learned policy's model: {model}." if model else ""))  # fmt: skip
+                "(mean of seeds 42–51)." + (f" The learned policy's model: {model}." if model else "")
+                + (f" **It was trained or validated on seeds {seen}: its numbers on them are inflated.**"
+                   if seen else ""))  # fmt: skip
     rows = summary_rows(policies, runs)
     report.table(f"GPU allocated at 100 % arrived demand (mean of {len(seeds)} seeds)", rows,
                  ["policy", "theirs", "ours %", "± std", "theirs %", "Δ pp", "s / run"],

@@ -54,6 +54,20 @@ def learned_version(policies: Sequence[str]) -> tuple[str | None, str | None]:
 
 
 
+
+def seen_fill_seeds(seeds: Sequence[int]) -> list[int]:
+    """The fill ``seeds`` the learned policy's model (``$SEMSCHED_MODEL_DIR``, as pinned) was trained
+    or validated on, from its ``train.json`` (:func:`inference.training.promotion.trained_seeds`):
+    its numbers on them are inflated (found by review: ``bench fill`` on training seeds said nothing)."""
+    from inference.policy import default_model_dir
+    from inference.training.promotion import model_meta, trained_seeds
+
+    try:
+        _, _, train = model_meta(default_model_dir())
+    except (OSError, ValueError, KeyError):
+        return []
+    return sorted(trained_seeds(train) & set(seeds))
+
 @contextlib.contextmanager
 def pinned_model(model: Path | None) -> Iterator[Path]:
     """For the duration of a benchmark, ``$SEMSCHED_MODEL_DIR`` = the model directory resolved

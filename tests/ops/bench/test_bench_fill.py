@@ -55,3 +55,23 @@ def test_the_default_list_leaves_the_learned_policies_out_without_a_model_and_sa
     assert "leaving out learned, learned-lookahead" in result.output and "no model" in result.output
     ran = {r["policy"] for r in json.loads((out / "bench-fill.json").read_text())["policies"]}
     assert "fgd" in ran and not ran & {"learned", "learned-lookahead"}
+
+
+def test_seeds_the_learned_model_trained_on_are_named_in_the_report(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """(Found by review: ``bench fill`` on the model's training seeds said nothing; its numbers there
+    are inflated.)"""
+    from tests.ops.bench.test_bench_model_check import publish
+
+    publish(tmp_path / "models", "v1")
+    train = {"train_seeds": [2, 3], "val_seeds": [4], "held_out_seeds": [1]}
+    (tmp_path / "models" / "v1" / "train.json").write_text(json.dumps(train))
+    monkeypatch.setenv("SEMSCHED_MODEL_DIR", str(tmp_path / "models" / "latest"))
+    (tmp_path / "nodes.csv").write_text(NODES)
+    (tmp_path / "pods.csv").write_text(POD_HEADER + "p00,1000,1024,1,500,,BE,Running,0,,\n")
+    for seeds, warned in (([1, 2, 4], "[2, 4]"), ([1, 5], None)):
+        out = tmp_path / f"out-{len(seeds)}"
+        assert run_fill_bench(pods=tmp_path / "pods.csv", nodes=tmp_path / "nodes.csv", policies=["learned"],
+                              seeds=seeds, out_dir=out) == 0  # fmt: skip
+        text = (out / "bench-fill.md").read_text()
+        assert ("trained or validated on seeds" in text) == (warned is not None)
+        assert warned is None or f"seeds {warned}: its numbers on them are inflated" in text
