@@ -115,8 +115,14 @@ def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
     placements, then releases of a placement at its own millisecond."""
     out: list[tuple[float, int, str, Any]] = []
     retried = {(p.cluster, p.job_id, a) for p in events.placed for a in range(p.attempt)}
-    for job in events.jobs.values():
-        out.append((job.submit_time, 0, "submit", job))
+    first_placed: dict[tuple[str, str], float] = {}
+    for p in events.placed:
+        key = (p.cluster, p.job_id)
+        first_placed[key] = min(p.time, first_placed.get(key, p.time))
+    for key, job in events.jobs.items():  # a submission stamped by a clock ahead of the worker's (it accepts
+        # up to its skew) came before the job's placement all the same: at it at the latest (found by
+        # review: sorted after it, the job stayed pending for ever in every later step's queue)
+        out.append((min(job.submit_time, first_placed.get(key, job.submit_time)), 0, "submit", job))
     for p in events.placed:
         out.append((p.time, 2, "place", p))
         if p.end_time is not None:
@@ -175,6 +181,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     replay = {c for (c, _), j in events.jobs.items() if j.trace_duration_s is not None}  # ψ's run-time labels
     timeline = _timeline(events)
     by_time = _freed_by_time(timeline)
+    placed_attempt: dict[tuple[str, str], int] = {}  # the latest attempt of each job placed so far
     for n, (t, _, kind, what) in enumerate(timeline):
         if kind == "submit":
             pending[(what.cluster, what.job_id)] = what
@@ -185,7 +192,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
             if p.decision_id in held and by_time[n]:
                 held.discard(p.decision_id)
                 snaps[p.cluster].free(index[p.cluster][p.node_id], _hold(p, events), p.gpu_indices, check=False)
-            if requeue and (p.cluster, p.job_id) in events.jobs:
+            if requeue and (p.cluster, p.job_id) in events.jobs and placed_attempt.get((p.cluster, p.job_id), -1) <= p.attempt:
+                # (an end stamped by an agent's clock ahead of the worker's can sort after the retry's placement)
                 pending[(p.cluster, p.job_id)] = events.jobs[(p.cluster, p.job_id)]
         else:
             d: Placed = what
@@ -213,6 +221,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
                         d.cluster in replay, tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng))  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
+            placed_attempt[(d.cluster, d.job_id)] = max(d.attempt, placed_attempt.get((d.cluster, d.job_id), -1))
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
             held.add(d.decision_id)
             if d.cluster in watermarked and d.end_position is not None:

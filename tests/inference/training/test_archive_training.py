@@ -374,3 +374,42 @@ def test_train_from_archive_builds_the_model_semsched_train_does(filled, tmp_pat
                                 hidden=16, text_dim=SPEC.text_dim, version="damped", stability=0.5)  # fmt: skip
     config = load_model(damped).config
     assert config.stability == 0.5 and config.transition  # Δ damping needs T, as semsched train builds it
+
+
+def test_a_job_stamped_by_a_clock_ahead_is_not_left_pending_in_later_steps(archive):
+    """A submission stamped after its own placement (the producer's clock ahead of the worker's,
+    within the skew it accepts), and a failed attempt's end stamped after the retry's placement (the
+    agent's clock ahead), put the job back in the queue after it was placed: it stayed pending in
+    every later step's tokens and queue summary (found by review)."""
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+
+    def sub(job: str, s: float) -> JobSubmitted:
+        return JobSubmitted(event_id=f"s-{job}", event_time=at(s), job_id=job, cpu_milli=100)
+
+    def dec(job: str, s: float, attempt: int = 0) -> DecisionRecord:
+        return DecisionRecord(event_id=f"d-{job}-{attempt}", decision_id=f"d-{job}-{attempt}", event_time=at(s),
+                              job_id=job, attempt=attempt, outcome="placed", node_id="n1", policy="best-fit",
+                              latency_ms=1.0, cpu_milli=100, step_id=f"step-{s}")  # fmt: skip
+
+    def life(job: str, state: str, s: float, attempt: int = 0) -> JobLifecycle:
+        return JobLifecycle(event_id=f"{job}-{state}-{attempt}", event_time=at(s), job_id=job, state=state,
+                            node_id="n1", attempt=attempt, decision_id=f"d-{job}-{attempt}",
+                            exit_code=0 if state == "finished" else 1)  # fmt: skip
+
+    subs = [sub("early", 1.5), sub("retried", 2), sub("x", 10), sub("y", 40)]
+    decisions = [dec("early", 1), dec("retried", 3), dec("retried", 25, attempt=1), dec("x", 11), dec("y", 41)]
+    reports = [life("early", "started", 1.2), life("early", "finished", 90),
+               life("retried", "started", 3.1), life("retried", "failed", 30),  # its end after the retry's placement
+               life("retried", "started", 25.2, 1), life("retried", "finished", 90, 1),
+               life("x", "started", 11.2), life("x", "finished", 90), life("y", "started", 41.2),
+               life("y", "finished", 90)]  # fmt: skip
+    writer = ArchiveWriter(archive)
+    writer.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
+    writer.write("nodes_telemetry", [NodeTelemetry(event_id="t-n1", event_time=at(-1), node_id="n1", cpu_milli=4000,
+                                                   memory_mib=4096)], [(0, 0)])  # fmt: skip
+    writer.write("decisions", decisions, [(0, i) for i in range(len(decisions))])
+    writer.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    got = reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1, outcomes=("finished", "failed"))
+    # one demonstration per decision, in time order (early, retried, x, retried again, y): each step's
+    # queue held its own job only (before: "early" was pending from x's step on, "retried" at y's)
+    assert [len(t) for t in got.demos.tokens] == [1, 1, 1, 1, 1]
