@@ -71,7 +71,8 @@ def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> b
         return True
     console.print("[bold red]NOT reconciled[/]")
     for label, items in (("unaccounted (lost)", r.unaccounted), ("placed twice", r.placed_twice),
-                         ("started twice", r.started_twice)):  # fmt: skip
+                         ("started twice", r.started_twice),
+                         ("ran twice (an earlier attempt still running)", r.ran_twice)):  # fmt: skip
         if items:
             console.print(f"  {label}: {len(items)}: {', '.join(map(str, items[:10]))}"
                           + (" …" if len(items) > 10 else ""))  # fmt: skip

@@ -1,8 +1,8 @@
-"""Reconciliation: jobs the system lost track of, and jobs placed or started twice."""
+"""Reconciliation: jobs the system lost track of, and jobs placed, started or run twice."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from storage.client import ArchiveClient
 from storage.queries._common import running_jobs
@@ -16,10 +16,13 @@ class Reconciliation:
     placed_twice: list[tuple[str, int]]
     #: (job_id, attempt) with more than one distinct ``started`` event
     started_twice: list[tuple[str, int]]
+    #: (job_id, attempt) that started while an earlier attempt of the job ran: a late start of an
+    #: attempt the worker had given up on (it fences it), before or during the retry's run
+    ran_twice: list[tuple[str, int]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.unaccounted or self.placed_twice or self.started_twice)
+        return not (self.unaccounted or self.placed_twice or self.started_twice or self.ran_twice)
 
 
 # A submission the worker dead-lettered (a clock too far ahead, a job id in use) is archived like any
@@ -62,13 +65,39 @@ GROUP BY job_id, attempt HAVING count() > 1 ORDER BY job_id, attempt
 """
 
 
+# Two attempts of one job that ran at once (found by review: the checks above look within one
+# attempt, and a job whose timed-out attempt started late on its first node, while its retry ran on
+# another, was "reconciled"). An attempt's run lasts from its first `started` to its first
+# `finished`, `failed` or `preempted` after that, in the order the worker read them (the cluster's
+# lifecycle partition, then the event time); with none, it never ended. A later attempt that started
+# before it ended ran beside it: a late start after the retry's is one too.
+_RAN_TWICE = """
+SELECT later.job_id, later.attempt FROM (
+    SELECT job_id, attempt,
+           minIf((kafka_partition, kafka_offset, event_time), state = 'started') AS started_at,
+           countIf(state IN ('finished', 'failed', 'preempted')) AS ends,
+           minIf((kafka_partition, kafka_offset, event_time), state IN ('finished', 'failed', 'preempted')) AS ended_at
+    FROM jobs_lifecycle FINAL GROUP BY job_id, attempt HAVING countIf(state = 'started') > 0
+) AS earlier
+INNER JOIN (
+    SELECT job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
+    FROM jobs_lifecycle FINAL WHERE state = 'started' GROUP BY job_id, attempt
+) AS later ON earlier.job_id = later.job_id
+WHERE earlier.attempt < later.attempt
+  AND (earlier.ends = 0 OR earlier.ended_at < earlier.started_at OR earlier.ended_at > later.started_at)
+GROUP BY later.job_id, later.attempt ORDER BY later.job_id, later.attempt
+"""
+
+
 def reconcile(client: ArchiveClient) -> Reconciliation:
-    """Jobs the system lost track of, and jobs placed or started twice."""
+    """Jobs the system lost track of, and jobs placed, started or run twice."""
     _, unacc = client.query_rows(_UNACCOUNTED)
     _, placed = client.query_rows(_PLACED_TWICE)
     _, started = client.query_rows(_STARTED_TWICE)
+    _, both = client.query_rows(_RAN_TWICE)
     return Reconciliation(
         unaccounted=[r[0] for r in unacc],
         placed_twice=[(r[0], int(r[1])) for r in placed],
         started_twice=[(r[0], int(r[1])) for r in started],
+        ran_twice=[(r[0], int(r[1])) for r in both],
     )

@@ -89,6 +89,39 @@ def test_reconcile_double_placement_and_start(loaded: ArchiveClient) -> None:
     assert r.started_twice == [("D", 0)]
 
 
+def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient) -> None:
+    """X's attempt 0 timed out before it started; the retry went to n2, then attempt 0 started late on
+    n1 (the worker fences it) and ran beside it. Y, preempted and retried, ran one attempt at a time;
+    Z's attempt 0 started after its retry had, and never ended. (Found by review: reconciled, since
+    each check looked within one attempt.)"""
+    def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
+        did = decision_id_for(job, attempt)
+        return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
+                              outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
+
+    def life(job: str, attempt: int, state: str, s: float, node: str) -> JobLifecycle:
+        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
+                            node_id=node, attempt=attempt)  # fmt: skip
+
+    w = ArchiveWriter(client)
+    subs = [JobSubmitted(event_time=at(0), job_id=j, cpu_milli=1000) for j in "XYZ"]
+    w.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
+    decisions = [dec(j, a, s, n) for j, a, s, n in (("X", 0, 1, "n1"), ("X", 1, 32, "n2"), ("Y", 0, 1, "n1"),
+                                                        ("Y", 1, 52, "n2"), ("Z", 0, 1, "n1"), ("Z", 1, 32, "n2"))]
+    w.write("decisions", decisions, [(0, i) for i in range(len(decisions))])
+    reports = [life("X", 0, "timed_out", 31, "n1"), life("X", 0, "started", 33, "n1"),
+               life("X", 1, "started", 34, "n2"), life("X", 0, "finished", 35, "n1"),
+               life("X", 1, "finished", 90, "n2"),
+               life("Y", 0, "started", 2, "n1"), life("Y", 0, "preempted", 50, "n1"),
+               life("Y", 1, "started", 53, "n2"), life("Y", 1, "finished", 90, "n2"),
+               life("Z", 0, "timed_out", 31, "n1"), life("Z", 1, "started", 33, "n2"),
+               life("Z", 0, "started", 34, "n1"), life("Z", 1, "finished", 90, "n2")]  # fmt: skip
+    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    r = reconcile(client)
+    assert r.ran_twice == [("X", 1), ("Z", 1)] and not r.ok
+    assert r.unaccounted == [] and r.placed_twice == [] and r.started_twice == []
+
+
 def test_re_decision_same_attempt_is_one_applied_decision(loaded: ArchiveClient) -> None:
     """A worker restart re-decides D's attempt 0 (same decision id): two records in the archive (0017:
     one row per record), one decision as applied."""
