@@ -81,7 +81,7 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
         last = life[-1]
         return (f"Job {job_id} was never submitted: the archive holds only {len(life)} lifecycle report(s) for it "
                 f"(last: {last['state']} at {last['time'].isoformat()}), which no scheduling decision explains.")  # fmt: skip
-    last_life = life[-1] if life else None
+    last_life = _last_report(life, decs)
     placed = [d for d in decs if d["outcome"] == "placed"]
     last_dec = decs[-1] if decs else None
     where = ""
@@ -127,6 +127,22 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
         )
     since = f" since {sub['time'].isoformat()}" if sub is not None else ""
     return f"Job {job_id} is pending{since}: no scheduling decision has been recorded for it yet."
+
+
+def _last_report(life: list[dict[str, Any]], decs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The lifecycle report that says where the job stands, as the worker applied them: a final one
+    (``finished``, ``rejected``) wherever it sorts (found by review: the worker's give-up notice
+    shares the failure's millisecond, and half the given-up jobs were "waiting to be re-placed"),
+    else the latest but a ``timed_out`` of an attempt that started and was not re-decided (the
+    worker keeps that run: the timeout raced its start)."""
+    final = [e for e in life if e["state"] in ("finished", "rejected")]
+    if final:
+        return final[-1]
+    started = {int(e["attempt"]) for e in life if e["state"] == "started"}
+    latest = max((int(d["attempt"]) for d in decs), default=-1)
+    kept = [e for e in life
+            if not (e["state"] == "timed_out" and int(e["attempt"]) in started and latest <= int(e["attempt"]))]
+    return kept[-1] if kept else None
 
 
 def explain(client: ArchiveClient, job_id: str) -> Explanation:

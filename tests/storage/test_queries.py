@@ -166,6 +166,29 @@ def test_explain_pending_and_rejected(loaded: ArchiveClient) -> None:
     assert "not in the archive" in explain(loaded, "nope").answer
 
 
+def test_explain_reads_where_the_job_stands_not_the_last_report_by_id(client: ArchiveClient) -> None:
+    """G gave up: its rejection notice shares the failure's millisecond and sorts before it by event id.
+    R's timeout raced its start: the worker keeps the run. (Found by review: "waiting to be re-placed".)"""
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{j}", event_time=T0, job_id=j) for j in "GR"], [(0, 0), (0, 1)])
+    w.write("decisions", [DecisionRecord(event_id=decision_id_for(j, 0), decision_id=decision_id_for(j, 0),
+                                         event_time=at(1), job_id=j, outcome="placed", node_id="n1", policy="best-fit",
+                                         latency_ms=1.0) for j in "GR"], [(0, 0), (0, 1)])  # fmt: skip
+    reports = [JobLifecycle(event_id="g-1", event_time=at(2), job_id="G", state="started", node_id="n1",
+                            decision_id=decision_id_for("G", 0)),
+               JobLifecycle(event_id="z-failed", event_time=at(10), job_id="G", state="failed", node_id="n1",
+                            exit_code=1, decision_id=decision_id_for("G", 0)),
+               JobLifecycle(event_id="a-notice", event_time=at(10), job_id="G", state="rejected",
+                            reason="gave up after 0 retries; last: failed"),
+               JobLifecycle(event_id="r-1", event_time=at(30.5), job_id="R", state="started", node_id="n1",
+                            decision_id=decision_id_for("R", 0)),
+               JobLifecycle(event_id="r-2", event_time=at(31), job_id="R", state="timed_out", node_id="n1",
+                            decision_id=decision_id_for("R", 0))]  # fmt: skip
+    w.write("jobs_lifecycle", reports, [(0, i) for i in range(len(reports))])
+    assert explain(client, "G").answer.startswith("Job G was rejected at")
+    assert explain(client, "R").answer.startswith("Job R is running on node n1")
+
+
 def test_run_sql(loaded: ArchiveClient) -> None:
     cols, rows = run_sql(loaded, "SELECT job_id, num_gpu FROM jobs_submitted FINAL ORDER BY job_id")
     assert cols == ["job_id", "num_gpu"]
