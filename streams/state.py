@@ -24,10 +24,12 @@ from pydantic import BaseModel
 
 from scheduling.events import (
     MAX_ATTEMPT,
+    MAX_TEXT,
     DecisionRecord,
     JobLifecycle,
     JobSubmitted,
     PreemptCommand,
+    cut_text,
     decision_id_for,
     derived_event_id,
 )
@@ -119,10 +121,11 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
             return Transition(note="already applied: this decision, back from the topic; its attempt is over")
         return Transition(note="stale decision: job no longer pending at this attempt")
     if rec.outcome == "rejected":
+        reason = cut_text(rec.reason, MAX_TEXT)  # a decision's reason is unbounded, the notice's is not
         done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected", gang_id=pending.job.gang_id,
-                       attempt=rec.attempt, reason=rec.reason)  # fmt: skip
+                       attempt=rec.attempt, reason=reason)  # fmt: skip
         notice = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="rejected", attempt=rec.attempt,
-                              decision_id=rec.decision_id, reason=rec.reason, event_time=rec.event_time,
+                              decision_id=rec.decision_id, reason=reason, event_time=rec.event_time,
                               event_id=derived_event_id(rec.event_id, "rejected"))  # fmt: skip
         return Transition(pending={rec.job_id: None}, done={rec.job_id: done}, emit=[notice])
     assert rec.node_id is not None
@@ -234,7 +237,9 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
     if (counts and failures > max_retries) or attempt > MAX_ATTEMPT:
         why = (f"{failures} failed attempt(s) (max_retries={max_retries})" if counts and failures > max_retries
                else f"{attempt} attempts (the most a job may have: {MAX_ATTEMPT})")  # fmt: skip
-        reason = f"gave up after {why}; last: {ev.state}: {ev.reason or 'no reason given'}"
+        # (within the wire's limit: the agent's reason may fill it, and a notice over it was refused, the
+        # report dead-lettered, and the job left running for ever; found by review)
+        reason = cut_text(f"gave up after {why}; last: {ev.state}: {ev.reason or 'no reason given'}", MAX_TEXT)
         attempt = min(attempt, MAX_ATTEMPT)  # (the notice's attempt is on the wire too)
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="rejected", attempt=attempt,
                        gang_id=running.job.gang_id,

@@ -58,3 +58,29 @@ def test_a_child_queued_before_a_long_downtime_waits_for_its_parent_from_the_wor
 
     first, later = asyncio.run(go())
     assert first == {} and later == ["child"]
+
+
+def test_a_fan_in_names_a_few_of_its_parents() -> None:
+    """A job with 400 parents held (waiting, or rejected for a rejected parent) names five and how many
+    more (found by review: a reason naming every parent was 6 kB; over the wire's 4 KiB its notice was
+    refused and its cluster's every step failed)."""
+    from streams.dag_gate import _parents_verdict
+    from streams.state import PendingJob
+
+    async def go() -> tuple[str, str]:
+        w, _ = stood_in_worker(policy="best-fit")
+        parents = [f"map-task-{i:05d}" for i in range(400)]
+        child = PendingJob(job=JobSubmitted(job_id="reduce", event_id="e", event_time=T0, cluster="c1",
+                                            dag_parents=parents), submit_ts=0.0, queued_ts=0.0)  # fmt: skip
+        for q in parents:
+            w.pending.data[q] = {"job": {"job_id": q}}
+        waiting = _parents_verdict(w, child, parents, 0.0, 600.0)
+        w.done.data[parents[0]] = {"status": "rejected"}
+        rejected = _parents_verdict(w, child, parents, 0.0, 600.0)
+        assert waiting is not None and rejected is not None
+        return waiting[1], rejected[1]
+
+    waiting, rejected = asyncio.run(go())
+    assert waiting == ("waiting for DAG parent(s) map-task-00000, map-task-00001, map-task-00002, map-task-00003, "
+                       "map-task-00004 and 395 more to finish")  # fmt: skip
+    assert rejected == "DAG parent(s) map-task-00000 were rejected"

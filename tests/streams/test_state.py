@@ -268,6 +268,19 @@ def test_give_up_without_a_reason_says_so() -> None:
     assert t.done["j1"].reason == "gave up after 1 failed attempt(s) (max_retries=0); last: failed: no reason given"
 
 
+def test_a_give_up_or_a_rejection_notice_fits_the_wire_whatever_the_reason() -> None:
+    """An agent's reason may fill the wire's 4 KiB, and a decision's reason is unbounded (a DAG gate's named
+    every parent): the notice built from either was refused, so the report was dead-lettered and the job
+    left running for ever, or its cluster's every step failed (found by review)."""
+    from scheduling.events import MAX_TEXT
+
+    t = on_lifecycle(life("failed", reason="x" * MAX_TEXT), running(), max_retries=0, now=NOW)
+    assert t.done["j1"].status == "rejected" and len(t.emit[0].reason) == MAX_TEXT  # type: ignore[union-attr]
+    assert t.emit[0].reason.startswith("gave up after 1 failed attempt(s)") and "characters cut" in t.emit[0].reason
+    t = on_decision(decision("rejected", node_id=None, reason="waiting on " + "p, " * 3000), pending())
+    assert t.done["j1"].status == "rejected" and len(t.emit[0].reason) == MAX_TEXT  # type: ignore[union-attr]
+
+
 def test_preempted_requeues_without_counting_a_retry() -> None:
     # max_retries=0: a failure gives up at once, a preemption still re-queues
     t = on_lifecycle(life("preempted", reason="higher priority job"), running(state="running"),
