@@ -94,13 +94,15 @@ class StepPublication:
         try:
             for h in acked:
                 assert h.decision is not None
-                t = await self.w.apply_decision(h.decision, self.partition, in_stream=False)
+                try:
+                    t = await self.w.apply_decision(h.decision, self.partition, in_stream=False)
+                except Exception as e:  # the others are still applied and send their commands (found by
+                    self.refused(e)  # review: the first failure left the rest to wait for their timeouts)
+                    continue
                 if places_its_job(t, h.decision):  # else stale: its job moved on while the step waited
                     applied.append(h)
                 elif h.command is not None:
                     log.warning("no command for %s (%s): %s", h.decision.job_id, h.decision.decision_id, t.note)
-        except Exception as e:  # the decisions applied so far still send their commands
-            self.refused(e)
         finally:
             # a failed decision must not leave its job invisible to the next step: inflight hides it
             # from the queue and holds its resources (an acked but unapplied decision is applied when

@@ -105,6 +105,31 @@ def test_the_decisions_the_broker_acknowledged_are_applied_and_commanded_when_an
     asyncio.run(run())
 
 
+def test_a_decision_that_fails_to_apply_leaves_the_others_applied_and_commanded() -> None:
+    """(Found by review: the first failure to apply an acknowledged decision left the rest unapplied and
+    without commands, each job waiting for its confirmation timeout and charged a retry.)"""
+    broker = Broker("")
+
+    async def run() -> None:
+        w, _ = stood_in_worker(broker.publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        add_node_and_jobs(w, ["j1", "j2", "j3"], gpus=4)
+        real, failing = w.apply_decision, {"j1"}
+
+        async def apply_decision(rec: Any, *args: Any, **kwargs: Any) -> Any:
+            if rec.job_id in failing:
+                failing.discard(rec.job_id)
+                raise RuntimeError("the table's changelog send failed")
+            return await real(rec, *args, **kwargs)
+
+        w.apply_decision = apply_decision
+        with pytest.raises(RuntimeError, match="changelog"):
+            await loop.tick()
+        assert sorted(w.running) == ["j2", "j3"] and sorted(c.job_id for c in broker.commands) == ["j2", "j3"]
+
+    asyncio.run(run())
+
+
 def add_node_and_jobs(w: Any, names: list[str], gpus: int = 2) -> None:
     part = partition_for("c1", 4)
     w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000, memory_mib=16384,
