@@ -9,9 +9,11 @@ SEMSCHED := $(VENV)/bin/semsched
 
 .PHONY: demo test install kafka-jars lint lock clean
 
+# A venv whose python has no pip is made again: `python3 -m venv` leaves one behind when ensurepip
+# is missing (Debian without python3-venv), and every later make failed on "No module named pip".
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 13) else "semsched needs Python 3.11 or 3.12 (this $(PYTHON) is %d.%d): make ... PYTHON=python3.11" % sys.version_info[:2])'
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
 	touch $@

@@ -212,16 +212,16 @@ def register_agents(w: Worker) -> None:
 
 def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
     async def one(raw: bytes | None, msg: Any) -> None:
-        if topic == "decisions":
-            w.applied_offsets[msg.partition] = msg.offset
-        elif topic == "jobs.lifecycle":
-            w.lifecycle_offsets[msg.partition] = msg.offset
-        elif topic == "nodes.telemetry":
+        if topic == "nodes.telemetry":
             w.telemetry_offsets[msg.partition] = msg.offset
         try:
             await handle(raw, msg)
-        finally:
-            if topic == "jobs.lifecycle":  # what a step's snapshot has handled (its decisions record it)
+        finally:  # handled, not merely read: the restart gates open on these (found by review: recorded before,
+            # a replayed rejection still waiting on the broker let the gate open with its job pending)
+            if topic == "decisions":
+                w.applied_offsets[msg.partition] = msg.offset
+            elif topic == "jobs.lifecycle":  # (and what a step's snapshot has handled: its decisions record it)
+                w.lifecycle_offsets[msg.partition] = msg.offset
                 w.lifecycle_handled[msg.partition] = max(w.lifecycle_handled.get(msg.partition, 0), msg.offset + 1)
 
     async def handle(raw: bytes | None, msg: Any) -> None:

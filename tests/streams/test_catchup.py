@@ -67,3 +67,37 @@ async def test_the_workers_gate_closes_on_faust_s_assignment_signal(tmp_path) ->
         await receiver(signal.default_sender, set(), signal=signal)  # as Signal.send calls each receiver
         assert not gate.open and gate._assigned is None
     assert w.loop.lifecycle_catchup.topic.endswith("jobs.lifecycle")  # type: ignore[attr-defined]
+
+
+async def test_a_partition_retention_emptied_has_nothing_to_replay(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The group's offset expired (or is older than the first record left) and retention deleted every
+    record: the consumer starts at the end, so nothing is to be applied (found by review: the gate waited
+    for offset end − 1, which never comes, and nothing was ever scheduled). Broker stood in."""
+    from aiokafka import TopicPartition
+
+    import streams.catchup as catchup
+
+    class Consumer:
+        def __init__(self, *args: object, **kwargs: object) -> None:
+            pass
+
+        async def start(self) -> None:
+            pass
+
+        async def stop(self) -> None:
+            pass
+
+        async def end_offsets(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+            return {tp: 120 for tp in tps}
+
+    async def starts(settings: object, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {tp: 120 if tp.partition == 0 else 100 for tp in tps}  # p0: emptied; p1: 20 records to apply
+
+    async def committed(settings: object, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        return {}  # expired
+
+    monkeypatch.setattr(catchup, "AIOKafkaConsumer", Consumer)
+    monkeypatch.setattr(catchup, "start_offsets", starts, raising=False)
+    monkeypatch.setattr(catchup, "committed_offsets", committed, raising=False)
+    gate = CatchUp(Settings(), "t.decisions", group_id="g")
+    assert await gate._replay_targets(frozenset({0, 1})) == {1: 120}

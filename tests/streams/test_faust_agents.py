@@ -508,6 +508,28 @@ async def test_rejection_decision_moves_to_done_and_publishes_a_notice(worker: t
     assert sent.by_topic["jobs.lifecycle"][0]["partition"] == partition_for("c1", 4)
 
 
+async def test_the_restart_gate_counts_a_decision_once_it_is_applied_not_when_read(
+        worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """A replayed rejection waits on the broker (its notice) before it moves the job to done: the gate
+    (``applied_offsets``) opened meanwhile, and a step could decide the job again under the same id
+    (found by review). The same for the lifecycle gate's offsets."""
+    w, sent = worker
+    await _submit(w, job("j1"))
+    seen: list[dict[int, int]] = []
+    publish = w.publish
+
+    async def watching(topic: str, *args: Any, **kwargs: Any) -> asyncio.Future[None]:
+        if topic.endswith("jobs.lifecycle"):
+            seen.append(dict(w.applied_offsets))  # while the rejection is being applied
+        return await publish(topic, *args, **kwargs)
+
+    monkeypatch.setattr(w, "publish", watching)
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1", node_id=None, outcome="rejected", reason="needs 99 GPUs").to_bytes(),
+                  key=b"j1", partition=1)  # fmt: skip
+    assert seen == [{}] and w.applied_offsets == {1: 0} and w.done["j1"]["status"] == "rejected"
+
+
 async def test_a_notice_the_broker_refuses_dead_letters_its_decision_and_changes_nothing(
     worker: tuple[Worker, Sent],
 ) -> None:
