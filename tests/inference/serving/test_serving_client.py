@@ -132,11 +132,13 @@ def test_requests_given_up_on_do_not_run_and_hold_up_the_next_steps(served):
     in the model, every one of them ran, and the steps after an overload waited behind them). Only a
     request its caller still waited for when it started may run: about one per big step's time."""
     b, big, small = backend(served), step_inputs(jobs=300, nodes=2000), step_inputs()
-    started = time.perf_counter()
-    b.policy(big)
-    alone = time.perf_counter() - started  # ~0.2 s here
+    alone = float("inf")
+    for _ in range(3):  # the quickest of three: a slow first call (a busy machine) set a deadline some met
+        started = time.perf_counter()
+        b.policy(big)
+        alone = min(alone, time.perf_counter() - started)  # ~0.2 s here
     ran0, failed0 = policy_requests_run(served)
-    b.deadline_ms, started, missed = alone * 500, time.perf_counter(), 0  # half of what one needs
+    b.deadline_ms, started, missed = alone * 250, time.perf_counter(), 0  # a quarter of what one needs
     for _ in range(12):
         try:
             b.policy(big)
