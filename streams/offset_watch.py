@@ -105,8 +105,9 @@ class OffsetWatch:
             elif p.behind_since is None:
                 p.behind_since = now
             elif now - p.behind_since >= self.stall_s:
-                p.waiting_for = self.rewind_to(tp)
-                p.sought_at = p.waiting_since = now
+                if p.waiting_for is None:  # a new wait; an old one keeps its give-up clock (found by review:
+                    p.waiting_for, p.waiting_since = self.rewind_to(tp), now  # restarted at every stall, it
+                p.sought_at = now  # never gave up on a partition where nothing arrived, stalled for good)
                 p.behind_since = None  # once per stall_s at most
                 out.append(tp)
         return out

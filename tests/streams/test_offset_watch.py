@@ -116,3 +116,19 @@ def test_a_held_wait_is_neither_sought_again_nor_given_up_until_the_hold_ends() 
     assert w.give_up(99.5) == [] and w.due_reseeks(99.5) == []
     assert w.due_reseeks(100.0) == ["t"]  # the hold ended: sought again after retry_s
     assert w.give_up(158.0) == [] and w.give_up(159.0) == [("t", 1)]
+
+
+def test_a_wait_on_a_quiet_partition_still_gives_up() -> None:
+    """Nothing arrives after the rewind: the stall check runs again and again meanwhile, and must not
+    restart the wait's give-up clock (found by review: it did, every stall_s, so the partition waited
+    for ever and every later event was held back)."""
+    w = OffsetWatch(stall_s=10.0, give_up_s=60.0)
+    w.seen("t", 0, 0.0)
+    assert w.seen("t", 5, 0.0) is R  # waiting for 1
+    given: list[tuple[str, int]] = []
+    for now in range(1, 600):  # the worker's cadence: the stall check, the give-up check
+        w.stalled({"t": 6}, float(now))
+        given += w.give_up(float(now))
+        if given:
+            break
+    assert given == [("t", 1)] and now == 60
