@@ -194,13 +194,14 @@ class Archiver:
         return sum(self.stats.archived.values()) - before
 
     async def query(self, sql: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run one query on the archive this process owns, serialised with the writes."""
+        """Run one query on the archive this process owns. Not behind the flush lock: a flush retrying
+        while the archive is unwritable holds it (found by review: a query waited as long as writes
+        failed); the client serialises its calls itself (:mod:`storage.client`)."""
         from storage.queries import run_sql
 
         if self.client is None:
             raise RuntimeError("the archiver has not started")
-        async with self._flush_lock:
-            return await asyncio.to_thread(run_sql, self.client, sql)
+        return await asyncio.to_thread(run_sql, self.client, sql)
 
     async def stop(self) -> None:
         """Stop consuming, flush every buffer and commit, then leave the group. If the
