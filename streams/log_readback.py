@@ -23,6 +23,9 @@ from streams.settings import Settings
 
 #: the topics whose events change the job tables (telemetry is sent again by the nodes)
 RESTORED_TOPICS = ("jobs.submitted", "decisions", "jobs.lifecycle")
+#: read back too, on the same partitions up to its end: the dead letters say which of those events the
+#: worker refused (:func:`streams.log_restore.restore` leaves them refused)
+REFUSALS = "deadletter"
 
 # short topic name -> (partition, offset, value, timestamp ms), in offset order
 Logged = dict[str, list[tuple[int, int, bytes, int | None]]]
@@ -31,10 +34,11 @@ Logged = dict[str, list[tuple[int, int, bytes, int | None]]]
 async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]) -> Logged:
     """Per topic of ``RESTORED_TOPICS`` (its short name), ``(partition, offset, value)`` of the messages on
     ``partitions`` before the group's committed offsets (read now), from the restore window
-    on: partition by partition, each in offset order."""
-    out: Logged = {t: [] for t in RESTORED_TOPICS}
-    names = {settings.topic(t): t for t in RESTORED_TOPICS}
-    tps = [TopicPartition(topic, p) for topic in names for p in sorted(set(partitions))]
+    on: partition by partition, each in offset order; and under :data:`REFUSALS`, the dead letters
+    on ``partitions`` up to the end, from the window on."""
+    out: Logged = {t: [] for t in (*RESTORED_TOPICS, REFUSALS)}
+    names = {settings.topic(t): t for t in (*RESTORED_TOPICS, REFUSALS)}
+    tps = [TopicPartition(settings.topic(t), p) for t in RESTORED_TOPICS for p in sorted(set(partitions))]
     done = await committed_offsets(settings, group_id, tps)
     if not any(done.values()):
         return out
@@ -42,8 +46,10 @@ async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        ends = await consumer.end_offsets(list(done))
+        refusals = [TopicPartition(settings.topic(REFUSALS), p) for p in sorted(set(partitions))]
+        ends = await consumer.end_offsets([*done, *refusals])
         upto = {tp: min(off, ends[tp]) for tp, off in done.items() if min(off, ends[tp]) > 0}
+        upto |= {tp: ends[tp] for tp in refusals if ends[tp] > 0}  # (no group consumes it: up to its end)
         consumer.assign(list(upto))
         first = await consumer.beginning_offsets(list(upto))  # (retention may have deleted the start)
         for tp, off in upto.items():

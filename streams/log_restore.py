@@ -29,8 +29,12 @@ The topics are applied in that order, in passes, each after the first only over 
 one before moved (a lost decision, then a lost failure, then the next attempt's decision each
 need the one before), yielding to the event loop as it goes (heartbeats, the web status).
 Each event applied is logged with its offset. Malformed and misplaced events are skipped:
-their agent dead-lettered them. An event its agent dead-lettered for an internal error (the
-handler raised) is applied like any other: that is the repair it was waiting for. What a
+their agent dead-lettered them. So is every event whose dead letter (read back on the same
+partitions) refuses it for its content or the worker's state then: a submission stamped too far
+ahead of the worker's clock stays refused once that clock has caught up (found by review: the
+restore scheduled it, while the archive's views, which read the same dead letters, counted it
+refused). An event its agent dead-lettered for an internal error (the handler raised) is applied
+like any other: that is the repair it was waiting for. What a
 transition publishes (a rejection notice, fences for the rest of a gang) is published again
 before the tables change, as the agents do; the ids are deterministic, so a repeat is the same
 message to the agents and the archive. A restore does not teach the duration estimate.
@@ -54,11 +58,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted
+from scheduling.events import DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, decode
 from streams.admission import admit
 from streams.agents import ahead_of_clock, known_job, lifecycle_transition
 from streams.app import Worker
-from streams.log_readback import RESTORED_TOPICS, Logged, read_back
+from streams.log_readback import REFUSALS, RESTORED_TOPICS, Logged, read_back
 from streams.state import PendingJob, Transition, on_submitted
 
 log = logging.getLogger("semsched.restore")
@@ -75,9 +79,26 @@ class LoggedEvent:
     event: Any
 
 
-def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes, int | None]]) -> list[LoggedEvent]:
+def _refused(dead_letters: list[tuple[int, int, bytes, int | None]]) -> set[tuple[str, int, int]]:
+    """``(topic, partition, offset)`` of the events the dead letters refuse, but for an internal error
+    (the rule of the archive's ``*_accepted`` views, migration 0014)."""
+    out = set()
+    for _, _, raw, _ in dead_letters:
+        try:
+            dl = decode(REFUSALS, raw)
+        except ValueError:  # not a dead letter of ours: it refuses nothing
+            continue
+        if isinstance(dl, DeadLetter) and not dl.reason.startswith("internal error"):
+            out.add((dl.topic, dl.partition, dl.offset))
+    return out
+
+
+def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes, int | None]],
+            refused: set[tuple[str, int, int]]) -> list[LoggedEvent]:  # fmt: skip
     out = []
     for partition, offset, raw, timestamp_ms in logged:
+        if (topic, partition, offset) in refused:
+            continue
         ev = admit(raw, topic, partition, w.settings, offset=offset, timestamp_ms=timestamp_ms)
         if not isinstance(ev, str):
             out.append(LoggedEvent(topic, partition, offset, ev))
@@ -136,7 +157,8 @@ async def _apply_one(w: Worker, e: LoggedEvent) -> bool:
 async def restore(w: Worker, logged: Logged) -> Counter[str]:
     """Apply the logged events the tables lack (see the module's text); returns how many of each
     topic were applied (also added to the worker's counters, ``restored``, as they are)."""
-    per_topic = {topic: _events(w, topic, logged.get(topic, [])) for topic in RESTORED_TOPICS}
+    refused = _refused(logged.get(REFUSALS, []))
+    per_topic = {topic: _events(w, topic, logged.get(topic, []), refused) for topic in RESTORED_TOPICS}
     todo = [e for topic in RESTORED_TOPICS for e in per_topic[topic]]  # topic by topic, each in offset order
     applied: Counter[str] = Counter()
     seen = 0

@@ -29,6 +29,9 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
             await producer.send_and_wait(decisions, f"d2-{i}".encode(), partition=2)
             await producer.send_and_wait(submitted, f"s2-{i}".encode(), partition=2)
         await producer.send_and_wait(decisions, b"d0-0", partition=0)
+        for p, n in ((2, 3), (3, 1)):  # dead letters: read to the end, on the partitions read back
+            for i in range(n):
+                await producer.send_and_wait(settings.topic("deadletter"), f"x{p}-{i}".encode(), partition=p)
         await producer.send_and_wait(submitted, b"s1-0", partition=1)  # nothing committed there
         group = f"g{uuid.uuid4().hex[:8]}"
         consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
@@ -47,16 +50,19 @@ async def test_the_logs_are_read_back_from_the_start_up_to_the_committed_offsets
         logged = _unstamped(stamped)
         windowed = _unstamped(await read_back(settings.model_copy(update={"restore_window": 2}), group, {0, 1, 2, 3}))
         assert _unstamped(await read_back(settings, group, {0, 3})) == {"decisions": [(0, 0, b"d0-0")],
-                                                                        "jobs.submitted": [], "jobs.lifecycle": []}  # fmt: skip
+                                                                        "jobs.submitted": [], "jobs.lifecycle": [],
+                                                                        "deadletter": [(3, 0, b"x3-0")]}  # fmt: skip
         assert await read_back(settings, "another-group", {0, 1, 2, 3}) == {t: [] for t in logged}
     finally:
         await producer.stop()
     assert logged == {"decisions": [(0, 0, b"d0-0"), (2, 0, b"d2-0"), (2, 1, b"d2-1"), (2, 2, b"d2-2")],
                       "jobs.submitted": [(2, i, f"s2-{i}".encode()) for i in range(4)],
-                      "jobs.lifecycle": []}  # fmt: skip
-    # a window of 2 messages: the last two before each committed offset
+                      "jobs.lifecycle": [],
+                      "deadletter": [(2, i, f"x2-{i}".encode()) for i in range(3)] + [(3, 0, b"x3-0")]}  # fmt: skip
+    # a window of 2 messages: the last two before each committed offset (the dead letters': before the end)
     assert windowed == {"decisions": [(0, 0, b"d0-0"), (2, 1, b"d2-1"), (2, 2, b"d2-2")],
-                        "jobs.submitted": [(2, 2, b"s2-2"), (2, 3, b"s2-3")], "jobs.lifecycle": []}  # fmt: skip
+                        "jobs.submitted": [(2, 2, b"s2-2"), (2, 3, b"s2-3")], "jobs.lifecycle": [],
+                        "deadletter": [(2, 1, b"x2-1"), (2, 2, b"x2-2"), (3, 0, b"x3-0")]}  # fmt: skip
 
 
 def _unstamped(logged: dict) -> dict:  # type: ignore[type-arg]

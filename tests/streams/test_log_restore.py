@@ -286,3 +286,25 @@ async def test_a_submission_refused_for_its_clock_is_not_restored(worker: tuple[
     ahead = job("j9").model_copy(update={"event_time": datetime.now(UTC) + timedelta(days=1)}).to_bytes()
     assert await restore(w, logs(submitted=[ahead, job("j1").to_bytes()])) == {"jobs.submitted": 1}
     assert set(w.pending) == {"j1"} and sent.by_topic == {}
+
+
+async def test_an_event_its_dead_letter_refuses_is_not_restored_once_the_refusal_no_longer_holds(
+        worker: tuple[Worker, Sent]) -> None:  # fmt: skip
+    """A submission refused live for a clock 400 s ahead is no longer ahead when, minutes later, a restart
+    reads the log back: its dead letter (on the same partition) keeps it refused, as the archive's views
+    do (found by review: the restore scheduled it). One dead-lettered for an internal error is applied."""
+    from scheduling.events import DeadLetter
+
+    w, _ = worker
+    refused, repaired = job("j9").to_bytes(), job("j8").to_bytes()
+    logged = logs(submitted=[refused, repaired, job("j1").to_bytes()])
+    logged["deadletter"] = [
+        (P, 0, DeadLetter.of(refused, "event time is 400 s ahead of the worker's clock", topic="jobs.submitted",
+                             partition=P, offset=0).to_bytes(), None),
+        (P, 1, DeadLetter.of(repaired, "internal error while handling: KeyError: 'x'", topic="jobs.submitted",
+                             partition=P, offset=1).to_bytes(), None),
+        (P, 2, DeadLetter.of(job("j1").to_bytes(), "refused", topic="decisions", partition=P, offset=2).to_bytes(),
+         None),  # another topic's position: not this submission
+        (P, 3, b"not a dead letter", None)]  # fmt: skip
+    assert await restore(w, logged) == {"jobs.submitted": 2}
+    assert set(w.pending) == {"j8", "j1"}
