@@ -109,6 +109,7 @@ class StepTrace:
         sc = self.span.get_span_context()
         self._links = [Link(sc)] if sc.is_valid else []
         self._decided: list[Span] = []
+        self._acknowledged = 0  # of _decided, those told so
 
     def decide(self, job_id: str, decision_id: str, *, outcome: str, latency_ms: float,
                node_id: str | None = None) -> Headers:  # fmt: skip
@@ -125,9 +126,11 @@ class StepTrace:
         return inject(span)
 
     def acknowledged(self) -> None:
-        """The broker has every decision of the step (commands go out next)."""
-        for span in self._decided:
+        """The broker has every decision of the step handed over so far (commands go out next): once
+        each (a step settles its DAG gate's rejections, then its placements)."""
+        for span in self._decided[self._acknowledged:]:
             span.add_event("decision acknowledged")
+        self._acknowledged = len(self._decided)
 
     def end(self, error: BaseException | None = None, **attrs: Any) -> None:
         for span in self._decided:

@@ -115,3 +115,58 @@ def test_a_revocation_during_one_clusters_step_keeps_the_same_tick_off_the_other
         assert step.done() and broker.placed() == first and len(first) == 1
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_the_gates_records_are_handed_over_together_and_a_revocation_meanwhile_places_nothing() -> None:
+    """Jobs waiting for their DAG parents: their waiting records were awaited one by one (5 s per 1,000
+    jobs, found by review), and a step that outlasted a rebalance's wait went on to place jobs on the
+    revoked partition. Now every record is handed over before the first acknowledgement, and a step
+    revoked meanwhile stops there."""
+    broker = SlowBroker()
+
+    async def go() -> None:
+        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        submit(w, "parent")
+        for i in range(3):
+            job = JobSubmitted(job_id=f"child{i}", event_id=f"ev-child{i}", event_time=T0, cluster="c1",
+                               cpu_milli=1000, memory_mib=1024, dag_parents=["parent"])  # fmt: skip
+            w.apply(on_submitted(job, None, 0.0), partition=PART)
+        step = asyncio.ensure_future(loop.tick())
+        while len(broker.held) < 3:  # all three handed over, none acknowledged yet
+            await asyncio.sleep(0.01)
+        assert not step.done() and broker.placed() == []
+        loop.fenced.add(PART)  # a rebalance revokes the partition meanwhile
+        broker.release()
+        await step
+        assert broker.placed() == [] and "parent" in w.pending  # nothing decided on the revoked partition
+
+    asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_step_the_rebalance_stopped_waiting_for_sends_no_command_and_applies_nothing(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """(Found by review: past the revocation's wait, the step applied its decisions, writing the changelog
+    of a partition it no longer owned, and sent their commands, racing the new owner's.)"""
+    import streams.loop
+
+    monkeypatch.setattr(streams.loop, "REVOKE_WAIT_S", 0.2)
+    broker = SlowBroker()
+
+    async def go() -> None:
+        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        submit(w, "j1")
+        step = asyncio.ensure_future(loop.tick())
+        while not broker.held:
+            await asyncio.sleep(0.01)
+        await loop._on_partitions_revoked(w.app, {tp for tp in assigned if tp.partition == PART})  # gives up
+        broker.release()
+        await step
+        assert broker.placed() == ["j1"] and [e for e in broker.sent if e.kind == "place"] == []
+        assert w.running.get("j1") is None and w.inflight == {}  # the new owner applies it from the topic
+
+    asyncio.run(asyncio.wait_for(go(), 30))
