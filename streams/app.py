@@ -105,8 +105,10 @@ class Worker:
     node_refused: dict[str, str] = field(default_factory=dict)
     _parsed: dict[tuple[str, str], tuple[Any, Any]] = field(default_factory=dict)
     # gangs with a rejected member (rebuilt from the done table once after recovery)
-    rejected_gangs: set[str] = field(default_factory=set)
-    finished_gang_members: dict[str, set[str]] = field(default_factory=dict)  # gang id -> members that finished
+    # keyed by (cluster, gang id): a gang id is its cluster's (found by review: another cluster's gang of the
+    # same name counted toward it, or took it down); ("", gang id) for done records older than that key
+    rejected_gangs: set[tuple[str, str]] = field(default_factory=set)
+    finished_gang_members: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # -> members that finished
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
     # run times of finished jobs, for sjf-predicted (in memory; warmed from the archive at start:
@@ -229,10 +231,18 @@ class Worker:
 
     def note_gang_member(self, done: dict[str, Any]) -> None:
         """A gang member in ``done``: rejected, it takes its gang down; finished, it counts toward it."""
+        gang = (done.get("cluster") or "", done["gang_id"])
         if done["status"] == "rejected":
-            self.rejected_gangs.add(done["gang_id"])
+            self.rejected_gangs.add(gang)
         elif done["status"] == "finished":
-            self.finished_gang_members.setdefault(done["gang_id"], set()).add(done["job_id"])
+            self.finished_gang_members.setdefault(gang, set()).add(done["job_id"])
+
+    def gang_state(self, cluster: str, gang_id: str) -> tuple[bool, int]:
+        """Whether a member of ``cluster``'s gang ``gang_id`` was rejected, and how many finished (a done
+        record older than the cluster key counts toward a gang of that id in any cluster, as before)."""
+        keys = ((cluster, gang_id), ("", gang_id))
+        rejected = any(k in self.rejected_gangs for k in keys)
+        return rejected, len(set().union(*(self.finished_gang_members.get(k, set()) for k in keys)))
 
     def read(self, name: str, key: str, model: type[_M]) -> _M | None:
         """The record at ``key`` of table ``name``, parsed once: records this process wrote are

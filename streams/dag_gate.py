@@ -39,10 +39,11 @@ def dag_gate(w: Worker, jobs: Sequence[tuple[PendingJob, JobRequest]]
     now, patience = time.time(), w.settings.dag_parent_wait_s
     stuck = waiting_on_a_cycle({p.job.job_id: p.job.dag_parents for p, _ in jobs if p.job.dag_parents})
     for p, req in jobs:
-        if p.job.gang_id and p.job.gang_id in w.rejected_gangs:
+        rejected, finished = w.gang_state(p.job.cluster, p.job.gang_id) if p.job.gang_id else (False, 0)
+        if rejected:
             held.append((p, f"gang {p.job.gang_id}: another member was rejected", True))
             continue
-        if p.job.gang_id and (finished := len(w.finished_gang_members.get(p.job.gang_id, ()))):
+        if finished:
             req = dataclasses.replace(req, gang_size=max(1, req.gang_size - finished))
         parents = p.job.dag_parents
         if not parents:

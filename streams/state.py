@@ -63,6 +63,7 @@ class DoneJob(BaseModel):
     attempt: int
     reason: str = ""
     gang_id: str | None = None  # a rejected member takes its gang down; a finished one counts toward it
+    cluster: str = ""  # whose gang (a gang id is a cluster's); "" in records written before it was kept
 
 
 @dataclass
@@ -123,7 +124,7 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
     if rec.outcome == "rejected":
         reason = cut_text(rec.reason, MAX_TEXT)  # a decision's reason is unbounded, the notice's is not
         done = DoneJob(job_id=rec.job_id, event_id=pending.job.event_id, status="rejected", gang_id=pending.job.gang_id,
-                       attempt=rec.attempt, reason=reason)  # fmt: skip
+                       attempt=rec.attempt, reason=reason, cluster=pending.job.cluster)  # fmt: skip
         notice = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="rejected", attempt=rec.attempt,
                               decision_id=rec.decision_id, reason=reason, event_time=rec.event_time,
                               event_id=derived_event_id(rec.event_id, "rejected"))  # fmt: skip
@@ -187,7 +188,8 @@ def _finished_before_its_next_attempt(ev: JobLifecycle, running: RunningJob | No
         return None
     if running is not None and running.state != "reserved":
         return None
-    done = DoneJob(job_id=ev.job_id, event_id=current.job.event_id, status="finished", attempt=ev.attempt)
+    done = DoneJob(job_id=ev.job_id, event_id=current.job.event_id, status="finished", attempt=ev.attempt,
+                   cluster=current.job.cluster)  # fmt: skip
     if running is None:
         return Transition(pending={ev.job_id: None}, done={ev.job_id: done}, note="finished after it was re-queued")
     fence = PreemptCommand(decision_id=f"fence-{running.decision_id}", job_id=ev.job_id, cluster=ev.cluster,
@@ -223,7 +225,7 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
                                f"the run is on {running.node_id}")  # (the part before ':' counts: no node ids in it)
     if ev.state == "finished":
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt,
-                       gang_id=running.job.gang_id)  # fmt: skip
+                       gang_id=running.job.gang_id, cluster=running.job.cluster)  # fmt: skip
         return Transition(running={job_id: None}, done={job_id: done})
     if ev.state == "timed_out" and running.state == "running":
         return Transition(note="timeout raced with started: keep running")
@@ -242,8 +244,7 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
         reason = cut_text(f"gave up after {why}; last: {ev.state}: {ev.reason or 'no reason given'}", MAX_TEXT)
         attempt = min(attempt, MAX_ATTEMPT)  # (the notice's attempt is on the wire too)
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="rejected", attempt=attempt,
-                       gang_id=running.job.gang_id,
-                       reason=reason)  # fmt: skip
+                       gang_id=running.job.gang_id, reason=reason, cluster=running.job.cluster)  # fmt: skip
         notice = JobLifecycle(job_id=job_id, cluster=running.job.cluster, state="rejected", attempt=attempt,
                               reason=reason, event_time=ev.event_time,
                               event_id=derived_event_id(ev.event_id, "rejected"))  # fmt: skip

@@ -605,7 +605,7 @@ async def test_lifecycle_started_then_finished_moves_to_done(worker: tuple[Worke
         await put(a, ev("finished", exit_code=0), key=b"j1")
     assert "j1" not in w.running and "j1" not in w.pending
     assert w.done["j1"] == {"job_id": "j1", "event_id": "ev-j1", "status": "finished", "attempt": 0, "reason": "",
-                          "gang_id": None}
+                          "gang_id": None, "cluster": "c1"}
     assert w.counters.lifecycle == 2
     assert sent.by_topic == {}
 

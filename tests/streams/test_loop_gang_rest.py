@@ -50,3 +50,35 @@ def test_a_member_that_fails_after_another_finished_runs_with_the_rest_of_its_ga
 
     state, why = asyncio.run(go())
     assert state == "reserved", why  # placed again, with the rest of its gang (itself)
+
+
+def test_another_clusters_gang_of_the_same_name_neither_completes_nor_takes_down_this_one() -> None:
+    """Cluster c1's gang "g" had a member finish and one rejected; cluster c2's gang "g" (two members, one
+    GPU each, one GPU in the cluster) must wait whole, not run its members one by one as if the other
+    cluster's finished member were its own, nor be rejected for the other's (found by review: the gang
+    bookkeeping was keyed by gang id alone). Records of done gang members from before the key held a
+    cluster still count toward their gang id everywhere."""
+    from streams.state import DoneJob
+
+    async def go() -> tuple[list[str], list[str], dict[str, str]]:
+        w, _ = stood_in_worker(policy="best-fit", max_retries=3)
+        loop = w.loop  # type: ignore[attr-defined]
+        for i, status in enumerate(("finished", "rejected")):
+            done = DoneJob(job_id=f"c1-{i}", event_id=f"ev-c1-{i}", status=status, attempt=0, gang_id="g",
+                           cluster="c1")  # fmt: skip
+            w.note_gang_member(done.model_dump(mode="json"))
+        c2 = next(f"c{i}" for i in range(2, 50) if partition_for(f"c{i}", 4) != partition_for("c1", 4))
+        w.nodes.data["m1"] = NodeTelemetry(node_id="m1", cluster=c2, event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384, num_gpu=1, gpu_model="A100").model_dump(mode="json")  # fmt: skip
+        for name in ("x", "y"):
+            job = member(name).model_copy(update={"cluster": c2})
+            w.apply(on_submitted(job, None, 0.0), partition=partition_for(c2, 4))
+        await loop.tick()
+        running, pending = sorted(w.running), sorted(w.pending)
+        old = DoneJob(job_id="old", event_id="ev-old", status="finished", attempt=0, gang_id="h")  # no cluster
+        w.note_gang_member(old.model_dump(mode="json"))
+        return running, pending, {"h": str(w.gang_state(c2, "h")), "g": str(w.gang_state(c2, "g"))}
+
+    running, pending, states = asyncio.run(go())
+    assert running == [] and pending == ["x", "y"]  # the gang waits whole (one GPU for two members)
+    assert states == {"h": "(False, 1)", "g": "(False, 0)"}

@@ -177,7 +177,7 @@ def test_rejection_moves_to_done_with_a_rejected_notice() -> None:
     t = on_decision(rec, pending())
     assert t.pending == {"j1": None} and t.running == {}
     d = t.done["j1"]
-    assert d == DoneJob(job_id="j1", event_id="ev-j1", status="rejected", attempt=0,
+    assert d == DoneJob(job_id="j1", event_id="ev-j1", status="rejected", attempt=0, cluster="c1",
                         reason="can never run in cluster 'c1': needs 99 GPUs")  # fmt: skip
     assert len(t.emit) == 1
     n = t.emit[0]
@@ -219,7 +219,7 @@ def test_finished_frees_and_moves_to_done() -> None:
     t = on_lifecycle(life("finished"), r, max_retries=3, now=NOW)
     assert t.running == {"j1": None}
     assert t.pending == {} and t.emit == []
-    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0)
+    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0, cluster="c1")
 
 
 def test_failed_requeues_with_the_next_attempt() -> None:
@@ -411,7 +411,7 @@ def test_a_finished_of_the_attempt_before_the_current_one_that_has_not_started_f
     finished = life("finished", attempt=0, node_id="n1")
     t = on_lifecycle(finished, None, pending=pending(attempt=1), max_retries=3, now=NOW)
     assert t.pending == {"j1": None} and t.running == {} and t.commands == []
-    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0)
+    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0, cluster="c1")
     placed_again = running(attempt=1, node_id="n2")
     t = on_lifecycle(finished, placed_again, max_retries=3, now=NOW)
     assert t.running == {"j1": None} and t.done["j1"].status == "finished"  # type: ignore[union-attr]
