@@ -17,8 +17,11 @@ The definitions are the ones of ``scheduling/metrics`` (read there); what the ar
 - **placement stability**: a placement (job, attempt) is reversed when the job has a
   ``failed`` or ``preempted`` event at that attempt, or any later attempt in the archive (a
   timeout or failure re-queues the job at attempt + 1; a ``timed_out`` that raced with
-  ``started`` and kept the job running is not a reversal). Its cause is the first of
-  preempted / failed / timed_out at that attempt, by time.
+  ``started`` and kept the job running is not a reversal). Its cause and time are those of
+  the first report that ended the attempt as the worker applied them (in the order it read
+  them: lifecycle partition position, then event time): a ``preempted`` or ``failed``, or a
+  ``timed_out`` read before the attempt's first ``started`` (one read after it raced with the
+  start: the worker kept the run, and a later preemption is what ended it).
 - **GPU allocation** over time: :func:`gpu_allocation` feeds the holdings to
   :func:`scheduling.metrics.allocation_over_time`; :func:`gpu_allocation_sql` is the same
   definition in SQL (what the dashboard runs), tested equal.
@@ -177,10 +180,16 @@ LEFT JOIN (SELECT job_id, max(attempt) AS max_attempt FROM (
                SELECT job_id, attempt FROM decisions_applied
                UNION ALL SELECT job_id, attempt FROM jobs_lifecycle_applied) GROUP BY job_id) AS m
     ON p.job_id = m.job_id
-LEFT JOIN (SELECT job_id, attempt, argMin(state, event_time) AS cause, min(event_time) AS t,
-                  countIf(state IN ('failed', 'preempted')) AS hard
-           FROM jobs_lifecycle_applied WHERE state IN ('preempted', 'failed', 'timed_out')
-           GROUP BY job_id, attempt) AS e
+LEFT JOIN (SELECT x.job_id AS job_id, x.attempt AS attempt, argMin(x.state, x.read_at) AS cause,
+                  argMin(x.event_time, x.read_at) AS t, countIf(x.state IN ('failed', 'preempted')) AS hard
+           FROM (SELECT job_id, attempt, state, event_time, (kafka_partition, kafka_offset, event_time) AS read_at
+                 FROM jobs_lifecycle_applied WHERE state IN ('preempted', 'failed', 'timed_out')) AS x
+           LEFT JOIN (SELECT job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at,
+                             1 AS has_start
+                      FROM jobs_lifecycle_applied WHERE state = 'started' GROUP BY job_id, attempt) AS s
+               ON x.job_id = s.job_id AND x.attempt = s.attempt
+           WHERE x.state != 'timed_out' OR ifNull(s.has_start, 0) = 0 OR x.read_at < s.started_at
+           GROUP BY x.job_id, x.attempt) AS e
     ON p.job_id = e.job_id AND p.attempt = e.attempt
 """
 

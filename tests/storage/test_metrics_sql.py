@@ -135,6 +135,33 @@ def test_placement_stability(archive: ArchiveClient) -> None:
     assert a.placement_stability == pytest.approx(placement_stability(8, 3))
 
 
+def test_a_timeout_that_raced_the_start_is_not_what_a_later_preemption_reverses(
+        client: ArchiveClient) -> None:  # fmt: skip
+    """P started (30.5 s), its confirmation timeout (31 s) raced the start and the worker kept the run; it
+    was preempted at 100 s and placed again at 105 s. The reversal was attributed to the raced timeout,
+    at 31 s (found by review): stability counted a timeout, and the Pending panel showed P waiting from
+    31 s to 105 s while it ran. A timeout read before the start (Q: the worker re-queued it, and the late
+    start was fenced) is the reversal."""
+    from storage.queries.panels import PANELS_BY_ID, expand_macros
+
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j, num_gpu=1)
+                               for j in "PQ"])  # fmt: skip
+    w.write("decisions", [placed("P", 0, 1, BF, 1, 1.0), placed("Q", 0, 1, BF, 1, 1.0),
+                          placed("P", 1, 105, BF, 1, 1.0), placed("Q", 1, 40, BF, 1, 1.0)])  # fmt: skip
+    events = [life("P", 0, "started", 30.5), life("P", 0, "timed_out", 31), life("Q", 0, "timed_out", 31),
+              life("Q", 0, "started", 32), life("Q", 0, "preempted", 33), life("P", 0, "preempted", 100),
+              life("P", 1, "started", 106)]  # fmt: skip
+    w.write("jobs_lifecycle", events, [(0, i) for i in range(len(events))])
+    rows = client.query_rows(f"SELECT job_id, attempt, cause, toUnixTimestamp64Milli(reversed_at) "
+                             f"FROM ({m.PLACEMENTS}) WHERE reversed ORDER BY job_id")[1]  # fmt: skip
+    ms = lambda s: int(at(s).timestamp() * 1000)  # noqa: E731
+    assert rows == [("P", 0, "preempted", ms(100)), ("Q", 0, "timed_out", ms(31))]
+    assert m.stability(client)["all"].reversals_by_cause == {"preempted": 1, "timed_out": 1}
+    pending = dict(client.query_rows(expand_macros(PANELS_BY_ID["queue.pending"].sql, at(0), at(110), 5))[1])
+    assert [pending[int(at(s).timestamp())] for s in (0, 30, 35, 50, 90, 100, 110)] == [2, 0, 1, 0, 0, 1, 0]
+
+
 @pytest.mark.parametrize("bucket_s", [10.0, 7.0, 60.0])
 def test_gpu_allocation_sql_equals_allocation_over_time(archive: ArchiveClient, bucket_s: float) -> None:
     py = m.gpu_allocation(archive, bucket_s)
