@@ -189,14 +189,19 @@ FROM decisions_applied WHERE outcome = 'placed' AND $__timeFilter(event_time) GR
                       "model-backed policy left to its fallback heuristic: 'learned (fallback)')."),
     Panel("policies.latency", "semsched-policies", "Decision latency, step compute and stability by policy",
           "table", f"""
-SELECT l.grp AS policy, l.q[1] AS latency_p50_ms, l.q[3] AS latency_p99_ms, s.q[1] AS step_p50_ms,
-       s.q[3] AS step_p99_ms, st.placement_stability AS placement_stability
+SELECT l.grp AS policy, l.q[1] AS latency_p50_ms, l.q[3] AS latency_p99_ms,
+       -- no steps of its own: NULL (the array of an unmatched row reads 0, also with join_use_nulls)
+       if(s.n > 0, s.q[1], NULL) AS step_p50_ms, if(s.n > 0, s.q[3], NULL) AS step_p99_ms,
+       st.placement_stability AS placement_stability
 FROM ({m.decision_latency_sql('policy', '$__timeFilter(event_time)')}) AS l
 LEFT JOIN ({m.step_compute_sql('policy', '$__timeFilter(event_time)')}) AS s ON l.grp = s.grp
 LEFT JOIN ({m.stability_sql('policy', '$__timeFilter(event_time)')}) AS st ON l.grp = st.grp
 ORDER BY policy
 """, ranges={"latency_p50_ms": NONNEG, "latency_p99_ms": NONNEG, "step_p50_ms": NONNEG,
-             "placement_stability": RATIO}, width=24),  # fmt: skip
+             "placement_stability": RATIO}, width=24,
+          description="Decision latency of each policy's placements, compute time of its own steps (empty "
+                      "when it has none: a step where any record fell back counts under '<policy> (fallback)') "
+                      "and placement stability."),  # fmt: skip
     Panel("policies.jct_p95", "semsched-policies", "JCT p95 by policy (s)", "timeseries", f"""
 SELECT $__timeInterval(finished_at) AS time, policy, quantileExactInclusive(0.95)(jct_s) AS jct_p95
 FROM (SELECT fromUnixTimestamp64Milli(finish_ms) AS finished_at, (finish_ms - submit_ms) / 1000 AS jct_s, policy

@@ -269,6 +269,22 @@ def test_a_step_that_fell_back_is_one_step_whatever_its_records_say(client: Arch
     assert m.step_compute(client, "policy") == {"learned (fallback)": Distribution.of([12.5])}
 
 
+def test_a_policy_whose_every_step_fell_back_shows_no_step_time_not_0_ms(client: ArchiveClient) -> None:
+    """One learned step placed A by the model and B by the fallback: the step is the fallback's, and
+    "learned" has placements but no step. The policy table read its step p50 / p99 as 0 ms (an
+    unmatched array indexes to 0, join_use_nulls or not; found by review)."""
+    from storage.queries.panels import PANELS_BY_ID, expand_macros
+
+    recs = [placed(j, 0, 5, "learned", 10.0 + fb, 7.5).model_copy(update={"fallback": fb, "step_id": "s1"})
+            for j, fb in (("A", False), ("B", True))]  # fmt: skip
+    ArchiveWriter(client).write("decisions", recs)
+    sql = expand_macros(PANELS_BY_ID["policies.latency"].sql, at(0), at(60), 1)
+    cols, rows = client.query_rows(sql)
+    got = {r["policy"]: (r["step_p50_ms"], r["step_p99_ms"]) for r in (dict(zip(cols, r, strict=True)) for r in rows)}
+    assert got == {"learned": (None, None), "learned (fallback)": (7.5, 7.5)}
+    assert client.query_rows(sql + "\nSETTINGS join_use_nulls = 1")[1] == rows
+
+
 def test_every_metric_and_panel_reads_the_same_with_join_use_nulls(archive: ArchiveClient) -> None:
     """An analyst (or a server profile) may set ``join_use_nulls = 1``: then an unmatched LEFT JOIN column is
     NULL, not its type's default (found by review: the Pending panel dropped every job never decided)."""
