@@ -27,6 +27,13 @@ HEIGHT = 8
 _FORMAT = {"timeseries": (0, "timeSeries"), "table": (1, "table"), "stat": (1, "table")}
 
 
+def _own_axis(column: str, unit: str) -> dict[str, Any]:
+    """A field override: ``column`` in ``unit``, on an axis of its own on the right (a count beside the
+    panel's times would read as milliseconds on theirs)."""
+    return {"matcher": {"id": "byName", "options": column},
+            "properties": [{"id": "unit", "value": unit}, {"id": "custom.axisPlacement", "value": "right"}]}  # fmt: skip
+
+
 def _panel(p: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
     fmt, query_type = _FORMAT[p.kind]
     defaults: dict[str, Any] = {"unit": p.unit}
@@ -39,7 +46,7 @@ def _panel(p: Panel, pid: int, x: int, y: int) -> dict[str, Any]:
         "description": (p.description + " " if p.description else "") + f"SQL: storage/queries/panels.py, {p.id}",
         "datasource": DATASOURCE,
         "gridPos": {"h": HEIGHT, "w": p.width, "x": x, "y": y},
-        "fieldConfig": {"defaults": defaults, "overrides": []},
+        "fieldConfig": {"defaults": defaults, "overrides": [_own_axis(col, unit) for col, unit in p.units.items()]},
         "targets": [{
             "refId": "A", "datasource": DATASOURCE, "editorType": "sql", "format": fmt,
             "queryType": query_type, "rawSql": p.sql.strip(),

@@ -49,6 +49,9 @@ class Panel:
     #: column → allowed (min, max) of its values (``None`` = open); the panel test checks them
     ranges: dict[str, Range] = field(default_factory=dict)
     width: int = 12
+    #: column → its unit, for a column not in the panel's ``unit`` (a count beside times): drawn on an
+    #: axis of its own, on the right
+    units: dict[str, str] = field(default_factory=dict)
 
 
 
@@ -164,8 +167,9 @@ FROM decisions_applied WHERE outcome = 'placed' AND $__timeFilter(event_time) GR
 SELECT $__timeInterval(step_time) AS time, quantileExactInclusive(0.5)(step_compute_ms) AS p50,
        quantileExactInclusive(0.99)(step_compute_ms) AS p99, count() AS steps
 FROM ({m.steps_sql('$__timeFilter(event_time)')}) GROUP BY time ORDER BY time
-""", unit="ms", ranges={"p50": NONNEG, "p99": NONNEG, "steps": NONNEG},
-          description="Per recorded step (a step that wrote at least one decision), not per decision."),  # fmt: skip
+""", unit="ms", ranges={"p50": NONNEG, "p99": NONNEG, "steps": NONNEG}, units={"steps": "short"},
+          description="Per recorded step (a step that wrote at least one decision), not per decision; the "
+                      "number of steps on the right axis."),  # fmt: skip
     Panel("decisions.models", "semsched-decisions", "Placements by model version and fallback", "timeseries", """
 SELECT $__timeInterval(event_time) AS time,
        if(fallback, concat('fallback (', if(model_version = '', 'no model', model_version), ')'),

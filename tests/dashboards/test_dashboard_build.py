@@ -54,3 +54,16 @@ def test_expand_macros_like_the_plugin() -> None:
         expand_macros("$__nope", start, end, 1)
     for p in PANELS:
         assert "$__" not in expand_macros(p.sql, start, end, 10), p.id
+
+
+def test_a_count_beside_times_has_its_own_unit_and_axis() -> None:
+    """The step-compute panel returns the number of steps beside p50 / p99 in ms: with no override it was
+    drawn as milliseconds on their axis (found by review)."""
+    (panel,) = [p for p in build.dashboard("semsched-decisions")["panels"]
+                if p["description"].endswith("decisions.step_compute")]  # fmt: skip
+    assert panel["fieldConfig"]["defaults"]["unit"] == "ms"
+    assert panel["fieldConfig"]["overrides"] == [
+        {"matcher": {"id": "byName", "options": "steps"},
+         "properties": [{"id": "unit", "value": "short"}, {"id": "custom.axisPlacement", "value": "right"}]}]  # fmt: skip
+    for p in PANELS:  # an override names a column the panel returns
+        assert all(f" AS {col}" in p.sql for col in p.units), p.id
