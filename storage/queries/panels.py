@@ -85,20 +85,32 @@ FROM ({m.jobs_sql()}) WHERE started
 """
 
 #: Each wait in the queue: attempt 0 from its submission, attempt a > 0 from the reversal of
-#: attempt a - 1, until the placed / rejected decision (or the rejection) of that attempt.
+#: attempt a - 1, until the placed / rejected decision (or the rejection) of that attempt, or the
+#: job's first ``finished`` or ``rejected`` report from then on, whichever comes first (the run of an
+#: attempt the worker had re-queued can finish after all: the job is done, nothing decides the wait).
 _WAITS = f"""
-SELECT w.since AS since, d.until AS until, ifNull(d.decided, 0) AS decided FROM (  -- (NULL with join_use_nulls)
-    SELECT job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted_accepted GROUP BY job_id
-    UNION ALL
-    SELECT job_id, toUInt16(attempt + 1) AS attempt, assumeNotNull(reversed_at) AS since
-    FROM ({m.PLACEMENTS}) WHERE reversed AND reversed_at IS NOT NULL
-) AS w
-LEFT JOIN (
-    SELECT job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
-        SELECT job_id, attempt, event_time FROM decisions_applied WHERE outcome IN ('placed', 'rejected')
-        UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle_applied WHERE state = 'rejected')
-    GROUP BY job_id, attempt
-) AS d ON w.job_id = d.job_id AND w.attempt = d.attempt
+SELECT since, multiIf(by_decision AND by_end, least(decided_at, ended_at), by_decision, decided_at, ended_at) AS until,
+       by_decision OR by_end AS decided FROM (
+    SELECT w.since AS since, ifNull(d.decided, 0) AS by_decision,  -- (NULL with join_use_nulls)
+           assumeNotNull(d.until) AS decided_at, arrayFilter(t -> t >= w.since, f.ends) AS later_ends,
+           notEmpty(later_ends) AS by_end, if(by_end, arrayMin(later_ends), w.since) AS ended_at
+    FROM (
+        SELECT job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted_accepted GROUP BY job_id
+        UNION ALL
+        SELECT job_id, toUInt16(attempt + 1) AS attempt, assumeNotNull(reversed_at) AS since
+        FROM ({m.PLACEMENTS}) WHERE reversed AND reversed_at IS NOT NULL
+    ) AS w
+    LEFT JOIN (
+        SELECT job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
+            SELECT job_id, attempt, event_time FROM decisions_applied WHERE outcome IN ('placed', 'rejected')
+            UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle_applied WHERE state = 'rejected')
+        GROUP BY job_id, attempt
+    ) AS d ON w.job_id = d.job_id AND w.attempt = d.attempt
+    LEFT JOIN (  -- (an array is never NULL: empty when unmatched, with join_use_nulls or not)
+        SELECT job_id, groupArray(event_time) AS ends FROM jobs_lifecycle_applied
+        WHERE state IN ('finished', 'rejected') GROUP BY job_id
+    ) AS f ON w.job_id = f.job_id
+)
 """
 
 PANELS: list[Panel] = [

@@ -162,6 +162,24 @@ def test_a_timeout_that_raced_the_start_is_not_what_a_later_preemption_reverses(
     assert [pending[int(at(s).timestamp())] for s in (0, 30, 35, 50, 90, 100, 110)] == [2, 0, 1, 0, 0, 1, 0]
 
 
+def test_a_job_that_finished_after_it_was_re_queued_is_no_longer_pending(client: ArchiveClient) -> None:
+    """L's placement timed out unconfirmed (31 s) and the worker re-queued it; its run finished after all
+    (50 s) and the worker took the job as done ("finished after it was re-queued"). Nothing decides
+    the re-queued attempt, and the Pending panel counted L for ever (found by review)."""
+    from storage.queries.panels import PANELS_BY_ID, expand_macros
+
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-L", event_time=at(0), job_id="L", num_gpu=1)])
+    w.write("decisions", [placed("L", 0, 1, BF, 1, 1.0),
+                          DecisionRecord(event_id="u-l", decision_id="u-l", event_time=at(40), job_id="L", attempt=1,
+                                         outcome="unschedulable", policy=BF, latency_ms=1, reason="no node fits")])  # fmt: skip
+    w.write("jobs_lifecycle", [life("L", 0, "timed_out", 31), life("L", 0, "finished", 50)], [(0, 0), (0, 1)])
+    sql = expand_macros(PANELS_BY_ID["queue.pending"].sql, at(0), at(300), 10)
+    pending = dict(client.query_rows(sql)[1])
+    assert [pending[int(at(s).timestamp())] for s in (0, 30, 40, 50, 60, 300)] == [1, 0, 1, 0, 0, 0]
+    assert client.query_rows(sql + "\nSETTINGS join_use_nulls = 1")[1] == client.query_rows(sql)[1]
+
+
 @pytest.mark.parametrize("bucket_s", [10.0, 7.0, 60.0])
 def test_gpu_allocation_sql_equals_allocation_over_time(archive: ArchiveClient, bucket_s: float) -> None:
     py = m.gpu_allocation(archive, bucket_s)
