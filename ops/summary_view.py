@@ -12,6 +12,10 @@ def _fmt(v: float | None, unit: str, digits: int = 1) -> str:
     return "—" if v is None else f"{v:,.{digits}f} {unit}"
 
 
+def _pct(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1%}"
+
+
 def _spark(values: list[float]) -> str:
     bars = "▁▂▃▄▅▆▇█"
     return "".join(bars[min(len(bars) - 1, int(v * len(bars)))] for v in values)
@@ -61,7 +65,7 @@ def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
         step = s.gpu_allocation[1].bucket_start - s.gpu_allocation[0].bucket_start if len(ratios) > 1 else 0
         console.print(f"[bold]GPU allocation over time[/] (share of {s.gpu_allocation[0].capacity_milli / 1000:,.0f} "
                       f"GPUs held, mean per {step:g} s): {_spark(ratios)}  peak {max(ratios):.1%}, "
-                      f"mean {sum(ratios) / len(ratios):.1%}")  # fmt: skip
+                      f"mean {_pct(s.gpu_allocation_mean)}")  # fmt: skip
 
 
 def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> bool:

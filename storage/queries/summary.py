@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 from scheduling.metrics import AllocationSample
 from storage.client import ArchiveClient
 from storage.queries._common import _RUNNING, _dicts
-from storage.queries.metrics import deadletters_by_reason, decision_latency, gpu_allocation, job_metrics
+from storage.queries.metrics import (
+    GPU_CAPACITY,
+    deadletters_by_reason,
+    decision_latency,
+    gpu_allocation,
+    job_metrics,
+)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,8 @@ class Summary:
     #: placements per deciding model ("<version>", or "fallback (<version>)" when the model call
     #: failed and the fallback heuristic decided); empty when no model-backed policy ran
     placed_by_model: dict[str, int] = field(default_factory=dict)
+    #: the share of GPU capacity held from the first holding's bucket to the run's end (:func:`mean_allocation`)
+    gpu_allocation_mean: float | None = None
 
 
 _COUNTS = """
@@ -67,11 +75,24 @@ GROUP BY model ORDER BY placements DESC, model
 """
 
 
+def mean_allocation(samples: list[AllocationSample], bucket_s: float, end: float) -> float | None:
+    """The share of GPU capacity held over the run: the buckets' time-weighted means
+    (:func:`scheduling.metrics.allocation_over_time`), each weighted by its length, ``bucket_s`` or
+    less for the last one, cut at the run's ``end`` (found by review: weighted equally, a last bucket
+    1 s long counted as much as a whole one)."""
+    widths = [min(bucket_s, end - s.bucket_start) if end > s.bucket_start else bucket_s for s in samples]
+    total = sum(widths)
+    return sum(s.ratio * w for s, w in zip(samples, widths, strict=True)) / total if total > 0 else None
+
+
 def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
     """Counts, JCT, queueing delay, GPU allocation, decision latency and dead letters."""
     (c,) = _dicts(client, _COUNTS)
     jobs = job_metrics(client).get("all")
     lat = decision_latency(client).get("all")
+    allocation = gpu_allocation(client, bucket_s)
+    # the run's end, where gpu_allocation cuts its last bucket
+    end_ms = _dicts(client, GPU_CAPACITY)[0]["end_ms"] if allocation else None
     return Summary(
         submitted=int(c["submitted"]),
         placed=int(c["placed"]),
@@ -87,7 +108,8 @@ def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
         queueing_delay_mean_s=jobs.queueing_delay.mean if jobs else None,
         decision_latency_p50_ms=lat.p50 if lat else None,
         decision_latency_p99_ms=lat.p99 if lat else None,
-        gpu_allocation=gpu_allocation(client, bucket_s),
+        gpu_allocation=allocation,
         deadletters_by_reason=deadletters_by_reason(client),
         placed_by_model={r["model"]: int(r["placements"]) for r in _dicts(client, _PLACED_BY_MODEL)},
+        gpu_allocation_mean=None if end_ms is None else mean_allocation(allocation, bucket_s, int(end_ms) / 1000),
     )  # fmt: skip

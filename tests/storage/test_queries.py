@@ -36,6 +36,7 @@ def test_summary(loaded: ArchiveClient) -> None:
     assert g == [(T0.timestamp(), 4000), (at(60).timestamp(), 4000)]
     assert s.gpu_allocation[0].ratio == pytest.approx((55 + 52) * 1000 / 60 / 4000)
     assert s.gpu_allocation[1].ratio == pytest.approx((5 + 10) * 1000 / 10 / 4000)
+    assert s.gpu_allocation_mean == pytest.approx((55 + 52 + 5 + 10) * 1000 / 70 / 4000)  # the run ends at 70
     assert s.deadletters_by_reason == {"bad json": 1, "message too large": 1}
 
 
