@@ -40,7 +40,7 @@ def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
         ("submitted", f"{s.submitted:,}"),
         ("placed", f"{s.placed:,}"),
         ("finished", f"{s.finished:,}"),
-        ("failed attempts (retried)", f"{s.failed:,}"),
+        ("failed attempts", f"{s.failed:,}"),
         ("rejected", f"{s.rejected:,}"),
         ("still running", f"{s.running:,}"),
         ("JCT mean / p95 (wall clock)", f"{_fmt(s.jct_mean_s, 's')} / {_fmt(s.jct_p95_s, 's')}"),

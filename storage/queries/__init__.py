@@ -17,9 +17,10 @@ or the worker's ``/sql`` endpoint (JSON). Quantiles use ``quantileExactInclusive
 
 Definitions:
 
-- submitted / placed / finished / failed / rejected: distinct job ids with a
-  submission / a ``placed`` decision / a ``finished`` / ``failed`` / ``rejected`` lifecycle
-  event. running: jobs whose latest lifecycle event is ``started``.
+- submitted / placed / finished / rejected: distinct job ids with a
+  submission / a ``placed`` decision / a ``finished`` / ``rejected`` lifecycle
+  event; failed: distinct (job, attempt) with a ``failed`` event (failed attempts).
+  running: jobs whose latest lifecycle event is ``started``.
 - JCT = last ``finished`` event time − first submission event time (jobs that finished).
 - queueing delay = first ``started`` event time − submission event time.
 - GPU allocation over time: what each placement held from its first ``started`` to its first

@@ -23,7 +23,7 @@ class Summary:
     submitted: int
     placed: int
     finished: int
-    failed: int
+    failed: int  # failed attempts (a job that failed twice counts twice)
     rejected: int
     running: int
     rejected_by_reason: dict[str, int]
@@ -47,7 +47,7 @@ SELECT
     (SELECT uniqExact(job_id) FROM jobs_submitted_accepted) AS submitted,
     (SELECT uniqExact(job_id) FROM decisions_applied WHERE outcome = 'placed') AS placed,
     (SELECT uniqExactIf(job_id, state = 'finished') FROM jobs_lifecycle_applied) AS finished,
-    (SELECT uniqExactIf(job_id, state = 'failed') FROM jobs_lifecycle_applied) AS failed,
+    (SELECT uniqExactIf((job_id, attempt), state = 'failed') FROM jobs_lifecycle_applied) AS failed,
     (SELECT uniqExactIf(job_id, state = 'rejected') FROM jobs_lifecycle_applied) AS rejected,
     (SELECT uniqExact(job_id) FROM (__RUNNING__)) AS running
 """

@@ -62,3 +62,20 @@ def test_the_mean_gpu_allocation_weighs_the_last_bucket_by_its_length(archive: A
     assert [x.ratio for x in s.gpu_allocation] == pytest.approx([1.0, 0.0])
     assert s.gpu_allocation_mean == pytest.approx(60 / 61)
     assert "peak 100.0%, mean 98.4%" in screen(s)
+
+
+def test_failed_attempts_are_attempts_not_jobs(archive: ArchiveClient) -> None:
+    """F failed twice and finished at its third attempt: two failed attempts. The row counted the jobs
+    with a failure (1; found by review)."""
+    w = ArchiveWriter(archive)
+    w.write("nodes_telemetry", [NodeTelemetry(event_id="t", event_time=at(0), node_id="n1", source="inventory",
+                                              cpu_milli=8000, memory_mib=1024, num_gpu=1, gpu_model="A100")])  # fmt: skip
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-F", event_time=at(0), job_id="F", num_gpu=1)])
+    w.write("decisions", [placed("F", a, 10 * a, 1) for a in range(3)])
+    w.write("jobs_lifecycle", [life("F", 0, "started", 1), life("F", 0, "failed", 2), life("F", 1, "started", 11),
+                               life("F", 1, "failed", 12), life("F", 2, "started", 21),
+                               life("F", 2, "finished", 30)])  # fmt: skip
+    s = summary(archive)
+    assert (s.submitted, s.finished, s.failed) == (1, 1, 2)
+    (row,) = [line for line in screen(s).splitlines() if "failed attempts" in line]
+    assert row.split("│")[2].strip() == "2"
