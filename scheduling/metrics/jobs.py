@@ -7,7 +7,7 @@ Definitions (the archive's SQL in ``storage/queries`` computes the same ones):
   waited before it first ran; with re-queues, later waits are in the JCT, not here).
 - **Makespan** = last finish − first submit, over the run's jobs.
 - **Throughput** = jobs finished / makespan (jobs per second); **placement rate** =
-  placements / makespan.
+  placements / makespan; neither when the makespan is not positive.
 - Censored jobs (still pending or running at the end) and rejected jobs are counted, not
   averaged in.
 """
@@ -73,7 +73,9 @@ def job_metrics(outcomes: Sequence[JobOutcome]) -> JobMetrics:
     finishes = [o.finish for o in outcomes if o.state == "finished" and o.finish is not None]
     makespan = (max(finishes) - min(o.submit for o in outcomes)) if finishes else None
     placements = sum(o.placements for o in outcomes)
-    rate = (lambda n: n / makespan) if makespan else (lambda n: None)  # noqa: E731
+    # none over a makespan that is not positive (a finish stamped before the submissions: clocks apart), as
+    # the archive's SQL (found by review: a negative one gave a negative throughput here)
+    rate = (lambda n: n / makespan) if makespan is not None and makespan > 0 else (lambda n: None)  # noqa: E731
     return JobMetrics(
         jobs=len(outcomes),
         finished=len(jcts),

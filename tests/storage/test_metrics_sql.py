@@ -115,6 +115,19 @@ def test_sql_agrees_with_scheduling_metrics_on_rebuilt_outcomes(archive: Archive
     assert {p: job_metrics(o) for p, o in by.items()} == m.job_metrics(archive, "policy")
 
 
+def test_no_throughput_over_a_makespan_that_is_not_positive(client: ArchiveClient) -> None:
+    """A finish stamped before its submission (the agent's clock behind the producer's): the makespan is
+    negative. The SQL gives no throughput; scheduling.metrics gave a negative one (found by review)."""
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-A", event_time=at(10), job_id="A", num_gpu=1)])
+    w.write("decisions", [placed("A", 0, 10, BF, 1, 1.0)])
+    w.write("jobs_lifecycle", [life("A", 0, "started", 4), life("A", 0, "finished", 5)])
+    sql = m.job_metrics(client)["all"]
+    assert sql.makespan_s == pytest.approx(-5) and sql.throughput_jobs_per_s is None
+    assert sql.placement_rate_per_s is None
+    assert job_metrics(job_outcomes(client)) == sql
+
+
 def test_decision_latency_and_step_compute(archive: ArchiveClient) -> None:
     lat = m.decision_latency(archive, "policy")
     assert lat[BF] == Distribution.of([1000, 1000, 1000, 2000])
