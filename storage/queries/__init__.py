@@ -17,9 +17,10 @@ or the worker's ``/sql`` endpoint (JSON). Quantiles use ``quantileExactInclusive
 
 Definitions:
 
-- submitted / placed / finished / rejected: distinct job ids with a
-  submission / a ``placed`` decision / a ``finished`` / ``rejected`` lifecycle
-  event; failed: distinct (job, attempt) with a ``failed`` event (failed attempts).
+- submitted / placed / rejected: distinct job ids with a submission / a ``placed`` decision /
+  a ``rejected`` lifecycle event; finished: submitted jobs with a ``finished`` event (as
+  :func:`storage.queries.metrics.job_metrics`); failed: distinct (job, attempt) with a
+  ``failed`` event (failed attempts).
   running: jobs whose latest lifecycle event is ``started``.
 - JCT = last ``finished`` event time − first submission event time (jobs that finished).
 - queueing delay = first ``started`` event time − submission event time.

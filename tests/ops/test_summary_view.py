@@ -79,3 +79,17 @@ def test_failed_attempts_are_attempts_not_jobs(archive: ArchiveClient) -> None:
     assert (s.submitted, s.finished, s.failed) == (1, 1, 2)
     (row,) = [line for line in screen(s).splitlines() if "failed attempts" in line]
     assert row.split("│")[2].strip() == "2"
+
+
+def test_finished_counts_submitted_jobs_as_the_job_metrics(archive: ArchiveClient) -> None:
+    """X was never submitted (its submission lost or refused), yet an agent reported it finished: the
+    summary counted it (2 finished of 1 submitted), the job metrics did not (found by review)."""
+    from storage.queries.metrics import job_metrics
+
+    w = ArchiveWriter(archive)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-A", event_time=at(0), job_id="A", num_gpu=1)])
+    w.write("decisions", [placed("A", 0, 1, 1)])
+    w.write("jobs_lifecycle", [life("A", 0, "started", 2), life("A", 0, "finished", 3),
+                               life("X", 0, "started", 2), life("X", 0, "finished", 4)])  # fmt: skip
+    s = summary(archive)
+    assert (s.submitted, s.finished) == (1, 1) and s.finished == job_metrics(archive)["all"].finished
