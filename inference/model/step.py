@@ -40,7 +40,8 @@ placements of the same step changed with it). Models with the optional heads add
 ``[J, K, cost_dim]`` with ``cost_nodes`` int64 ``[J, K]`` (ψ on each job's ``K = COST_TOP`` best-scored
 nodes; column 0 the fragmentation a placement adds, in GPUs) and, when they
 damp churn at decision time (a transition model and ``stability > 0``), ``delta`` ``[J, N]``
-(the self-correction signal Δ, already subtracted from ``scores`` as ``Scorer.decide`` does)
+(the self-correction signal Δ, already subtracted from ``scores`` as ``Scorer.decide`` does; computed
+where ``fits`` says the job's shape fits, 0 elsewhere, where the score is ``-inf`` anyway)
 and ``h`` ``[N, H]`` (the encoder's output, which in-step re-scoring needs for Δ).
 """
 
@@ -230,7 +231,7 @@ def run_policy(model: Any, inputs: PolicyInputs, topologies: TopologyCache | Non
             fits = None if inputs.fits is None else t(inputs.fits)
             scores = head.step_scores(node_part, jobs, t(inputs.pairs), which, fits)
             if stability(model):  # Scorer.decide: damp actions predicted to move the representation
-                delta = model.delta(h.expand(len(jobs), -1, -1), jobs, t(inputs.pairs)[which])
+                delta = model.step_delta(h, jobs, t(inputs.pairs), which, fits)  # the fitting pairs only
                 scores = scores - model.config.stability * delta
                 extra["delta"], extra["h"] = delta, h
             if getattr(model, "cost_head", None) is not None:  # ψ for each job's COST_TOP best-scored nodes

@@ -96,6 +96,48 @@ def test_heads_shapes_and_decide():
     torch.testing.assert_close(model.decide(h, jobs, pairs), model.head.score(part, jobs, pairs) - 0.5 * delta)
 
 
+@pytest.mark.parametrize("head_rank", [0, 2])
+def test_a_steps_delta_is_computed_on_the_fitting_pairs_only(head_rank):
+    """run_policy's Δ (subtracted from the scores) has the values of Scorer.delta on h repeated per
+    job, over every pair (kept here as the reference); but only the pairs where the job's shape fits
+    go through T (Δ over every pair took 250 ms a step at 256 jobs × 1,212 nodes: no damped model
+    met the promotion gate's latency budget), and Δ is 0 on the others, scored -inf anyway."""
+    import dataclasses
+
+    from inference_helpers import job, pod_mix, small_snapshot
+
+    from inference.encoders import EncoderCache, get_encoder
+    from inference.model.step import build_inputs, encode_step, run_policy
+
+    spec = FeatureSpec(gpu_models=("A10", "T4", "V100M32"), text_dim=16, encoder="hashed-ngram-16")
+    torch.manual_seed(2)
+    model = Scorer(ModelConfig(spec=spec, hidden=8, depth=2, head_rank=head_rank, transition=True, stability=0.5))
+    snap = small_snapshot()
+    snap.reserve(0, job("held", gpus=1), [0])  # (n0's pair rows now differ from its kind's other nodes')
+    inputs = build_inputs(snap, pod_mix(14, seed=4), 1.0, spec, EncoderCache(get_encoder(spec.encoder)))
+    rows: list[int] = []
+    count = lambda m, args, out: rows.append(args[0][..., 0].numel())  # noqa: E731  (the rows T.local saw)
+    hook = model.transition_head.local.register_forward_hook(count)
+    try:
+        out = run_policy(model, inputs)
+        every = run_policy(model, dataclasses.replace(inputs, fits=None))
+    finally:
+        hook.remove()
+    fit = inputs.fits[inputs.which]  # [J, N]
+    assert 0 < fit.sum() < fit.size
+    assert rows == [int(fit.sum()), fit.size]  # the fitting pairs, then (no fits) every pair: no other row
+    with torch.inference_mode():
+        h, jobs = encode_step(model, inputs), torch.from_numpy(inputs.jobs)
+        pairs = torch.from_numpy(inputs.pairs)[torch.from_numpy(inputs.which)]
+        ref = model.delta(h.expand(len(jobs), -1, -1), jobs, pairs).numpy()  # the whole computation
+        head = model.head.score(model.head.precompute(h), jobs, pairs).numpy()
+    np.testing.assert_allclose(out["delta"][fit], ref[fit], rtol=0, atol=1e-6)
+    assert (out["delta"][~fit] == 0).all()
+    np.testing.assert_allclose(out["scores"][fit], head[fit] - 0.5 * ref[fit], rtol=1e-6, atol=1e-5)
+    assert np.isneginf(out["scores"][~fit]).all()
+    np.testing.assert_allclose(every["delta"], ref, rtol=0, atol=1e-6)
+
+
 def test_heads_are_optional_and_old_model_dirs_load(tmp_path):
     import json
 
