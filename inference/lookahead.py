@@ -31,7 +31,9 @@ the wire). The policy's own later decisions in the step score on that step-start
 node's pair features current), the rollouts on T's prediction of it; for the serving model the
 two agree (a fresh model call before each of 768 placements in three 256-job steps changed none).
 A rollout that fails leaves the decision to the plain scores (logged, counted in ``errors``).
-:meth:`Lookahead.explain` words what a decision's rollouts found for its decision record.
+:meth:`Lookahead.explain` words what a decision's rollouts found for its decision record; a decision
+the plain scores made instead (rollouts failed, ``per_step`` reached, a model without ψ or T, a
+step answered by a version this worker does not hold) has a note on its record that says so.
 
 **Cost.** Each rolled decision costs ``width`` × ``depth`` pair-feature updates, head and ψ calls
 and T steps (about 6 ms at 4 × 2 on the 1,213 openb nodes). A step rolls at most ``per_step``
@@ -144,17 +146,24 @@ class Lookahead:
         :class:`~inference.prepared_step.PreparedStep`; ``later``: the step's jobs after ``job`` in
         its order not yet scored; ``caches``: the policy's :class:`~inference.step_caches.StepCaches`;
         ``row_of``: a later job's feature row, for jobs beyond ``step``'s call — its model window),
-        and the decision record's note (None when nothing was rolled). The next ``depth`` of
+        and the decision record's note. The next ``depth`` of
         ``later`` that fit somewhere on ``snapshot`` are rolled (without ``row_of``, of those ``step``'s call
         scored); gang jobs are left out, as a gang is placed
         whole when its first member comes. Unchanged for a job the step's call did not score, for a
-        model without ψ and T, and when the rollouts fail (logged, counted)."""
+        model without ψ and T, past ``per_step`` rolled decisions, and when the rollouts fail (logged,
+        counted); the note then says so (the record would read as a looked-ahead decision otherwise).
+        No note where there was nothing to look ahead over (one feasible node, no later job that fits
+        somewhere): the plain scores are the lookahead's answer there."""
         i = step.index.get(job.job_id)
-        if i is None or getattr(model, "cost_head", None) is None or getattr(model, "transition_head", None) is None:
+        if i is None:
             return scores, None
+        missing = heads_missing(model)
+        if missing:
+            return scores, f"lookahead off: the model has no {missing}; the plain scores decide"
         if row_of is None:  # the step's call's rows only
             later = (j for j in later if j.job_id in step.index)
         self.last = None
+        capped = self.stats.capped
         try:  # (a later job's row too: its text may fail to encode)
             rolled = self._fits.first((j for j in later if not j.is_gang), snapshot, self.depth)
             upcoming = [(j, row_of(j) if row_of is not None else step.jobs[step.index[j.job_id]]) for j in rolled]
@@ -164,7 +173,11 @@ class Lookahead:
                               snapshot, upcoming, spec, caches.pair_cache(snapshot, lookahead=True))  # fmt: skip
         except Exception as e:  # the plain scores decide; the step goes on
             self.failed(job.job_id, e)
-            return scores, None
+            error = f"{type(e).__name__}: {e}"  # (cut: the note goes into a record's reason)
+            return scores, f"lookahead failed ({error[:200]}); the plain scores decide"
+        if self.stats.capped > capped:
+            return out, (f"lookahead not run: the step rolled {self.per_step} decisions already "
+                         f"({ENV['per_step']}); the plain scores decide")  # fmt: skip
         return out, (self.explain(snapshot, out, len(upcoming)) if self.last is not None else None)
 
     def adjust(self, model: Any, h: np.ndarray, node_part: np.ndarray, job: JobRequest, job_row: np.ndarray,
@@ -248,6 +261,13 @@ class Lookahead:
                     sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)  # (feasible)
                     state = model.transition(state, Action(other_row[None], torch.tensor([target]), rows[best][None]))
         return costs
+
+
+def heads_missing(model: Any) -> str:
+    """What the lookahead needs that ``model`` lacks (``"cost head (ψ)"``, ``"transition head (T)"``,
+    both joined by "and"), or ``""``."""
+    need = (("cost_head", "cost head (ψ)"), ("transition_head", "transition head (T)"))
+    return " and ".join(what for name, what in need if getattr(model, name, None) is None)
 
 
 @register("learned-lookahead")

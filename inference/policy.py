@@ -60,7 +60,7 @@ from inference.decision_estimates import DecisionEstimates
 from inference.encoders import EncoderCache
 from inference.features.jobs import job_demand
 from inference.features.pair_cache import PairCache
-from inference.lookahead import Lookahead
+from inference.lookahead import Lookahead, heads_missing
 from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.served_model import ServedModel
@@ -123,6 +123,7 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         self.caches = StepCaches()  # embeddings, pair features, job rows and topologies, from step to step
         self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
         self.lookahead = lookahead
+        self._warn_if_not_looking_ahead()
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
                                     reason=self.fallback_reason or "")  # fmt: skip
         self._prepared: PreparedStep | StepStatus | None = None  # from prepare_step, for the next order()
@@ -136,6 +137,16 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         self.fallback_jobs: set[str] = set()  # jobs of the current step the fallback scored
         self.decision_notes: dict[str, str] = {}  # job id -> what the lookahead saw (for its decision record)
         self._fallback_gpus: set[str] = set()  # jobs of the step whose GPUs the fallback chose (forget tells it)
+
+    def _warn_if_not_looking_ahead(self) -> None:
+        """A lookahead on a model without ψ or T decides as plain ``learned`` (each record says so): say it
+        once when the policy is built, not only in the records."""
+        if self.lookahead is None or self.fell_back:
+            return
+        missing = heads_missing(self.loaded.model)
+        if missing:
+            log.warning("learned-lookahead: model %s has no %s; every decision is the plain learned "
+                        "policy's", self.model_version, missing)  # fmt: skip
 
     def close(self) -> None:
         """Let go of the backend (a Triton client unregisters its shared-memory region from the server)
@@ -322,15 +333,23 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         """``scores`` adjusted by the lookahead (:meth:`Lookahead.in_step`) over the jobs of the step's
         order after ``job`` not yet scored in this step. Unchanged outside a step and while this
         worker does not hold the version a server answered with."""
-        if (self.lookahead is None or not self._in_step or job.job_id not in self._windows.position
-                or (step.version and step.version != self.model_version)):
-            return scores  # fmt: skip
+        if self.lookahead is None or not self._in_step or job.job_id not in self._windows.position:
+            return scores
+        if step.version and step.version != self.model_version:  # (the rollouts need the version that answered)
+            self._note(job.job_id, f"lookahead skipped: local model {self.model_version} != {step.version}; "
+                                   "the plain scores decide")  # fmt: skip
+            return scores
         later = self._windows.later(job)  # lazy: in_step takes `depth`
         out, note = self.lookahead.in_step(self.loaded.model, step, job, scores, snapshot, later, self.spec, self.caches,
                                            row_of=self._job_row)  # fmt: skip
         if note:
-            self.decision_notes[job.job_id] = note
+            self._note(job.job_id, note)
         return out
+
+    def _note(self, job_id: str, note: str) -> None:
+        """Add ``note`` to the job's decision record (after what in-step re-scoring noted for it)."""
+        before = self.decision_notes.get(job_id)
+        self.decision_notes[job_id] = f"{before}; {note}" if before else note
 
     def _job_row(self, job: JobRequest) -> np.ndarray:
         """A pending job's feature row in this step (from the step's call that covers it, else computed:

@@ -131,11 +131,24 @@ def test_weight_zero_or_no_next_job_changes_nothing(tmp_path):
     assert alone.lookahead.stats.decisions == 0  # nothing after it in the step
 
 
-def test_a_model_without_cost_or_transition_heads_is_not_rolled(tmp_path):
+def test_a_model_without_cost_or_transition_heads_is_not_rolled(tmp_path, caplog):
+    """... and says so: once when the policy is built, and on each decision's record (which reads
+    learned-lookahead, not fallen back: without the note nothing tells that the plain scores decided)."""
     d = model_dir(tmp_path, heads=False)
-    p = LearnedPolicy(d, lookahead=Lookahead(weight=1e4))
+    with caplog.at_level("WARNING", logger="inference.policy"):
+        p = LearnedPolicy(d, lookahead=Lookahead(weight=1e4))
+    assert [r.getMessage() for r in caplog.records] == [
+        "learned-lookahead: model look-v1 has no cost head (ψ) and transition head (T); every decision is the "
+        "plain learned policy's"]  # fmt: skip
     result = schedule_step(one_free_node_each(), [job("a", gpus=1), job("b", gpus=8)], p, now=0.0, top_k=0)
     assert result.placements and p.lookahead.stats.rollouts == 0 and not p.last_step.fallback
+    assert p.decision_notes["a"] == ("lookahead off: the model has no cost head (ψ) and transition head (T); "
+                                     "the plain scores decide")  # fmt: skip
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="inference.policy"):
+        LearnedPolicy(model_dir(tmp_path / "heads"), lookahead=Lookahead())
+        LearnedPolicy(d)  # (no lookahead: nothing to warn of)
+    assert not caplog.records
 
 
 def test_a_step_rolls_at_most_per_step_decisions(tmp_path):
@@ -146,6 +159,11 @@ def test_a_step_rolls_at_most_per_step_decisions(tmp_path):
         schedule_step(small_snapshot(), jobs, p, now=0.0, top_k=0)
     stats = p.lookahead.stats
     assert stats.decisions == 4 and stats.capped >= 2 and 8 <= stats.rollouts <= 4 * p.lookahead.width
+    # a capped decision's record says the plain scores decided it (else it reads as looked ahead)
+    capped = [n for n in p.decision_notes.values() if n.startswith("lookahead not run")]
+    assert capped and capped[0] == ("lookahead not run: the step rolled 2 decisions already "
+                                    "(SEMSCHED_LOOKAHEAD_PER_STEP); the plain scores decide")  # fmt: skip
+    assert len(p.decision_notes) - len(capped) == 2
     with pytest.raises(ValueError, match="per_step"):
         Lookahead(per_step=-1)
 
@@ -218,6 +236,10 @@ def test_failed_rollouts_leave_the_decision_to_the_plain_scores(tmp_path, monkey
     got = schedule_step(small_snapshot(), jobs, p, now=0.0, top_k=0)
     assert [(x.job_id, x.node_id) for x in got.placements] == [(x.job_id, x.node_id) for x in plain.placements]
     assert p.lookahead.stats.errors > 0 and p.lookahead.stats.decisions == 0 and not p.last_step.fallback
+    # each such decision's record says so (it reads learned-lookahead, not fallen back)
+    assert len(p.decision_notes) == p.lookahead.stats.errors
+    assert set(p.decision_notes.values()) == {"lookahead failed (RuntimeError: no rollout today); "
+                                              "the plain scores decide"}  # fmt: skip
 
 
 def test_a_warm_up_leaves_the_lookahead_as_it_was(tmp_path):
@@ -251,6 +273,9 @@ def test_the_steps_h_is_the_answers_or_the_encoders_on_its_inputs(tmp_path):
 
 
 def test_a_step_from_a_version_not_held_here_is_not_rolled(tmp_path):
+    """... and its record says so. (This test asserted no note once: but the record then read
+    learned-lookahead, not fallen back, with nothing telling that the plain scores decided — when no
+    node had moved, in-step re-scoring had nothing to skip and wrote no note either.)"""
     d = model_dir(tmp_path, seed=8)
     p = LearnedPolicy(d, lookahead=Lookahead())
     snap, jobs = small_snapshot(), [j for j in pod_mix(20, seed=9) if j.num_gpu][:5]
@@ -264,5 +289,7 @@ def test_a_step_from_a_version_not_held_here_is_not_rolled(tmp_path):
     assert p.lookahead.stats.decisions == 2 and ordered[1].job_id in p.decision_notes
     p._step.version = "a-newer-version"  # as when a server answered with a version this worker does not hold yet
     scored_where_it_fits(2)
-    assert p.lookahead.stats.decisions == 2 and ordered[2].job_id not in p.decision_notes
+    assert p.lookahead.stats.decisions == 2
+    assert p.decision_notes[ordered[2].job_id] == ("lookahead skipped: local model look-v1 != a-newer-version; "
+                                                   "the plain scores decide")  # fmt: skip
     assert not p.last_step.fallback
