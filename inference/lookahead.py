@@ -18,7 +18,8 @@ the step's order. For a job with more than one feasible node, :meth:`Lookahead.a
    scheduler's default filters, :func:`scheduling.filters.framework.run_filters`, on the copy; a
    CPU-only job left without a node costs nothing: every cost here is in GPUs).
 
-The candidate's score is lowered by ``weight`` × (its path cost − the cheapest candidate's), so
+The candidate's score is lowered by ``weight`` × (its path cost − the cheapest candidate's) (a
+candidate whose path could not be rolled, its cost not a finite number, is vetoed: ``-inf``), so
 the policy's pick changes where the model predicts that another of its ``width`` best nodes
 leaves the next jobs a cheaper cluster by more than (score gap) / ``weight`` GPUs. The default,
 100,000, makes the cheapest predicted path win among the candidates (the serving model's best and
@@ -198,25 +199,53 @@ class Lookahead:
         costs = self.path_costs(model, h, node_part, job, job_row, candidates, snapshot, upcoming[: self.depth],
                                 spec, cache)  # fmt: skip
         out = scores.copy()
-        if np.isfinite(costs).any():  # a candidate that could not be rolled (NaN) is left as it is
-            out[candidates] -= self.weight * np.nan_to_num(costs - np.nanmin(costs))
+        if np.isfinite(costs).any():  # (none rolled: the plain scores decide)
+            out[candidates] -= self.penalties(costs)
         self.last = (candidates, costs)
         self.stats.decisions += 1
         self.stats.changed += int(candidates[int(np.argmax(out[candidates]))] != candidates[0])
         return out
 
+    def penalties(self, costs: np.ndarray) -> np.ndarray:
+        """What each candidate's score loses: ``weight`` × (its path cost − the least), with at least one
+        finite cost. A candidate whose path could not be rolled (NaN: no GPUs fit there; or a ψ that
+        diverged, ±inf) loses everything (``-inf``: vetoed), as its cost is unknown, not nothing; with a
+        weight of 0 no candidate loses anything."""
+        rolled = np.isfinite(costs)
+        if not self.weight:
+            return np.zeros_like(costs)
+        return np.where(rolled, self.weight * (costs - costs[rolled].min()), np.inf)
+
     def explain(self, snapshot: ClusterSnapshot, scores: np.ndarray, looked: int) -> str:
-        """The decision record's note for the last :meth:`adjust` (``scores``: what it returned)."""
+        """The decision record's note for the last :meth:`adjust` (``scores``: what it returned), worded
+        from the candidates' costs: the pick's is the least, or the score gap outweighed the difference."""
         assert self.last is not None
         candidates, costs = self.last
         names = snapshot.node_ids
-        best = int(candidates[int(np.argmax(scores[candidates]))])
-        cost = dict(zip(candidates.tolist(), costs.tolist(), strict=True))
-        note = (f"lookahead over the next {looked} job(s) through T: predicted path cost {cost[best]:.3f} GPU on "
-                f"{names[best]}, the least of {len(candidates)} candidates")  # fmt: skip
-        head = int(candidates[0])
+        note = f"lookahead over the next {looked} job(s) through T: "
+        rolled = np.isfinite(costs)
+        unrolled = int(np.count_nonzero(~rolled))
+        if unrolled == len(candidates):
+            return note + f"none of the {len(candidates)} candidates could be rolled; the plain scores decide"
+        cost = {int(c): float(x) for c, x in zip(candidates, costs, strict=True)}
+        best, head, cheapest = (int(candidates[int(np.argmax(scores[candidates]))]), int(candidates[0]),
+                                int(candidates[int(np.argmin(np.where(rolled, costs, np.inf)))]))  # fmt: skip
+
+        def worded(node: int) -> str:
+            return f"{cost[node]:.3f} GPU" if np.isfinite(cost[node]) else "not rolled"
+
+        if not np.isfinite(cost[best]):  # (a weight of 0 only: else it is vetoed)
+            note += f"{names[best]} kept on its score, its path not rolled"
+        elif cost[best] <= cost[cheapest]:
+            note += f"predicted path cost {worded(best)} on {names[best]}, the least of {len(candidates)} candidates"
+        else:  # (a small weight: the head's score gap outweighed the cost difference)
+            note += (f"predicted path cost {worded(best)} on {names[best]}, not the least of {len(candidates)} "
+                     f"candidates ({worded(cheapest)} on {names[cheapest]}): its score was ahead by more than the "
+                     "weight times the difference")  # fmt: skip
         if head != best:
-            note += f" (the head's best, {names[head]}: {cost[head]:.3f} GPU)"
+            note += f" (the head's best, {names[head]}: {worded(head)})"
+        if unrolled:
+            note += f"; {unrolled} candidate(s) could not be rolled"
         return note
 
     def path_costs(self, model: Any, h: np.ndarray, node_part: np.ndarray, job: JobRequest, job_row: np.ndarray,

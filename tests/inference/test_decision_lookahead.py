@@ -131,6 +131,42 @@ def test_weight_zero_or_no_next_job_changes_nothing(tmp_path):
     assert alone.lookahead.stats.decisions == 0  # nothing after it in the step
 
 
+def test_a_candidate_that_could_not_be_rolled_does_not_rank_cheapest_and_the_note_says_what_won(monkeypatch):
+    """Found by review: a NaN path cost (no GPUs fit there; a diverged ψ) lost nothing (``nan_to_num``),
+    so the head's best won whatever the others cost, and the note called its NaN "the least of N";
+    and a pick whose score gap outweighed a cheaper path was called the least too."""
+    snap = small_snapshot(4)
+    costs = {"now": np.array([np.nan, 0.2, 0.1])}
+    monkeypatch.setattr(Lookahead, "path_costs", lambda self, *args: costs["now"].copy())
+    scores = np.array([5.0, 4.0, 3.0, -np.inf])
+    look = Lookahead(depth=1, width=3, weight=1.0)
+
+    def decide() -> tuple[np.ndarray, str]:
+        out = look.adjust(None, None, None, job("a"), None, scores, snap, [(job("b"), None)], SPEC, PairCache())
+        return out, look.explain(snap, out, 1)
+
+    out, note = decide()
+    assert out.tolist() == pytest.approx([-np.inf, 3.9, 3.0, -np.inf])  # n1: 0.1 GPU dearer, 1.0 ahead
+    assert note == ("lookahead over the next 1 job(s) through T: predicted path cost 0.200 GPU on n1, not the least "
+                    "of 3 candidates (0.100 GPU on n2): its score was ahead by more than the weight times the "
+                    "difference (the head's best, n0: not rolled); 1 candidate(s) could not be rolled")  # fmt: skip
+    look.weight = 100.0
+    out, note = decide()
+    assert int(np.argmax(out)) == 2 and note.startswith(
+        "lookahead over the next 1 job(s) through T: predicted path cost 0.100 GPU on n2, the least of 3 candidates")
+    costs["now"] = np.array([0.3, np.inf, 0.4])  # (a ψ that diverged: unknown, as NaN)
+    out, note = decide()
+    assert out.tolist() == pytest.approx([5.0, -np.inf, 3.0 - 10.0, -np.inf])
+    assert note.endswith("the least of 3 candidates; 1 candidate(s) could not be rolled")
+    costs["now"] = np.full(3, np.nan)  # nothing rolled: the plain scores decide
+    out, note = decide()
+    assert out.tolist() == scores.tolist()
+    assert note.endswith("none of the 3 candidates could be rolled; the plain scores decide")
+    look.weight, costs["now"] = 0.0, np.array([np.nan, 0.2, 0.1])  # a weight of 0 changes nothing
+    out, note = decide()
+    assert out.tolist() == scores.tolist() and "n0 kept on its score, its path not rolled" in note
+
+
 def test_a_model_without_cost_or_transition_heads_is_not_rolled(tmp_path, caplog):
     """... and says so: once when the policy is built, and on each decision's record (which reads
     learned-lookahead, not fallen back: without the note nothing tells that the plain scores decided)."""
