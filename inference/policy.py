@@ -20,9 +20,10 @@ head's node term. A node that the filters accept but the model did not score (a 
 without the health filter, say) is scored within the step. The pair features are kept from step to step
 (:class:`inference.features.pair_cache.PairCache`): only the nodes whose free capacity changed
 since the last step, and the shapes not seen before, are computed. Then, while ``schedule_step``
-reserves jobs one by one, the nodes whose inputs an earlier placement of the same step moved
-are re-scored for each later job with the local copy of the head (:mod:`inference.rescoring`),
-so every score sees the current state, as if the head had been run on the whole cluster again.
+reserves jobs one by one, the nodes whose pair features an earlier placement of the same step moved
+are re-scored for each later job with the local copy of the head (:mod:`inference.rescoring`):
+every score sees the nodes' current free capacity, on the step-start embeddings (the fusion
+encoder's h and the head's node term are not recomputed within a step).
 
 - **The window** (:mod:`inference.step_windows`): a call covers at most ``window`` jobs of
   the step's order that fit somewhere (default 256, ``$SEMSCHED_MODEL_WINDOW``; 0: the whole

@@ -1,9 +1,14 @@
 """In-step re-scoring: a step's scores kept current while ``schedule_step`` places its jobs one by one.
 
 The backend scores every (job, node) once, on the step-start state. Each placement of the
-step changes one node's free capacity, so for each later job the nodes whose inputs moved
-are re-scored with the local copy of the head (a few ``[M, W]`` ops), and every score sees
-the current state exactly as if the head had been run on the whole cluster again:
+step changes one node's free capacity, so for each later job the nodes whose pair features moved
+are re-scored with the local copy of the head (a few ``[M, W]`` ops). What is refreshed is the
+pair features only: the head's node term (``node_part``, from the fusion encoder's h) and, for a
+model that damps churn, the h that Δ reads stay the step start's, since running the encoder
+again (node state, neighbours, queue) would be a whole model call per placement. So a re-scored
+node's score is the head's on its current pair features and the step-start embeddings, not what
+a fresh call on the current cluster would answer (:mod:`inference.lookahead` compares the two for
+the serving model). Which nodes are re-scored:
 
 - a lean model's pair features depend on the node alone: the nodes whose free capacity moved
   since the step start are re-scored;
