@@ -12,7 +12,8 @@ the step's order. For a job with more than one feasible node, :meth:`Lookahead.a
    a job that fits nowhere now fits nowhere on any candidate's path, and would only take a rolled
    job's place; gang jobs are left out, as a gang is placed whole when its first member comes) are placed greedily, each on
    the policy head's best node under the predicted h_k (its node part recomputed from h_k) and
-   the copy's exact pair features; h_{k+1} = T(h_k, a_k);
+   the copy's exact pair features, less ``stability`` · Δ under h_k for a model that damps churn
+   (as the policy decides); h_{k+1} = T(h_k, a_k);
 3. the path cost is the cost estimator's ψ summed over the path (the fragmentation each placement
    adds, in GPUs), plus the GPUs asked for by the next jobs the path leaves without a node (the
    scheduler's default filters, :func:`scheduling.filters.framework.run_filters`, on the copy; a
@@ -257,7 +258,9 @@ class Lookahead:
         import torch
 
         from inference.model.scorer import Action
+        from inference.model.step import stability
 
+        damp = stability(model)  # the weight of Δ in the policy's decisions (0: none)
         first = cache.pairs([job], snapshot, spec)[0]  # [N, P] on the current state
         row = torch.from_numpy(np.asarray(job_row, np.float32))
         nxt = [(j, torch.from_numpy(np.asarray(r, np.float32))) for j, r in upcoming]
@@ -284,7 +287,10 @@ class Lookahead:
                         continue
                     rows = torch.from_numpy(cache.pairs([other], sim, spec)[0][fits])
                     node_rows = model.head.precompute(state[0, fits])
-                    best = int(torch.argmax(model.head.score(node_rows, other_row, rows)))
+                    scores = model.head.score(node_rows, other_row, rows)
+                    if damp:  # the policy's own pick damps churn (Scorer.decide): so does the rollout's
+                        scores = scores - damp * model.delta(state[0, fits], other_row, rows)
+                    best = int(torch.argmax(scores))
                     costs[c] += float(model.cost(node_rows[best][None], other_row, rows[best][None])[0, 0])
                     target = int(fits[best])
                     sim.reserve(target, other, best_fit_gpus(sim, target, other) or (), check=False)  # (feasible)

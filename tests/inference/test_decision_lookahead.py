@@ -91,6 +91,45 @@ def test_path_costs_follow_the_model_through_t(tmp_path):
     assert look.stats.rollouts == 1 and look.stats.stranded == 0
 
 
+@pytest.mark.parametrize("seed", [1, 3, 4])  # (seeds where Δ moves the next job's pick)
+def test_path_costs_roll_a_damped_model_as_it_decides(seed):
+    """Found by review: for a model that damps churn (stability > 0), the rollouts placed the next job
+    on the head's best node, while the policy decides with score − stability · Δ. Under T(h, a) the
+    rollout now picks as the policy would, and the cost is ψ at that pick (by hand here)."""
+    from inference.encoders import EncoderCache, get_encoder
+
+    torch.manual_seed(seed)
+    model = Scorer(ModelConfig(spec=SPEC, hidden=8, depth=2, head_rank=2, cost_dim=1, transition=True,
+                               stability=5.0)).eval()  # fmt: skip
+    snap = small_snapshot()
+    first, second = job("a", gpus=1, per=500), job("b", gpus=2)
+    inputs = build_inputs(snap, [first, second], 1.0, SPEC, EncoderCache(get_encoder(SPEC.encoder)))
+    candidate = 4  # an 8xA10 node
+    with torch.inference_mode():
+        h = encode_step(model, inputs)
+        node_part = model.head.precompute(h)
+        row_a, row_b = torch.from_numpy(inputs.jobs[0]), torch.from_numpy(inputs.jobs[1])
+        pa = torch.from_numpy(pair_features(first, snap, SPEC)[candidate])
+        want = float(model.cost(node_part[candidate][None], row_a, pa[None])[0, 0])
+        after = snap.copy()
+        after.reserve(candidate, first, select_gpus(after, candidate, first))
+        h1 = model.transition(h[None], Action(row_a[None], torch.tensor([candidate]), pa[None]))[0]
+        pb = torch.from_numpy(pair_features(second, after, SPEC))
+        fits = np.flatnonzero(after.num_gpu >= 2)
+        part1 = model.head.precompute(h1)
+        plain = model.head.score(part1, row_b, pb)[fits]
+        damped = model.decide(h1, row_b, pb)[fits]  # what the policy decides with
+        best = int(fits[int(torch.argmax(damped))])
+        want += float(model.cost(part1[best][None], row_b, pb[best][None])[0, 0])
+        head_best = int(fits[int(torch.argmax(plain))])  # where the rollout placed "b" before
+        undamped = float(model.cost(part1[head_best][None], row_b, pb[head_best][None])[0, 0])
+    assert head_best != best  # (else this seed tells nothing)
+    got = Lookahead(depth=1, width=2).path_costs(model, h.numpy(), node_part.numpy(), first, inputs.jobs[0],
+                                                 np.array([candidate]), snap, [(second, inputs.jobs[1])], SPEC,
+                                                 PairCache())  # fmt: skip
+    assert got[0] == pytest.approx(want, rel=1e-5, abs=1e-6) and got[0] != pytest.approx(undamped, rel=1e-5)
+
+
 def one_free_node_each() -> ClusterSnapshot:
     """Two 8-GPU nodes: one with a single GPU free, one with all eight."""
     snap = ClusterSnapshot.from_nodes([NodeView(node_id=f"n{i}", cpu_milli=64_000, memory_mib=262_144, num_gpu=8,
