@@ -30,6 +30,7 @@ capacity, so fewer nodes make it shorter — faster, noisier), tests a tiny clus
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -70,9 +71,32 @@ class HeldOutReplay:
             raise ValueError("a held-out replay needs at least one seed")
 
     def key(self) -> dict[str, Any]:
+        """What a recorded evaluation must match to be reused: the replay's settings and the version of
+        what it measures (:data:`REPLAY_VERSION`)."""
         d = asdict(self)
         d["seeds"] = list(self.seeds)
+        d["replay_version"] = REPLAY_VERSION
         return d
+
+
+#: bumped when the fill, its metric or this replay changes what a run measures: an evaluation recorded
+#: before is then not reused (found by review: one recorded before "allocated at 100 %" was redefined
+#: was compared seed by seed with a candidate measured after)
+REPLAY_VERSION = 2
+
+
+def inputs_digest(nodes: Sequence[NodeView], pods: Sequence[JobRequest]) -> str:
+    """A digest of the replay's nodes and pods (what the fill reads of them): an evaluation on other
+    inputs under the same settings (``pods_path`` None is whatever the loader's default holds) is not
+    reused."""
+    h = hashlib.sha1()
+    for n in nodes:
+        h.update(repr((n.node_id, n.cpu_milli, n.memory_mib, n.num_gpu, n.gpu_model, n.healthy,
+                       sorted(n.topology.items()))).encode())  # fmt: skip
+    for j in pods:
+        h.update(repr((j.job_id, j.cpu_milli, j.memory_mib, j.num_gpu, j.per_gpu_milli, sorted(j.gpu_models),
+                       j.gang_id, j.gang_size, j.qos, j.priority, j.submit_time)).encode())  # fmt: skip
+    return h.hexdigest()
 
 
 def allocated_at_100(run: Any) -> float:
@@ -110,6 +134,7 @@ def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobR
     replay = replay or HeldOutReplay()
     policy = load_policy(model)
     out: dict[str, Any] = {"primary_metric": PRIMARY_METRIC, "replay": replay.key(),
+                           "inputs": inputs_digest(nodes, pods),
                            "model_version": getattr(policy, "model_version", None)}  # fmt: skip
     if getattr(policy, "fell_back", False):
         return out | {"loaded": False, "error": policy.fallback_reason, "score": None}

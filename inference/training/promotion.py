@@ -42,7 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from inference.training.gate import DEFAULT_LATENCY_BUDGET_MS, decide
-from inference.training.heldout import PRIMARY_METRIC, HeldOutReplay, evaluate_held_out, latency_probe
+from inference.training.heldout import (
+    PRIMARY_METRIC,
+    HeldOutReplay,
+    evaluate_held_out,
+    inputs_digest,
+    latency_probe,
+)
 from inference.training.registry import ModelVersion, Registry
 from inference.training.step_latency import LatencyProbe
 from scheduling.job import JobRequest
@@ -203,7 +209,7 @@ def _serving_evaluation(registry: Registry, serving: Path, version: str, replay:
     row = registry.get(version)
     if reuse and row is not None:
         own = row.evaluation.get("candidate") or {}
-        if own.get("replay") == replay.key() and own.get("loaded"):
+        if own.get("replay") == replay.key() and own.get("inputs") == inputs_digest(nodes, pods) and own.get("loaded"):
             return own | {"reused_from_registry": True}, row
     return evaluate_held_out(serving, nodes, pods, replay, sim, probe), row
 

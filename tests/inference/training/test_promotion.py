@@ -144,6 +144,23 @@ def test_an_equal_candidate_is_not_promoted_and_the_serving_evaluation_is_reused
     assert "reused_from_registry" not in (fresh.serving or {}) and fresh.status == "rejected"
 
 
+def test_a_serving_evaluation_on_other_inputs_or_an_older_replay_is_not_reused(trained, archive, tmp_path, monkeypatch):  # noqa: ANN001
+    """(Found by review: reuse asked only for the same replay settings, so an evaluation recorded on another
+    pod list under the loader's default path, or before the metric was redefined, was compared seed by
+    seed with the candidate's.)"""
+    import inference.training.heldout as heldout
+
+    root = tmp_path / "models"
+    _run(trained["good"], root, archive)
+    fewer = promote(trained["good-twin"], root, ArchiveRegistry(archive), NODES, PODS[:-1], REPLAY, latency_budget_ms=None)
+    assert fewer.serving is not None and "reused_from_registry" not in fewer.serving
+    again = _run(trained["good-twin"], root, archive)  # the serving row still holds its evaluation on PODS
+    assert again.serving is not None and again.serving.get("reused_from_registry") is True
+    monkeypatch.setattr(heldout, "REPLAY_VERSION", heldout.REPLAY_VERSION + 1)  # what a run measures changed
+    newer = _run(trained["good-twin"], root, archive)
+    assert newer.serving is not None and "reused_from_registry" not in newer.serving
+
+
 def test_a_candidate_that_does_not_load_is_rejected(trained, archive, tmp_path):
     root = tmp_path / "models"
     _serve(trained, "good", root)
