@@ -154,8 +154,12 @@ def stop(
     """Stop the broker recorded in <data-dir>/broker.pid (SIGTERM, then SIGKILL). Safe if not running."""
     broker = _broker(port, data_dir)
     pid = broker.status().pid
-    with console.status("Stopping Kafka ..."):
-        stopped = broker.stop(timeout=timeout)
+    try:
+        with console.status("Stopping Kafka ..."):
+            stopped = broker.stop(timeout=timeout)
+    except KafkaBrokerError as exc:  # another process's start or stop of this broker did not end
+        err_console.print(f"[red]kafka stop failed:[/red] {escape(str(exc))}")
+        raise typer.Exit(1) from None
     if stopped:
         console.print(f"[green]Kafka stopped[/green] (pid {pid}, data dir {broker.data_dir})")
     else:

@@ -14,6 +14,7 @@ Typical use::
 
 The broker runs detached (own session / process group) and its PID is kept in
 ``<data_dir>/broker.pid``, so a different process (e.g. ``semsched kafka stop``) can stop it.
+Starts and stops of one data dir's broker take turns (``<data_dir>/broker.lock``).
 This module is the package's public entry point: it re-exports the errors and helpers of
 :mod:`ops.kafka.jars` and :mod:`ops.kafka.config`.
 """
@@ -23,13 +24,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import fcntl
 import os
 import shlex
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -128,7 +130,7 @@ class KafkaBroker:
     """A single-node KRaft Kafka broker (combined broker+controller) bound to 127.0.0.1.
 
     ``port`` is the PLAINTEXT client port; ``controller_port`` defaults to ``port + 1``.
-    All state (server.properties, kraft logs, broker.log, broker.pid) lives in ``data_dir``.
+    All state (server.properties, kraft logs, broker.log, broker.pid, broker.lock) lives in ``data_dir``.
     """
 
     def __init__(
@@ -157,6 +159,7 @@ class KafkaBroker:
         self.java = java
         self.last_startup_seconds: float | None = None
         self._proc: subprocess.Popen[bytes] | None = None
+        self._locked = False  # this object holds broker.lock (start() stops a broker that did not come up)
 
     # ------------------------------------------------------------------ paths / props
     @property
@@ -171,6 +174,10 @@ class KafkaBroker:
     @property
     def log_file(self) -> Path:
         return self.data_dir / "broker.log"
+
+    @property
+    def lock_file(self) -> Path:
+        return self.data_dir / "broker.lock"
 
     @property
     def config_file(self) -> Path:
@@ -227,6 +234,45 @@ class KafkaBroker:
         )
 
     # ------------------------------------------------------------------ process
+    @contextlib.contextmanager
+    def _exclusive(self, wait_s: float) -> Iterator[None]:
+        """Hold ``<data_dir>/broker.lock``: one start or stop of this data dir's broker at a time, from
+        reading ``broker.pid`` until the broker answers (or what failed is cleaned up). Two ``kafka
+        start`` at once both found no broker, both spawned one, and the loser's failed start removed the
+        winner's PID file: a broker nothing could stop (found by the ops review). Waits up to ``wait_s``
+        for another process's start or stop, then :class:`KafkaBrokerError` naming it."""
+        if self._locked:  # (start() calls stop() when its broker does not come up)
+            yield
+            return
+        try:
+            handle = open(self.lock_file, "a+")  # noqa: SIM115 - the lock lives as long as the open file
+        except OSError as e:
+            raise KafkaBrokerError(f"cannot take the broker lock {self.lock_file}: {e}") from None
+        with handle:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        handle.seek(0)
+                        owner = handle.read().strip() or "?"
+                        raise KafkaBrokerError(
+                            f"another process (pid {owner}) is starting or stopping the broker of {self.data_dir} "
+                            f"(for {wait_s:.0f}s now): wait for it, or stop it (kill {owner})"
+                        ) from None
+                    time.sleep(0.1)
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            self._locked = True
+            try:
+                yield
+            finally:
+                self._locked = False
+
     def read_pid(self) -> int | None:
         try:
             return int(self.pid_file.read_text().strip())
@@ -306,6 +352,10 @@ class KafkaBroker:
         """
         t0 = time.monotonic()
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self._exclusive(wait_s=timeout):  # (another start waits here, then finds this one's broker)
+            return self._start_locked(t0, timeout)
+
+    def _start_locked(self, t0: float, timeout: float) -> BrokerStatus:
         pid = self.read_pid()
         if pid is not None:
             if self._alive(pid):
@@ -354,7 +404,8 @@ class KafkaBroker:
         while True:
             if self._proc.poll() is not None:
                 rc = self._proc.returncode
-                self.pid_file.unlink(missing_ok=True)
+                if self.read_pid() == self._proc.pid:  # (only its own: never another start's broker's)
+                    self.pid_file.unlink(missing_ok=True)
                 raise KafkaBrokerError(
                     f"Kafka broker exited during startup (exit {rc}).\n"
                     f"--- {self.log_file} (tail) ---\n{_file_tail(self.log_file)}"
@@ -374,11 +425,19 @@ class KafkaBroker:
             f"--- {self.log_file} (tail) ---\n{tail}"
         )
 
-    def stop(self, timeout: float = 20) -> bool:
+    def stop(self, timeout: float = 20, lock_wait: float = 120) -> bool:
         """SIGTERM the broker by PID, SIGKILL after ``timeout``; remove the PID file.
 
-        Safe when nothing is running. Returns True if a running broker was stopped.
+        Safe when nothing is running. Returns True if a running broker was stopped. Waits up to
+        ``lock_wait`` seconds for a start or stop of another process to finish first.
         """
+        if not self.data_dir.is_dir():  # nothing ever ran here
+            self._proc = None
+            return False
+        with self._exclusive(wait_s=lock_wait):
+            return self._stop_locked(timeout)
+
+    def _stop_locked(self, timeout: float) -> bool:
         pid = self.read_pid()
         if pid is None or not self._alive(pid):
             self.pid_file.unlink(missing_ok=True)
