@@ -108,8 +108,8 @@ def _run_coroutine(coro: Coroutine[Any, Any, _T]) -> _T:
         return pool.submit(asyncio.run, coro).result()
 
 
-async def _fetch_metadata(bootstrap: str, timeout: float) -> int:
-    """Connect an aiokafka admin client and return the number of brokers in the metadata."""
+async def _fetch_metadata(bootstrap: str, timeout: float) -> tuple[str | None, int]:
+    """Connect an aiokafka admin client; the cluster id and the number of brokers in the metadata."""
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(
@@ -120,7 +120,7 @@ async def _fetch_metadata(bootstrap: str, timeout: float) -> int:
     try:
         await asyncio.wait_for(admin.start(), timeout)
         cluster = await asyncio.wait_for(admin.describe_cluster(), timeout)
-        return len(cluster.get("brokers", []))
+        return cluster.get("cluster_id"), len(cluster.get("brokers", []))
     finally:
         with contextlib.suppress(Exception):
             await admin.close()
@@ -339,11 +339,15 @@ class KafkaBroker:
         )
 
     def probe(self, timeout: float = 5.0) -> bool:
-        """True if an aiokafka admin client can fetch cluster metadata with >= 1 broker."""
+        """True if an aiokafka admin client can fetch cluster metadata with >= 1 broker, of this data
+        dir's cluster: another broker answering on the port is not this one (found by the ops review:
+        a start whose broker could not bind the port took the other's answers for its own)."""
         try:
-            return _run_coroutine(_fetch_metadata(self.bootstrap, timeout)) >= 1
+            cluster, brokers = _run_coroutine(_fetch_metadata(self.bootstrap, timeout))
         except Exception:
             return False
+        ours = config.cluster_id(self.log_dirs, self.cluster_id_file)
+        return brokers >= 1 and (ours is None or cluster in (ours, None))  # (None: a protocol without the id)
 
     def start(self, timeout: float = 60) -> BrokerStatus:
         """Start the broker (idempotent) and wait until clients can fetch metadata.
@@ -413,7 +417,9 @@ class KafkaBroker:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            if _port_open(self.port) and self.probe(timeout=min(5.0, max(1.0, remaining))):
+            # ready: the port answers as this data dir's cluster, and the broker started here still runs
+            if (_port_open(self.port) and self.probe(timeout=min(5.0, max(1.0, remaining)))
+                    and self._proc.poll() is None):  # fmt: skip
                 self.last_startup_seconds = time.monotonic() - t0
                 return self.status()
             time.sleep(0.1)

@@ -130,6 +130,19 @@ def is_formatted(log_dirs: Path) -> bool:
     return (log_dirs / "meta.properties").is_file()
 
 
+def cluster_id(log_dirs: Path, cluster_id_file: Path) -> str | None:
+    """The id of the cluster the broker of these log dirs belongs to (what its metadata answers name):
+    the one its storage was formatted with, else the one kept for formatting, else None."""
+    for path, pattern in ((log_dirs / "meta.properties", r"^cluster\.id=(\S+)"), (cluster_id_file, r"^(\S+)")):
+        try:
+            match = re.search(pattern, path.read_text(), re.M)
+        except (OSError, UnicodeDecodeError):
+            continue
+        if match:
+            return match.group(1)
+    return None
+
+
 def format_storage(
     *,
     config_file: Path,

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ops.kafka import broker as broker_module
-from ops.kafka.broker import KafkaBroker
+from ops.kafka.broker import KafkaBroker, KafkaBrokerError
 from ops.kafka.jars import KAFKA_POM, MARKER_NAME
 from tests.conftest_kafka import free_port
 
@@ -57,12 +57,11 @@ while True:
 """
 
 
-async def _fake_fetch_metadata(bootstrap: str, timeout: float) -> int:
-    """The brokers in the metadata the fake broker on ``bootstrap`` answers with (it is one)."""
+async def _fake_fetch_metadata(bootstrap: str, timeout: float) -> tuple[str | None, int]:
+    """The cluster id and the brokers in the metadata the fake broker on ``bootstrap`` answers with."""
     host, port = bootstrap.rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=timeout) as conn:
-        conn.makefile().readline()
-    return 1
+        return conn.makefile().readline().strip(), 1
 
 
 @pytest.fixture
@@ -152,3 +151,34 @@ def test_a_stop_during_a_start_waits_for_it_and_stops_the_broker(
         thread.join(30)
     assert starting._proc is not None and starting._proc.wait(5) is not None
     assert starting.read_pid() is None
+
+
+def test_another_broker_answering_on_the_port_is_not_taken_for_this_one(
+    tmp_path: Path, fake_jvm: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found by the ops review: ready was "the port answers and the metadata lists a broker", which
+    another broker on the port satisfies (one that took it between the port check and the bind: here
+    the check is made to pass). The start returned as if up, and its own broker was exiting."""
+    other = socket.socket()
+    other.bind(("127.0.0.1", 0))
+    other.listen()
+    port = other.getsockname()[1]
+
+    def answer() -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = other.accept()
+                with conn:
+                    conn.sendall(b"another-cluster\n")
+
+    threading.Thread(target=answer, daemon=True).start()
+    monkeypatch.setattr(broker_module, "port_free", lambda port, host="127.0.0.1": True)
+    broker = KafkaBroker(
+        port=port, data_dir=tmp_path / "kafka", lib_dir=fake_jvm["lib"], java=str(fake_jvm["java"])
+    )
+    try:
+        with pytest.raises(KafkaBrokerError, match=r"exited during startup \(exit 1\)(.|\n)*bind failed"):
+            broker.start(timeout=20)
+        assert broker.read_pid() is None
+    finally:
+        other.close()
