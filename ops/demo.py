@@ -157,8 +157,11 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
         console.print(f"[green]✓[/] simulated agents (pid {agents.pid})")
         stats = asyncio.run(replay(loader, settings, speed=speed, limit=jobs, strict=False, max_gap_s=max_gap_s,
                                    inventory_published=lambda n: worker_knows_nodes(stack, n, warm_up=bool(env))))  # fmt: skip
-        console.print(f"[green]✓[/] replayed {stats.nodes} nodes and {stats.jobs} jobs "
-                      f"({stats.skipped_lines} bad lines skipped)")  # fmt: skip
+        console.print(f"[green]✓[/] replayed {stats.nodes} nodes and {stats.jobs} jobs")
+        if stats.skipped_lines:  # FILE:LINE: reason, as `semsched replay` says them (the count alone said nothing)
+            console.print(f"[red]✗[/] {stats.skipped_lines:,} bad trace line(s) skipped, not replayed; first:")
+            for err in stats.first_errors:
+                console.print(f"  {err}", markup=False, highlight=False)
         st = wait_until_settled(stack, stats.jobs, timeout_s)
         console.print(f"[green]✓[/] settled: {st['finished']} finished, {st['rejected']} rejected")
         for c in reversed(list(stack.children.values())):
@@ -166,7 +169,12 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
         with console.status("archiving what is still on the topics…"):
             archived = asyncio.run(archive_catch_up(settings))
         console.print(f"[green]✓[/] archive caught up ({archived} more rows)")
-        return report(settings, submitted=stats.jobs, wall_s=time.time() - t0)
+        rc = report(settings, submitted=stats.jobs, wall_s=time.time() - t0)
+        if stats.skipped_lines:  # the run reconciles the jobs it was given, but the trace was not clean
+            console.print(f"[red]the trace had {stats.skipped_lines:,} bad line(s)[/] (listed after the replay): "
+                          "their jobs were not replayed; exit 1")  # fmt: skip
+            return rc or 1
+        return rc
     except KeyboardInterrupt:
         console.print("[yellow]demo interrupted:[/] stopping what it started")
         return 130
