@@ -176,11 +176,12 @@ async def replay(
             source = replay_source(loader)
             t0 = clock.now()
             for job, at in zip(jobs, due, strict=True):
-                wait = t0 + at - clock.now()
-                if wait > 0:
-                    stats.slept_s += wait
+                if t0 + at > clock.now():
                     await producer.flush()  # what is due now goes out before we idle
-                    await clock.sleep(wait)
+                    wait = t0 + at - clock.now()  # what is left after the flush (the whole wait was slept: late)
+                    if wait > 0:
+                        stats.slept_s += wait
+                        await clock.sleep(wait)
                 await producer.send("jobs.submitted", _stamp(job.event, source))
                 stats.jobs += 1
                 bar.update(jtask, advance=1, offset=job.offset_s)

@@ -92,6 +92,23 @@ def test_nodes_first_then_jobs_paced_by_speed() -> None:
     )  # re-stamped at publish
 
 
+def test_a_paced_job_is_not_late_by_the_flush_before_the_wait() -> None:
+    """Found by review: the wait was reckoned before the flush that precedes it, then slept whole, so
+    every paced submission went out late by the time the flush took."""
+
+    class SlowFlush(Recorder):
+        async def flush(self) -> None:
+            self.clock.t += 0.5
+
+    clock = FakeClock()
+    rec = SlowFlush(clock)
+    stats = asyncio.run(replay(get_loader("jsonl", JSONL), Settings(bootstrap="unused:1"), speed=2.0, progress=False,
+                               clock=clock, create_topics=False, producer_factory=rec))  # fmt: skip
+    job_times = [t for topic, _, t in rec.sent if topic == "jobs.submitted"]
+    assert [round(t - job_times[0], 6) for t in job_times] == [0, 0, 2.75, 15]  # on time: 2.75, 15
+    assert stats.slept_s == pytest.approx(15 - 2 * 0.5)
+
+
 def test_a_replay_run_again_publishes_each_job_under_the_id_it_had() -> None:
     """Resumed after an interruption, a replay sends what it sent before under the same ids, which
     the worker takes for redeliveries (found by review: each run drew new ids, and every job
