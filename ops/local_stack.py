@@ -79,11 +79,35 @@ def stop_leftovers(run_dir: Path) -> None:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
     if (run_dir / "kafka" / "broker.pid").exists():
-        KafkaBroker(port=free_port(), data_dir=run_dir / "kafka").stop()
+        port, controller_port = free_ports(2)  # (stop() uses neither; free_port() + 1 could be 65536)
+        KafkaBroker(port=port, controller_port=controller_port, data_dir=run_dir / "kafka").stop()
 
 
 class StackBusy(RuntimeError):
     """A stack cannot start here now: another process runs one under the same directory, or its port is taken."""
+
+
+def ports_problem(port: int) -> str | None:
+    """Why the broker cannot listen on ``port`` and its controller on ``port + 1`` (a busy controller
+    port, or 65536, was found only once the last run's archive was wiped: found by the ops review)."""
+    for p, what in ((port, "Kafka port"), (port + 1, "Kafka controller port (--port + 1)")):
+        if p > 65535:
+            return f"the {what} would be {p}, past 65535: choose --port 65534 or lower"
+        if not port_free(p):
+            return (f"{what} 127.0.0.1:{p} is in use (a broker from `semsched kafka start`? `semsched kafka stop` "
+                    'stops it), or choose another port: --port N (make demo ARGS="--port N")')  # fmt: skip
+    return None
+
+
+def stack_ports(port: int = 0, tries: int = 100) -> tuple[int, int]:
+    """The broker's client port (``port``, or a free one whose controller port, the next, is free too) and
+    a free web port for the worker, which is neither."""
+    for _ in range(tries):
+        kafka_port, web_port = free_ports(2)
+        kafka_port = port or kafka_port
+        if web_port not in (kafka_port, kafka_port + 1) and (port or not ports_problem(kafka_port)):
+            return kafka_port, web_port
+    raise StackBusy(f"no free ports for a Kafka broker (a port and the next) and a worker after {tries} tries")
 
 
 def hold_run_lock(run_dir: Path) -> Any:
@@ -135,14 +159,12 @@ class LocalStack:
         lock = hold_run_lock(run_dir)
         if run_dir.exists():
             stop_leftovers(run_dir)  # (what a killed run left: the lock says no live one owns them)
-        if port and not port_free(port):  # before the wipe: the last run's archive stays when this one cannot start
+        if port and (problem := ports_problem(port)):  # before the wipe: the last run's archive stays when this one cannot start
             lock.close()
-            raise StackBusy(f"Kafka port 127.0.0.1:{port} is in use (a broker from `semsched kafka start`? "
-                            "`semsched kafka stop` stops it), or choose another port: --port N "
-                            '(make demo ARGS="--port N")')  # fmt: skip
+            raise StackBusy(problem)
         shutil.rmtree(run_dir, ignore_errors=True)
         run_dir.mkdir(parents=True)
-        kafka_port, web_port = free_ports(2)
+        kafka_port, web_port = stack_ports(port)
         settings = base.model_copy(update={
             "bootstrap": f"127.0.0.1:{port or kafka_port}", "state_dir": run_dir, "topic_prefix": "semsched.",
             "web_port": web_port, **overrides,

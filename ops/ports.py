@@ -12,6 +12,6 @@ def port_free(port: int, host: str = "127.0.0.1") -> bool:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             sock.bind((host, port))
-        except (OSError, UnicodeError):  # taken, or not an address of this machine
+        except (OSError, UnicodeError, OverflowError):  # taken, not an address of this machine, not a port
             return False
     return True

@@ -71,8 +71,8 @@ def _broker(
         raise typer.BadParameter(f"{data_dir} is a file, not a directory", param_hint="--data-dir")
     try:
         return KafkaBroker(port=port, data_dir=data_dir, lib_dir=lib_dir, controller_port=controller_port)
-    except ValueError as e:  # the two ports the same
-        raise typer.BadParameter(str(e), param_hint="--controller-port") from None
+    except ValueError as e:  # the two ports the same, or the controller's (--port + 1) past 65535
+        raise typer.BadParameter(str(e), param_hint="--controller-port" if controller_port else "--port") from None
 
 
 def _status_table(status: BrokerStatus) -> Table:

@@ -153,6 +153,12 @@ class KafkaBroker:
         self.controller_port = int(controller_port)
         if self.controller_port == self.port:
             raise ValueError("controller_port must differ from port")
+        if not 1 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} is not a TCP port (1..65535)")
+        if not 1 <= self.controller_port <= 65535:  # (port 65535: its controller's 65536 was an OverflowError)
+            raise ValueError(f"the controller port {self.controller_port} is not a TCP port (1..65535)"
+                             + (": it is port + 1; use a lower port, or name the controller port"
+                                if self.controller_port == self.port + 1 else ""))  # fmt: skip
         self.pom = Path(pom)
         self.lib_dir = Path(lib_dir).expanduser().absolute() if lib_dir else default_lib_dir(self.pom)
         self.heap = heap

@@ -174,6 +174,7 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["demo", "--jobs", "0"], "--jobs"),
     (["serve", "--grpc-port", "70000"], "--grpc-port"),
     (["kafka", "start", "--port", "70000"], "--port"),
+    (["kafka", "start", "--port", "65535", "-d", "{tmp}/kd"], "--port: the controller port 65536 is not a TCP port"),  # (OverflowError)
     (["kafka", "start", "--port", "19560", "--controller-port", "19560", "-d", "{tmp}/kd"], "--controller-port"),
     # each a traceback after the run (--compare nonsense, --schedulers '', --epochs 0) or an empty report
     # that overwrote the last one, exit 0 (--repeat 0, --traces '')

@@ -131,3 +131,28 @@ def test_a_wait_fails_fast_when_a_child_it_needs_dies(tmp_path: Path) -> None:
     assert time.time() - started < 5
     with pytest.raises(TimeoutError):
         stack.wait(lambda st: False, 0.2, "the jobs")
+
+
+def test_a_busy_or_impossible_controller_port_is_said_before_the_last_run_is_wiped(tmp_path: Path) -> None:
+    """Found by the ops review: the controller port (--port + 1) was not checked: a busy one wiped the last
+    run's archive and then failed the broker's start, and --port 65535 was an OverflowError traceback."""
+    import socket
+
+    import pytest
+
+    from ops.local_stack import LocalStack, StackBusy, stack_ports
+
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "archive").write_text("the last run's")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        controller = taken.getsockname()[1]
+        with pytest.raises(StackBusy, match=rf"Kafka controller port \(--port \+ 1\) 127.0.0.1:{controller} is in use"):
+            LocalStack.fresh("demo", port=controller - 1, state_root=tmp_path)
+    with pytest.raises(StackBusy, match="the Kafka controller port .* would be 65536, past 65535: choose --port 65534"):
+        LocalStack.fresh("demo", port=65535, state_root=tmp_path)
+    assert (tmp_path / "demo" / "archive").read_text() == "the last run's"
+    for _ in range(20):  # a port of its own choosing has a free next port, and the worker's web port is neither
+        kafka_port, web_port = stack_ports()
+        assert kafka_port < 65535 and web_port not in (kafka_port, kafka_port + 1)

@@ -208,6 +208,19 @@ def test_server_properties_is_single_node_kraft(tmp_path: Path) -> None:
     assert broker.bootstrap == "127.0.0.1:39092"
 
 
+def test_ports_outside_the_tcp_range_are_refused(tmp_path: Path) -> None:
+    """--port 65535 made the controller's 65536, which socket.bind refused with an OverflowError (not an
+    OSError): a traceback (found by the ops review)."""
+    from ops.ports import port_free
+
+    with pytest.raises(ValueError, match=r"controller port 65536 is not a TCP port \(1..65535\): it is port \+ 1"):
+        KafkaBroker(port=65535, data_dir=tmp_path)
+    with pytest.raises(ValueError, match="port 0 is not a TCP port"):
+        KafkaBroker(port=0, data_dir=tmp_path, controller_port=39093)
+    assert KafkaBroker(port=65535, data_dir=tmp_path, controller_port=65534).controller_port == 65534
+    assert port_free(65536) is False
+
+
 def test_stop_and_status_when_not_running(tmp_path: Path) -> None:
     broker = KafkaBroker(port=39092, data_dir=tmp_path, lib_dir=tmp_path / "lib")
     assert broker.stop() is False
