@@ -139,7 +139,7 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
         return 2
     settings = stack.settings
     console.rule("[bold]semsched demo")
-    console.print(f"state: {stack.run_dir}   policy: {policy}\nreplay: {plan}")
+    console.print(f"state: {escape(str(stack.run_dir))}   policy: {policy}\nreplay: {plan}")
     t0 = time.time()
     try:
         with console.status("starting the Kafka broker (first run resolves its jars with mvn)…"):
@@ -180,7 +180,7 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
         return 130
     except Exception as e:
         console.print(f"[red]demo failed:[/] {escape(str(e))}")
-        console.print(f"[dim]{stack.log_tails()}[/]")
+        console.print(f"[dim]{escape(stack.log_tails())}[/]")  # (a log line with "[/…]" was a MarkupError)
         return 2
     finally:
         stack.stop()

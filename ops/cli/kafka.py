@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from ops.console import wide_console
 from ops.kafka.broker import BrokerStatus, KafkaBroker, KafkaBrokerError
@@ -138,7 +139,7 @@ def start(
         with console.status(f"Starting Kafka on {broker.bootstrap} ..."):
             status = broker.start(timeout=timeout)
     except KafkaBrokerError as exc:
-        err_console.print(Panel(str(exc), title="[red]kafka start failed[/red]", border_style="red", expand=False))
+        err_console.print(Panel(Text(str(exc)), title="[red]kafka start failed[/red]", border_style="red", expand=False))
         raise typer.Exit(1) from exc
     verb = "already running" if was_running else f"started in {time.monotonic() - t0:.1f}s"
     console.print(f"[green]Kafka {verb}[/green] - bootstrap [bold]{status.bootstrap}[/bold]")
@@ -161,9 +162,9 @@ def stop(
         err_console.print(f"[red]kafka stop failed:[/red] {escape(str(exc))}")
         raise typer.Exit(1) from None
     if stopped:
-        console.print(f"[green]Kafka stopped[/green] (pid {pid}, data dir {broker.data_dir})")
+        console.print(f"[green]Kafka stopped[/green] (pid {pid}, data dir {escape(str(broker.data_dir))})")
     else:
-        console.print(f"[yellow]Kafka is not running[/yellow] (data dir {broker.data_dir})")
+        console.print(f"[yellow]Kafka is not running[/yellow] (data dir {escape(str(broker.data_dir))})")
 
 
 @kafka_app.command("status")

@@ -243,7 +243,7 @@ def replay(
     except Exception as e:  # Kafka unreachable, topic creation refused …
         if type(e).__module__.startswith("aiokafka") or isinstance(e, OSError):
             err_console.print(f"[red]Kafka error[/red] at {settings.bootstrap if settings else '?'}: "
-                              f"{type(e).__name__}: {e}")  # fmt: skip
+                              f"{type(e).__name__}: {escape(str(e))}")  # fmt: skip
             raise typer.Exit(2) from None
         raise
     console.print(_summary(stats, loader, settings))

@@ -108,6 +108,9 @@ class _FakeStack:
     def stop(self) -> None:
         return None
 
+    def log_tails(self) -> str:
+        return "--- worker log tail ---\nERROR connect failed [/127.0.0.1:19092]: Connection refused"
+
 
 def test_the_demo_lists_the_traces_bad_lines_and_exits_1(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
     """Found by review: the demo said "(5 bad lines skipped)", never which nor why, and exited 0."""
@@ -145,3 +148,20 @@ def test_the_demo_lists_the_traces_bad_lines_and_exits_1(tmp_path: Path, monkeyp
     assert f"{pods}:4: cpu_milli is not a number: 'abc'" in out.replace("\n", "")
     assert f"{pods}:7: expected 11 fields, got 10" in out.replace("\n", "")
     assert "the trace had 5 bad line(s)" in out
+
+
+def test_a_failed_demo_prints_the_log_tails_as_they_are(tmp_path: Path, monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Found by review: the log tails were printed as rich markup, and a log line with "[/…]" raised a
+    MarkupError out of the failure handler (a traceback instead of the failure and the logs)."""
+    import ops.demo as demo
+
+    def dies(self: _FakeStack, **_: object) -> _FakeChild:
+        raise RuntimeError("the worker died")
+
+    monkeypatch.setattr(demo, "LocalStack", _FakeStack)
+    monkeypatch.setattr(_FakeStack, "start_worker", dies)
+    rc = demo.run_demo(jobs=10, speed=1e9, start_offset=10_000_000, policy="best-fit", port=1, timeout_s=1e9,
+                       state_root=tmp_path)  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 2 and "demo failed: the worker died" in out
+    assert "ERROR connect failed [/127.0.0.1:19092]: Connection refused" in out

@@ -219,6 +219,20 @@ def test_cli_default_prints_skipped_lines_and_exits_1() -> None:
     assert "49" in r.output  # jobs (the summary is printed first)
 
 
+def test_cli_prints_a_kafka_error_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by review: the error went out as rich markup, and one with "[/…]" raised a MarkupError."""
+    import ops.cli.replay as cli
+
+    async def refused(*args: object, **kw: object) -> ReplayStats:
+        raise ConnectionRefusedError(111, "Connect call failed [/127.0.0.1:9]")
+
+    monkeypatch.setattr(cli, "run_replay", refused)
+    r = CliRunner().invoke(_cli(), ["replay", "jsonl", "--path", str(JSONL), "--bootstrap", "127.0.0.1:9"],
+                           env={"COLUMNS": "200"})  # fmt: skip
+    assert r.exit_code == 2, repr(r.exception)
+    assert "Kafka error at 127.0.0.1:9: ConnectionRefusedError: [Errno 111] Connect call failed [/127.0.0.1:9]" in r.output
+
+
 def test_cli_option_parsing() -> None:
     assert parse_options(["node_list=all", "include-unscheduled=false", "hn_nodes=4"]) == {
         "node_list": "all", "include_unscheduled": False, "hn_nodes": 4}  # fmt: skip
