@@ -10,8 +10,8 @@ Each non-blank line is either
 - an envelope ``{"offset_s": <seconds>, "event": {...}}`` that fixes the offset explicitly.
 
 Node lines are the inventory, published as written (``source`` is kept). Lines that are
-not JSON, not an object, of another kind, fail validation, or are larger on the wire than the
-worker admits (``SEMSCHED_MAX_MESSAGE_BYTES``) are bad lines; so is a duplicate ``job_id`` /
+not JSON, not an object, of another kind, fail validation, are nested too deeply to decode, or are
+larger on the wire than the worker admits (``SEMSCHED_MAX_MESSAGE_BYTES``) are bad lines; so is a duplicate ``job_id`` /
 ``node_id``. Blank lines and lines starting with ``#`` are skipped.
 The path is required (there is no default file); ``.gz`` is read transparently.
 """
@@ -86,6 +86,9 @@ class JsonlLoader(TraceLoader):
                     )
             except (ValueError, ValidationError) as e:
                 self._bad_exc(self.path, line, e)
+                continue
+            except RecursionError:  # JSON nested deeper than the decoder (or the model) goes: a traceback, no line
+                self._bad(self.path, line, "nested too deeply")
                 continue
             seen_jobs[event.job_id] = line
             jobs.append((offset, event.event_time, event))

@@ -95,6 +95,21 @@ def test_an_event_larger_than_the_worker_admits_is_a_bad_line(tmp_path: Path, mo
         JsonlLoader(path, strict=True).load_jobs()
 
 
+def test_a_line_nested_too_deeply_is_a_bad_line(tmp_path: Path) -> None:
+    """Found by review: JSON nested deeper than Python recurses raised RecursionError past the bad-line
+    handler: a traceback, without the file's line."""
+    def line(job: str, nested: str = "") -> str:
+        return '{"offset_s": 0, "event": {"kind": "job_submitted", "job_id": "' + job + '"' + nested + "}}"
+
+    path = tmp_path / "deep.jsonl"
+    path.write_text("\n".join([line("a"), line("b", ', "x": ' + "[" * 100_000 + "]" * 100_000), line("c")]) + "\n")
+    loader = JsonlLoader(path)
+    assert [j.event.job_id for j in loader.load_jobs()] == ["a", "c"]
+    assert [(e.line, e.reason) for e in loader.errors] == [(2, "nested too deeply")]
+    with pytest.raises(TraceLineError, match=r"deep.jsonl:2: "):
+        JsonlLoader(path, strict=True).load_jobs()
+
+
 def test_path_required() -> None:
     with pytest.raises(ValueError, match="needs a path"):
         get_loader("jsonl")
