@@ -440,8 +440,9 @@ class KafkaBroker:
     def stop(self, timeout: float = 20, lock_wait: float = 120) -> bool:
         """SIGTERM the broker by PID, SIGKILL after ``timeout``; remove the PID file.
 
-        Safe when nothing is running. Returns True if a running broker was stopped. Waits up to
-        ``lock_wait`` seconds for a start or stop of another process to finish first.
+        Safe when nothing is running. Returns True if a running broker was stopped; one that outlives
+        SIGKILL is a :class:`KafkaBrokerError`. Waits up to ``lock_wait`` seconds for a start or stop of
+        another process to finish first.
         """
         if not self.data_dir.is_dir():  # nothing ever ran here
             self._proc = None
@@ -458,7 +459,9 @@ class KafkaBroker:
         self._signal(pid, signal.SIGTERM)
         if not self._wait_dead(pid, timeout):
             self._signal(pid, signal.SIGKILL)
-            self._wait_dead(pid, 10)
+            if not self._wait_dead(pid, 10):  # (it said "stopped" and dropped the PID file of a broker still there)
+                raise KafkaBrokerError(f"the broker (pid {pid}) still runs 10 s after SIGKILL (stuck in the kernel?); "
+                                       f"{self.pid_file} is kept: stop it again later")  # fmt: skip
         self.pid_file.unlink(missing_ok=True)
         self._proc = None
         return True

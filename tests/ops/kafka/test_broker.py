@@ -7,6 +7,7 @@ tests/conftest_kafka.py); the others are fast checks that need neither Java nor 
 from __future__ import annotations
 
 import asyncio
+import signal
 import uuid
 from pathlib import Path
 
@@ -219,6 +220,21 @@ def test_ports_outside_the_tcp_range_are_refused(tmp_path: Path) -> None:
         KafkaBroker(port=0, data_dir=tmp_path, controller_port=39093)
     assert KafkaBroker(port=65535, data_dir=tmp_path, controller_port=65534).controller_port == 65534
     assert port_free(65536) is False
+
+
+def test_a_broker_that_outlives_sigkill_is_not_reported_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """stop() said True ("Kafka stopped") and removed broker.pid when the broker was still there after
+    SIGKILL (found by the ops review): nothing could stop it later."""
+    broker = KafkaBroker(port=39092, data_dir=tmp_path, lib_dir=tmp_path / "lib")
+    (tmp_path / "broker.pid").write_text("4242\n")
+    sent: list[int] = []
+    monkeypatch.setattr(KafkaBroker, "_alive", lambda self, pid: True)  # (a process stuck in the kernel)
+    monkeypatch.setattr(KafkaBroker, "_signal", lambda self, pid, sig: sent.append(sig))
+    monkeypatch.setattr(KafkaBroker, "_wait_dead", lambda self, pid, timeout: False)
+    with pytest.raises(KafkaBrokerError, match=r"the broker \(pid 4242\) still runs 10 s after SIGKILL"):
+        broker.stop(timeout=0)
+    assert sent == [signal.SIGTERM, signal.SIGKILL]
+    assert broker.read_pid() == 4242
 
 
 def test_stop_and_status_when_not_running(tmp_path: Path) -> None:
