@@ -151,8 +151,10 @@ def format_storage(
     java: str | None,
     data_dir: Path,
     lib_dir: Path,
+    timeout_s: float = 120,
 ) -> None:
-    """Format the KRaft log dir (first start only); the cluster id is kept in ``cluster_id_file``."""
+    """Format the KRaft log dir (first start only); the cluster id is kept in ``cluster_id_file``.
+    Failure, a timeout included: :class:`KafkaBrokerError` with the command and its output's tail."""
     if is_formatted(log_dirs):
         return
     if cluster_id_file.is_file():
@@ -169,7 +171,14 @@ def format_storage(
         "-c",
         str(config_file),
     ]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired as e:  # (a traceback past `kafka start`'s KafkaBrokerError handler)
+        out = "".join(o.decode(errors="replace") if isinstance(o, bytes) else o for o in (e.stderr, e.stdout) if o)
+        raise KafkaBrokerError(f"Formatting Kafka storage timed out after {timeout_s:g}s.\n"
+                               f"  command: {shlex.join(cmd)}\n{output_tail(out)}") from None  # fmt: skip
+    except OSError as e:  # java not executable, gone
+        raise KafkaBrokerError(f"Formatting Kafka storage failed: {e}\n  command: {shlex.join(cmd)}") from None
     if proc.returncode != 0 or not is_formatted(log_dirs):
         raise KafkaBrokerError(
             f"Formatting Kafka storage failed (exit {proc.returncode}).\n"

@@ -237,6 +237,21 @@ def test_a_broker_that_outlives_sigkill_is_not_reported_stopped(tmp_path: Path, 
     assert broker.read_pid() == 4242
 
 
+def test_formatting_that_hangs_is_a_broker_error(tmp_path: Path) -> None:
+    """A StorageTool run past its timeout raised subprocess.TimeoutExpired, not KafkaBrokerError:
+    `kafka start` showed a traceback (found by the ops review)."""
+    from ops.kafka import config
+
+    java = tmp_path / "java"
+    java.write_text("#!/bin/sh\necho formatting...\nexec sleep 30\n")
+    java.chmod(0o755)
+    (tmp_path / "server.properties").write_text("")
+    with pytest.raises(KafkaBrokerError, match=r"(?s)Formatting Kafka storage timed out after 0.5s.*StorageTool"):
+        config.format_storage(config_file=tmp_path / "server.properties", log_dirs=tmp_path / "logs",
+                              cluster_id_file=tmp_path / "cluster.id", java=str(java), data_dir=tmp_path,
+                              lib_dir=tmp_path / "lib", timeout_s=0.5)  # fmt: skip
+
+
 def test_stop_and_status_when_not_running(tmp_path: Path) -> None:
     broker = KafkaBroker(port=39092, data_dir=tmp_path, lib_dir=tmp_path / "lib")
     assert broker.stop() is False
