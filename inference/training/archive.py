@@ -97,15 +97,17 @@ class ArchiveDemonstrations:
 
 
 def archive_spec(events: ArchiveEvents, text_dim: int = 32, *, cluster: bool = True, frag: bool = True,
-                 encoder: str = "hashed") -> FeatureSpec:  # fmt: skip
+                 encoder: str = "hashed", before: float | None = None) -> FeatureSpec:  # fmt: skip
     """A feature spec for the archive's clusters: their GPU models, the text ``encoder`` (``hashed``:
     ``text_dim``-wide n-grams; ``minilm``: all-MiniLM-L6-v2, 384-d, ``text_dim`` unused), and, as
     ``semsched train`` builds its own (``--cluster-features``, ``--frag-features``), the cluster-level
     columns and FGD's fragmentation columns over the workload of the archive's submissions (FGD's
-    target workload is the pods the cluster sees)."""
+    target workload is the pods the cluster sees) — those submitted ``before`` a time, if given (a
+    validation cut: the later ones are the validation period's)."""
     text = get_encoder(encoder, text_dim)
     models = sorted({n.gpu_model for nodes in events.nodes.values() for n in nodes if n.gpu_model})
-    workload = FeatureSpec.workload_rows(Workload.from_jobs(events.jobs.values())) if frag and events.jobs else ()
+    jobs = [j for j in events.jobs.values() if before is None or j.submit_time < before]
+    workload = FeatureSpec.workload_rows(Workload.from_jobs(jobs)) if frag and jobs else ()
     return FeatureSpec(gpu_models=tuple(models), encoder=text.name, text_dim=text.dim, cluster=cluster,
                        workload=workload)  # fmt: skip
 
@@ -135,12 +137,40 @@ def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
     return out
 
 
+def outcome(p: Placed, cut: float | None = None) -> str:
+    """How ``p``'s attempt ended (``running``: not yet), as known at ``cut`` for a decision before it
+    (an end at or after the cut was not known then), as known now otherwise."""
+    if cut is not None and p.time < cut and (p.end_time is None or p.end_time >= cut):
+        return "running"
+    return p.end_state or "running"
+
+
+def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[str] | None,
+             cut: float | None = None) -> tuple[list[Placed], Counter[str]]:  # fmt: skip
+    """The placed decisions whose outcome (:func:`outcome`, at ``cut``) and policy are kept, and a count
+    of the others by reason."""
+    keep_outcomes, keep_policies = set(outcomes), None if policies is None else set(policies)
+    kept, skipped = [], Counter[str]()
+    for p in events.placed:
+        if (state := outcome(p, cut)) not in keep_outcomes:
+            skipped[f"outcome {state}"] += 1
+        elif keep_policies is not None and p.policy not in keep_policies:
+            skipped[f"policy {p.policy}"] += 1
+        else:
+            kept.append(p)
+    return kept, skipped
+
+
 def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
                 policies: Iterable[str] | None = None, min_feasible: int = 2, max_samples: int | None = None,
-                seed: int = 0, tied_targets: bool = False, max_tokens: int = 64) -> ArchiveDemonstrations:  # fmt: skip
+                seed: int = 0, tied_targets: bool = False, max_tokens: int = 64,
+                cut: float | None = None) -> ArchiveDemonstrations:  # fmt: skip
     """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
     states to learn from (``running`` = no end yet); ``policies``: only decisions of these
-    policies (None = all); ``max_samples``: a seeded sample of the eligible decisions;
+    policies (None = all); ``cut``: a validation cut — a decision before it is judged by what was
+    known of its attempt at the cut (its outcome, ψ's run-time label), not by what came later (found
+    by review: the training half learned from ends in the validation period); ``max_samples``: a
+    seeded sample of the eligible decisions;
     ``tied_targets``: the target set also holds the archived top candidates that scored as
     high as the chosen node (heuristics like FGD tie often). Off by default: measured on a
     3,000-job fgd demo archive, imitating the worker's actual pick (its tie-break, the lowest
@@ -150,22 +180,15 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
         raise ValueError(f"max_tokens must be at least 1 (the job itself), not {max_tokens}")
     spec = spec or archive_spec(events)
     encoder = EncoderCache(get_encoder(spec.encoder))
-    keep_outcomes, keep_policies = set(outcomes), None if policies is None else set(policies)
     result = ArchiveDemonstrations(Demonstrations(), placed=len(events.placed))
-    eligible = []
-    for p in events.placed:
-        if (p.end_state or "running") not in keep_outcomes:
-            result.skipped[f"outcome {p.end_state or 'running'}"] += 1
-        elif keep_policies is not None and p.policy not in keep_policies:
-            result.skipped[f"policy {p.policy}"] += 1
-        else:
-            eligible.append(p.decision_id)
-    if max_samples is not None and len(eligible) > max_samples:
+    kept, result.skipped = eligible(events, outcomes, policies, cut)
+    ids = [p.decision_id for p in kept]
+    if max_samples is not None and len(ids) > max_samples:
         rng = np.random.default_rng(seed)
-        chosen = set(rng.choice(np.array(eligible, dtype=object), max_samples, replace=False).tolist())
-        result.skipped["not sampled"] += len(eligible) - len(chosen)
+        chosen = set(rng.choice(np.array(ids, dtype=object), max_samples, replace=False).tolist())
+        result.skipped["not sampled"] += len(ids) - len(chosen)
     else:
-        chosen = set(eligible)
+        chosen = set(ids)
 
     snaps = {c: ClusterSnapshot.from_nodes(nodes) for c, nodes in events.nodes.items()}
     index = {c: {nid: i for i, nid in enumerate(s.node_ids)} for c, s in snaps.items()}
@@ -219,7 +242,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 steps[d.step_id] = _StepJobs({j.job_id: k for k, j in enumerate(jobs)}, rows)
             if d.decision_id in chosen:
                 _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
-                        d.cluster in replay, tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng))  # fmt: skip
+                        d.cluster in replay, tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng),
+                        known=outcome(d, cut) == (d.end_state or "running"))  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             placed_attempt[(d.cluster, d.job_id)] = max(d.attempt, placed_attempt.get((d.cluster, d.job_id), -1))
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
@@ -306,7 +330,7 @@ def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
 def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSnapshot, i: int,
             events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
             min_feasible: int, group: dict[str, int], replay: bool, tied: bool,
-            others: np.ndarray | None) -> None:  # fmt: skip
+            others: np.ndarray | None, known: bool = True) -> None:  # fmt: skip
     job = events.jobs.get((p.cluster, p.job_id))
     if job is None:
         result.skipped["no submission archived"] += 1
@@ -342,7 +366,7 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     # fragmentation each placement adds (ψ), the run time (ψ), the picked node's row after it (T)
     d.choice.append(i)
     d.cost.append(frag_pair_features(job, snap, spec)[:, 0] if spec.workload else np.zeros(snap.num_nodes, np.float32))
-    d.run_time.append(_run_time(p, job, replay))
+    d.run_time.append(_run_time(p, job, replay) if known or replay else float("nan"))  # (an end after the cut: unknown)
     after = snap.copy()
     after.reserve(i, _hold(p, events), p.gpu_indices, check=False)
     d.next_row.append(node_state(after, spec)[i])

@@ -22,13 +22,25 @@ import numpy as np
 
 from inference.features.spec import FeatureSpec
 from inference.model.config import ModelConfig
-from inference.training.archive import archive_spec, reconstruct
+from inference.training.archive import archive_spec, eligible, reconstruct
 from inference.training.archive_events import ArchiveEvents
 from inference.training.imitation import TrainOptions, train_imitation
 
 
 class NothingToLearnError(ValueError):
     """The archive holds no decision a model could be trained on (empty, or none that qualifies)."""
+
+
+def validation_cut(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[str] | None,
+                   val_share: float) -> float | None:
+    """When the validation period begins: the time of the first of the latest ``val_share`` of the
+    eligible decisions (:func:`~inference.training.archive.eligible`), a step's decisions on one side
+    (found by review: a split by rank cut a step's decisions, which share their time, in two); None
+    with fewer than 10, or no share. The training half learns only what was known then: the workload
+    submitted before it, and each decision's outcome as of the cut."""
+    times = np.sort([p.time for p in eligible(events, outcomes, policies)[0]])
+    n_val = int(round(len(times) * val_share)) if len(times) >= 10 else 0
+    return float(times[len(times) - n_val]) if n_val > 0 else None
 
 
 def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainOptions | None = None,
@@ -49,8 +61,9 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
 
     options = options or TrainOptions()
     started = time.perf_counter()
+    cut = validation_cut(events, outcomes, policies, val_share)
     spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim, cluster=cluster, frag=frag,
-                                                                                    encoder=encoder)
+                                                                                    encoder=encoder, before=cut)
     # ψ and T as ``semsched train`` builds them: a cost head when its loss has a weight (fragmentation
     # added, run time), the transition model when its loss or Δ's has one or decisions damp by Δ (stability)
     config = config or ModelConfig(spec=spec, hidden=hidden, depth=depth, head_hidden=head_hidden,
@@ -60,15 +73,12 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     # a model without job tokens reads none: each state keeps its own row only
     rebuilt = reconstruct(events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
                           max_samples=max_samples, seed=options.seed, tied_targets=tied_targets,
-                          max_tokens=max_tokens if config.job_tokens else 1)  # fmt: skip
+                          max_tokens=max_tokens if config.job_tokens else 1, cut=cut)  # fmt: skip
     n = len(rebuilt.demos)
     if n == 0:
         raise NothingToLearnError(f"the archive has no usable placed decisions: {rebuilt.summary()}")
     reconstruct_s = time.perf_counter() - started
-    order = np.argsort(np.asarray(rebuilt.times), kind="stable")
-    n_val = int(round(n * val_share)) if n >= 10 else 0
-    is_val = np.zeros(n, dtype=bool)
-    is_val[order[n - n_val:]] = True
+    is_val = np.asarray(rebuilt.times) >= cut if cut is not None else np.zeros(n, dtype=bool)
     train, val = rebuilt.demos.subset(~is_val), rebuilt.demos.subset(is_val)
     model, history = train_imitation(train, config, options, val=val if len(val) else None, on_batch=on_batch)
     experts = sorted(rebuilt.policies)
@@ -82,6 +92,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
                             "delta": options.delta_weight}, "stability": config.stability, "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
             else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
             "val_states": len(val), "val_split": f"latest {val_share:.0%} of the decisions in time",
+            "val_cut": cut,
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),
             "job_tokens": config.job_tokens, "max_tokens": max_tokens if config.job_tokens else None,
             "epochs": options.epochs, "batch": options.batch, "lr": options.lr, "seed": options.seed,

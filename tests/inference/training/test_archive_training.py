@@ -361,7 +361,10 @@ def test_train_from_archive_builds_the_model_semsched_train_does(filled, tmp_pat
     directory = train_from_archive(events, tmp_path / "models", options=options, hidden=16, text_dim=SPEC.text_dim,
                                    version="full")  # fmt: skip
     config, info = load_model(directory).config, json.loads((directory / "train.json").read_text())
-    assert config.spec == archive_spec(events, SPEC.text_dim) and config.cost_dim == 2 and config.transition
+    # FGD's workload: the submissions before the validation period (not the validation period's own)
+    assert info["val_cut"] is not None and config.spec == archive_spec(events, SPEC.text_dim, before=info["val_cut"])
+    assert config.spec.workload != archive_spec(events, SPEC.text_dim).workload
+    assert config.cost_dim == 2 and config.transition
     assert info["features"] == {"cluster": True, "frag": True} and info["aux_weights"]["cost"] == 0.1
     aux = info["history"]["aux"]
     for part in ("cost", "run_time", "transition"):
@@ -413,3 +416,40 @@ def test_a_job_stamped_by_a_clock_ahead_is_not_left_pending_in_later_steps(archi
     # one demonstration per decision, in time order (early, retried, x, retried again, y): each step's
     # queue held its own job only (before: "early" was pending from x's step on, "retried" at y's)
     assert [len(t) for t in got.demos.tokens] == [1, 1, 1, 1, 1]
+
+
+def test_the_training_half_learns_what_was_known_at_the_validation_cut(archive):
+    """A decision before the cut is judged by what was known of it then: an attempt that ended after
+    the cut was running (not a finished demonstration; no run-time label), and the cut does not split
+    a step's decisions, which share their time (found by review: the training half learned outcomes
+    and run times from the validation period, and a split by rank cut a step in two)."""
+    from inference.training.archive_train import validation_cut
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+
+    decided = {f"j{i}": float(i) for i in range(7)} | {"s1": 9.0, "s2": 9.0, "s3": 9.0}  # s*: one step at 9 s
+    ends = {j: t + 0.5 for j, t in decided.items()} | {"j5": 30.0}  # j5 ends in the validation period
+    subs = [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j, cpu_milli=100) for j in decided]
+    decisions = [DecisionRecord(event_id=f"d-{j}", decision_id=f"d-{j}", event_time=at(t), job_id=j, outcome="placed",
+                                node_id="n1", policy="best-fit", latency_ms=1.0, cpu_milli=100, step_id=f"step-{t}")
+                 for j, t in decided.items()]  # fmt: skip
+    reports = [r for j, t in decided.items() for r in (
+        JobLifecycle(event_id=f"{j}-s", event_time=at(t + 0.1), job_id=j, state="started", node_id="n1",
+                     decision_id=f"d-{j}"),
+        JobLifecycle(event_id=f"{j}-f", event_time=at(ends[j]), job_id=j, state="finished", node_id="n1",
+                     decision_id=f"d-{j}", exit_code=0))]  # fmt: skip
+    writer = ArchiveWriter(archive)
+    writer.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
+    writer.write("nodes_telemetry", [NodeTelemetry(event_id=f"t-{n}", event_time=at(-1), node_id=n, cpu_milli=4000,
+                                                   memory_mib=4096) for n in ("n1", "n2")], [(0, 0), (0, 1)])  # fmt: skip
+    writer.write("decisions", decisions, [(0, i) for i in range(len(decisions))])
+    writer.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    events = fold_events(training_events(archive))
+    cut = validation_cut(events, ("finished",), None, 0.15)  # 2 of 10 by rank: the whole step at 9 s
+    assert cut == at(9).timestamp()
+    got = reconstruct(events, spec=SPEC, min_feasible=1, cut=cut)
+    assert sorted(got.decision_ids) == sorted(f"d-{j}" for j in decided if j != "j5")  # j5: running at the cut
+    assert got.skipped["outcome running"] == 1
+    both = reconstruct(events, spec=SPEC, min_feasible=1, cut=cut, outcomes=("finished", "running"))
+    run_time = dict(zip(both.decision_ids, both.demos.run_time, strict=True))
+    assert np.isnan(run_time["d-j5"]) and run_time["d-j4"] == pytest.approx(0.4)  # j5's end came after the cut
+    assert run_time["d-s1"] == pytest.approx(0.4)  # a validation decision: as known now
