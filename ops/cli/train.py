@@ -333,7 +333,8 @@ def train(
                                            cluster_features=cluster_features, frag_features=frag_features,
                                            cost_weight=cost_weight, transition_weight=transition_weight,
                                            delta_weight=delta_weight, stability=stability, encoder=encoder)  # fmt: skip
-        publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive)
+        publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive, pods=pods,
+                nodes=nodes)  # fmt: skip  (found by review: --pods / --nodes were ignored here)
         return
     directory = run_train(expert=expert, train_seeds=seed_list(train_seeds), val_seeds=seed_list(val_seeds), rate=rate,
               epochs=epochs, batch=batch, lr=lr, hidden=hidden, depth=depth, text_dim=text_dim, seed=seed, out=out,

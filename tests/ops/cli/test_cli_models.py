@@ -74,6 +74,18 @@ def test_train_from_archive_then_promote_then_list(dsn: str, tmp_path: Path) -> 
     assert r.exit_code == 0 and "arch-1" in r.output and "p99" in r.output
 
 
+def test_train_from_archive_promotes_on_the_pods_and_nodes_it_is_given(dsn: str, tmp_path: Path) -> None:
+    """(Found by review: ``train --from-archive --promote`` ignored --pods / --nodes and replayed the
+    default openb inputs.) A pod list that cannot be read is named, not replaced by the default."""
+    app, models = _app(), tmp_path / "models"
+    r = runner.invoke(app, ["train", "--from-archive", "--archive", dsn, "--out", str(models), "--epochs", "1",
+                            "--hidden", "8", "--text-dim", "8", "--version", "arch-pods", "--promotion-seeds", "100",
+                            "--pods", str(tmp_path / "no-such-pods.csv"), "--nodes",
+                            str(OPENB / "openb_node_list_gpu_node.csv")])  # fmt: skip
+    assert r.exit_code != 0 and "no-such-pods.csv" in _flat(r.output), r.output
+    assert not (models / "latest").exists()
+
+
 def test_promote_refuses_a_candidate_over_the_latency_budget(dsn: str, tmp_path: Path) -> None:
     app, models = _app(), tmp_path / "models"
     r = runner.invoke(app, ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(models),
