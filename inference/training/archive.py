@@ -145,6 +145,13 @@ def outcome(p: Placed, cut: float | None = None) -> str:
     return p.end_state or "running"
 
 
+def decided_by(p: Placed) -> str:
+    """Who chose ``p``'s node: its policy, or its fallback heuristic (``<policy> (fallback)``, as the
+    archive's metrics group it: ``storage.queries._common.DECIDED_BY``) when the model did not answer
+    (found by review: the fallback's placements were imitated and counted as the learned policy's)."""
+    return f"{p.policy} (fallback)" if p.fallback else p.policy
+
+
 def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[str] | None,
              cut: float | None = None) -> tuple[list[Placed], Counter[str]]:  # fmt: skip
     """The placed decisions whose outcome (:func:`outcome`, at ``cut``) and policy are kept, and a count
@@ -154,8 +161,8 @@ def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[
     for p in events.placed:
         if (state := outcome(p, cut)) not in keep_outcomes:
             skipped[f"outcome {state}"] += 1
-        elif keep_policies is not None and p.policy not in keep_policies:
-            skipped[f"policy {p.policy}"] += 1
+        elif keep_policies is not None and decided_by(p) not in keep_policies:
+            skipped[f"policy {decided_by(p)}"] += 1
         else:
             kept.append(p)
     return kept, skipped
@@ -167,7 +174,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 cut: float | None = None) -> ArchiveDemonstrations:  # fmt: skip
     """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
     states to learn from (``running`` = no end yet); ``policies``: only decisions of these
-    policies (None = all); ``cut``: a validation cut — a decision before it is judged by what was
+    policies (None = all; a fallback's placements are ``<policy> (fallback)``'s, :func:`decided_by`); ``cut``: a validation cut — a decision before it is judged by what was
     known of its attempt at the cut (its outcome, ψ's run-time label), not by what came later (found
     by review: the training half learned from ends in the validation period); ``max_samples``: a
     seeded sample of the eligible decisions;
@@ -370,11 +377,11 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     after = snap.copy()
     after.reserve(i, _hold(p, events), p.gpu_indices, check=False)
     d.next_row.append(node_state(after, spec)[i])
-    d.source.append(f"archive {p.policy} {p.decision_id}")
+    d.source.append(f"archive {decided_by(p)} {p.decision_id}")
     if p.cluster not in group:
         group[p.cluster] = len(d.snapshots)
         d.snapshots.append(snap.copy())
     d.group.append(group[p.cluster])
     result.decision_ids.append(p.decision_id)
     result.times.append(t)
-    result.policies[p.policy] += 1
+    result.policies[decided_by(p)] += 1

@@ -12,6 +12,7 @@ moved — promotion (:func:`inference.training.promotion.promote`) decides wheth
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterable
 from datetime import UTC, datetime
@@ -82,7 +83,8 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     train, val = rebuilt.demos.subset(~is_val), rebuilt.demos.subset(is_val)
     model, history = train_imitation(train, config, options, val=val if len(val) else None, on_batch=on_batch)
     experts = sorted(rebuilt.policies)
-    version = version or f"archive-{'+'.join(experts)}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{options.seed}"
+    named = re.sub(r"[^A-Za-z0-9.+-]+", "-", "+".join(experts)).strip("-")  # ("learned (fallback)": a directory name)
+    version = version or f"archive-{named}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{options.seed}"
     times = np.asarray(rebuilt.times)
     info = {"version": version, "source": "archive", "archive": archive,
             "method": "imitation of the archived placements (listwise cross-entropy over the feasible nodes of the "

@@ -453,3 +453,28 @@ def test_the_training_half_learns_what_was_known_at_the_validation_cut(archive):
     run_time = dict(zip(both.decision_ids, both.demos.run_time, strict=True))
     assert np.isnan(run_time["d-j5"]) and run_time["d-j4"] == pytest.approx(0.4)  # j5's end came after the cut
     assert run_time["d-s1"] == pytest.approx(0.4)  # a validation decision: as known now
+
+
+def test_a_fallbacks_placements_are_not_imitated_as_the_learned_policys(archive):
+    """A step the model did not answer was decided by the fallback heuristic: its records say fallback.
+    Filtering on ``learned`` must not take them, and the counts name them apart (found by review)."""
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+
+    writer = ArchiveWriter(archive)
+    jobs = ["a", "b", "c"]
+    writer.write("jobs_submitted", [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j, cpu_milli=100)
+                                    for j in jobs], [(0, i) for i in range(3)])  # fmt: skip
+    writer.write("nodes_telemetry", [NodeTelemetry(event_id=f"t-{n}", event_time=at(-1), node_id=n, cpu_milli=4000,
+                                                   memory_mib=4096) for n in ("n1", "n2")], [(0, 0), (0, 1)])  # fmt: skip
+    writer.write("decisions", [DecisionRecord(event_id=f"d-{j}", decision_id=f"d-{j}", event_time=at(1 + i), job_id=j,
+                                              outcome="placed", node_id="n1", policy="learned", latency_ms=1.0,
+                                              cpu_milli=100, fallback=(j == "b"), model_version="v1")
+                               for i, j in enumerate(jobs)], [(0, i) for i in range(3)])  # fmt: skip
+    writer.write("jobs_lifecycle", [JobLifecycle(event_id=f"{j}-f", event_time=at(9), job_id=j, state="finished",
+                                                 node_id="n1", decision_id=f"d-{j}", exit_code=0) for j in jobs],
+                 [(0, 10 + i) for i in range(3)])  # fmt: skip
+    events = fold_events(training_events(archive))
+    everything = reconstruct(events, spec=SPEC, min_feasible=1)
+    assert everything.policies == {"learned": 2, "learned (fallback)": 1}
+    learned = reconstruct(events, spec=SPEC, min_feasible=1, policies=["learned"])
+    assert sorted(learned.decision_ids) == ["d-a", "d-c"] and learned.skipped["policy learned (fallback)"] == 1
