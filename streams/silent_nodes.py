@@ -43,8 +43,15 @@ class SilentNodes:
         self.loop = loop
         self.marked: dict[str, float] = {}  # node id -> the heard time it was marked silent at
         self._checked = 0.0
-        self._owned: set[int] = set()  # the partitions owned at the last pass
+        self._owned: set[int] = set()  # the partitions owned at the last pass, and not revoked since
         self._committed: dict[int, int] = {}  # per partition owned: the group's committed offset, read once
+        loop.w.app.on_partitions_revoked.connect(self.on_partitions_revoked)
+
+    async def on_partitions_revoked(self, sender: Any = None, revoked: Any = (), **kwargs: Any) -> None:
+        """Faust's signal: a partition revoked is new again when it comes back, even if that is before the
+        next pass (found by review: one that left and came back between two passes kept what this worker
+        heard before, and its nodes were marked at once)."""
+        self._owned -= {tp.partition for tp in revoked}
 
     async def check(self) -> None:
         """One pass over the nodes, at most once a second."""

@@ -198,3 +198,21 @@ def test_a_restarted_worker_with_nothing_new_to_read_is_caught_up_by_the_committ
 
     assert len(asyncio.run(go(committed=10)).reports()) == 1
     assert asyncio.run(go(committed=9)).reports() == []
+
+
+def test_a_partition_revoked_and_given_back_between_two_passes_is_new_again() -> None:
+    """Owned, revoked, given back, all between two passes: the pass saw the same set both times and took
+    the partition for one it had kept, so what it heard before marked its nodes at once (found by review)."""
+
+    async def go() -> Run:
+        r = Run(node_silent_s=40.0, node_lost_s=-1.0)
+        r.w.nodes.data["n1"] = node("n1")
+        r.heard("n1", 900.0)  # heard before the partition left
+        revoked = {tp for tp in r.w.app.consumer.assignment() if tp.partition == PART}
+        await r.w.app.on_partitions_revoked.send(revoked)
+        r.loop.fenced.clear()  # given back (as the loop's assignment handler does): loop.owned is as it was
+        await r.passes()
+        return r
+
+    r = asyncio.run(go())
+    assert r.reports() == [] and r.w.node_heard["n1"] > time.monotonic() - 5
