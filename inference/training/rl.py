@@ -187,8 +187,12 @@ class _Batch:
 
 def log_probs(model: Scorer, topo: TorchTopology, b: _Batch, idx: torch.Tensor, temperature: float) -> torch.Tensor:
     """``log softmax(scores / temperature)`` over each state's feasible nodes, ``[B, N]``
-    (infeasible entries are a huge negative number, not -inf, so products with 0 stay finite)."""
-    scores = model(b.nodes[idx], topo, b.queue[idx], b.jobs[idx], b.pairs[idx]) / temperature
+    (infeasible entries are a huge negative number, not -inf, so products with 0 stay finite). The
+    scores the policy acts on (:meth:`Scorer.decide`: minus stability · Δ for a damping model; found by
+    review: the head's alone made the update tune a policy that never acts)."""
+    jobs = b.jobs[idx]
+    h = model.encode(b.nodes[idx], topo, b.queue[idx], jobs[:, None] if model.encoder.tokens is not None else None)
+    scores = model.decide(h, jobs, b.pairs[idx]) / temperature
     return torch.log_softmax(scores.masked_fill(~b.feasible[idx], torch.finfo(scores.dtype).min), dim=1)
 
 

@@ -1,5 +1,6 @@
 """RL fine-tuning (inference/training/rl.py, rl_rollout.py) on a 24-node cluster with a tiny model."""
 
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -76,8 +77,18 @@ def test_returns_to_go_decompose_the_benchmark_value():
             assert terminal_value(run) == pytest.approx(run.allocated_at(100))
 
 
-def test_recomputed_log_probs_match_the_sampling_distribution():
-    m = model(1)
+@pytest.mark.parametrize("damped", [False, True], ids=["plain", "stability"])
+def test_recomputed_log_probs_match_the_sampling_distribution(damped: bool):
+    """Also for a model that decides with score − stability · Δ (found by review: the update scored with
+    the head alone, so its ratios were off from the first minibatch and it tuned a policy that never acts)."""
+    if damped:
+        torch.manual_seed(1)
+        m = Scorer(dataclasses.replace(CONFIG, transition=True, stability=0.5)).eval()
+        with torch.no_grad():
+            for param in m.transition_head.parameters():  # Δ large enough to move the choices
+                param.mul_(5)
+    else:
+        m = model(1)
     seq = episode_sequence(PODS, CAPACITY, 0)
     run, policy = sampled_rollout(m, NODES, seq, 0, temperature=0.7, sample_seed=5, state_rate=1.0, eps=0.0)
     s = policy.states
