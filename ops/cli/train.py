@@ -295,6 +295,13 @@ def train(
     if encoder != "hashed" and rl_from is not None:
         raise typer.BadParameter("--encoder applies to a new model: --rl-from keeps its model's")
     check_archive(archive, promote)
+    if promote:  # before any training (found by review: a seed the replay may not use was refused after it,
+        from inference.training.heldout import HeldOutReplay  # and the version was left unrecorded)
+
+        try:
+            HeldOutReplay(seeds=tuple(seed_list(promotion_seeds)))
+        except ValueError as e:
+            raise typer.BadParameter(f"--promotion-seeds {promotion_seeds}: {e}") from None
     if not from_archive and (overlap := sorted(set(seed_list(val_seeds)) & (
             set(seed_list(train_seeds)) | (set(seed_list(dagger_seeds)) if dagger_seeds else set())
             | (set(seed_list(rl_seeds)) if rl_episodes > 0 else set())))):  # fmt: skip

@@ -133,6 +133,17 @@ def test_train_refuses_promotion_seeds_it_would_train_on(tmp_path: Path) -> None
     assert not any(p.name != "a" for p in tmp_path.iterdir())  # refused before any training
 
 
+@pytest.mark.parametrize("extra", [[], ["--from-archive"]], ids=["fill", "archive"])
+def test_train_refuses_promotion_seeds_the_replay_may_not_use_before_training(tmp_path: Path, extra: list[str]) -> None:
+    """Seed 9 validates training; 42 is the fill benchmark's (found by review: refused only after training,
+    the version left written and unrecorded)."""
+    for seeds in ("9", "42"):
+        r = runner.invoke(_app(), ["train", *extra, "--promotion-seeds", seeds, "--out", str(tmp_path / "m"),
+                                   "--archive", f"chdb://{tmp_path / 'a'}"])  # fmt: skip
+        assert r.exit_code == 2 and f"--promotion-seeds{seeds}" in _flat(r.output), r.output
+        assert not (tmp_path / "m").exists()  # refused before any training
+
+
 @pytest.mark.parametrize(("archive", "says"), [
     ("bogus://x", "unsupported ClickHouse DSN 'bogus://x'"),
     ("chdb://{tmp}/typo", "no archive at {tmp}/typo"),  # read: an archive that is not there is not created
