@@ -76,14 +76,17 @@ def run_train_rl_from(source: Path, *, options: Any, out: Path, version: str | N
     started = time.perf_counter()
     try:
         loaded = load_model(source)
-    except (FileNotFoundError, ValueError) as e:
-        raise typer.BadParameter(f"--rl-from {source}: {e}") from None
+    except Exception as e:  # noqa: BLE001 - any model that does not load (a corrupt model.pt, weights that do
+        raise typer.BadParameter(f"--rl-from {source}: {type(e).__name__}: {e}") from None  # not fit): one line
     node_views, pod_list = fill_inputs_or_exit(pods, nodes)
     model, rl = run_rl_stage(loaded.model, node_views, pod_list, options)
     version = version or f"rl-{loaded.version}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     train_json = Path(source) / "train.json"
     info: dict[str, Any] = json.loads(train_json.read_text()) if train_json.exists() else {}
-    info = info | {"version": version, "rl_from": {"version": loaded.version, "path": str(loaded.path)},
+    # the source's own record stays whole (a fine-tune of a fine-tune kept only the last one's seeds, and
+    # promotion's leak check read the others nowhere: found by review)
+    earlier = {k: info[k] for k in ("rl", "rl_from") if k in info}
+    info = info | {"version": version, "rl_from": {"version": loaded.version, "path": str(loaded.path), **earlier},
                    "method": (info.get("method") or "(untrained)") + " + RL fine-tuning (self-critical PPO)",
                    "rl": rl, "total_seconds": time.perf_counter() - started}  # fmt: skip
     directory = save_model(out / version, model, version, info)

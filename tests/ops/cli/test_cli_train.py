@@ -81,6 +81,16 @@ def test_rl_from_writes_a_loadable_model_with_the_rl_history(tmp_path):
     info = json.loads((out / "train.json").read_text())
     assert info["rl_from"]["version"] == "src" and info["train_seeds"] == [0] and "RL" in info["method"]
     assert len(info["rl"]["episodes"]) == 1 and info["rl"]["episodes"][0]["seed"] == 3
+    # a fine-tune of the fine-tune keeps the first one's record, seeds included (found by review: they were
+    # replaced, and promotion's leak check did not see them)
+    from inference.training.promotion import trained_seeds
+
+    again = run_train_rl_from(out, options=rl_options(episodes=1, seeds=[4], rate=1e-3, temperature=1.0, samples=1,
+                                                      minutes=None, kl=0.05, state_rate=0.5, seed=0),
+                              out=tmp_path / "models", version="rl-again", pods=pods, nodes=nodes)  # fmt: skip
+    twice = json.loads((again / "train.json").read_text())
+    assert twice["rl_from"]["version"] == "rl-test" and twice["rl_from"]["rl"]["episodes"][0]["seed"] == 3
+    assert trained_seeds(info) <= trained_seeds(twice) and 4 in trained_seeds(twice)
 
 
 @pytest.mark.parametrize("args, message", [
