@@ -59,7 +59,7 @@ from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
 from inference.training.archive_events import ArchiveEvents, Placed
-from inference.training.collect import Demonstrations
+from inference.training.collect import Demonstrations, label_spec
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
 from scheduling.metrics.fragmentation import Workload
@@ -186,6 +186,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1 (the job itself), not {max_tokens}")
     spec = spec or archive_spec(events)
+    labels = label_spec(spec, (j for j in events.jobs.values() if cut is None or j.submit_time < cut))
     encoder = EncoderCache(get_encoder(spec.encoder))
     result = ArchiveDemonstrations(Demonstrations(), placed=len(events.placed))
     kept, result.skipped = eligible(events, outcomes, policies, cut)
@@ -250,7 +251,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
             if d.decision_id in chosen:
                 _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
                         d.cluster in replay, tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng),
-                        known=outcome(d, cut) == (d.end_state or "running"))  # fmt: skip
+                        known=outcome(d, cut) == (d.end_state or "running"), labels=labels)  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             placed_attempt[(d.cluster, d.job_id)] = max(d.attempt, placed_attempt.get((d.cluster, d.job_id), -1))
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
@@ -337,7 +338,8 @@ def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
 def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSnapshot, i: int,
             events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
             min_feasible: int, group: dict[str, int], replay: bool, tied: bool,
-            others: np.ndarray | None, known: bool = True) -> None:  # fmt: skip
+            others: np.ndarray | None, known: bool = True, labels: FeatureSpec | None = None) -> None:  # fmt: skip
+    labels = labels or spec  # (ψ's fragmentation label's workload: collect.label_spec)
     job = events.jobs.get((p.cluster, p.job_id))
     if job is None:
         result.skipped["no submission archived"] += 1
@@ -372,7 +374,7 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     # the auxiliary heads' labels, as RecordingPolicy records them from an expert: the node picked, the
     # fragmentation each placement adds (ψ), the run time (ψ), the picked node's row after it (T)
     d.choice.append(i)
-    d.cost.append(frag_pair_features(job, snap, spec)[:, 0] if spec.workload else np.zeros(snap.num_nodes, np.float32))
+    d.cost.append(frag_pair_features(job, snap, labels)[:, 0] if labels.workload else np.zeros(snap.num_nodes, np.float32))
     d.run_time.append(_run_time(p, job, replay) if known or replay else float("nan"))  # (an end after the cut: unknown)
     after = snap.copy()
     after.reserve(i, _hold(p, events), p.gpu_indices, check=False)

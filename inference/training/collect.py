@@ -33,7 +33,8 @@ for stateless experts (FGD with a fixed workload, best-fit).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -46,6 +47,7 @@ from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
+from scheduling.metrics.fragmentation import Workload
 from scheduling.order_context import OrderContext
 from scheduling.policies.base import Policy
 from scheduling.snapshot import ClusterSnapshot
@@ -113,8 +115,11 @@ class RecordingPolicy:
 
     def __init__(self, expert: Policy, spec: FeatureSpec, encoder: TextEncoder, *, rate: float, seed: int,
                  source: str = "", keep: Callable[[int, int], bool] | None = None, all_ties: bool = False,
-                 actor: Policy | None = None, beta: float = 0.0) -> None:  # fmt: skip
+                 actor: Policy | None = None, beta: float = 0.0, label_spec: FeatureSpec | None = None) -> None:  # fmt: skip
+        """``label_spec``: the spec whose workload ψ's fragmentation label is measured against (default
+        ``spec``; :func:`label_spec` for a model without FGD's feature columns)."""
         self.expert = expert
+        self.label_spec = label_spec or spec
         self.actor = actor
         self.beta = beta
         self.all_ties = all_ties
@@ -173,7 +178,7 @@ class RecordingPolicy:
         d.target.append(target)
         choice = int(np.argmax(masked))  # first best: place_one's tie-break
         d.choice.append(choice)
-        d.cost.append(frag_pair_features(job, snapshot, self.spec)[:, 0] if self.spec.workload
+        d.cost.append(frag_pair_features(job, snapshot, self.label_spec)[:, 0] if self.label_spec.workload
                       else np.zeros(snapshot.num_nodes, np.float32))  # fmt: skip
         d.run_time.append(np.nan if job.trace_duration_s is None else float(job.trace_duration_s))
         d.next_row.append(_next_row(self.expert, snapshot, choice, job, self.spec))
@@ -196,6 +201,15 @@ def _next_row(expert: Policy, snapshot: ClusterSnapshot, choice: int, job: JobRe
     return node_state(after, spec)[choice]
 
 
+def label_spec(spec: FeatureSpec, jobs: Iterable[JobRequest]) -> FeatureSpec:
+    """``spec``, with FGD's workload of ``jobs`` when it has none: ψ's fragmentation label is the
+    fragmentation a placement adds against the workload, whatever columns the model reads (found by
+    review: a model without FGD's columns learned a label of 0, and its records said ψ ≈ 0 GPU)."""
+    if spec.workload:
+        return spec
+    return dataclasses.replace(spec, workload=FeatureSpec.workload_rows(Workload.from_jobs(list(jobs))))
+
+
 def collect_fill(nodes: Sequence, pods: Sequence[JobRequest], expert_factory: Callable[[int], Policy],
                  seeds: Sequence[int], spec: FeatureSpec, encoder: TextEncoder, *, rate: float,
                  seed: int = 0, on_seed: Callable[[int, int], None] | None = None, all_ties: bool = False,
@@ -210,11 +224,12 @@ def collect_fill(nodes: Sequence, pods: Sequence[JobRequest], expert_factory: Ca
 
     capacity = sum(n.num_gpu for n in nodes) * 1000
     out = Demonstrations()
+    labels = label_spec(spec, pods)
     for s in seeds:
         actor = actor_factory(s) if actor_factory is not None else None
         rec = RecordingPolicy(expert_factory(s), spec, encoder, rate=rate, seed=seed * 1_000_003 + s,
                               source=f"fill seed {s}" + (" (dagger)" if actor else ""), all_ties=all_ties,
-                              actor=actor, beta=beta)  # fmt: skip
+                              actor=actor, beta=beta, label_spec=labels)  # fmt: skip
         run_fill(nodes, fill_sequence(pods, capacity, s), rec, s)  # type: ignore[arg-type]
         out.extend(rec.demos)
         if on_seed is not None:

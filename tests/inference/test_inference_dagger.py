@@ -88,3 +88,18 @@ def test_demonstrations_without_the_optional_fields_still_train(target):
     _, h = train_imitation(d, CONFIG, TrainOptions(epochs=1, batch=8, target=target, cost_weight=1.0,
                                                   transition_weight=1.0))  # fmt: skip
     assert h.aux[-1] == {} and np.isfinite(h.loss[-1])
+
+
+def test_the_fragmentation_label_does_not_depend_on_the_feature_columns():
+    """ψ's fragmentation label is measured against the pod list's workload whether or not the model
+    reads FGD's columns (found by review: without them it was 0 everywhere)."""
+    import dataclasses
+
+
+    full = dataclasses.replace(SPEC, workload=FeatureSpec.workload_rows(Workload.from_jobs(PODS)))
+    lean = dataclasses.replace(SPEC, workload=())
+    got = [collect_fill(small_nodes(16), PODS, lambda s: get_policy("best-fit"), [0], spec, encoder(), rate=1.0).cost
+           for spec in (full, lean)]  # fmt: skip
+    assert any(c.any() for c in got[0])
+    for a, b in zip(*got, strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -153,6 +153,10 @@ def test_each_demonstration_carries_the_labels_of_the_cost_estimator_and_the_tra
         else:
             assert np.isnan(d.run_time[k])  # a failed attempt's time is not the job's run time
     assert any(c.any() for c in d.cost)  # (placements that change the fragmentation)
+    # a model without FGD's columns learns the same label (found by review: it learned 0 everywhere)
+    lean = reconstruct(events, spec=archive_spec(events, frag=False), min_feasible=1, outcomes=("finished", "failed"))
+    for k in range(len(kept)):
+        np.testing.assert_array_equal(lean.demos.cost[k], d.cost[k])
     other = dataclasses.replace(events.jobs[("default", kept[0].job_id)], cluster="replayed", trace_duration_s=5.0)
     events.jobs[("replayed", other.job_id)] = other  # another cluster replayed into the same archive: not this one
     assert reconstruct(events, spec=spec, min_feasible=1).demos.run_time[0] == pytest.approx(kept[0].duration - 0.2)
