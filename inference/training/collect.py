@@ -205,9 +205,10 @@ def label_spec(spec: FeatureSpec, jobs: Iterable[JobRequest]) -> FeatureSpec:
     """``spec``, with FGD's workload of ``jobs`` when it has none: ψ's fragmentation label is the
     fragmentation a placement adds against the workload, whatever columns the model reads (found by
     review: a model without FGD's columns learned a label of 0, and its records said ψ ≈ 0 GPU)."""
-    if spec.workload:
+    jobs = list(jobs)
+    if spec.workload or not jobs:  # (no job: no workload, and no placement to label)
         return spec
-    return dataclasses.replace(spec, workload=FeatureSpec.workload_rows(Workload.from_jobs(list(jobs))))
+    return dataclasses.replace(spec, workload=FeatureSpec.workload_rows(Workload.from_jobs(jobs)))
 
 
 def collect_fill(nodes: Sequence, pods: Sequence[JobRequest], expert_factory: Callable[[int], Policy],
