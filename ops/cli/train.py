@@ -223,7 +223,31 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     return directory
 
 
+#: what each mode does not read: given on the command line there, refused (found by review: ignored)
+UNUSED_WITH = {
+    "--from-archive": ("expert", "train_seeds", "val_seeds", "rate", "dagger_rounds", "dagger_seeds", "dagger_epochs",
+                       "dagger_beta"),
+    "--rl-from": ("expert", "train_seeds", "rate", "epochs", "batch", "lr", "hidden", "depth", "text_dim",
+                  "head_hidden", "head_layers", "head_rank", "job_tokens", "target", "cluster_features",
+                  "frag_features", "dagger_rounds", "dagger_seeds", "dagger_epochs", "dagger_beta", "cost_weight",
+                  "transition_weight", "delta_weight", "stability"),
+}
+
+
+def refuse_unused(ctx: typer.Context, mode: str) -> None:
+    """Exit 2 naming the options given on the command line that ``mode`` does not read."""
+    def given_here(name: str) -> bool:  # (by name: typer carries its own click)
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    given = [name for name in UNUSED_WITH[mode] if given_here(name)]
+    if given:
+        names = ", ".join("--" + n.replace("_", "-") for n in given)
+        raise typer.BadParameter(f"{names} {'does' if len(given) == 1 else 'do'} not apply with {mode}")
+
+
 def train(
+    ctx: typer.Context,
     expert: str = typer.Option("fgd", help="The heuristic to imitate ('lookahead': FGD corrected by rollouts)."),
     train_seeds: str = typer.Option("0-7", help="Fill seeds to learn from ('a-b' or a list; never 42-51)."),
     val_seeds: str = typer.Option("8-9", help="Fill seeds for the validation agreement."),
@@ -292,6 +316,19 @@ def train(
     from ops.cli.train_publish import check_archive, publish
 
     check_new_version(out, version)
+    if from_archive:
+        refuse_unused(ctx, "--from-archive")
+    if rl_from is not None:
+        refuse_unused(ctx, "--rl-from")
+    if target not in ("set", "choice"):
+        raise typer.BadParameter(f"--target must be 'set' or 'choice', not {target!r}")
+    from scheduling.policies.registry import available_policies
+
+    if not from_archive and rl_from is None and expert != "lookahead" and expert not in available_policies():
+        raise typer.BadParameter(f"--expert {expert!r} is not a policy: one of lookahead, "
+                                 f"{', '.join(available_policies())}")  # fmt: skip
+    if stability < 0:
+        raise typer.BadParameter(f"--stability must be at least 0, not {stability:g}")
     if encoder != "hashed" and rl_from is not None:
         raise typer.BadParameter("--encoder applies to a new model: --rl-from keeps its model's")
     check_archive(archive, promote)

@@ -181,3 +181,19 @@ def test_train_from_an_archive_without_decisions_is_one_line_and_exit_1(tmp_path
         close_client(dsn)
     assert r.exit_code == 1 and "thearchivehasnousableplaceddecisions" in _flat(r.output), r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--from-archive", "--train-seeds", "0-3", "--expert", "best-fit"], "--expert,--train-seedsdonotapplywith--from-archive"),
+    (["--rl-from", "somewhere", "--rl-episodes", "1", "--stability", "0.5"], "--stabilitydoesnotapplywith--rl-from"),
+    (["--target", "foo"], "--targetmustbe'set'or'choice',not'foo'"),
+    (["--expert", "bogus"], "--expert'bogus'isnotapolicy"),
+    (["--stability", "-1"], "--stabilitymustbeatleast0"),
+])  # fmt: skip
+def test_train_refuses_options_it_would_ignore_or_could_not_use(tmp_path: Path, args: list[str], says: str) -> None:
+    """(Found by review: --rl-from dropped every imitation and architecture option, --from-archive the fill's,
+    --target foo trained with 'set', and --expert bogus / --stability -1 ended in a traceback mid-run.)"""
+    r = runner.invoke(_app(), ["train", *args, "--no-promote", "--out", str(tmp_path / "m"),
+                               "--archive", f"chdb://{tmp_path / 'a'}"])  # fmt: skip
+    assert r.exit_code == 2 and says in _flat(r.output), r.output
+    assert not (tmp_path / "m").exists()
