@@ -261,7 +261,9 @@ class Archiver:
                 await self._commit(self._offsets.of_table(table))
 
     async def flush_all(self, retry_for_s: float | None = None) -> bool:
-        """Flush every table and commit; True if everything consumed is now committed.
+        """Flush every table and commit; True if every buffer was written (a commit that failed after
+        the write is not counted against it: those rows are read and written again, and collapse onto
+        their key; rows taken meanwhile wait for the next flush).
         ``retry_for_s`` bounds the whole call (each table's flush gets what is left; a table
         reached after the deadline still gets one write if the lock is free)."""
         deadline = None if retry_for_s is None else time.monotonic() + retry_for_s
