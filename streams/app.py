@@ -90,6 +90,9 @@ class Worker:
     done: Any
     counters: Counters = field(default_factory=Counters)
     started_at: float = field(default_factory=time.time)  # when this worker started reading its inputs (epoch s)
+    # per input partition, since when this worker holds it (epoch s; the loop's assignment handler): a
+    # partition given later has a backlog of its own (the DAG gate's wait for a parent runs from then)
+    holds_since: dict[int, float] = field(default_factory=dict)
     offsets: OffsetWatch = field(default_factory=OffsetWatch)  # every input offset handled (streams/offset_watch.py)
     offset_starts: Any = None  # streams.offset_starts.OffsetStarts, set by register_agents
     # decisions being published (not yet acknowledged and applied): the loop must not

@@ -5,7 +5,8 @@ to finish) or is rejected, because it never can run:
 
 - a DAG parent was rejected;
 - a DAG parent was never submitted ``dag_parent_wait_s`` (``SEMSCHED_DAG_PARENT_WAIT``) after the job
-  was queued, or after this worker started if later (a restart's backlog may still hold the parent);
+  was queued, or after this worker started or was given the job's partition if later (a restart's or a
+  rebalance's backlog may still hold the parent);
 - its DAG parents wait on each other in a cycle (``a`` waits for ``b``, which waits for ``a``), or
   wait on such a cycle: none of them can ever start;
 - a member of its gang was rejected, so the gang can never run whole.
@@ -21,6 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from scheduling.events import partition_for
 from scheduling.job import JobRequest
 from scheduling.parent_cycles import waiting_on_a_cycle
 from streams.state import PendingJob
@@ -71,7 +73,10 @@ def _parents_verdict(w: Worker, p: PendingJob, parents: list[str], now: float, p
     # the worker's clock, not the producer's, and from no earlier than this worker's start: after a long
     # downtime a parent may still be in the submissions' backlog (found by review: such a child was
     # rejected at once, its wait counted from before the downtime)
-    if unknown and patience > 0 and now - max(p.queued_ts, w.started_at) > patience:
+    # (and from when this worker was given the job's partition: a partition given to a long-running worker
+    # brings a backlog of its own; found by review)
+    since = max(p.queued_ts, w.started_at, w.holds_since.get(partition_for(p.job.cluster, w.settings.partitions), 0.0))
+    if unknown and patience > 0 and now - since > patience:
         return p, (f"DAG parent(s) {_named(unknown)} never submitted to cluster {p.job.cluster!r} "
                    f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)"), True  # fmt: skip
     if waiting:

@@ -153,7 +153,11 @@ class SchedulingLoop:
 
     async def _on_partitions_assigned(self, sender: object = None, *args: object, **kwargs: object) -> None:
         """Faust's signal after a rebalance: what the consumer is assigned now is this worker's to decide
-        (once caught up: the gates close on every assignment)."""
+        (once caught up: the gates close on every assignment). A partition this worker did not hold at the
+        last assignment is held since now (``Worker.holds_since``)."""
+        now = time.time()
+        held = {tp.partition for tp in self.w.app.consumer.assignment() if tp.topic == self.catchup.topic}
+        self.w.holds_since = {p: self.w.holds_since.get(p, now) for p in held}
         self.fenced.clear()
         self.abandoned.clear()
 

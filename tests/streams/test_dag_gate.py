@@ -84,3 +84,30 @@ def test_a_fan_in_names_a_few_of_its_parents() -> None:
     assert waiting == ("waiting for DAG parent(s) map-task-00000, map-task-00001, map-task-00002, map-task-00003, "
                        "map-task-00004 and 395 more to finish")  # fmt: skip
     assert rejected == "DAG parent(s) map-task-00000 were rejected"
+
+
+def test_a_partition_given_to_a_long_running_worker_gives_its_children_the_whole_wait() -> None:
+    """A worker up for hours is given a partition whose submissions lag: a child queued an hour ago
+    whose parent is still in that backlog waits SEMSCHED_DAG_PARENT_WAIT from when the partition came,
+    not from the worker's start (found by review: rejected at once)."""
+    import time
+
+    async def go() -> tuple[dict[str, object], list[str]]:
+        w, _ = stood_in_worker(policy="best-fit", dag_parent_wait_s=600)
+        w.started_at -= 7200  # up for two hours
+        part = partition_for("c1", 4)
+        await w.loop._on_partitions_assigned(w.app)  # type: ignore[attr-defined]  # (the stood-in consumer's assignment)
+        assert w.holds_since[part] > time.time() - 5
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
+                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        child = JobSubmitted(job_id="child", event_id="ev-child", event_time=T0, cluster="c1", cpu_milli=1000,
+                             memory_mib=1024, dag_parents=["parent"])  # fmt: skip
+        w.apply(on_submitted(child, None, time.time() - 3600), partition=part)
+        await w.loop.tick()  # type: ignore[attr-defined]
+        first = dict(w.done.items())
+        w.holds_since[part] -= 3600  # an hour on, the parent still unseen: now it is given up
+        await w.loop.tick()  # type: ignore[attr-defined]
+        return first, sorted(w.done)
+
+    first, later = asyncio.run(go())
+    assert first == {} and later == ["child"]
