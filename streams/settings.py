@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, ValidationInfo, field_validator
 
 T = TypeVar("T", int, float)
 AGENT_REPORT_EVERY_S = 10.0  # an agent reports every node at least this often (streams/silent_nodes.py, README)
@@ -33,12 +33,14 @@ def _env_int(name: str, default: int, minimum: int | None = None, maximum: int |
     return value
 
 
-def _env_float(name: str, default: float, minimum: float | None = None) -> float:
+def _env_float(name: str, default: float, minimum: float | None = None, maximum: float | None = None) -> float:
     value = _env_parsed(name, default, float, "a number")
     if math.isnan(value):
         raise SettingsError(f"SEMSCHED_{name} must be a number, not nan")
     if minimum is not None and value < minimum:
         raise SettingsError(f"SEMSCHED_{name} must be at least {minimum:g}, not {value:g}")
+    if maximum is not None and value > maximum:
+        raise SettingsError(f"SEMSCHED_{name} must be at most {maximum:g}, not {value:g}")
     return value
 
 
@@ -70,7 +72,9 @@ class Settings(BaseModel):
     fallback_policy: str = Field(default_factory=lambda: _env("FALLBACK_POLICY", "fgd"), validate_default=True)
     step_s: float = Field(default_factory=lambda: _env_positive("STEP", 1.0))
     # a step also starts this long after a job arrives or resources free up (< 0: clock only)
-    event_debounce_s: float = Field(default_factory=lambda: _env_float("EVENT_DEBOUNCE", 0.05))
+    # (seconds: at most the step, whose clock starts a step anyway; found by review: inf slept for ever, and
+    # 50 read as "50 ms" from the README slept 50 s before every arrival's step)
+    event_debounce_s: float = Field(default_factory=lambda: _env_float("EVENT_DEBOUNCE", 0.05), validate_default=True)
     confirm_timeout_s: float = Field(default_factory=lambda: _env_positive("CONFIRM_TIMEOUT", 30))
     max_retries: int = Field(default_factory=lambda: _env_int("MAX_RETRIES", 3, minimum=0))
     # the placements on a node unhealthy this long are preempted and re-queued (streams/lost_nodes.py;
@@ -108,7 +112,9 @@ class Settings(BaseModel):
     max_message_bytes: int = Field(default_factory=lambda: _env_int("MAX_MESSAGE_BYTES", 256 * 1024, minimum=1024))
     web_port: int = Field(default_factory=lambda: _env_int("WEB_PORT", 6066, minimum=0, maximum=65535))
     archive_batch_rows: int = Field(default_factory=lambda: _env_int("ARCHIVE_BATCH_ROWS", 5000, minimum=1))
-    session_timeout_s: float = Field(default_factory=lambda: _env_positive("SESSION_TIMEOUT", 10))
+    # the worker's Kafka group session (s): within the broker's default group.min/max.session.timeout.ms,
+    # 6-1800 s (found by review: 3 was taken, then the broker refused the join, fatal to the consumer)
+    session_timeout_s: float = Field(default_factory=lambda: _env_float("SESSION_TIMEOUT", 10, minimum=6, maximum=1800))
     archive_flush_s: float = Field(default_factory=lambda: _env_positive("ARCHIVE_FLUSH", 1.0))
     # how long the broker may hold the archiver's fetch for more data (ms; streams/archiver.py): at
     # least 10 (with none it would answer at once, and the archiver would poll in a loop), at most
@@ -118,6 +124,15 @@ class Settings(BaseModel):
     # OpenTelemetry spans and metrics (streams/telemetry): console | otlp | none | file:DIR. The
     # OTLP endpoint, sampler, batch sizes and metric interval come from the standard OTEL_* names.
     otel_exporter: str = Field(default_factory=lambda: _env("OTEL_EXPORTER", "console"))
+
+    @field_validator("event_debounce_s")
+    @classmethod
+    def _a_debounce_within_a_step(cls, v: float, info: ValidationInfo) -> float:
+        step = info.data.get("step_s", math.inf)
+        if v >= 0 and not v <= step:
+            raise ValueError(f"SEMSCHED_EVENT_DEBOUNCE must be at most SEMSCHED_STEP ({step:g} s; seconds, "
+                             f"< 0: the clock only), not {v:g}")  # fmt: skip
+        return v
 
     @field_validator("fallback_policy")
     @classmethod

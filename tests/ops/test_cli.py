@@ -110,6 +110,12 @@ def test_malformed_lookahead_settings_stop_the_lookahead_worker_at_start(monkeyp
     ("SEMSCHED_STEP", "fast", "SEMSCHED_STEP must be a number, not 'fast'"),
     ("SEMSCHED_FALLBACK_POLICY", "nope", "SEMSCHED_FALLBACK_POLICY must be a heuristic placement policy"),
     ("SEMSCHED_NODE_SILENT", "5", "SEMSCHED_NODE_SILENT must be 0 (never) or more than the agents' report interval"),
+    # (found by review: a debounce of inf, or of 50 read as milliseconds, slept for ever or 50 s before a step)
+    ("SEMSCHED_EVENT_DEBOUNCE", "inf", "SEMSCHED_EVENT_DEBOUNCE must be at most SEMSCHED_STEP"),
+    ("SEMSCHED_EVENT_DEBOUNCE", "50", "SEMSCHED_EVENT_DEBOUNCE must be at most SEMSCHED_STEP"),
+    # (found by review: taken, then the broker refused the group join, fatal to the worker's consumer)
+    ("SEMSCHED_SESSION_TIMEOUT", "3", "SEMSCHED_SESSION_TIMEOUT must be at least 6, not 3"),
+    ("SEMSCHED_SESSION_TIMEOUT", "3600", "SEMSCHED_SESSION_TIMEOUT must be at most 1800, not 3600"),
 ])  # fmt: skip
 def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable: str, value: str, says: str,
                                                                         tmp_path: Path) -> None:  # fmt: skip
