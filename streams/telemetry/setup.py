@@ -174,11 +174,18 @@ def configure(settings: Settings, service: str, *, console_file: Path | None = N
     from opentelemetry.sdk.trace import SpanLimits, TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    span_exporter, metric_exporter, files = _exporters(choice, service, console_file)
+    try:  # (found by review: an unwritable file: directory, or a link limit that is not a number, was a traceback)
+        links = int(os.environ.get("OTEL_SPAN_LINK_COUNT_LIMIT", "1024"))
+    except ValueError:
+        raise TelemetryConfigError(f"OTEL_SPAN_LINK_COUNT_LIMIT must be an integer, not "
+                                   f"{os.environ.get('OTEL_SPAN_LINK_COUNT_LIMIT')!r}") from None  # fmt: skip
+    try:
+        span_exporter, metric_exporter, files = _exporters(choice, service, console_file)
+    except OSError as e:
+        raise TelemetryConfigError(f"SEMSCHED_OTEL_EXPORTER={choice!r}: cannot write there: {e}") from e
     name = os.environ.get("OTEL_SERVICE_NAME") or service
     resource = Resource.create({SERVICE_NAME: name, "service.namespace": "semsched",
                                 "service.instance.id": f"{os.uname().nodename}-{os.getpid()}"})  # fmt: skip
-    links = int(os.environ.get("OTEL_SPAN_LINK_COUNT_LIMIT", "1024"))
     sampler = None  # the SDK's default, or OTEL_TRACES_SAMPLER
     sampled = ""
     if choice == "console" and not os.environ.get("OTEL_TRACES_SAMPLER"):
@@ -199,12 +206,13 @@ def configure(settings: Settings, service: str, *, console_file: Path | None = N
 def ensure_configured(settings: Settings, service: str) -> None:
     """Set telemetry up for a process that only publishes (replay, demo, bench, tests) unless
     this process already did: ``console`` goes to ``<state dir>/telemetry/<service>.jsonl``.
-    A file that cannot be written turns telemetry off with a warning (publishing goes on)."""
+    A setting it cannot honour (a file that cannot be written) turns telemetry off with a warning
+    (publishing goes on)."""
     if _state.service is not None:
         return
     try:
         configure(settings, service, console_file=settings.state_dir / "telemetry" / f"{service}.jsonl")
-    except OSError as e:
+    except (OSError, TelemetryConfigError) as e:
         log.warning("telemetry off: %s", e)
 
 

@@ -210,6 +210,17 @@ def test_unknown_exporter_and_missing_otlp_package_are_clear_errors(tmp_path: Pa
             telemetry.shutdown()
 
 
+def test_an_unwritable_exporter_directory_or_a_bad_link_limit_is_a_clear_error(tmp_path: Path, monkeypatch) -> None:
+    """(Found by review: an OSError and a ValueError, past the worker's one-line handler: tracebacks.)"""
+    (tmp_path / "a-file").write_text("")
+    with pytest.raises(telemetry.TelemetryConfigError, match="cannot write there"):
+        telemetry.configure(_settings(tmp_path, f"file:{tmp_path / 'a-file' / 'spans'}"), "svc")
+    monkeypatch.setenv("OTEL_SPAN_LINK_COUNT_LIMIT", "abc")
+    with pytest.raises(telemetry.TelemetryConfigError, match="OTEL_SPAN_LINK_COUNT_LIMIT must be an integer"):
+        telemetry.configure(_settings(tmp_path, "console"), "svc")
+    assert telemetry.configured() is None
+
+
 def test_console_of_a_service_without_a_terminal_goes_beside_its_log(tmp_path: Path, capsys, monkeypatch) -> None:
     """The local stack's worker writes its log to a file: its spans must not bury that log."""
     monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_always_on")
