@@ -1,8 +1,9 @@
 """torch models, featurisation, training and the inference backends (issue 4).
 
 Importing :mod:`inference` registers the ``learned`` placement policy
-(:mod:`inference.policy`) and the ``sjf-learned`` ordering (:mod:`inference.duration.ordering`);
-torch is imported only when a model is loaded.
+(:mod:`inference.policy`) and the ``sjf-learned`` ordering (:mod:`inference.duration.ordering`),
+and imports torch with them (the model step); a process that needs neither (the agents, a replay)
+does not import it.
 """
 
 import contextlib

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -154,11 +155,14 @@ class Settings(BaseModel):
 
 def fallback_choices() -> list[str]:
     """The placements the learned policy can fall back to: every registered one but the learned ones
-    (the fallback decides alone, so an ordering, ``<ordering>+<placement>``, would not apply)."""
-    from inference.policy import LEARNED_PLACEMENTS
+    (the fallback decides alone, so an ordering, ``<ordering>+<placement>``, would not apply). The
+    learned ones are registered only once :mod:`inference` is imported, and it is not imported here:
+    it brings torch (found by review: every process that read its settings, the agents and ``sql``
+    too, loaded torch, 1.5 s and 800 MB, to check one name)."""
     from scheduling.policies import available_policies
 
-    return [name for name in available_policies() if name not in LEARNED_PLACEMENTS]
+    learned = getattr(sys.modules.get("inference.policy"), "LEARNED_PLACEMENTS", frozenset())
+    return [name for name in available_policies() if name not in learned]
 
 
 def get_settings() -> Settings:

@@ -81,3 +81,15 @@ def test_an_unknown_or_non_heuristic_fallback_is_refused_naming_the_choices(monk
     message = str(e.value)
     assert "SEMSCHED_FALLBACK_POLICY" in message and "fgd" in message and "best-fit" in message
     assert "learned" not in fallback_choices() and {"fgd", "best-fit", "random"} <= set(fallback_choices())
+
+
+def test_reading_the_settings_does_not_import_torch() -> None:
+    """(Found by review: checking the fallback's name imported inference, so torch, in every process that
+    read its settings — the agents, a replay, `semsched sql` — 1.5 s and 800 MB each.)"""
+    import subprocess
+    import sys
+
+    code = ("import sys; from streams.settings import Settings; s = Settings(); "
+            "assert s.fallback_policy == 'fgd'; print('torch' in sys.modules)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "False", done.stderr
