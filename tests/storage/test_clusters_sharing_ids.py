@@ -1,0 +1,81 @@
+"""Two clusters that reuse a job id, read apart. A job id is unique only among the clusters one worker
+serves (README, "Ids"): clusters a and b, on two workers, may both have a job "job1", and its decision
+id (``decision_id_for(job_id, attempt)``) is then the same in both. The archive's tables are keyed by
+cluster; its views and reads grouped and joined by job id (and decision id) alone, so one cluster's
+decision hid the other's, b's reports were dropped as "not where it runs" (a's node), b's run time read
+a's, and the counts, reconciliation and ``explain`` merged the two jobs (found by review)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from inference.training.archive_events import fold_events
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decision_id_for
+from storage.client import ArchiveClient
+from storage.queries.finished_jobs import finished_jobs
+from storage.queries.job_runs import job_runs
+from storage.queries.training_events import training_events
+from storage.writer import ArchiveWriter
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+DID = decision_id_for("job1", 0)  # the same in both clusters
+PARTITION = {"a": 0, "b": 1}
+NODE = {"a": "n0", "b": "n1"}  # where each cluster ran its job1 (both clusters have both nodes)
+
+
+def at(s: float) -> datetime:
+    return T0 + timedelta(seconds=s)
+
+
+def write_cluster(w: ArchiveWriter, cluster: str, run_s: float | None, *, decided: bool = True) -> None:
+    """``cluster``'s nodes n0 and n1 and its job1, submitted at 0 s, placed on :data:`NODE` at 1 s, started at
+    2 s and finished ``run_s`` later (``None``: still running; not ``decided``: never decided)."""
+    p, node = PARTITION[cluster], NODE[cluster]
+    w.write("nodes_telemetry", [NodeTelemetry(event_id=f"t-{cluster}-{n}", event_time=at(-5), node_id=n,
+                                              cluster=cluster, source="inventory", cpu_milli=8000, memory_mib=32000,
+                                              num_gpu=2, gpu_model="T4") for n in ("n0", "n1")],
+            [(p, 0), (p, 1)])  # fmt: skip
+    w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{cluster}", event_time=at(0), job_id="job1", cluster=cluster,
+                                            cpu_milli=1000, memory_mib=100, num_gpu=1, gpu_milli=1000)], [(p, 10)])  # fmt: skip
+    if not decided:
+        return
+    w.write("decisions", [DecisionRecord(event_id=DID, decision_id=DID, event_time=at(1), job_id="job1",
+                                         cluster=cluster, outcome="placed", node_id=node, gpu_indices=[0],
+                                         policy="best-fit", latency_ms=1.0, cpu_milli=1000, memory_mib=100,
+                                         gpu_milli_per_gpu=1000, step_id=f"{cluster}:1")], [(p, 20)])  # fmt: skip
+    reports = [("started", 2.0)] + ([] if run_s is None else [("finished", 2.0 + run_s)])
+    w.write("jobs_lifecycle", [JobLifecycle(event_id=f"l-{cluster}-{state}", event_time=at(t), job_id="job1",
+                                            cluster=cluster, state=state, decision_id=DID, node_id=node,  # type: ignore[arg-type]
+                                            exit_code=0 if state == "finished" else None)
+                               for state, t in reports], [(p, 30 + i) for i in range(len(reports))])  # fmt: skip
+
+
+@pytest.fixture
+def both_finished(client: ArchiveClient) -> ArchiveClient:
+    """a's job1 ran 8 s on n0, b's 100 s on n1."""
+    w = ArchiveWriter(client)
+    write_cluster(w, "a", 8)
+    write_cluster(w, "b", 100)
+    return client
+
+
+def test_each_cluster_keeps_its_applied_decision_and_reports(both_finished: ArchiveClient) -> None:
+    c = both_finished
+    assert c.query_rows("SELECT cluster, decision_id, node_id FROM decisions_applied ORDER BY cluster")[1] == [
+        ("a", DID, "n0"), ("b", DID, "n1")]  # fmt: skip
+    assert c.query_rows("SELECT cluster, state, node_id FROM jobs_lifecycle_applied ORDER BY cluster, event_time")[1] == [
+        ("a", "started", "n0"), ("a", "finished", "n0"), ("b", "started", "n1"), ("b", "finished", "n1")]  # fmt: skip
+    _, nulls = c.query_rows("SELECT count() FROM jobs_lifecycle_applied SETTINGS join_use_nulls = 1")
+    assert nulls == [(4,)]
+
+
+def test_retraining_replays_each_clusters_placement_and_its_end(both_finished: ArchiveClient) -> None:
+    te = training_events(both_finished)
+    assert [(d.cluster, d.node_id) for d in te.placed] == [("a", "n0"), ("b", "n1")]
+    assert [(e.cluster, e.state) for e in te.ends] == [("a", "started"), ("a", "finished"), ("b", "started"),
+                                                       ("b", "finished")]  # fmt: skip
+    folded = fold_events(te)
+    assert [(p.cluster, p.node_id, p.end_state, p.end_time - p.time) for p in folded.placed] == [
+        ("a", "n0", "finished", 9.0), ("b", "n1", "finished", 101.0)]  # fmt: skip
