@@ -32,10 +32,11 @@ SUBMISSION_COLUMNS = """s.event_id AS event_id, toUnixTimestamp64Milli(s.event_t
 
 
 def first_submissions(cluster: str | None = None) -> str:
-    """The subquery of each job's first accepted submission (``cluster``: ``%(cluster)s``'s only)."""
+    """The subquery of each job's first accepted submission, per cluster and job id (a job id is unique
+    only within a cluster; ``cluster``: ``%(cluster)s``'s only)."""
     where = "" if cluster is None else "WHERE cluster = %(cluster)s"
     return f"""(SELECT * EXCEPT (trace_duration_s) FROM jobs_submitted_accepted {where}
-      ORDER BY event_time, event_id LIMIT 1 BY job_id)"""
+      ORDER BY event_time, event_id LIMIT 1 BY cluster, job_id)"""
 
 
 def submission_of(r: dict) -> tuple[JobSubmitted, float]:
@@ -55,24 +56,24 @@ def submission_of(r: dict) -> tuple[JobSubmitted, float]:
 def finished_jobs_sql(cluster: str | None = None, *, latest: int | None = None, timeout_s: float | None = None) -> str:
     """One row per finished job, oldest submission first; with ``latest``, the ``latest`` jobs that
     finished last, oldest finish first (``%(latest)s``); ``timeout_s``: the query's ``max_execution_time``."""
-    order = "submit_ms, job_id" if latest is None else "finish_ms DESC, job_id DESC LIMIT %(latest)s"
+    order = "submit_ms, cluster, job_id" if latest is None else "finish_ms DESC, cluster DESC, job_id DESC LIMIT %(latest)s"
     sql = f"""
 SELECT {SUBMISSION_COLUMNS}, r.run_s AS run_s, toUnixTimestamp64Milli(r.last_finish) AS finish_ms
 FROM {first_submissions(cluster)} AS s
 INNER JOIN (
-    SELECT job_id, argMax(run_s, finish) AS run_s, max(finish) AS last_finish FROM (
-        SELECT f.job_id AS job_id, f.finish AS finish,
+    SELECT cluster, job_id, argMax(run_s, finish) AS run_s, max(finish) AS last_finish FROM (
+        SELECT f.cluster AS cluster, f.job_id AS job_id, f.finish AS finish,
                (toUnixTimestamp64Milli(f.finish) - toUnixTimestamp64Milli(st.start)) / 1000 AS run_s
-        FROM (SELECT job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle_applied
-              WHERE state = 'finished' GROUP BY job_id, attempt) AS f
-        INNER JOIN (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_applied
-                    WHERE state = 'started' GROUP BY job_id, attempt) AS st
-        ON f.job_id = st.job_id AND f.attempt = st.attempt
+        FROM (SELECT cluster, job_id, attempt, max(event_time) AS finish FROM jobs_lifecycle_applied
+              WHERE state = 'finished' GROUP BY cluster, job_id, attempt) AS f
+        INNER JOIN (SELECT cluster, job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_applied
+                    WHERE state = 'started' GROUP BY cluster, job_id, attempt) AS st
+        ON f.cluster = st.cluster AND f.job_id = st.job_id AND f.attempt = st.attempt
         WHERE f.finish >= st.start)
-    GROUP BY job_id) AS r ON s.job_id = r.job_id
+    GROUP BY cluster, job_id) AS r ON s.cluster = r.cluster AND s.job_id = r.job_id
 ORDER BY {order}
 """
-    sql = sql if latest is None else f"SELECT * FROM ({sql}) ORDER BY finish_ms, job_id"
+    sql = sql if latest is None else f"SELECT * FROM ({sql}) ORDER BY finish_ms, cluster, job_id"
     return sql if timeout_s is None else f"{sql} SETTINGS max_execution_time = {max(1, round(timeout_s))}"
 
 

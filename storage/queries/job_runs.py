@@ -29,17 +29,17 @@ def job_runs_sql(cluster: str | None = None) -> str:
 SELECT {SUBMISSION_COLUMNS}, toUnixTimestamp64Milli(a.start) AS start_ms, a.end_ms AS end_ms
 FROM {first_submissions(cluster)} AS s
 INNER JOIN (
-    SELECT st.job_id AS job_id, st.attempt AS attempt, st.start AS start,
+    SELECT st.cluster AS cluster, st.job_id AS job_id, st.attempt AS attempt, st.start AS start,
            if(countIf(e.ended >= st.start) > 0, toUnixTimestamp64Milli(minIf(e.ended, e.ended >= st.start)),
               NULL) AS end_ms
-    FROM (SELECT job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_applied
-          WHERE state = 'started' GROUP BY job_id, attempt) AS st
-    LEFT JOIN (SELECT job_id, attempt, event_time AS ended FROM jobs_lifecycle_applied
+    FROM (SELECT cluster, job_id, attempt, max(event_time) AS start FROM jobs_lifecycle_applied
+          WHERE state = 'started' GROUP BY cluster, job_id, attempt) AS st
+    LEFT JOIN (SELECT cluster, job_id, attempt, event_time AS ended FROM jobs_lifecycle_applied
                WHERE state IN ({ends})) AS e
-    ON st.job_id = e.job_id AND st.attempt = e.attempt
-    GROUP BY st.job_id, st.attempt, st.start
-) AS a ON s.job_id = a.job_id
-ORDER BY submit_ms, job_id, start_ms
+    ON st.cluster = e.cluster AND st.job_id = e.job_id AND st.attempt = e.attempt
+    GROUP BY st.cluster, st.job_id, st.attempt, st.start
+) AS a ON s.cluster = a.cluster AND s.job_id = a.job_id
+ORDER BY submit_ms, cluster, job_id, start_ms
 SETTINGS join_use_nulls = 1
 """
 

@@ -79,3 +79,13 @@ def test_retraining_replays_each_clusters_placement_and_its_end(both_finished: A
     folded = fold_events(te)
     assert [(p.cluster, p.node_id, p.end_state, p.end_time - p.time) for p in folded.placed] == [
         ("a", "n0", "finished", 9.0), ("b", "n1", "finished", 101.0)]  # fmt: skip
+
+
+def test_a_finished_jobs_run_time_is_its_own_clusters(both_finished: ArchiveClient) -> None:
+    c = both_finished
+    assert [(f.submission.cluster, f.run_s) for f in finished_jobs(c, "b")] == [("b", 100.0)]
+    assert [(f.submission.cluster, f.run_s) for f in finished_jobs(c)] == [("a", 8.0), ("b", 100.0)]
+    assert [(f.submission.cluster, f.run_s) for f in finished_jobs(c, latest=1)] == [("b", 100.0)]
+    assert [(r.submission.cluster, r.started_s - at(0).timestamp(), r.ended_s - r.started_s)  # type: ignore[operator]
+            for r in job_runs(c)] == [("a", 2.0, 8.0), ("b", 2.0, 100.0)]  # fmt: skip
+    assert [(r.submission.cluster, r.ended_s - r.started_s) for r in job_runs(c, "b")] == [("b", 100.0)]  # type: ignore[operator]
