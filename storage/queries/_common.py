@@ -37,12 +37,13 @@ def run_sql(client: ArchiveClient, sql: str) -> tuple[list[str], list[tuple[Any,
 def running_jobs(lifecycle: str = "jobs_lifecycle_applied") -> str:
     """Jobs with an attempt that started and has not ended, and no final state: by the events
     themselves, not their order (a start and an end can share a millisecond); ``lifecycle``: the view
-    read (reconciliation checks the accepted reports, every other read the applied ones)."""
+    read (reconciliation checks the accepted reports, every other read the applied ones). Rows of
+    ``(cluster, job_id)``: a job id is unique only within a cluster (``(cluster, job_id) IN (...)``)."""
     return f"""
-SELECT job_id FROM {lifecycle} GROUP BY job_id, attempt
+SELECT cluster, job_id FROM {lifecycle} GROUP BY cluster, job_id, attempt
 HAVING countIf(state = 'started') > 0
    AND countIf(state IN ('finished', 'failed', 'preempted', 'rejected')) = 0
-   AND job_id NOT IN (SELECT job_id FROM {lifecycle} WHERE state IN ('finished', 'rejected'))
+   AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM {lifecycle} WHERE state IN ('finished', 'rejected'))
 """
 
 

@@ -3,7 +3,8 @@ per policy (``decisions.policy``).
 
 The definitions are the ones of ``scheduling/metrics`` (read there); what the archive adds:
 
-- **per job** (:data:`JOBS`): submit = its first ``jobs_submitted`` event; first start = its
+- **per job** (:func:`jobs_sql`; a job is a cluster and a job id: an id is unique only within a
+  cluster, and every read below groups and joins by both): submit = its first ``jobs_submitted`` event; first start = its
   first ``started``; finish = its last ``finished``; state = finished, else rejected (a
   ``rejected`` lifecycle event), else running (an attempt started and not ended), else
   pending; placements = its ``placed`` decisions (one per attempt); policy = the policy of
@@ -54,24 +55,25 @@ def _group(group: Group) -> str:
 # -- jobs -----------------------------------------------------------------------------------
 
 def jobs_sql(submit_filter: str = "1") -> str:
-    """One row per submitted job (``submit_filter`` on ``jobs_submitted``): times in epoch ms."""
+    """One row per submitted job, per cluster and job id (``submit_filter`` on ``jobs_submitted``): times
+    in epoch ms."""
     return f"""
-SELECT s.job_id AS job_id, s.submit_ms AS submit_ms,
+SELECT s.cluster AS cluster, s.job_id AS job_id, s.submit_ms AS submit_ms,
        l.n_started > 0 AS started, l.start_ms AS start_ms, l.finish_ms AS finish_ms,
        multiIf(l.n_finished > 0, 'finished', l.n_rejected > 0, 'rejected',
-               s.job_id IN ({_RUNNING}), 'running', 'pending') AS state,
+               (s.cluster, s.job_id) IN ({_RUNNING}), 'running', 'pending') AS state,
        d.placements AS placements, d.policy AS policy
-FROM (SELECT job_id, min(toUnixTimestamp64Milli(event_time)) AS submit_ms FROM jobs_submitted_accepted
-      WHERE {submit_filter} GROUP BY job_id) AS s
-LEFT JOIN (SELECT job_id, countIf(state = 'started') AS n_started,
+FROM (SELECT cluster, job_id, min(toUnixTimestamp64Milli(event_time)) AS submit_ms FROM jobs_submitted_accepted
+      WHERE {submit_filter} GROUP BY cluster, job_id) AS s
+LEFT JOIN (SELECT cluster, job_id, countIf(state = 'started') AS n_started,
                   minIf(toUnixTimestamp64Milli(event_time), state = 'started') AS start_ms,
                   countIf(state = 'finished') AS n_finished,
                   maxIf(toUnixTimestamp64Milli(event_time), state = 'finished') AS finish_ms,
                   countIf(state = 'rejected') AS n_rejected
-           FROM jobs_lifecycle_applied GROUP BY job_id) AS l ON s.job_id = l.job_id
-LEFT JOIN (SELECT job_id, countIf(outcome = 'placed') AS placements,
+           FROM jobs_lifecycle_applied GROUP BY cluster, job_id) AS l ON s.cluster = l.cluster AND s.job_id = l.job_id
+LEFT JOIN (SELECT cluster, job_id, countIf(outcome = 'placed') AS placements,
                   argMin({DECIDED_BY}, (outcome = 'unschedulable', event_time)) AS policy
-           FROM decisions_applied GROUP BY job_id) AS d ON s.job_id = d.job_id
+           FROM decisions_applied GROUP BY cluster, job_id) AS d ON s.cluster = d.cluster AND s.job_id = d.job_id
 """
 
 
@@ -171,26 +173,28 @@ def step_compute(client: ArchiveClient, group: Group = "all") -> dict[str, Distr
 
 #: One row per placement: whether it was reversed, by what, and when (see the module doc).
 PLACEMENTS = f"""
-SELECT p.job_id AS job_id, p.attempt AS attempt, p.policy AS policy, p.event_time AS event_time,
+SELECT p.cluster AS cluster, p.job_id AS job_id, p.attempt AS attempt, p.policy AS policy, p.event_time AS event_time,
        e.hard > 0 OR m.max_attempt > p.attempt AS reversed,
        if(reversed, if(e.cause = '', 'unknown', e.cause), '') AS cause,
        if(e.cause = '', NULL, e.t) AS reversed_at
-FROM (SELECT job_id, attempt, {DECIDED_BY} AS policy, event_time FROM decisions_applied WHERE outcome = 'placed') AS p
-LEFT JOIN (SELECT job_id, max(attempt) AS max_attempt FROM (
-               SELECT job_id, attempt FROM decisions_applied
-               UNION ALL SELECT job_id, attempt FROM jobs_lifecycle_applied) GROUP BY job_id) AS m
-    ON p.job_id = m.job_id
-LEFT JOIN (SELECT x.job_id AS job_id, x.attempt AS attempt, argMin(x.state, x.read_at) AS cause,
+FROM (SELECT cluster, job_id, attempt, {DECIDED_BY} AS policy, event_time FROM decisions_applied
+      WHERE outcome = 'placed') AS p
+LEFT JOIN (SELECT cluster, job_id, max(attempt) AS max_attempt FROM (
+               SELECT cluster, job_id, attempt FROM decisions_applied
+               UNION ALL SELECT cluster, job_id, attempt FROM jobs_lifecycle_applied) GROUP BY cluster, job_id) AS m
+    ON p.cluster = m.cluster AND p.job_id = m.job_id
+LEFT JOIN (SELECT x.cluster AS cluster, x.job_id AS job_id, x.attempt AS attempt, argMin(x.state, x.read_at) AS cause,
                   argMin(x.event_time, x.read_at) AS t, countIf(x.state IN ('failed', 'preempted')) AS hard
-           FROM (SELECT job_id, attempt, state, event_time, (kafka_partition, kafka_offset, event_time) AS read_at
+           FROM (SELECT cluster, job_id, attempt, state, event_time,
+                        (kafka_partition, kafka_offset, event_time) AS read_at
                  FROM jobs_lifecycle_applied WHERE state IN ('preempted', 'failed', 'timed_out')) AS x
-           LEFT JOIN (SELECT job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at,
+           LEFT JOIN (SELECT cluster, job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at,
                              1 AS has_start
-                      FROM jobs_lifecycle_applied WHERE state = 'started' GROUP BY job_id, attempt) AS s
-               ON x.job_id = s.job_id AND x.attempt = s.attempt
+                      FROM jobs_lifecycle_applied WHERE state = 'started' GROUP BY cluster, job_id, attempt) AS s
+               ON x.cluster = s.cluster AND x.job_id = s.job_id AND x.attempt = s.attempt
            WHERE x.state != 'timed_out' OR ifNull(s.has_start, 0) = 0 OR x.read_at < s.started_at
-           GROUP BY x.job_id, x.attempt) AS e
-    ON p.job_id = e.job_id AND p.attempt = e.attempt
+           GROUP BY x.cluster, x.job_id, x.attempt) AS e
+    ON p.cluster = e.cluster AND p.job_id = e.job_id AND p.attempt = e.attempt
 """
 
 
@@ -232,17 +236,17 @@ SELECT toUnixTimestamp64Milli(s) AS start_ms,
        if(isNull(e), NULL, toUnixTimestamp64Milli(assumeNotNull(e))) AS end_ms,
        toUInt32(d.gpu_milli_per_gpu) * length(d.gpu_indices) AS gpu_milli
 FROM (
-    SELECT job_id, attempt,
+    SELECT cluster, job_id, attempt,
            minIf(event_time, state = 'started') AS s,
            if(countIf(state IN ('finished', 'failed', 'preempted')) > 0,
               minIf(event_time, state IN ('finished', 'failed', 'preempted')), NULL) AS e
     FROM jobs_lifecycle_applied
-    GROUP BY job_id, attempt
+    GROUP BY cluster, job_id, attempt
     HAVING countIf(state = 'started') > 0
 ) AS l
-INNER JOIN (SELECT job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decisions_applied
+INNER JOIN (SELECT cluster, job_id, attempt, gpu_milli_per_gpu, gpu_indices FROM decisions_applied
             WHERE outcome = 'placed') AS d
-    ON l.job_id = d.job_id AND l.attempt = d.attempt
+    ON l.cluster = d.cluster AND l.job_id = d.job_id AND l.attempt = d.attempt
 """
 
 #: The cluster's GPU capacity (milli-GPU, every node's latest report) and the end of the run, which

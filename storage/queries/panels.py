@@ -95,21 +95,22 @@ SELECT since, multiIf(by_decision AND by_end, least(decided_at, ended_at), by_de
            assumeNotNull(d.until) AS decided_at, arrayFilter(t -> t >= w.since, f.ends) AS later_ends,
            notEmpty(later_ends) AS by_end, if(by_end, arrayMin(later_ends), w.since) AS ended_at
     FROM (
-        SELECT job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted_accepted GROUP BY job_id
+        SELECT cluster, job_id, toUInt16(0) AS attempt, min(event_time) AS since FROM jobs_submitted_accepted
+        GROUP BY cluster, job_id
         UNION ALL
-        SELECT job_id, toUInt16(attempt + 1) AS attempt, assumeNotNull(reversed_at) AS since
+        SELECT cluster, job_id, toUInt16(attempt + 1) AS attempt, assumeNotNull(reversed_at) AS since
         FROM ({m.PLACEMENTS}) WHERE reversed AND reversed_at IS NOT NULL
     ) AS w
     LEFT JOIN (
-        SELECT job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
-            SELECT job_id, attempt, event_time FROM decisions_applied WHERE outcome IN ('placed', 'rejected')
-            UNION ALL SELECT job_id, attempt, event_time FROM jobs_lifecycle_applied WHERE state = 'rejected')
-        GROUP BY job_id, attempt
-    ) AS d ON w.job_id = d.job_id AND w.attempt = d.attempt
+        SELECT cluster, job_id, attempt, min(event_time) AS until, 1 AS decided FROM (
+            SELECT cluster, job_id, attempt, event_time FROM decisions_applied WHERE outcome IN ('placed', 'rejected')
+            UNION ALL SELECT cluster, job_id, attempt, event_time FROM jobs_lifecycle_applied WHERE state = 'rejected')
+        GROUP BY cluster, job_id, attempt
+    ) AS d ON w.cluster = d.cluster AND w.job_id = d.job_id AND w.attempt = d.attempt
     LEFT JOIN (  -- (an array is never NULL: empty when unmatched, with join_use_nulls or not)
-        SELECT job_id, groupArray(event_time) AS ends FROM jobs_lifecycle_applied
-        WHERE state IN ('finished', 'rejected') GROUP BY job_id
-    ) AS f ON w.job_id = f.job_id
+        SELECT cluster, job_id, groupArray(event_time) AS ends FROM jobs_lifecycle_applied
+        WHERE state IN ('finished', 'rejected') GROUP BY cluster, job_id
+    ) AS f ON w.cluster = f.cluster AND w.job_id = f.job_id
 )
 """
 
@@ -137,8 +138,8 @@ SELECT time, series, value FROM (
     FROM decisions_applied WHERE outcome = 'placed' AND $__timeFilter(event_time) GROUP BY time
     UNION ALL
     SELECT $__timeInterval(finished) AS time, 'finished' AS series, count() / $__interval_s AS value
-    FROM (SELECT job_id, max(event_time) AS finished FROM jobs_lifecycle_applied
-          WHERE state = 'finished' AND event_time <= $__toTime GROUP BY job_id)
+    FROM (SELECT cluster, job_id, max(event_time) AS finished FROM jobs_lifecycle_applied
+          WHERE state = 'finished' AND event_time <= $__toTime GROUP BY cluster, job_id)
     WHERE $__timeFilter(finished) GROUP BY time
 ) ORDER BY time, series
 """, unit="reqps", ranges={"value": NONNEG}, width=18,

@@ -39,7 +39,7 @@ WHERE (kafka_partition, kafka_offset) NOT IN
        AND NOT startsWith(reason, 'internal error'))
   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
   AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'rejected' AND reason != '')
-  AND job_id NOT IN (__RUNNING__)
+  AND (cluster, job_id) NOT IN (__RUNNING__)
 ORDER BY job_id
 """
 _UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", running_jobs("jobs_lifecycle_accepted"))

@@ -42,33 +42,34 @@ class Summary:
     gpu_allocation_mean: float | None = None
 
 
+# a job is a cluster and a job id (an id is unique only within a cluster)
 _COUNTS = """
 SELECT
-    (SELECT uniqExact(job_id) FROM jobs_submitted_accepted) AS submitted,
-    (SELECT uniqExact(job_id) FROM decisions_applied WHERE outcome = 'placed') AS placed,
-    (SELECT uniqExactIf((job_id, attempt), state = 'failed') FROM jobs_lifecycle_applied) AS failed,
-    (SELECT uniqExactIf(job_id, state = 'rejected') FROM jobs_lifecycle_applied) AS rejected,
-    (SELECT uniqExact(job_id) FROM (__RUNNING__)) AS running
+    (SELECT uniqExact(cluster, job_id) FROM jobs_submitted_accepted) AS submitted,
+    (SELECT uniqExact(cluster, job_id) FROM decisions_applied WHERE outcome = 'placed') AS placed,
+    (SELECT uniqExactIf((cluster, job_id, attempt), state = 'failed') FROM jobs_lifecycle_applied) AS failed,
+    (SELECT uniqExactIf((cluster, job_id), state = 'rejected') FROM jobs_lifecycle_applied) AS rejected,
+    (SELECT uniqExact(cluster, job_id) FROM (__RUNNING__)) AS running
 """
 _COUNTS = _COUNTS.replace("__RUNNING__", _RUNNING)
 
 _REJECTED_BY_REASON = """
-SELECT reason, uniqExact(job_id) AS jobs FROM
-    (SELECT job_id, argMax(reason, event_time) AS reason FROM jobs_lifecycle_applied
-     WHERE state = 'rejected' GROUP BY job_id)
+SELECT reason, count() AS jobs FROM
+    (SELECT cluster, job_id, argMax(reason, event_time) AS reason FROM jobs_lifecycle_applied
+     WHERE state = 'rejected' GROUP BY cluster, job_id)
 GROUP BY reason ORDER BY jobs DESC, reason
 """
 
 _UNSCHEDULABLE_BY_REASON = """
-SELECT reason, uniqExact(job_id) AS jobs FROM
-    (SELECT job_id, argMax(reason, event_time) AS reason FROM decisions_applied
-     WHERE outcome = 'unschedulable' GROUP BY job_id)
+SELECT reason, count() AS jobs FROM
+    (SELECT cluster, job_id, argMax(reason, event_time) AS reason FROM decisions_applied
+     WHERE outcome = 'unschedulable' GROUP BY cluster, job_id)
 GROUP BY reason ORDER BY jobs DESC, reason
 """
 
 _PLACED_BY_MODEL = """
 SELECT if(fallback, concat('fallback (', if(model_version = '', 'no model', model_version), ')'), model_version) AS model,
-       uniqExact(job_id, attempt) AS placements
+       uniqExact(cluster, job_id, attempt) AS placements
 FROM decisions_applied WHERE outcome = 'placed' AND (model_version != '' OR fallback)
 GROUP BY model ORDER BY placements DESC, model
 """

@@ -89,3 +89,69 @@ def test_a_finished_jobs_run_time_is_its_own_clusters(both_finished: ArchiveClie
     assert [(r.submission.cluster, r.started_s - at(0).timestamp(), r.ended_s - r.started_s)  # type: ignore[operator]
             for r in job_runs(c)] == [("a", 2.0, 8.0), ("b", 2.0, 100.0)]  # fmt: skip
     assert [(r.submission.cluster, r.ended_s - r.started_s) for r in job_runs(c, "b")] == [("b", 100.0)]  # type: ignore[operator]
+
+
+@pytest.fixture
+def one_running(client: ArchiveClient) -> ArchiveClient:
+    """a's job1 ran 8 s on n0; b's job1 runs on n1 since 2 s. Both clusters also gave up a job2 (their own
+    reasons) and have a job3 never decided."""
+    w = ArchiveWriter(client)
+    write_cluster(w, "a", 8)
+    write_cluster(w, "b", None)
+    for cluster in ("a", "b"):
+        p = PARTITION[cluster]
+        w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{cluster}-{j}", event_time=at(3), job_id=j,
+                                                cluster=cluster, cpu_milli=1000) for j in ("job2", "job3")],
+                [(p, 11), (p, 12)])  # fmt: skip
+        w.write("jobs_lifecycle", [JobLifecycle(event_id=f"r-{cluster}", event_time=at(4), job_id="job2",
+                                                cluster=cluster, state="rejected", reason=f"no room in {cluster}")],
+                [(p, 40)])  # fmt: skip
+    return client
+
+
+def test_the_job_metrics_and_the_summary_count_each_clusters_job(one_running: ArchiveClient) -> None:
+    from scheduling.metrics import job_metrics
+    from storage.queries import metrics as m
+    from storage.queries.outcomes import job_outcomes, job_outcomes_by_policy
+    from storage.queries.summary import summary
+
+    c = one_running
+    a = m.job_metrics(c)["all"]
+    assert (a.jobs, a.finished, a.rejected, a.unfinished) == (6, 1, 2, 3)
+    assert a.jct.mean == pytest.approx(10.0) and a.queueing_delay.n == 2
+    assert a.placement_rate_per_s == pytest.approx(2 / 10)
+    assert [(o.job_id, o.state) for o in job_outcomes(c)] == [("job1", "finished"), ("job2", "rejected"),
+                                                              ("job3", "pending"), ("job1", "running"),
+                                                              ("job2", "rejected"), ("job3", "pending")]  # fmt: skip
+    assert job_metrics(job_outcomes(c)) == a
+    assert {p: job_metrics(o) for p, o in job_outcomes_by_policy(c).items()} == m.job_metrics(c, "policy")
+    s = summary(c)
+    assert (s.submitted, s.placed, s.finished, s.rejected, s.running) == (6, 2, 1, 2, 1)
+    assert s.rejected_by_reason == {"no room in a": 1, "no room in b": 1}
+    assert m.stability(c)["all"].placements == 2 and m.stability(c)["all"].reversals == 0
+
+
+def test_each_clusters_job_holds_its_gpu_for_its_own_run(both_finished: ArchiveClient) -> None:
+    from storage.queries import metrics as m
+
+    # a's GPU held from 2 s to 10 s, b's from 2 s to 102 s, of the 8 GPUs of the four nodes
+    expected = [(8 + 48) / 50 / 8, 1 / 8, 1 / 8]
+    assert [x.ratio for x in m.gpu_allocation(both_finished, 50.0)] == pytest.approx(expected)
+    assert [x.ratio for x in m.gpu_allocation_in_sql(both_finished, 50.0)] == pytest.approx(expected)
+
+
+def test_every_panel_counts_each_clusters_job_and_reads_the_same_with_join_use_nulls(
+        both_finished: ArchiveClient) -> None:  # fmt: skip
+    from storage.queries.panels import PANELS, PANELS_BY_ID, expand_macros
+
+    c = both_finished
+    for p in PANELS:
+        sql = expand_macros(p.sql, at(-60), at(120), 10)
+        assert c.query_rows(sql + "\nSETTINGS join_use_nulls = 1")[1] == c.query_rows(sql)[1], p.id
+    cols, rows = c.query_rows(expand_macros(PANELS_BY_ID["queue.summary"].sql, at(-60), at(120), 10))
+    assert dict(zip(cols, rows[0], strict=True))["jobs"] == 2
+    _, rows = c.query_rows(expand_macros(PANELS_BY_ID["utilisation.throughput"].sql, at(-60), at(120), 10))
+    assert sorted((series, value * 10) for _, series, value in rows) == [("finished", 1), ("finished", 1),
+                                                                         ("placed", 2)]  # fmt: skip
+    _, rows = c.query_rows(expand_macros(PANELS_BY_ID["queue.jct"].sql, at(-60), at(120), 10))
+    assert sorted(mean for _, mean, *_ in rows) == [10.0, 102.0]
