@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from storage.queries import Reconciliation, Summary
@@ -68,6 +69,13 @@ def print_summary(console: Console, s: Summary, *, wall_s: float) -> None:
                       f"mean {_pct(s.gpu_allocation_mean)}")  # fmt: skip
 
 
+def _job(item: tuple[str, str] | tuple[str, str, int]) -> str:
+    """A reconciliation entry, ``(cluster, job_id)`` or ``(cluster, job_id, attempt)``, as
+    ``cluster/job_id`` (``attempt N``): a job id is unique only within a cluster."""
+    cluster, job_id, *attempt = item
+    return escape(f"{cluster}/{job_id}" + (f" attempt {attempt[0]}" if attempt else ""))
+
+
 def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> bool:
     if r.ok:
         console.print(f"[bold green]reconciled:[/] every one of the {submitted:,} submitted jobs is finished, "
@@ -78,6 +86,6 @@ def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> b
                          ("started twice", r.started_twice),
                          ("ran twice (an earlier attempt still running)", r.ran_twice)):  # fmt: skip
         if items:
-            console.print(f"  {label}: {len(items)}: {', '.join(map(str, items[:10]))}"
+            console.print(f"  {label}: {len(items)}: {', '.join(map(_job, items[:10]))}"
                           + (" …" if len(items) > 10 else ""))  # fmt: skip
     return False

@@ -1,4 +1,8 @@
-"""Reconciliation: jobs the system lost track of, and jobs placed, started or run twice."""
+"""Reconciliation: jobs the system lost track of, and jobs placed, started or run twice.
+
+A job is a cluster and a job id: an id is unique only among the clusters one worker serves (README,
+"Ids"), so two clusters on two workers may both have a job "job1" (and the same decision ids). Every
+check groups and joins by cluster too, and names the cluster of each job it reports."""
 
 from __future__ import annotations
 
@@ -7,18 +11,24 @@ from dataclasses import dataclass, field
 from storage.client import ArchiveClient
 from storage.queries._common import running_jobs
 
+#: a job: (cluster, job_id)
+Job = tuple[str, str]
+#: an attempt of a job: (cluster, job_id, attempt)
+Attempt = tuple[str, str, int]
+
 
 @dataclass(frozen=True)
 class Reconciliation:
-    #: submitted and accepted (not dead-lettered), but neither finished, running, nor rejected with a reason
-    unaccounted: list[str]
-    #: (job_id, attempt) placed more than once: two decision ids or two nodes for one attempt
-    placed_twice: list[tuple[str, int]]
-    #: (job_id, attempt) with more than one distinct ``started`` event
-    started_twice: list[tuple[str, int]]
-    #: (job_id, attempt) that started while an earlier attempt of the job ran: a late start of an
+    #: (cluster, job_id) submitted and accepted (not dead-lettered), but neither finished, running, nor
+    #: rejected with a reason
+    unaccounted: list[Job]
+    #: (cluster, job_id, attempt) placed more than once: two decision ids or two nodes for one attempt
+    placed_twice: list[Attempt]
+    #: (cluster, job_id, attempt) with more than one distinct ``started`` event
+    started_twice: list[Attempt]
+    #: (cluster, job_id, attempt) that started while an earlier attempt of the job ran: a late start of an
     #: attempt the worker had given up on (it fences it), before or during the retry's run
-    ran_twice: list[tuple[str, int]] = field(default_factory=list)
+    ran_twice: list[Attempt] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -33,14 +43,15 @@ class Reconciliation:
 # The raw rows, not FINAL: FINAL keeps one row per event id, and a copy of the event sent again
 # later (and accepted) must not hide behind its dead-lettered twin.
 _UNACCOUNTED = """
-SELECT DISTINCT job_id FROM jobs_submitted
+SELECT DISTINCT cluster, job_id FROM jobs_submitted
 WHERE (kafka_partition, kafka_offset) NOT IN
       (SELECT topic_partition, topic_offset FROM deadletter WHERE topic = 'jobs.submitted'
        AND NOT startsWith(reason, 'internal error'))
-  AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
-  AND job_id NOT IN (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'rejected' AND reason != '')
+  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
+  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM jobs_lifecycle FINAL
+                                WHERE state = 'rejected' AND reason != '')
   AND (cluster, job_id) NOT IN (__RUNNING__)
-ORDER BY job_id
+ORDER BY cluster, job_id
 """
 _UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", running_jobs("jobs_lifecycle_accepted"))
 
@@ -48,20 +59,20 @@ _UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", running_jobs("jobs_lifecycle_
 # decision_id), so FINAL would collapse two different placements into one row. Raw rows
 # include redeliveries, which are identical (same decision id, same node) and so harmless.
 _PLACED_TWICE = """
-SELECT job_id, attempt FROM (
-    SELECT job_id, attempt, decision_id, node_id FROM decisions WHERE outcome = 'placed'
+SELECT cluster, job_id, attempt FROM (
+    SELECT cluster, job_id, attempt, decision_id, node_id FROM decisions WHERE outcome = 'placed'
     UNION ALL
-    SELECT assumeNotNull(job_id), assumeNotNull(attempt), decision_id, toNullable(toString(node_id))
+    SELECT cluster, assumeNotNull(job_id), assumeNotNull(attempt), decision_id, toNullable(toString(node_id))
     FROM actions WHERE kind = 'place'
 )
-GROUP BY job_id, attempt
+GROUP BY cluster, job_id, attempt
 HAVING uniqExact(decision_id) > 1 OR uniqExact(node_id) > 1
-ORDER BY job_id, attempt
+ORDER BY cluster, job_id, attempt
 """
 
 _STARTED_TWICE = """
-SELECT job_id, attempt FROM jobs_lifecycle FINAL WHERE state = 'started'
-GROUP BY job_id, attempt HAVING count() > 1 ORDER BY job_id, attempt
+SELECT cluster, job_id, attempt FROM jobs_lifecycle FINAL WHERE state = 'started'
+GROUP BY cluster, job_id, attempt HAVING count() > 1 ORDER BY cluster, job_id, attempt
 """
 
 
@@ -72,20 +83,20 @@ GROUP BY job_id, attempt HAVING count() > 1 ORDER BY job_id, attempt
 # lifecycle partition, then the event time); with none, it never ended. A later attempt that started
 # before it ended ran beside it: a late start after the retry's is one too.
 _RAN_TWICE = """
-SELECT later.job_id, later.attempt FROM (
-    SELECT job_id, attempt,
+SELECT later.cluster, later.job_id, later.attempt FROM (
+    SELECT cluster, job_id, attempt,
            minIf((kafka_partition, kafka_offset, event_time), state = 'started') AS started_at,
            countIf(state IN ('finished', 'failed', 'preempted')) AS ends,
            minIf((kafka_partition, kafka_offset, event_time), state IN ('finished', 'failed', 'preempted')) AS ended_at
-    FROM jobs_lifecycle FINAL GROUP BY job_id, attempt HAVING countIf(state = 'started') > 0
+    FROM jobs_lifecycle FINAL GROUP BY cluster, job_id, attempt HAVING countIf(state = 'started') > 0
 ) AS earlier
 INNER JOIN (
-    SELECT job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
-    FROM jobs_lifecycle FINAL WHERE state = 'started' GROUP BY job_id, attempt
-) AS later ON earlier.job_id = later.job_id
+    SELECT cluster, job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
+    FROM jobs_lifecycle FINAL WHERE state = 'started' GROUP BY cluster, job_id, attempt
+) AS later ON earlier.cluster = later.cluster AND earlier.job_id = later.job_id
 WHERE earlier.attempt < later.attempt
   AND (earlier.ends = 0 OR earlier.ended_at < earlier.started_at OR earlier.ended_at > later.started_at)
-GROUP BY later.job_id, later.attempt ORDER BY later.job_id, later.attempt
+GROUP BY later.cluster, later.job_id, later.attempt ORDER BY later.cluster, later.job_id, later.attempt
 """
 
 
@@ -96,8 +107,8 @@ def reconcile(client: ArchiveClient) -> Reconciliation:
     _, started = client.query_rows(_STARTED_TWICE)
     _, both = client.query_rows(_RAN_TWICE)
     return Reconciliation(
-        unaccounted=[r[0] for r in unacc],
-        placed_twice=[(r[0], int(r[1])) for r in placed],
-        started_twice=[(r[0], int(r[1])) for r in started],
-        ran_twice=[(r[0], int(r[1])) for r in both],
+        unaccounted=[(r[0], r[1]) for r in unacc],
+        placed_twice=[(r[0], r[1], int(r[2])) for r in placed],
+        started_twice=[(r[0], r[1], int(r[2])) for r in started],
+        ran_twice=[(r[0], r[1], int(r[2])) for r in both],
     )

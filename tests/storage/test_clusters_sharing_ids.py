@@ -155,3 +155,40 @@ def test_every_panel_counts_each_clusters_job_and_reads_the_same_with_join_use_n
                                                                          ("placed", 2)]  # fmt: skip
     _, rows = c.query_rows(expand_macros(PANELS_BY_ID["queue.jct"].sql, at(-60), at(120), 10))
     assert sorted(mean for _, mean, *_ in rows) == [10.0, 102.0]
+
+
+def test_reconciliation_checks_each_clusters_job_and_names_its_cluster(client: ArchiveClient) -> None:
+    """a's job1 finished on n0 and b's ran on n1: not one job placed and started twice. b's job5 timed out
+    at attempt 0 before it started and runs at attempt 1 while a's job5 runs at attempt 0: no attempt of one
+    job ran beside another. b's job7, never decided, is lost though a's job7 finished, and is named with its
+    cluster."""
+    from rich.console import Console
+
+    from ops.summary_view import print_reconcile
+    from storage.queries.reconcile import reconcile
+
+    w = ArchiveWriter(client)
+    write_cluster(w, "a", 8)
+    write_cluster(w, "b", 100)
+    assert reconcile(client).ok, reconcile(client)
+
+    def report(cluster: str, attempt: int, state: str, s: float) -> JobLifecycle:
+        return JobLifecycle(event_id=f"j5-{cluster}-{attempt}-{state}", event_time=at(s), job_id="job5",
+                            cluster=cluster, state=state, attempt=attempt,  # type: ignore[arg-type]
+                            node_id=None if state == "timed_out" else "n0",
+                            decision_id=decision_id_for("job5", attempt))  # fmt: skip
+
+    w.write("jobs_lifecycle", [report("a", 0, "started", 3)], [(0, 50)])
+    w.write("jobs_lifecycle", [report("b", 0, "timed_out", 4), report("b", 1, "started", 6)], [(1, 50), (1, 51)])
+    assert reconcile(client).ok, reconcile(client)
+    # cluster b's job7 is lost; a's job7 finished
+    w.write("jobs_submitted", [JobSubmitted(event_id=f"s7-{c}", event_time=at(0), job_id="job7", cluster=c,
+                                            cpu_milli=100) for c in "ab"], [(0, 60), (1, 60)])  # fmt: skip
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="f7-a", event_time=at(9), job_id="job7", cluster="a",
+                                            state="finished", node_id="n1", exit_code=0,
+                                            decision_id=decision_id_for("job7", 0))], [(0, 61)])  # fmt: skip
+    r = reconcile(client)
+    assert r.unaccounted == [("b", "job7")] and not r.placed_twice and not r.started_twice and not r.ran_twice
+    console = Console(record=True, width=200)
+    assert not print_reconcile(console, r, submitted=3)
+    assert "unaccounted (lost): 1: b/job7" in console.export_text()

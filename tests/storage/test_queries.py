@@ -58,7 +58,7 @@ def test_redelivery_counts_once(loaded: ArchiveClient) -> None:
 def test_reconcile(loaded: ArchiveClient) -> None:
     r = reconcile(loaded)
     # C never decided, F only unschedulable so far: neither finished, running nor rejected
-    assert r.unaccounted == ["C", "F"]
+    assert r.unaccounted == [("default", "C"), ("default", "F")]
     assert r.placed_twice == [] and r.started_twice == []
     assert not r.ok
 
@@ -86,8 +86,8 @@ def test_reconcile_double_placement_and_start(loaded: ArchiveClient) -> None:
         [JobLifecycle(event_id="l-d-2", event_time=at(9), job_id="D", decision_id="d", state="started", node_id="n2")],
     )
     r = reconcile(loaded)
-    assert r.placed_twice == [("A", 0)]
-    assert r.started_twice == [("D", 0)]
+    assert r.placed_twice == [("default", "A", 0)]
+    assert r.started_twice == [("default", "D", 0)]
 
 
 def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient) -> None:
@@ -119,7 +119,7 @@ def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient
                life("Z", 0, "started", 34, "n1"), life("Z", 1, "finished", 90, "n2")]  # fmt: skip
     w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
     r = reconcile(client)
-    assert r.ran_twice == [("X", 1), ("Z", 1)] and not r.ok
+    assert r.ran_twice == [("default", "X", 1), ("default", "Z", 1)] and not r.ok
     assert r.unaccounted == [] and r.placed_twice == [] and r.started_twice == []
 
 
@@ -261,13 +261,13 @@ def test_reconcile_counts_a_dead_lettered_submission_as_refused_not_lost(loaded:
                DeadLetter.of(again.to_bytes(), "job id 'C' was already submitted", topic="jobs.submitted",
                              partition=1, offset=41)]  # fmt: skip
     w.write("deadletter", refused, [(1, 7), (1, 8)])
-    assert reconcile(loaded).unaccounted == ["C", "F"]
+    assert reconcile(loaded).unaccounted == [("default", "C"), ("default", "F")]
     # the same refused message on another topic's dead letter, or another offset, does not count
     w.write("jobs_submitted", [JobSubmitted(event_id="s-h", event_time=at(9), job_id="H")], [(1, 42)])
     w.write("deadletter", [DeadLetter.of(b"{}", "x", topic="jobs.lifecycle", partition=1, offset=42)], [(1, 9)])
-    assert reconcile(loaded).unaccounted == ["C", "F", "H"]
+    assert reconcile(loaded).unaccounted == [("default", j) for j in "CFH"]
     # a submission dead-lettered for an internal error is applied again later: still to be accounted for
     w.write("jobs_submitted", [JobSubmitted(event_id="s-i", event_time=at(9), job_id="I")], [(1, 43)])
     w.write("deadletter", [DeadLetter.of(b"{}", "internal error while handling: KeyError: 'x'", topic="jobs.submitted",
                                          partition=1, offset=43)], [(1, 10)])  # fmt: skip
-    assert reconcile(loaded).unaccounted == ["C", "F", "H", "I"]
+    assert reconcile(loaded).unaccounted == [("default", j) for j in "CFHI"]
