@@ -29,7 +29,7 @@ from ops.console import wide_console
 from storage.client import ArchiveClient, chdb_path, get_client, held_by_another_process, redacted
 from storage.json_cells import json_cell, text_cell
 from storage.migrate import behind, migrate
-from storage.queries import explain, run_sql
+from storage.queries import explain, job_clusters, run_sql
 from streams.settings import Settings
 from streams.web_address import advertised_port
 
@@ -255,26 +255,34 @@ def sql_command(
 
 def explain_command(
     job_id: str = typer.Argument(..., help="The job id."),
+    cluster: str | None = typer.Option(None, "--cluster", "-c",
+                                       help="The cluster whose job it is (default: every cluster that holds the "
+                                            "id, each on its own: an id is unique only within a cluster)."),
     timeout: float = typer.Option(60.0, help="Seconds to wait for a running worker's answer to each query.", min=0.1),
-) -> None:
+) -> None:  # fmt: skip
     """Why is JOB pending, or why did it land where it did: its submission, every decision
     (candidates, scores, reason) and lifecycle event in time order, and a one-paragraph
-    answer. Reads through the running worker (http://127.0.0.1:<web_port>/sql) when one
-    answers, else opens Settings().clickhouse_dsn directly."""
+    answer. A job id that several clusters hold is answered for each cluster in turn (--cluster:
+    that cluster's only). Reads through the running worker (http://127.0.0.1:<web_port>/sql) when
+    one answers, else opens Settings().clickhouse_dsn directly."""
     settings = Settings()
     try:
         client: Any = running_worker(settings, timeout) or open_archive(settings.clickhouse_dsn)
-        e = explain(client, job_id)
+        clusters: list[str | None] = [cluster] if cluster is not None else list(job_clusters(client, job_id))
+        explained = [explain(client, job_id, c) for c in clusters or [None]]
     except typer.Exit:  # (a RuntimeError too: no archive, already said; found by review, it printed "1")
         raise
     except RuntimeError as err:  # WorkerBusy, or the worker's error
         console.print(f"[red]{escape(str(err))}[/red]")
         raise typer.Exit(1) from None
-    t = Table("time (UTC)", "what", "detail")
-    for entry in e.timeline:
-        t.add_row(entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], entry.source, entry.text)
-    if e.timeline:
-        console.print(t)
-    console.print(e.answer)
-    if not e.timeline:  # not in the archive (a typo, or another archive): like `kubectl describe` of no such pod
-        raise typer.Exit(1)
+    for e in explained:
+        if len(explained) > 1:
+            console.print(f"[bold]cluster {escape(str(e.cluster))}[/bold]")
+        t = Table("time (UTC)", "what", "detail")
+        for entry in e.timeline:
+            t.add_row(entry.time.strftime("%Y-%m-%d %H:%M:%S.%f")[:-3], entry.source, entry.text)
+        if e.timeline:
+            console.print(t)
+        console.print(e.answer)
+    if not any(e.timeline for e in explained):  # not in the archive (a typo, or another archive; with --cluster,
+        raise typer.Exit(1)  # another cluster): like `kubectl describe` of no such pod

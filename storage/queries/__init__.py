@@ -8,7 +8,9 @@ through ``jobs_lifecycle_applied`` (``0018_lifecycle_applied.sql``: the reports 
 attempt runs on, without a fenced second execution's); and the
 decisions through ``decisions_applied`` (``0016_decisions_applied.sql``: the first record of each
 decision id in the topic, the one the worker applied; ``decisions`` keeps every record, a re-decided
-attempt's too, one row per record since ``0017_decisions_by_record.sql``).
+attempt's too, one row per record since ``0017_decisions_by_record.sql``). A job id, and so its
+decision id, is unique only within a cluster (two clusters on two workers may share one): the views
+(since ``0019_archive_by_cluster.sql``) and every read key jobs, attempts and decisions by cluster too.
 Reconciliation reads the raw rows, for the reason given there.
 Times are selected as epoch milliseconds (``toUnixTimestamp64Milli``) and turned into
 ``datetime`` here, so the same SQL gives the same answer over chdb, a ClickHouse server,
@@ -17,8 +19,8 @@ or the worker's ``/sql`` endpoint (JSON). Quantiles use ``quantileExactInclusive
 
 Definitions:
 
-- submitted / placed / rejected: distinct job ids with a submission / a ``placed`` decision /
-  a ``rejected`` lifecycle event; finished: submitted jobs with a ``finished`` event (as
+- submitted / placed / rejected: distinct jobs (cluster and job id) with a submission / a ``placed``
+  decision / a ``rejected`` lifecycle event; finished: submitted jobs with a ``finished`` event (as
   :func:`storage.queries.metrics.job_metrics`); failed: distinct (job, attempt) with a
   ``failed`` event (failed attempts).
   running: jobs whose latest lifecycle event is ``started``.
@@ -42,7 +44,7 @@ from storage.queries._common import _dicts as _dicts
 from storage.queries._common import _dt as _dt
 from storage.queries._common import _f as _f
 from storage.queries._common import run_sql
-from storage.queries.explain import Explanation, TimelineEntry, explain
+from storage.queries.explain import AmbiguousJob, Explanation, TimelineEntry, explain, job_clusters
 from storage.queries.metrics import PolicyMetrics, Stability, archive_metrics, gpu_allocation
 from storage.queries.outcomes import job_outcomes
 from storage.queries.reconcile import _PLACED_TWICE as _PLACED_TWICE
@@ -52,6 +54,7 @@ from storage.queries.reconcile import Reconciliation, reconcile
 from storage.queries.summary import Summary, summary
 
 __all__ = [
+    "AmbiguousJob",
     "Explanation",
     "PolicyMetrics",
     "Stability",
@@ -62,6 +65,7 @@ __all__ = [
     "Summary",
     "TimelineEntry",
     "explain",
+    "job_clusters",
     "reconcile",
     "run_sql",
     "summary",

@@ -1,5 +1,10 @@
 """One job's story: its events in time order and a human answer to "why is it pending /
-why did it land there"."""
+why did it land there".
+
+A job is a cluster and a job id: an id is unique only among the clusters one worker serves (README,
+"Ids"), so two clusters on two workers may both have a job "job1" (with the same decision ids). A
+story is one cluster's: :func:`job_clusters` says which clusters hold an id, and :func:`explain` of an
+id several hold needs the cluster (:class:`AmbiguousJob` otherwise)."""
 
 from __future__ import annotations
 
@@ -27,12 +32,38 @@ class Explanation:
     lifecycle: list[dict[str, Any]]
     timeline: list[TimelineEntry]
     answer: str
+    #: the cluster whose job this is (None: no cluster holds the id)
+    cluster: str | None = None
 
+
+class AmbiguousJob(ValueError):
+    """:func:`explain` of a job id that several clusters hold, without naming one."""
+
+    def __init__(self, job_id: str, clusters: list[str]) -> None:
+        super().__init__(f"job {job_id} is in clusters {', '.join(clusters)} (a job id is unique only within a "
+                         "cluster): name one")  # fmt: skip
+        self.job_id, self.clusters = job_id, clusters
+
+
+#: the refused message's cluster, '' when it names none (not JSON, or no cluster field)
+_DEAD_CLUSTER = "JSONExtractString(original, 'cluster')"
+
+# every cluster with a submission (accepted or refused for its state), decision, command or report of the
+# job, or a dead-lettered submission that names its cluster
+_CLUSTERS = f"""
+SELECT cluster FROM (
+    SELECT toString(cluster) AS cluster FROM jobs_submitted WHERE job_id = %(job)s
+    UNION ALL SELECT toString(cluster) FROM decisions_applied WHERE job_id = %(job)s
+    UNION ALL SELECT toString(cluster) FROM actions WHERE job_id = %(job)s
+    UNION ALL SELECT toString(cluster) FROM jobs_lifecycle_applied WHERE job_id = %(job)s
+    UNION ALL SELECT {_DEAD_CLUSTER} FROM deadletter WHERE topic = 'jobs.submitted' AND message_key = %(job)s)
+WHERE cluster != '' GROUP BY cluster ORDER BY cluster
+"""
 
 _SUBMISSION = """
 SELECT job_id, cluster, tenant, user, priority, qos, cpu_milli, memory_mib, num_gpu, gpu_milli,
        gpu_models, gang_id, gang_size, name, toUnixTimestamp64Milli(event_time) AS t_ms
-FROM jobs_submitted_accepted WHERE job_id = %(job)s ORDER BY event_time LIMIT 1
+FROM jobs_submitted_accepted WHERE job_id = %(job)s __CLUSTER__ ORDER BY event_time LIMIT 1
 """
 
 _DECISIONS = """
@@ -40,25 +71,33 @@ SELECT decision_id, attempt, outcome, node_id, gpu_indices, policy, model_versio
        feasible_nodes, predicted_duration_s, predicted_cost, predicted_run_time_s, latency_ms, reason,
        fallback,
        toUnixTimestamp64Milli(event_time) AS t_ms
-FROM decisions_applied WHERE job_id = %(job)s ORDER BY event_time, event_id
+FROM decisions_applied WHERE job_id = %(job)s __CLUSTER__ ORDER BY event_time, event_id
 """
 
 _ACTIONS = """
 SELECT kind, decision_id, node_id, reason, toUnixTimestamp64Milli(event_time) AS t_ms
-FROM actions FINAL WHERE job_id = %(job)s ORDER BY event_time, event_id
+FROM actions FINAL WHERE job_id = %(job)s __CLUSTER__ ORDER BY event_time, event_id
 """
 
 # a submission the worker refused (malformed, too large, misplaced, a job id seen before): the
-# producer's key is the job id
+# producer's key is the job id; of one cluster's job, those that name that cluster or none
 _DEADLETTERS = """
 SELECT reason, toUnixTimestamp64Milli(event_time) AS t_ms
-FROM deadletter FINAL WHERE topic = 'jobs.submitted' AND message_key = %(job)s ORDER BY event_time, event_id
+FROM deadletter FINAL WHERE topic = 'jobs.submitted' AND message_key = %(job)s __DEAD_CLUSTER__
+ORDER BY event_time, event_id
 """
 
 _LIFECYCLE = """
 SELECT state, attempt, node_id, exit_code, reason, log_tail, toUnixTimestamp64Milli(event_time) AS t_ms
-FROM jobs_lifecycle_applied WHERE job_id = %(job)s ORDER BY event_time, event_id
+FROM jobs_lifecycle_applied WHERE job_id = %(job)s __CLUSTER__ ORDER BY event_time, event_id
 """
+
+
+def _of(sql: str, cluster: str | None) -> str:
+    """``sql`` for one cluster's rows (``%(cluster)s``), or, ``cluster`` None, every row of the job id."""
+    one = cluster is not None
+    return (sql.replace("__CLUSTER__", "AND cluster = %(cluster)s" if one else "")
+            .replace("__DEAD_CLUSTER__", f"AND {_DEAD_CLUSTER} IN ('', %(cluster)s)" if one else ""))  # fmt: skip
 
 
 def _candidates_text(cands: list[Any], n: int = 3) -> str:
@@ -145,15 +184,28 @@ def _last_report(life: list[dict[str, Any]], decs: list[dict[str, Any]]) -> dict
     return kept[-1] if kept else None
 
 
-def explain(client: ArchiveClient, job_id: str) -> Explanation:
+def job_clusters(client: ArchiveClient, job_id: str) -> list[str]:
+    """The clusters that hold ``job_id`` (a submission, decision, command or report, or a refused
+    submission that names its cluster), in order; more than one when clusters reuse the id."""
+    return [_text(r[0]) for r in client.query_rows(_CLUSTERS, {"job": job_id})[1]]
+
+
+def explain(client: ArchiveClient, job_id: str, cluster: str | None = None) -> Explanation:
     """Everything the archive knows about one job, in time order, and a human answer to
-    "why is it pending / why did it land there"."""
-    p = {"job": job_id}
-    subs = _dicts(client, _SUBMISSION, p)
-    decs = _dicts(client, _DECISIONS, p)
-    acts = _dicts(client, _ACTIONS, p)
-    life = _dicts(client, _LIFECYCLE, p)
-    dead = _dicts(client, _DEADLETTERS, p)
+    "why is it pending / why did it land there". ``cluster``: the job of that cluster; None: of the
+    one cluster that holds ``job_id`` (:class:`AmbiguousJob` when several do: their stories are not
+    mixed)."""
+    if cluster is None:
+        clusters = job_clusters(client, job_id)
+        if len(clusters) > 1:
+            raise AmbiguousJob(job_id, clusters)
+        cluster = clusters[0] if clusters else None
+    p = {"job": job_id} | ({} if cluster is None else {"cluster": cluster})
+    subs = _dicts(client, _of(_SUBMISSION, cluster), p)
+    decs = _dicts(client, _of(_DECISIONS, cluster), p)
+    acts = _dicts(client, _of(_ACTIONS, cluster), p)
+    life = _dicts(client, _of(_LIFECYCLE, cluster), p)
+    dead = _dicts(client, _of(_DEADLETTERS, cluster), p)
     for rows in (subs, decs, acts, life, dead):
         for r in rows:
             r["time"] = _dt(r.pop("t_ms"))
@@ -191,7 +243,7 @@ def explain(client: ArchiveClient, job_id: str) -> Explanation:
         timeline.append(TimelineEntry(d["time"], "dead letter", f"submission refused: {_text(d['reason'])}", d))
     order = {"submitted": 0, "dead letter": 1, "decision": 2, "action": 3, "lifecycle": 4}
     timeline.sort(key=lambda x: (x.time, order[x.source]))
-    return Explanation(job_id, sub, decs, life, timeline, _answer(job_id, sub, decs, life, dead))
+    return Explanation(job_id, sub, decs, life, timeline, _answer(job_id, sub, decs, life, dead), cluster)
 
 
 def _text(value: Any) -> str:

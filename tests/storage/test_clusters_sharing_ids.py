@@ -192,3 +192,50 @@ def test_reconciliation_checks_each_clusters_job_and_names_its_cluster(client: A
     console = Console(record=True, width=200)
     assert not print_reconcile(console, r, submitted=3)
     assert "unaccounted (lost): 1: b/job7" in console.export_text()
+
+
+def test_explain_tells_one_clusters_story(both_finished: ArchiveClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``explain job1`` mixed a's and b's events into one story (a's decision, both clusters' reports) and
+    answered with whichever came last. A refused submission of job1 to b is b's."""
+    import typer
+    from typer.testing import CliRunner
+
+    from ops.cli import db
+    from scheduling.events import DeadLetter
+    from storage.queries.explain import AmbiguousJob, explain, job_clusters
+
+    c = both_finished
+    refused = JobSubmitted(event_id="s-b-again", event_time=at(50), job_id="job1", cluster="b", cpu_milli=1)
+    dead = DeadLetter.of(refused.to_bytes(), "job id job1 in use", topic="jobs.submitted", partition=1, offset=99,
+                         key=b"job1").model_copy(update={"event_time": at(50)})  # fmt: skip
+    ArchiveWriter(c).write("deadletter", [dead], [(0, 0)])
+    assert job_clusters(c, "job1") == ["a", "b"]
+    with pytest.raises(AmbiguousJob, match="job job1 is in clusters a, b"):
+        explain(c, "job1")
+    a, b = explain(c, "job1", "a"), explain(c, "job1", "b")
+    assert a.answer.startswith("Job job1 finished on node n0 at 2026-03-01T00:00:10+00:00 (JCT 10.0s)")
+    assert b.answer.startswith("Job job1 finished on node n1 at 2026-03-01T00:01:42+00:00 (JCT 102.0s)")
+    assert [(x.source, x.text.split(" (")[0]) for x in b.timeline] == [
+        ("submitted", "submitted by default to b: 1000m CPU, 100 MiB, 1 GPU, priority 0 BE"),
+        ("decision", "placed on n1 by best-fit"), ("lifecycle", "started on n1"),
+        ("dead letter", "submission refused: job id job1 in use"), ("lifecycle", "finished on n1")]  # fmt: skip
+    assert [x.source for x in a.timeline] == ["submitted", "decision", "lifecycle", "lifecycle"]
+    assert (a.cluster, b.cluster) == ("a", "b")
+    # an id one cluster holds is that cluster's story, without naming it
+    ArchiveWriter(c).write("jobs_submitted", [JobSubmitted(event_id="s-a-2", event_time=at(3), job_id="job2",
+                                                           cluster="a", cpu_milli=1)], [(0, 70)])  # fmt: skip
+    only = explain(c, "job2")
+    assert only.cluster == "a" and only.answer.startswith("Job job2 is pending since")
+    # the command answers for each cluster in turn, or for the one named
+    monkeypatch.setattr(db, "running_worker", lambda settings, timeout: c)
+    app = typer.Typer()
+    app.command("explain")(db.explain_command)
+    app.command("other")(lambda: None)  # (two commands: typer keeps the command name in the args)
+    r = CliRunner().invoke(app, ["explain", "job1"], terminal_width=200)
+    assert r.exit_code == 0, r.output
+    assert "cluster a" in r.output and "finished on node n0" in r.output
+    assert "cluster b" in r.output and "finished on node n1" in r.output
+    r = CliRunner().invoke(app, ["explain", "job1", "--cluster", "b"], terminal_width=200)
+    assert r.exit_code == 0 and "finished on node n1" in r.output and "n0" not in r.output, r.output
+    r = CliRunner().invoke(app, ["explain", "job2", "--cluster", "b"])
+    assert r.exit_code == 1 and "not in the archive" in r.output
