@@ -6,31 +6,33 @@ from __future__ import annotations
 
 TERMINAL = ("finished", "rejected")
 
-#: Per job, the moment the archive first held its whole story — the submission, the decision,
-#: the command (unless the job was rejected without one) and a terminal lifecycle row —
-#: then: how many jobs are complete, and when the last of them became so.
+#: Per job (a cluster and a job id: an id is unique only within a cluster), the moment the archive
+#: first held its whole story — the submission, the decision, the command (unless the job was
+#: rejected without one) and a terminal lifecycle row — then: how many jobs are complete, and when
+#: the last of them became so.
 COMPLETE = f"""
 SELECT count(), max(t) FROM (
-    SELECT job_id, max(t) AS t, groupUniqArray(k) AS ks FROM (
-        SELECT job_id, min(archived_at) AS t, 'submitted' AS k FROM jobs_submitted GROUP BY job_id
+    SELECT cluster, job_id, max(t) AS t, groupUniqArray(k) AS ks FROM (
+        SELECT cluster, job_id, min(archived_at) AS t, 'submitted' AS k FROM jobs_submitted GROUP BY cluster, job_id
         UNION ALL
-        SELECT job_id, min(archived_at), 'decided' FROM decisions
-        WHERE outcome IN ('placed', 'rejected') GROUP BY job_id
+        SELECT cluster, job_id, min(archived_at), 'decided' FROM decisions
+        WHERE outcome IN ('placed', 'rejected') GROUP BY cluster, job_id
         UNION ALL
-        SELECT assumeNotNull(job_id), min(archived_at), 'commanded' FROM actions
-        WHERE kind = 'place' GROUP BY job_id
+        SELECT cluster, assumeNotNull(job_id), min(archived_at), 'commanded' FROM actions
+        WHERE kind = 'place' GROUP BY cluster, job_id
         UNION ALL
-        SELECT job_id, min(archived_at), state FROM jobs_lifecycle WHERE state IN {TERMINAL!r} GROUP BY job_id, state
-    ) GROUP BY job_id
+        SELECT cluster, job_id, min(archived_at), state FROM jobs_lifecycle WHERE state IN {TERMINAL!r}
+        GROUP BY cluster, job_id, state
+    ) GROUP BY cluster, job_id
 ) WHERE has(ks, 'submitted') AND has(ks, 'decided') AND (has(ks, 'finished') AND has(ks, 'commanded')
                                                          OR has(ks, 'rejected'))"""
 
 #: per job: its first PlacementCommand's event time minus its submission's, in ms
 SUBMIT_TO_COMMAND_MS = """
 SELECT toUnixTimestamp64Milli(a.t) - toUnixTimestamp64Milli(s.event_time)
-FROM (SELECT job_id, event_time FROM jobs_submitted FINAL) AS s
-INNER JOIN (SELECT assumeNotNull(job_id) AS job_id, min(event_time) AS t FROM actions FINAL
-            WHERE kind = 'place' GROUP BY job_id) AS a ON a.job_id = s.job_id"""
+FROM (SELECT cluster, job_id, event_time FROM jobs_submitted FINAL) AS s
+INNER JOIN (SELECT cluster, assumeNotNull(job_id) AS job_id, min(event_time) AS t FROM actions FINAL
+            WHERE kind = 'place' GROUP BY cluster, job_id) AS a ON a.cluster = s.cluster AND a.job_id = s.job_id"""
 
 #: ``bench archiver``: the submissions of one run in the archive, by the prefix of their job ids
 SUBMITTED_WITH_PREFIX = "SELECT count() FROM jobs_submitted FINAL WHERE startsWith(job_id, %(prefix)s)"
@@ -40,10 +42,10 @@ STEP_COMPUTE_MS = ("SELECT step_compute_ms, count() FROM decisions_applied WHERE
                    "GROUP BY step_compute_ms")  # fmt: skip
 LIFECYCLE_STATES = "SELECT state, count() FROM jobs_lifecycle FINAL GROUP BY state ORDER BY state"
 DECISION_OUTCOMES = "SELECT outcome, count() FROM decisions_applied GROUP BY outcome ORDER BY outcome"
-RETRIED = "SELECT count(), uniqExact(job_id) FROM decisions_applied WHERE attempt > 0"
-FINISHED_MORE_THAN_ONCE = ("SELECT count() FROM (SELECT job_id FROM jobs_lifecycle FINAL WHERE state = 'finished' "
-                           "GROUP BY job_id HAVING count() > 1)")  # fmt: skip
-TERMINAL_JOBS = f"SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state IN {TERMINAL!r}"
+RETRIED = "SELECT count(), uniqExact(cluster, job_id) FROM decisions_applied WHERE attempt > 0"
+FINISHED_MORE_THAN_ONCE = ("SELECT count() FROM (SELECT cluster, job_id FROM jobs_lifecycle FINAL "
+                           "WHERE state = 'finished' GROUP BY cluster, job_id HAVING count() > 1)")  # fmt: skip
+TERMINAL_JOBS = f"SELECT uniqExact(cluster, job_id) FROM jobs_lifecycle FINAL WHERE state IN {TERMINAL!r}"
 
 
 def ts(seconds: float) -> str:

@@ -239,3 +239,19 @@ def test_explain_tells_one_clusters_story(both_finished: ArchiveClient, monkeypa
     assert r.exit_code == 0 and "finished on node n1" in r.output and "n0" not in r.output, r.output
     r = CliRunner().invoke(app, ["explain", "job2", "--cluster", "b"])
     assert r.exit_code == 1 and "not in the archive" in r.output
+
+
+def test_the_bench_pipeline_reads_count_each_clusters_job(both_finished: ArchiveClient) -> None:
+    """``semsched bench pipeline``'s reads: two jobs complete, each commanded 1 s after its submission,
+    neither finished twice (read by job id, a's and b's job1 was one job that finished twice)."""
+    from scheduling.events import PlacementCommand
+    from storage.queries import bench_pipeline as q
+
+    c = both_finished
+    ArchiveWriter(c).write("actions", [PlacementCommand(event_id=f"a-{cl}", event_time=at(1), decision_id=DID,
+                                                        job_id="job1", cluster=cl, node_id=NODE[cl], policy="best-fit",
+                                                        gpu_indices=[0]) for cl in "ab"], [(0, 0), (1, 0)])  # fmt: skip
+    assert c.query_rows(q.COMPLETE)[1][0][0] == 2
+    assert sorted(c.query_rows(q.SUBMIT_TO_COMMAND_MS)[1]) == [(1000,), (1000,)]
+    assert c.query_rows(q.FINISHED_MORE_THAN_ONCE)[1] == [(0,)]
+    assert c.query_rows(q.TERMINAL_JOBS)[1] == [(2,)]
