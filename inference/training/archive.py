@@ -190,10 +190,10 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     encoder = EncoderCache(get_encoder(spec.encoder))
     result = ArchiveDemonstrations(Demonstrations(), placed=len(events.placed))
     kept, result.skipped = eligible(events, outcomes, policies, cut)
-    ids = [p.decision_id for p in kept]
+    ids = [(p.cluster, p.decision_id) for p in kept]  # (cluster, decision id): an id is unique only within a cluster
     if max_samples is not None and len(ids) > max_samples:
         rng = np.random.default_rng(seed)
-        chosen = set(rng.choice(np.array(ids, dtype=object), max_samples, replace=False).tolist())
+        chosen = {ids[k] for k in rng.choice(len(ids), max_samples, replace=False).tolist()}
         result.skipped["not sampled"] += len(ids) - len(chosen)
     else:
         chosen = set(ids)
@@ -202,7 +202,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     index = {c: {nid: i for i, nid in enumerate(s.node_ids)} for c, s in snaps.items()}
     group: dict[str, int] = {}
     pending: dict[tuple[str, str], JobRequest] = {}
-    held: set[str] = set()
+    held: set[tuple[str, str]] = set()  # (cluster, decision id)
     queues: dict[str, np.ndarray | None] = {}
     steps: dict[str, _StepJobs] = {}  # the jobs pending when each step began, and their rows
     rng = np.random.default_rng(seed)
@@ -220,8 +220,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
             pending.pop(what, None)
         elif kind == "release":
             p, requeue = what
-            if p.decision_id in held and by_time[n]:
-                held.discard(p.decision_id)
+            if (p.cluster, p.decision_id) in held and by_time[n]:
+                held.discard((p.cluster, p.decision_id))
                 snaps[p.cluster].free(index[p.cluster][p.node_id], _hold(p, events), p.gpu_indices, check=False)
             if requeue and (p.cluster, p.job_id) in events.jobs and placed_attempt.get((p.cluster, p.job_id), -1) <= p.attempt:
                 # (an end stamped by an agent's clock ahead of the worker's can sort after the retry's placement)
@@ -229,18 +229,18 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
         else:
             d: Placed = what
             for p in _handled_ends(d, t, due):
-                if p.decision_id in held:
-                    held.discard(p.decision_id)
+                if (p.cluster, p.decision_id) in held:
+                    held.discard((p.cluster, p.decision_id))
                     snaps[p.cluster].free(index[p.cluster][p.node_id or ""], _hold(p, events), p.gpu_indices,
                                           check=False)  # fmt: skip
             snap = snaps.get(d.cluster)
             i = index.get(d.cluster, {}).get(d.node_id or "")
             if snap is None or i is None:
-                result.skipped["node not in the inventory"] += int(d.decision_id in chosen)
+                result.skipped["node not in the inventory"] += int((d.cluster, d.decision_id) in chosen)
                 pending.pop((d.cluster, d.job_id), None)
                 continue
             if d.gpu_indices and max(d.gpu_indices) >= int(snap.num_gpu[i]):  # the inventory is the latest report
-                result.skipped["GPUs the node no longer has"] += int(d.decision_id in chosen)
+                result.skipped["GPUs the node no longer has"] += int((d.cluster, d.decision_id) in chosen)
                 pending.pop((d.cluster, d.job_id), None)
                 continue
             if d.step_id not in queues or not d.step_id:  # the step's queue: pending when it began
@@ -248,14 +248,14 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 rows = job_demand(jobs, t, spec, encoder) if jobs else np.zeros((0, spec.job_dim), np.float32)
                 queues[d.step_id] = rows.mean(axis=0) if jobs else None
                 steps[d.step_id] = _StepJobs({j.job_id: k for k, j in enumerate(jobs)}, rows)
-            if d.decision_id in chosen:
+            if (d.cluster, d.decision_id) in chosen:
                 _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
                         d.cluster in replay, tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng),
                         known=outcome(d, cut) == (d.end_state or "running"), labels=labels)  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             placed_attempt[(d.cluster, d.job_id)] = max(d.attempt, placed_attempt.get((d.cluster, d.job_id), -1))
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
-            held.add(d.decision_id)
+            held.add((d.cluster, d.decision_id))
             if d.cluster in watermarked and d.end_position is not None:
                 partition, offset = d.end_position
                 heapq.heappush(due.setdefault((d.cluster, partition), []), (offset, d.decision_id, d))

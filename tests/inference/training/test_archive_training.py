@@ -482,3 +482,38 @@ def test_a_fallbacks_placements_are_not_imitated_as_the_learned_policys(archive)
     assert everything.policies == {"learned": 2, "learned (fallback)": 1}
     learned = reconstruct(events, spec=SPEC, min_feasible=1, policies=["learned"])
     assert sorted(learned.decision_ids) == ["d-a", "d-c"] and learned.skipped["policy learned (fallback)"] == 1
+
+
+def test_two_clusters_reusing_a_job_id_each_free_their_own_placement(archive):
+    """Clusters a and b (two workers) both ran a job "job1" on their node n1's one GPU, under the same
+    decision id; a's ended at 10 s, b's at 20 s, and b then placed job2 there. The replay kept its held
+    placements by decision id alone: a's end freed it, b's found nothing to free, and b's n1 stayed full,
+    so job2's choice read infeasible and was skipped (found by review)."""
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decision_id_for
+
+    writer = ArchiveWriter(archive)
+    for cluster, p, ran in (("a", 0, (("job1", 2.0, 10.0),)), ("b", 1, (("job1", 2.0, 20.0), ("job2", 30.0, None)))):
+        writer.write("nodes_telemetry", [NodeTelemetry(event_id=f"t-{cluster}", event_time=at(-1), node_id="n1",
+                                                       cluster=cluster, cpu_milli=4000, memory_mib=4096, num_gpu=1,
+                                                       gpu_model="T4")], [(p, 0)])  # fmt: skip
+        for k, (job, start, end) in enumerate(ran):
+            did = decision_id_for(job, 0)
+            writer.write("jobs_submitted", [JobSubmitted(event_id=f"s-{cluster}-{job}", event_time=at(start - 1.5),
+                                                         job_id=job, cluster=cluster, cpu_milli=100, num_gpu=1,
+                                                         gpu_milli=1000)], [(p, 10 + k)])  # fmt: skip
+            writer.write("decisions", [DecisionRecord(event_id=did, decision_id=did, event_time=at(start - 1),
+                                                      job_id=job, cluster=cluster, outcome="placed", node_id="n1",
+                                                      gpu_indices=[0], gpu_milli_per_gpu=1000, policy="best-fit",
+                                                      latency_ms=1.0, cpu_milli=100,
+                                                      step_id=f"{cluster}:{start}")], [(p, 20 + k)])  # fmt: skip
+            reports = [("started", start)] + ([] if end is None else [("finished", end)])
+            writer.write("jobs_lifecycle", [JobLifecycle(event_id=f"l-{cluster}-{job}-{state}", event_time=at(s),
+                                                         job_id=job, cluster=cluster, state=state, node_id="n1",  # type: ignore[arg-type]
+                                                         decision_id=did, exit_code=0 if state == "finished" else None)
+                                            for state, s in reports], [(p, 30 + 2 * k + i) for i in range(len(reports))])  # fmt: skip
+    got = reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1,
+                      outcomes=("finished", "running"))  # fmt: skip
+    assert not got.skipped.get("chosen node infeasible in the rebuilt state"), got.skipped
+    assert [s.split()[-1] for s in got.demos.source] == [decision_id_for("job1", 0)] * 2 + [decision_id_for("job2", 0)]
+    assert len(reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1,
+                           outcomes=("finished", "running"), max_samples=2).demos.target) == 2  # fmt: skip
