@@ -31,7 +31,9 @@ events in time order rebuilds, for each placed decision, the state the policy sa
 A decision becomes a demonstration when its OUTCOME is kept (default: the attempt
 ``finished`` — placements that ended in failure, preemption or a timeout are not imitated),
 its chosen node is feasible in the rebuilt state and at least ``min_feasible`` nodes were
-(one feasible node teaches nothing). The target is the chosen node (optionally with the
+(one feasible node teaches nothing), and as many as the worker recorded (``decisions.feasible_nodes``;
+the rebuilt inventory is each node's latest report from the start: where the worker had another,
+a node not reported yet or unhealthy then, the decision is skipped with that reason). The target is the chosen node (optionally with the
 archived top candidates, ``decisions.candidates``, that scored as high: ``tied_targets``). Features are those
 of :class:`~inference.training.collect.RecordingPolicy` (node state, pair features on the
 current free capacity, job demand at the decision time, queue summary), so
@@ -347,6 +349,11 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     feasible = run_filters(job, snap, explain=False).feasible_mask
     if not feasible[i]:
         result.skipped["chosen node infeasible in the rebuilt state"] += 1
+        return
+    if p.feasible_nodes and int(feasible.sum()) != p.feasible_nodes:  # (found by review: the rebuilt inventory is
+        # every node's latest report from the start, healthy; where the worker saw another state, a node not
+        # reported yet or one unhealthy then, the demonstration taught a choice among nodes it did not have)
+        result.skipped["rebuilt state not the worker's (feasible nodes)"] += 1
         return
     if int(feasible.sum()) < min_feasible:
         result.skipped[f"fewer than {min_feasible} feasible nodes"] += 1

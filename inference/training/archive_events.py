@@ -56,6 +56,7 @@ class Placed:
     started_time: float | None = None  # the attempt's first ``started`` (the agent's clock, as its end)
     partition: int = 0  # the decision's Kafka partition (its cluster's, in every topic)
     lifecycle_through: int | None = None  # the state its step saw: the partition's reports below this handled
+    feasible_nodes: int = 0  # how many nodes the worker found feasible for it (0: not recorded)
 
 
 @dataclass
@@ -116,5 +117,5 @@ def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
             candidates=tuple((c.node_id, float(c.score)) for c in d.candidates),
             end_state=end[0] if end else None, end_time=end[1] if end else None,
             end_position=end[2] if end else None, started_time=started.get(key), partition=partition,
-            lifecycle_through=d.lifecycle_through))  # fmt: skip
+            lifecycle_through=d.lifecycle_through, feasible_nodes=int(d.feasible_nodes or 0)))  # fmt: skip
     return ev

@@ -39,7 +39,7 @@ _SUBMITTED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluste
 FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
 _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
     gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
-    candidates, lifecycle_through, kafka_partition
+    candidates, lifecycle_through, feasible_nodes, kafka_partition
 FROM decisions_applied WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
     node_id, kafka_partition, kafka_offset
@@ -93,13 +93,14 @@ def _submitted(r: tuple[Any, ...]) -> JobSubmitted:
 
 def _placed(r: tuple[Any, ...]) -> DecisionRecord:
     (event_id, t, decision_id, job_id, cluster, attempt, node_id, gpus, policy, model_version, fallback, step_id,
-     latency, cpu, mem, per, candidates, through, _) = r  # fmt: skip
+     latency, cpu, mem, per, candidates, through, feasible, _) = r  # fmt: skip
     return DecisionRecord.model_construct(
         event_id=event_id, event_time=_time(t), decision_id=decision_id, job_id=job_id, cluster=cluster,
         attempt=int(attempt), outcome="placed", node_id=node_id, gpu_indices=[int(g) for g in gpus or ()],
         policy=policy, model_version=model_version or "", fallback=bool(fallback), step_id=step_id or "",
         latency_ms=float(latency), cpu_milli=int(cpu), memory_mib=int(mem), gpu_milli_per_gpu=int(per),
-        candidates=_candidates(candidates), lifecycle_through=None if through is None else int(through))  # fmt: skip
+        candidates=_candidates(candidates), lifecycle_through=None if through is None else int(through),
+        feasible_nodes=int(feasible or 0))  # fmt: skip
 
 
 def _end(r: tuple[Any, ...]) -> JobLifecycle:

@@ -517,3 +517,26 @@ def test_two_clusters_reusing_a_job_id_each_free_their_own_placement(archive):
     assert [s.split()[-1] for s in got.demos.source] == [decision_id_for("job1", 0)] * 2 + [decision_id_for("job2", 0)]
     assert len(reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1,
                            outcomes=("finished", "running"), max_samples=2).demos.target) == 2  # fmt: skip
+
+
+def test_a_decision_whose_rebuilt_state_is_not_the_workers_is_skipped(archive):
+    """n2 first reported after the decision (the worker had one feasible node; the rebuilt inventory, every
+    node's latest report from the start, has two): the demonstration would teach "n1 over an empty n2",
+    a choice the worker never had (found by review). A decision that recorded no count is kept."""
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+
+    writer = ArchiveWriter(archive)
+    writer.write("jobs_submitted", [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j, cpu_milli=100)
+                                    for j in ("a", "b")], [(0, 0), (0, 1)])  # fmt: skip
+    writer.write("nodes_telemetry", [NodeTelemetry(event_id=f"t-{n}", event_time=at(t), node_id=n, cpu_milli=4000,
+                                                   memory_mib=4096) for n, t in (("n1", -1), ("n2", 100))],
+                 [(0, 0), (0, 1)])  # fmt: skip
+    writer.write("decisions", [DecisionRecord(event_id=f"d-{j}", decision_id=f"d-{j}", event_time=at(1), job_id=j,
+                                              outcome="placed", node_id="n1", policy="best-fit", latency_ms=1.0,
+                                              cpu_milli=100, feasible_nodes=n) for j, n in (("a", 1), ("b", 0))],
+                 [(0, 0), (0, 1)])  # fmt: skip
+    writer.write("jobs_lifecycle", [JobLifecycle(event_id=f"{j}-f", event_time=at(9), job_id=j, state="finished",
+                                                 node_id="n1", decision_id=f"d-{j}", exit_code=0) for j in ("a", "b")],
+                 [(0, 10), (0, 11)])  # fmt: skip
+    got = reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1)
+    assert got.decision_ids == ["d-b"] and got.skipped["rebuilt state not the worker's (feasible nodes)"] == 1
