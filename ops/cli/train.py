@@ -329,6 +329,10 @@ def train(
                                  f"{', '.join(available_policies())}")  # fmt: skip
     if stability < 0:
         raise typer.BadParameter(f"--stability must be at least 0, not {stability:g}")
+    if (stability > 0 or delta_weight > 0) and transition_weight <= 0 and rl_from is None:
+        # (found by review: T was built and never fitted, and its random Δ regularised or damped decisions)
+        raise typer.BadParameter("--stability and --delta-weight read Δ from the transition model T: give "
+                                 "--transition-weight > 0 so that T is trained")  # fmt: skip
     if encoder != "hashed" and rl_from is not None:
         raise typer.BadParameter("--encoder applies to a new model: --rl-from keeps its model's")
     check_archive(archive, promote)

@@ -189,6 +189,8 @@ def test_train_from_an_archive_without_decisions_is_one_line_and_exit_1(tmp_path
     (["--target", "foo"], "--targetmustbe'set'or'choice',not'foo'"),
     (["--expert", "bogus"], "--expert'bogus'isnotapolicy"),
     (["--stability", "-1"], "--stabilitymustbeatleast0"),
+    (["--stability", "0.5", "--transition-weight", "0"], "give--transition-weight>0sothatTistrained"),
+    (["--delta-weight", "0.1", "--transition-weight", "0"], "give--transition-weight>0sothatTistrained"),
 ])  # fmt: skip
 def test_train_refuses_options_it_would_ignore_or_could_not_use(tmp_path: Path, args: list[str], says: str) -> None:
     """(Found by review: --rl-from dropped every imitation and architecture option, --from-archive the fill's,
