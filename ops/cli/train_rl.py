@@ -78,11 +78,14 @@ def run_train_rl_from(source: Path, *, options: Any, out: Path, version: str | N
         loaded = load_model(source)
     except Exception as e:  # noqa: BLE001 - any model that does not load (a corrupt model.pt, weights that do
         raise typer.BadParameter(f"--rl-from {source}: {type(e).__name__}: {e}") from None  # not fit): one line
+    train_json = Path(source) / "train.json"
+    info: dict[str, Any] = json.loads(train_json.read_text()) if train_json.exists() else {}
+    # the source's own validation seeds (found by review: only the CLI's --val-seeds were checked)
+    if clash := sorted(set(info.get("val_seeds") or ()) & set(options.seeds)):
+        raise typer.BadParameter(f"--rl-seeds {clash} validated {loaded.version} (its train.json): fine-tune on others")
     node_views, pod_list = fill_inputs_or_exit(pods, nodes)
     model, rl = run_rl_stage(loaded.model, node_views, pod_list, options)
     version = version or f"rl-{loaded.version}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
-    train_json = Path(source) / "train.json"
-    info: dict[str, Any] = json.loads(train_json.read_text()) if train_json.exists() else {}
     # the source's own record stays whole (a fine-tune of a fine-tune kept only the last one's seeds, and
     # promotion's leak check read the others nowhere: found by review)
     earlier = {k: info[k] for k in ("rl", "rl_from") if k in info}

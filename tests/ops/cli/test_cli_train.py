@@ -91,6 +91,14 @@ def test_rl_from_writes_a_loadable_model_with_the_rl_history(tmp_path):
     twice = json.loads((again / "train.json").read_text())
     assert twice["rl_from"]["version"] == "rl-test" and twice["rl_from"]["rl"]["episodes"][0]["seed"] == 3
     assert trained_seeds(info) <= trained_seeds(twice) and 4 in trained_seeds(twice)
+    # nor on the seeds the source was validated on (found by review: only the CLI's --val-seeds were checked)
+    import typer
+
+    (source / "train.json").write_text(json.dumps({"train_seeds": [0], "val_seeds": [5, 6]}))
+    with pytest.raises(typer.BadParameter, match=r"--rl-seeds \[5\] validated src"):
+        run_train_rl_from(source, options=rl_options(episodes=1, seeds=[3, 5], rate=1e-3, temperature=1.0, samples=1,
+                                                     minutes=None, kl=0.05, state_rate=0.5, seed=0),
+                          out=tmp_path / "models", version="rl-val", pods=pods, nodes=nodes)  # fmt: skip
 
 
 @pytest.mark.parametrize("args, message", [
