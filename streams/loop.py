@@ -159,7 +159,6 @@ class SchedulingLoop:
         held = {tp.partition for tp in self.w.app.consumer.assignment() if tp.topic == self.catchup.topic}
         self.w.holds_since = {p: self.w.holds_since.get(p, now) for p in held}
         self.fenced.clear()
-        self.abandoned.clear()
 
     def wake(self) -> None:
         """Something changed (arrival, freed resources): step soon instead of on the clock."""
@@ -170,6 +169,10 @@ class SchedulingLoop:
     async def tick(self) -> None:
         """One step over every owned cluster (a revocation waits for it to end)."""
         async with self._ticking:
+            # a step the last rebalance stopped waiting for has ended by now (it held the lock): its partitions
+            # are no longer held back from what a step applies (not at the assignment, which can come before it
+            # ends: found by review, it then applied and commanded on a partition another worker owned)
+            self.abandoned.clear()
             await self._tick()
 
     async def _tick(self) -> None:
@@ -269,8 +272,8 @@ class SchedulingLoop:
         except Exception as e:  # the producer refused a hand-over: what it took still goes through
             gate.refused(e)
         await gate.settle()
-        if not self.views.owns(cluster, self.owned - self.fenced):  # revoked while the gate's records settled
-            return
+        if not self.views.owns(cluster, self.owned - self.fenced) or part in self.abandoned:  # revoked while the
+            return  # gate's records settled
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
         context = OrderContext(
             tenant_held=TenantUsage(lambda: [h[1] for h in (*self.w.held.held(cluster).values(), *inflight)]),
@@ -288,8 +291,8 @@ class SchedulingLoop:
             # looked for a new version
             await prepare(snap, requests, tick_ts, utilisation=lambda: step_utilisation(self.w, views))
         model_s = time.perf_counter() - model_s
-        if not self.views.owns(cluster, self.owned - self.fenced):  # revoked while the model answered
-            return
+        if not self.views.owns(cluster, self.owned - self.fenced) or part in self.abandoned:  # revoked while the
+            return  # model answered
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context, in_order=True)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
         model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not

@@ -216,9 +216,15 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     directory = save_model(out / version, model, version, info)
     summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters",
                                     "total_seconds")}  # fmt: skip
-    print_json_line(summary | {"train_loss": history.loss[-1], "train_agreement": history.agreement[-1],
-                               "val_agreement": history.val_agreement[-1] if history.val_agreement else None,
-                               "dagger": rounds})  # fmt: skip
+    # the imitation's numbers describe the model before DAgger and RL changed it: named so (found by review:
+    # printed as the saved model's), beside the last DAgger round's and RL's own
+    later = bool(rounds) or rl_info is not None
+    stage = "imitation_" if later else ""
+    print_json_line(summary | {f"{stage}train_loss": history.loss[-1], f"{stage}train_agreement": history.agreement[-1],
+                               f"{stage}val_agreement": history.val_agreement[-1] if history.val_agreement else None,
+                               "dagger": rounds}
+                    | ({"dagger_val_agreement": rounds[-1].get("val_agreement")} if rounds else {})
+                    | ({"rl_mean_greedy": rl_info.get("mean_greedy")} if rl_info else {}))  # fmt: skip
     console.print(f"wrote {directory}")
     return directory
 
