@@ -187,7 +187,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     ``max_tokens``: job tokens kept per demonstration (module docstring)."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1 (the job itself), not {max_tokens}")
-    spec = spec or archive_spec(events)
+    spec = spec or archive_spec(events, before=cut)
     labels = label_spec(spec, (j for j in events.jobs.values() if cut is None or j.submit_time < cut))
     encoder = EncoderCache(get_encoder(spec.encoder))
     result = ArchiveDemonstrations(Demonstrations(), placed=len(events.placed))

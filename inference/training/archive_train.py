@@ -81,6 +81,9 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     reconstruct_s = time.perf_counter() - started
     is_val = np.asarray(rebuilt.times) >= cut if cut is not None else np.zeros(n, dtype=bool)
     train, val = rebuilt.demos.subset(~is_val), rebuilt.demos.subset(is_val)
+    if not len(train):  # (found by review: every decision before the cut still running then, or one step's)
+        raise NothingToLearnError(f"no decision before the validation cut ({cut}) is usable: every one is on the "
+                                  f"validation side or was still running then; {rebuilt.summary()}")  # fmt: skip
     model, history = train_imitation(train, config, options, val=val if len(val) else None, on_batch=on_batch)
     experts = sorted(rebuilt.policies)
     named = re.sub(r"[^A-Za-z0-9.+-]+", "-", "+".join(experts)).strip("-")  # ("learned (fallback)": a directory name)
@@ -93,7 +96,8 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
             "aux_weights": {"cost": options.cost_weight, "transition": options.transition_weight,
                             "delta": options.delta_weight}, "stability": config.stability, "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
             else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
-            "val_states": len(val), "val_split": f"latest {val_share:.0%} of the decisions in time",
+            "val_states": len(val), "val_split": f"from the first of the latest {val_share:.0%} of the eligible "
+                                                 "decisions in time (a step's decisions on one side)",
             "val_cut": cut,
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),
             "job_tokens": config.job_tokens, "max_tokens": max_tokens if config.job_tokens else None,

@@ -540,3 +540,33 @@ def test_a_decision_whose_rebuilt_state_is_not_the_workers_is_skipped(archive):
                  [(0, 10), (0, 11)])  # fmt: skip
     got = reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1)
     assert got.decision_ids == ["d-b"] and got.skipped["rebuilt state not the worker's (feasible nodes)"] == 1
+
+
+def test_a_training_half_with_nothing_known_at_the_cut_is_nothing_to_learn(tmp_path):
+    """Every decision before the validation cut ended after it (judged running at the cut): no training
+    state. It was a plain ValueError from the trainer, a traceback out of the CLI (found by the review
+    of the change)."""
+    from datetime import UTC, datetime
+
+    from inference.training.archive_events import ArchiveEvents, Placed
+    from inference.training.archive_train import NothingToLearnError
+    from scheduling.events import JobSubmitted, NodeTelemetry
+    from scheduling.job import JobRequest
+    from scheduling.node import NodeView
+
+    events = ArchiveEvents()
+    events.nodes["c"] = [NodeView.from_telemetry(NodeTelemetry(event_id=f"t{i}", event_time=datetime.fromtimestamp(1, UTC),
+                                                               node_id=f"n{i}", cluster="c", cpu_milli=64000,
+                                                               memory_mib=65536, num_gpu=8, gpu_model="T4"),
+                                                 with_allocation=False) for i in range(4)]  # fmt: skip
+    for i in range(10):
+        job = JobSubmitted(event_id=f"s{i}", event_time=datetime.fromtimestamp(99 + i, UTC), job_id=f"j{i}", cluster="c",
+                           cpu_milli=100, num_gpu=1, gpu_milli=1000)  # fmt: skip
+        events.jobs[("c", f"j{i}")] = JobRequest.from_event(job)
+        events.placed.append(Placed(decision_id=f"d{i}", job_id=f"j{i}", cluster="c", attempt=0, node_id="n0",
+                                    gpu_indices=(0,), policy="best-fit", model_version="", fallback=False,
+                                    step_id=f"c:{i}", time=100.0 + i, cpu_milli=100, memory_mib=0,
+                                    gpu_milli_per_gpu=1000, end_state="finished", end_time=300.0,
+                                    started_time=100.5 + i))  # fmt: skip
+    with pytest.raises(NothingToLearnError, match="no decision before the validation cut"):
+        train_from_archive(events, tmp_path, val_share=0.2, min_feasible=1)
