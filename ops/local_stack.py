@@ -47,7 +47,8 @@ def child_env(settings: Settings) -> dict[str, str]:
         "SEMSCHED_WEB_PORT": str(settings.web_port),
         "SEMSCHED_POLICY": settings.policy,
         "SEMSCHED_STEP": str(settings.step_s),
-        "SEMSCHED_EVENT_DEBOUNCE": str(settings.event_debounce_s),
+        # (within the step: settings copied with a shorter step kept the default debounce, which the child refused)
+        "SEMSCHED_EVENT_DEBOUNCE": str(min(settings.event_debounce_s, settings.step_s)),
         "SEMSCHED_CLICKHOUSE_URL": settings.clickhouse_url,
         "SEMSCHED_SESSION_TIMEOUT": str(settings.session_timeout_s),
         "SEMSCHED_CONFIRM_TIMEOUT": str(settings.confirm_timeout_s),

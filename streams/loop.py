@@ -408,7 +408,8 @@ def register_loop(w: Worker) -> SchedulingLoop:
     ``event_debounce_s`` < 0 the loop ticks on the clock only."""
     loop = SchedulingLoop(w)
     w.loop = loop  # type: ignore[attr-defined]
-    step, debounce = w.settings.step_s, w.settings.event_debounce_s
+    step = w.settings.step_s  # (settings copied with another step skip the validation: the debounce stays within it)
+    debounce = min(w.settings.event_debounce_s, step)
 
     @w.app.task
     async def scheduling_loop() -> None:

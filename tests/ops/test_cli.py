@@ -102,6 +102,23 @@ def test_malformed_lookahead_settings_stop_the_lookahead_worker_at_start(monkeyp
     assert "SEMSCHED_LOOKAHEAD_DEPTH" in result.output and "'deep'" in result.output
 
 
+def test_the_default_debounce_fits_any_step(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A short step alone keeps its settings readable, in this process and in a local stack's children
+    (found by the review of the change: SEMSCHED_STEP=0.02 alone was refused, and so was `bench pipeline
+    --step 0.02`'s worker)."""
+    from ops.local_stack import child_env
+    from streams.settings import Settings
+
+    monkeypatch.delenv("SEMSCHED_EVENT_DEBOUNCE", raising=False)
+    monkeypatch.setenv("SEMSCHED_STEP", "0.02")
+    assert Settings().event_debounce_s == 0.02
+    monkeypatch.delenv("SEMSCHED_STEP")
+    env = child_env(Settings().model_copy(update={"step_s": 0.02}))
+    monkeypatch.setenv("SEMSCHED_STEP", env["SEMSCHED_STEP"])
+    monkeypatch.setenv("SEMSCHED_EVENT_DEBOUNCE", env["SEMSCHED_EVENT_DEBOUNCE"])
+    assert Settings().event_debounce_s == 0.02  # what the child reads
+
+
 @pytest.mark.parametrize(("variable", "value", "says"), [
     ("SEMSCHED_PARTITIONS", "abc", "SEMSCHED_PARTITIONS must be an integer, not 'abc'"),
     ("SEMSCHED_PARTITIONS", "0", "SEMSCHED_PARTITIONS must be at least 1, not 0"),
