@@ -43,15 +43,9 @@ class SilentNodes:
         self.loop = loop
         self.marked: dict[str, float] = {}  # node id -> the heard time it was marked silent at
         self._checked = 0.0
-        self._owned: set[int] = set()  # the partitions owned at the last pass, and not revoked since
+        self._owned: set[int] = set()  # the partitions owned at the last pass
+        self._passed = 0.0  # when the last pass ran (epoch s, as Worker.holds_since)
         self._committed: dict[int, int] = {}  # per partition owned: the group's committed offset, read once
-        loop.w.app.on_partitions_revoked.connect(self.on_partitions_revoked)
-
-    async def on_partitions_revoked(self, sender: Any = None, revoked: Any = (), **kwargs: Any) -> None:
-        """Faust's signal: a partition revoked is new again when it comes back, even if that is before the
-        next pass (found by review: one that left and came back between two passes kept what this worker
-        heard before, and its nodes were marked at once)."""
-        self._owned -= {tp.partition for tp in revoked}
 
     async def check(self) -> None:
         """One pass over the nodes, at most once a second."""
@@ -86,7 +80,11 @@ class SilentNodes:
         change: a partition that came back had its nodes marked at once), and what it handled there
         then is not where it stands now."""
         w, owned = self.loop.w, set(self.loop.owned)
-        newly = owned - self._owned
+        # owned since the last pass, or given again since (it left and came back between two passes: found
+        # by review, what this worker heard before marked its nodes at once); not every partition at every
+        # rebalance (the consumer revokes them all each time, and keeps what it is given back)
+        newly = {p for p in owned if p not in self._owned or w.holds_since.get(p, 0.0) > self._passed}
+        self._passed = time.time()
         if newly:
             for node_id, d in list(w.nodes.items()):
                 if d is not None and partition_for(d.get("cluster", ""), w.settings.partitions) in newly:

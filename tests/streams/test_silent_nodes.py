@@ -207,12 +207,20 @@ def test_a_partition_revoked_and_given_back_between_two_passes_is_new_again() ->
     async def go() -> Run:
         r = Run(node_silent_s=40.0, node_lost_s=-1.0)
         r.w.nodes.data["n1"] = node("n1")
+        everything = r.w.app.consumer.assignment()
+        await r.passes()  # (the pass before)
         r.heard("n1", 900.0)  # heard before the partition left
-        revoked = {tp for tp in r.w.app.consumer.assignment() if tp.partition == PART}
-        await r.w.app.on_partitions_revoked.send(revoked)
-        r.loop.fenced.clear()  # given back (as the loop's assignment handler does): loop.owned is as it was
+        for given in ({tp for tp in everything if tp.partition != PART}, everything):  # it leaves, it comes back
+            r.w.app.consumer.assignment = lambda given=given: given
+            await r.loop._on_partitions_assigned(r.w.app)
+        await r.passes()
+        assert r.reports() == [] and r.w.node_heard["n1"] > time.monotonic() - 5  # given the whole interval again
+        r.heard("n1", 900.0)  # a rebalance that gives every partition back (the consumer revokes them all first)
+        r.w.telemetry_offsets[PART] = 9  # (handled up to the end again)
+        await r.w.app.on_partitions_revoked.send(set(everything))
+        await r.loop._on_partitions_assigned(r.w.app)
         await r.passes()
         return r
 
     r = asyncio.run(go())
-    assert r.reports() == [] and r.w.node_heard["n1"] > time.monotonic() - 5
+    assert [x.node_id for x in r.reports()] == ["n1"]  # not a new interval for every node at every rebalance
