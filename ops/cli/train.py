@@ -328,11 +328,11 @@ def train(
         refuse_unused(ctx, "--rl-from")
     if target not in ("set", "choice"):
         raise typer.BadParameter(f"--target must be 'set' or 'choice', not {target!r}")
-    from scheduling.policies.registry import available_policies
+    from scheduling.policies.registry import available_policies, is_policy_name
 
-    if not from_archive and rl_from is None and expert != "lookahead" and expert not in available_policies():
-        raise typer.BadParameter(f"--expert {expert!r} is not a policy: one of lookahead, "
-                                 f"{', '.join(available_policies())}")  # fmt: skip
+    if not from_archive and rl_from is None and expert != "lookahead" and not is_policy_name(expert):
+        raise typer.BadParameter(f"--expert {expert!r} is not a policy: lookahead, or one of "
+                                 f"{', '.join(available_policies())} (or '<ordering>+<placement>')")  # fmt: skip
     if stability < 0:
         raise typer.BadParameter(f"--stability must be at least 0, not {stability:g}")
     if (stability > 0 or delta_weight > 0) and transition_weight <= 0 and rl_from is None:
