@@ -35,7 +35,9 @@ async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]
     """Per topic of ``RESTORED_TOPICS`` (its short name), ``(partition, offset, value)`` of the messages on
     ``partitions`` before the group's committed offsets (read now), from the restore window
     on: partition by partition, each in offset order; and under :data:`REFUSALS`, the dead letters
-    on ``partitions`` up to the end, from the window on."""
+    on ``partitions`` up to the end, from the time of the earliest input read there (a dead letter
+    comes after its event; found by the review of the change: counted back from the dead letters'
+    end, a burst of other refusals pushed a submission's out of the window)."""
     out: Logged = {t: [] for t in (*RESTORED_TOPICS, REFUSALS)}
     names = {settings.topic(t): t for t in (*RESTORED_TOPICS, REFUSALS)}
     tps = [TopicPartition(settings.topic(t), p) for t in RESTORED_TOPICS for p in sorted(set(partitions))]
@@ -46,23 +48,43 @@ async def read_back(settings: Settings, group_id: str, partitions: Iterable[int]
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, enable_auto_commit=False)
     await consumer.start()
     try:
-        refusals = [TopicPartition(settings.topic(REFUSALS), p) for p in sorted(set(partitions))]
-        ends = await consumer.end_offsets([*done, *refusals])
+        ends = await consumer.end_offsets(list(done))
         upto = {tp: min(off, ends[tp]) for tp, off in done.items() if min(off, ends[tp]) > 0}
-        upto |= {tp: ends[tp] for tp in refusals if ends[tp] > 0}  # (no group consumes it: up to its end)
-        consumer.assign(list(upto))
         first = await consumer.beginning_offsets(list(upto))  # (retention may have deleted the start)
-        for tp, off in upto.items():
-            consumer.seek(tp, max(first[tp], off - window) if window else first[tp])
-        left = {tp for tp in upto if await consumer.position(tp) < upto[tp]}
-        while left:
-            batch = await consumer.getmany(*left, timeout_ms=1000)
-            for tp, messages in batch.items():
-                out[names[tp.topic]] += [(tp.partition, m.offset, m.value, m.timestamp) for m in messages
-                                         if m.offset < upto[tp]]  # fmt: skip
-            left = {tp for tp in left if await consumer.position(tp) < upto[tp]}
+        starts = {tp: max(first[tp], off - window) if window else first[tp] for tp, off in upto.items()}
+        for tp, messages in (await _read(consumer, starts, upto)).items():
+            out[names[tp.topic]] += messages
+        since: dict[int, int] = {}  # per partition: the earliest input's timestamp read back there
+        for topic in RESTORED_TOPICS:
+            for partition, _, _, stamp in out[topic]:
+                if stamp is not None:
+                    since[partition] = min(stamp, since.get(partition, stamp))
+        refusals = {TopicPartition(settings.topic(REFUSALS), p): t for p, t in since.items()}
+        if refusals:
+            found = await consumer.offsets_for_times(refusals)
+            dl_ends = await consumer.end_offsets(list(refusals))
+            dl_starts = {tp: at.offset for tp, at in found.items() if at is not None and at.offset < dl_ends[tp]}
+            out[REFUSALS] = [m for ms in (await _read(consumer, dl_starts, dl_ends)).values() for m in ms]
     finally:
         await consumer.stop()
     for messages in out.values():
         messages.sort(key=lambda m: m[:2])
+    return out
+
+
+async def _read(consumer: AIOKafkaConsumer, starts: dict[TopicPartition, int], upto: dict[TopicPartition, int]
+                ) -> dict[TopicPartition, list[tuple[int, int, bytes, int | None]]]:  # fmt: skip
+    """``(partition, offset, value, timestamp)`` of each partition's messages from ``starts`` up to ``upto``."""
+    out: dict[TopicPartition, list[tuple[int, int, bytes, int | None]]] = {tp: [] for tp in starts}
+    if not starts:
+        return out
+    consumer.assign(list(starts))
+    for tp, off in starts.items():
+        consumer.seek(tp, off)
+    left = {tp for tp in starts if await consumer.position(tp) < upto[tp]}
+    while left:
+        batch = await consumer.getmany(*left, timeout_ms=1000)
+        for tp, messages in batch.items():
+            out[tp] += [(tp.partition, m.offset, m.value, m.timestamp) for m in messages if m.offset < upto[tp]]
+        left = {tp for tp in left if await consumer.position(tp) < upto[tp]}
     return out
