@@ -64,6 +64,7 @@ import numpy as np
 
 from inference.features.pair_cache import PairCache
 from inference.features.spec import FeatureSpec
+from scheduling.events import cut_text
 from scheduling.fill import gpu_demand
 from scheduling.filters.fits_somewhere import FitsSomewhere
 from scheduling.filters.framework import run_filters
@@ -176,7 +177,7 @@ class Lookahead:
         except Exception as e:  # the plain scores decide; the step goes on
             self.failed(job.job_id, e)
             error = f"{type(e).__name__}: {e}"  # (cut: the note goes into a record's reason)
-            return scores, f"lookahead failed ({error[:200]}); the plain scores decide"
+            return scores, f"lookahead failed ({cut_text(error, 200)}); the plain scores decide"
         if self.stats.capped > capped:
             return out, (f"lookahead not run: the step rolled {self.per_step} decisions already "
                          f"({ENV['per_step']}); the plain scores decide")  # fmt: skip

@@ -22,6 +22,7 @@ import base64
 import hashlib
 import uuid
 import zlib
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -409,6 +410,26 @@ Command = Annotated[
 
 
 MAX_DEADLETTER_KEY = 1024  # bytes of a message's key a dead letter keeps (as its Kafka key and in its value)
+
+
+def name_some(names: Sequence[str], sep: str = ", ", most: int = 5) -> str:
+    """``names`` joined, the first ``most`` and how many more: a reason that names a group stays short
+    (a gang's missing members, a job's DAG parents)."""
+    return sep.join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+#: the start of a dead letter's reason for an event its handler failed on (the worker applies it again:
+#: the archive's ``*_accepted`` views and a restore count it neither refused nor accepted)
+INTERNAL_ERROR = "internal error"
+
+#: how a decision's policy is named when its fallback heuristic decided (the model did not answer);
+#: the archive's SQL groups by the same label (``storage.queries._common.DECIDED_BY``)
+FALLBACK_SUFFIX = " (fallback)"
+
+
+def decided_by(policy: str, fallback: bool) -> str:
+    """Who chose a placement: ``policy``, or its fallback heuristic (``<policy> (fallback)``)."""
+    return policy + FALLBACK_SUFFIX if fallback else policy
 
 
 def cut_text(text: str, limit: int) -> str:

@@ -16,6 +16,7 @@ from faust.exceptions import ConsumerNotStarted
 from opentelemetry import trace
 
 from scheduling.events import (
+    INTERNAL_ERROR,
     DecisionRecord,
     JobLifecycle,
     JobSubmitted,
@@ -124,7 +125,7 @@ async def apply_held(w: Worker, early: EarlyReport) -> None:
     except Exception as e:  # noqa: BLE001 - as _agent's own handler: the worker goes on
         log.exception("handling the held report %s@%s:%s failed", "jobs.lifecycle", early.partition, early.offset)
         original = early.raw if early.raw is not None else early.event.to_bytes()  # (a report read back: re-encoded)
-        await w.deadletter(original, f"internal error while handling: {type(e).__name__}: {e}", early, "jobs.lifecycle")
+        await w.deadletter(original, f"{INTERNAL_ERROR} while handling: {type(e).__name__}: {e}", early, "jobs.lifecycle")
 
 
 def register_agents(w: Worker) -> None:
@@ -234,7 +235,7 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
             await handler(ev, raw, msg)
         except Exception as e:  # never crash the agent on one event: dead-letter it
             log.exception("handling %s@%s:%s failed", topic, msg.partition, msg.offset)
-            await w.deadletter(raw, f"internal error while handling: {type(e).__name__}: {e}", msg, topic)
+            await w.deadletter(raw, f"{INTERNAL_ERROR} while handling: {type(e).__name__}: {e}", msg, topic)
 
     async def consume(stream: faust.StreamT) -> None:
         async for event in stream.events():

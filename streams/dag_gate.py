@@ -22,7 +22,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from scheduling.events import partition_for
+from scheduling.events import name_some, partition_for
 from scheduling.job import JobRequest
 from scheduling.parent_cycles import waiting_on_a_cycle
 from streams.state import PendingJob
@@ -52,7 +52,7 @@ def dag_gate(w: Worker, jobs: Sequence[tuple[PendingJob, JobRequest]]
             ready.append((p, req))
             continue
         if (cycle := stuck.get(p.job.job_id)) is not None:
-            held.append((p, f"its DAG parents wait on a cycle ({_named(cycle, ' -> ')}): none of them can ever start",
+            held.append((p, f"its DAG parents wait on a cycle ({name_some(cycle, ' -> ')}): none of them can ever start",
                          True))  # fmt: skip
             continue
         verdict = _parents_verdict(w, p, parents, now, patience)
@@ -69,7 +69,7 @@ def _parents_verdict(w: Worker, p: PendingJob, parents: list[str], now: float, p
     waiting = sorted(q for q, st in status.items() if st != "finished")
     unknown = [q for q in waiting if status[q] is None and w.pending.get(q) is None and w.running.get(q) is None]
     if failed:
-        return p, f"DAG parent(s) {_named(failed)} were rejected", True
+        return p, f"DAG parent(s) {name_some(failed)} were rejected", True
     # the worker's clock, not the producer's, and from no earlier than this worker's start: after a long
     # downtime a parent may still be in the submissions' backlog (found by review: such a child was
     # rejected at once, its wait counted from before the downtime)
@@ -77,16 +77,10 @@ def _parents_verdict(w: Worker, p: PendingJob, parents: list[str], now: float, p
     # brings a backlog of its own; found by review)
     since = max(p.queued_ts, w.started_at, w.holds_since.get(partition_for(p.job.cluster, w.settings.partitions), 0.0))
     if unknown and patience > 0 and now - since > patience:
-        return p, (f"DAG parent(s) {_named(unknown)} never submitted to cluster {p.job.cluster!r} "
+        return p, (f"DAG parent(s) {name_some(unknown)} never submitted to cluster {p.job.cluster!r} "
                    f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)"), True  # fmt: skip
     if waiting:
-        unseen = (f" ({_named(unknown)} not submitted yet: rejected {patience:g} s after this job)"
+        unseen = (f" ({name_some(unknown)} not submitted yet: rejected {patience:g} s after this job)"
                   if unknown and patience > 0 else "")  # fmt: skip
-        return p, f"waiting for DAG parent(s) {_named(waiting)} to finish{unseen}", False
+        return p, f"waiting for DAG parent(s) {name_some(waiting)} to finish{unseen}", False
     return None
-
-
-def _named(ids: Sequence[str], sep: str = ", ", most: int = 5) -> str:
-    """``ids`` joined, the first ``most`` of them and how many more (found by review: a fan-in's reason
-    named its every parent, and one over the wire's 4 KiB stopped its cluster's scheduling)."""
-    return sep.join(ids[:most]) + (f" and {len(ids) - most} more" if len(ids) > most else "")

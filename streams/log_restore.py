@@ -58,7 +58,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from scheduling.events import DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, decode
+from scheduling.events import INTERNAL_ERROR, DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, decode
 from streams.admission import admit
 from streams.agents import ahead_of_clock, known_job, lifecycle_transition
 from streams.app import Worker
@@ -88,7 +88,7 @@ def _refused(dead_letters: list[tuple[int, int, bytes, int | None]]) -> set[tupl
             dl = decode(REFUSALS, raw)
         except ValueError:  # not a dead letter of ours: it refuses nothing
             continue
-        if isinstance(dl, DeadLetter) and not dl.reason.startswith("internal error"):
+        if isinstance(dl, DeadLetter) and not dl.reason.startswith(INTERNAL_ERROR):
             out.add((dl.topic, dl.partition, dl.offset))
     return out
 

@@ -28,7 +28,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from scheduling.events import DecisionRecord, JobLifecycle
+from scheduling.events import DecisionRecord, JobLifecycle, name_some
 from scheduling.job import JobRequest
 from streams.state import RunningJob, places_its_job
 
@@ -144,7 +144,7 @@ class StepPublication:
         for h in back:  # each handed over, then all awaited together
             assert h.decision is not None
             rec, missing = h.decision, sorted(split[gang_of[h.decision.job_id]])
-            named = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+            named = name_some(missing)
             try:  # (a reason kept short: a gang of thousands stays within the event's text limit)
                 ev = JobLifecycle(job_id=rec.job_id, cluster=rec.cluster, state="preempted", attempt=rec.attempt,
                                   decision_id=rec.decision_id, node_id=rec.node_id,

@@ -50,6 +50,11 @@ class Finished:
     def finish(self) -> float:
         return self.submit + self.duration if self.end is None else self.end
 
+    @property
+    def start(self) -> float:
+        """When it began to run: its end less its run time (its submission for a trace file's job)."""
+        return self.finish - self.duration
+
 
 @dataclass
 class Split:
@@ -103,8 +108,7 @@ def running_at_cut(split: Split, runs: Sequence[Run] | None = None) -> list[tupl
     out the longest (found by review: dlrm2025 has 560 of them at its cut, against 3,204 instances
     running then). A job the split trains on is never censored."""
     if runs is None:
-        return [(r.job, r.finish - r.duration, split.cut - (r.finish - r.duration)) for r in split.late
-                if r.finish - r.duration < split.cut]  # fmt: skip
+        return [(r.job, r.start, split.cut - r.start) for r in split.late if r.start < split.cut]
     trained = {r.job.job_id for r in split.train}
     running: dict[str, tuple[JobRequest, float, float]] = {}  # one per job: its latest start before the cut
     for r in runs:  # (two attempts of one job can look running: an end that never reached the archive)

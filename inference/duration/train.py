@@ -267,9 +267,9 @@ def _censored_at(split: Split, x: np.ndarray, y: np.ndarray, fit_i: np.ndarray, 
     """The fit rows at the validation cut: finished by it (exact), and censored there at the time
     they had run by then — the training jobs that finished after it and the running jobs, each if
     it had started by the cut (a job's start: its end less its run time)."""
-    late = [r for r in split.late if r.finish - r.duration < split.cut]
+    late = [r for r in split.late if r.start < split.cut]
     late_i = np.array([pos[id(r)] for r in late], dtype=np.int64)
-    late_elapsed = np.array([split.cut - (r.finish - r.duration) for r in late])
+    late_elapsed = np.array([split.cut - r.start for r in late])
     before = run_started < split.cut
     rows = [x[fit_i], x[late_i], run_x[before]]
     ys = [y[fit_i], shell.log_target(late_elapsed), shell.log_target(split.cut - run_started[before])]

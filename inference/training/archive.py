@@ -62,6 +62,7 @@ from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
 from inference.training.archive_events import ArchiveEvents, Placed
 from inference.training.collect import Demonstrations, label_spec
+from scheduling.events import decided_by as decided_by_policy
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
 from scheduling.metrics.fragmentation import Workload
@@ -151,7 +152,7 @@ def decided_by(p: Placed) -> str:
     """Who chose ``p``'s node: its policy, or its fallback heuristic (``<policy> (fallback)``, as the
     archive's metrics group it: ``storage.queries._common.DECIDED_BY``) when the model did not answer
     (found by review: the fallback's placements were imitated and counted as the learned policy's)."""
-    return f"{p.policy} (fallback)" if p.fallback else p.policy
+    return decided_by_policy(p.policy, p.fallback)
 
 
 def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[str] | None,

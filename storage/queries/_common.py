@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+from scheduling.events import FALLBACK_SUFFIX
 from storage.client import ArchiveClient
 
 
@@ -51,4 +52,4 @@ _RUNNING = running_jobs()
 
 #: the policy a decision is counted under: a model-backed policy's placements that its fallback
 #: heuristic scored (Triton down, a deadline missed) are a group of their own, "learned (fallback)"
-DECIDED_BY = "if(fallback, concat(policy, ' (fallback)'), policy)"
+DECIDED_BY = f"if(fallback, concat(policy, '{FALLBACK_SUFFIX}'), policy)"  # (scheduling.events.decided_by)

@@ -39,6 +39,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from scheduling.events import FALLBACK_SUFFIX
 from scheduling.metrics import AllocationSample, Distribution, Holding, JobMetrics, allocation_over_time
 from storage.client import ArchiveClient
 from storage.queries._common import _RUNNING, DECIDED_BY, _dicts, _f
@@ -144,7 +145,7 @@ def steps_sql(time_filter: str = "1") -> str:
     counted twice)."""
     return f"""
 SELECT cluster, label AS policy, ms AS step_compute_ms, step_time FROM (
-    SELECT cluster, if(max(fallback), concat(any(policy), ' (fallback)'), any(policy)) AS label,
+    SELECT cluster, if(max(fallback), concat(any(policy), '{FALLBACK_SUFFIX}'), any(policy)) AS label,
            any(step_compute_ms) AS ms, min(event_time) AS step_time,
            if(step_id != '', step_id, concat(policy, '/', toString(step_compute_ms))) AS step_key
     FROM decisions_applied WHERE step_compute_ms > 0 AND {time_filter}

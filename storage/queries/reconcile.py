@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduling.events import INTERNAL_ERROR
 from storage.client import ArchiveClient
 from storage.queries._common import running_jobs
 
@@ -46,14 +47,15 @@ _UNACCOUNTED = """
 SELECT DISTINCT cluster, job_id FROM jobs_submitted
 WHERE (kafka_partition, kafka_offset) NOT IN
       (SELECT topic_partition, topic_offset FROM deadletter WHERE topic = 'jobs.submitted'
-       AND NOT startsWith(reason, 'internal error'))
+       AND NOT startsWith(reason, '__INTERNAL_ERROR__'))
   AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
   AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM jobs_lifecycle FINAL
                                 WHERE state = 'rejected' AND reason != '')
   AND (cluster, job_id) NOT IN (__RUNNING__)
 ORDER BY cluster, job_id
 """
-_UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", running_jobs("jobs_lifecycle_accepted"))
+_UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", running_jobs("jobs_lifecycle_accepted")).replace(
+    "__INTERNAL_ERROR__", INTERNAL_ERROR)
 
 # Not FINAL on purpose: a re-decision of one attempt carries the same event_id (=
 # decision_id), so FINAL would collapse two different placements into one row. Raw rows
