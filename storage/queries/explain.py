@@ -88,7 +88,8 @@ ORDER BY event_time, event_id
 """
 
 _LIFECYCLE = """
-SELECT state, attempt, node_id, exit_code, reason, log_tail, toUnixTimestamp64Milli(event_time) AS t_ms
+SELECT state, attempt, node_id, exit_code, reason, log_tail, toUnixTimestamp64Milli(event_time) AS t_ms,
+       kafka_partition, kafka_offset
 FROM jobs_lifecycle_applied WHERE job_id = %(job)s __CLUSTER__ ORDER BY event_time, event_id
 """
 
@@ -120,7 +121,7 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
         last = life[-1]
         return (f"Job {job_id} was never submitted: the archive holds only {len(life)} lifecycle report(s) for it "
                 f"(last: {last['state']} at {last['time'].isoformat()}), which no scheduling decision explains.")  # fmt: skip
-    last_life = _last_report(life, decs)
+    last_life = _last_report(life)
     placed = [d for d in decs if d["outcome"] == "placed"]
     last_dec = decs[-1] if decs else None
     where = ""
@@ -168,19 +169,26 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
     return f"Job {job_id} is pending{since}: no scheduling decision has been recorded for it yet."
 
 
-def _last_report(life: list[dict[str, Any]], decs: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _last_report(life: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The lifecycle report that says where the job stands, as the worker applied them: a final one
     (``finished``, ``rejected``) wherever it sorts (found by review: the worker's give-up notice
     shares the failure's millisecond, and half the given-up jobs were "waiting to be re-placed"),
-    else the latest but a ``timed_out`` of an attempt that started and was not re-decided (the
-    worker keeps that run: the timeout raced its start)."""
+    else the latest but a ``timed_out`` the worker read after its attempt's first ``started`` (it keeps
+    that run: the timeout raced its start), the rule of the archive's stability metric (``PLACEMENTS``)."""
     final = [e for e in life if e["state"] in ("finished", "rejected")]
     if final:
         return final[-1]
-    started = {int(e["attempt"]) for e in life if e["state"] == "started"}
-    latest = max((int(d["attempt"]) for d in decs), default=-1)
-    kept = [e for e in life
-            if not (e["state"] == "timed_out" and int(e["attempt"]) in started and latest <= int(e["attempt"]))]
+
+    def read_at(e: dict[str, Any]) -> tuple[int, int]:  # where the worker read it: its lifecycle partition
+        return int(e["kafka_partition"]), int(e["kafka_offset"])
+
+    first_start: dict[int, tuple[int, int]] = {}
+    for e in life:
+        if e["state"] == "started":
+            a = int(e["attempt"])
+            first_start[a] = min(read_at(e), first_start.get(a, read_at(e)))
+    kept = [e for e in life if not (e["state"] == "timed_out" and int(e["attempt"]) in first_start
+                                    and read_at(e) > first_start[int(e["attempt"])])]  # fmt: skip
     return kept[-1] if kept else None
 
 

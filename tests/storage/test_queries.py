@@ -188,6 +188,18 @@ def test_explain_reads_where_the_job_stands_not_the_last_report_by_id(client: Ar
     w.write("jobs_lifecycle", reports, [(0, i) for i in range(len(reports))])
     assert explain(client, "G").answer.startswith("Job G was rejected at")
     assert explain(client, "R").answer.startswith("Job R is running on node n1")
+    # T's timeout was read before its start (stamped later by another clock): the worker took the timeout and
+    # re-queued the job (the start came too late); read in the worker's order, as the stability metric does
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-T", event_time=T0, job_id="T")], [(0, 2)])
+    w.write("decisions", [DecisionRecord(event_id=decision_id_for("T", 0), decision_id=decision_id_for("T", 0),
+                                         event_time=at(1), job_id="T", outcome="placed", node_id="n1", policy="best-fit",
+                                         latency_ms=1.0)], [(0, 2)])  # fmt: skip
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="t-2", event_time=at(31), job_id="T", state="timed_out",
+                                            node_id="n1", decision_id=decision_id_for("T", 0)),
+                               JobLifecycle(event_id="t-1", event_time=at(30.5), job_id="T", state="started",
+                                            node_id="n1", decision_id=decision_id_for("T", 0))],
+            [(0, 10), (0, 11)])  # fmt: skip
+    assert explain(client, "T").answer.startswith("Job T timed out on node n1")
 
 
 def test_run_sql(loaded: ArchiveClient) -> None:
