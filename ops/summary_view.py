@@ -79,7 +79,7 @@ def _job(item: tuple[str, str] | tuple[str, str, int]) -> str:
 def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> bool:
     if r.ok:
         console.print(f"[bold green]reconciled:[/] every one of the {submitted:,} submitted jobs is finished, "
-                      "running, or rejected with a reason; none was placed or started twice")  # fmt: skip
+                      "running, or rejected with a reason; none was placed, started or run twice")  # fmt: skip
         return True
     console.print("[bold red]NOT reconciled[/]")
     for label, items in (("unaccounted (lost)", r.unaccounted), ("placed twice", r.placed_twice),

@@ -19,7 +19,10 @@ that read would not be replayed there, and both would place the job. So the loop
 ``on_partitions_revoked`` receiver (which Faust awaits before the consumer rejoins the group, and
 the group assigns no partition before every member rejoins) fences the revoked partitions, so that no
 step starts on them until the next assignment, and waits for the step under way to end, its
-decisions acknowledged, before the new owner can read the topic's end.
+decisions acknowledged, before the new owner can read the topic's end. A step reads the fence again
+after its awaits (the DAG gate's records, the model call). If the wait runs out (``REVOKE_WAIT_S``),
+the step under way applies none of its decisions there and sends no command (the new owner applies
+them from the topic), until it ends.
 """
 
 from __future__ import annotations

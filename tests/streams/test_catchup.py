@@ -93,11 +93,7 @@ async def test_a_partition_retention_emptied_has_nothing_to_replay(monkeypatch) 
     async def starts(settings: object, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
         return {tp: 120 if tp.partition == 0 else 100 for tp in tps}  # p0: emptied; p1: 20 records to apply
 
-    async def committed(settings: object, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        return {}  # expired
-
     monkeypatch.setattr(catchup, "AIOKafkaConsumer", Consumer)
-    monkeypatch.setattr(catchup, "start_offsets", starts, raising=False)
-    monkeypatch.setattr(catchup, "committed_offsets", committed, raising=False)
+    monkeypatch.setattr(catchup, "start_offsets", starts)
     gate = CatchUp(Settings(), "t.decisions", group_id="g")
     assert await gate._replay_targets(frozenset({0, 1})) == {1: 120}
