@@ -237,8 +237,8 @@ class Scorer(nn.Module):
         (per shape), ``which [J]`` (each job's shape) → ``[J, N]``, the same values as :meth:`delta` on
         ``h`` repeated per job, computed only on the pairs where ``fits`` (bool ``[S, N]``; ``None``:
         every pair) says the job's shape fits, and 0 elsewhere (the head scores those ``-inf``).
-        :meth:`delta` per job would project h once per job and Δ on every pair (J × N × H × H; 250 ms
-        at 256 jobs × 1,212 nodes, hidden 32, against the promotion gate's 100 ms): here T's node
+        :meth:`delta` per job would project h once per job and Δ on every pair (J × N × H × H; 215-224 ms
+        at 256 jobs × 1,213 nodes, hidden 32, against the promotion gate's 100 ms: ``semsched bench damping``): here T's node
         projection runs once per node, its pair projection once per fitting (shape, node) row and its
         job projection once per job, and only the fitting pairs go through the rest."""
         t = self._transition_head()

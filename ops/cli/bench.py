@@ -161,6 +161,10 @@ from ops.cli.bench_learned import learned as bench_learned  # noqa: E402
 
 bench_app.command("learned")(bench_learned)
 
+from ops.cli.bench_damping import damping as bench_damping  # noqa: E402
+
+bench_app.command("damping")(bench_damping)
+
 from ops.cli.bench_duration import duration as bench_duration  # noqa: E402
 
 bench_app.command("duration")(bench_duration)

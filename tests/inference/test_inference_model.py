@@ -100,7 +100,7 @@ def test_heads_shapes_and_decide():
 def test_a_steps_delta_is_computed_on_the_fitting_pairs_only(head_rank):
     """run_policy's Δ (subtracted from the scores) has the values of Scorer.delta on h repeated per
     job, over every pair (kept here as the reference); but only the pairs where the job's shape fits
-    go through T (Δ over every pair took 250 ms a step at 256 jobs × 1,212 nodes: no damped model
+    go through T (Δ over every pair took 215-224 ms a step at 256 jobs × 1,213 nodes: no damped model
     met the promotion gate's latency budget), and Δ is 0 on the others, scored -inf anyway."""
     import dataclasses
 
