@@ -1,7 +1,7 @@
 """Metrics, each defined once: the simulator, the reports and the archive's SQL results
 all go through these definitions."""
 
-from scheduling.metrics.allocation import AllocationSample, Holding, allocation_over_time
+from scheduling.metrics.allocation import AllocationSample, Holding, allocation_over_time, mean_allocation
 from scheduling.metrics.dag import (
     DagMetrics,
     critical_path_min,
@@ -43,6 +43,7 @@ __all__ = [
     "JobMetrics",
     "JobOutcome",
     "allocation_over_time",
+    "mean_allocation",
     "job_metrics",
     "order_agreement",
     "placement_stability",

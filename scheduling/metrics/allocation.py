@@ -57,3 +57,13 @@ def allocation_over_time(holdings: list[Holding], capacity_milli: int, *, bucket
                 held += overlap * h.gpu_milli
         samples.append(AllocationSample(b, held / width if width > 0 else 0.0, capacity_milli))
     return samples
+
+
+def mean_allocation(samples: list[AllocationSample], bucket_s: float, end: float) -> float | None:
+    """The share of GPU capacity held over the run: the buckets' time-weighted means
+    (:func:`scheduling.metrics.allocation_over_time`), each weighted by its length, ``bucket_s`` or
+    less for the last one, cut at the run's ``end`` (found by review: weighted equally, a last bucket
+    1 s long counted as much as a whole one)."""
+    widths = [min(bucket_s, end - s.bucket_start) if end > s.bucket_start else bucket_s for s in samples]
+    total = sum(widths)
+    return sum(s.ratio * w for s, w in zip(samples, widths, strict=True)) / total if total > 0 else None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduling.metrics import AllocationSample
+from scheduling.metrics import AllocationSample, mean_allocation
 from storage.client import ArchiveClient
 from storage.queries._common import _RUNNING, _dicts
 from storage.queries.metrics import (
@@ -38,7 +38,7 @@ class Summary:
     #: placements per deciding model ("<version>", or "fallback (<version>)" when the model call
     #: failed and the fallback heuristic decided); empty when no model-backed policy ran
     placed_by_model: dict[str, int] = field(default_factory=dict)
-    #: the share of GPU capacity held from the first holding's bucket to the run's end (:func:`mean_allocation`)
+    #: the share of GPU capacity held from the first holding's bucket to the run's end (scheduling.metrics.mean_allocation)
     gpu_allocation_mean: float | None = None
 
 
@@ -73,16 +73,6 @@ SELECT if(fallback, concat('fallback (', if(model_version = '', 'no model', mode
 FROM decisions_applied WHERE outcome = 'placed' AND (model_version != '' OR fallback)
 GROUP BY model ORDER BY placements DESC, model
 """
-
-
-def mean_allocation(samples: list[AllocationSample], bucket_s: float, end: float) -> float | None:
-    """The share of GPU capacity held over the run: the buckets' time-weighted means
-    (:func:`scheduling.metrics.allocation_over_time`), each weighted by its length, ``bucket_s`` or
-    less for the last one, cut at the run's ``end`` (found by review: weighted equally, a last bucket
-    1 s long counted as much as a whole one)."""
-    widths = [min(bucket_s, end - s.bucket_start) if end > s.bucket_start else bucket_s for s in samples]
-    total = sum(widths)
-    return sum(s.ratio * w for s, w in zip(samples, widths, strict=True)) / total if total > 0 else None
 
 
 def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
