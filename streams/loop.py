@@ -163,6 +163,12 @@ class SchedulingLoop:
         self.w.holds_since = {p: self.w.holds_since.get(p, now) for p in held}
         self.fenced.clear()
 
+    def deciding(self) -> set[int]:
+        """The partitions a step may decide on now: owned, not revoked since the last assignment, nor given up
+        by a rebalance that stopped waiting for the step under way (found by the review of the change: that
+        step went on to the tick's later clusters, whose partitions the rebalance had given away)."""
+        return self.owned - self.fenced - self.abandoned
+
     def wake(self) -> None:
         """Something changed (arrival, freed resources): step soon instead of on the clock."""
         if self.w.settings.event_debounce_s >= 0:
@@ -209,7 +215,7 @@ class SchedulingLoop:
             await self.silent_nodes.check()
             await self.lost_nodes.check()
         if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
-            await resend_commands(self.w, self.owned - self.fenced, self.timed_out)
+            await resend_commands(self.w, self.deciding(), self.timed_out)
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)
         if not pending:
@@ -218,7 +224,7 @@ class SchedulingLoop:
         t0 = time.perf_counter()
         nodes = self.views.nodes(self.owned)
         for cluster, jobs in pending.items():
-            if not self.views.owns(cluster, self.owned - self.fenced):  # revoked during this tick's earlier steps
+            if not self.views.owns(cluster, self.deciding()):  # revoked during this tick's earlier steps
                 continue
             views = nodes.get(cluster)
             self.track_inventory(cluster, len(views or ()))
@@ -275,8 +281,8 @@ class SchedulingLoop:
         except Exception as e:  # the producer refused a hand-over: what it took still goes through
             gate.refused(e)
         await gate.settle()
-        if not self.views.owns(cluster, self.owned - self.fenced) or part in self.abandoned:  # revoked while the
-            return  # gate's records settled
+        if not self.views.owns(cluster, self.deciding()):  # revoked while the gate's records settled
+            return
         by_id = {p.job.job_id: (p, r) for p, r in jobs}
         context = OrderContext(
             tenant_held=TenantUsage(lambda: [h[1] for h in (*self.w.held.held(cluster).values(), *inflight)]),
@@ -294,8 +300,8 @@ class SchedulingLoop:
             # looked for a new version
             await prepare(snap, requests, tick_ts, utilisation=lambda: step_utilisation(self.w, views))
         model_s = time.perf_counter() - model_s
-        if not self.views.owns(cluster, self.owned - self.fenced) or part in self.abandoned:  # revoked while the
-            return  # model answered
+        if not self.views.owns(cluster, self.deciding()):  # revoked while the model answered
+            return
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context, in_order=True)
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
         model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not

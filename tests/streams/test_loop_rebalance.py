@@ -173,3 +173,38 @@ def test_a_step_the_rebalance_stopped_waiting_for_sends_no_command_and_applies_n
         assert w.running.get("j1") is None and w.inflight == {}  # the new owner applies it from the topic
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_step_the_rebalance_stopped_waiting_for_decides_nothing_more_in_its_tick(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The rebalance gave up every partition while c1's step waited, and completed before it ended: the same
+    tick went on to the next cluster and published its DAG gate's records there, on a partition another
+    worker owned by then (found by the review of the change)."""
+    import streams.loop
+
+    monkeypatch.setattr(streams.loop, "REVOKE_WAIT_S", 0.2)
+    broker = SlowBroker()
+    second = next(f"c{i}" for i in range(2, 50) if partition_for(f"c{i}", 4) != PART)
+
+    async def go() -> list[Any]:
+        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
+        loop = w.loop  # type: ignore[attr-defined]
+        for cluster in ("c1", second):
+            w.nodes.data[f"{cluster}-n"] = NodeTelemetry(node_id=f"{cluster}-n", cluster=cluster, event_time=T0,
+                                                         cpu_milli=8000, memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        submit(w, "j-c1")
+        child = JobSubmitted(job_id="child", event_id="ev-child", event_time=T0, cluster=second, cpu_milli=1000,
+                             memory_mib=1024, dag_parents=["ghost"])  # fmt: skip
+        w.apply(on_submitted(child, None, 0.0), partition=partition_for(second, 4))
+        w.done.data["ghost"] = {"status": "rejected", "job_id": "ghost", "cluster": second}  # the child's parent
+        step = asyncio.ensure_future(loop.tick())
+        while not broker.held:
+            await asyncio.sleep(0.01)
+        await loop._on_partitions_revoked(w.app, set(assigned))  # gives up on every partition
+        await loop._on_partitions_assigned(w.app)  # and completes before the step ends
+        n = len(broker.sent)
+        broker.release()
+        await step
+        return broker.sent[n:]
+
+    after = asyncio.run(asyncio.wait_for(go(), 30))
+    assert not [e for e in after if getattr(e, "job_id", None) == "child"], after
