@@ -28,12 +28,12 @@ def run_damping_bench(*, stabilities: list[float], pending: int, repeat: int, hi
     from inference.model.io import LoadedModel
     from inference.policy import LearnedPolicy
     from inference.training.step_latency import LatencyProbe, measure_step_latency
-    from ops.cli.train import openb_fill_inputs
+    from ops.cli.train import fill_inputs_or_exit
     from ops.cli.train_spec import policy_spec
     from ops.reports import Report
 
     started = time.perf_counter()
-    node_views, pod_list = openb_fill_inputs(pods, nodes)
+    node_views, pod_list = fill_inputs_or_exit(pods, nodes)  # (a file it cannot read: one line, exit 2)
     spec, _ = policy_spec(node_views, pod_list)
     probe = LatencyProbe.build(node_views, pod_list, pending=pending, load=0.7, repeat=repeat)
     rows: list[dict[str, Any]] = []

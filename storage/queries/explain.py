@@ -173,8 +173,10 @@ def _last_report(life: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The lifecycle report that says where the job stands, as the worker applied them: a final one
     (``finished``, ``rejected``) wherever it sorts (found by review: the worker's give-up notice
     shares the failure's millisecond, and half the given-up jobs were "waiting to be re-placed"),
-    else the latest but a ``timed_out`` the worker read after its attempt's first ``started`` (it keeps
-    that run: the timeout raced its start), the rule of the archive's stability metric (``PLACEMENTS``)."""
+    else the last the worker read (its lifecycle partition's order) but a ``timed_out`` read after its
+    attempt's first ``started`` (it keeps that run: the timeout raced its start; the rule of the archive's
+    stability metric, ``PLACEMENTS``) and a ``started`` read after its attempt's timeout (a late start,
+    fenced: the job went back to the queue)."""
     final = [e for e in life if e["state"] in ("finished", "rejected")]
     if final:
         return final[-1]
@@ -189,7 +191,10 @@ def _last_report(life: list[dict[str, Any]]) -> dict[str, Any] | None:
             first_start[a] = min(read_at(e), first_start.get(a, read_at(e)))
     kept = [e for e in life if not (e["state"] == "timed_out" and int(e["attempt"]) in first_start
                                     and read_at(e) > first_start[int(e["attempt"])])]  # fmt: skip
-    return kept[-1] if kept else None
+    timed_out = {int(e["attempt"]) for e in kept if e["state"] == "timed_out"}  # (read before any start of it)
+    # a start read after its attempt's timeout is a late one the worker fenced: the job went back to the queue
+    kept = [e for e in kept if not (e["state"] == "started" and int(e["attempt"]) in timed_out)]
+    return max(kept, key=read_at) if kept else None  # the last the worker read
 
 
 def job_clusters(client: ArchiveClient, job_id: str) -> list[str]:

@@ -200,6 +200,18 @@ def test_explain_reads_where_the_job_stands_not_the_last_report_by_id(client: Ar
                                             node_id="n1", decision_id=decision_id_for("T", 0))],
             [(0, 10), (0, 11)])  # fmt: skip
     assert explain(client, "T").answer.startswith("Job T timed out on node n1")
+    # and the usual order of clocks: U's timeout (31) read before its late start (31.5): also timed out, not
+    # running (found by the review of the change: the last in event-time order was the start)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-U", event_time=T0, job_id="U")], [(0, 3)])
+    w.write("decisions", [DecisionRecord(event_id=decision_id_for("U", 0), decision_id=decision_id_for("U", 0),
+                                         event_time=at(1), job_id="U", outcome="placed", node_id="n1", policy="best-fit",
+                                         latency_ms=1.0)], [(0, 3)])  # fmt: skip
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="u-1", event_time=at(31), job_id="U", state="timed_out",
+                                            node_id="n1", decision_id=decision_id_for("U", 0)),
+                               JobLifecycle(event_id="u-2", event_time=at(31.5), job_id="U", state="started",
+                                            node_id="n1", decision_id=decision_id_for("U", 0))],
+            [(0, 12), (0, 13)])  # fmt: skip
+    assert explain(client, "U").answer.startswith("Job U timed out on node n1")
 
 
 def test_run_sql(loaded: ArchiveClient) -> None:
