@@ -75,7 +75,8 @@ class Settings(BaseModel):
     # a step also starts this long after a job arrives or resources free up (< 0: clock only)
     # (seconds: at most the step, whose clock starts a step anyway; found by review: inf slept for ever, and
     # 50 read as "50 ms" from the README slept 50 s before every arrival's step)
-    event_debounce_s: float = Field(default_factory=lambda: _env_float("EVENT_DEBOUNCE", 0.05), validate_default=True)
+    event_debounce_s: float = Field(default_factory=lambda data: _env_float("EVENT_DEBOUNCE", min(0.05, data["step_s"])),
+                                    validate_default=True)  # fmt: skip  (the default within any step)
     confirm_timeout_s: float = Field(default_factory=lambda: _env_positive("CONFIRM_TIMEOUT", 30))
     max_retries: int = Field(default_factory=lambda: _env_int("MAX_RETRIES", 3, minimum=0))
     # the placements on a node unhealthy this long are preempted and re-queued (streams/lost_nodes.py;
@@ -130,8 +131,6 @@ class Settings(BaseModel):
     @classmethod
     def _a_debounce_within_a_step(cls, v: float, info: ValidationInfo) -> float:
         step = info.data.get("step_s", math.inf)
-        if os.environ.get("SEMSCHED_EVENT_DEBOUNCE") is None:  # the default, for any step (SEMSCHED_STEP=0.02
-            return min(v, step)  # alone was refused: found by the review of the change)
         if v >= 0 and not v <= step:
             raise ValueError(f"SEMSCHED_EVENT_DEBOUNCE must be at most SEMSCHED_STEP ({step:g} s; seconds, "
                              f"< 0: the clock only), not {v:g}")  # fmt: skip

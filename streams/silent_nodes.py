@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("semsched.worker")
 
 
-
 class SilentNodes:
     def __init__(self, loop: SchedulingLoop) -> None:
         self.loop = loop

@@ -96,8 +96,9 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
             "aux_weights": {"cost": options.cost_weight, "transition": options.transition_weight,
                             "delta": options.delta_weight}, "stability": config.stability, "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
             else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
-            "val_states": len(val), "val_split": f"from the first of the latest {val_share:.0%} of the eligible "
-                                                 "decisions in time (a step's decisions on one side)",
+            "val_states": len(val), "val_split": (f"from the first of the latest {val_share:.0%} of the eligible "
+                                                  "decisions in time (a step's decisions on one side)"
+                                                  if cut is not None else "none (fewer than 10 eligible decisions)"),
             "val_cut": cut,
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),
             "job_tokens": config.job_tokens, "max_tokens": max_tokens if config.job_tokens else None,
