@@ -30,13 +30,14 @@ from typing import Any, Protocol
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
+from scheduling.events import INTERNAL_ERROR
 from streams.telemetry.setup import on_meter
 
 LATENCY_BUCKETS_MS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
 
 _REASONS = (  # (reason prefix, class), first match wins
     ("invalid", "invalid"), ("message of", "oversized"), ("not utf-8", "not_utf8"), ("empty", "empty"),
-    ("event of cluster", "wrong_partition"), ("internal error", "internal_error"), ("job id", "duplicate"),
+    ("event of cluster", "wrong_partition"), (INTERNAL_ERROR, "internal_error"), ("job id", "duplicate"),
 )  # fmt: skip
 
 
