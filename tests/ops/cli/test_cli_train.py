@@ -132,3 +132,16 @@ def test_an_impossible_architecture_is_refused_before_any_work(tmp_path, args, o
     assert result.exit_code == 2
     assert f"Invalid value for '{option}'" in " ".join(result.output.split())
     assert not (tmp_path / "m").exists()
+
+
+def test_the_printed_agreement_says_which_model_it_describes(tmp_path, capsys):
+    """After DAgger the saved model is not the imitation's: its numbers are printed as the imitation's,
+    beside the last round's (found by review: printed as the saved model's)."""
+    import json
+
+    pods, nodes = tiny_openb(tmp_path)
+    run_train(expert="best-fit", rate=0.3, epochs=1, batch=4, lr=1e-3, hidden=8, depth=2, text_dim=8, seed=0,
+              out=tmp_path / "m", version="dg", train_seeds=[0], val_seeds=[1], dagger_rounds=1, dagger_seeds=[2],
+              dagger_epochs=1, pods=pods, nodes=nodes, job_tokens=0)  # fmt: skip
+    line = next(json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{"))
+    assert "imitation_val_agreement" in line and "val_agreement" not in line and "dagger_val_agreement" in line
