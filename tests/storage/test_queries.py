@@ -188,30 +188,19 @@ def test_explain_reads_where_the_job_stands_not_the_last_report_by_id(client: Ar
     w.write("jobs_lifecycle", reports, [(0, i) for i in range(len(reports))])
     assert explain(client, "G").answer.startswith("Job G was rejected at")
     assert explain(client, "R").answer.startswith("Job R is running on node n1")
-    # T's timeout was read before its start (stamped later by another clock): the worker took the timeout and
-    # re-queued the job (the start came too late); read in the worker's order, as the stability metric does
-    w.write("jobs_submitted", [JobSubmitted(event_id="s-T", event_time=T0, job_id="T")], [(0, 2)])
-    w.write("decisions", [DecisionRecord(event_id=decision_id_for("T", 0), decision_id=decision_id_for("T", 0),
-                                         event_time=at(1), job_id="T", outcome="placed", node_id="n1", policy="best-fit",
-                                         latency_ms=1.0)], [(0, 2)])  # fmt: skip
-    w.write("jobs_lifecycle", [JobLifecycle(event_id="t-2", event_time=at(31), job_id="T", state="timed_out",
-                                            node_id="n1", decision_id=decision_id_for("T", 0)),
-                               JobLifecycle(event_id="t-1", event_time=at(30.5), job_id="T", state="started",
-                                            node_id="n1", decision_id=decision_id_for("T", 0))],
-            [(0, 10), (0, 11)])  # fmt: skip
-    assert explain(client, "T").answer.startswith("Job T timed out on node n1")
-    # and the usual order of clocks: U's timeout (31) read before its late start (31.5): also timed out, not
-    # running (found by the review of the change: the last in event-time order was the start)
-    w.write("jobs_submitted", [JobSubmitted(event_id="s-U", event_time=T0, job_id="U")], [(0, 3)])
-    w.write("decisions", [DecisionRecord(event_id=decision_id_for("U", 0), decision_id=decision_id_for("U", 0),
-                                         event_time=at(1), job_id="U", outcome="placed", node_id="n1", policy="best-fit",
-                                         latency_ms=1.0)], [(0, 3)])  # fmt: skip
-    w.write("jobs_lifecycle", [JobLifecycle(event_id="u-1", event_time=at(31), job_id="U", state="timed_out",
-                                            node_id="n1", decision_id=decision_id_for("U", 0)),
-                               JobLifecycle(event_id="u-2", event_time=at(31.5), job_id="U", state="started",
-                                            node_id="n1", decision_id=decision_id_for("U", 0))],
-            [(0, 12), (0, 13)])  # fmt: skip
-    assert explain(client, "U").answer.startswith("Job U timed out on node n1")
+    # a timeout read before the attempt's start: the worker took the timeout and re-queued the job (the start
+    # came too late, fenced). T's timeout is stamped after its start (another clock); U's in the usual order of
+    # clocks (found by the review of the change: the last in event-time order, U's start, read as running)
+    for k, (job, timeout_at, start_at) in enumerate((("T", 31.0, 30.5), ("U", 31.0, 31.5))):
+        did = decision_id_for(job, 0)
+        w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{job}", event_time=T0, job_id=job)], [(0, 2 + k)])
+        w.write("decisions", [DecisionRecord(event_id=did, decision_id=did, event_time=at(1), job_id=job, outcome="placed",
+                                             node_id="n1", policy="best-fit", latency_ms=1.0)], [(0, 2 + k)])  # fmt: skip
+        w.write("jobs_lifecycle", [JobLifecycle(event_id=f"{job}-{state}", event_time=at(t), job_id=job, state=state,
+                                                node_id="n1", decision_id=did)
+                                   for state, t in (("timed_out", timeout_at), ("started", start_at))],
+                [(0, 10 + 2 * k), (0, 11 + 2 * k)])  # fmt: skip
+        assert explain(client, job).answer.startswith(f"Job {job} timed out on node n1")
 
 
 def test_run_sql(loaded: ArchiveClient) -> None:

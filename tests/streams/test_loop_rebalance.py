@@ -47,6 +47,19 @@ class SlowBroker:
         return [e.job_id for e in self.sent if e.kind == "decision" and e.outcome == "placed"]
 
 
+def add_node(w: Any, node_id: str = "n1", cluster: str = "c1") -> None:
+    w.nodes.data[node_id] = NodeTelemetry(node_id=node_id, cluster=cluster, event_time=T0, cpu_milli=8000,
+                                          memory_mib=16384).model_dump(mode="json")  # fmt: skip
+
+
+async def step_awaiting_the_broker(loop: Any, broker: SlowBroker) -> asyncio.Future[None]:
+    """A tick under way, its first decision handed over and unacknowledged."""
+    step = asyncio.ensure_future(loop.tick())
+    while not broker.held:
+        await asyncio.sleep(0.01)
+    return step
+
+
 def submit(w: Any, job_id: str) -> None:
     job = JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=1000,
                        memory_mib=1024)  # fmt: skip
@@ -59,12 +72,9 @@ def test_a_revocation_waits_for_the_step_under_way_and_fences_its_partitions_unt
     async def go() -> None:
         w, assigned = stood_in_worker(broker.publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
-        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
-                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        add_node(w)
         submit(w, "j1")
-        step = asyncio.ensure_future(loop.tick())
-        while not broker.held:  # the step has handed its decision over and awaits the acknowledgement
-            await asyncio.sleep(0.01)
+        step = await step_awaiting_the_broker(loop, broker)  # its decision handed over, unacknowledged
         revoked = {tp for tp in assigned if tp.partition == PART}
         revocation = asyncio.ensure_future(loop._on_partitions_revoked(w.app, revoked))
         await asyncio.sleep(0.3)
@@ -99,14 +109,11 @@ def test_a_revocation_during_one_clusters_step_keeps_the_same_tick_off_the_other
         w, assigned = stood_in_worker(broker.publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
         for cluster in ("c1", second):
-            w.nodes.data[f"{cluster}-n"] = NodeTelemetry(node_id=f"{cluster}-n", cluster=cluster, event_time=T0,
-                                                         cpu_milli=8000, memory_mib=16384).model_dump(mode="json")  # fmt: skip
+            add_node(w, f"{cluster}-n", cluster)
             job = JobSubmitted(job_id=f"j-{cluster}", event_id=f"ev-{cluster}", event_time=T0, cluster=cluster,
                                cpu_milli=1000, memory_mib=1024)  # fmt: skip
             w.apply(on_submitted(job, None, 0.0), partition=partition_for(cluster, 4))
-        step = asyncio.ensure_future(loop.tick())
-        while not broker.held:
-            await asyncio.sleep(0.01)
+        step = await step_awaiting_the_broker(loop, broker)
         first = broker.placed()
         revocation = asyncio.ensure_future(loop._on_partitions_revoked(w.app, set(assigned)))  # all of them
         await asyncio.sleep(0.1)
@@ -127,8 +134,7 @@ def test_the_gates_records_are_handed_over_together_and_a_revocation_meanwhile_p
     async def go() -> None:
         w, assigned = stood_in_worker(broker.publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
-        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
-                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        add_node(w)
         submit(w, "parent")
         for i in range(3):
             job = JobSubmitted(job_id=f"child{i}", event_id=f"ev-child{i}", event_time=T0, cluster="c1",
@@ -157,12 +163,9 @@ def test_a_step_the_rebalance_stopped_waiting_for_sends_no_command_and_applies_n
     async def go() -> None:
         w, assigned = stood_in_worker(broker.publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
-        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=8000,
-                                           memory_mib=16384).model_dump(mode="json")  # fmt: skip
+        add_node(w)
         submit(w, "j1")
-        step = asyncio.ensure_future(loop.tick())
-        while not broker.held:
-            await asyncio.sleep(0.01)
+        step = await step_awaiting_the_broker(loop, broker)
         await loop._on_partitions_revoked(w.app, {tp for tp in assigned if tp.partition == PART})  # gives up
         # the rebalance completes, the partition another worker's, before the step settles (found by the review
         # of the change: the assignment cleared the mark, and the step applied and commanded after all)
@@ -189,16 +192,13 @@ def test_a_step_the_rebalance_stopped_waiting_for_decides_nothing_more_in_its_ti
         w, assigned = stood_in_worker(broker.publish, policy="best-fit")
         loop = w.loop  # type: ignore[attr-defined]
         for cluster in ("c1", second):
-            w.nodes.data[f"{cluster}-n"] = NodeTelemetry(node_id=f"{cluster}-n", cluster=cluster, event_time=T0,
-                                                         cpu_milli=8000, memory_mib=16384).model_dump(mode="json")  # fmt: skip
+            add_node(w, f"{cluster}-n", cluster)
         submit(w, "j-c1")
         child = JobSubmitted(job_id="child", event_id="ev-child", event_time=T0, cluster=second, cpu_milli=1000,
                              memory_mib=1024, dag_parents=["ghost"])  # fmt: skip
         w.apply(on_submitted(child, None, 0.0), partition=partition_for(second, 4))
         w.done.data["ghost"] = {"status": "rejected", "job_id": "ghost", "cluster": second}  # the child's parent
-        step = asyncio.ensure_future(loop.tick())
-        while not broker.held:
-            await asyncio.sleep(0.01)
+        step = await step_awaiting_the_broker(loop, broker)
         await loop._on_partitions_revoked(w.app, set(assigned))  # gives up on every partition
         await loop._on_partitions_assigned(w.app)  # and completes before the step ends
         n = len(broker.sent)
