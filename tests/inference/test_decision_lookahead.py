@@ -60,6 +60,19 @@ def test_learned_lookahead_is_registered_with_the_environment_settings(tmp_path,
     assert get_policy("learned", model_dir=tmp_path / "m").lookahead is None
 
 
+def first_placed_by_hand(model, h, node_part, snap, inputs, first, second, candidate):  # noqa: ANN001, ANN201
+    """ψ of ``first`` on ``candidate``, then what the rollout sees for ``second`` (its row, T(h, a), its pair
+    features after the placement, the nodes with 2 GPUs free): the path cost's first half, by hand."""
+    row_a, row_b = torch.from_numpy(inputs.jobs[0]), torch.from_numpy(inputs.jobs[1])
+    pa = torch.from_numpy(pair_features(first, snap, SPEC)[candidate])
+    want = float(model.cost(node_part[candidate][None], row_a, pa[None])[0, 0])
+    after = snap.copy()
+    after.reserve(candidate, first, select_gpus(after, candidate, first))
+    h1 = model.transition(h[None], Action(row_a[None], torch.tensor([candidate]), pa[None]))[0]
+    pb = torch.from_numpy(pair_features(second, after, SPEC))
+    return want, row_b, h1, pb, np.flatnonzero(after.num_gpu >= 2)
+
+
 def test_path_costs_follow_the_model_through_t(tmp_path):
     """One candidate's cost, computed by hand: ψ of the job there, then the next job placed on the
     head's best node under T(h, a) with the pair features of the cluster after the placement."""
@@ -76,14 +89,7 @@ def test_path_costs_follow_the_model_through_t(tmp_path):
     got = look.path_costs(model, h.numpy(), node_part.numpy(), first, inputs.jobs[0], np.array([candidate]), snap,
                           [(second, inputs.jobs[1])], SPEC, PairCache())  # fmt: skip
     with torch.inference_mode():
-        row_a, row_b = torch.from_numpy(inputs.jobs[0]), torch.from_numpy(inputs.jobs[1])
-        pa = torch.from_numpy(pair_features(first, snap, SPEC)[candidate])
-        want = float(model.cost(node_part[candidate][None], row_a, pa[None])[0, 0])
-        after = snap.copy()
-        after.reserve(candidate, first, select_gpus(after, candidate, first))
-        h1 = model.transition(h[None], Action(row_a[None], torch.tensor([candidate]), pa[None]))[0]
-        pb = torch.from_numpy(pair_features(second, after, SPEC))
-        fits = np.flatnonzero(after.num_gpu >= 2)
+        want, row_b, h1, pb, fits = first_placed_by_hand(model, h, node_part, snap, inputs, first, second, candidate)
         scores = model.head.score(model.head.precompute(h1), row_b, pb)[fits]
         best = int(fits[int(torch.argmax(scores))])
         want += float(model.cost(model.head.precompute(h1)[best][None], row_b, pb[best][None])[0, 0])
@@ -108,14 +114,7 @@ def test_path_costs_roll_a_damped_model_as_it_decides(seed):
     with torch.inference_mode():
         h = encode_step(model, inputs)
         node_part = model.head.precompute(h)
-        row_a, row_b = torch.from_numpy(inputs.jobs[0]), torch.from_numpy(inputs.jobs[1])
-        pa = torch.from_numpy(pair_features(first, snap, SPEC)[candidate])
-        want = float(model.cost(node_part[candidate][None], row_a, pa[None])[0, 0])
-        after = snap.copy()
-        after.reserve(candidate, first, select_gpus(after, candidate, first))
-        h1 = model.transition(h[None], Action(row_a[None], torch.tensor([candidate]), pa[None]))[0]
-        pb = torch.from_numpy(pair_features(second, after, SPEC))
-        fits = np.flatnonzero(after.num_gpu >= 2)
+        want, row_b, h1, pb, fits = first_placed_by_hand(model, h, node_part, snap, inputs, first, second, candidate)
         part1 = model.head.precompute(h1)
         plain = model.head.score(part1, row_b, pb)[fits]
         damped = model.decide(h1, row_b, pb)[fits]  # what the policy decides with

@@ -60,6 +60,15 @@ async def step_awaiting_the_broker(loop: Any, broker: SlowBroker) -> asyncio.Fut
     return step
 
 
+def worker_on_c1(broker: SlowBroker, job_id: str) -> tuple[Any, Any, Any]:
+    """A stood-in worker on ``broker`` with one node and ``job_id`` pending in cluster c1: (worker, its
+    assignment, its loop)."""
+    w, assigned = stood_in_worker(broker.publish, policy="best-fit")
+    add_node(w)
+    submit(w, job_id)
+    return w, assigned, w.loop  # type: ignore[attr-defined]
+
+
 def submit(w: Any, job_id: str) -> None:
     job = JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=1000,
                        memory_mib=1024)  # fmt: skip
@@ -70,10 +79,7 @@ def test_a_revocation_waits_for_the_step_under_way_and_fences_its_partitions_unt
     broker = SlowBroker()
 
     async def go() -> None:
-        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
-        loop = w.loop  # type: ignore[attr-defined]
-        add_node(w)
-        submit(w, "j1")
+        w, assigned, loop = worker_on_c1(broker, "j1")
         step = await step_awaiting_the_broker(loop, broker)  # its decision handed over, unacknowledged
         revoked = {tp for tp in assigned if tp.partition == PART}
         revocation = asyncio.ensure_future(loop._on_partitions_revoked(w.app, revoked))
@@ -132,10 +138,7 @@ def test_the_gates_records_are_handed_over_together_and_a_revocation_meanwhile_p
     broker = SlowBroker()
 
     async def go() -> None:
-        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
-        loop = w.loop  # type: ignore[attr-defined]
-        add_node(w)
-        submit(w, "parent")
+        w, assigned, loop = worker_on_c1(broker, "parent")
         for i in range(3):
             job = JobSubmitted(job_id=f"child{i}", event_id=f"ev-child{i}", event_time=T0, cluster="c1",
                                cpu_milli=1000, memory_mib=1024, dag_parents=["parent"])  # fmt: skip
@@ -161,10 +164,7 @@ def test_a_step_the_rebalance_stopped_waiting_for_sends_no_command_and_applies_n
     broker = SlowBroker()
 
     async def go() -> None:
-        w, assigned = stood_in_worker(broker.publish, policy="best-fit")
-        loop = w.loop  # type: ignore[attr-defined]
-        add_node(w)
-        submit(w, "j1")
+        w, assigned, loop = worker_on_c1(broker, "j1")
         step = await step_awaiting_the_broker(loop, broker)
         await loop._on_partitions_revoked(w.app, {tp for tp in assigned if tp.partition == PART})  # gives up
         # the rebalance completes, the partition another worker's, before the step settles (found by the review
