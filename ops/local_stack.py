@@ -259,7 +259,8 @@ class LocalStack:
                 if pred(st):
                     return st
             time.sleep(0.5)
-        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last status: {last}")
+        # (the children's logs say why: a flaky CI failure showed the status alone)
+        raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}; last status: {last}\n{self.log_tails()}")
 
     def sql(self, query: str, *, flush: bool = True, timeout: float = 120.0) -> list[list[Any]]:
         """Query the archive the running worker owns (``flush``: its buffered rows first)."""
