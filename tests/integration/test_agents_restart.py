@@ -18,14 +18,14 @@ def test_restarted_agents_know_the_nodes_and_report_the_runs_they_lost_preempted
     agents = p.start_agents("--speed", "1", "--telemetry", "1")
     node = NodeTelemetry(node_id="n1", source="inventory", cpu_milli=8000, memory_mib=16384, num_gpu=1, gpu_model="T4")
     publish(p.settings, [node, JobSubmitted(job_id="long", cpu_milli=1000, trace_duration_s=3600)])
-    p.wait(lambda s: s["running"] == 1, timeout=60, what="the long job running")
+    p.wait(lambda s: s["running"] == 1, timeout=60, what="the long job running", needs=("worker", "agents"))
     agents.stop()  # its run dies with the process
     p.start_agents("--speed", "1000", "--telemetry", "1")
     publish(p.settings, [JobSubmitted(job_id="after", cpu_milli=1000, trace_duration_s=1)])
     # the lost run is reported preempted (not the job's failure: no retry charged) and decided again;
     # the new job is placed on the node the
     # restarted agents learned from the inventory they read back (not refused as unknown)
-    p.wait(lambda s: s["finished"] == 2, timeout=90, what="both jobs finished")
+    p.wait(lambda s: s["finished"] == 2, timeout=90, what="both jobs finished", needs=("worker", "agents"))
     # the archiver is a consumer of its own (its fetches may be held at the broker for a moment):
     # wait for both finishes (waiting for `after`'s alone, `long`'s second run was once not archived yet)
     p.wait_scalar("SELECT count() FROM jobs_lifecycle FINAL WHERE state = 'finished' "

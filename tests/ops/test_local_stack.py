@@ -107,6 +107,9 @@ def test_a_child_dies_with_the_process_that_started_it(tmp_path: Path) -> None:
 
 
 class _Dead:
+    name = "agents"
+    log_path = Path("agents.log")
+
     def alive(self) -> bool:
         return False
 
@@ -129,7 +132,8 @@ def test_a_wait_fails_fast_when_a_child_it_needs_dies(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="the agents died:\nInvalid value for '--speed'"):
         stack.wait(lambda st: False, 60, "the jobs", needs=("worker", "agents"))
     assert time.time() - started < 5
-    with pytest.raises(TimeoutError):
+    # a timeout carries the children's log tails (a flaky CI failure once showed the worker's status alone)
+    with pytest.raises(TimeoutError, match="(?s)--- agents log tail .*Invalid value for '--speed'"):
         stack.wait(lambda st: False, 0.2, "the jobs")
 
 
