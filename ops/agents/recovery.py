@@ -62,15 +62,20 @@ async def recover(settings: Settings) -> Recovered:
     ended: set[Key] = set()
     attempts: dict[Key, int] = {}  # job -> the latest attempt any lifecycle event names
     reported_by_agent: dict[Key, NodeTelemetry] = {}  # node -> its agent's latest report
+    # auto_offset_reset="earliest", and the seek before any other await: the consumer's own reset of the
+    # partitions it is assigned (aiokafka's default "latest"), still in flight when a later seek to their
+    # beginning came, set every position to the end, and the read-back read nothing (no node, no lost run:
+    # a CI failure, found by review)
     consumer = AIOKafkaConsumer(bootstrap_servers=settings.bootstrap, group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest",
                                 max_partition_fetch_bytes=max(settings.max_message_bytes * 4, 1024 * 1024))  # fmt: skip
     await consumer.start()
     try:
         tps = [TopicPartition(settings.topic(t), p) for t in ("nodes.telemetry", "jobs.lifecycle")
                for p in range(settings.partitions)]  # fmt: skip
         consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
         await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
         left = {tp for tp in tps if ends[tp] > 0}
         while left:
             batch = await consumer.getmany(*left, timeout_ms=500, max_records=5000)
