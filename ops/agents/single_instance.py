@@ -19,7 +19,7 @@ import logging
 import time
 
 from aiokafka.admin import AIOKafkaAdminClient
-from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError
+from aiokafka.errors import GroupCoordinatorNotAvailableError, KafkaError, for_code
 
 from streams.settings import Settings
 
@@ -39,7 +39,7 @@ def agents_group(settings: Settings) -> str:
 
 async def group_members(settings: Settings, group: str) -> list[str] | None:
     """The hosts of the group's live members; ``None`` while the broker has no coordinator for
-    it yet (a broker that just started)."""
+    it yet (a broker that just started) or answers for the group with an error."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
@@ -49,6 +49,10 @@ async def group_members(settings: Settings, group: str) -> list[str] | None:
     finally:
         await admin.close()
     (described,) = response.to_object()["groups"]
+    if described["error_code"]:  # e.g. a restarted broker's coordinator still loading its groups: its
+        # empty member list says nothing (found by review: it was taken for "no other agents process")
+        log.warning("consumer group %s not described yet: %s", group, for_code(described["error_code"]).__name__)
+        return None
     return [str(m["client_host"]).lstrip("/") for m in described["members"]]
 
 
