@@ -257,7 +257,16 @@ class TraceLoader(ABC):
             want = len(header) if header else None
             try:
                 for n, text in enumerate(fh, 1):
-                    row = next(csv.reader([text]), [])
+                    try:
+                        row = next(csv.reader([text]), [])
+                    except csv.Error as e:  # this line's alone (a field over the csv module's limit, say):
+                        # the good lines after it are read on (found by review: it was blamed on the next
+                        # line, and every line after it was dropped)
+                        if n == 1 and header is not None:
+                            raise TraceFormatError(path, 1, f"expected header {','.join(header)!r}: {e}") from None
+                        self.stats.lines += 1
+                        self._bad(path, n, str(e))
+                        continue
                     if n == 1 and header is not None:
                         if [c.strip() for c in row] != header:
                             raise TraceFormatError(path, 1, f"expected header {','.join(header)!r}, "

@@ -162,6 +162,22 @@ def test_a_stray_quote_is_one_bad_line_and_the_rows_after_it_are_kept(tmp_path: 
     assert len(jobs) == 40 - len(bad) and loader.stats.bad_lines == len(bad)
 
 
+@pytest.mark.parametrize("at", [0, 3])
+def test_a_field_over_the_csv_limit_is_that_line_alone(tmp_path: Path, fixtures: Path, at: int) -> None:
+    """Found by review: the csv module's error on an oversized field (a damaged file's long run of
+    bytes without a newline) was blamed on the next line, and every line after it was dropped (the
+    whole file refused when it was the first data row)."""
+    src = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()
+    rows = src[1:11]
+    rows.insert(at, "junk-" + "x" * 140_000 + ",1000,1000,1,500,,LS,Running,0,10,0")
+    p = tmp_path / "pods.csv"
+    p.write_text("\n".join([src[0], *rows]) + "\n")
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    jobs = loader.load_jobs()
+    assert [(e.line, "field larger than field limit" in e.reason) for e in loader.errors] == [(at + 2, True)]
+    assert len(jobs) == 10 and loader.stats.bad_lines == 1
+
+
 def test_when_a_pod_ran_scheduled_to_deleted(fixtures: Path) -> None:
     jobs = _by_id(OpenbLoader(fixtures / "alibaba-gpu-2023"))
     assert (jobs["openb-pod-0001"].started_s, jobs["openb-pod-0001"].ended_s) == (427061, 12902960)
