@@ -322,9 +322,17 @@ def parse_int(value: str, what: str, *, required: bool = True) -> int | None:
     return int(f)
 
 
+GZIP_MAGIC = b"\x1f\x8b"
+
+
 def open_text(path: Path) -> TextIO:
-    """Open a plain or ``.gz`` UTF-8 text file for reading; undecodable bytes become U+FFFD
-    (which the loaders report as a bad line instead of failing the whole file)."""
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", newline="", encoding="utf-8", errors="replace")  # noqa: SIM115
-    return open(path, newline="", encoding="utf-8", errors="replace")  # noqa: SIM115
+    """Open a plain or gzip UTF-8 text file for reading; undecodable bytes become U+FFFD
+    (which the loaders report as a bad line instead of failing the whole file). A file is read as
+    gzip by its ``.gz`` name or its first bytes, and a leading byte-order mark (a spreadsheet's
+    "CSV UTF-8") is skipped (found by review: a gzip file named ``.jsonl`` was "invalid UTF-8" on
+    every line, and a BOM failed a CSV's header check)."""
+    with open(path, "rb") as fh:
+        gzipped = path.suffix == ".gz" or fh.read(2) == GZIP_MAGIC
+    if gzipped:
+        return gzip.open(path, "rt", newline="", encoding="utf-8-sig", errors="replace")  # noqa: SIM115
+    return open(path, newline="", encoding="utf-8-sig", errors="replace")  # noqa: SIM115

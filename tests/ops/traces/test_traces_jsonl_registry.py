@@ -33,6 +33,35 @@ def test_bad_lines(fixtures: Path) -> None:
         JsonlLoader(path, strict=True).load_jobs()
 
 
+@pytest.mark.parametrize("how", ["bom", "gzip named .jsonl"])
+def test_a_byte_order_mark_or_an_unnamed_gzip_file_reads_as_the_plain_file(tmp_path: Path, fixtures: Path,
+                                                                            how: str) -> None:  # fmt: skip
+    """Found by review: a leading BOM made line 1 "not JSON", and a gzip file without its ``.gz``
+    name was "invalid UTF-8" on every line."""
+    import gzip
+
+    text = (fixtures / "jsonl/events.jsonl").read_bytes()
+    p = tmp_path / "events.jsonl"
+    p.write_bytes(b"\xef\xbb\xbf" + text if how == "bom" else gzip.compress(text))
+    plain, loader = JsonlLoader(fixtures / "jsonl/events.jsonl"), JsonlLoader(p)
+    assert [j.event for j in loader.load_jobs()] == [j.event for j in plain.load_jobs()]
+    assert loader.errors == [] and list(loader.nodes()) == list(plain.nodes())
+
+
+def test_a_csv_trace_saved_with_a_byte_order_mark_reads_as_without(tmp_path: Path, fixtures: Path) -> None:
+    """Found by review: a spreadsheet's "CSV UTF-8" (a BOM first) failed the header check, file refused."""
+    src = fixtures / "alibaba-gpu-2023"
+    (tmp_path / "openb_node_list_gpu_node.csv").write_bytes((src / "openb_node_list_gpu_node.csv").read_bytes())
+    pods = (src / "openb_pod_list_default.csv").read_bytes()
+    (tmp_path / "openb_pod_list_default.csv").write_bytes(b"\xef\xbb\xbf" + pods)
+    bom, plain = OpenbLoader(tmp_path), OpenbLoader(src)
+
+    def jobs(loader: OpenbLoader) -> list[tuple[dict, float]]:  # (each load draws its own event ids and times)
+        return [(j.event.model_dump(exclude={"event_id", "event_time"}), j.offset_s) for j in loader.load_jobs()]
+
+    assert jobs(bom) == jobs(plain) and bom.errors == []
+
+
 @pytest.mark.parametrize("in_first_line", [True, False])
 def test_a_truncated_gz_file_says_where_it_stops(tmp_path: Path, fixtures: Path, in_first_line: bool) -> None:
     import gzip
