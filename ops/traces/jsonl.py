@@ -5,8 +5,8 @@ Each non-blank line is either
 
 - a bare event: a :class:`JobSubmitted` (``"kind": "job_submitted"``) or a
   :class:`NodeTelemetry` (``"kind": "node_telemetry"``), exactly as on the wire; a job's
-  ``offset_s`` is its ``event_time`` (required on such a line) minus the earliest job
-  ``event_time`` in the file; or
+  ``offset_s`` is its ``event_time`` (required on such a line) minus the earliest bare job
+  line's ``event_time`` in the file; or
 - an envelope ``{"offset_s": <seconds>, "event": {...}}`` that fixes the offset explicitly.
 
 Node lines are the inventory, published as written (``source`` is kept). Lines that are
@@ -94,8 +94,10 @@ class JsonlLoader(TraceLoader):
             jobs.append((offset, event.event_time, event))
         if not jobs:
             return []
-        t0 = min(t for _, t, _ in jobs)
-        return [TraceJob(offset_s=off if off is not None else (t - t0).total_seconds(), event=ev)
+        # the bare job lines' times only: an enveloped job without event_time gets the time it is read
+        # at, which made the bare jobs' offsets depend on the wall clock (found by review)
+        t0 = min((t for off, t, _ in jobs if off is None), default=None)
+        return [TraceJob(offset_s=off if off is not None or t0 is None else (t - t0).total_seconds(), event=ev)
                 for off, t, ev in jobs]  # fmt: skip
 
     def _decode(self, text: str) -> tuple[float | None, JobSubmitted | NodeTelemetry]:

@@ -33,6 +33,20 @@ def test_bad_lines(fixtures: Path) -> None:
         JsonlLoader(path, strict=True).load_jobs()
 
 
+def test_bare_job_offsets_do_not_depend_on_an_enveloped_job_without_a_time(tmp_path: Path) -> None:
+    """Found by review: an enveloped job without ``event_time`` (it gets the time it is read at) took
+    part in the bare jobs' earliest time, so their offsets were months off and moved with the clock."""
+    p = tmp_path / "mixed.jsonl"
+    p.write_text("\n".join([
+        '{"offset_s": 0, "event": {"kind": "job_submitted", "job_id": "a", "cluster": "c"}}',
+        '{"kind": "job_submitted", "job_id": "b", "cluster": "c", "event_time": "2027-06-01T00:00:00Z"}',
+        '{"kind": "job_submitted", "job_id": "c", "cluster": "c", "event_time": "2027-06-01T00:00:10Z"}',
+    ]) + "\n")  # fmt: skip
+    loader = JsonlLoader(p)
+    assert sorted((j.event.job_id, j.offset_s) for j in loader.load_jobs()) == [("a", 0.0), ("b", 0.0), ("c", 10.0)]
+    assert loader.errors == []
+
+
 @pytest.mark.parametrize("how", ["bom", "gzip named .jsonl"])
 def test_a_byte_order_mark_or_an_unnamed_gzip_file_reads_as_the_plain_file(tmp_path: Path, fixtures: Path,
                                                                             how: str) -> None:  # fmt: skip
