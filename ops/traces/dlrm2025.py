@@ -146,6 +146,9 @@ class DlrmLoader(TraceLoader):
             else:
                 lifetime, duration = "beyond_window", None
         num_gpu, gpu_milli = gpu_fields(parse_float(row[5], "gpu_request"))  # type: ignore[arg-type]
+        if role == "CN" and num_gpu:  # (found by review: the CPU pool's nodes grew GPUs of no model, and the
+            # inventory failed with a validation dump naming no line)
+            raise ValueError(f"a CN (CPU node) instance asks for no GPUs: gpu_request is {row[5].strip()}")
         cpu = parse_float(row[3], "cpu_request")
         mem = parse_float(row[9], "memory_request")
         mipn = parse_int(row[13], "max_instance_per_node", required=False)
@@ -183,6 +186,8 @@ def _shape(name: str, value: object) -> NodeShape | None:
         v = getattr(shape, field)
         if isinstance(v, bool) or not isinstance(v, int) or v < (1 if field != "num_gpu" else 0):
             raise ValueError(f"{name}.{field} must be a whole number {'>= 1' if field != 'num_gpu' else '>= 0'}, not {v!r}")
+    if name == "hn_shape" and not shape.num_gpu:  # the GPU pool's instances ask for GPUs: its nodes need a model
+        raise ValueError(f"{name}.num_gpu must be >= 1: HN nodes are the GPU nodes")
     if shape.num_gpu and shape.gpu_model not in KNOWN_GPU_MODELS:
         raise ValueError(f"{name}.gpu_model must be one of {sorted(KNOWN_GPU_MODELS)} for a node with GPUs, "
                          f"not {shape.gpu_model!r}")  # fmt: skip

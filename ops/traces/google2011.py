@@ -48,7 +48,7 @@ from pydantic import ValidationError
 
 from ops.traces.base import TraceJob, TraceLoader, parse_float, parse_int
 from ops.traces.paths import traces_dir
-from scheduling.events import JobSubmitted, NodeTelemetry
+from scheduling.events import MAX_CPU_MILLI, MAX_MEMORY_MIB, JobSubmitted, NodeTelemetry
 
 TASK_FIELDS = 13
 JOB_FIELDS = 8
@@ -83,6 +83,10 @@ class Google2011Loader(TraceLoader):
             else self.task_path.with_name(beside) if beside != self.task_path.name else None
         )  # fmt: skip
         self._job_path_given = job_events_path is not None
+        for option, value, most in (("machine_cpu_milli", machine_cpu_milli, MAX_CPU_MILLI),
+                                    ("machine_memory_mib", machine_memory_mib, MAX_MEMORY_MIB)):  # (-o values are JSON)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+                raise ValueError(f"{option} must be a whole number from 1 to {most:,}, not {value!r}")
         self.machine_cpu_milli = machine_cpu_milli
         self.machine_memory_mib = machine_memory_mib
         self.cluster = cluster

@@ -106,6 +106,23 @@ def test_bad_lines(fixtures: Path) -> None:
     assert ei.value.line == 3 and str(ei.value).startswith(f"{path}:3: ")
 
 
+@pytest.mark.parametrize("gpus", ["1", "0.5"])
+def test_a_cpu_node_instance_asking_for_gpus_is_a_bad_line(tmp_path: Path, fixtures: Path, gpus: str) -> None:
+    """Found by review: a CN row with a GPU request grew the CPU pool's node shape GPUs of no model, and
+    the inventory failed with a validation dump naming no line (exit 2, as for a bad option)."""
+    src = (fixtures / "alibaba-gpu-2025/disaggregated_DLRM_trace.csv").read_text().splitlines()
+    cn = next(i for i, row in enumerate(src) if row.split(",")[1] == "CN")
+    fields = src[cn].split(",")
+    fields[5] = gpus
+    src[cn] = ",".join(fields)
+    path = tmp_path / "trace.csv"
+    path.write_text("\n".join(src) + "\n")
+    loader = DlrmLoader(path)
+    jobs = loader.load_jobs()
+    assert [(e.line, e.reason) for e in loader.errors] == [(cn + 1, f"a CN (CPU node) instance asks for no GPUs: gpu_request is {gpus}")]
+    assert len(jobs) == len(src) - 2 and list(loader.nodes())  # the others, and an inventory for them
+
+
 def test_full_shared_file(shared_traces: Path) -> None:
     loader = get_loader("dlrm2025")
     jobs = loader.load_jobs()

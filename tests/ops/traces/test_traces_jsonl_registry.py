@@ -209,6 +209,7 @@ def test_an_offset_that_is_not_a_finite_time_ahead_is_a_bad_line(tmp_path: Path,
     ("hn_shape", {"cpu_milli": 1}, "hn_shape: "),
     ("hn_shape", {"cpu_milli": 8000, "memory_mib": 1024, "num_gpu": 2}, "hn_shape.gpu_model must be one of"),
     ("cn_shape", [1, 2], "cn_shape must be an object"),
+    ("hn_shape", {"cpu_milli": 128000, "memory_mib": 1048576}, "hn_shape.num_gpu must be >= 1"),  # (review: a raw dump)
 ])  # fmt: skip
 def test_a_dlrm_loader_option_of_the_wrong_kind_is_refused_when_given(option: str, value: object, says: str) -> None:
     """Found by review: these passed the constructor and raised TypeError / AttributeError from inside
@@ -225,6 +226,8 @@ def test_a_dlrm_loader_option_of_the_wrong_kind_is_refused_when_given(option: st
     ("openb", "cluster", 5, "option cluster=5: expected a string"),
     ("openb", "node_list", "some", "option node_list='some': expected one of 'gpu', 'all'"),
     ("google2011", "machine_cpu_milli", "abc", "option machine_cpu_milli='abc': expected a whole number"),
+    ("google2011", "machine_cpu_milli", -32000, "machine_cpu_milli must be a whole number from 1"),  # (review: a raw
+    ("google2011", "machine_memory_mib", 0, "machine_memory_mib must be a whole number from 1"),  # dump; 0 memory)
 ])  # fmt: skip
 def test_a_loader_option_of_the_wrong_type_is_refused_with_what_it_takes(trace: str, option: str, value: object,
                                                                         says: str) -> None:  # fmt: skip
