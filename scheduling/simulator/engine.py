@@ -58,6 +58,7 @@ class _Running:
     start: float
     seq: int  # its departure event (a preempted job's stale departure is skipped)
     holding: int  # index into holdings, -1 without GPUs
+    since: float  # when it was last queued (kept for a run its own step takes back)
 
 
 class Simulator:
@@ -155,23 +156,27 @@ class Simulator:
             if job.request.gpu_demand_milli:
                 holding = len(holdings)
                 holdings.append(Holding(now, end, job.request.gpu_demand_milli))
-            running[job_id] = _Running(job, node, gpus, now, seq, holding)
+            running[job_id] = _Running(job, node, gpus, now, seq, holding, since)
             if ordering is not None:
                 table.add(job.request, node, gpus, now, attained.get(job_id, 0.0), since)
             o = outcome[job_id]
             o.update(state="running", start=o.get("start", now), placements=o.get("placements", 0) + 1)
 
-        def preempt(order: list[str], context: OrderContext) -> int:
-            """Let blocked higher-priority jobs evict lower-priority running ones; the count."""
+        def preempt(order: list[str], context: OrderContext) -> tuple[int, bool]:
+            """Let blocked higher-priority jobs evict lower-priority running ones: the evictions, and
+            whether any room was made. A job this very step placed is taken back, not evicted: it never
+            ran, so no placement, no reversal and no new wait are counted (found by review: a blocked
+            queue-0 job's preemption took the node a lower-priority job had just been given, and the
+            0 s run counted as a placement and a reversal and restarted that job's wait)."""
             assert ordering is not None
             blocked = [j for j in order if j in pending and not pending[j].is_gang][: cfg.preemption_checks]
             if not blocked or not running:
-                return 0
+                return 0, False
             queues = {j: ordering.queue_of((pending[j],), now, context) for j in blocked}
             victims = table.victims(snap, now, ordering, below=min(queues.values()))
             if not len(victims):
-                return 0
-            evictions = 0
+                return 0, False
+            evictions, freed = 0, False
             hopeless: set[tuple] = set()  # (shape, queue) that found no node this step
             for job_id in blocked:
                 req = pending[job_id]
@@ -179,7 +184,7 @@ class Simulator:
                 key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.per_gpu_milli, req.gpu_models, queue)
                 if key in hopeless:
                     continue
-                got = preempt_for(snap, req, queue, victims, self.policy, try_free=evictions > 0)
+                got = preempt_for(snap, req, queue, victims, self.policy, try_free=freed)
                 if got is None:
                     hopeless.add(key)
                     continue
@@ -193,11 +198,18 @@ class Simulator:
                         h = holdings[r.holding]
                         holdings[r.holding] = Holding(h.start, now, h.gpu_milli)
                     pending[v.job.job_id] = v.job
-                    queued_since[v.job.job_id] = now
-                    outcome[v.job.job_id]["state"] = "pending"
-                    evictions += 1
+                    o = outcome[v.job.job_id]
+                    o["state"], freed = "pending", True
+                    if r.start == now:  # placed by this step: taken back
+                        queued_since[v.job.job_id] = r.since
+                        o["placements"] -= 1
+                        if not o["placements"]:
+                            del o["placements"], o["start"]
+                    else:
+                        queued_since[v.job.job_id] = now
+                        evictions += 1
                 start(job_id, placement.node_index, placement.gpu_indices)
-            return evictions
+            return evictions, freed
 
         while True:
             t_dep = departures[0][0] if departures else np.inf
@@ -252,9 +264,9 @@ class Simulator:
                         reject(u.job_id, u.reason)
                 if ordering is not None:  # preemption is part of the step's compute time
                     t0 = time.perf_counter()
-                    evicted = preempt(result.order, context)
+                    evicted, freed = preempt(result.order, context)
                     reversals += evicted
-                    if evicted:  # the evicted and the jobs left out may fit what is left: the next step
+                    if freed:  # the evicted and the jobs left out may fit what is left: the next step
                         due(now + cfg.step_s)  # (found by review: they waited for the next arrival or departure)
                     steps[-1] = dataclasses.replace(steps[-1], compute_ms=steps[-1].compute_ms
                                                     + (time.perf_counter() - t0) * 1000)  # fmt: skip

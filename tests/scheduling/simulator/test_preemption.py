@@ -128,3 +128,20 @@ def test_what_an_eviction_left_free_is_used_at_the_next_step_not_the_next_event(
     r = simulate([node("n0", gpus=2)], jobs, policy, SimConfig(step_s=1.0, preemption_checks=1))
     o = {x.job_id: x for x in r.outcomes}
     assert o["P1"].start == 20.0 and o["P2"].start == 21.0 and r.reversals == 1
+
+
+def test_a_job_its_own_step_placed_is_taken_back_not_evicted():
+    """Found by review: at 25 s the step placed A (queue 1) beside the blocked B (queue 0, two GPUs),
+    then B's preemption evicted A again. That 0 s run counted as A's placement and as a reversal, and
+    restarted A's wait. It is taken back now: A's runs are the one from 0 s and the one from 30 s."""
+    from scheduling.orderings.compose import ComposedPolicy
+    from scheduling.orderings.las import DiscretisedLas
+
+    jobs = [SimJob(job("A", gpus=1, submit_time=0.0), 1000.0), SimJob(job("C", gpus=1, submit_time=0.0), 1000.0),
+            SimJob(job("P", gpus=1, submit_time=20.0), 5.0),  # evicts A at 20 s (20 GPU-s > 10: queue 1)
+            SimJob(job("B", gpus=2, submit_time=25.0), 5.0)]  # blocked at 25 s; A fits the GPU P left
+    policy = ComposedPolicy(DiscretisedLas(thresholds=(10.0,), promote_knob=None), get_policy("best-fit"))
+    r = simulate([node("n0", gpus=2)], jobs, policy, SimConfig(step_s=1.0))
+    o = {x.job_id: x for x in r.outcomes}
+    assert (o["B"].start, o["A"].start, o["A"].finish) == (25.0, 0.0, 1030.0)
+    assert o["A"].placements == 2 and r.reversals == 2  # A evicted by P, C by B; 3 before the fix
