@@ -49,7 +49,7 @@ console = wide_console()
 BEST_PLACEMENT: dict[str, str] = {"openb": "fgd", "google2011": "best-fit", "dlrm2025": "best-fit"}
 DEPLOYABLE = ("fifo", "sjf-predicted", "las")  # the issue names the last two; arrival order is deployable too
 LEARNED = ("sjf-learned", "gittins-learned")  # orderings that get (a copy of) the trained duration model
-COLUMNS = ["policy", "finished", "rejected", "jct_mean", "jct_p50", "jct_p95", "jct_p99", "queue_mean", "queue_p50",
+COLUMNS = ["policy", "finished", "rejected", "unfinished", "jct_mean", "jct_p50", "jct_p95", "jct_p99", "queue_mean", "queue_p50",
            "queue_p95", "queue_p99", "vs_best_deployable", "steps", "step_ms_p99", "wall_s"]  # fmt: skip
 
 

@@ -46,7 +46,7 @@ METRICS = {  # summary key -> (label for plots)
     "placement_stability": "placement stability",
     "order_agreement": "order agreement",
 }
-COLUMNS = ["policy", "point", "finished", "makespan_s", "jct_mean", "queue_mean", "queue_p95", "step_ms_p50",
+COLUMNS = ["policy", "point", "finished", "unfinished", "makespan_s", "jct_mean", "queue_mean", "queue_p95", "step_ms_p50",
            "step_ms_p99", "throughput_jobs_per_s", "placement_stability", "order_agreement", "gpu_alloc_mean"]  # fmt: skip
 
 

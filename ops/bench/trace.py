@@ -21,7 +21,7 @@ from scheduling.simulator.bounds import instance_limit_bounds
 
 console = wide_console()
 
-JOB_COLUMNS = ["policy", "finished", "rejected", "jct_mean", "jct_p50", "jct_p95", "jct_p99", "queue_mean",
+JOB_COLUMNS = ["policy", "finished", "rejected", "unfinished", "jct_mean", "jct_p50", "jct_p95", "jct_p99", "queue_mean",
                "queue_p50", "queue_p95", "queue_p99", "makespan_s", "throughput_jobs_per_s"]  # fmt: skip
 CLUSTER_COLUMNS = ["policy", "gpu_alloc_mean", "gpu_alloc_peak", "gpu_frag_rate_mean", "gpu_partial_ratio_mean", "steps", "step_ms_p50", "step_ms_p99",
                    "placement_stability", "order_agreement", "wall_s"]  # fmt: skip
