@@ -373,8 +373,11 @@ class SimulatedAgents:
         while True:  # (every node is due at least every AGENT_REPORT_EVERY_S, whatever telemetry_s says)
             await asyncio.sleep(min(self.telemetry_s, AGENT_REPORT_EVERY_S))
             now = time.time()
-            for node, cmds in list(self._waiting.items()):
-                if now - min(c.event_time.timestamp() for c in cmds) >= self.unknown_node_grace_s:
+            for node in list(self._waiting):  # read again at each node: while a refusal's report is sent, the
+                # command loop may place a node's waiting commands (its inventory came) or fence them
+                # (found by review: the stale snapshot's KeyError or empty list stopped the agents)
+                cmds = self._waiting.get(node)
+                if cmds and now - min(c.event_time.timestamp() for c in cmds) >= self.unknown_node_grace_s:
                     for cmd in self._waiting.pop(node):
                         await self._place(cmd)
             if now - self._reported_all >= AGENT_REPORT_EVERY_S:  # each node at least this often: it is alive

@@ -195,6 +195,35 @@ async def test_waiting_command_is_refused_by_the_telemetry_loop_after_the_grace(
     assert a._waiting == {}
 
 
+async def test_an_inventory_taken_while_the_telemetry_loop_refuses_does_not_stop_the_agents(agents) -> None:
+    """Found by review: the loop walked a snapshot of the waiting commands and awaited each refusal's
+    report; the command loop meanwhile placed node B's (its inventory came), and the loop's pop of B
+    raised KeyError: the agents stopped, and every run they held was lost."""
+    a, rec = agents
+    entered = asyncio.Event()
+
+    async def send(topic: str, event: Event, **kw: Any) -> None:  # a send that yields (a full batch, say)
+        entered.set()
+        await asyncio.sleep(0.01)
+        rec.sent.append((topic, event))
+
+    rec.send = send  # type: ignore[method-assign]
+    a.unknown_node_grace_s, a.telemetry_s = 0.05, 0.02
+    await a._handle("actions", place("ja", node_id="A").to_bytes())  # A never comes
+    await a._handle("actions", place("jb", node_id="B").to_bytes())  # B's inventory is late
+    await asyncio.sleep(0.1)  # both past the grace
+    loop = asyncio.create_task(a._telemetry_loop())
+    try:
+        await asyncio.wait_for(entered.wait(), 5)  # refusing A's command
+        await a._handle("nodes.telemetry", inventory("B"))
+        await asyncio.sleep(0.1)
+        assert not loop.done(), loop.exception()
+    finally:
+        loop.cancel()
+    states = {e.job_id: e.state for e in rec.lifecycle()}
+    assert states == {"ja": "failed", "jb": "started"} and a._waiting == {}
+
+
 async def test_job_finishes_after_its_duration_and_frees_the_node(agents) -> None:
     a, rec = agents
     a.speed = 100.0
