@@ -165,12 +165,14 @@ def train_dag(*, dags: int = 80, k: int = 3, epochs: int = 30, dagger_dags: int 
               hidden: int = 64, out: Path = MODELS, version: str = "") -> dict[str, Any]:  # fmt: skip
     """Train the learned DAG policy (module docstring; ``semsched train-dag`` names every option), write
     ``<out>/<version>/`` and point ``<out>/latest`` at it; returns the model's metadata."""
+    if init is not None and (dagger_dags or not rl_dags):  # (found by review: ignored without a word, and published)
+        raise ValueError("a model from init is trained by REINFORCE alone: give rl_dags, not dagger_dags")
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = DagGeneratorConfig()
     t0 = time.perf_counter()
     if init is not None:
-        net, losses, teacher_ratio, t_teacher, dagger_dags = load_model(init), [], float("nan"), 0.0, 0
+        net, losses, teacher_ratio, t_teacher = load_model(init), [], float("nan"), 0.0
         net.train()
     else:
         data: TeacherData = build_teacher_data(config, dags, seed, k, out / "cache" / f"teacher-{dags}-{seed}-{k}.pkl")
@@ -186,8 +188,9 @@ def train_dag(*, dags: int = 80, k: int = 3, epochs: int = 30, dagger_dags: int 
                                  lr=rl_lr) if rl_dags else {}
     total = time.perf_counter() - t0
     version = version or next_version(out)
-    meta = {"version": version, "seed": seed, "teacher_dags": dags, "teacher_k": k,
-            "teacher_vs_heft": teacher_ratio, "init": str(init or ""), "imitation_epochs": epochs,
+    taught = init is None  # the metadata names only what ran: no teacher nor imitation from init
+    meta = {"version": version, "seed": seed, "teacher_dags": dags if taught else 0, "teacher_k": k if taught else None,
+            "teacher_vs_heft": teacher_ratio, "init": str(init or ""), "imitation_epochs": epochs if taught else 0,
             "imitation_losses": losses, "dagger_dags": dagger_dags, "imitation_valid_vs_heft": imitation_valid, "rl_dags": rl_dags,
             "rl_samples": rl_samples, "rl_lr": rl_lr, "rl": rl, "generator": config.__dict__, "teacher_seconds": t_teacher,
             "train_seconds": total}  # fmt: skip

@@ -30,7 +30,7 @@ def train_dag(
     rl_samples: int = typer.Option(6, min=1, help="REINFORCE: sampled schedules per DAG (baseline: their mean)."),
     rl_lr: float = typer.Option(1e-4, callback=positive, help="REINFORCE learning rate (Adam)."),
     valid_dags: int = typer.Option(30, min=1, help="Validation DAGs (another training seed, never the held-out stream)."),
-    init: Path = typer.Option(None, help="Start from this model directory (skips the teacher and imitation)."),
+    init: Path = typer.Option(None, help="Start from this model directory (skips the teacher and imitation; needs --rl-dags)."),
     seed: int = typer.Option(0, min=0, max=2**32 - 1, help="Seed (training DAGs, initialisation, batches)."),
     hidden: int | None = typer.Option(None, min=4, help="Width of the two-stage policy network (default 64; with "
                                       "--init, the model's own)."),
@@ -55,6 +55,12 @@ def train_dag(
             raise typer.BadParameter(f"{hidden} is not the width of the --init model ({width}); leave it out",
                                      param_hint="--hidden")  # fmt: skip
         hidden = width
+        if dagger_dags:  # (found by review: ignored without a word, and the model published)
+            raise typer.BadParameter("DAgger follows imitation, which --init skips: leave it out (or leave out --init)",
+                                     param_hint="--dagger-dags")  # fmt: skip
+        if not rl_dags:
+            raise typer.BadParameter("--init trains by REINFORCE alone: without --rl-dags it would publish the same "
+                                     "model as a new version", param_hint="--rl-dags")  # fmt: skip
     meta = run(dags=dags, k=k, epochs=epochs, dagger_dags=dagger_dags, rl_dags=rl_dags, rl_samples=rl_samples,
                rl_lr=rl_lr, valid_dags=valid_dags, init=init, seed=seed, hidden=hidden or 64, out=out or MODELS,
                version=version)  # fmt: skip

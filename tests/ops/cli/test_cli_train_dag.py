@@ -26,10 +26,29 @@ def test_train_dag_writes_a_versioned_model_the_dag_schedulers_load(tmp_path):
     scheduler = LearnedDagScheduler(out / "latest", strict=True)
     problem = next(iter(held_out_dags(DagGeneratorConfig(), 1)))
     assert scheduler.fallback is None and scheduler.schedule(problem).makespan > 0
-    # a second version from the first (no teacher), and latest follows it
-    r = runner.invoke(app, ["train-dag", "--init", str(out / "v001"), "--valid-dags", "2", "--out", str(out)])
+    # a second version from the first (no teacher: REINFORCE alone), and latest follows it
+    r = runner.invoke(app, ["train-dag", "--init", str(out / "v001"), "--rl-dags", "1", "--rl-samples", "2",
+                            "--valid-dags", "2", "--out", str(out)])  # fmt: skip
     assert r.exit_code == 0, r.output
     assert (out / "latest").resolve() == (out / "v002").resolve()
+    meta = json.loads((out / "v002" / "config.json").read_text())["meta"]
+    # only what ran (found by review: it claimed v001's teacher DAGs and imitation epochs)
+    assert (meta["teacher_dags"], meta["teacher_k"], meta["imitation_epochs"], meta["imitation_losses"],
+            meta["dagger_dags"], meta["rl_dags"]) == (0, None, 0, [], 0, 1)  # fmt: skip
+
+
+def test_train_dag_refuses_init_options_that_would_be_ignored(tmp_path):
+    """(Found by review: ``--init M --dagger-dags N`` ran no DAgger, and ``--init`` without ``--rl-dags`` trained
+    nothing; both published a new version and moved latest to it.)"""
+    from inference.dag.model import DagPolicyNet, NetConfig, save_model
+
+    save_model(DagPolicyNet(NetConfig(hidden=8)), tmp_path / "m")
+    init = ["train-dag", "--init", str(tmp_path / "m"), "--valid-dags", "1", "--out", str(tmp_path / "dag")]
+    r = runner.invoke(app, [*init, "--dagger-dags", "5", "--rl-dags", "1"], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "--dagger-dags" in r.output and "DAgger follows imitation" in r.output, r.output
+    r = runner.invoke(app, init, env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "--rl-dags" in r.output and "REINFORCE alone" in r.output, r.output
+    assert not (tmp_path / "dag").exists()
 
 
 def test_train_dag_refuses_an_init_directory_without_a_model(tmp_path):
