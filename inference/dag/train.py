@@ -38,11 +38,12 @@ from inference.dag.features import dag_context
 from inference.dag.model import DagPolicyNet, NetConfig, load_model, save_model
 from inference.dag.policy import DEFAULT_MODEL_DIR, NetPolicy, schedule_with
 from inference.dag.teacher import Sample, make_sample, teacher_action
-from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, training_dags
+from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, check_stream_seed, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler, run_policy
 
 MODELS = DEFAULT_MODEL_DIR.parent
 VALIDATION_SEED_OFFSET, RL_SEED_OFFSET, DAGGER_SEED_OFFSET = 1000, 2000, 3000
+SEED_OFFSETS = (VALIDATION_SEED_OFFSET, RL_SEED_OFFSET, DAGGER_SEED_OFFSET)
 
 
 def _pad(arrays: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -155,6 +156,19 @@ def train_reinforce(net: DagPolicyNet, config: DagGeneratorConfig, *, dags: int,
     return {"valid_vs_heft": best, "curve": curve}
 
 
+def check_seed(seed: int) -> None:
+    """``ValueError`` unless ``seed`` and every seed derived from it (validation, REINFORCE, DAgger: ``seed`` +
+    an offset) are DAG stream seeds: checked before any work (found by review: a seed near 2**32 died
+    after the teacher's rollouts and imitation)."""
+    try:
+        for derived in (seed, *(seed + offset for offset in SEED_OFFSETS)):
+            check_stream_seed(derived)
+    except ValueError:
+        raise ValueError(f"must be within 0 .. {2**32 - 1 - max(SEED_OFFSETS)}, not {seed}: the validation, "
+                         f"REINFORCE and DAgger DAGs use the seed + {', '.join(map(str, SEED_OFFSETS))}, "
+                         f"each a 32-bit stream seed") from None  # fmt: skip
+
+
 def next_version(root: Path) -> str:
     taken = [int(p.name[1:]) for p in root.glob("v[0-9][0-9][0-9]") if p.is_dir()]
     return f"v{max(taken, default=0) + 1:03d}"
@@ -167,6 +181,7 @@ def train_dag(*, dags: int = 80, k: int = 3, epochs: int = 30, dagger_dags: int 
     ``<out>/<version>/`` and point ``<out>/latest`` at it; returns the model's metadata."""
     if init is not None and (dagger_dags or not rl_dags):  # (found by review: ignored without a word, and published)
         raise ValueError("a model from init is trained by REINFORCE alone: give rl_dags, not dagger_dags")
+    check_seed(seed)
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = DagGeneratorConfig()

@@ -39,11 +39,15 @@ def train_dag(
     version: str = typer.Option("", help="Version name (default: the next vNNN)."),
 ) -> None:
     """Train the learned DAG scheduler (two stages: a ready task, then a processor) and publish it."""
-    from inference.dag.train import MODELS
+    from inference.dag.train import MODELS, check_seed
     from inference.dag.train import train_dag as run
     from ops.cli.options import check_new_version
 
     check_new_version(out or MODELS, version)
+    try:
+        check_seed(seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--seed") from None
     if init is not None:
         from inference.dag.model import DagModelError, load_model
 

@@ -77,3 +77,12 @@ def test_train_dag_refuses_a_hidden_width_other_than_the_init_models(tmp_path):
                       env={"COLUMNS": "300"})  # fmt: skip
     assert r.exit_code == 2 and "16 is not the width of the --init model (8)" in r.output, r.output
     assert not (tmp_path / "dag").exists()
+
+
+def test_train_dag_refuses_a_seed_whose_derived_seeds_leave_32_bits(tmp_path):
+    """The validation, REINFORCE and DAgger DAGs use seed + 1000, 2000, 3000 (found by review: --seed up to
+    2**32 - 1 was accepted, and the run died with a ValueError after the teacher's rollouts and imitation)."""
+    tiny = ["--dags", "1", "--k", "1", "--epochs", "1", "--valid-dags", "1", "--hidden", "8", "--out", str(tmp_path / "dag")]
+    r = runner.invoke(app, ["train-dag", "--seed", str(2**32 - 1000), *tiny], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "--seed" in r.output and f"within 0 .. {2**32 - 3001}" in r.output, r.output
+    assert not (tmp_path / "dag").exists()
