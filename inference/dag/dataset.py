@@ -17,12 +17,17 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from inference.dag.features import PROC_FEATURES, STATIC_FEATURES, TASK_DYNAMIC
 from inference.dag.teacher import Sample, teacher_trajectory
 from scheduling.dag import DagGeneratorConfig, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler
 
-#: bumped when the teacher or the features change, so old caches are not reused
+#: bumped when the teacher changes, so old caches are not reused (the features are in the key by their names)
 TEACHER_VERSION = 3
+#: the feature layout the samples were made with: part of the cache key, so a cache from another layout is
+#: relabelled, never reused (found by review: a bump of TEACHER_VERSION was forgotten with a new feature set,
+#: and an old cache's narrower processor features crashed imitation, or would be trained on silently)
+FEATURE_LAYOUT = (STATIC_FEATURES, TASK_DYNAMIC, PROC_FEATURES)
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,8 @@ def progress() -> Progress:
 def build_teacher_data(config: DagGeneratorConfig, n_dags: int, seed: int = 0, k: int = 3,
                        cache: Path | None = None) -> TeacherData:  # fmt: skip
     """Teacher decisions on ``n_dags`` training DAGs; read from / written to ``cache`` when given
-    (the cache is only reused for the same ``n_dags``, ``seed``, ``k`` and generator config)."""
-    key = (TEACHER_VERSION, n_dags, seed, k, repr(config))
+    (the cache is only reused for the same ``n_dags``, ``seed``, ``k``, generator config and features)."""
+    key = (TEACHER_VERSION, FEATURE_LAYOUT, n_dags, seed, k, repr(config))
     if cache is not None and cache.exists():
         with cache.open("rb") as f:
             stored_key, data = pickle.load(f)

@@ -27,6 +27,26 @@ def test_teacher_data_is_cached(tmp_path):
     assert len(again.samples) == len(first.samples) and again.teacher_vs_heft == first.teacher_vs_heft
 
 
+def test_a_teacher_cache_of_another_feature_layout_is_not_reused(tmp_path):
+    """(Found by review: a cache written by the code of feature set 2, whose key had the same teacher version,
+    was reused by feature set 3's training: imitation crashed on the processor features' column count.)"""
+    import pickle
+    from dataclasses import replace
+
+    from inference.dag.dataset import TEACHER_VERSION
+    from inference.dag.features import PROC_DIM
+
+    cache = tmp_path / "teacher.pkl"
+    fresh = build_teacher_data(TINY, 1, seed=1, k=2)
+    narrow = [replace(s, x_proc=s.x_proc[:, : PROC_DIM - 5]) for s in fresh.samples]  # set 2: 5 columns fewer
+    stale = replace(fresh, samples=narrow)
+    with cache.open("wb") as f:  # the key as the older code wrote it: no feature layout in it
+        pickle.dump(((TEACHER_VERSION, 1, 1, 2, repr(TINY)), stale), f)
+    data = build_teacher_data(TINY, 1, seed=1, k=2, cache=cache)
+    assert {s.x_proc.shape[1] for s in data.samples} == {PROC_DIM}
+    assert build_teacher_data(TINY, 1, seed=1, k=2, cache=cache).samples[0].x_proc.shape[1] == PROC_DIM  # rewritten
+
+
 def test_imitation_reduces_the_loss():
     data = build_teacher_data(TINY, 3, seed=2, k=2)
     net = DagPolicyNet(NetConfig(hidden=16))
