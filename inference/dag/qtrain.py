@@ -33,6 +33,7 @@ from inference.dag.train import (
     heft_makespan,
     next_version,
 )
+from inference.model.io import check_latest, point_latest
 from scheduling.dag import DagGeneratorConfig, ListSchedulingEnv, training_dags
 
 
@@ -163,6 +164,10 @@ def main(dags: int = typer.Option(200, help="training DAGs the rollout teacher l
          cache: Path = typer.Option(None, help="teacher trajectories (default models/dag/cache/q-s<seed>.pkl)"),
          out: Path = typer.Option(MODELS), version: str = typer.Option("")) -> None:  # fmt: skip
     """Train the learned DAG policy on processor Q-values; write models/dag/<version>, point latest at it."""
+    try:
+        check_latest(out)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--out") from None
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = DagGeneratorConfig()
@@ -196,10 +201,7 @@ def main(dags: int = typer.Option(200, help="training DAGs the rollout teacher l
             "valid_vs_heft": min(curve), "losses": losses, "generator": config.__dict__,
             "teacher_seconds": t_teacher, "train_seconds": total}  # fmt: skip
     directory = save_model(net, out / version, meta)
-    latest = out / "latest"
-    if latest.is_symlink() or not latest.exists():
-        latest.unlink(missing_ok=True)
-        latest.symlink_to(version)
+    point_latest(out, version)
     print(f"model {directory} (latest -> {version}); teacher/HEFT {teacher_ratio:.4f}, "
           f"valid greedy/HEFT {min(curve):.4f}; {total:.0f} s")
 

@@ -38,6 +38,7 @@ from inference.dag.features import dag_context
 from inference.dag.model import DagPolicyNet, NetConfig, load_model, save_model
 from inference.dag.policy import DEFAULT_MODEL_DIR, NetPolicy, schedule_with
 from inference.dag.teacher import Sample, make_sample, teacher_action
+from inference.model.io import check_latest, point_latest
 from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, check_stream_seed, training_dags
 from scheduling.dag.schedulers import get_dag_scheduler, run_policy
 
@@ -182,6 +183,7 @@ def train_dag(*, dags: int = 80, k: int = 3, epochs: int = 30, dagger_dags: int 
     if init is not None and (dagger_dags or not rl_dags):  # (found by review: ignored without a word, and published)
         raise ValueError("a model from init is trained by REINFORCE alone: give rl_dags, not dagger_dags")
     check_seed(seed)
+    check_latest(out)
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = DagGeneratorConfig()
@@ -210,8 +212,5 @@ def train_dag(*, dags: int = 80, k: int = 3, epochs: int = 30, dagger_dags: int 
             "rl_samples": rl_samples, "rl_lr": rl_lr, "rl": rl, "generator": config.__dict__, "teacher_seconds": t_teacher,
             "train_seconds": total}  # fmt: skip
     directory = save_model(net, out / version, meta)
-    latest = out / "latest"
-    if latest.is_symlink() or not latest.exists():
-        latest.unlink(missing_ok=True)
-        latest.symlink_to(version)
+    point_latest(out, version)
     return meta | {"directory": str(directory)}

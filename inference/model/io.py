@@ -112,6 +112,17 @@ def point_latest(root: Path, version: str) -> Path:
     return link
 
 
+def check_latest(root: Path) -> None:
+    """``ValueError`` when ``root/latest`` is there but not a symlink (a copy put there by hand):
+    :func:`point_latest` cannot replace it, so a command that publishes checks it before training
+    (found by review: train-dag left a ``latest`` directory as it was and said it pointed at the new version)."""
+    link = Path(root) / "latest"
+    if link.exists() and not link.is_symlink():
+        kind = "a directory" if link.is_dir() else "a file"
+        raise ValueError(f"{link} is {kind}, not a symlink, so it cannot point at the new version: move it away "
+                         f"(a model to keep: make it a version, mv {link} {Path(root) / '<name>'})")  # fmt: skip
+
+
 def reload_if_moved(model_dir: Path, current: LoadedModel, device: str | torch.device | None = None,
                     refused: set[tuple[Path, int]] | None = None) -> LoadedModel | None:  # fmt: skip
     """The model ``model_dir`` resolves to now, when that is another directory than ``current``'s

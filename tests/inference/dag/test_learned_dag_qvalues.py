@@ -145,3 +145,19 @@ def test_a_training_dag_seed_past_32_bits_is_refused():
 
     with pytest.raises(ValueError, match="2\\*\\*32"):
         training_problem(DagGeneratorConfig(), 2**32, 0)
+
+
+def test_qtrain_refuses_a_latest_that_is_not_a_symlink(tmp_path):
+    """The same check as train-dag's, before the teacher (found by review: it trained and left ``latest`` as it was)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from inference.dag.qtrain import main
+
+    app = typer.Typer()
+    app.command()(main)
+    (tmp_path / "latest").mkdir()
+    tiny = ["--dags", "1", "--epochs", "1", "--dagger-rounds", "0", "--valid-dags", "1", "--hidden", "8"]
+    r = CliRunner().invoke(app, [*tiny, "--out", str(tmp_path)], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "is a directory, not a symlink" in r.output, r.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]

@@ -86,3 +86,13 @@ def test_train_dag_refuses_a_seed_whose_derived_seeds_leave_32_bits(tmp_path):
     r = runner.invoke(app, ["train-dag", "--seed", str(2**32 - 1000), *tiny], env={"COLUMNS": "300"})
     assert r.exit_code == 2 and "--seed" in r.output and f"within 0 .. {2**32 - 3001}" in r.output, r.output
     assert not (tmp_path / "dag").exists()
+
+
+def test_train_dag_refuses_a_latest_that_is_not_a_symlink(tmp_path):
+    """(Found by review: with a real ``latest`` directory, it trained, said "latest -> v001" and left it as it was.)"""
+    out = tmp_path / "dag"
+    (out / "latest").mkdir(parents=True)
+    tiny = ["--dags", "1", "--k", "1", "--epochs", "1", "--valid-dags", "1", "--hidden", "8", "--out", str(out)]
+    r = runner.invoke(app, ["train-dag", *tiny], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "--out" in r.output and "is a directory, not a symlink" in r.output, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["latest"]  # nothing trained, nothing written
