@@ -15,6 +15,7 @@ row labels and the header of the execution-time file, as written.
 from __future__ import annotations
 
 import csv
+import math
 from pathlib import Path
 
 import numpy as np
@@ -38,18 +39,22 @@ def _matrix(path: Path) -> tuple[list[str], list[str], np.ndarray]:
         raise WorkflowFormatError(path, "expected a header line and at least one row")
     header = [c.strip() for c in rows[0][1][1:]]
     labels, values = [], []
+    seen: dict[str, int] = {}  # label -> its line
     for lineno, row in rows[1:]:
         if len(row) != len(header) + 1:
             raise WorkflowFormatError(path, f"line {lineno} has {len(row)} fields, the header {len(header) + 1}")
-        labels.append(row[0].strip())
+        label = row[0].strip()
+        if label in seen:  # (found by review: a repeated task name was blamed on the connectivity file)
+            raise WorkflowFormatError(path, f"line {lineno}: the row label {label!r} is on line {seen[label]} too")
+        seen[label] = lineno
+        labels.append(label)
         try:
             values.append([float(c) for c in row[1:]])
         except ValueError:
             raise WorkflowFormatError(path, f"line {lineno}: a value is not a number: {row[1:]}") from None
-    arr = np.asarray(values, dtype=np.float64)
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
-        raise WorkflowFormatError(path, "values must be finite and >= 0")
-    return header, labels, arr
+        if not all(math.isfinite(v) and v >= 0 for v in values[-1]):  # (found by review: no line was named)
+            raise WorkflowFormatError(path, f"line {lineno}: values must be finite and >= 0: {row[1:]}")
+    return header, labels, np.asarray(values, dtype=np.float64)
 
 
 def load_topcuoglu(directory: Path | None = None, prefix: str = "canonicalgraph") -> DagProblem:

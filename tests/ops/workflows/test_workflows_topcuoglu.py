@@ -48,7 +48,12 @@ def edit(path: Path, old: str, new: str) -> None:
     ("task_connectivity", "T9,0,0,0,0,0,0,0,0,0,0", "T9,5,0,0,0,0,0,0,0,0,0",
      r"task_connectivity\.csv: the graph has a cycle through"),
     ("resource_BW", "P_1,1,0,1", "P_1,0,0,1", r"resource_BW\.csv: bandwidth between different processors must be > 0"),
-    ("resource_BW", "P_2,1,1,0", "P_2,1,1,-3", r"resource_BW\.csv: values must be finite and >= 0"),
+    # each value and label where its row is read, with the line (found by review: no line; a repeated task
+    # label in the execution times was blamed on the connectivity file)
+    ("resource_BW", "P_2,1,1,0", "P_2,1,1,-3", r"resource_BW\.csv: line 4: values must be finite and >= 0"),
+    ("task_exe_time", "T_3,13,8,17", "T_3,-13,8,17", r"task_exe_time\.csv: line 5: values must be finite and >= 0"),
+    ("task_exe_time", "T_4,12,13,10", "T_4,nan,13,10", r"task_exe_time\.csv: line 6: values must be finite and >= 0"),
+    ("task_exe_time", "T_1,13,19,18", "T_0,13,19,18", r"task_exe_time\.csv: line 3: the row label 'T_0' is on line 2 too"),
 ])  # fmt: skip
 def test_a_bad_file_is_named_with_the_reason(topcuoglu_csvs: Path, tmp_path: Path, file: str, old: str, new: str,
                                              message: str) -> None:  # fmt: skip
