@@ -29,10 +29,19 @@ def policy_names(text: str | None, default: list[str] | None = None) -> list[str
     return names
 
 
-def check_new_version(out: Path, version: str | None, option: str = "--version") -> None:
+def check_new_version(out: Path, version: str | None, option: str = "--version", *, publishes: bool = True) -> None:
     """Refuse, before any training, a ``version`` name that would overwrite a model or escape
     ``out``: an existing ``out/version`` (the serving one too), ``latest`` (the serving link),
-    a path. ``None`` or empty: the command picks a fresh name."""
+    a path. ``None`` or empty: the command picks a fresh name. ``publishes``: the command may point
+    ``out/latest`` at the new version, so a ``latest`` that is not a symlink is refused too (it could
+    not be repointed: found by review, an OSError after the whole training)."""
+    if publishes:
+        from inference.model.io import check_latest
+
+        try:
+            check_latest(out)
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--out") from None
     if not version:
         return
     if version in ("latest", ".", "..") or version.startswith(".") or "/" in version or "\\" in version:

@@ -321,7 +321,7 @@ def train(
     from ops.cli.options import check_new_version, seed_list
     from ops.cli.train_publish import check_archive, publish
 
-    check_new_version(out, version)
+    check_new_version(out, version, publishes=promote)
     if from_archive:
         refuse_unused(ctx, "--from-archive")
     if rl_from is not None:

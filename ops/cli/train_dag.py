@@ -41,7 +41,6 @@ def train_dag(
     """Train the learned DAG scheduler (two stages: a ready task, then a processor) and publish it."""
     from inference.dag.train import MODELS, check_seed
     from inference.dag.train import train_dag as run
-    from inference.model.io import check_latest
     from ops.cli.options import check_new_version
 
     check_new_version(out or MODELS, version)
@@ -49,10 +48,6 @@ def train_dag(
         check_seed(seed)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--seed") from None
-    try:  # before training: a latest that is not a symlink would be left as it is
-        check_latest(out or MODELS)
-    except ValueError as e:
-        raise typer.BadParameter(str(e), param_hint="--out") from None
     if init is not None:
         from inference.dag.model import DagModelError, load_model
 

@@ -145,3 +145,19 @@ def test_the_printed_agreement_says_which_model_it_describes(tmp_path, capsys):
               dagger_epochs=1, pods=pods, nodes=nodes, job_tokens=0)  # fmt: skip
     line = next(json.loads(x) for x in capsys.readouterr().out.splitlines() if x.startswith("{"))
     assert "imitation_val_agreement" in line and "val_agreement" not in line and "dagger_val_agreement" in line
+
+
+def test_a_latest_that_is_not_a_symlink_is_refused_before_any_work_when_promotion_would_repoint_it(tmp_path):
+    """(Found by review: promotion would fail to repoint it with an OSError, after the whole training.) With
+    --no-promote latest is not touched, so it is no reason to refuse."""
+    from typer.testing import CliRunner
+
+    from ops.cli.main import app
+
+    (tmp_path / "m" / "latest").mkdir(parents=True)
+    bad = ["--target", "nope"]  # refused after the latest check: no training either way
+    result = CliRunner().invoke(app, ["train", "--out", str(tmp_path / "m"), *bad], env={"COLUMNS": "300"})
+    assert result.exit_code == 2 and "is a directory, not a symlink" in result.output, result.output
+    result = CliRunner().invoke(app, ["train", "--no-promote", "--out", str(tmp_path / "m"), *bad], env={"COLUMNS": "300"})
+    assert result.exit_code == 2 and "--target must be" in result.output, result.output
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == ["latest"]

@@ -61,3 +61,12 @@ def _a_job():  # noqa: ANN202
     from ops.bench.duration import load_finished
 
     return load_finished("google2011", limit=3000)[-1].job
+
+
+def test_train_duration_refuses_a_latest_that_is_not_a_symlink_before_any_work(tmp_path: Path) -> None:
+    """(Found by review: it trained, saved the version, and then failed to repoint ``latest`` with an OSError.)"""
+    out = tmp_path / "duration"
+    (out / "latest").mkdir(parents=True)
+    r = runner.invoke(_app(), [*ARGS, "--out", str(out)], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "is a directory, not a symlink" in r.output, r.output
+    assert sorted(p.name for p in out.iterdir()) == ["latest"]  # nothing trained, nothing written
