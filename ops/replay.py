@@ -9,7 +9,7 @@ single (scaled) wait, to squeeze the idle stretches of week-long traces. Pacing 
 absolute schedule (no drift from slow sends). Each event is re-stamped with
 ``event_time`` = the moment it is published (what the control plane sees as the submit
 time); ``event_id`` is kept when the trace gives one, else it is derived from the trace file and
-the job (:func:`replay_event_id`), so a replay run again — resumed after an interruption —
+the job (:func:`ops.traces.published.replay_event_id`), so a replay run again — resumed after an interruption —
 publishes each job under the id it had, and the worker takes what it already accepted for a
 redelivery (until 2026-12-01 each run drew new ids, and every job already sent was dead-lettered
 as a reused job id).
@@ -18,19 +18,17 @@ as a reused job id).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import Protocol
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ops.traces.base import TraceLineError, TraceLoader
-from scheduling.events import Event, JobSubmitted
+from ops.traces.published import published, replay_source
+from scheduling.events import Event
 from streams.producer import EventProducer
 from streams.settings import Settings
 from streams.topics import ensure_topics
@@ -83,24 +81,6 @@ class ReplayStats:
     @property
     def jobs_per_s(self) -> float:
         return self.jobs / self.wall_s if self.wall_s > 0 else 0.0
-
-
-def _stamp(event: Event, source: str | None = None) -> Event:
-    """``event`` published now; a job without an id of the trace's gets :func:`replay_event_id`."""
-    update: dict[str, object] = {"event_time": datetime.now(UTC)}
-    if source is not None and isinstance(event, JobSubmitted) and "event_id" not in event.model_fields_set:
-        update["event_id"] = replay_event_id(source, event)
-    return event.model_copy(update=update)
-
-
-def replay_source(loader: TraceLoader) -> str:
-    """What a replay's derived event ids are keyed by: the trace's file (or directory), resolved."""
-    return str(Path(loader.path).resolve())
-
-
-def replay_event_id(source: str, job: JobSubmitted) -> str:
-    """The id of ``job`` replayed from the trace file ``source``: the same in every run of that file."""
-    return "replay-" + hashlib.sha1(f"{source}\0{job.cluster}\0{job.job_id}".encode()).hexdigest()[:32]
 
 
 def due_times(offsets: list[float], speed: float, max_gap_s: float | None) -> list[float]:
@@ -166,7 +146,7 @@ async def replay(
         async with producer_factory(settings) as producer:
             ntask = bar.add_task(f"nodes {loader.name}", total=len(nodes), offset=0.0)
             for node in nodes:
-                await producer.send("nodes.telemetry", _stamp(node))
+                await producer.send("nodes.telemetry", published(node))
                 stats.nodes += 1
                 bar.advance(ntask)
             await producer.flush()
@@ -182,7 +162,7 @@ async def replay(
                     if wait > 0:
                         stats.slept_s += wait
                         await clock.sleep(wait)
-                await producer.send("jobs.submitted", _stamp(job.event, source))
+                await producer.send("jobs.submitted", published(job.event, source))
                 stats.jobs += 1
                 bar.update(jtask, advance=1, offset=job.offset_s)
             await producer.flush()

@@ -18,8 +18,9 @@ from aiokafka import AIOKafkaConsumer
 from typer.testing import CliRunner
 
 from ops.cli.replay import parse_options, parse_sample, replay_command
-from ops.replay import ReplayStats, due_times, replay, replay_event_id, replay_source
+from ops.replay import ReplayStats, due_times, replay
 from ops.traces import TraceLineError, get_loader
+from ops.traces.published import replay_event_id, replay_source
 from scheduling.events import Event, JobSubmitted, NodeTelemetry
 from streams.settings import Settings
 
