@@ -69,7 +69,8 @@ def train_dag(
                rl_lr=rl_lr, valid_dags=valid_dags, init=init, seed=seed, hidden=hidden or 64, out=out or MODELS,
                version=version)  # fmt: skip
     final = meta["rl"].get("valid_vs_heft", meta["imitation_valid_vs_heft"])
-    console.print(f"wrote {meta['directory']} (latest -> {meta['version']}); makespan / HEFT's: the teacher "
-                  f"{meta['teacher_vs_heft']:.4f} on the training DAGs, the greedy policy "
-                  f"{meta['imitation_valid_vs_heft']:.4f} on the validation DAGs after imitation, {final:.4f} at the "
-                  f"end; {meta['train_seconds']:.0f} s")  # fmt: skip
+    start = (f"the teacher {meta['teacher_vs_heft']:.4f} on the training DAGs, the greedy policy "
+             f"{meta['imitation_valid_vs_heft']:.4f} on the validation DAGs after imitation" if init is None else
+             f"the greedy policy {meta['imitation_valid_vs_heft']:.4f} on the validation DAGs from {init}")  # fmt: skip
+    console.print(f"wrote {meta['directory']} (latest -> {meta['version']}); makespan / HEFT's: {start}, "
+                  f"{final:.4f} at the end; {meta['train_seconds']:.0f} s")  # fmt: skip

@@ -28,9 +28,10 @@ def test_train_dag_writes_a_versioned_model_the_dag_schedulers_load(tmp_path):
     assert scheduler.fallback is None and scheduler.schedule(problem).makespan > 0
     # a second version from the first (no teacher: REINFORCE alone), and latest follows it
     r = runner.invoke(app, ["train-dag", "--init", str(out / "v001"), "--rl-dags", "1", "--rl-samples", "2",
-                            "--valid-dags", "2", "--out", str(out)])  # fmt: skip
+                            "--valid-dags", "2", "--out", str(out)], env={"COLUMNS": "300"})  # fmt: skip
     assert r.exit_code == 0, r.output
     assert (out / "latest").resolve() == (out / "v002").resolve()
+    assert "the teacher" not in r.output and "after imitation" not in r.output and "from " in r.output  # (it said nan)
     meta = json.loads((out / "v002" / "config.json").read_text())["meta"]
     # only what ran (found by review: it claimed v001's teacher DAGs and imitation epochs)
     assert (meta["teacher_dags"], meta["teacher_k"], meta["imitation_epochs"], meta["imitation_losses"],
