@@ -164,8 +164,8 @@ class Simulator:
 
         def preempt(order: list[str], context: OrderContext) -> tuple[int, bool]:
             """Let blocked higher-priority jobs evict lower-priority running ones: the evictions, and
-            whether any room was made. A job this very step placed is taken back, not evicted: it never
-            ran, so no placement, no reversal and no new wait are counted (found by review: a blocked
+            whether any room was made. A job placed at this same moment (by this step) is taken back, not
+            evicted: it never ran, so no placement, no reversal and no new wait are counted (found by review: a blocked
             queue-0 job's preemption took the node a lower-priority job had just been given, and the
             0 s run counted as a placement and a reversal and restarted that job's wait)."""
             assert ordering is not None
@@ -200,7 +200,7 @@ class Simulator:
                     pending[v.job.job_id] = v.job
                     o = outcome[v.job.job_id]
                     o["state"], freed = "pending", True
-                    if r.start == now:  # placed by this step: taken back
+                    if r.start == now:  # placed at this moment: taken back
                         queued_since[v.job.job_id] = r.since
                         o["placements"] -= 1
                         if not o["placements"]:
