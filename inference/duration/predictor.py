@@ -69,6 +69,9 @@ def make_encoder(name: str, dim: int) -> EncoderCache:
     return EncoderCache(get_encoder(name, dim))
 
 
+FEATURE_CACHE_JOBS = 200_000  # jobs whose features are kept (the cache starts over past it)
+
+
 class LearnedDurationPredictor:
     def __init__(self, config: DurationConfig, *, encoder: TextEncoder | None = None,
                  regressor: MlpRegressor | None = None) -> None:  # fmt: skip
@@ -96,10 +99,12 @@ class LearnedDurationPredictor:
             text, shape = self.featuriser(missing)
             reg = (self.regressor.predict(np.concatenate([text, shape], axis=1))
                    if self.regressor is not None else np.full(len(missing), np.nan))  # fmt: skip
-            if len(self._features) + len(missing) > 200_000:
-                self._features.clear()
-            for j, t, s, r in zip(missing, text, shape, reg, strict=True):
-                self._features[j] = (t, s, float(r))
+            fresh = {j: (t, s, float(r)) for j, t, s, r in zip(missing, text, shape, reg, strict=True)}
+            if len(self._features) + len(missing) > FEATURE_CACHE_JOBS:  # start over, keeping this call's jobs
+                # (found by review: only the missing ones were kept, and a cached job asked again beside a
+                # new one raised KeyError: a failed step in the worker, a whole simulator run ended)
+                self._features = {j: self._features.get(j) or fresh[j] for j in dict.fromkeys(jobs)}
+            self._features.update(fresh)
         rows = [self._features[j] for j in jobs]
         if not rows:
             return (np.zeros((0, self.config.text_dim), np.float32), np.zeros((0, SHAPE_DIM), np.float32),

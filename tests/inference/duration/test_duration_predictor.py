@@ -81,3 +81,21 @@ def test_the_regression_is_offset_by_its_validation_shift(trained: tuple) -> Non
     text, shape, _ = model.features(jobs)
     mlp = model.regressor.predict(np.concatenate([text, shape], axis=1))
     np.testing.assert_allclose(model.components(jobs).regression, mlp + model.config.regression_shift, atol=1e-6)
+
+
+def test_a_full_feature_cache_keeps_the_jobs_of_the_call_that_fills_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by review: past the cache's size it kept only the jobs it had just computed, and a job cached at
+    an earlier step, asked again beside a new arrival, raised KeyError (a failed worker step; in the
+    simulator the whole run ended)."""
+    from inference.duration import predictor as module
+    from scheduling.job import JobRequest
+
+    monkeypatch.setattr(module, "FEATURE_CACHE_JOBS", 3)
+    p = module.LearnedDurationPredictor(DurationConfig(version="d", mode="retrieval", encoder="hashed-ngram-16",
+                                                       text_dim=16))  # fmt: skip
+    old = [JobRequest(f"old-{i}", cpu_milli=1000 * (i + 1)) for i in range(3)]
+    before = p.features(old)
+    new = JobRequest("new", cpu_milli=500)
+    text, shape, _ = p.features([old[0], new])  # over the size: starts over
+    assert np.array_equal(text[0], before[0][0]) and np.array_equal(shape[0], before[1][0])
+    assert np.array_equal(shape[1], p.features([new])[1][0]) and len(p._features) <= 3
