@@ -40,3 +40,14 @@ def test_retrieval_finds_the_same_app_neighbour() -> None:
     # the nearest finished job of a new ranker job is a ranker job
     nb = p.index.query(*p.features([_job(100, "ranker-service")])[:2])
     assert 0 <= nb.nearest[0] < 5
+
+
+def test_a_full_index_drops_a_tenth_of_its_rows_at_a_time() -> None:
+    """Found by review: full, it dropped one row per added row, moving the whole index each time."""
+    idx = NeighbourIndex(4, 2, k=2, max_rows=100)
+    sizes = []
+    for i in range(125):
+        idx.add(np.eye(4, dtype=np.float32)[i % 4][None], np.zeros((1, 2)), [float(i)])
+        sizes.append(len(idx))
+    assert sizes[99:102] == [100, 91, 92] and max(sizes) == 100 and sizes[-1] == 95
+    np.testing.assert_array_equal(idx.log_durations, np.arange(30, 125, dtype=np.float32))  # the newest, in order
