@@ -159,7 +159,7 @@ def train_duration(
     out: Path = typer.Option(Path("models/duration"), help="Model root: writes <out>/<version>/ and <out>/latest."),
     version: str = typer.Option(None, help="Version name (default <trace>-<encoder>-f<percent>-<UTC time>)."),
     epochs: int = typer.Option(80, min=1, help="Maximum MLP epochs (early stopping on a time-ordered validation split)."),
-    limit: int = typer.Option(None, help="Read only the first N jobs of the trace (a quick run)."),
+    limit: int = typer.Option(None, min=0, help="Read only the first N jobs of the trace (a quick run)."),
     path: Path = typer.Option(None, help="Trace file or directory (default: the shared data)."),
     seed: int = typer.Option(0, help="Seed of the MLP's initialisation and batches."),
     censored: bool = typer.Option(True, help="Also learn from the jobs still running at the cut, as lower bounds "

@@ -70,3 +70,10 @@ def test_train_duration_refuses_a_latest_that_is_not_a_symlink_before_any_work(t
     r = runner.invoke(_app(), [*ARGS, "--out", str(out)], env={"COLUMNS": "300"})
     assert r.exit_code == 2 and "is a directory, not a symlink" in r.output, r.output
     assert sorted(p.name for p in out.iterdir()) == ["latest"]  # nothing trained, nothing written
+
+
+def test_train_duration_refuses_a_negative_limit(tmp_path: Path) -> None:
+    """(Found by review: with --trace archive, -5 trained on all but the latest 5 jobs and exited 0.)"""
+    r = runner.invoke(_app(), ["--trace", "archive", "--limit", "-5", "--out", str(tmp_path / "d")], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "--limit" in r.output, r.output
+    assert not (tmp_path / "d").exists()
