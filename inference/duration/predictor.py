@@ -139,7 +139,14 @@ class LearnedDurationPredictor:
     # -- batch API -------------------------------------------------------------------------------
     def components(self, jobs: Sequence[JobRequest]) -> Components:
         text, shape, reg = self.features(jobs)
-        reg = reg + self.config.regression_shift
+        return self.components_of(text, shape, reg, self.history.specific(jobs, self.config.history_min_count))
+
+    def components_of(self, text: np.ndarray, shape: np.ndarray, reg: np.ndarray,
+                      history: np.ndarray | None = None) -> Components:  # fmt: skip
+        """:meth:`components` from feature rows: ``reg`` is the regressor's log seconds (NaN without one),
+        ``history`` the most specific key's (:meth:`KeyHistory.specific`); ``None``: rows name no job, so
+        no key has a history and ``blend`` is ``pair`` (the ``predictor`` Triton model's case)."""
+        reg = np.asarray(reg, np.float64) + self.config.regression_shift
         nb = self.index.query(text, shape)
         retr = nb.log_duration.astype(np.float64)
         have = ~np.isnan(retr)
@@ -147,7 +154,7 @@ class LearnedDurationPredictor:
         if self.regressor is None:
             alpha = np.where(have, 1.0, 0.0)
         pair = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
-        hist = self.history.specific(jobs, self.config.history_min_count)
+        hist = np.full(len(reg), np.nan) if history is None else history
         w = self.config.history_weight
         blend = np.where(np.isnan(hist), pair, (1 - w) * pair + w * np.nan_to_num(hist)) if w > 0 else pair
         return Components(reg, retr, alpha, blend, nb.mean_d2.astype(np.float64), pair, hist)

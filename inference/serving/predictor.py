@@ -5,7 +5,8 @@
 (:func:`inference.duration.features.shape_features`) per batch row → ``DURATION_S`` f32 ``[1]``:
 the trained duration predictor (:mod:`inference.duration`, a ``models/duration/<version>/``
 directory) answering in its configured mode — the MLP regression, the retrieval over the
-finished jobs saved with the model, or their blend. The worker's own predictor also learns
+finished jobs saved with the model, or their blend (without its per-key history: a feature row
+names no job's request, app or program; ``SOURCE`` says so). The worker's own predictor also learns
 online from jobs that finish after training; the served one answers with the saved index.
 With no duration model the answer is NaN and ``SOURCE`` says ``absent: ...`` — no made-up
 baseline.
@@ -77,24 +78,25 @@ def default_duration_dir(model_dir: Path) -> Path:
 
 
 def duration_seconds(predictor: Any, text: np.ndarray, shape: np.ndarray) -> np.ndarray:
-    """float64 ``[n]`` seconds from feature rows, exactly as ``predictor.predict_many`` answers
-    from jobs (:meth:`LearnedDurationPredictor.components`; a test keeps the two equal)."""
-    cfg, n = predictor.config, len(text)
+    """float64 ``[n]`` seconds from feature rows (:meth:`LearnedDurationPredictor.components_of`): as
+    ``predictor.predict_many`` answers from the jobs, but for the per-key history of the ``blend``,
+    which needs the job (its request, app or program), not its rows (:func:`served_mode`; a test keeps
+    the two equal). Before, the rows' answer also left out the regression's validation shift (found
+    by review: up to 2x off the model that was validated, under its version's name)."""
+    n = len(text)
     if n == 0:
         return np.zeros(0)
     reg = (predictor.regressor.predict(np.concatenate([text, shape], axis=1)).astype(np.float64)
            if predictor.regressor is not None else np.full(n, np.nan))  # fmt: skip
-    if cfg.mode == "regression":
-        return np.exp(reg)
-    nb = predictor.index.query(text, shape)
-    retr = nb.log_duration.astype(np.float64)
-    have = ~np.isnan(retr)
-    if predictor.regressor is None:
-        alpha = np.where(have, 1.0, 0.0)
-    else:
-        alpha = np.where(have, cfg.blend_max * np.exp(-nb.mean_d2.astype(np.float64) / cfg.blend_scale), 0.0)
-    blend = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
-    return np.exp(retr if cfg.mode == "retrieval" else blend)
+    return np.exp(predictor.components_of(text, shape, reg).answer(predictor.config.mode))
+
+
+def served_mode(predictor: Any) -> str:
+    """What :func:`duration_seconds` answers, for ``SOURCE``: the config's mode, and whether the
+    blend's per-key history is left out."""
+    cfg = predictor.config
+    no_history = cfg.mode == "blend" and cfg.history_weight > 0
+    return f"{cfg.mode}{' without the per-key history (rows name no job)' if no_history else ''}"
 
 
 class DurationHost:
@@ -188,7 +190,7 @@ class PredictorModel:
             source = f"absent: {self.duration.error}"
         else:
             seconds = duration_seconds(predictor, text, shape)
-            source = f"duration {predictor.config.mode} {predictor.version}"
+            source = f"duration {served_mode(predictor)} {predictor.version}"
         return {"DURATION_S": seconds.astype(np.float32).reshape(rows, 1),
                 "H_NEXT": np.full((rows, 1, 1), np.nan, np.float32),  # no zero-size tensors on the wire
                 "VERSION": version_rows(loaded.version, rows),
