@@ -169,24 +169,48 @@ def _unschedulable(job: JobRequest, snap: ClusterSnapshot, filters: Sequence[Fil
 
 def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], policy: Policy, top_k: int,
                 filters: Sequence[Filter] | None, result: StepResult) -> None:  # fmt: skip
+    """All members or none. Members go one at a time in the step's order, and, when that fails, once
+    more largest first (GPU demand, cpu, memory): a small member placed first can take the only node
+    a large one fits (found by review: a launcher of 1 GPU put on an idle 4-GPU node left no room for
+    its 4-GPU worker, step after step, under fgd, fifo-first-fit and least-allocated)."""
+    largest_first = sorted(members, key=lambda m: (m.gpu_demand_milli, m.cpu_milli, m.memory_mib), reverse=True)
+    failed: tuple[JobRequest, Unschedulable, int] | None = None
+    for order in (members, largest_first) if largest_first != members else (members,):
+        got = _try_gang(snap, order, policy, top_k, filters)
+        if isinstance(got, list):
+            size, number = len(members), {id(m): i for i, m in enumerate(members, start=1)}
+            result.placements.extend(
+                dataclasses.replace(p, reason=f"{p.reason} (gang {gang_id}, member {number[id(m)]}/{size})")
+                for p, m in sorted(got, key=lambda pm: number[id(pm[1])])
+            )
+            return
+        failed = failed or got  # the step's order's reason
+        if got[1].permanent:  # a member that never fits: no order helps
+            break
+    assert failed is not None
+    member, outcome, before = failed
+    why = (f"gang {gang_id}: member {member.job_id} cannot be placed"
+           f"{f' (with {before} of its members placed first)' if before else ''}: {outcome.reason}")  # fmt: skip
+    permanent = outcome.permanent
+    if not permanent and filters is None and (never := gang_never_fits(gang_id, members, snap)):
+        why, permanent = never, True
+    result.unschedulable.extend(Unschedulable(m.job_id, why, permanent) for m in members)
+
+
+def _try_gang(snap: ClusterSnapshot, order: list[JobRequest], policy: Policy, top_k: int,
+              filters: Sequence[Filter] | None) -> list[tuple[Placement, JobRequest]] | tuple[JobRequest, Unschedulable, int]:  # fmt: skip
+    """The members placed in ``order`` (reserved on ``snap``), or, rolled back, the member that did not
+    fit, why, and how many were placed before it."""
     placed: list[tuple[Placement, JobRequest]] = []
-    for member in members:
+    for member in order:
         outcome = place_one(snap, member, policy, top_k=top_k, filters=filters)
         if isinstance(outcome, Unschedulable):
             for placement, job in reversed(placed):
                 snap.free(placement.node_index, job, placement.gpu_indices)
                 forget_placement(policy, snap, placement.node_index, job)
-            why, permanent = f"gang {gang_id}: member {member.job_id} cannot be placed: {outcome.reason}", outcome.permanent
-            if not permanent and filters is None and (never := gang_never_fits(gang_id, members, snap)):
-                why, permanent = never, True
-            result.unschedulable.extend(Unschedulable(m.job_id, why, permanent) for m in members)
-            return
+            return member, outcome, len(placed)
         placed.append((outcome, member))
-    size = len(members)
-    result.placements.extend(
-        dataclasses.replace(p, reason=f"{p.reason} (gang {gang_id}, member {i}/{size})")
-        for i, (p, _) in enumerate(placed, start=1)
-    )
+    return placed
 
 
 def forget_placement(policy: Policy, snap: ClusterSnapshot, node_index: int, job: JobRequest) -> None:

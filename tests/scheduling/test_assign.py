@@ -1,6 +1,7 @@
 import dataclasses
 
 import numpy as np
+import pytest
 from sched_builders import job, node, snap
 
 from scheduling.assign import schedule_step, top_candidates
@@ -86,6 +87,26 @@ def test_gang_places_all_members():
     r = schedule_step(s, gang, FF, now=0)
     assert _placed(r) == {"g0": "a", "g1": "b"}
     assert all("(gang g, member" in p.reason for p in r.placements)
+
+
+@pytest.mark.parametrize("policy", ["fgd", "fifo-first-fit", "least-allocated", "best-fit"])
+def test_a_gang_that_fits_an_idle_cluster_is_placed_whatever_its_members_order(policy):
+    """Found by review: members went in the step's order only, the 1-GPU launcher took the 4-GPU node and
+    the worker fit nowhere: rolled back and tried the same way at every step, the gang never ran."""
+    s = snap(node("n4", gpus=4), node("n2", gpus=2))
+    gang = [job("launcher", gpus=1, gang_id="g", gang_size=2, submit_time=0),
+            job("worker", gpus=4, gang_id="g", gang_size=2, submit_time=1)]  # fmt: skip
+    r = schedule_step(s, gang, get_policy(policy), now=0)
+    assert _placed(r) == {"launcher": "n2", "worker": "n4"} and r.unschedulable == []
+    assert [p.reason.endswith(f"(gang g, member {i}/2)") for i, p in enumerate(r.placements, start=1)] == [True, True]
+
+
+def test_a_gang_that_fits_in_no_order_says_how_many_members_were_placed_before_the_one_that_did_not():
+    s = snap(node("a", gpus=4, gpu_alloc=(1000, 1000, 0, 0)), node("b", gpus=2))  # g1 fits once a frees up
+    gang = [job("g0", gpus=1, gang_id="g", gang_size=2, submit_time=0), job("g1", gpus=4, gang_id="g", gang_size=2)]
+    r = schedule_step(s, gang, FF, now=0)
+    assert r.placements == [] and all(not u.permanent for u in r.unschedulable)
+    assert "gang g: member g1 cannot be placed (with 1 of its members placed first): " in r.unschedulable[0].reason
 
 
 def test_incomplete_gang_waits():
