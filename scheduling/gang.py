@@ -30,36 +30,59 @@ def group_gangs(jobs: Sequence[JobRequest]) -> dict[str, list[JobRequest]]:
 
 def gang_never_fits(gang_id: str, members: Sequence[JobRequest], snapshot: ClusterSnapshot) -> str | None:
     """Why the whole gang can never run in this cluster, though each member alone could, else ``None``:
-    its members together need more cpu, memory, GPU milli or whole GPUs than all the nodes any of
-    them could use (the default filters on the empty cluster) have. A necessary condition only, so
-    never a false refusal; kept per node table and member shapes."""
+    its members together, or those of one shape, need more cpu, memory, GPU milli or whole GPUs than
+    all the nodes they could use (the default filters on the empty cluster) have; or more members of
+    an app than its ``max_instances_per_node`` lets those nodes hold. Necessary conditions only, so
+    never a false refusal; kept per node table and member shapes. (Found by review: the members of one
+    shape, and an app's limit, were not checked, and such gangs waited for ever.)"""
     from scheduling.filters.framework import filter_shape, run_filters
 
     if snapshot.num_nodes == 0:
         return None
-    known: dict[frozenset, tuple[str, int, int, int] | None] = snapshot.static_cache(
-        "scheduling:gang-never-fits", lambda _: {})  # (what falls short: not the message, which names the gang)
+    known: dict[frozenset, str | None] = snapshot.static_cache(
+        "scheduling:gang-never-fits", lambda _: {})  # (what falls short: not the message's start, which names the gang)
     key = frozenset(Counter(filter_shape(m) for m in members).items())  # (shapes hold None: not sortable)
     if key not in known:
         if len(known) >= 1024:
             known.clear()
         empty = snapshot.empty()
-        usable = np.zeros(snapshot.num_nodes, dtype=bool)
+        by_shape: dict[object, tuple[list[JobRequest], np.ndarray]] = {}
         for m in members:
-            usable |= run_filters(m, empty, None, explain=False).feasible_mask
-        t = snapshot.table
+            shape = filter_shape(m)
+            if shape not in by_shape:
+                by_shape[shape] = ([], run_filters(m, empty, None, explain=False).feasible_mask)
+            by_shape[shape][0].append(m)
+        known[key] = _shortfall(list(members), by_shape, snapshot)
+    found = known[key]
+    return None if found is None else f"gang {gang_id} never fits this cluster: {found}"
+
+
+def _shortfall(members: list[JobRequest], by_shape: dict[object, tuple[list[JobRequest], np.ndarray]],
+               snapshot: ClusterSnapshot) -> str | None:  # fmt: skip
+    """:func:`gang_never_fits`'s reason without the gang's name, else ``None``."""
+    t = snapshot.table
+    groups = [("its {n} members together", members, np.logical_or.reduce([mask for _, mask in by_shape.values()]))]
+    if len(by_shape) > 1:
+        groups += [("its {n} members of one shape", group, mask) for group, mask in by_shape.values() if len(group) > 1]
+    for what, group, usable in groups:
         have = {"whole GPUs": int(t.num_gpu[usable].sum()), "GPU milli": int(t.gpu_cap_milli[usable].sum()),
                 "cpu milli": int(t.cpu_cap[usable].sum()), "MiB of memory": int(t.mem_cap[usable].sum())}
-        need = {"whole GPUs": sum(m.num_gpu for m in members if m.per_gpu_milli >= FULL_GPU_MILLI),
-                "GPU milli": sum(m.gpu_demand_milli for m in members), "cpu milli": sum(m.cpu_milli for m in members),
-                "MiB of memory": sum(m.memory_mib for m in members)}  # fmt: skip
+        need = {"whole GPUs": sum(m.num_gpu for m in group if m.per_gpu_milli >= FULL_GPU_MILLI),
+                "GPU milli": sum(m.gpu_demand_milli for m in group), "cpu milli": sum(m.cpu_milli for m in group),
+                "MiB of memory": sum(m.memory_mib for m in group)}  # fmt: skip
         short = next((k for k in need if need[k] > have[k]), None)  # (the first: whole GPUs short is GPU milli short)
-        known[key] = None if short is None else (short, need[short], have[short], int(usable.sum()))
-    if (found := known[key]) is None:
-        return None
-    short, needed, had, nodes = found
-    return (f"gang {gang_id} never fits this cluster: its {len(members)} members together need {needed:,} "
-            f"{short} against {had:,} on the {nodes} node(s) they could use, even when empty")  # fmt: skip
+        if short is not None:
+            return (f"{what.format(n=len(group))} need {need[short]:,} {short} against {have[short]:,} on the "
+                    f"{int(usable.sum())} node(s) they could use, even when empty")  # fmt: skip
+    for app in sorted({m.app for m in members if m.app and m.max_instances_per_node}):
+        limited = [(m, mask) for group, mask in by_shape.values() for m in group
+                   if m.app == app and m.max_instances_per_node]  # fmt: skip
+        nodes = int(np.logical_or.reduce([mask for _, mask in limited]).sum())
+        most = max(m.max_instances_per_node or 0 for m, _ in limited) * nodes
+        if len(limited) > most:
+            return (f"its {len(limited)} members of app {app} may run at most {most} at once on the {nodes} "
+                    f"node(s) they could use (max_instances_per_node)")  # fmt: skip
+    return None
 
 
 def gang_problem(gang_id: str, members: list[JobRequest]) -> tuple[str, bool] | None:

@@ -125,6 +125,33 @@ def test_gang_that_can_never_fit_is_permanent():
     assert [u.permanent for u in r.unschedulable] == [True, True]
 
 
+def test_a_gang_whose_members_of_one_shape_never_fit_is_permanent_beside_a_member_of_another():
+    """Found by review: a T4 member's node joined the pooled total, and the two A100 members that one
+    1-GPU A100 node can never hold together waited for ever (alone, the same pair was refused)."""
+    s = snap(node("a100", gpus=1, model="A100"), node("t4", gpus=8, model="T4"))
+    gang = [job(f"a{i}", gpus=1, gang_id="g", gang_size=3, gpu_models=frozenset({"A100"}), submit_time=i)
+            for i in range(2)] + [job("t", gpus=1, gang_id="g", gang_size=3, gpu_models=frozenset({"T4"}), submit_time=2)]
+    r = schedule_step(s, gang, BF, now=0)
+    assert [u.permanent for u in r.unschedulable] == [True, True, True]
+    assert r.unschedulable[0].reason == ("gang g never fits this cluster: its 2 members of one shape need 2 whole GPUs "
+                                         "against 1 on the 1 node(s) they could use, even when empty")  # fmt: skip
+
+
+def test_a_gang_with_more_members_of_an_app_than_its_instance_limit_allows_is_permanent():
+    """Found by review: three members of an app limited to one per node, on two nodes, waited for ever, told
+    that the nodes already ran an instance (their own rolled-back members)."""
+    s = snap(node("a", gpus=2), node("b", gpus=2))
+    gang = [job(f"w{i}", gpus=1, app="trainer", max_instances_per_node=1, gang_id="g", gang_size=3, submit_time=i)
+            for i in range(3)]  # fmt: skip
+    r = schedule_step(s, gang, BF, now=0)
+    assert [u.permanent for u in r.unschedulable] == [True, True, True]
+    assert r.unschedulable[0].reason == ("gang g never fits this cluster: its 3 members of app trainer may run at most "
+                                         "2 at once on the 2 node(s) they could use (max_instances_per_node)")  # fmt: skip
+    two = schedule_step(snap(node("a", gpus=2), node("b", gpus=2)),
+                        [dataclasses.replace(j, gang_size=2) for j in gang[:2]], BF, now=0)  # fmt: skip
+    assert len(two.placements) == 2  # (two of them fit: the limit is not a false refusal)
+
+
 def test_a_gang_larger_than_the_cluster_is_permanent_though_each_member_fits():
     """Each member fits an empty node, the gang together never does (found by the scheduling review:
     it waited for ever, while a single job of its size was rejected)."""
