@@ -165,3 +165,52 @@ def test_a_failed_demo_prints_the_log_tails_as_they_are(tmp_path: Path, monkeypa
     out = capsys.readouterr().out
     assert rc == 2 and "demo failed: the worker died" in out
     assert "ERROR connect failed [/127.0.0.1:19092]: Connection refused" in out
+
+
+def test_the_report_is_not_reconciled_when_the_archive_accounts_for_fewer_jobs_than_the_replay_sent(
+        tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Found by review: reconciliation reads archived submissions only, so with two of five submissions lost
+    between the topic and the archive the demo said every one of the 5 reconciled, and exited 0."""
+    from datetime import UTC, datetime, timedelta
+
+    from ops.demo import report
+    from scheduling.events import (
+        DeadLetter,
+        DecisionRecord,
+        JobLifecycle,
+        JobSubmitted,
+        PlacementCommand,
+        decision_id_for,  # fmt: skip
+    )
+    from storage.client import close_client, get_client
+    from storage.migrate import migrate
+    from storage.writer import ArchiveWriter
+    from streams.settings import Settings
+
+    def at(s: float) -> datetime:
+        return datetime(2026, 1, 1, tzinfo=UTC) + timedelta(seconds=s)
+
+    settings = Settings(state_dir=tmp_path)
+    client = get_client(settings.clickhouse_dsn)
+    try:
+        migrate(client)
+        w = ArchiveWriter(client)
+        for k, job in enumerate("ABC"):  # three jobs that ran, and one submission refused with a reason
+            did = decision_id_for(job, 0)
+            w.write("jobs_submitted", [JobSubmitted(event_time=at(0), job_id=job, cpu_milli=1000)], [(0, k)])
+            w.write("decisions", [DecisionRecord(event_id=did, decision_id=did, event_time=at(1), job_id=job,
+                                                 outcome="placed", node_id="n1", policy="best-fit", latency_ms=1.0)],
+                    [(0, k)])  # fmt: skip
+            w.write("actions", [PlacementCommand(event_time=at(1), decision_id=did, job_id=job, node_id="n1",
+                                                 policy="best-fit")], [(0, k)])  # fmt: skip
+            w.write("jobs_lifecycle", [JobLifecycle(event_time=at(2 + i), job_id=job, state=state, decision_id=did,
+                                                    node_id="n1") for i, state in enumerate(("started", "finished"))],
+                    [(0, 2 * k), (0, 2 * k + 1)])  # fmt: skip
+        w.write("deadletter", [DeadLetter.of(b"{", "not JSON", topic="jobs.submitted", partition=0, offset=3)])
+        assert report(settings, submitted=5, wall_s=1.0) == 1
+        out = " ".join(capsys.readouterr().out.split())
+        assert "NOT reconciled: the replay submitted 5 jobs and the archive accounts for 4" in out
+        assert report(settings, submitted=4, wall_s=1.0) == 0
+        assert "reconciled: every one of the 4 submitted jobs" in " ".join(capsys.readouterr().out.split())
+    finally:
+        close_client(settings.clickhouse_dsn)
