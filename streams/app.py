@@ -117,7 +117,8 @@ class Worker:
     # run times of finished jobs, for sjf-predicted (in memory; warmed from the archive at start:
     # streams/duration_warm_up.py)
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
-    durations_warmed: set[str] = field(default_factory=set)  # jobs whose run time the warm-up found: not taught again
+    # jobs (cluster, job id: another cluster may reuse an id) whose run time the warm-up found: not taught again
+    durations_warmed: set[tuple[str, str]] = field(default_factory=set)
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     restoring: int = 0  # input-log restores under way (streams/log_restore.py): no step runs meanwhile
     restore_due: float | None = None  # until when (monotonic) an assignment's restore holds the loop (the same)

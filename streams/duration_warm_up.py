@@ -40,7 +40,7 @@ READ_TIMEOUT_S = 60.0  # the archive query's own limit (max_execution_time)
 class WarmUp:
     observed: int = 0
     skipped: int = 0  # already in a learned predictor's index
-    job_ids: set[str] = field(default_factory=set)  # the jobs the estimate holds now
+    job_ids: set[tuple[str, str]] = field(default_factory=set)  # the jobs (cluster, job id) the estimate holds now
     seconds: float = 0.0
     note: str = ""
 
@@ -72,7 +72,7 @@ def warm_up_durations(estimator: Any, client: ArchiveClient, latest: int) -> War
     else:
         for job, f in zip(jobs, keep, strict=True):
             estimator.observe(job, f.run_s)
-    out.job_ids = {f.submission.job_id for f in rows}  # observed, or in the model's index already
+    out.job_ids = {(f.submission.cluster, f.submission.job_id) for f in rows}  # observed, or in the model's index already
     out.observed, out.seconds = len(keep), time.perf_counter() - started
     out.note = (f"{out.observed:,} finished job(s) from the archive in {out.seconds:.1f} s"
                 + (f" ({out.skipped:,} skipped: already in duration model {config.version})" if out.skipped else ""))  # fmt: skip

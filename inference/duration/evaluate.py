@@ -109,14 +109,16 @@ def running_at_cut(split: Split, runs: Sequence[Run] | None = None) -> list[tupl
     running then). A job the split trains on is never censored."""
     if runs is None:
         return [(r.job, r.start, split.cut - r.start) for r in split.late if r.start < split.cut]
-    trained = {r.job.job_id for r in split.train}
-    running: dict[str, tuple[JobRequest, float, float]] = {}  # one per job: its latest start before the cut
+    # a job is its cluster and id (found by review: by id alone, one cluster's trained job hid another's running one)
+    trained = {(r.job.cluster, r.job.job_id) for r in split.train}
+    running: dict[tuple[str, str], tuple[JobRequest, float, float]] = {}  # one per job: its latest start before the cut
     for r in runs:  # (two attempts of one job can look running: an end that never reached the archive)
+        job = (r.job.cluster, r.job.job_id)
         if (r.started is not None and r.submit < split.cut and r.started < split.cut
-                and (r.ended is None or r.ended > split.cut) and r.job.job_id not in trained):  # fmt: skip
-            known = running.get(r.job.job_id)
+                and (r.ended is None or r.ended > split.cut) and job not in trained):  # fmt: skip
+            known = running.get(job)
             if known is None or split.cut - r.started < known[2]:
-                running[r.job.job_id] = (r.job, r.started, split.cut - r.started)
+                running[job] = (r.job, r.started, split.cut - r.started)
     return list(running.values())
 
 

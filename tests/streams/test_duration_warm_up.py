@@ -56,7 +56,7 @@ def test_the_history_learns_the_latest_finished_jobs(archive: ArchiveClient) -> 
     assert history.predict(_etl()) is None  # cold, as after a restart before
     done = warm_up_durations(history, archive, latest=4)
     # the 4 that finished last (j2..j5: 300..600 s), not the first 4 submitted
-    assert (done.observed, done.skipped, done.job_ids) == (4, 0, {"j2", "j3", "j4", "j5"})
+    assert (done.observed, done.skipped, done.job_ids) == (4, 0, {("default", f"j{i}") for i in (2, 3, 4, 5)})
     assert history.predict(_etl()) == pytest.approx(450.0)  # their median
     assert "4 finished job(s)" in done.note
 
@@ -82,7 +82,7 @@ def test_a_model_trained_on_the_archive_skips_the_jobs_in_its_index(archive: Arc
     model = _learned(trace="archive", cut_s=_at(400), finished_through_s=_at(431), limit=None)
     done = warm_up_durations(model, archive, latest=100)
     assert (done.observed, done.skipped, len(model.index)) == (3, 3, 3) and "3 skipped" in done.note
-    assert done.job_ids == {f"j{i}" for i in range(6)}  # a skipped job's finish, read again, is not taught either
+    assert done.job_ids == {("default", f"j{i}") for i in range(6)}  # a skipped job's finish, read again, is not taught either
     # a model trained on a trace file holds none of the archive's jobs
     other = _learned(trace="openb", cut_s=_at(400))
     assert warm_up_durations(other, archive, latest=100).observed == 6 and len(other.index) == 6
@@ -118,7 +118,7 @@ def test_the_worker_warms_its_estimate_at_start_and_a_failed_read_does_not_stop_
     w = create_app(Settings(bootstrap="127.0.0.1:1", topic_prefix="warm.", web_port=0, state_dir=tmp_path,
                             duration_warm_up=2))  # fmt: skip
     _attach_archiver(w)
-    assert w.durations_warmed == {"j4", "j5"} and w.durations.predict(_etl()) == pytest.approx(550.0)
+    assert w.durations_warmed == {("default", "j4"), ("default", "j5")} and w.durations.predict(_etl()) == pytest.approx(550.0)
     assert "2 finished job(s) from the archive in" in caplog.text
 
     class Unreadable:

@@ -84,3 +84,19 @@ def test_the_validation_cut_censors_what_had_run_by_then_since_the_start() -> No
     assert rows.tolist() == [x[0].tolist(), x[2].tolist(), [7.0, 7.0]]  # j1 and the late starter: no row
     assert cens.tolist() == [False, True, True]
     assert np.allclose(np.exp(ys), [5.0, 5.0, 8.0])  # run by the cut: 30 − 25, 30 − 22 (not 10 and 8 since submission)
+
+
+def test_a_job_running_at_the_cut_is_not_hidden_by_another_clusters_trained_job_of_the_same_id() -> None:
+    """A job is its cluster and id (found by review: by id alone, cluster a's trained ``j`` dropped cluster
+    b's ``j``, running at the cut, from the censored rows)."""
+    from dataclasses import replace
+
+    from inference.duration.evaluate import Finished, Run, running_at_cut, time_split
+
+    trained = _job(0, "short")
+    other = replace(trained, cluster="b")
+    recs = [Finished(0, trained, 5, 5), Finished(10, _job(1, "short"), 1, 11), Finished(20, _job(2, "short"), 1, 21)]
+    split = time_split(recs, 0.5)  # cut at 10: trained's job is trained on
+    assert split.cut == 10 and [r.job for r in split.train] == [trained]
+    runs = [Run(trained, 0, 0, 5), Run(other, 2, 4, None)]  # b's job of the same id runs on past the cut
+    assert running_at_cut(split, runs) == [(other, 4, 6)]
