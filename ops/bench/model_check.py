@@ -68,24 +68,42 @@ def seen_fill_seeds(seeds: Sequence[int]) -> list[int]:
         return []
     return sorted(trained_seeds(train) & set(seeds))
 
+def duration_version(policies: Sequence[str]) -> str | None:
+    """The duration model's version when an ordering of ``policies`` uses it (``sjf-learned+…``,
+    ``gittins-learned+…``) and it loads, else ``None``: for the report to name it, as it names the
+    placement model's (found by review: a report never said which duration model ordered its jobs)."""
+    if not any(p.partition("+")[0] in LEARNED_ORDERINGS for p in policies if "+" in p):
+        return None
+    from inference.duration.ordering import SjfLearned
+
+    return SjfLearned().model_version
+
+
 @contextlib.contextmanager
 def pinned_model(model: Path | None) -> Iterator[Path]:
     """For the duration of a benchmark, ``$SEMSCHED_MODEL_DIR`` = the model directory resolved
     now (``models/latest`` → its version's directory): every ``learned`` run of it loads the
-    same version, the one its report names, even if ``latest`` is repointed meanwhile."""
+    same version, the one its report names, even if ``latest`` is repointed meanwhile. The duration
+    model's directory (``$SEMSCHED_DURATION_MODEL_DIR``) likewise, for the learned orderings (found
+    by review: each of a report's rows loaded ``models/duration/latest`` as it was then)."""
+    from inference.duration.ordering import MODEL_DIR_ENV as DURATION_DIR_ENV
+    from inference.duration.ordering import default_model_dir as default_duration_dir
     from inference.policy import MODEL_DIR_ENV, default_model_dir
 
     target = Path(model) if model is not None else default_model_dir()
     target = target.resolve() if target.exists() else target
-    before = os.environ.get(MODEL_DIR_ENV)
-    os.environ[MODEL_DIR_ENV] = str(target)
+    duration = default_duration_dir()
+    pins = {MODEL_DIR_ENV: target, DURATION_DIR_ENV: duration.resolve() if duration.exists() else duration}
+    before = {name: os.environ.get(name) for name in pins}
+    os.environ.update({name: str(path) for name, path in pins.items()})
     try:
         yield target
     finally:
-        if before is None:
-            os.environ.pop(MODEL_DIR_ENV, None)
-        else:
-            os.environ[MODEL_DIR_ENV] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def model_pinned(run: Callable[..., int]) -> Callable[..., int]:

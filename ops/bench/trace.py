@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ops.bench.model_check import learned_version, model_pinned
+from ops.bench.model_check import duration_version, learned_version, model_pinned
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_heterogeneity, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
@@ -52,7 +52,8 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
                f"(left out: {skipped}); load **{load_name}**: arrivals ×{plan.factor:,.4g}"
                f"{f' and {plan.copies} superposed replicas' if plan.copies > 1 else ''} → {len(jobs):,} jobs, "
                f"offered peak {plan.offered_peak:.0%} of the dominant resource; scheduling step {step:g} s; "
-               f"node speeds {het_name} (seed {seed})." + (f" The learned policy's model: {model}." if model else ""))  # fmt: skip
+               f"node speeds {het_name} (seed {seed})." + (f" The learned policy's model: {model}." if model else "")
+               + (f" The learned orderings' duration model: {duration}." if (duration := duration_version(policies)) else ""))  # fmt: skip
     console.print(setting)
     if (short := load_shortfall(load_name, plan)) is not None:
         console.print(f"[yellow]warning: {short}")

@@ -40,3 +40,37 @@ def test_a_benchmark_keeps_the_version_latest_named_at_its_start(tmp_path: Path,
     named, later, fresh, model_dir = bench(model_dir=None)
     assert named == later == fresh == "va" and model_dir == (tmp_path / "va").resolve()
     assert os.environ[MODEL_DIR_ENV] == str(tmp_path / "latest")  # put back after the run
+
+
+def test_a_benchmark_keeps_the_duration_model_latest_named_at_its_start_and_names_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """(Found by review: each row's learned ordering loaded ``models/duration/latest`` as it was then, so one
+    report could mix duration versions, and no report named one.)"""
+    from inference.duration.config import DurationConfig
+    from inference.duration.io import point_latest as point_duration_latest
+    from inference.duration.io import save_predictor
+    from inference.duration.ordering import MODEL_DIR_ENV as DURATION_DIR_ENV
+    from inference.duration.ordering import SjfLearned
+    from inference.duration.predictor import LearnedDurationPredictor
+    from ops.bench.model_check import duration_version
+
+    root = tmp_path / "duration"
+
+    def publish_duration(version: str) -> None:
+        config = DurationConfig(version=version, mode="retrieval", encoder="hashed-ngram-8", text_dim=8)
+        save_predictor(root / version, LearnedDurationPredictor(config))
+        point_duration_latest(root, version)
+
+    publish_duration("d1")
+    monkeypatch.setenv(DURATION_DIR_ENV, str(root / "latest"))
+    monkeypatch.setenv(MODEL_DIR_ENV, str(tmp_path / "none"))
+
+    @model_pinned
+    def bench() -> tuple[str | None, str | None]:
+        named = duration_version(["sjf-learned+best-fit"])
+        publish_duration("d2")  # a new duration model lands during the run
+        return named, SjfLearned().model_version
+
+    assert bench() == ("d1", "d1")
+    assert duration_version(["sjf-learned+best-fit"]) == "d2" and duration_version(["fifo+best-fit"]) is None
+    assert os.environ[DURATION_DIR_ENV] == str(root / "latest")  # put back after the run
