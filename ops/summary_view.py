@@ -79,12 +79,14 @@ def _job(item: tuple[str, str] | tuple[str, str, int]) -> str:
 def print_reconcile(console: Console, r: Reconciliation, *, submitted: int) -> bool:
     if r.ok:
         console.print(f"[bold green]reconciled:[/] every one of the {submitted:,} submitted jobs is finished, "
-                      "running, or rejected with a reason; none was placed, started or run twice")  # fmt: skip
+                      "running, or rejected with a reason; none was placed, started or run twice, or run "
+                      "after it was done")  # fmt: skip
         return True
     console.print("[bold red]NOT reconciled[/]")
     for label, items in (("unaccounted (lost)", r.unaccounted), ("placed twice", r.placed_twice),
                          ("started twice", r.started_twice),
-                         ("ran twice (an earlier attempt still running)", r.ran_twice)):  # fmt: skip
+                         ("ran twice (an earlier attempt still running)", r.ran_twice),
+                         ("ran after it was done (finished or rejected)", r.ran_after_done)):  # fmt: skip
         if items:
             console.print(f"  {label}: {len(items)}: {', '.join(map(_job, items[:10]))}"
                           + (" …" if len(items) > 10 else ""))  # fmt: skip

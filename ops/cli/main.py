@@ -121,7 +121,7 @@ def demo(
 ) -> None:
     """The main job, end to end on one machine: broker, worker, agents, a replay of the openb trace,
     then a reconciled summary from ClickHouse. Exits non-zero if any job is lost, or placed, started or
-    run twice, or the trace had bad lines.
+    run twice, or run after it was done, or the trace had bad lines.
     ``--policy learned --inference triton`` runs the learned policy served by Triton."""
     from ops.cli.options import policy_names
     from ops.demo import run_demo

@@ -1,4 +1,5 @@
-"""Reconciliation: jobs the system lost track of, and jobs placed, started or run twice.
+"""Reconciliation: jobs the system lost track of, and jobs placed, started or run twice, or run after
+they were done.
 
 A job is a cluster and a job id: an id is unique only among the clusters one worker serves (README,
 "Ids"), so two clusters on two workers may both have a job "job1" (and the same decision ids). Every
@@ -30,10 +31,14 @@ class Reconciliation:
     #: (cluster, job_id, attempt) that started while an earlier attempt of the job ran: a late start of an
     #: attempt the worker had given up on (it fences it), before or during the retry's run
     ran_twice: list[Attempt] = field(default_factory=list)
+    #: (cluster, job_id, attempt) that started after the job was done: read after another attempt's
+    #: ``finished`` or after the worker's rejection notice (the job ran again once it was over)
+    ran_after_done: list[Attempt] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not (self.unaccounted or self.placed_twice or self.started_twice or self.ran_twice)
+        return not (self.unaccounted or self.placed_twice or self.started_twice or self.ran_twice
+                    or self.ran_after_done)  # fmt: skip
 
 
 # A submission the worker dead-lettered (a clock too far ahead, a job id in use) is archived like any
@@ -101,16 +106,38 @@ WHERE earlier.attempt < later.attempt
 GROUP BY later.cluster, later.job_id, later.attempt ORDER BY later.cluster, later.job_id, later.attempt
 """
 
+# An attempt that started once the job was done (found by review: a job whose attempt finished, or that
+# the worker gave up on, and whose next attempt was then placed and ran, was reconciled; the checks above
+# look within one attempt or at two attempts running at once, and the fix of daa637f, a finished job run
+# again on another node, would not have been caught). Done: another attempt's `finished`, or the worker's
+# `rejected` notice (its give-up, archived on the lifecycle topic; a rejected decision's notice too),
+# read before the attempt's first `started`, in the order the worker read them as above. Not the
+# attempt's own `finished`: a start after it is `started_twice`'s.
+_RAN_AFTER_DONE = """
+SELECT s.cluster, s.job_id, s.attempt FROM (
+    SELECT cluster, job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
+    FROM jobs_lifecycle FINAL WHERE state = 'started' GROUP BY cluster, job_id, attempt
+) AS s
+INNER JOIN (
+    SELECT cluster, job_id, attempt, state, (kafka_partition, kafka_offset, event_time) AS done_at
+    FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'rejected')
+) AS done ON s.cluster = done.cluster AND s.job_id = done.job_id
+WHERE done.done_at < s.started_at AND (done.state = 'rejected' OR done.attempt != s.attempt)
+GROUP BY s.cluster, s.job_id, s.attempt ORDER BY s.cluster, s.job_id, s.attempt
+"""
+
 
 def reconcile(client: ArchiveClient) -> Reconciliation:
-    """Jobs the system lost track of, and jobs placed, started or run twice."""
+    """Jobs the system lost track of, and jobs placed, started or run twice, or run after they were done."""
     _, unacc = client.query_rows(_UNACCOUNTED)
     _, placed = client.query_rows(_PLACED_TWICE)
     _, started = client.query_rows(_STARTED_TWICE)
     _, both = client.query_rows(_RAN_TWICE)
+    _, after = client.query_rows(_RAN_AFTER_DONE)
     return Reconciliation(
         unaccounted=[(r[0], r[1]) for r in unacc],
         placed_twice=[(r[0], r[1], int(r[2])) for r in placed],
         started_twice=[(r[0], r[1], int(r[2])) for r in started],
         ran_twice=[(r[0], r[1], int(r[2])) for r in both],
+        ran_after_done=[(r[0], r[1], int(r[2])) for r in after],
     )

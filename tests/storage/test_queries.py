@@ -123,6 +123,47 @@ def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient
     assert r.unaccounted == [] and r.placed_twice == [] and r.started_twice == []
 
 
+def test_reconcile_an_attempt_that_started_after_the_job_was_done(client: ArchiveClient) -> None:
+    """R's attempt 0 timed out, then started late and finished (the worker took the finish); the step that
+    had decided attempt 1 sent its command anyway (daa637f's bug) and it ran again on n2. G failed and was
+    given up (the worker's rejection notice), yet its attempt 1 ran. Y, failed and retried, ran one attempt
+    after the other. (Found by review: R and G were reconciled.)"""
+    from rich.console import Console
+
+    from ops.summary_view import print_reconcile
+
+    def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
+        did = decision_id_for(job, attempt)
+        return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
+                              outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
+
+    def life(job: str, attempt: int, state: str, s: float, node: str | None, **kw: object) -> JobLifecycle:
+        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt) if node else None,
+                            state=state, node_id=node, attempt=attempt, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+    w = ArchiveWriter(client)
+    subs = [JobSubmitted(event_time=at(0), job_id=j, cpu_milli=1000) for j in "RGY"]
+    w.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
+    decisions = [dec(j, a, s, n) for j, a, s, n in (("R", 0, 1, "n1"), ("R", 1, 41, "n2"), ("G", 0, 1, "n1"),
+                                                        ("G", 1, 6, "n2"), ("Y", 0, 1, "n1"), ("Y", 1, 6, "n2"))]
+    w.write("decisions", decisions, [(0, i) for i in range(len(decisions))])
+    reports = [life("R", 0, "timed_out", 31, "n1"), life("R", 0, "started", 32, "n1"),
+               life("R", 0, "finished", 40, "n1"), life("R", 1, "started", 42, "n2"),
+               life("R", 1, "finished", 60, "n2"),
+               life("G", 0, "started", 2, "n1"), life("G", 0, "failed", 5, "n1", exit_code=1),
+               life("G", 1, "rejected", 5, None, reason="gave up after 1 failed attempt(s) (max_retries=0)"),
+               life("G", 1, "started", 7, "n2"), life("G", 1, "finished", 9, "n2"),
+               life("Y", 0, "started", 2, "n1"), life("Y", 0, "failed", 5, "n1", exit_code=1),
+               life("Y", 1, "started", 7, "n2"), life("Y", 1, "finished", 9, "n2")]  # fmt: skip
+    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    r = reconcile(client)
+    assert r.ran_after_done == [("default", "G", 1), ("default", "R", 1)] and not r.ok
+    assert r.unaccounted == [] and r.placed_twice == [] and r.started_twice == [] and r.ran_twice == []
+    console = Console(record=True, width=200)
+    assert not print_reconcile(console, r, submitted=3)
+    assert "ran after it was done (finished or rejected): 2: default/G attempt 1, default/R attempt 1" in console.export_text()
+
+
 def test_re_decision_same_attempt_is_one_applied_decision(loaded: ArchiveClient) -> None:
     """A worker restart re-decides D's attempt 0 (same decision id): two records in the archive (0017:
     one row per record), one decision as applied."""
