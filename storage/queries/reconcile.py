@@ -85,17 +85,35 @@ GROUP BY cluster, job_id, attempt HAVING count() > 1 ORDER BY cluster, job_id, a
 
 # Two attempts of one job that ran at once (found by review: the checks above look within one
 # attempt, and a job whose timed-out attempt started late on its first node, while its retry ran on
-# another, was "reconciled"). An attempt's run lasts from its first `started` to its first
-# `finished`, `failed` or `preempted` after that, in the order the worker read them (the cluster's
-# lifecycle partition, then the event time); with none, it never ended. A later attempt that started
-# before it ended ran beside it: a late start after the retry's is one too.
+# another, was "reconciled"). An attempt's run lasts from its first `started` to the first `finished`,
+# `failed` or `preempted` its agent reported from the node it started on, in the order the worker read
+# them (the cluster's lifecycle partition, then the event time); with none from there, to its first end
+# from anyone; with none at all, it never ended. A later attempt that started before it ended ran beside
+# it: a late start after the retry's is one too.
+# Not the worker's own `preempted` of a lost node (streams/lost_nodes.py; found by review): it re-queues
+# the job, but an agent still alive runs on until the fence sent with it comes, and reports the run's
+# real end later, maybe after the retry started elsewhere. It is the attempt's first `preempted` with
+# the lost node's reason: the fence carries that reason too, and an agent's answer to it echoes it.
 _RAN_TWICE = """
 SELECT later.cluster, later.job_id, later.attempt FROM (
     SELECT cluster, job_id, attempt,
-           minIf((kafka_partition, kafka_offset, event_time), state = 'started') AS started_at,
-           countIf(state IN ('finished', 'failed', 'preempted')) AS ends,
-           minIf((kafka_partition, kafka_offset, event_time), state IN ('finished', 'failed', 'preempted')) AS ended_at
-    FROM jobs_lifecycle FINAL GROUP BY cluster, job_id, attempt HAVING countIf(state = 'started') > 0
+           minIf(at, state = 'started') AS started_at,
+           countIf(is_end) AS ends,
+           if(countIf(agents_end) > 0, minIf(at, agents_end), minIf(at, is_end)) AS ended_at
+    FROM (
+        SELECT cluster, job_id, attempt, state, at, is_end,
+               is_end AND (ran_on = '' OR node = ran_on) AND NOT (lost AND at = worker_at) AS agents_end
+        FROM (
+            SELECT cluster, job_id, attempt, state, (kafka_partition, kafka_offset, event_time) AS at,
+                   state IN ('finished', 'failed', 'preempted') AS is_end, ifNull(node_id, '') AS node,
+                   state = 'preempted' AND match(reason, '__LOST__') AS lost,
+                   argMinIf(node, at, state = 'started') OVER attempt_rows AS ran_on,
+                   minIf(at, lost) OVER attempt_rows AS worker_at
+            FROM jobs_lifecycle FINAL
+            WINDOW attempt_rows AS (PARTITION BY cluster, job_id, attempt)
+        )
+    )
+    GROUP BY cluster, job_id, attempt HAVING countIf(state = 'started') > 0
 ) AS earlier
 INNER JOIN (
     SELECT cluster, job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
@@ -105,6 +123,8 @@ WHERE earlier.attempt < later.attempt
   AND (earlier.ends = 0 OR earlier.ended_at < earlier.started_at OR earlier.ended_at > later.started_at)
 GROUP BY later.cluster, later.job_id, later.attempt ORDER BY later.cluster, later.job_id, later.attempt
 """
+#: the reason of the worker's own ``preempted`` of a placement on a lost node (LostNodes.check)
+_RAN_TWICE = _RAN_TWICE.replace("__LOST__", r"^node .+ unhealthy for [0-9]+s \\(SEMSCHED_NODE_LOST=")
 
 # An attempt that started once the job was done (found by review: a job whose attempt finished, or that
 # the worker gave up on, and whose next attempt was then placed and ran, was reconciled; the checks above

@@ -123,6 +123,35 @@ def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient
     assert r.unaccounted == [] and r.placed_twice == [] and r.started_twice == []
 
 
+def test_reconcile_a_lost_nodes_run_that_went_on_beside_the_retry(client: ArchiveClient) -> None:
+    """Each job's node n1 was lost: the worker preempted attempt 0 itself (streams/lost_nodes.py) and fenced
+    it, and the retry started on n2. J's and M's agents, still alive, ran attempt 0 on after the retry had
+    started: J's answered the fence (echoing its reason), M's run finished first. K's agent was dead (the
+    worker's report is the only end); L's answered the fence before the retry started. (Found by review: the
+    worker's own report ended the run, and J and M were reconciled.)"""
+    lost = "node n1 silent (no report from its agent), marked unhealthy for 61s (SEMSCHED_NODE_LOST=60)"
+
+    def life(job: str, attempt: int, state: str, s: float, node: str, reason: str = "") -> JobLifecycle:
+        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
+                            node_id=node, attempt=attempt, reason=reason)  # type: ignore[arg-type]  # fmt: skip
+
+    w = ArchiveWriter(client)
+    reports = []
+    for job, agents_end in (("J", ("preempted", 90, lost)), ("M", ("finished", 90, "")), ("K", None),
+                            ("L", ("preempted", 71, lost))):  # fmt: skip
+        reports += [life(job, 0, "started", 2, "n1"), life(job, 0, "preempted", 70, "n1", lost)]
+        if agents_end is not None and agents_end[1] < 72:
+            reports.append(life(job, 0, agents_end[0], agents_end[1], "n1", agents_end[2]))
+        reports.append(life(job, 1, "started", 72, "n2"))
+        if agents_end is not None and agents_end[1] > 72:
+            reports.append(life(job, 0, agents_end[0], agents_end[1], "n1", agents_end[2]))
+        reports.append(life(job, 1, "finished", 120, "n2"))
+    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    r = reconcile(client)
+    assert r.ran_twice == [("default", "J", 1), ("default", "M", 1)]
+    assert r.started_twice == [] and r.ran_after_done == []
+
+
 def test_reconcile_an_attempt_that_started_after_the_job_was_done(client: ArchiveClient) -> None:
     """R's attempt 0 timed out, then started late and finished (the worker took the finish); the step that
     had decided attempt 1 sent its command anyway (daa637f's bug) and it ran again on n2. G failed and was
