@@ -121,12 +121,15 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
         last = life[-1]
         return (f"Job {job_id} was never submitted: the archive holds only {len(life)} lifecycle report(s) for it "
                 f"(last: {last['state']} at {last['time'].isoformat()}), which no scheduling decision explains.")  # fmt: skip
-    last_life = _last_report(life)
     placed = [d for d in decs if d["outcome"] == "placed"]
+    last_life = _last_report(life, max((int(d["attempt"]) for d in placed), default=0))
     last_dec = decs[-1] if decs else None
     where = ""
     if placed:
-        p = placed[-1]
+        # the placement of the report's attempt (found by review: an earlier attempt's finish, read after
+        # the next attempt's stale decision, was "placed on" that decision's node), else the last one
+        its = [d for d in placed if last_life is not None and d["attempt"] == last_life["attempt"]]
+        p = (its or placed)[-1]
         why = f" because {p['reason']}" if p["reason"] else ""
         cands = _candidates_text(p["candidates"] or [])
         top = f" (top candidates: {cands}; {p['feasible_nodes']} feasible nodes)" if cands else ""
@@ -137,7 +140,7 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
         where = f"placed on node {p['node_id']} by policy {p['policy']}{mv}{why}{top}{fb}"
     if last_life is not None:
         state, t = last_life["state"], last_life["time"].isoformat()
-        node = last_life["node_id"] or (placed[-1]["node_id"] if placed else "?")
+        node = last_life["node_id"] or (p["node_id"] if placed else "?")
         if state == "finished":
             jct = ""
             if sub is not None:
@@ -169,17 +172,23 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
     return f"Job {job_id} is pending{since}: no scheduling decision has been recorded for it yet."
 
 
-def _last_report(life: list[dict[str, Any]]) -> dict[str, Any] | None:
+def _last_report(life: list[dict[str, Any]], placed: int = 0) -> dict[str, Any] | None:
     """The lifecycle report that says where the job stands, as the worker applied them: a final one
     (``finished``, ``rejected``) wherever it sorts (found by review: the worker's give-up notice
     shares the failure's millisecond, and half the given-up jobs were "waiting to be re-placed"),
     else the last the worker read (its lifecycle partition's order) but a ``timed_out`` read after its
     attempt's first ``started`` (it keeps that run: the timeout raced its start; the rule of the archive's
     stability metric, ``PLACEMENTS``) and a ``started`` read after its attempt's timeout (a late start,
-    fenced: the job went back to the queue)."""
+    fenced: the job went back to the queue), and any report of an attempt below the job's current one (the
+    highest started, or ``placed``: the highest placed attempt): that attempt was superseded, and what its
+    node said late (a late start fenced and answered ``preempted``, an agent's answer to a lost node's
+    fence) is not where the job stands (found by review: "preempted on n1, waiting to be re-placed" while
+    the next attempt ran on n2)."""
     final = [e for e in life if e["state"] in ("finished", "rejected")]
     if final:
         return final[-1]
+    current = max([placed] + [int(e["attempt"]) for e in life if e["state"] == "started"])
+    life = [e for e in life if int(e["attempt"]) >= current]
 
     def read_at(e: dict[str, Any]) -> tuple[int, int]:  # where the worker read it: its lifecycle partition
         return int(e["kafka_partition"]), int(e["kafka_offset"])

@@ -273,6 +273,43 @@ def test_explain_reads_where_the_job_stands_not_the_last_report_by_id(client: Ar
         assert explain(client, job).answer.startswith(f"Job {job} timed out on node n1")
 
 
+def test_explain_reads_the_current_attempt_not_a_superseded_ones_late_report(client: ArchiveClient) -> None:
+    """L's attempt 0 timed out and its retry runs on n2; attempt 0 started late on n1, was fenced, and its
+    agent answered ``preempted``. N's node n1 was lost and its retry runs on n2; n1's agent answered the
+    fence last. S's attempt 0 finished late, read after the stale decision of attempt 1 (n2; no command).
+    (Found by review: L and N were "preempted on node n1, waiting to be re-placed (attempt 1)", and S
+    "placed on node n2".)"""
+    def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
+        did = decision_id_for(job, attempt)
+        return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
+                              outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
+
+    def life(job: str, attempt: int, state: str, s: float, node: str, reason: str = "") -> JobLifecycle:
+        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
+                            node_id=node, attempt=attempt, reason=reason)  # type: ignore[arg-type]  # fmt: skip
+
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_time=T0, job_id=j) for j in "LNS"], [(0, i) for i in range(3)])
+    decisions = [dec(j, a, s, n) for j, a, s, n in (("L", 0, 1, "n1"), ("L", 1, 32, "n2"), ("N", 0, 1, "n1"),
+                                                        ("N", 1, 71, "n2"), ("S", 0, 1, "n1"), ("S", 1, 40.5, "n2"))]
+    w.write("decisions", decisions, [(0, i) for i in range(len(decisions))])
+    fenced = "superseded placement: it started after the worker had re-queued it"
+    lost = "node n1 silent (no report from its agent), marked unhealthy for 61s (SEMSCHED_NODE_LOST=60)"
+    reports = [life("L", 0, "timed_out", 31, "n1"), life("L", 1, "started", 33, "n2"),
+               life("L", 0, "started", 34, "n1"), life("L", 0, "preempted", 35, "n1", fenced),
+               life("N", 0, "started", 2, "n1"), life("N", 0, "preempted", 70, "n1", lost),
+               life("N", 1, "started", 72, "n2"), life("N", 0, "preempted", 90, "n1", lost),
+               life("S", 0, "timed_out", 31, "n1"), life("S", 0, "started", 32, "n1"),
+               life("S", 0, "finished", 41, "n1")]  # fmt: skip
+    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    assert explain(client, "L").answer.startswith("Job L is running on node n2 since 2026-01-01T00:00:33+00:00; "
+                                                  "it was placed on node n2")  # fmt: skip
+    assert explain(client, "N").answer.startswith("Job N is running on node n2 since 2026-01-01T00:01:12+00:00; "
+                                                  "it was placed on node n2")  # fmt: skip
+    assert explain(client, "S").answer.startswith("Job S finished on node n1 at 2026-01-01T00:00:41+00:00 "
+                                                  "(JCT 41.0s); it was placed on node n1 by policy best-fit")  # fmt: skip
+
+
 def test_run_sql(loaded: ArchiveClient) -> None:
     cols, rows = run_sql(loaded, "SELECT job_id, num_gpu FROM jobs_submitted FINAL ORDER BY job_id")
     assert cols == ["job_id", "num_gpu"]
