@@ -427,6 +427,17 @@ INTERNAL_ERROR = "internal error"
 FALLBACK_SUFFIX = " (fallback)"
 
 
+def node_lost_reason(node_id: str, how: str, unhealthy_s: float, grace_s: float) -> str:
+    """The reason of the worker's own ``preempted`` of a run on a node it takes for lost, and of the fence
+    sent with it (``streams/lost_nodes.py``); an agent's answer to that fence echoes it. Reconciliation
+    tells the worker's report from an agent's by it (:data:`NODE_LOST_REASON_RE`)."""
+    return f"node {node_id} {how} unhealthy for {unhealthy_s:.0f}s (SEMSCHED_NODE_LOST={grace_s:g})"
+
+
+#: a regular expression (RE2 and Python alike) that matches :func:`node_lost_reason`'s text
+NODE_LOST_REASON_RE = r"^node .+ unhealthy for [0-9]+s \(SEMSCHED_NODE_LOST="
+
+
 def decided_by(policy: str, fallback: bool) -> str:
     """Who chose a placement: ``policy``, or its fallback heuristic (``<policy> (fallback)``)."""
     return policy + FALLBACK_SUFFIX if fallback else policy

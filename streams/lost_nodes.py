@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from scheduling.events import JobLifecycle, PreemptCommand, partition_for
+from scheduling.events import JobLifecycle, PreemptCommand, node_lost_reason, partition_for
 from streams.state import RunningJob
 
 if TYPE_CHECKING:
@@ -60,8 +60,7 @@ class LostNodes:
                 refused = w.node_refused.get(r.node_id)  # (its agent reports, with a clock this worker refuses)
                 how = (f"silent (its agent's reports were refused: {refused}), marked" if refused
                        else "silent (no report from its agent), marked")  # fmt: skip
-            await self._preempt(r, f"node {r.node_id} {how} unhealthy for {now - since:.0f}s "
-                                   f"(SEMSCHED_NODE_LOST={grace:g})")  # fmt: skip
+            await self._preempt(r, node_lost_reason(r.node_id, how, now - since, grace))
             self.preempted.add(r.decision_id)  # only once the broker has both: else again at the next pass
         self.preempted &= placed
 

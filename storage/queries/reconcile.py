@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduling.events import INTERNAL_ERROR
+from scheduling.events import INTERNAL_ERROR, NODE_LOST_REASON_RE
 from storage.client import ArchiveClient
 from storage.queries._common import running_jobs
 
@@ -124,7 +124,7 @@ WHERE earlier.attempt < later.attempt
 GROUP BY later.cluster, later.job_id, later.attempt ORDER BY later.cluster, later.job_id, later.attempt
 """
 #: the reason of the worker's own ``preempted`` of a placement on a lost node (LostNodes.check)
-_RAN_TWICE = _RAN_TWICE.replace("__LOST__", r"^node .+ unhealthy for [0-9]+s \\(SEMSCHED_NODE_LOST=")
+_RAN_TWICE = _RAN_TWICE.replace("__LOST__", NODE_LOST_REASON_RE.replace("\\", "\\\\"))  # (a SQL string literal)
 
 # An attempt that started once the job was done (found by review: a job whose attempt finished, or that
 # the worker gave up on, and whose next attempt was then placed and ran, was reconciled; the checks above

@@ -176,3 +176,16 @@ def test_a_decision_with_an_infinite_or_nan_time_is_refused(field: str, value: s
     text = json.dumps({**raw, field: 0.0}).replace(f'"{field}": 0.0', f'"{field}": {value}')
     with pytest.raises(ValueError, match=field):
         decode("decisions", text.encode())
+
+
+def test_the_lost_node_reason_is_what_reconciliation_recognises() -> None:
+    """The worker's own ``preempted`` of a lost node's run is told from its agent's by this reason
+    (storage/queries/reconcile.py): one definition, so a changed text cannot silently stop matching."""
+    import re
+
+    from scheduling.events import NODE_LOST_REASON_RE, node_lost_reason
+
+    for how in ("reported", "silent (no report from its agent), marked",
+                "silent (its agent's reports were refused: a clock 400 s ahead), marked"):  # fmt: skip
+        assert re.match(NODE_LOST_REASON_RE, node_lost_reason("n1", how, 70.4, 60.0))
+    assert not re.match(NODE_LOST_REASON_RE, "agent restarted: the run in progress was lost")
