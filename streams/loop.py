@@ -288,6 +288,7 @@ class SchedulingLoop:
             tenant_held=TenantUsage(lambda: [h[1] for h in (*self.w.held.held(cluster).values(), *inflight)]),
             capacity=cluster_capacity(snap),
             queued_since={p.job.job_id: p.queued_ts for p, _ in jobs if p.attempt > 0},
+            attained_service={p.job.job_id: p.attained for p, _ in jobs if p.attained > 0},  # (las, gittins)
             estimator=self.w.durations,
         )  # orderings (drf, las, priority, sjf) read it; placements ignore it
         # ordered once (an ordering may have state): a model-backed placement's call covers the first jobs that fit

@@ -33,6 +33,8 @@ from scheduling.events import (
     decision_id_for,
     derived_event_id,
 )
+from scheduling.job import JobRequest
+from scheduling.order_context import service_rate
 
 
 class PendingJob(BaseModel):
@@ -41,6 +43,9 @@ class PendingJob(BaseModel):
     failures: int = 0  # failed or timed-out attempts: the retry budget (preemptions do not count)
     submit_ts: float  # epoch seconds of the original submission
     queued_ts: float  # when this attempt entered the queue
+    # service received in earlier attempts' runs (rate x seconds run: scheduling.order_context.service_rate),
+    # what 2D-LAS ranks by (found by review: the worker never kept it, and its las was FIFO)
+    attained: float = 0.0
 
 
 class RunningJob(BaseModel):
@@ -54,6 +59,7 @@ class RunningJob(BaseModel):
     state: Literal["reserved", "running"] = "reserved"
     reserved_ts: float
     started_ts: float | None = None
+    attained: float = 0.0  # as PendingJob's: earlier attempts' service, not this run's
 
 
 class DoneJob(BaseModel):
@@ -132,7 +138,7 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
     assert rec.node_id is not None
     run = RunningJob(
         job=pending.job, attempt=pending.attempt, failures=pending.failures, submit_ts=pending.submit_ts,
-        decision_id=rec.decision_id,
+        decision_id=rec.decision_id, attained=pending.attained,
         node_id=rec.node_id, gpu_indices=list(rec.gpu_indices), reserved_ts=rec.event_time.timestamp(),
     )  # fmt: skip
     return Transition(pending={rec.job_id: None}, running={rec.job_id: run}, holds=rec.decision_id)
@@ -156,7 +162,8 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
             and ev.decision_id == decision_id_for(pending.job.job_id, pending.attempt)):  # fmt: skip
         running = RunningJob(job=pending.job, attempt=pending.attempt, failures=pending.failures,
                              submit_ts=pending.submit_ts, decision_id=ev.decision_id, node_id=ev.node_id,
-                             gpu_indices=list(ev.gpu_indices), reserved_ts=ev.event_time.timestamp())  # fmt: skip
+                             gpu_indices=list(ev.gpu_indices), reserved_ts=ev.event_time.timestamp(),
+                             attained=pending.attained)  # fmt: skip
         adopted = Transition(pending={pending.job.job_id: None})
     if running is None or ev.decision_id != running.decision_id:
         if ev.state == "started" and ev.decision_id and ev.node_id:
@@ -249,8 +256,10 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
                               reason=reason, event_time=ev.event_time,
                               event_id=derived_event_id(ev.event_id, "rejected"))  # fmt: skip
         return Transition(running={job_id: None}, done={job_id: done}, emit=[notice])
+    ran = 0.0 if running.started_ts is None else max(0.0, ev.event_time.timestamp() - running.started_ts)
+    attained = running.attained + service_rate(JobRequest.from_event(running.job)) * ran
     requeued = PendingJob(job=running.job, attempt=attempt, failures=failures, submit_ts=running.submit_ts,
-                          queued_ts=now)  # fmt: skip
+                          queued_ts=now, attained=attained)  # fmt: skip
     return Transition(running={job_id: None}, pending={job_id: requeued})
 
 

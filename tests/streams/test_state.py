@@ -290,6 +290,24 @@ def test_preempted_requeues_without_counting_a_retry() -> None:
     assert p is not None and p.attempt == 1 and p.queued_ts == NOW
 
 
+def test_a_requeued_job_keeps_the_service_it_received_across_its_attempts() -> None:
+    """2D-LAS ranks by it (found by review: the worker never kept it, and its las was FIFO): rate × seconds
+    run per ended run (a 2-GPU job here), carried by the next placement, and 0 for a run that never started."""
+    j = job(num_gpu=2, gpu_milli=1000)
+    first = on_decision(decision(gpus=(0, 1)), pending(j=j)).running["j1"]
+    assert first is not None and first.attained == 0.0
+    ran = first.model_copy(update={"state": "running", "started_ts": life("started").event_time.timestamp() - 100})
+    back = on_lifecycle(life("preempted"), ran, max_retries=3, now=NOW).pending["j1"]
+    assert back is not None and back.attained == 200.0  # 2 GPUs × 100 s
+    second = on_decision(decision(attempt=1, gpus=(0, 1)), back).running["j1"]
+    assert second is not None and second.attained == 200.0
+    ran = second.model_copy(update={"state": "running", "started_ts": life("started").event_time.timestamp() - 50})
+    again = on_lifecycle(life("failed", attempt=1), ran, max_retries=3, now=NOW).pending["j1"]
+    assert again is not None and again.attempt == 2 and again.attained == 300.0
+    never = on_decision(decision(attempt=2, gpus=(0, 1)), again).running["j1"]
+    assert on_lifecycle(life("timed_out", attempt=2), never, max_retries=3, now=NOW).pending["j1"].attained == 300.0
+
+
 def test_preemption_does_not_use_up_the_retry_budget() -> None:
     # max_retries=1 allows one retry after a failure; a preemption before it must not count
     t = on_lifecycle(life("preempted", attempt=0), running(attempt=0, state="running"), max_retries=1, now=NOW)
