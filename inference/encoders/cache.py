@@ -3,7 +3,7 @@
 Jobs of one application or one user repeat their text; fill clones repeat it exactly. The
 cache wraps any :class:`~inference.encoders.base.TextEncoder`, strips outcome labels
 (:func:`inference.encoders.text.clean_text`) and encodes only the texts it has not seen, in
-one batch. Bounded: when it holds ``max_entries`` texts it is cleared (simple, and the
+one batch. Bounded: when it holds ``max_entries`` texts it starts over, keeping the texts of the call (simple, and the
 working set of a scheduling loop is far smaller).
 """
 
@@ -54,10 +54,17 @@ class EncoderCache:
         """Cache vectors computed elsewhere for CLEANED texts (as :meth:`missing` returns them)."""
         if len(cleaned) != len(vectors) or (len(vectors) and vectors.shape[1] != self.dim):
             raise ValueError(f"put: {len(cleaned)} texts, vectors {vectors.shape}, dim {self.dim}")
-        if len(self._vectors) + len(cleaned) > self.max_entries:
-            self._vectors.clear()
+        self._make_room(len(cleaned), keep=cleaned)
         for text, vec in zip(cleaned, np.asarray(vectors, dtype=np.float32), strict=True):
             self._vectors[text] = vec
+
+    def _make_room(self, coming: int, keep: Sequence[str]) -> None:
+        """Start over when ``coming`` more vectors would pass ``max_entries``, keeping those of ``keep`` (the
+        call's texts: found by review, a full cache dropped a text the call had just found cached, and
+        its lookup raised KeyError: a fallen-back step, a failed duration ordering, an archive retraining
+        ended; on Triton, the chunk the server had just embedded)."""
+        if len(self._vectors) + coming > self.max_entries:
+            self._vectors = {t: self._vectors[t] for t in dict.fromkeys(keep) if t in self._vectors}
 
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         """float32 ``[len(texts), dim]``, the encoder's vectors of the cleaned texts."""
@@ -66,8 +73,7 @@ class EncoderCache:
         self.misses += len(new)
         self.hits += len(cleaned) - len(new)
         if new:
-            if len(self._vectors) + len(new) > self.max_entries:
-                self._vectors.clear()
+            self._make_room(len(new), keep=cleaned)
             for text, vec in zip(new, self.encoder.encode(new), strict=True):
                 self._vectors[text] = vec
         if not cleaned:

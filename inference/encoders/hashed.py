@@ -18,6 +18,7 @@ import numpy as np
 from inference.encoders.base import l2_normalise
 
 _WORD = re.compile(r"[a-z0-9]+")
+MAX_TOKENS = 1_000_000  # token codes kept (HashedNgramEncoder._tokens starts over past it)
 
 
 def stable_bucket(token: str, dim: int) -> tuple[int, float]:
@@ -59,7 +60,11 @@ class HashedNgramEncoder:
         tokens = ngrams(text)
         codes = list(map(self._tokens.get, tokens))  # one C-level pass: a method call per token cost more
         if None in codes:
-            for token in {t for t, c in zip(tokens, codes, strict=True) if c is None}:
+            todo = {t for t, c in zip(tokens, codes, strict=True) if c is None}
+            if len(self._tokens) > MAX_TOKENS:  # bounded (found by review: every new text's n-grams were kept for
+                self._tokens.clear()  # ever, ~300 B per openb pod, ~80 KB per 4 KiB command): a miss costs µs
+                todo = set(tokens)  # (this text's known ones went with the rest)
+            for token in todo:
                 bucket, sign = stable_bucket(token, self.dim)
                 self._tokens[token] = (bucket + 1) * int(sign)
             codes = list(map(self._tokens.__getitem__, tokens))

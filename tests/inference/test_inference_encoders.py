@@ -90,6 +90,30 @@ def test_cache_encodes_each_distinct_text_once():
     assert enc.encode([]).shape == (0, 32)
 
 
+def test_a_full_cache_keeps_the_texts_of_the_call_that_fills_it():
+    """Found by review: full, it kept only the call's new texts, and a text the call had found cached
+    raised KeyError (a fallen-back learned step, a failed duration ordering, an archive retraining ended)."""
+    enc = EncoderCache(HashedNgramEncoder(32), max_entries=3)
+    enc.encode(["a", "b", "c"])
+    got = enc.encode(["a", "d"])  # over the bound: starts over, with a
+    np.testing.assert_array_equal(got, HashedNgramEncoder(32).encode(["a", "d"]))
+    assert len(enc._vectors) <= 3 and enc.missing(["a", "d"]) == []
+    enc.put(enc.missing(["e", "a"]), HashedNgramEncoder(32).encode(["e"]))  # vectors from elsewhere (Triton)
+    assert enc.missing(["a", "e"]) == []
+
+
+def test_the_hashed_encoders_token_memo_is_bounded_and_its_vectors_the_same(monkeypatch: pytest.MonkeyPatch):
+    """Found by review: every text's n-grams were kept for ever (~80 KB per 4 KiB command)."""
+    import inference.encoders.hashed as hashed
+
+    monkeypatch.setattr(hashed, "MAX_TOKENS", 50)
+    enc, texts = HashedNgramEncoder(32), [f"job-{i} runs train.py --epochs {i}" for i in range(40)]
+    got = enc.encode(texts)
+    assert len(enc._tokens) <= 50 + max(len(ngrams(t)) for t in texts)
+    monkeypatch.setattr(hashed, "MAX_TOKENS", 10**9)
+    np.testing.assert_array_equal(got, HashedNgramEncoder(32).encode(texts))
+
+
 def test_get_encoder_names():
     assert get_encoder("hashed-ngram-48").dim == 48
     with pytest.raises(ValueError):
