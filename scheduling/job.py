@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduling.events import JobSubmitted
+from scheduling.events import MAX_TEXT, JobSubmitted
 from scheduling.resources import FULL_GPU_MILLI, Resources, format_resources, normalise_per_gpu_milli
 
 
@@ -95,9 +95,16 @@ class JobRequest:
         return format_resources(self.cpu_milli, self.memory_mib, self.num_gpu, self.per_gpu_milli)
 
 
+#: the most characters of a job's text the encoders see: its name and command (each at most ``MAX_TEXT``)
+#: and 4 KiB of its app and labels. Labels are not bounded on the wire, and a submission's text could
+#: run to ~250,000 characters, a quarter second of a step in one encode (found by review).
+MAX_JOB_TEXT = 3 * MAX_TEXT
+
+
 def job_text(event: JobSubmitted) -> str:
     """One line of the submission's free text, fields in a fixed order (empty ones left out):
-    ``name``, ``command``, ``app``, then ``key=value`` labels sorted by key."""
+    ``name``, ``command``, ``app``, then ``key=value`` labels sorted by key; its first
+    :data:`MAX_JOB_TEXT` characters."""
     parts = [event.name, event.command, event.app or ""]
     parts += [f"{k}={v}" for k, v in sorted(event.labels.items())]
-    return " | ".join(p for p in parts if p)
+    return " | ".join(p for p in parts if p)[:MAX_JOB_TEXT]

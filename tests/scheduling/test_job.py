@@ -50,3 +50,16 @@ def test_several_shared_gpus_are_refused_as_on_the_wire():
         JobRequest(job_id="x", num_gpu=2, per_gpu_milli=500)
     assert JobRequest(job_id="y", num_gpu=2, per_gpu_milli=1000).gpu_demand_milli == 2000
     assert JobRequest(job_id="z", num_gpu=2, per_gpu_milli=0).per_gpu_milli == 1000
+
+
+def test_a_jobs_text_is_cut_to_what_the_encoders_see() -> None:
+    """Labels are not bounded on the wire: a submission's text could run to ~250,000 characters, a quarter
+    second of a scheduling step in one encode (found by review). Name and command stay whole."""
+    from scheduling.events import MAX_TEXT, JobSubmitted
+    from scheduling.job import MAX_JOB_TEXT, JobRequest
+
+    labels = {f"k{i:03d}": "v" * 1000 for i in range(200)}
+    ev = JobSubmitted(job_id="j", name="n" * MAX_TEXT, command="c" * MAX_TEXT, labels=labels)
+    text = JobRequest.from_event(ev).text
+    assert len(text) == MAX_JOB_TEXT and text.startswith("n" * MAX_TEXT + " | " + "c" * MAX_TEXT + " | k000=")
+    assert JobRequest.from_event(JobSubmitted(job_id="j", name="train", labels={"a": "b"})).text == "train | a=b"
