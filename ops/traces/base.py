@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import math
 import random
 import zlib
@@ -28,7 +29,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, TextIO
+from typing import BinaryIO, ClassVar, TextIO
 
 from pydantic import ValidationError
 
@@ -331,8 +332,13 @@ def open_text(path: Path) -> TextIO:
     gzip by its ``.gz`` name or its first bytes, and a leading byte-order mark (a spreadsheet's
     "CSV UTF-8") is skipped (found by review: a gzip file named ``.jsonl`` was "invalid UTF-8" on
     every line, and a BOM failed a CSV's header check)."""
-    with open(path, "rb") as fh:
-        gzipped = path.suffix == ".gz" or fh.read(2) == GZIP_MAGIC
-    if gzipped:
-        return gzip.open(path, "rt", newline="", encoding="utf-8-sig", errors="replace")  # noqa: SIM115
-    return open(path, newline="", encoding="utf-8-sig", errors="replace")  # noqa: SIM115
+    raw = open(path, "rb")  # noqa: SIM115  (opened once: a pipe, --path /dev/stdin or a FIFO, cannot be read
+    try:  # twice; found by review: a first open to look at its first bytes took a buffer's worth of lines away)
+        src: BinaryIO = raw
+        if path.suffix == ".gz" or raw.peek(2)[:2] == GZIP_MAGIC:
+            src = gzip.GzipFile(fileobj=raw, mode="rb")
+            src.myfileobj = raw  # type: ignore[attr-defined]  # closed with it, as gzip.open(path) closes its file
+        return io.TextIOWrapper(src, encoding="utf-8-sig", errors="replace", newline="")
+    except BaseException:
+        raw.close()
+        raise

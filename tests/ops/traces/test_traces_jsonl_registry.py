@@ -49,6 +49,42 @@ def test_bare_job_offsets_do_not_depend_on_an_enveloped_job_without_a_time(tmp_p
     assert loader.errors == []
 
 
+@pytest.mark.parametrize("gzipped", [False, True])
+def test_a_trace_piped_in_is_read_whole(tmp_path: Path, gzipped: bool) -> None:
+    """A producer piped into the replay (``--path /dev/stdin``, a FIFO): the file is opened once. Found by
+    review: a first open to look at the first bytes took a buffer's worth of lines away (27 of 2,000 jobs
+    lost as one "bad line 1"), and a FIFO whose writer had finished hung."""
+    import gzip
+    import os
+    import threading
+
+    lines = [json.dumps({"offset_s": i, "event": {"kind": "job_submitted", "job_id": f"j{i}", "cpu_milli": 1000}})
+             for i in range(2000)]  # ~150 KB: many pipe buffers
+    data = ("\n".join(lines) + "\n").encode()
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+
+    def write() -> None:
+        with open(fifo, "wb") as f:
+            f.write(gzip.compress(data) if gzipped else data)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    got: list[object] = []
+    loader: JsonlLoader | None = None
+
+    def load() -> None:
+        nonlocal loader
+        loader = JsonlLoader(fifo)
+        got.extend(loader.load_jobs())
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "the load hung on the pipe"
+    assert loader is not None and loader.errors == [] and len(got) == 2000
+
+
 @pytest.mark.parametrize("how", ["bom", "gzip named .jsonl"])
 def test_a_byte_order_mark_or_an_unnamed_gzip_file_reads_as_the_plain_file(tmp_path: Path, fixtures: Path,
                                                                             how: str) -> None:  # fmt: skip
