@@ -118,6 +118,7 @@ async def embed_texts(backend: Any, encoder: EncoderCache, texts: Sequence[str])
     chunk kept as it comes: a deadline that cuts in keeps what came, and the next step goes on
     from there instead of starting over."""
     missing = encoder.missing(texts)
+    encoder.reserve(texts)  # room for them all at once: a chunk's put then pushes out nothing of this call
     for lo in range(0, len(missing), EMBED_CHUNK):
         part = missing[lo : lo + EMBED_CHUNK]
         encoder.put(part, await backend.encode_async(part))

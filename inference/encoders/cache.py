@@ -58,6 +58,14 @@ class EncoderCache:
         for text, vec in zip(cleaned, np.asarray(vectors, dtype=np.float32), strict=True):
             self._vectors[text] = vec
 
+    def reserve(self, texts: Sequence[str]) -> None:
+        """Room for every text of ``texts`` not cached yet, keeping those that are: before their vectors
+        come from elsewhere in parts (:meth:`put` per chunk, ``inference.step_call.embed_texts``), so no
+        part pushes out another or the call's cached texts (found by review: on Triton a full cache kept
+        each chunk alone, and the worker embedded the rest itself, MiniLM loaded on its event loop)."""
+        cleaned = [self._clean(t) for t in texts]
+        self._make_room(sum(1 for t in dict.fromkeys(cleaned) if t not in self._vectors), keep=cleaned)
+
     def _make_room(self, coming: int, keep: Sequence[str]) -> None:
         """Start over when ``coming`` more vectors would pass ``max_entries``, keeping those of ``keep`` (the
         call's texts: found by review, a full cache dropped a text the call had just found cached, and

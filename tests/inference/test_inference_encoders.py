@@ -98,8 +98,26 @@ def test_a_full_cache_keeps_the_texts_of_the_call_that_fills_it():
     got = enc.encode(["a", "d"])  # over the bound: starts over, with a
     np.testing.assert_array_equal(got, HashedNgramEncoder(32).encode(["a", "d"]))
     assert len(enc._vectors) <= 3 and enc.missing(["a", "d"]) == []
-    enc.put(enc.missing(["e", "a"]), HashedNgramEncoder(32).encode(["e"]))  # vectors from elsewhere (Triton)
-    assert enc.missing(["a", "e"]) == []
+
+
+def test_vectors_embedded_elsewhere_in_chunks_all_stay_with_the_calls_cached_texts(monkeypatch: pytest.MonkeyPatch):
+    """On Triton the step's missing texts come back a chunk at a time (inference.step_call.embed_texts). Found
+    by review: a cache that filled mid-call kept each chunk alone, dropping the chunk before and the call's
+    cached texts, which the worker then embedded itself (MiniLM loaded on its event loop)."""
+    import asyncio
+
+    import inference.step_call as step_call
+
+    class Backend:
+        async def encode_async(self, texts: list[str]) -> np.ndarray:
+            return HashedNgramEncoder(32).encode(texts)
+
+    monkeypatch.setattr(step_call, "EMBED_CHUNK", 3)
+    enc = EncoderCache(HashedNgramEncoder(32), max_entries=12)
+    enc.encode([f"old {i}" for i in range(8)])
+    texts = ["old 0", "old 1", *(f"new {i}" for i in range(6))]  # 2 cached, 6 new in two chunks: 14 > 12
+    asyncio.run(step_call.embed_texts(Backend(), enc, texts))
+    assert enc.missing(texts) == [] and len(enc._vectors) <= 12  # nothing left for the worker to embed
 
 
 def test_the_hashed_encoders_token_memo_is_bounded_and_its_vectors_the_same(monkeypatch: pytest.MonkeyPatch):
