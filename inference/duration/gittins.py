@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from inference.duration.ordering import DEFAULT_REFRESH, DEFAULT_REFRESH_BUDGET, SjfLearned
+from inference.duration.predictor import blend_answers
 from inference.duration.retrieval import weighted_median
 from scheduling.job import JobRequest
 from scheduling.order_context import EMPTY_CONTEXT, OrderContext
@@ -70,14 +71,8 @@ def neighbours_and_blend(predictor: Any, jobs: Sequence[JobRequest], chunk: int 
             mean_d2[lo:hi] = nd.mean(axis=1)
     retr = weighted_median(logd.astype(np.float32), w.astype(np.float32)).astype(np.float64) if k > 0 \
         else np.full(n, np.nan)  # fmt: skip
-    have = ~np.isnan(retr)
-    alpha = np.where(have, cfg.blend_max * np.exp(-mean_d2 / cfg.blend_scale), 0.0)
-    if predictor.regressor is None:
-        alpha = np.where(have, 1.0, 0.0)
-    pair = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
     hist = predictor.history.specific(jobs, cfg.history_min_count)
-    hw = cfg.history_weight
-    blend = np.where(np.isnan(hist), pair, (1 - hw) * pair + hw * np.nan_to_num(hist)) if hw > 0 else pair
+    _, _, blend = blend_answers(cfg, predictor.regressor is not None, reg, retr, mean_d2, hist)
     return logd, w, blend
 
 

@@ -69,6 +69,22 @@ def make_encoder(name: str, dim: int) -> EncoderCache:
     return EncoderCache(get_encoder(name, dim))
 
 
+def blend_answers(config: DurationConfig, has_regressor: bool, reg: np.ndarray, retr: np.ndarray,
+                  mean_d2: np.ndarray, hist: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """``(alpha, pair, blend)`` in log seconds from the regression (``reg``, shifted), the retrieval (``retr``,
+    NaN: no neighbours), its neighbours' mean d² and the key history (``hist``, NaN: none): the module
+    docstring's formulas, one definition for :meth:`LearnedDurationPredictor.components_of` and the Gittins
+    ordering's blend (``inference.duration.gittins``)."""
+    have = ~np.isnan(retr)
+    alpha = np.where(have, config.blend_max * np.exp(-mean_d2 / config.blend_scale), 0.0)
+    if not has_regressor:
+        alpha = np.where(have, 1.0, 0.0)
+    pair = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
+    w = config.history_weight
+    blend = np.where(np.isnan(hist), pair, (1 - w) * pair + w * np.nan_to_num(hist)) if w > 0 else pair
+    return alpha, pair, blend
+
+
 FEATURE_CACHE_JOBS = 200_000  # jobs whose features are kept (the cache starts over past it)
 
 
@@ -149,14 +165,8 @@ class LearnedDurationPredictor:
         reg = np.asarray(reg, np.float64) + self.config.regression_shift
         nb = self.index.query(text, shape)
         retr = nb.log_duration.astype(np.float64)
-        have = ~np.isnan(retr)
-        alpha = np.where(have, self.config.blend_max * np.exp(-nb.mean_d2 / self.config.blend_scale), 0.0)
-        if self.regressor is None:
-            alpha = np.where(have, 1.0, 0.0)
-        pair = np.where(have, alpha * np.nan_to_num(retr) + (1 - alpha) * np.nan_to_num(reg), reg)
         hist = np.full(len(reg), np.nan) if history is None else history
-        w = self.config.history_weight
-        blend = np.where(np.isnan(hist), pair, (1 - w) * pair + w * np.nan_to_num(hist)) if w > 0 else pair
+        alpha, pair, blend = blend_answers(self.config, self.regressor is not None, reg, retr, nb.mean_d2, hist)
         return Components(reg, retr, alpha, blend, nb.mean_d2.astype(np.float64), pair, hist)
 
     def predict_many(self, jobs: Sequence[JobRequest], mode: str | None = None) -> np.ndarray:
