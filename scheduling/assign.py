@@ -184,7 +184,7 @@ def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], 
                 for p, m in sorted(got, key=lambda pm: number[id(pm[1])])
             )
             return
-        failed = failed or got  # the step's order's reason
+        failed = got if got[1].permanent else failed or got  # the step's order's reason, unless one never fits
         if got[1].permanent:  # a member that never fits: no order helps
             break
     assert failed is not None

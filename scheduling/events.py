@@ -434,6 +434,11 @@ def node_lost_reason(node_id: str, how: str, unhealthy_s: float, grace_s: float)
     return f"node {node_id} {how} unhealthy for {unhealthy_s:.0f}s (SEMSCHED_NODE_LOST={grace_s:g})"
 
 
+#: the reason a restarted agents process reports each run its predecessor left behind ``preempted``
+#: (``ops/agents/recovery.py``): not when the run ended (the process that ran it died before), so
+#: reconciliation's ran-twice check does not take it for the run's end
+AGENT_RESTART_LOST_REASON = "agent restarted: the run in progress was lost"
+
 #: a regular expression (RE2 and Python alike) that matches :func:`node_lost_reason`'s text
 NODE_LOST_REASON_RE = r"^node .+ unhealthy for [0-9]+s \(SEMSCHED_NODE_LOST="
 

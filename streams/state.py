@@ -258,10 +258,12 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
         return Transition(running={job_id: None}, done={job_id: done}, emit=[notice])
     ran = 0.0 if running.started_ts is None else max(0.0, ev.event_time.timestamp() - running.started_ts)
     attained = running.attained + service_rate(JobRequest.from_event(running.job)) * ran
-    # queued since the job left its node (the report's time; a clock ahead of ours: now), not since this
-    # worker read the report: a backlog read after a restart, or a restore, is minutes late (found by review)
+    # queued since the job left its node (the report's time; a clock ahead of ours: now; one behind: not
+    # before the placement), not since this worker read the report: a backlog read after a restart, or a
+    # restore, is minutes late (found by review)
     requeued = PendingJob(job=running.job, attempt=attempt, failures=failures, submit_ts=running.submit_ts,
-                          queued_ts=min(now, ev.event_time.timestamp()), attained=attained)  # fmt: skip
+                          queued_ts=min(now, max(ev.event_time.timestamp(), running.reserved_ts)),
+                          attained=attained)  # fmt: skip
     return Transition(running={job_id: None}, pending={job_id: requeued})
 
 

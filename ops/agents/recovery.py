@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from scheduling.events import JobLifecycle, NodeTelemetry, decode
+from scheduling.events import AGENT_RESTART_LOST_REASON, JobLifecycle, NodeTelemetry, decode
 from streams.settings import Settings
 
-LOST_REASON = "agent restarted: the run in progress was lost"
+LOST_REASON = AGENT_RESTART_LOST_REASON
 #: the lifecycle states after which a decision is not to be executed (again): the agents' own
 #: reports, and the worker's ``timed_out`` (it gave the placement up and re-queued the job)
 DONE_WITH = frozenset({"started", "finished", "failed", "preempted", "timed_out"})

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from scheduling.events import INTERNAL_ERROR, NODE_LOST_REASON_RE
+from scheduling.events import AGENT_RESTART_LOST_REASON, INTERNAL_ERROR, NODE_LOST_REASON_RE
 from storage.client import ArchiveClient
 from storage.queries._common import running_jobs
 
@@ -101,10 +101,11 @@ SELECT later.cluster, later.job_id, later.attempt FROM (
            countIf(is_end) AS ends,
            if(countIf(agents_end) > 0, minIf(at, agents_end), minIf(at, is_end)) AS ended_at
     FROM (
-        SELECT cluster, job_id, attempt, state, at, is_end,
-               is_end AND (ran_on = '' OR node = ran_on) AND NOT (lost AND at = worker_at) AS agents_end
+        SELECT cluster, job_id, attempt, state, at, is_end, reason,
+               is_end AND (ran_on = '' OR node = ran_on) AND NOT (lost AND at = worker_at)
+                   AND reason != '__RESTARTED__' AS agents_end
         FROM (
-            SELECT cluster, job_id, attempt, state, (kafka_partition, kafka_offset, event_time) AS at,
+            SELECT cluster, job_id, attempt, state, reason, (kafka_partition, kafka_offset, event_time) AS at,
                    state IN ('finished', 'failed', 'preempted') AS is_end, ifNull(node_id, '') AS node,
                    state = 'preempted' AND match(reason, '__LOST__') AS lost,
                    argMinIf(node, at, state = 'started') OVER attempt_rows AS ran_on,
@@ -124,7 +125,9 @@ WHERE earlier.attempt < later.attempt
 GROUP BY later.cluster, later.job_id, later.attempt ORDER BY later.cluster, later.job_id, later.attempt
 """
 #: the reason of the worker's own ``preempted`` of a placement on a lost node (LostNodes.check)
-_RAN_TWICE = _RAN_TWICE.replace("__LOST__", NODE_LOST_REASON_RE.replace("\\", "\\\\"))  # (a SQL string literal)
+_RAN_TWICE = _RAN_TWICE.replace("__LOST__", NODE_LOST_REASON_RE.replace("\\", "\\\\")).replace(  # (SQL literals)
+    "__RESTARTED__", AGENT_RESTART_LOST_REASON)  # (a restarted agent's report of a run it lost: not when the run
+# ended, found by review: an agent back an hour later made its run last an hour, and the retry ran twice)
 
 # An attempt that started once the job was done (found by review: a job whose attempt finished, or that
 # the worker gave up on, and whose next attempt was then placed and ran, was reconciled; the checks above
@@ -132,7 +135,9 @@ _RAN_TWICE = _RAN_TWICE.replace("__LOST__", NODE_LOST_REASON_RE.replace("\\", "\
 # again on another node, would not have been caught). Done: another attempt's `finished`, or the worker's
 # `rejected` notice (its give-up, archived on the lifecycle topic; a rejected decision's notice too),
 # read before the attempt's first `started`, in the order the worker read them as above. Not the
-# attempt's own `finished`: a start after it is `started_twice`'s.
+# attempt's own `finished`: a start after it is `started_twice`'s. Not a gang member's earlier attempt's
+# `finished` either: the worker places the whole gang again (streams/state.py, "not for a gang member";
+# found by review of this check).
 _RAN_AFTER_DONE = """
 SELECT s.cluster, s.job_id, s.attempt FROM (
     SELECT cluster, job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
@@ -142,7 +147,9 @@ INNER JOIN (
     SELECT cluster, job_id, attempt, state, (kafka_partition, kafka_offset, event_time) AS done_at
     FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'rejected')
 ) AS done ON s.cluster = done.cluster AND s.job_id = done.job_id
-WHERE done.done_at < s.started_at AND (done.state = 'rejected' OR done.attempt != s.attempt)
+WHERE done.done_at < s.started_at
+  AND (done.state = 'rejected' OR (done.attempt != s.attempt AND (s.cluster, s.job_id) NOT IN
+       (SELECT cluster, job_id FROM jobs_submitted_accepted WHERE gang_size > 1)))
 GROUP BY s.cluster, s.job_id, s.attempt ORDER BY s.cluster, s.job_id, s.attempt
 """
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduling.events import INTERNAL_ERROR
 from scheduling.metrics import AllocationSample, mean_allocation
 from storage.client import ArchiveClient
 from storage.queries._common import _RUNNING, _dicts
@@ -110,8 +111,12 @@ def summary(client: ArchiveClient, bucket_s: float = 60.0) -> Summary:
 # the submissions the archive accounts for: the accepted jobs, and the submission messages refused with a reason
 _ARCHIVED_SUBMISSIONS = """
 SELECT (SELECT uniqExact(cluster, job_id) FROM jobs_submitted_accepted)
-     + (SELECT uniqExact(topic_partition, topic_offset) FROM deadletter FINAL WHERE topic = 'jobs.submitted') AS n
+     + (SELECT uniqExact(topic_partition, topic_offset) FROM deadletter FINAL
+        WHERE topic = 'jobs.submitted' AND NOT startsWith(reason, '__INTERNAL__')) AS n
 """
+
+
+_ARCHIVED_SUBMISSIONS = _ARCHIVED_SUBMISSIONS.replace("__INTERNAL__", INTERNAL_ERROR)  # (applied again: accepted)
 
 
 def archived_submissions(client: ArchiveClient) -> int:

@@ -109,6 +109,17 @@ def test_a_gang_that_fits_in_no_order_says_how_many_members_were_placed_before_t
     assert "gang g: member g1 cannot be placed (with 1 of its members placed first): " in r.unschedulable[0].reason
 
 
+def test_a_gang_with_a_member_that_never_fits_is_refused_for_good_though_another_waits_first():
+    """s has no room now, L (8 GPUs) fits no node of 4 ever: the largest-first try finds that, and it is the
+    reason (found by review of the retry: s's passing shortage was reported, and the gang waited)."""
+    s = snap(node("a", gpus=4, gpu_alloc=(1000,) * 4), node("b", gpus=4, gpu_alloc=(1000,) * 4),
+             node("c", gpus=4, gpu_alloc=(1000, 1000, 1000, 0)))  # fmt: skip
+    gang = [job("s", gpus=2, gang_id="g", gang_size=2, submit_time=0), job("L", gpus=8, gang_id="g", gang_size=2, submit_time=1)]
+    r = schedule_step(s, gang, FF, now=0)
+    assert [u.permanent for u in r.unschedulable] == [True, True]
+    assert r.unschedulable[0].reason.startswith("gang g: member L cannot be placed")
+
+
 def test_incomplete_gang_waits():
     s = snap(node("a", gpus=8))
     r = schedule_step(s, [job("g0", gpus=1, gang_id="g", gang_size=3), job("g1", gpus=1, gang_id="g", gang_size=3)],

@@ -152,6 +152,43 @@ def test_reconcile_a_lost_nodes_run_that_went_on_beside_the_retry(client: Archiv
     assert r.started_twice == [] and r.ran_after_done == []
 
 
+def test_reconcile_takes_a_restarted_agents_report_of_a_lost_run_for_no_end(client: ArchiveClient) -> None:
+    """n1 died: the worker preempted J's attempt 0 itself and the retry ran on n2; an hour later n1's agents
+    came back and reported the lost run ``preempted`` (AGENT_RESTART_LOST_REASON). That is not when the run
+    ended (found by review of the ran-twice change: the run lasted an hour, and the retry "ran twice")."""
+    from scheduling.events import AGENT_RESTART_LOST_REASON, node_lost_reason
+
+    def life(attempt: int, state: str, s: float, node: str, reason: str = "") -> JobLifecycle:
+        return JobLifecycle(event_time=at(s), job_id="J", decision_id=decision_id_for("J", attempt), state=state,
+                            node_id=node, attempt=attempt, reason=reason)  # type: ignore[arg-type]  # fmt: skip
+
+    lost = node_lost_reason("n1", "silent (no report from its agent), marked", 61, 60)
+    reports = [life(0, "started", 2, "n1"), life(0, "preempted", 70, "n1", lost), life(1, "started", 72, "n2"),
+               life(1, "finished", 120, "n2"), life(0, "preempted", 3600, "n1", AGENT_RESTART_LOST_REASON)]  # fmt: skip
+    ArchiveWriter(client).write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    assert reconcile(client).ran_twice == []
+
+
+def test_reconcile_takes_a_gang_members_earlier_finish_for_no_end_of_the_job(client: ArchiveClient) -> None:
+    """The worker places a whole gang again when a member's node is lost, even if that member's agent then
+    reports its earlier attempt ``finished`` (streams/state.py, "not for a gang member"): its next attempt's
+    run is intended (found by review of ran_after_done: the demo would exit "NOT reconciled")."""
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_time=at(0), job_id=j, gang_id="g", gang_size=2) for j in "AB"] +
+            [JobSubmitted(event_time=at(0), job_id="S")], [(0, 1), (0, 2), (0, 3)])  # fmt: skip
+
+    def life(job: str, attempt: int, state: str, s: float, node: str) -> JobLifecycle:
+        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
+                            node_id=node, attempt=attempt)  # type: ignore[arg-type]  # fmt: skip
+
+    reports = []
+    for job in ("A", "S"):  # A a gang member, S a job on its own: both finished attempt 0, then ran attempt 1
+        reports += [life(job, 0, "started", 2, "n1"), life(job, 0, "finished", 80, "n1"), life(job, 1, "started", 90, "n2"),
+                    life(job, 1, "finished", 120, "n2")]  # fmt: skip
+    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    assert reconcile(client).ran_after_done == [("default", "S", 1)]
+
+
 def test_reconcile_an_attempt_that_started_after_the_job_was_done(client: ArchiveClient) -> None:
     """R's attempt 0 timed out, then started late and finished (the worker took the finish); the step that
     had decided attempt 1 sent its command anyway (daa637f's bug) and it ran again on n2. G failed and was

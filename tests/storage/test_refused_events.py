@@ -62,3 +62,18 @@ def test_a_refused_submission_and_report_count_nowhere_as_accepted(client: Archi
     allocation = m.gpu_allocation(client, 60)
     assert {s.capacity_milli for s in allocation} == {4000} and len(allocation) < 10  # not stretched a day on
     assert explain(client, "FUTURE").answer.startswith("Job FUTURE was never scheduled: its submission was refused")
+
+
+def test_a_submission_dead_lettered_for_an_internal_error_is_counted_once(client: ArchiveClient) -> None:
+    """The worker applies it again (it is accepted), so the demo's count of archived submissions must not add
+    its dead letter (found by review: counted twice, it hid a submission lost before the archive)."""
+    from scheduling.events import INTERNAL_ERROR
+    from storage.queries.summary import archived_submissions
+
+    w = ArchiveWriter(client)
+    subs = [JobSubmitted(event_id=f"s-{j}", event_time=at(0), job_id=j) for j in "ABC"]
+    w.write("jobs_submitted", subs, [(0, i) for i in range(3)])
+    w.write("deadletter", [DeadLetter.of(subs[2].to_bytes(), f"{INTERNAL_ERROR} while handling: RuntimeError: x",
+                                         topic="jobs.submitted", partition=0, offset=2),
+                           DeadLetter.of(b"{", "not JSON", topic="jobs.submitted", partition=0, offset=3)])  # fmt: skip
+    assert archived_submissions(client) == 4  # A, B, C accepted; the offset-3 message refused with a reason

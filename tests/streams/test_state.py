@@ -235,6 +235,8 @@ def test_failed_requeues_with_the_next_attempt() -> None:
     assert p.queued_ts == life("failed").event_time.timestamp() < NOW
     ahead = on_lifecycle(life("failed"), r, max_retries=3, now=life("failed").event_time.timestamp() - 30)
     assert ahead.pending["j1"].queued_ts == life("failed").event_time.timestamp() - 30  # a clock ahead: now
+    behind = r.model_copy(update={"reserved_ts": life("failed").event_time.timestamp() + 600})  # a clock behind:
+    assert on_lifecycle(life("failed"), behind, max_retries=3, now=NOW).pending["j1"].queued_ts == behind.reserved_ts
 
 
 def test_failed_retries_until_max_retries_then_gives_up() -> None:
