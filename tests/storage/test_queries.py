@@ -9,6 +9,19 @@ from storage.queries import explain, reconcile, run_sql, summary
 from storage.writer import ArchiveWriter
 
 
+def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
+    """A placed decision of ``job``'s ``attempt`` at ``s`` seconds (the reconcile and explain tests' rows)."""
+    did = decision_id_for(job, attempt)
+    return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
+                          outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
+
+
+def life(job: str, attempt: int, state: str, s: float, node: str | None, reason: str = "", **kw: object) -> JobLifecycle:
+    """A lifecycle report of ``job``'s ``attempt`` at ``s`` seconds; without a node, no decision (a notice)."""
+    return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt) if node else None,
+                        state=state, node_id=node, attempt=attempt, reason=reason, **kw)  # type: ignore[arg-type]  # fmt: skip
+
+
 @pytest.fixture
 def loaded(client: ArchiveClient) -> ArchiveClient:
     w = ArchiveWriter(client)
@@ -95,14 +108,6 @@ def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient
     n1 (the worker fences it) and ran beside it. Y, preempted and retried, ran one attempt at a time;
     Z's attempt 0 started after its retry had, and never ended. (Found by review: reconciled, since
     each check looked within one attempt.)"""
-    def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
-        did = decision_id_for(job, attempt)
-        return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
-                              outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
-
-    def life(job: str, attempt: int, state: str, s: float, node: str) -> JobLifecycle:
-        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
-                            node_id=node, attempt=attempt)  # fmt: skip
 
     w = ArchiveWriter(client)
     subs = [JobSubmitted(event_time=at(0), job_id=j, cpu_milli=1000) for j in "XYZ"]
@@ -131,10 +136,6 @@ def test_reconcile_a_lost_nodes_run_that_went_on_beside_the_retry(client: Archiv
     worker's own report ended the run, and J and M were reconciled.)"""
     lost = "node n1 silent (no report from its agent), marked unhealthy for 61s (SEMSCHED_NODE_LOST=60)"
 
-    def life(job: str, attempt: int, state: str, s: float, node: str, reason: str = "") -> JobLifecycle:
-        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
-                            node_id=node, attempt=attempt, reason=reason)  # type: ignore[arg-type]  # fmt: skip
-
     w = ArchiveWriter(client)
     reports = []
     for job, agents_end in (("J", ("preempted", 90, lost)), ("M", ("finished", 90, "")), ("K", None),
@@ -158,13 +159,9 @@ def test_reconcile_takes_a_restarted_agents_report_of_a_lost_run_for_no_end(clie
     ended (found by review of the ran-twice change: the run lasted an hour, and the retry "ran twice")."""
     from scheduling.events import AGENT_RESTART_LOST_REASON, node_lost_reason
 
-    def life(attempt: int, state: str, s: float, node: str, reason: str = "") -> JobLifecycle:
-        return JobLifecycle(event_time=at(s), job_id="J", decision_id=decision_id_for("J", attempt), state=state,
-                            node_id=node, attempt=attempt, reason=reason)  # type: ignore[arg-type]  # fmt: skip
-
     lost = node_lost_reason("n1", "silent (no report from its agent), marked", 61, 60)
-    reports = [life(0, "started", 2, "n1"), life(0, "preempted", 70, "n1", lost), life(1, "started", 72, "n2"),
-               life(1, "finished", 120, "n2"), life(0, "preempted", 3600, "n1", AGENT_RESTART_LOST_REASON)]  # fmt: skip
+    reports = [life("J", 0, "started", 2, "n1"), life("J", 0, "preempted", 70, "n1", lost), life("J", 1, "started", 72, "n2"),
+               life("J", 1, "finished", 120, "n2"), life("J", 0, "preempted", 3600, "n1", AGENT_RESTART_LOST_REASON)]  # fmt: skip
     ArchiveWriter(client).write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
     assert reconcile(client).ran_twice == []
 
@@ -176,10 +173,6 @@ def test_reconcile_takes_a_gang_members_earlier_finish_for_no_end_of_the_job(cli
     w = ArchiveWriter(client)
     w.write("jobs_submitted", [JobSubmitted(event_time=at(0), job_id=j, gang_id="g", gang_size=2) for j in "AB"] +
             [JobSubmitted(event_time=at(0), job_id="S")], [(0, 1), (0, 2), (0, 3)])  # fmt: skip
-
-    def life(job: str, attempt: int, state: str, s: float, node: str) -> JobLifecycle:
-        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
-                            node_id=node, attempt=attempt)  # type: ignore[arg-type]  # fmt: skip
 
     reports = []
     for job in ("A", "S"):  # A a gang member, S a job on its own: both finished attempt 0, then ran attempt 1
@@ -197,15 +190,6 @@ def test_reconcile_an_attempt_that_started_after_the_job_was_done(client: Archiv
     from rich.console import Console
 
     from ops.summary_view import print_reconcile
-
-    def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
-        did = decision_id_for(job, attempt)
-        return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
-                              outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
-
-    def life(job: str, attempt: int, state: str, s: float, node: str | None, **kw: object) -> JobLifecycle:
-        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt) if node else None,
-                            state=state, node_id=node, attempt=attempt, **kw)  # type: ignore[arg-type]  # fmt: skip
 
     w = ArchiveWriter(client)
     subs = [JobSubmitted(event_time=at(0), job_id=j, cpu_milli=1000) for j in "RGY"]
@@ -316,14 +300,6 @@ def test_explain_reads_the_current_attempt_not_a_superseded_ones_late_report(cli
     fence last. S's attempt 0 finished late, read after the stale decision of attempt 1 (n2; no command).
     (Found by review: L and N were "preempted on node n1, waiting to be re-placed (attempt 1)", and S
     "placed on node n2".)"""
-    def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
-        did = decision_id_for(job, attempt)
-        return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
-                              outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
-
-    def life(job: str, attempt: int, state: str, s: float, node: str, reason: str = "") -> JobLifecycle:
-        return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt), state=state,
-                            node_id=node, attempt=attempt, reason=reason)  # type: ignore[arg-type]  # fmt: skip
 
     w = ArchiveWriter(client)
     w.write("jobs_submitted", [JobSubmitted(event_time=T0, job_id=j) for j in "LNS"], [(0, i) for i in range(3)])
