@@ -23,7 +23,9 @@ Definitions:
   decision / a ``rejected`` lifecycle event; finished: submitted jobs with a ``finished`` event (as
   :func:`storage.queries.metrics.job_metrics`); failed: distinct (job, attempt) with a
   ``failed`` event (failed attempts).
-  running: jobs whose latest lifecycle event is ``started``.
+  running: jobs whose latest lifecycle event is ``started``; refused: submission messages dead-lettered
+  with a reason (not for an internal error: applied again), so submitted + refused is every submission
+  the archive accounts for (the demo compares it with what its replay sent).
 - JCT = last ``finished`` event time − first submission event time (jobs that finished).
 - queueing delay = first ``started`` event time − submission event time.
 - GPU allocation over time: what each placement held from its first ``started`` to its first

@@ -22,6 +22,17 @@ def life(job: str, attempt: int, state: str, s: float, node: str | None, reason:
                         state=state, node_id=node, attempt=attempt, reason=reason, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
+def write_runs(client: ArchiveClient, jobs: str, placed: tuple[tuple[str, int, float, str], ...],
+               reports: list[JobLifecycle]) -> None:  # fmt: skip
+    """The reconcile tests' archive: ``jobs`` submitted at 0 s, their ``placed`` decisions (job, attempt,
+    seconds, node) and the lifecycle ``reports``, in that order on partition 0."""
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_time=at(0), job_id=j, cpu_milli=1000) for j in jobs],
+            [(0, i) for i in range(len(jobs))])  # fmt: skip
+    w.write("decisions", [dec(*p) for p in placed], [(0, i) for i in range(len(placed))])
+    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+
+
 @pytest.fixture
 def loaded(client: ArchiveClient) -> ArchiveClient:
     w = ArchiveWriter(client)
@@ -109,12 +120,6 @@ def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient
     Z's attempt 0 started after its retry had, and never ended. (Found by review: reconciled, since
     each check looked within one attempt.)"""
 
-    w = ArchiveWriter(client)
-    subs = [JobSubmitted(event_time=at(0), job_id=j, cpu_milli=1000) for j in "XYZ"]
-    w.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
-    decisions = [dec(j, a, s, n) for j, a, s, n in (("X", 0, 1, "n1"), ("X", 1, 32, "n2"), ("Y", 0, 1, "n1"),
-                                                        ("Y", 1, 52, "n2"), ("Z", 0, 1, "n1"), ("Z", 1, 32, "n2"))]
-    w.write("decisions", decisions, [(0, i) for i in range(len(decisions))])
     reports = [life("X", 0, "timed_out", 31, "n1"), life("X", 0, "started", 33, "n1"),
                life("X", 1, "started", 34, "n2"), life("X", 0, "finished", 35, "n1"),
                life("X", 1, "finished", 90, "n2"),
@@ -122,7 +127,8 @@ def test_reconcile_two_attempts_of_one_job_running_at_once(client: ArchiveClient
                life("Y", 1, "started", 53, "n2"), life("Y", 1, "finished", 90, "n2"),
                life("Z", 0, "timed_out", 31, "n1"), life("Z", 1, "started", 33, "n2"),
                life("Z", 0, "started", 34, "n1"), life("Z", 1, "finished", 90, "n2")]  # fmt: skip
-    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    write_runs(client, "XYZ", (("X", 0, 1, "n1"), ("X", 1, 32, "n2"), ("Y", 0, 1, "n1"), ("Y", 1, 52, "n2"),
+                               ("Z", 0, 1, "n1"), ("Z", 1, 32, "n2")), reports)
     r = reconcile(client)
     assert r.ran_twice == [("default", "X", 1), ("default", "Z", 1)] and not r.ok
     assert r.unaccounted == [] and r.placed_twice == [] and r.started_twice == []
@@ -191,12 +197,6 @@ def test_reconcile_an_attempt_that_started_after_the_job_was_done(client: Archiv
 
     from ops.summary_view import print_reconcile
 
-    w = ArchiveWriter(client)
-    subs = [JobSubmitted(event_time=at(0), job_id=j, cpu_milli=1000) for j in "RGY"]
-    w.write("jobs_submitted", subs, [(0, i) for i in range(len(subs))])
-    decisions = [dec(j, a, s, n) for j, a, s, n in (("R", 0, 1, "n1"), ("R", 1, 41, "n2"), ("G", 0, 1, "n1"),
-                                                        ("G", 1, 6, "n2"), ("Y", 0, 1, "n1"), ("Y", 1, 6, "n2"))]
-    w.write("decisions", decisions, [(0, i) for i in range(len(decisions))])
     reports = [life("R", 0, "timed_out", 31, "n1"), life("R", 0, "started", 32, "n1"),
                life("R", 0, "finished", 40, "n1"), life("R", 1, "started", 42, "n2"),
                life("R", 1, "finished", 60, "n2"),
@@ -205,7 +205,8 @@ def test_reconcile_an_attempt_that_started_after_the_job_was_done(client: Archiv
                life("G", 1, "started", 7, "n2"), life("G", 1, "finished", 9, "n2"),
                life("Y", 0, "started", 2, "n1"), life("Y", 0, "failed", 5, "n1", exit_code=1),
                life("Y", 1, "started", 7, "n2"), life("Y", 1, "finished", 9, "n2")]  # fmt: skip
-    w.write("jobs_lifecycle", reports, [(0, 10 + i) for i in range(len(reports))])
+    write_runs(client, "RGY", (("R", 0, 1, "n1"), ("R", 1, 41, "n2"), ("G", 0, 1, "n1"), ("G", 1, 6, "n2"),
+                               ("Y", 0, 1, "n1"), ("Y", 1, 6, "n2")), reports)
     r = reconcile(client)
     assert r.ran_after_done == [("default", "G", 1), ("default", "R", 1)] and not r.ok
     assert r.unaccounted == [] and r.placed_twice == [] and r.started_twice == [] and r.ran_twice == []
