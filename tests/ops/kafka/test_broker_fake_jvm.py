@@ -119,9 +119,11 @@ def test_two_starts_at_once_leave_one_broker_that_stop_stops(
     spawned one; the loser's JVM failed on the log dir's lock, and its start removed broker.pid, which
     named the winner's (or its own) broker: the broker that ran was one nothing could stop."""
     port, data = free_port(), tmp_path / "kafka"
+    controller = free_port({port})  # (not port + 1: CI found it taken by another socket)
     FormatsTogether.barrier = threading.Barrier(2, timeout=2.0)
     brokers: list[KafkaBroker] = [
-        FormatsTogether(port=port, data_dir=data, lib_dir=fake_jvm["lib"], java=str(fake_jvm["java"]))
+        FormatsTogether(port=port, controller_port=controller, data_dir=data, lib_dir=fake_jvm["lib"],
+                        java=str(fake_jvm["java"]))
         for _ in range(2)
     ]
     results = _start_both(brokers)
@@ -141,11 +143,25 @@ def test_a_stop_during_a_start_waits_for_it_and_stops_the_broker(
     the broker started a moment later and kept running."""
     port, data = free_port(), tmp_path / "kafka"
     FormatsTogether.barrier = threading.Barrier(2, timeout=5.0)
-    starting = FormatsTogether(port=port, data_dir=data, lib_dir=fake_jvm["lib"], java=str(fake_jvm["java"]))
-    thread = threading.Thread(target=starting.start, kwargs={"timeout": 20})
+    starting = FormatsTogether(port=port, controller_port=free_port({port}), data_dir=data,
+                               lib_dir=fake_jvm["lib"], java=str(fake_jvm["java"]))  # (both ports free: see above)
+    failed: list[Exception] = []
+
+    def start() -> None:
+        try:
+            starting.start(timeout=20)
+        except Exception as e:  # noqa: BLE001 - said below, not as a broken barrier
+            failed.append(e)
+            FormatsTogether.barrier.abort()
+
+    thread = threading.Thread(target=start)
     thread.start()
     try:
-        FormatsTogether.barrier.wait()  # the start is between reading broker.pid and spawning the broker
+        try:
+            FormatsTogether.barrier.wait()  # the start is between reading broker.pid and spawning the broker
+        except threading.BrokenBarrierError:
+            thread.join(30)
+            pytest.fail(f"the start never reached the storage format: {failed or 'no error'}")
         assert KafkaBroker(port=port, data_dir=data).stop(timeout=5) is True
     finally:
         thread.join(30)
