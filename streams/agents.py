@@ -22,7 +22,6 @@ from scheduling.events import (
     JobSubmitted,
     NodeTelemetry,
 )
-from scheduling.job import JobRequest
 from streams import telemetry
 from streams.admission import admit
 from streams.app import Worker
@@ -68,9 +67,8 @@ async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> None:
     current = was is not None and ev.decision_id == was.decision_id and ev.node_id in (None, was.node_id)
     if ev.state == "finished" and current and was.started_ts is not None:  # (a stale one's run is not this one's)
         ran = ev.event_time.timestamp() - was.started_ts
-        if ran >= 0 and (ev.cluster, ev.job_id) not in w.durations_warmed:  # (warmed: its finish, read again after a
-            # restart; by cluster too: found by review, another cluster's job of the same id kept this one untaught)
-            w.durations.observe(JobRequest.from_event(was.job), ran)
+        if ran >= 0:
+            w.observe_finished(was.job, ran, ev.event_time.timestamp())
     t = lifecycle_transition(w, ev)
     await w.emit(t, partition)  # before the tables change: a crash repeats it, never loses it
     w.apply(t, partition=partition)  # (named: it also runs for a held report, outside its stream)

@@ -27,11 +27,15 @@ from scheduling.events import (
     MAX_DEADLETTER_KEY,
     DeadLetter,
     DecisionRecord,
+    JobSubmitted,
 )
+from scheduling.job import JobRequest
 from scheduling.order_context import LearningDurationPredictor
+from storage.queries.finished_jobs import FinishedJob
 from streams import telemetry
 from streams.changelog_faults import ChangelogFaults
 from streams.early_reports import EarlyReports
+from streams.finished_log import FinishedLog
 from streams.held_ledger import HeldLedger
 from streams.offset_watch import OffsetWatch
 from streams.settings import Settings
@@ -119,6 +123,8 @@ class Worker:
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
     # jobs (cluster, job id: another cluster may reuse an id) whose run time the warm-up found: not taught again
     durations_warmed: set[tuple[str, str]] = field(default_factory=set)
+    # the latest finished jobs the estimate learned, taught again to a new duration model (streams/finished_log.py)
+    finished_log: FinishedLog = field(default_factory=lambda: FinishedLog(0))
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     restoring: int = 0  # input-log restores under way (streams/log_restore.py): no step runs meanwhile
     restore_due: float | None = None  # until when (monotonic) an assignment's restore holds the loop (the same)
@@ -176,6 +182,16 @@ class Worker:
         if held is not None and held[0].decision_id == rec.decision_id:
             del self.inflight[rec.job_id]
         return t
+
+    def observe_finished(self, job: JobSubmitted, run_s: float, finish_s: float) -> None:
+        """Teach the duration estimate that ``job``'s current attempt ran ``run_s`` seconds, finishing at
+        ``finish_s`` (epoch s), and log it (a new duration model is taught it too). Not a job the
+        archive warm-up taught already: its finish, read again after a restart, counts once (by cluster
+        too: found by review, another cluster's job of the same id kept this one untaught)."""
+        if (job.cluster, job.job_id) in self.durations_warmed:
+            return
+        self.durations.observe(JobRequest.from_event(job), run_s)
+        self.finished_log.add([FinishedJob(job, job.event_time.timestamp(), run_s, finish_s)])
 
     def wake(self) -> None:
         loop = getattr(self, "loop", None)
@@ -308,6 +324,7 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         running=app.Table("running", default=None, help="placed jobs holding resources", **tables),
         done=app.Table("done", default=None, help="finished or rejected jobs", **tables),
     )
+    w.finished_log = FinishedLog(settings.duration_warm_up)
     # Table writes queue changelog messages; past this many queued, Faust pauses every stream
     # until they drain (its default, 100, stalls ingest under a few hundred jobs/s).
     app.producer.buffer.max_messages = 2000

@@ -29,7 +29,7 @@ from typing import Any
 
 from scheduling.job import JobRequest
 from storage.client import ArchiveClient
-from storage.queries.finished_jobs import finished_jobs
+from storage.queries.finished_jobs import FinishedJob, finished_jobs
 
 log = logging.getLogger("semsched.worker")
 
@@ -43,6 +43,7 @@ class WarmUp:
     job_ids: set[tuple[str, str]] = field(default_factory=set)  # the jobs (cluster, job id) the estimate holds now
     seconds: float = 0.0
     note: str = ""
+    rows: list[FinishedJob] = field(default_factory=list, repr=False)  # the finished jobs read (taught or not)
 
 
 def warm_up_durations(estimator: Any, client: ArchiveClient, latest: int) -> WarmUp:
@@ -52,19 +53,31 @@ def warm_up_durations(estimator: Any, client: ArchiveClient, latest: int) -> War
         return WarmUp(note="off (SEMSCHED_DURATION_WARM_UP=0)")
     started = time.perf_counter()
     rows = finished_jobs(client, latest=latest, timeout_s=READ_TIMEOUT_S)
+    out = teach(estimator, rows, "from the archive")
+    out.seconds = time.perf_counter() - started
+    return out
+
+
+def teach(estimator: Any, rows: list[FinishedJob], source: str) -> WarmUp:
+    """Feed ``estimator`` the finished jobs ``rows`` (oldest finish first), minus those a learned
+    predictor trained on (none at all when it cannot say which); what it did. The archive warm-up's
+    and a new duration model's (:mod:`streams.duration_reload`)."""
+    started = time.perf_counter()
     config = getattr(estimator, "config", None)  # a learned predictor (inference.duration), else the history
+    out = WarmUp(rows=rows)
     if config is not None:
         from inference.duration.archive import trained_on
 
         seen = [trained_on(config, f.submit_s, f.run_s, f.finish_s) for f in rows]
         if None in seen:
-            return WarmUp(note=f"not warmed: duration model {config.version} was trained on the archive without "
-                               "recording the latest finish it read (or on a --limit subset), so its index may "
-                               "hold these jobs already; retrain it to warm it")  # fmt: skip
+            out.note = (f"not warmed: duration model {config.version} was trained on the archive without "
+                        "recording the latest finish it read (or on a --limit subset), so its index may "
+                        "hold these jobs already; retrain it to warm it")  # fmt: skip
+            return out
         keep = [f for f, s in zip(rows, seen, strict=True) if not s]
     else:
         keep = rows
-    out = WarmUp(skipped=len(rows) - len(keep))
+    out.skipped = len(rows) - len(keep)
     jobs = [JobRequest.from_event(f.submission, submit_time=f.submit_s) for f in keep]
     many = getattr(estimator, "observe_many", None)  # one batch (a learned predictor encodes the texts at once)
     if many is not None and jobs:
@@ -74,6 +87,6 @@ def warm_up_durations(estimator: Any, client: ArchiveClient, latest: int) -> War
             estimator.observe(job, f.run_s)
     out.job_ids = {(f.submission.cluster, f.submission.job_id) for f in rows}  # observed, or in the model's index already
     out.observed, out.seconds = len(keep), time.perf_counter() - started
-    out.note = (f"{out.observed:,} finished job(s) from the archive in {out.seconds:.1f} s"
+    out.note = (f"{out.observed:,} finished job(s) {source} in {out.seconds:.1f} s"
                 + (f" ({out.skipped:,} skipped: already in duration model {config.version})" if out.skipped else ""))  # fmt: skip
     return out

@@ -55,6 +55,7 @@ from streams.decision_records import (
     rejected_record,
     waiting_record,
 )
+from streams.duration_reload import register_duration_reload
 from streams.heap import freeze_start_up_heap
 from streams.log_restore import restore_due
 from streams.lost_nodes import LostNodes
@@ -418,6 +419,7 @@ def register_loop(w: Worker) -> SchedulingLoop:
     ``event_debounce_s`` < 0 the loop ticks on the clock only."""
     loop = SchedulingLoop(w)
     w.loop = loop  # type: ignore[attr-defined]
+    register_duration_reload(w, loop.policy)  # a new duration model without a restart (sjf-learned, gittins-learned)
     step = w.settings.step_s  # (settings copied with another step skip the validation: the debounce stays within it)
     debounce = min(w.settings.event_debounce_s, step)
 

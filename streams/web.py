@@ -43,6 +43,7 @@ def status(w: Worker) -> dict[str, Any]:
         "loop": dict(getattr(getattr(w, "loop", None), "stats", {})),
         "owned_partitions": sorted(getattr(getattr(w, "loop", None), "owned", ())),
         "model": model.as_dict() if (model := getattr(getattr(w, "loop", None), "model_status", None)) else None,
+        "duration_model": reload.as_dict() if (reload := getattr(w, "duration_reload", None)) else None,
         "counters": dataclasses.asdict(w.counters),
         "archiver": dataclasses.asdict(archiver.stats) if archiver is not None else None,
         "log_level": logging.getLevelName(logging.root.getEffectiveLevel()),

@@ -49,6 +49,7 @@ def _warm_up_durations(w: Worker, client: object) -> None:
         log.warning("duration estimate not warmed from the archive: %s: %s", type(e).__name__, e)
         return
     w.durations_warmed = done.job_ids
+    w.finished_log.add(done.rows)  # (taught again to a new duration model: streams/duration_reload.py)
     log.warning("duration estimate: %s", done.note)
 
 

@@ -106,6 +106,10 @@ class GittinsLearned(SjfLearned):
             raise ValueError(f"{NAME}: rule must be one of {RULES}, samples one of {SAMPLES}")
         self.rule, self.samples, self.quantile, self.restart = rule, samples, float(quantile), bool(restart)
         self._fallback = Gittins(default_s=default_s, rule=rule, quantile=quantile, restart=restart)
+        self._forget_answers()
+
+    def _forget_answers(self) -> None:
+        super()._forget_answers()
         self._slot: dict[str, int] = {}  # job id -> row of the arrays below
         self._s, self._w = np.zeros((0, 1)), np.zeros((0, 1))  # samples (seconds, NaN = none), weights
         self._gen = np.zeros(0, np.int64)  # index generation each row was computed at

@@ -80,6 +80,7 @@ class SjfLearned:
         self.refresh = int(refresh)
         self._answers: dict[str, tuple[float, int]] = {}  # job id -> (seconds or NaN, index generation)
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
+        self.model_path: Path | None = None  # the version directory ``model_dir`` resolved to when loaded
         self.predictor = predictor
         self.fell_back = False
         self.fallback_reason: str | None = None
@@ -87,10 +88,21 @@ class SjfLearned:
             try:
                 from inference.duration.io import load_predictor
 
-                self.predictor = load_predictor(self.model_dir)
+                path = self.model_dir.resolve(strict=True)
+                self.predictor, self.model_path = load_predictor(path), path
             except Exception as e:  # missing, corrupt or mismatched: use the host's estimator
                 self.fell_back = True
                 self.fallback_reason = f"{type(e).__name__}: {e}"
+
+    def use_predictor(self, predictor: Any, path: Path) -> None:
+        """Order by ``predictor`` (the version in ``path``) from now on: a new duration model picked up
+        without a restart (:mod:`streams.duration_reload`). The old version's answers are forgotten."""
+        self.predictor, self.model_path = predictor, path
+        self.fell_back, self.fallback_reason = False, None
+        self._forget_answers()
+
+    def _forget_answers(self) -> None:
+        self._answers = {}
 
     @property
     def model_version(self) -> str | None:
