@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from inference.duration.ordering import DEFAULT_REFRESH, DEFAULT_REFRESH_BUDGET, SjfLearned
+from inference.duration.ordering import DEFAULT_REFRESH, DEFAULT_REFRESH_BUDGET, SjfLearned, job_key
 from inference.duration.predictor import blend_answers
 from inference.duration.retrieval import weighted_median
 from scheduling.job import JobRequest
@@ -106,11 +106,10 @@ class GittinsLearned(SjfLearned):
             raise ValueError(f"{NAME}: rule must be one of {RULES}, samples one of {SAMPLES}")
         self.rule, self.samples, self.quantile, self.restart = rule, samples, float(quantile), bool(restart)
         self._fallback = Gittins(default_s=default_s, rule=rule, quantile=quantile, restart=restart)
-        self._forget_answers()
 
     def _forget_answers(self) -> None:
         super()._forget_answers()
-        self._slot: dict[str, int] = {}  # job id -> row of the arrays below
+        self._slot: dict[tuple[str, str], int] = {}  # job_key -> row of the arrays below
         self._s, self._w = np.zeros((0, 1)), np.zeros((0, 1))  # samples (seconds, NaN = none), weights
         self._gen = np.zeros(0, np.int64)  # index generation each row was computed at
 
@@ -134,23 +133,24 @@ class GittinsLearned(SjfLearned):
         Rows live in one array per quantity (a slot per job), so a step gathers them in one take."""
         gen = self.predictor.index.generation
         slot = self._slot
-        new = [j for j in jobs if j.job_id not in slot]
-        old = [j for j in jobs if j.job_id in slot and gen - self._gen[slot[j.job_id]] > self.refresh]
+        keys = [job_key(j) for j in jobs]
+        new = [j for j, k in zip(jobs, keys, strict=True) if k not in slot]
+        old = [j for j, k in zip(jobs, keys, strict=True) if k in slot and gen - self._gen[slot[k]] > self.refresh]
         if len(old) > self.refresh_budget:
-            old = sorted(old, key=lambda j: self._gen[slot[j.job_id]])[: self.refresh_budget]
+            old = sorted(old, key=lambda j: self._gen[slot[job_key(j)]])[: self.refresh_budget]
         if len(slot) + len(new) > 4 * len(jobs) + 4096:  # forget jobs that left the queue
-            self._compact({j.job_id for j in jobs})
+            self._compact(set(keys))
             slot = self._slot
         if new or old:
             ask = new + old
             s, w = predictive_samples(self.predictor, ask, self.samples)
             for j in new:
-                slot[j.job_id] = len(slot)
+                slot[job_key(j)] = len(slot)
             self._grow(len(slot), s.shape[1])
-            at = np.array([slot[j.job_id] for j in ask])
+            at = np.array([slot[job_key(j)] for j in ask])
             self._s[at], self._w[at] = np.nan, 0.0
             self._s[at, : s.shape[1]], self._w[at, : s.shape[1]], self._gen[at] = s, w, gen
-        at = np.array([slot[j.job_id] for j in jobs])
+        at = np.array([slot[k] for k in keys])
         return self._s[at].copy(), self._w[at].copy()
 
     def _grow(self, rows: int, width: int) -> None:
@@ -162,7 +162,7 @@ class GittinsLearned(SjfLearned):
         s[:n, : self._s.shape[1]], w[:n, : self._w.shape[1]], g[:n] = self._s, self._w, self._gen
         self._s, self._w, self._gen = s, w, g
 
-    def _compact(self, keep: set[str]) -> None:
+    def _compact(self, keep: set[tuple[str, str]]) -> None:
         kept = [(k, i) for k, i in self._slot.items() if k in keep]
         at = np.array([i for _, i in kept], dtype=np.int64)
         self._s, self._w, self._gen = self._s[at], self._w[at], self._gen[at]

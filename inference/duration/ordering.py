@@ -48,18 +48,24 @@ DEFAULT_REFRESH = 16  # finished jobs observed before a pending job's answer is 
 DEFAULT_REFRESH_BUDGET = 256  # stale answers recomputed per step at most
 
 
+def job_key(job: JobRequest) -> tuple[str, str]:
+    """What a job's cached answer is kept under: a job id is unique only within its cluster (found by
+    review: one worker orders several clusters, and another cluster's job of the same id took its answer)."""
+    return job.cluster, job.job_id
+
+
 def default_model_dir() -> Path:
     return Path(os.environ.get(MODEL_DIR_ENV) or DEFAULT_MODEL_DIR)
 
 
 class _Batch:
-    """A ``DurationPredictor`` answering from one batch prediction (``job_id`` → seconds)."""
+    """A ``DurationPredictor`` answering from one batch prediction (:func:`job_key` → seconds)."""
 
-    def __init__(self, answers: dict[str, float]) -> None:
+    def __init__(self, answers: dict[tuple[str, str], float]) -> None:
         self.answers = answers
 
     def predict(self, job: JobRequest) -> float | None:
-        return self.answers.get(job.job_id)
+        return self.answers.get(job_key(job))
 
 
 class SjfLearned:
@@ -78,7 +84,7 @@ class SjfLearned:
         self.refresh_budget = int(refresh_budget)
         self.default_s = float(default_s)
         self.refresh = int(refresh)
-        self._answers: dict[str, tuple[float, int]] = {}  # job id -> (seconds or NaN, index generation)
+        self._forget_answers()
         self.model_dir = Path(model_dir) if model_dir is not None else default_model_dir()
         self.model_path: Path | None = None  # the version directory ``model_dir`` resolved to when loaded
         self.predictor = predictor
@@ -102,7 +108,7 @@ class SjfLearned:
         self._forget_answers()
 
     def _forget_answers(self) -> None:
-        self._answers = {}
+        self._answers: dict[tuple[str, str], tuple[float, int]] = {}  # job_key -> (seconds or NaN, index generation)
 
     @property
     def model_version(self) -> str | None:
@@ -113,26 +119,27 @@ class SjfLearned:
             estimator = context.estimator if context is not None else None
         else:
             estimator = _Batch(self._predict([j for j in jobs if j.runtime_estimate_s is None]))
-        memo = {j.job_id: predicted_duration(j, estimator, self.default_s) for j in jobs}
-        return sort_units(jobs, lambda unit: max(memo[j.job_id] for j in unit))
+        memo = {job_key(j): predicted_duration(j, estimator, self.default_s) for j in jobs}
+        return sort_units(jobs, lambda unit: max(memo[job_key(j)] for j in unit))
 
-    def _predict(self, ask: list[JobRequest]) -> dict[str, float]:
-        """Seconds per job id (no entry: no answer), recomputing only stale or new answers."""
+    def _predict(self, ask: list[JobRequest]) -> dict[tuple[str, str], float]:
+        """Seconds per :func:`job_key` (no entry: no answer), recomputing only stale or new answers."""
         index = getattr(self.predictor, "index", None)
         gen = index.generation if index is not None else 0
         cache = self._answers
-        new = [j for j in ask if j.job_id not in cache]
-        old = [j for j in ask if j.job_id in cache and gen - cache[j.job_id][1] > self.refresh]
+        keys = [job_key(j) for j in ask]
+        new = [j for j, k in zip(ask, keys, strict=True) if k not in cache]
+        old = [j for j, k in zip(ask, keys, strict=True) if k in cache and gen - cache[k][1] > self.refresh]
         if len(old) > self.refresh_budget:  # the stalest first; the rest wait for a later step
-            old = sorted(old, key=lambda j: cache[j.job_id][1])[: self.refresh_budget]
+            old = sorted(old, key=lambda j: cache[job_key(j)][1])[: self.refresh_budget]
         stale = new + old
         if stale:
             for j, v in zip(stale, self.predictor.predict_many(stale), strict=True):
-                cache[j.job_id] = (float(v), gen)
+                cache[job_key(j)] = (float(v), gen)
         if len(cache) > 4 * len(ask) + 4096:  # forget jobs that left the queue
-            keep = {j.job_id for j in ask}
+            keep = set(keys)
             self._answers = cache = {k: v for k, v in cache.items() if k in keep}
-        return {j.job_id: v for j in ask if not np.isnan(v := cache[j.job_id][0])}
+        return {k: v for k in keys if not np.isnan(v := cache[k][0])}
 
     def __repr__(self) -> str:
         what = f"fallback sjf-predicted: {self.fallback_reason}" if self.fell_back else self.model_version

@@ -94,3 +94,18 @@ def test_at_most_refresh_budget_stale_answers_are_recomputed_per_step() -> None:
     ordering.order([*jobs, _job(5, "a", 5.0)], 11.0)
     ordering.order([*jobs, _job(5, "a", 5.0)], 12.0)
     assert calls == [5, 1 + 2, 2]  # new jobs always, then two of the stale ones per step, stalest first
+
+
+@pytest.mark.parametrize("name", ["sjf-learned", "gittins-learned"])
+def test_a_job_id_another_cluster_uses_too_gets_its_own_answer(name: str) -> None:
+    """Found by review: the answers were kept by job id alone, and one worker orders every cluster
+    of its partitions: cluster b's "job-1" was ranked by cluster a's "job-1" run time."""
+    from dataclasses import replace
+
+    p = LearnedDurationPredictor(DurationConfig(encoder="hashed-ngram-32", text_dim=32, mode="retrieval", k=1))
+    p.observe_many([_job(0, "nightly-etl", 0), _job(0, "unit-tests", 0), _job(0, "build", 0)], [20_000.0, 30.0, 600.0])
+    ordering = get_ordering(name, predictor=p, refresh=1000)
+    in_a = [replace(_job(1, "nightly-etl", 1.0), job_id="job-1", cluster="a"), replace(_job(2, "build", 2.0), cluster="a")]
+    assert [j.app for j in ordering.order(in_a, 3.0, None)] == ["build", "nightly-etl"]
+    in_b = [replace(_job(3, "build", 1.0), cluster="b"), replace(_job(1, "unit-tests", 2.0), job_id="job-1", cluster="b")]
+    assert [j.app for j in ordering.order(in_b, 3.0, None)] == ["unit-tests", "build"]
