@@ -29,6 +29,7 @@ from inference.dag.train import (
     MODELS,
     VALIDATION_SEED_OFFSET,
     _pad,
+    check_seed,
     greedy_ratio,
     heft_makespan,
     next_version,
@@ -168,6 +169,10 @@ def main(dags: int = typer.Option(200, help="training DAGs the rollout teacher l
         check_latest(out)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--out") from None
+    try:  # (train-dag's check, before the teacher: the validation DAGs' seed is seed + an offset)
+        check_seed(seed)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--seed") from None
     torch.set_num_threads(1)
     torch.manual_seed(seed)
     config = DagGeneratorConfig()

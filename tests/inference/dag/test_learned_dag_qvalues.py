@@ -161,3 +161,20 @@ def test_qtrain_refuses_a_latest_that_is_not_a_symlink(tmp_path):
     r = CliRunner().invoke(app, [*tiny, "--out", str(tmp_path)], env={"COLUMNS": "300"})
     assert r.exit_code == 2 and "is a directory, not a symlink" in r.output, r.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest"]
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**32 - 1)])
+def test_qtrain_refuses_a_seed_its_dag_streams_cannot_use(tmp_path, seed):
+    """Before any work, exit 2 naming the option (noted by review: train-dag checked it, this script did not;
+    -1 ended in a traceback at the teacher's first DAG, 2**32 - 1 after the teacher, at the validation DAGs)."""
+    import typer
+    from typer.testing import CliRunner
+
+    from inference.dag.qtrain import main
+
+    app = typer.Typer()
+    app.command()(main)
+    tiny = ["--dags", "1", "--epochs", "1", "--dagger-rounds", "0", "--valid-dags", "1", "--hidden", "8"]
+    r = CliRunner().invoke(app, [*tiny, "--out", str(tmp_path), "--seed", seed], env={"COLUMNS": "300"})
+    assert r.exit_code == 2 and "--seed" in r.output and "must be within" in r.output, r.output
+    assert list(tmp_path.iterdir()) == []
