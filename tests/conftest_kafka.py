@@ -40,24 +40,31 @@ def free_port(exclude: set[int] | None = None) -> int:
 
 @pytest.fixture(scope="session")
 def kafka_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
-    """A running local Kafka broker (KRaft, 127.0.0.1), shared by the whole session."""
-    port = free_port()
-    broker = KafkaBroker(
-        port=port,
-        data_dir=tmp_path_factory.mktemp("kafka"),
-        controller_port=free_port({port}),
-        tied=True,  # a test session killed outright leaves no broker behind
-    )
+    """A running local Kafka broker (KRaft, 127.0.0.1), shared by the whole session. Its ports are picked
+    free and bound seconds later: one another process took meanwhile is tried again with other ports
+    (three times; found by the flakiness review: one collision errored every Kafka test)."""
     timeout = float(os.environ.get("SEMSCHED_KAFKA_START_TIMEOUT", "90"))
     error: str | None = None
-    try:
-        broker.start(timeout=timeout)
-    except KafkaBrokerError as exc:
-        broker.stop()
-        error = str(exc)
-    except BaseException:
-        broker.stop()
-        raise
+    for _ in range(3):
+        port = free_port()
+        broker = KafkaBroker(
+            port=port,
+            data_dir=tmp_path_factory.mktemp("kafka"),
+            controller_port=free_port({port}),
+            tied=True,  # a test session killed outright leaves no broker behind
+        )
+        try:
+            broker.start(timeout=timeout)
+            error = None
+            break
+        except KafkaBrokerError as exc:
+            broker.stop()
+            error = str(exc)
+            if "in use" not in error.lower():  # ("Address already in use" in the broker's log tail, too)
+                break
+        except BaseException:
+            broker.stop()
+            raise
     if error is not None:  # fail outside the except block: no chained traceback noise
         pytest.fail(f"local Kafka broker could not be started:\n{error}", pytrace=False)
     try:

@@ -200,11 +200,12 @@ async def test_an_inventory_taken_while_the_telemetry_loop_refuses_does_not_stop
     report; the command loop meanwhile placed node B's (its inventory came), and the loop's pop of B
     raised KeyError: the agents stopped, and every run they held was lost."""
     a, rec = agents
-    entered = asyncio.Event()
+    entered, handled = asyncio.Event(), asyncio.Event()
 
     async def send(topic: str, event: Event, **kw: Any) -> None:  # a send that yields (a full batch, say)
-        entered.set()
-        await asyncio.sleep(0.01)
+        if not entered.is_set():  # the refusal's: it yields until B's inventory is handled (not for 10 ms, which
+            entered.set()  # a stall of the loop could outlast: found by the flakiness review)
+            await asyncio.wait_for(handled.wait(), 5)
         rec.sent.append((topic, event))
 
     rec.send = send  # type: ignore[method-assign]
@@ -216,6 +217,7 @@ async def test_an_inventory_taken_while_the_telemetry_loop_refuses_does_not_stop
     try:
         await asyncio.wait_for(entered.wait(), 5)  # refusing A's command
         await a._handle("nodes.telemetry", inventory("B"))
+        handled.set()
         await asyncio.sleep(0.1)
         assert not loop.done(), loop.exception()
     finally:
