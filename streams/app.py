@@ -123,7 +123,8 @@ class Worker:
     durations: LearningDurationPredictor = field(default_factory=HistoryDurationPredictor)
     # jobs (cluster, job id: another cluster may reuse an id) whose run time the warm-up found: not taught again
     durations_warmed: set[tuple[str, str]] = field(default_factory=set)
-    # the latest finished jobs the estimate learned, taught again to a new duration model (streams/finished_log.py)
+    # the latest finished jobs the estimate learned, taught again to a new duration model (streams/finished_log.py;
+    # keeps none unless the policy orders by a duration model: streams/duration_reload.py)
     finished_log: FinishedLog = field(default_factory=lambda: FinishedLog(0))
     deadletters_retrying: int = 0  # dead letters waiting to be tried again (Worker.deadletter)
     restoring: int = 0  # input-log restores under way (streams/log_restore.py): no step runs meanwhile
@@ -324,7 +325,6 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         running=app.Table("running", default=None, help="placed jobs holding resources", **tables),
         done=app.Table("done", default=None, help="finished or rejected jobs", **tables),
     )
-    w.finished_log = FinishedLog(settings.duration_warm_up)
     # Table writes queue changelog messages; past this many queued, Faust pauses every stream
     # until they drain (its default, 100, stalls ingest under a few hundred jobs/s).
     app.producer.buffer.max_messages = 2000

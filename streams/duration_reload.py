@@ -6,11 +6,16 @@ usually the ``models/duration/latest`` symlink that ``semsched train-duration`` 
 
 1. that version is loaded, off the event loop, and taught what the worker's estimate learned since
    its start (:mod:`streams.finished_log`: the archive warm-up's jobs and each job seen finishing
-   since, minus those the version trained on, as the start-up warm-up does); a version that
-   cannot say which of them it trained on is swapped in untaught, and the log says so;
+   since, the latest 20,000, minus those the version trained on, as the start-up warm-up does); a
+   version trained on the archive that cannot say which jobs it read is swapped in untaught, as it
+   would be at a start, and the log and ``/status`` say so (``taught``: "not warmed: …");
 2. between two steps (the loop's step lock), the jobs that finished meanwhile are taught too, and
    the new version replaces the old one: in the ordering, and as the estimate the worker feeds
-   and the decision records read (``Worker.durations``).
+   and the decision records read (``Worker.durations``). The old version's answers for the
+   pending jobs are kept as stale ones and recomputed ``refresh_budget`` a step (new jobs at once).
+
+Loading and teaching take seconds (a MiniLM model encodes each distinct text, ~2 s per 1,000 on
+2 cores), while the current version keeps ordering.
 
 A version that fails to load is reported once (``error``, in ``/status`` under
 ``duration_model``) and not loaded again until its files change; the current one keeps ordering.
@@ -28,10 +33,12 @@ from typing import Any
 from storage.queries.finished_jobs import FinishedJob
 from streams.app import Worker
 from streams.duration_warm_up import teach
+from streams.finished_log import FinishedLog
 
 log = logging.getLogger("semsched.worker")
 
 WATCH_S = 5.0
+LOG_KEEP = 20_000  # finished jobs kept for a new version at least
 FILES = ("config.json", "duration.pt")
 
 
@@ -47,15 +54,11 @@ def _latest_per_job(rows: list[FinishedJob]) -> list[FinishedJob]:
 
 
 def _load_and_teach(path: Path, rows: list[FinishedJob]) -> tuple[Any, str]:
-    import torch
-
     from inference.duration.io import load_predictor
 
-    threads = torch.get_num_threads()  # (load_predictor sets 1 for its MLP; the placement model keeps its own)
-    try:
-        predictor = load_predictor(path)
-    finally:
-        torch.set_num_threads(threads)
+    # (torch's thread count left alone: a process-wide setting mid-run, which threads starting meanwhile,
+    # the placement model's among them, would keep: found by review)
+    predictor = load_predictor(path, single_thread=False)
     return predictor, teach(predictor, _latest_per_job(rows), "the worker had learned").note
 
 
@@ -81,9 +84,10 @@ class DurationReload:
             target = Path(self.ordering.model_dir).resolve(strict=True)
         except OSError:  # no model published (yet), or its link removed: keep what orders now
             return None
-        if target == self.ordering.model_path or version_mark(target) in self._refused:
+        if target == self.ordering.model_path:
+            self.error = None  # (latest pointed back to it after a refused version: found by review)
             return None
-        return target
+        return None if version_mark(target) in self._refused else target
 
     async def check(self) -> bool:
         """Swap a new version in (module docstring); True if one was."""
@@ -126,6 +130,9 @@ def register_duration_reload(w: Worker, policy: Any) -> DurationReload | None:
     if reload is None:
         return None
     w.duration_reload = reload  # type: ignore[attr-defined]
+    # what a new version is taught: kept for these policies only (~2.5 KB a job), and not sized by the warm-up
+    # alone: SEMSCHED_DURATION_WARM_UP=0 (no archive read at start) taught a new version nothing (found by review)
+    w.finished_log = FinishedLog(max(w.settings.duration_warm_up, LOG_KEEP))
 
     @w.app.timer(interval=WATCH_S)
     async def duration_model_watch() -> None:

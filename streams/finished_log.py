@@ -2,10 +2,11 @@
 
 The worker teaches its duration estimate (``Worker.durations``) the archive's latest finished jobs
 at start (:mod:`streams.duration_warm_up`) and then each job it sees finish
-(:meth:`streams.app.Worker.observe_finished`). Both are also written here, the latest
-``SEMSCHED_DURATION_WARM_UP`` of them, so that a new version of the duration model, picked up
-without a restart (:mod:`streams.duration_reload`), is taught the same jobs: it would otherwise
-forget everything that finished since its training, as a restart did before the warm-up.
+(:meth:`streams.app.Worker.observe_finished`). When the policy orders by a duration model, both
+are also written here, the latest 20,000 of them (or ``SEMSCHED_DURATION_WARM_UP``, when larger),
+so that a new version of the duration model, picked up without a restart
+(:mod:`streams.duration_reload`), is taught the same jobs: it would otherwise forget everything
+that finished since its training, as a restart did before the warm-up.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from inference.duration.ordering import DEFAULT_REFRESH, DEFAULT_REFRESH_BUDGET, SjfLearned, job_key
+from inference.duration.ordering import DEFAULT_REFRESH, DEFAULT_REFRESH_BUDGET, STALE, SjfLearned, job_key
 from inference.duration.predictor import blend_answers
 from inference.duration.retrieval import weighted_median
 from scheduling.job import JobRequest
@@ -106,6 +106,10 @@ class GittinsLearned(SjfLearned):
             raise ValueError(f"{NAME}: rule must be one of {RULES}, samples one of {SAMPLES}")
         self.rule, self.samples, self.quantile, self.restart = rule, samples, float(quantile), bool(restart)
         self._fallback = Gittins(default_s=default_s, rule=rule, quantile=quantile, restart=restart)
+
+    def _mark_stale(self) -> None:
+        super()._mark_stale()
+        self._gen[:] = STALE
 
     def _forget_answers(self) -> None:
         super()._forget_answers()

@@ -45,8 +45,11 @@ def save_predictor(directory: str | Path, predictor: LearnedDurationPredictor) -
     return directory
 
 
-def load_predictor(directory: str | Path, *, encoder: TextEncoder | None = None) -> LearnedDurationPredictor:
-    """The predictor saved in ``directory``; raises ``FileNotFoundError`` / ``ValueError``."""
+def load_predictor(directory: str | Path, *, encoder: TextEncoder | None = None,
+                   single_thread: bool = True) -> LearnedDurationPredictor:  # fmt: skip
+    """The predictor saved in ``directory``; raises ``FileNotFoundError`` / ``ValueError``.
+    ``single_thread``: torch runs 1 intra-op thread from now on (a tiny MLP: threads cost more than
+    they give); a worker loading a new version mid-run leaves torch's threads as they are."""
     import torch
 
     directory = Path(directory)
@@ -61,7 +64,8 @@ def load_predictor(directory: str | Path, *, encoder: TextEncoder | None = None)
                          f"text_dim {config.text_dim} / {SHAPE_DIM} shape features")  # fmt: skip
     regressor = None
     if state["regressor"] is not None:
-        torch.set_num_threads(1)  # tiny MLP: threads cost more than they give
+        if single_thread:
+            torch.set_num_threads(1)
         regressor = MlpRegressor(config.text_dim + SHAPE_DIM, config.hidden, config.layers, seed=config.seed)
         regressor.load_state(state["regressor"])
     predictor = LearnedDurationPredictor(config, encoder=encoder, regressor=regressor)

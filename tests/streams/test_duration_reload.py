@@ -132,3 +132,32 @@ def test_an_ordering_that_started_without_a_model_takes_the_first_published(mode
 def test_a_policy_without_a_duration_model_has_no_watch() -> None:
     w, _ = stood_in_worker(policy="sjf-predicted+best-fit")
     assert getattr(w, "duration_reload", None) is None
+
+
+def test_without_the_archive_warm_up_a_new_version_is_still_taught_what_finished(models: Path) -> None:
+    """Found by review: the log was sized by SEMSCHED_DURATION_WARM_UP, so 0 kept nothing to teach."""
+    _publish(models, "v1", {"etl": 20_000.0})
+    w, _ = stood_in_worker(policy="sjf-learned+best-fit", duration_warm_up=0)
+    w.observe_finished(_submitted("web", 0), 50.0, T0.timestamp() + 60)
+    _publish(models, "v2", {"etl": 10.0})
+    assert asyncio.run(w.duration_reload.check()) is True  # type: ignore[attr-defined]
+    assert w.durations.predict(_job("web", 9)) == pytest.approx(50.0)
+
+
+def test_other_policies_keep_no_log_of_finished_jobs() -> None:
+    """(~2.5 KB a job, found by review: every worker kept 20,000.)"""
+    w, _ = stood_in_worker(policy="fifo+best-fit")
+    w.observe_finished(_submitted("web", 0), 50.0, T0.timestamp() + 60)
+    assert len(w.finished_log) == 0
+
+
+def test_pointing_latest_back_after_a_refused_version_clears_the_error(models: Path) -> None:
+    _publish(models, "v1", {"etl": 20_000.0})
+    w, _ = stood_in_worker(policy="sjf-learned+best-fit")
+    reload = w.duration_reload  # type: ignore[attr-defined]
+    (models / "v2").mkdir()
+    (models / "v2" / "config.json").write_text("{not json")
+    point_latest(models, "v2")
+    assert asyncio.run(reload.check()) is False and reload.error is not None
+    point_latest(models, "v1")
+    assert asyncio.run(reload.check()) is False and reload.error is None

@@ -109,3 +109,30 @@ def test_a_job_id_another_cluster_uses_too_gets_its_own_answer(name: str) -> Non
     assert [j.app for j in ordering.order(in_a, 3.0, None)] == ["build", "nightly-etl"]
     in_b = [replace(_job(3, "build", 1.0), cluster="b"), replace(_job(1, "unit-tests", 2.0), job_id="job-1", cluster="b")]
     assert [j.app for j in ordering.order(in_b, 3.0, None)] == ["unit-tests", "build"]
+
+
+@pytest.mark.parametrize("name", ["sjf-learned", "gittins-learned"])
+def test_a_new_version_recomputes_the_old_answers_a_budget_a_step(name: str, tmp_path: Path) -> None:
+    """Found by review: a swapped-in version forgot every answer, and the next step predicted the whole
+    queue at once on the worker's event loop (~4 s for 5,000 jobs); now they are stale, paced as after growth."""
+
+    def predictor(seconds: float) -> LearnedDurationPredictor:
+        p = LearnedDurationPredictor(DurationConfig(encoder="hashed-ngram-32", text_dim=32, mode="retrieval", k=1))
+        p.observe_many([_job(0, "a", 0)], [seconds])
+        return p
+
+    calls: list[int] = []
+
+    def counted(p: LearnedDurationPredictor) -> LearnedDurationPredictor:  # the jobs of each batch asked of it
+        features = p.features
+        p.features = lambda jobs: calls.append(len(jobs)) or features(jobs)  # type: ignore[method-assign]
+        return p
+
+    ordering = get_ordering(name, predictor=counted(predictor(100.0)), refresh=1000, refresh_budget=2)
+    jobs = [_job(i, "a", float(i)) for i in range(6)]
+    ordering.order(jobs, 10.0, None)
+    calls.clear()
+    ordering.use_predictor(counted(predictor(5.0)), tmp_path / "v2")
+    ordering.order([*jobs, _job(6, "a", 6.0)], 11.0, None)
+    ordering.order([*jobs, _job(6, "a", 6.0)], 12.0, None)
+    assert calls == [1 + 2, 2]  # the new job at once, and the stale ones 2 a step
