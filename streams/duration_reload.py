@@ -39,12 +39,13 @@ log = logging.getLogger("semsched.worker")
 
 WATCH_S = 5.0
 LOG_KEEP = 20_000  # finished jobs kept for a new version at least
-FILES = ("config.json", "duration.pt")
 
 
-def version_mark(directory: Path) -> tuple[Path, int]:
-    """A version directory and when its files last changed (a refused version written again is tried again)."""
-    return directory, max(((directory / f).stat().st_mtime_ns for f in FILES if (directory / f).exists()), default=0)
+def _mark(directory: Path) -> tuple[Path, int]:
+    from inference.duration.io import CONFIG_FILE, WEIGHTS_FILE
+    from inference.model.io import version_mark
+
+    return version_mark(directory, (CONFIG_FILE, WEIGHTS_FILE))
 
 
 def _latest_per_job(rows: list[FinishedJob]) -> list[FinishedJob]:
@@ -87,14 +88,14 @@ class DurationReload:
         if target == self.ordering.model_path:
             self.error = None  # (latest pointed back to it after a refused version: found by review)
             return None
-        return None if version_mark(target) in self._refused else target
+        return None if _mark(target) in self._refused else target
 
     async def check(self) -> bool:
         """Swap a new version in (module docstring); True if one was."""
         target = self.moved()
         if target is None:
             return False
-        mark, log_mark = version_mark(target), self.w.finished_log.added
+        mark, log_mark = _mark(target), self.w.finished_log.added
         try:
             fresh, note = await asyncio.to_thread(_load_and_teach, target, self.w.finished_log.latest())
         except Exception as e:  # half-written, corrupt, another format: keep ordering with the current one

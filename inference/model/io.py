@@ -144,7 +144,8 @@ def reload_if_moved(model_dir: Path, current: LoadedModel, device: str | torch.d
         raise ValueError(f"{target}: {type(e).__name__}: {e}") from e
 
 
-def version_mark(directory: Path) -> tuple[Path, int]:
-    """A version directory and when its files last changed (a refused version written again is tried again)."""
-    files = [directory / "config.json", directory / "model.pt"]
-    return directory, max((f.stat().st_mtime_ns for f in files if f.exists()), default=0)
+def version_mark(directory: Path, files: tuple[str, ...] = ("config.json", "model.pt")) -> tuple[Path, int]:
+    """A version directory and when its ``files`` last changed (a refused version written again is tried
+    again); a duration model's are ``config.json`` and ``duration.pt``."""
+    paths = [directory / f for f in files]
+    return directory, max((f.stat().st_mtime_ns for f in paths if f.exists()), default=0)
