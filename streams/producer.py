@@ -20,6 +20,12 @@ partition has no leader; with the only broker gone, the cached metadata still na
 died hung, and one Ctrl-C did not stop it (found by the ops review). ``flush`` waits at most
 ``answer_timeout_s`` (60 s), then raises :class:`DeliveryError` naming the broker; leaving on an
 error or an interruption waits at most 5 s before the producer is dropped.
+
+**A topic with another partition count is refused by name.** The first send to each topic
+compares its partition count with ``SEMSCHED_PARTITIONS`` (``streams/topics.py``) and raises
+:class:`streams.topics.PartitionCountError` on a mismatch: before, a topic with fewer
+partitions failed only the clusters that hashed past its end, with aiokafka's bare
+"Unrecognized partition", and one with more took events where the worker did not look for them.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from aiokafka.errors import KafkaError
 from scheduling.events import Event, partition_for
 from streams import telemetry
 from streams.settings import Settings
+from streams.topics import check_partitions
 
 
 def event_key(event: Event) -> bytes:
@@ -67,6 +74,7 @@ class EventProducer:
         self.failed = 0
         self._first_failure: tuple[str, str] | None = None  # (topic, reason)
         self._raised = 0  # failures a DeliveryError has reported
+        self._checked: set[str] = set()  # topics whose partition count matched the settings
 
     async def __aenter__(self) -> EventProducer:
         telemetry.ensure_configured(self.settings, "semsched-producer")
@@ -131,6 +139,9 @@ class EventProducer:
                        headers: list[tuple[str, bytes]] | None = None) -> None:  # fmt: skip
         self._raise_failures()
         name = self.settings.topic(topic)
+        if name not in self._checked:
+            check_partitions(self.settings.partitions, {name: len(await self.producer.partitions_for(name))})
+            self._checked.add(name)
         answer = await self.producer.send(name, raw, key=key, partition=partition_for(cluster, self.settings.partitions),
                                           headers=headers or None)  # fmt: skip
         self._inflight.add(answer)

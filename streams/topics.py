@@ -5,6 +5,12 @@ cluster so one worker sees a whole cluster).
 Faust's own topic creation uses a CreateTopics request version that Kafka 4.x no longer
 accepts, so the worker's changelog topics are created here too (compacted) and Faust is
 told not to declare topics.
+
+**Topics that exist already must have ``SEMSCHED_PARTITIONS`` partitions.** Events are routed
+by ``crc32(cluster) % partitions`` with the setting's count: with more set than a topic has,
+some clusters' events were refused by the client ("Unrecognized partition"); with fewer, the
+worker's tables and their changelogs disagreed with the topics they mirror. A mismatch is
+:class:`PartitionCountError`, naming the topics and both counts, before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,9 +24,38 @@ from aiokafka.errors import TopicAlreadyExistsError
 from streams.settings import TOPICS, Settings
 
 
+class PartitionCountError(ValueError):
+    """Existing topics whose partition count is not ``SEMSCHED_PARTITIONS`` (module docstring)."""
+
+    def __init__(self, expected: int, found: dict[str, int]) -> None:
+        counts = sorted(set(found.values()))
+        named = sorted(found.items())
+        listed = ", ".join(f"{t} ({n})" for t, n in named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        hint = f"set SEMSCHED_PARTITIONS={counts[0]}, or " if len(counts) == 1 else ""
+        super().__init__(
+            f"SEMSCHED_PARTITIONS is {expected}, but these topics have another partition count: {listed}. "
+            f"Every event is routed by crc32(cluster) % SEMSCHED_PARTITIONS, so the two must agree: {hint}give this "
+            "set-up topics of its own (SEMSCHED_TOPIC_PREFIX)"
+        )
+        self.expected, self.found = expected, found
+
+
+def check_partitions(expected: int, counts: dict[str, int]) -> None:
+    """Raise :class:`PartitionCountError` if any topic of ``counts`` (name: partitions) has another count."""
+    if wrong := {t: n for t, n in counts.items() if n != expected}:
+        raise PartitionCountError(expected, wrong)
+
+
+async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+    if not topics:  # (an empty list would ask for every topic of the cluster)
+        return {}
+    return {d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(topics) if d["partitions"]}
+
+
 async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) -> list[str]:
     """Create missing topics (idempotent); ``changelogs`` are full names of compacted
-    table changelogs. Returns the full names of the topics it created."""
+    table changelogs. Returns the full names of the topics it created; raises
+    :class:`PartitionCountError`, creating none, if an existing one has another partition count."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
@@ -29,6 +64,8 @@ async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) ->
         wanted = {settings.topic(t): {"max.message.bytes": size} for t in TOPICS}
         wanted |= {t: {"max.message.bytes": size, "cleanup.policy": "compact"} for t in changelogs}
         missing = {t: c for t, c in wanted.items() if t not in existing}
+        # before creating any: a mismatch leaves the broker as it was
+        check_partitions(settings.partitions, await _partition_counts(admin, sorted(set(wanted) - set(missing))))
         if missing:
             with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won
                 await admin.create_topics(
