@@ -2,7 +2,9 @@
 
 ``start_server(model_dir)`` starts ``python -m inference.serving.server`` in its own session
 (so that it and its tritonserver child form one process group), waits until
-``is_model_ready`` answers for the three models, and returns a :class:`ServerHandle`.
+``is_model_ready`` answers for the three models and its HTTP and metrics endpoints answer too
+(tritonserver exits if one of their ports is taken), and returns a :class:`ServerHandle`. A port
+it picked that another process took before tritonserver bound it is picked again.
 ``handle.stop()`` sends SIGTERM to that PID (the server stops tritonserver and removes its
 workspace), then, if it has not exited within ``grace_s``, SIGKILLs its process group.
 """
@@ -10,7 +12,9 @@ workspace), then, if it has not exited within ``grace_s``, SIGKILLs its process 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
+import re
 import shutil
 import signal
 import socket
@@ -22,7 +26,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from inference.serving.host_files import serve_prefix
-from inference.serving.server import die_with_parent, prepare_environment, wait_ready
+from inference.serving.server import die_with_parent, prepare_environment, wait_http_endpoints, wait_ready
+
+log = logging.getLogger("semsched.serving")
+
+PORT_TRIES = 3
+#: tritonserver's words when a port is taken ("failed to start HTTP service: Unavailable - Socket
+#: '127.0.0.1:49093' already in use")
+_PORT_IN_USE = re.compile(r"Socket '[^']*:(\d+)' already in use")
 
 
 def free_ports(n: int) -> list[int]:
@@ -107,33 +118,68 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
                  metrics_port: int | None = None, device: str = "cpu", watch_s: float = 0.5,
                  duration_dir: Path | None = None, timeout_s: float = 120.0,
                  log_path: Path | None = None, threads: int | None = None) -> ServerHandle:  # fmt: skip
-    """Start a Triton server for ``model_dir`` in a subprocess; returns once its models are ready."""
+    """Start a Triton server for ``model_dir`` in a subprocess; returns once its models are ready.
+    Ports not given are picked free; one of those taken by another process between the pick and
+    tritonserver's bind is picked again (up to :data:`PORT_TRIES` starts): a given port in use fails at once."""
     prepare_environment()  # the child inherits LD_LIBRARY_PATH with libpython first
-    spare = iter(free_ports(3))
-    ports = [p or next(spare) for p in (grpc_port, http_port, metrics_port)]
+    given = (grpc_port, http_port, metrics_port)
     scratch = None
     if log_path is None:
         # (named for this process: what a killed one leaves, the next server's start sweeps)
         scratch = Path(tempfile.mkdtemp(prefix=f"{serve_prefix()}log-", dir="/tmp"))
         log_path = scratch / "server.log"
-    cmd = [sys.executable, "-m", "inference.serving.server", "--model-dir", str(model_dir),
-           "--grpc-port", str(ports[0]), "--http-port", str(ports[1]), "--metrics-port", str(ports[2]),
-           "--device", device, "--watch", str(watch_s)]  # fmt: skip
+    extra = ["--device", device, "--watch", str(watch_s)]
     if duration_dir is not None:
-        cmd += ["--duration-dir", str(duration_dir)]
+        extra += ["--duration-dir", str(duration_dir)]
     if threads is not None:
-        cmd += ["--threads", str(threads)]
-    with open(log_path, "wb") as out:
+        extra += ["--threads", str(threads)]
+    try:
+        for attempt in range(1, PORT_TRIES + 1):
+            spare = iter(free_ports(3))
+            ports = [p or next(spare) for p in given]
+            try:
+                return _start_once(model_dir, ports, extra, log_path, scratch, timeout_s, append=attempt > 1)
+            except PortInUse as e:
+                if e.port in given or attempt == PORT_TRIES:
+                    raise
+                log.warning("Triton server: port %d was taken before tritonserver bound it; starting again on "
+                            "others", e.port)  # fmt: skip
+        raise AssertionError("unreachable")
+    except BaseException:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+        raise
+
+
+class PortInUse(RuntimeError):
+    """tritonserver could not bind ``port``: another process holds it."""
+
+    def __init__(self, message: str, port: int) -> None:
+        super().__init__(message)
+        self.port = port
+
+
+def _start_once(model_dir: Path, ports: list[int], extra: list[str], log_path: Path, scratch: Path | None,
+                timeout_s: float, *, append: bool) -> ServerHandle:  # fmt: skip
+    cmd = [sys.executable, "-m", "inference.serving.server", "--model-dir", str(model_dir),
+           "--grpc-port", str(ports[0]), "--http-port", str(ports[1]), "--metrics-port", str(ports[2]), *extra]  # fmt: skip
+    with open(log_path, "ab" if append else "wb") as out:  # (a retry keeps the failed start's log above its own)
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    env=os.environ.copy(), preexec_fn=die_with_parent)  # fmt: skip
     handle = ServerHandle(process, ports[0], ports[1], ports[2], log_path, scratch)
     try:
+        deadline = time.monotonic() + timeout_s
         wait_ready(handle.url, timeout_s, process)
+        wait_http_endpoints("127.0.0.1", ports[1], ports[2], deadline - time.monotonic(), process)
     except KeyboardInterrupt:  # Ctrl-C while the models load: an interruption, not a failure of the server
         handle.stop()
         raise
     except BaseException as e:
         tail = handle.log_tail()
+        handle.scratch = None  # (a retry writes its log there too: start_server removes it if none starts)
         handle.stop()
-        raise RuntimeError(f"{e}; the server's log ended with:\n{tail}") from e
+        message = f"{e}; the server's log ended with:\n{tail}"
+        if taken := _PORT_IN_USE.findall(tail):
+            raise PortInUse(message, int(taken[-1])) from e
+        raise RuntimeError(message) from e
     return handle

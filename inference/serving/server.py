@@ -185,6 +185,32 @@ def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None
         client.close()
 
 
+def wait_http_endpoints(host: str, http_port: int, metrics_port: int, timeout_s: float,
+                        process: subprocess.Popen[Any]) -> None:  # fmt: skip
+    """Until the HTTP health and the metrics endpoints answer; raises ``TimeoutError`` / ``RuntimeError``.
+    tritonserver starts gRPC, then HTTP, then metrics, and exits if one of their ports is taken: its
+    models answered ready over gRPC just before it exited on the HTTP port, and a dying server was
+    called ready (found by tests/inference/serving/test_serving_ports.py)."""
+    import urllib.request
+
+    deadline = time.monotonic() + timeout_s
+    host = f"[{host}]" if ":" in host else host  # (an IPv6 address)
+    urls = [f"http://{host}:{http_port}/v2/health/ready", f"http://{host}:{metrics_port}/metrics"]
+    while urls:
+        if process.poll() is not None:
+            raise RuntimeError(f"the Triton server exited with code {process.returncode}")
+        try:
+            with urllib.request.urlopen(urls[0], timeout=1.0) as answer:
+                if answer.status == 200:
+                    urls.pop(0)
+                    continue
+        except OSError:  # not listening yet, or another process's socket that does not speak HTTP
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{urls[0]} did not answer within {timeout_s:.0f} s")
+        time.sleep(0.1)
+
+
 def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
     """Start Triton with the models of ``options.model_dir`` and block until ``stop`` is set (or a
     SIGINT/SIGTERM, in the main thread) or the server dies. Returns an exit code."""
@@ -225,9 +251,12 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         repository = write_repository(workspace / "models", model, parameters)
         process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
                                    env=server_environment(), preexec_fn=die_with_parent)  # fmt: skip
-        url = f"{'127.0.0.1' if options.host == '0.0.0.0' else options.host}:{options.grpc_port}"
-        if not wait_ready(url, options.ready_timeout_s, process, stop):
+        host = "127.0.0.1" if options.host == "0.0.0.0" else options.host
+        t0 = time.monotonic()
+        if not wait_ready(f"{host}:{options.grpc_port}", options.ready_timeout_s, process, stop):
             return code  # stopped while the models loaded (the finally stops tritonserver)
+        wait_http_endpoints(host, options.http_port, options.metrics_port,
+                            options.ready_timeout_s - (time.monotonic() - t0), process)  # fmt: skip
         log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
                  "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
                  options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip
