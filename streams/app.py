@@ -286,6 +286,7 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         broker=f"kafka://{settings.bootstrap}",
         store="memory://",
         topic_partitions=settings.partitions,
+        topic_replication_factor=settings.replication_factor,
         topic_allow_declare=False,  # streams/topics.py creates every topic (Kafka 4.x)
         topic_disable_leader=True,
         value_serializer="raw",

@@ -65,6 +65,8 @@ class Settings(BaseModel):
     bootstrap: str = Field(default_factory=lambda: _env("BOOTSTRAP", "127.0.0.1:19092"))
     topic_prefix: str = Field(default_factory=lambda: _env("TOPIC_PREFIX", "semsched."))
     partitions: int = Field(default_factory=lambda: _env_int("PARTITIONS", 4, minimum=1), ge=1)
+    # the replicas of each topic semsched creates (streams/topics.py); min.insync.replicas is the broker's
+    replication_factor: int = Field(default_factory=lambda: _env_int("REPLICATION_FACTOR", 1, minimum=1), ge=1)
     state_dir: Path = Field(default_factory=lambda: Path(_env("STATE_DIR", ".state")).resolve())
     clickhouse_url: str = Field(default_factory=lambda: _env("CLICKHOUSE_URL", ""))
     policy: str = Field(default_factory=lambda: _env("POLICY", "best-fit"))

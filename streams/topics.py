@@ -6,6 +6,10 @@ Faust's own topic creation uses a CreateTopics request version that Kafka 4.x no
 accepts, so the worker's changelog topics are created here too (compacted) and Faust is
 told not to declare topics.
 
+Each topic gets ``SEMSCHED_REPLICATION_FACTOR`` replicas (1, the single local broker's; a
+production cluster's 3, say, with the brokers' ``min.insync.replicas``: the producers write with
+``acks=all``). A topic the broker refuses to create is :class:`TopicsRefused`, with the broker's reason.
+
 **Topics that exist already must have ``SEMSCHED_PARTITIONS`` partitions.** Events are routed
 by ``crc32(cluster) % partitions`` with the setting's count: with more set than a topic has,
 some clusters' events were refused by the client ("Unrecognized partition"); with fewer, the
@@ -16,7 +20,6 @@ worker's tables and their changelogs disagreed with the topics they mirror. A mi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
@@ -24,7 +27,23 @@ from aiokafka.errors import TopicAlreadyExistsError
 from streams.settings import TOPICS, Settings
 
 
-class PartitionCountError(ValueError):
+class TopicSetupError(ValueError):
+    """The topics cannot be set up as the settings ask: the message says which and why."""
+
+
+class TopicsRefused(TopicSetupError):
+    """The broker refused to create topics (``refused``: name → its reason), e.g. a replication factor
+    above its broker count. aiokafka hands the per-topic errors back in the answer without raising:
+    before, they were not read, and the caller went on as if the topics existed."""
+
+    def __init__(self, refused: dict[str, str]) -> None:
+        listed = "; ".join(f"{t}: {why}" for t, why in sorted(refused.items())[:3])
+        more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
+        super().__init__(f"the broker refused to create {len(refused)} topic(s): {listed}{more}")
+        self.refused = refused
+
+
+class PartitionCountError(TopicSetupError):
     """Existing topics whose partition count is not ``SEMSCHED_PARTITIONS`` (module docstring)."""
 
     def __init__(self, expected: int, found: dict[str, int]) -> None:
@@ -67,11 +86,15 @@ async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) ->
         # before creating any: a mismatch leaves the broker as it was
         check_partitions(settings.partitions, await _partition_counts(admin, sorted(set(wanted) - set(missing))))
         if missing:
-            with contextlib.suppress(TopicAlreadyExistsError):  # a concurrent creator won
-                await admin.create_topics(
-                    [NewTopic(t, num_partitions=settings.partitions, replication_factor=1, topic_configs=c)
-                     for t, c in missing.items()]  # fmt: skip
-                )
+            answer = await admin.create_topics(
+                [NewTopic(t, num_partitions=settings.partitions, replication_factor=settings.replication_factor,
+                          topic_configs=c) for t, c in missing.items()]  # fmt: skip
+            )
+            refused = {e["topic"]: f"{e['error_message'] or 'error'} (Kafka error {e['error_code']})"
+                       for e in answer.to_object()["topic_errors"]
+                       if e["error_code"] not in (0, TopicAlreadyExistsError.errno)}  # (a concurrent creator won)  # fmt: skip
+            if refused:
+                raise TopicsRefused(refused)
             # KRaft propagates new topics to the brokers' metadata asynchronously: wait for it
             for _ in range(100):
                 if set(missing) <= set(await admin.list_topics()):

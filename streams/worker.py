@@ -10,7 +10,7 @@ from streams import telemetry
 from streams.app import Worker, create_app
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.settings import Settings, no_broker
-from streams.topics import PartitionCountError, ensure_topics
+from streams.topics import TopicSetupError, ensure_topics
 from streams.web_address import advertise, withdraw
 
 log = logging.getLogger("semsched.worker")
@@ -88,8 +88,8 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
 
 def start_up(settings: Settings, archive: bool) -> Worker:
     """:func:`build_worker`, or the common reasons it cannot start in one line each (exit 1) instead
-    of a 90-line traceback (found by the ops review): no broker, topics with another partition
-    count than SEMSCHED_PARTITIONS, or an embedded archive another process holds."""
+    of a 90-line traceback (found by the ops review): no broker, topics the broker refuses or
+    that have another partition count than SEMSCHED_PARTITIONS, or an embedded archive another process holds."""
     from aiokafka.errors import KafkaConnectionError
 
     from storage.client import held_by_another_process, redacted
@@ -98,7 +98,7 @@ def start_up(settings: Settings, archive: bool) -> Worker:
         return build_worker(settings, archive=archive)
     except KafkaConnectionError as e:
         raise SystemExit(no_broker("worker", settings.bootstrap, e)) from None
-    except PartitionCountError as e:
+    except TopicSetupError as e:
         raise SystemExit(f"semsched worker: {e}") from None
     except RuntimeError as e:
         dsn = settings.clickhouse_dsn

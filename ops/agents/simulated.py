@@ -67,7 +67,7 @@ from streams.telemetry import (
     inject,
     start_execute,
 )
-from streams.topics import PartitionCountError
+from streams.topics import TopicSetupError
 
 log = logging.getLogger("semsched.agents")
 
@@ -406,7 +406,7 @@ def run_agents(settings: Settings, **kw: object) -> None:
         t0 = time.time()
         try:
             await agents.run()
-        except (AgentsAlreadyRunning, PartitionCountError) as e:
+        except (AgentsAlreadyRunning, TopicSetupError) as e:
             raise SystemExit(f"semsched agents: {e}") from None
         except KafkaConnectionError as e:  # one line, not a 150-line traceback (the ops review)
             raise SystemExit(no_broker("agents", settings.bootstrap, e)) from None

@@ -122,6 +122,7 @@ def test_the_default_debounce_fits_any_step(monkeypatch) -> None:  # type: ignor
 @pytest.mark.parametrize(("variable", "value", "says"), [
     ("SEMSCHED_PARTITIONS", "abc", "SEMSCHED_PARTITIONS must be an integer, not 'abc'"),
     ("SEMSCHED_PARTITIONS", "0", "SEMSCHED_PARTITIONS must be at least 1, not 0"),
+    ("SEMSCHED_REPLICATION_FACTOR", "0", "SEMSCHED_REPLICATION_FACTOR must be at least 1, not 0"),
     ("SEMSCHED_ARCHIVE_FETCH_WAIT", "0", "SEMSCHED_ARCHIVE_FETCH_WAIT must be at least 10, not 0"),
     ("SEMSCHED_ARCHIVE_FETCH_WAIT", "60000", "SEMSCHED_ARCHIVE_FETCH_WAIT must be at most 5000, not 60000"),
     ("SEMSCHED_STEP", "fast", "SEMSCHED_STEP must be a number, not 'fast'"),

@@ -1,7 +1,9 @@
 """``ensure_topics`` and ``EventProducer`` against the session's real Kafka broker: topics that exist
 with another partition count than ``SEMSCHED_PARTITIONS`` are refused by name, before anything is
 created or sent (streams/topics.py). Before, a topic with fewer partitions failed only the clusters
-that hashed past its end, with aiokafka's bare "Unrecognized partition"."""
+that hashed past its end, with aiokafka's bare "Unrecognized partition". A topic the broker refuses
+to create (a replication factor above its broker count) says so with the broker's reason: before,
+the refusal was not read and the caller went on as if the topics existed."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from scheduling.events import JobSubmitted, partition_for
 from streams.producer import EventProducer
 from streams.settings import TOPICS, Settings
-from streams.topics import PartitionCountError, ensure_topics
+from streams.topics import PartitionCountError, TopicsRefused, ensure_topics
 
 pytestmark = pytest.mark.integration
 
@@ -73,6 +75,14 @@ async def test_another_partition_count_is_refused_by_name_and_nothing_is_created
         await ensure_topics(_settings(kafka_broker, 1, s.topic_prefix))
 
 
+async def test_a_replication_factor_the_broker_cannot_meet_is_refused_with_its_reason(kafka_broker) -> None:  # type: ignore[no-untyped-def]
+    s = _settings(kafka_broker, 2).model_copy(update={"replication_factor": 2})
+    with pytest.raises(TopicsRefused, match="replication factor of 2 cannot be reached") as e:
+        await ensure_topics(s)
+    assert set(e.value.refused) == {s.topic(t) for t in TOPICS} and "and 3 more" in str(e.value)
+    assert await _ours(s) == set()
+
+
 async def test_the_producer_refuses_a_topic_with_fewer_partitions_before_sending(kafka_broker) -> None:  # type: ignore[no-untyped-def]
     s = _settings(kafka_broker, 4)
     await _create(s, "jobs.submitted", 2)
@@ -122,3 +132,13 @@ def test_the_commands_say_so_in_one_line(kafka_broker, tmp_path: Path, command: 
     [line] = [x for x in r.stderr.splitlines() if x.startswith(head)]
     assert "SEMSCHED_PARTITIONS is 3" in line and "(2) and " in line and "set SEMSCHED_PARTITIONS=2" in line
     assert "Traceback" not in r.stderr
+
+
+def test_a_worker_whose_topics_the_broker_refuses_says_so_in_one_line(kafka_broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    env = {**os.environ, "SEMSCHED_BOOTSTRAP": kafka_broker.bootstrap, "SEMSCHED_TOPIC_PREFIX": f"r{uuid.uuid4().hex[:8]}.",
+           "SEMSCHED_REPLICATION_FACTOR": "3", "SEMSCHED_STATE_DIR": str(tmp_path), "SEMSCHED_WEB_PORT": "0"}  # fmt: skip
+    r = subprocess.run([sys.executable, "-m", "ops.cli.main", *COMMANDS["worker"]], env=env, cwd=ROOT,
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 1, r.stderr[-2000:]
+    [line] = [x for x in r.stderr.splitlines() if x.startswith("semsched worker:")]
+    assert "the broker refused to create" in line and "replication factor of 3" in line and "Traceback" not in r.stderr
