@@ -161,3 +161,26 @@ def test_pointing_latest_back_after_a_refused_version_clears_the_error(models: P
     assert asyncio.run(reload.check()) is False and reload.error is not None
     point_latest(models, "v1")
     assert asyncio.run(reload.check()) is False and reload.error is None
+
+
+def test_a_reload_leaves_torch_threads_alone(tmp_path: Path) -> None:
+    """A reload runs mid-run, beside the placement model's thread: load_predictor's default (1 intra-op thread,
+    process-wide, for the small MLP at start) must not be applied then (found by review; no test until now)."""
+    import torch
+
+    from inference.duration.io import load_predictor
+    from inference.duration.train import train_predictor
+
+    jobs = [_job(app, i) for i in range(20) for app in ("etl", "tests")]
+    config = DurationConfig(version="r1", encoder="hashed-ngram-16", text_dim=16, hidden=8, epochs=2)
+    path = save_predictor(tmp_path / "r1", train_predictor(jobs, [3600.0 if j.app == "etl" else 30.0 for j in jobs],
+                                                            config, tune=False))  # fmt: skip
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        predictor, _ = reload_module._load_and_teach(path, [])
+        assert predictor.regressor is not None and torch.get_num_threads() == 2
+        load_predictor(path)  # (at a start: the default does set it, so the assertion above can fail)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
