@@ -14,8 +14,7 @@ the group's committed offsets (:func:`streams.log_readback.read_back`), and :fun
 applies every event that moves a job on from where the tables hold it, with the agents'
 own idempotent transitions:
 
-- a submission whose job the tables do not know at all, unless it is older than the done table
-  keeps jobs (``SEMSCHED_DONE_RETENTION``, less the clock skew: :func:`forgettable`);
+- a submission whose job the tables do not know at all (done records are never deleted);
 - a decision whose job is pending at that attempt (``unschedulable`` ones are archive only);
 - a lifecycle report that moves the job's current placement on (or stands for the decision
   of its pending attempt, :func:`streams.state.on_lifecycle`). Reports about placements the
@@ -78,19 +77,6 @@ class LoggedEvent:
     partition: int
     offset: int
     event: Any
-    timestamp_ms: int | None = None  # the message's
-
-
-def forgettable(w: Worker, e: LoggedEvent) -> bool:
-    """A submission whose job's done record the done table may have forgotten (streams/done_retention.py:
-    held ``SEMSCHED_DONE_RETENTION``): its message was sent (its Kafka timestamp; not its event time, which
-    a producer may date back) more than the retention, less the clock skew the worker accepts, ago.
-    Restored, it would be placed a second time (found reading that change); a lost submission that old would
-    have been restored at an assignment long before."""
-    retention = w.settings.done_retention_s
-    if retention <= 0 or e.timestamp_ms is None:
-        return False
-    return e.timestamp_ms / 1000 < time.time() - retention + w.settings.max_clock_skew_s
 
 
 def _refused(dead_letters: list[tuple[int, int, bytes, int | None]]) -> set[tuple[str, int, int]]:
@@ -115,7 +101,7 @@ def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes, int | Non
             continue
         ev = admit(raw, topic, partition, w.settings, offset=offset, timestamp_ms=timestamp_ms)
         if not isinstance(ev, str):
-            out.append(LoggedEvent(topic, partition, offset, ev, timestamp_ms))
+            out.append(LoggedEvent(topic, partition, offset, ev))
     return out
 
 
@@ -155,10 +141,6 @@ _APPLY = {"jobs.submitted": _submission, "decisions": _decision, "jobs.lifecycle
 
 
 async def _apply_one(w: Worker, e: LoggedEvent) -> bool:
-    if e.topic == "jobs.submitted" and known_job(w, e.event.job_id) is None and forgettable(w, e):
-        log.info("not restoring %s@%d:%d (job %s): older than SEMSCHED_DONE_RETENTION, its done record may "
-                 "have been forgotten", e.topic, e.partition, e.offset, e.event.job_id)  # fmt: skip
-        return False
     try:
         moved = await _APPLY[e.topic](w, e.partition, e.event)
     except Exception:  # one bad event must not keep the others (or the worker) from coming back

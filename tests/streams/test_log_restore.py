@@ -308,19 +308,3 @@ async def test_an_event_its_dead_letter_refuses_is_not_restored_once_the_refusal
         (P, 3, b"not a dead letter", None)]  # fmt: skip
     assert await restore(w, logged) == {"jobs.submitted": 2}
     assert set(w.pending) == {"j8", "j1"}
-
-
-async def test_a_submission_older_than_the_done_retention_is_not_restored(worker: tuple[Worker, Sent]) -> None:
-    """Its job's done record may have been forgotten (streams/done_retention.py): restored, a job that ran a
-    week ago was queued and placed again (found reading that change). A recent one, and one whose message has
-    no timestamp, are restored as before; the event time (a producer may date it back) does not count."""
-    import time
-
-    w, sent = worker
-    week = w.settings.done_retention_s
-    now_ms = int(time.time() * 1000)
-    logged = logs(submitted=[job("old").to_bytes(), job("new").to_bytes(), job("unstamped").to_bytes()])
-    stamps = [now_ms - int((week + 1) * 1000), now_ms - int((week - w.settings.max_clock_skew_s - 60) * 1000), None]
-    logged["jobs.submitted"] = [(p, o, m, stamp) for (p, o, m, _), stamp in zip(logged["jobs.submitted"], stamps, strict=True)]
-    assert await restore(w, logged) == {"jobs.submitted": 2}
-    assert set(w.pending) == {"new", "unstamped"} and sent.by_topic == {}
