@@ -116,8 +116,6 @@ class Worker:
     # same name counted toward it, or took it down); ("", gang id) for done records older than that key
     rejected_gangs: set[tuple[str, str]] = field(default_factory=set)
     finished_gang_members: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # -> members that finished
-    # done job id -> when (epoch s) this worker wrote it, oldest first (streams/done_retention.py)
-    done_since: dict[str, float] = field(default_factory=dict)
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
     # run times of finished jobs, for sjf-predicted (in memory; warmed from the archive at start:
@@ -244,10 +242,6 @@ class Worker:
                 else:
                     table.data[key] = d
                     table.send_changelog(partition, key, d)
-                if name == "done":  # (re-written: moved to the end, the order stays oldest first)
-                    self.done_since.pop(key, None)
-                    if d is not None:
-                        self.done_since[key] = time.time()
                 if d is None:
                     self._parsed.pop((name, key), None)
                 else:
@@ -263,14 +257,6 @@ class Worker:
             self.rejected_gangs.add(gang)
         elif done["status"] == "finished":
             self.finished_gang_members.setdefault(gang, set()).add(done["job_id"])
-
-    def forget_gang_member(self, done: dict[str, Any]) -> None:
-        """A finished gang member's done record is gone (streams/done_retention.py): it no longer counts."""
-        gang = (done.get("cluster") or "", done["gang_id"])
-        if done["status"] == "finished" and (members := self.finished_gang_members.get(gang)) is not None:
-            members.discard(done["job_id"])
-            if not members:
-                del self.finished_gang_members[gang]
 
     def gang_state(self, cluster: str, gang_id: str) -> tuple[bool, int]:
         """Whether a member of ``cluster``'s gang ``gang_id`` was rejected, and how many finished (a done

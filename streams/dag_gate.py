@@ -78,8 +78,7 @@ def _parents_verdict(w: Worker, p: PendingJob, parents: list[str], now: float, p
     since = max(p.queued_ts, w.started_at, w.holds_since.get(partition_for(p.job.cluster, w.settings.partitions), 0.0))
     if unknown and patience > 0 and now - since > patience:
         return p, (f"DAG parent(s) {name_some(unknown)} never submitted to cluster {p.job.cluster!r} "
-                   f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT), or done longer ago than the done table "
-                   "keeps jobs (SEMSCHED_DONE_RETENTION)"), True  # fmt: skip
+                   f"within {patience:g} s (SEMSCHED_DAG_PARENT_WAIT)"), True  # fmt: skip
     if waiting:
         unseen = (f" ({name_some(unknown)} not submitted yet: rejected {patience:g} s after this job)"
                   if unknown and patience > 0 else "")  # fmt: skip

@@ -55,7 +55,6 @@ from streams.decision_records import (
     rejected_record,
     waiting_record,
 )
-from streams.done_retention import DoneRetention
 from streams.duration_reload import register_duration_reload
 from streams.heap import freeze_start_up_heap
 from streams.log_restore import restore_due
@@ -118,7 +117,6 @@ class SchedulingLoop:
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
         self.lost_nodes = LostNodes(self)  # placements on nodes unhealthy for too long are moved off
         self.silent_nodes = SilentNodes(self)  # nodes whose agent fell silent are marked unhealthy
-        self.done_retention = DoneRetention(self)  # done jobs are forgotten after SEMSCHED_DONE_RETENTION
         self._timeouts_checked = -1e9  # when _check_timeouts last read the running table (monotonic)
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
@@ -204,7 +202,6 @@ class SchedulingLoop:
             # and the gangs' members are read from the done table again
             self.w.held.invalidate()
             self._gangs_scanned = False
-            self.done_retention.rescan()
         # only the clusters whose partitions this worker owns: the tables may also hold
         # standby replicas and keys of partitions that moved to another worker
         self.owned = assigned
@@ -213,7 +210,6 @@ class SchedulingLoop:
                 if d and d.get("gang_id"):
                     self.w.note_gang_member(d)
             self._gangs_scanned = True
-        await self.done_retention.check()
         lifecycle = lifecycle_partitions(self.w) - self.fenced
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one

@@ -104,10 +104,6 @@ class Settings(BaseModel):
     # report of its node until that time: streams/agents.py)
     max_clock_skew_s: float = Field(default_factory=lambda: _env_float("MAX_CLOCK_SKEW", 300, minimum=0), ge=0)
     dag_parent_wait_s: float = Field(default_factory=lambda: _env_float("DAG_PARENT_WAIT", 600, minimum=0), ge=0)
-    # how long the done table keeps a finished or rejected job (streams/done_retention.py; 0: for ever);
-    # the default is the topics' retention, 168 h
-    done_retention_s: float = Field(default_factory=lambda: _env_float("DONE_RETENTION", 7 * 24 * 3600, minimum=0),
-                                    ge=0)  # fmt: skip
     # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
     # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few
     restore_window: int = Field(default_factory=lambda: _env_int("RESTORE_WINDOW", 10000, minimum=0), ge=0)
