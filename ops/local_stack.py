@@ -44,6 +44,7 @@ def child_env(settings: Settings) -> dict[str, str]:
         "SEMSCHED_STATE_DIR": str(settings.state_dir),
         "SEMSCHED_TOPIC_PREFIX": settings.topic_prefix,
         "SEMSCHED_PARTITIONS": str(settings.partitions),
+        "SEMSCHED_REPLICATION_FACTOR": str(settings.replication_factor),
         "SEMSCHED_WEB_PORT": str(settings.web_port),
         "SEMSCHED_POLICY": settings.policy,
         "SEMSCHED_STEP": str(settings.step_s),
@@ -168,7 +169,7 @@ class LocalStack:
         kafka_port, web_port = stack_ports(port)
         settings = base.model_copy(update={
             "bootstrap": f"127.0.0.1:{port or kafka_port}", "state_dir": run_dir, "topic_prefix": "semsched.",
-            "web_port": web_port, **overrides,
+            "web_port": web_port, "replication_factor": 1, **overrides,  # (one broker, whatever the shell exports)
         })  # fmt: skip
         stack = cls(settings, run_dir)
         stack.lock = lock

@@ -26,6 +26,8 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from streams.settings import TOPICS, Settings
 
+REQUEST_TIMED_OUT = 7  # a CreateTopics answer's error: the controller may still create the topic
+
 
 class TopicSetupError(ValueError):
     """The topics cannot be set up as the settings ask: the message says which and why."""
@@ -90,11 +92,25 @@ async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) ->
                 [NewTopic(t, num_partitions=settings.partitions, replication_factor=settings.replication_factor,
                           topic_configs=c) for t, c in missing.items()]  # fmt: skip
             )
-            refused = {e["topic"]: f"{e['error_message'] or 'error'} (Kafka error {e['error_code']})"
-                       for e in answer.to_object()["topic_errors"]
-                       if e["error_code"] not in (0, TopicAlreadyExistsError.errno)}  # (a concurrent creator won)  # fmt: skip
+            errors = {e["topic"]: e for e in answer.to_object()["topic_errors"] if e["error_code"] != 0}
+            raced = sorted(t for t, e in errors.items() if e["error_code"] == TopicAlreadyExistsError.errno)
+            refused = {t: f"{e['error_message'] or 'error'} (Kafka error {e['error_code']})"
+                       for t, e in errors.items() if t not in raced}  # fmt: skip
+            if any(errors[t]["error_code"] == REQUEST_TIMED_OUT for t in refused):  # the controller may go on
+                await asyncio.sleep(1.0)
+                now = set(await admin.list_topics())
+                refused = {t: why for t, why in refused.items() if t not in now}
             if refused:
                 raise TopicsRefused(refused)
+            # another process created these between our listing and our request: with its count, maybe
+            # not ours (found by review: the loser of the race went on without a check)
+            counts: dict[str, int] = {}
+            for _ in range(100):  # (its metadata may not have reached the broker we ask yet)
+                if len(counts := await _partition_counts(admin, raced)) == len(raced):
+                    break
+                await asyncio.sleep(0.1)
+            check_partitions(settings.partitions, counts)
+            missing = {t: c for t, c in missing.items() if t not in raced}
             # KRaft propagates new topics to the brokers' metadata asynchronously: wait for it
             for _ in range(100):
                 if set(missing) <= set(await admin.list_topics()):

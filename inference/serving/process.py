@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -120,7 +121,8 @@ def start_server(model_dir: Path, *, grpc_port: int | None = None, http_port: in
                  log_path: Path | None = None, threads: int | None = None) -> ServerHandle:  # fmt: skip
     """Start a Triton server for ``model_dir`` in a subprocess; returns once its models are ready.
     Ports not given are picked free; one of those taken by another process between the pick and
-    tritonserver's bind is picked again (up to :data:`PORT_TRIES` starts): a given port in use fails at once."""
+    tritonserver's bind is picked again (up to :data:`PORT_TRIES` starts, each within ``timeout_s``): a given
+    port in use fails at once."""
     prepare_environment()  # the child inherits LD_LIBRARY_PATH with libpython first
     given = (grpc_port, http_port, metrics_port)
     scratch = None
@@ -161,25 +163,33 @@ class PortInUse(RuntimeError):
 
 def _start_once(model_dir: Path, ports: list[int], extra: list[str], log_path: Path, scratch: Path | None,
                 timeout_s: float, *, append: bool) -> ServerHandle:  # fmt: skip
-    cmd = [sys.executable, "-m", "inference.serving.server", "--model-dir", str(model_dir),
+    instance = secrets.token_hex(8)  # (another Triton on a port answers too: only this one's models carry it)
+    cmd = [sys.executable, "-m", "inference.serving.server", "--model-dir", str(model_dir), "--instance", instance,
            "--grpc-port", str(ports[0]), "--http-port", str(ports[1]), "--metrics-port", str(ports[2]), *extra]  # fmt: skip
     with open(log_path, "ab" if append else "wb") as out:  # (a retry keeps the failed start's log above its own)
+        start = out.tell()  # where this start's log begins: an earlier start's lines are not its failure
         process = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
                                    env=os.environ.copy(), preexec_fn=die_with_parent)  # fmt: skip
     handle = ServerHandle(process, ports[0], ports[1], ports[2], log_path, scratch)
     try:
         deadline = time.monotonic() + timeout_s
-        wait_ready(handle.url, timeout_s, process)
-        wait_http_endpoints("127.0.0.1", ports[1], ports[2], deadline - time.monotonic(), process)
+        wait_ready(handle.url, timeout_s, process, instance=instance)
+        wait_http_endpoints("127.0.0.1", ports[1], ports[2], max(10.0, deadline - time.monotonic()), process, instance)
     except KeyboardInterrupt:  # Ctrl-C while the models load: an interruption, not a failure of the server
         handle.stop()
         raise
     except BaseException as e:
-        tail = handle.log_tail()
         handle.scratch = None  # (a retry writes its log there too: start_server removes it if none starts)
         handle.stop()
+        try:
+            with open(log_path, "rb") as f:
+                f.seek(start)
+                own = f.read().decode(errors="replace").splitlines()
+        except OSError:
+            own = []
+        tail = "\n".join(own[-30:])
         message = f"{e}; the server's log ended with:\n{tail}"
-        if taken := _PORT_IN_USE.findall(tail):
-            raise PortInUse(message, int(taken[-1])) from e
+        if taken := [int(p) for p in _PORT_IN_USE.findall("\n".join(own)) if int(p) in ports]:
+            raise PortInUse(message, taken[-1]) from e
         raise RuntimeError(message) from e
     return handle

@@ -36,6 +36,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import sysconfig
@@ -68,6 +69,7 @@ class ServeOptions:
     workspace: Path | None = None  # the repository and the backend directory; must not exist yet (default: /tmp)
     duration_dir: Path | None = None  # a trained duration predictor for the `predictor` model
     ready_timeout_s: float = 300.0  # for the three models to load (three stubs import torch at once)
+    instance: str = ""  # a parameter of the served models that tells this server from another (default: random)
 
 
 def prepare_environment() -> None:
@@ -160,10 +162,25 @@ def server_command(options: ServeOptions, repository: Path, backends: Path, shm_
             f"--backend-config=python,shm-region-prefix-name={serve_prefix()}"]  # the stubs' regions: host_files
 
 
+def taken_port(host: str, ports: tuple[int, ...]) -> int | None:
+    """The first of ``ports`` on ``host`` that a listening socket holds (bound as tritonserver binds,
+    with SO_REUSEADDR: a port in TIME_WAIT is free), else ``None``."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for port in ports:
+        with socket.socket(family) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind((host, port))
+            except OSError:
+                return port
+    return None
+
+
 def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None = None,
-               stop: threading.Event | None = None) -> bool:  # fmt: skip
+               stop: threading.Event | None = None, instance: str | None = None) -> bool:  # fmt: skip
     """Until ``is_model_ready`` for every model (True) or ``stop`` is set (False); raises
-    ``TimeoutError`` / ``RuntimeError``."""
+    ``TimeoutError`` / ``RuntimeError``. With ``instance``, only a server whose models carry that
+    parameter counts: another Triton on the port answered ready for ours (found by review)."""
     import tritonclient.grpc as grpcclient
 
     deadline = time.monotonic() + timeout_s
@@ -173,7 +190,8 @@ def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None
             if process is not None and process.poll() is not None:
                 raise RuntimeError(f"the Triton server exited with code {process.returncode}")
             try:
-                if all(client.is_model_ready(name, client_timeout=2.0) for name in MODEL_NAMES):
+                if all(client.is_model_ready(name, client_timeout=2.0) for name in MODEL_NAMES) and (
+                        instance is None or _grpc_instance(client) == instance):  # fmt: skip
                     return True
             except Exception:  # not listening yet
                 pass
@@ -185,26 +203,33 @@ def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None
         client.close()
 
 
+def _grpc_instance(client: Any) -> str:
+    return str(client.get_model_config(MODEL_NAMES[0], client_timeout=2.0).config.parameters["instance"].string_value)
+
+
 def wait_http_endpoints(host: str, http_port: int, metrics_port: int, timeout_s: float,
-                        process: subprocess.Popen[Any]) -> None:  # fmt: skip
-    """Until the HTTP health and the metrics endpoints answer; raises ``TimeoutError`` / ``RuntimeError``.
-    tritonserver starts gRPC, then HTTP, then metrics, and exits if one of their ports is taken: its
-    models answered ready over gRPC just before it exited on the HTTP port, and a dying server was
-    called ready (found by tests/inference/serving/test_serving_ports.py)."""
+                        process: subprocess.Popen[Any], instance: str) -> None:  # fmt: skip
+    """Until this server's HTTP endpoint (its models' ``instance`` parameter) and the metrics endpoint
+    answer; raises ``TimeoutError`` / ``RuntimeError``. tritonserver starts gRPC, then HTTP, then metrics,
+    and exits if one of their ports is taken: its models answered ready over gRPC just before it exited on
+    the HTTP port, and a dying server was called ready (found by tests/inference/serving/test_serving_ports.py)."""
+    import json
     import urllib.request
 
     deadline = time.monotonic() + timeout_s
     host = f"[{host}]" if ":" in host else host  # (an IPv6 address)
-    urls = [f"http://{host}:{http_port}/v2/health/ready", f"http://{host}:{metrics_port}/metrics"]
+    urls = [f"http://{host}:{http_port}/v2/models/{MODEL_NAMES[0]}/config", f"http://{host}:{metrics_port}/metrics"]
     while urls:
         if process.poll() is not None:
             raise RuntimeError(f"the Triton server exited with code {process.returncode}")
         try:
             with urllib.request.urlopen(urls[0], timeout=1.0) as answer:
-                if answer.status == 200:
+                ours = answer.status == 200 and (urls[0].endswith("/metrics") or json.loads(answer.read())[
+                    "parameters"]["instance"]["string_value"] == instance)  # fmt: skip
+                if ours:
                     urls.pop(0)
                     continue
-        except OSError:  # not listening yet, or another process's socket that does not speak HTTP
+        except (OSError, ValueError, KeyError):  # not listening yet, or another process's socket or server
             pass
         if time.monotonic() > deadline:
             raise TimeoutError(f"{urls[0]} did not answer within {timeout_s:.0f} s")
@@ -246,17 +271,23 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         except OSError as e:
             log.error("cannot make the workspace %s: %s", workspace, e)
             return 2
+        if (taken := taken_port(options.host, (options.grpc_port, options.http_port, options.metrics_port))) is not None:
+            # (before tritonserver: another server there answered for this one; tritonserver's own words)
+            log.error("Socket '%s:%d' already in use (another server?)", options.host, taken)
+            return 1
+        instance = options.instance or secrets.token_hex(8)  # tells this server's answers from another's
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
-                      "threads": str(options.threads), "duration_dir": str(options.duration_dir or "")}  # fmt: skip
+                      "threads": str(options.threads), "duration_dir": str(options.duration_dir or ""),
+                      "instance": instance}  # fmt: skip
         repository = write_repository(workspace / "models", model, parameters)
         process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
                                    env=server_environment(), preexec_fn=die_with_parent)  # fmt: skip
         host = "127.0.0.1" if options.host == "0.0.0.0" else options.host
         t0 = time.monotonic()
-        if not wait_ready(f"{host}:{options.grpc_port}", options.ready_timeout_s, process, stop):
+        if not wait_ready(f"{host}:{options.grpc_port}", options.ready_timeout_s, process, stop, instance):
             return code  # stopped while the models loaded (the finally stops tritonserver)
         wait_http_endpoints(host, options.http_port, options.metrics_port,
-                            options.ready_timeout_s - (time.monotonic() - t0), process)  # fmt: skip
+                            max(10.0, options.ready_timeout_s - (time.monotonic() - t0)), process, instance)  # fmt: skip
         log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
                  "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
                  options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip
@@ -317,6 +348,7 @@ def parse_args(argv: list[str]) -> ServeOptions:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--workspace", type=Path, default=None)
     p.add_argument("--duration-dir", type=Path, default=None)
+    p.add_argument("--instance", default="", help="the models' instance parameter (default: random)")
     return ServeOptions(**vars(p.parse_args(argv)))
 
 

@@ -166,3 +166,17 @@ def test_a_busy_or_impossible_controller_port_is_said_before_the_last_run_is_wip
     for _ in range(20):  # a port of its own choosing has a free next port, and the worker's web port is neither
         kafka_port, web_port = stack_ports()
         assert kafka_port < 65535 and web_port not in (kafka_port, kafka_port + 1)
+
+
+def test_the_single_broker_stack_takes_one_replica_whatever_the_shell_exports(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """SEMSCHED_REPLICATION_FACTOR=3 exported for a production cluster made the local demo's topics refused
+    by its one broker, and the children did not get the stack's value (found by review)."""
+    from ops.local_stack import LocalStack, child_env
+
+    monkeypatch.setenv("SEMSCHED_REPLICATION_FACTOR", "3")
+    stack = LocalStack.fresh("demo", state_root=tmp_path)
+    try:
+        assert stack.settings.replication_factor == 1
+        assert child_env(stack.settings)["SEMSCHED_REPLICATION_FACTOR"] == "1"
+    finally:
+        stack.lock.close()

@@ -75,6 +75,24 @@ async def test_another_partition_count_is_refused_by_name_and_nothing_is_created
         await ensure_topics(_settings(kafka_broker, 1, s.topic_prefix))
 
 
+async def test_a_topic_another_process_creates_meanwhile_is_checked_too(kafka_broker, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Created by a rival with its count between our listing and our request (the broker answers 'already
+    exists'): found by review, the loser of that race went on without a check."""
+    s = _settings(kafka_broker, 4)
+    real, raced = AIOKafkaAdminClient.list_topics, []
+
+    async def listed_then_raced(self: AIOKafkaAdminClient) -> list[str]:
+        out = await real(self)
+        if not raced:
+            raced.append(True)
+            await _create(s, "jobs.submitted", 2)
+        return out
+
+    monkeypatch.setattr(AIOKafkaAdminClient, "list_topics", listed_then_raced)
+    with pytest.raises(PartitionCountError, match=r"jobs\.submitted \(2\)"):
+        await ensure_topics(s)
+
+
 async def test_a_replication_factor_the_broker_cannot_meet_is_refused_with_its_reason(kafka_broker) -> None:  # type: ignore[no-untyped-def]
     s = _settings(kafka_broker, 2).model_copy(update={"replication_factor": 2})
     with pytest.raises(TopicsRefused, match="replication factor of 2 cannot be reached") as e:

@@ -71,3 +71,49 @@ def test_the_serve_command_never_calls_a_server_on_a_taken_port_ready(busy, late
                        capture_output=True, text=True, timeout=180)  # fmt: skip
     assert r.returncode == 1
     assert f"127.0.0.1:{busy}' already in use" in r.stdout + r.stderr and "triton ready" not in r.stderr
+
+
+def test_another_triton_on_the_ports_is_not_taken_for_this_one(served, latest) -> None:  # type: ignore[no-untyped-def]
+    """Another Triton (a second `semsched serve`) on the ports answered ready for the new server, which logged
+    "triton ready" and then exited on the taken port (found by review): the ports are checked before
+    tritonserver starts, and only a server whose models carry this start's instance parameter counts."""
+    import subprocess
+    import sys
+
+    from inference.serving.server import prepare_environment, wait_http_endpoints, wait_ready
+
+    a = served.handle
+    prepare_environment()
+    r = subprocess.run([sys.executable, "-m", "inference.serving.server", "--model-dir", str(latest), "--device", "cpu",
+                        "--grpc-port", str(a.grpc_port), "--http-port", str(a.http_port),
+                        "--metrics-port", str(a.metrics_port)], capture_output=True, text=True, timeout=180)  # fmt: skip
+    assert r.returncode == 1 and f"127.0.0.1:{a.grpc_port}' already in use" in r.stderr
+    assert "triton ready" not in r.stderr
+    with pytest.raises(PortInUse) as e:  # given ports: at once, no other start
+        start_server(latest, grpc_port=a.grpc_port, http_port=a.http_port, metrics_port=a.metrics_port, timeout_s=60)
+    assert e.value.port == a.grpc_port
+    # the instance check itself: the running server is not one of another instance
+    assert wait_ready(a.url, 30) is True
+    with pytest.raises(TimeoutError):
+        wait_ready(a.url, 1.0, instance="not-this-one")
+    with pytest.raises(TimeoutError):
+        wait_http_endpoints("127.0.0.1", a.http_port, a.metrics_port, 1.0, a.process, "not-this-one")
+
+
+def test_a_later_start_failing_otherwise_is_not_taken_for_a_taken_port(monkeypatch, busy, latest, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The log is appended to at a retry: the first start's "already in use" line was read as the second's
+    failure, which was retried a third time and reported as a taken port (found by review)."""
+    real, picks = process.free_ports, []
+
+    def busy_then_broken(n: int) -> list[int]:
+        ports = real(n)
+        if picks:  # the second start: a model directory that no longer loads
+            (latest / "config.json").unlink()
+        picks.append(ports if picks else [ports[0], busy, ports[2]])
+        return picks[-1]
+
+    monkeypatch.setattr(process, "free_ports", busy_then_broken)
+    with pytest.raises(RuntimeError) as e:
+        start_server(latest, log_path=tmp_path / "server.log", timeout_s=120)
+    assert not isinstance(e.value, PortInUse) and len(picks) == 2
+    assert "already in use" not in str(e.value)  # the second start's own log only
