@@ -76,7 +76,8 @@ async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> di
 async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) -> list[str]:
     """Create missing topics (idempotent); ``changelogs`` are full names of compacted
     table changelogs. Returns the full names of the topics it created; raises
-    :class:`PartitionCountError`, creating none, if an existing one has another partition count."""
+    :class:`PartitionCountError`, creating none, if an existing one has another partition count (or
+    one another process created meanwhile has), and :class:`TopicsRefused` if the broker refuses some."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
