@@ -24,6 +24,7 @@ import asyncio
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
+from scheduling.events import name_some
 from streams.settings import TOPICS, Settings
 
 REQUEST_TIMED_OUT = 7  # a CreateTopics answer's error: the controller may still create the topic
@@ -39,9 +40,8 @@ class TopicsRefused(TopicSetupError):
     before, they were not read, and the caller went on as if the topics existed."""
 
     def __init__(self, refused: dict[str, str]) -> None:
-        listed = "; ".join(f"{t}: {why}" for t, why in sorted(refused.items())[:3])
-        more = f" (and {len(refused) - 3} more)" if len(refused) > 3 else ""
-        super().__init__(f"the broker refused to create {len(refused)} topic(s): {listed}{more}")
+        listed = name_some([f"{t}: {why}" for t, why in sorted(refused.items())], "; ", most=3)
+        super().__init__(f"the broker refused to create {len(refused)} topic(s): {listed}")
         self.refused = refused
 
 
@@ -50,8 +50,7 @@ class PartitionCountError(TopicSetupError):
 
     def __init__(self, expected: int, found: dict[str, int]) -> None:
         counts = sorted(set(found.values()))
-        named = sorted(found.items())
-        listed = ", ".join(f"{t} ({n})" for t, n in named[:3]) + (f" and {len(named) - 3} more" if len(named) > 3 else "")
+        listed = name_some([f"{t} ({n})" for t, n in sorted(found.items())], most=3)
         hint = f"set SEMSCHED_PARTITIONS={counts[0]}, or " if len(counts) == 1 else ""
         super().__init__(
             f"SEMSCHED_PARTITIONS is {expected}, but these topics have another partition count: {listed}. "

@@ -82,9 +82,12 @@ class ServerHandle:
         """The gRPC endpoint (``host:port``), as ``SEMSCHED_TRITON_URL`` takes it."""
         return f"127.0.0.1:{self.grpc_port}"
 
-    def log_tail(self, lines: int = 30) -> str:
+    def log_tail(self, lines: int = 30, since: int = 0) -> str:
+        """The log's last ``lines`` lines after byte ``since`` (a start's own, in a log a retry appends to)."""
         try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+            with open(self.log_path, "rb") as f:
+                f.seek(since)
+                return "\n".join(f.read().decode(errors="replace").splitlines()[-lines:])
         except OSError:
             return ""
 
@@ -181,15 +184,9 @@ def _start_once(model_dir: Path, ports: list[int], extra: list[str], log_path: P
     except BaseException as e:
         handle.scratch = None  # (a retry writes its log there too: start_server removes it if none starts)
         handle.stop()
-        try:
-            with open(log_path, "rb") as f:
-                f.seek(start)
-                own = f.read().decode(errors="replace").splitlines()
-        except OSError:
-            own = []
-        tail = "\n".join(own[-30:])
-        message = f"{e}; the server's log ended with:\n{tail}"
-        if taken := [int(p) for p in _PORT_IN_USE.findall("\n".join(own)) if int(p) in ports]:
+        own = handle.log_tail(10**9, since=start)
+        message = f"{e}; the server's log ended with:\n{handle.log_tail(30, since=start)}"
+        if taken := [int(p) for p in _PORT_IN_USE.findall(own) if int(p) in ports]:
             raise PortInUse(message, taken[-1]) from e
         raise RuntimeError(message) from e
     return handle

@@ -36,7 +36,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import sysconfig
@@ -162,20 +161,6 @@ def server_command(options: ServeOptions, repository: Path, backends: Path, shm_
             f"--backend-config=python,shm-region-prefix-name={serve_prefix()}"]  # the stubs' regions: host_files
 
 
-def taken_port(host: str, ports: tuple[int, ...]) -> int | None:
-    """The first of ``ports`` on ``host`` that a listening socket holds (bound as tritonserver binds,
-    with SO_REUSEADDR: a port in TIME_WAIT is free), else ``None``."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    for port in ports:
-        with socket.socket(family) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                s.bind((host, port))
-            except OSError:
-                return port
-    return None
-
-
 def wait_ready(url: str, timeout_s: float, process: subprocess.Popen[Any] | None = None,
                stop: threading.Event | None = None, instance: str | None = None) -> bool:  # fmt: skip
     """Until ``is_model_ready`` for every model (True) or ``stop`` is set (False); raises
@@ -271,10 +256,6 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         except OSError as e:
             log.error("cannot make the workspace %s: %s", workspace, e)
             return 2
-        if (taken := taken_port(options.host, (options.grpc_port, options.http_port, options.metrics_port))) is not None:
-            # (before tritonserver: another server there answered for this one; tritonserver's own words)
-            log.error("Socket '%s:%d' already in use (another server?)", options.host, taken)
-            return 1
         instance = options.instance or secrets.token_hex(8)  # tells this server's answers from another's
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or ""),
