@@ -40,6 +40,7 @@ from aiokafka.errors import KafkaError
 
 from scheduling.events import Event, partition_for
 from streams import telemetry
+from streams.kafka_backoff import pace_failed_metadata_updates
 from streams.settings import Settings
 from streams.topics import check_partitions
 
@@ -78,6 +79,7 @@ class EventProducer:
 
     async def __aenter__(self) -> EventProducer:
         telemetry.ensure_configured(self.settings, "semsched-producer")
+        pace_failed_metadata_updates()  # (a producer whose brokers are gone retried without a pause)
         self._producer = AIOKafkaProducer(
             bootstrap_servers=self.settings.bootstrap,
             linger_ms=self.linger_ms,

@@ -8,6 +8,7 @@ import logging
 
 from streams import telemetry
 from streams.app import Worker, create_app
+from streams.kafka_backoff import pace_failed_metadata_updates
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.settings import Settings, no_broker
 from streams.topics import TopicSetupError, ensure_topics
@@ -66,6 +67,7 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
 
     settings.state_dir.mkdir(parents=True, exist_ok=True)
     quiet_retried_coordinator_lookups()
+    pace_failed_metadata_updates()
     # before Faust starts: its worker redirects stdout into logging, the console exporter
     # keeps the real stdout (the worker's log file under the local stack)
     try:

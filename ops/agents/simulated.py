@@ -56,6 +56,7 @@ from scheduling.events import (
     decode,
     derived_event_id,
 )
+from streams.kafka_backoff import pace_failed_metadata_updates
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.producer import EventProducer
 from streams.settings import AGENT_REPORT_EVERY_S, Settings, no_broker
@@ -392,6 +393,7 @@ class SimulatedAgents:
 
 def run_agents(settings: Settings, **kw: object) -> None:
     quiet_retried_coordinator_lookups()
+    pace_failed_metadata_updates()
     try:
         log.warning(configure(settings, "semsched-agents"))
     except TelemetryConfigError as e:
