@@ -57,6 +57,7 @@ def child_env(settings: Settings) -> dict[str, str]:
         "SEMSCHED_NODE_LOST": str(settings.node_lost_s),
         "SEMSCHED_NODE_SILENT": str(settings.node_silent_s),
         "SEMSCHED_SNAPSHOT_VERIFY": str(settings.snapshot_verify_s),
+        "SEMSCHED_STOP_TIMEOUT": str(settings.stop_timeout_s),
         "SEMSCHED_OTEL_EXPORTER": settings.otel_exporter,
     }
 

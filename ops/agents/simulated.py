@@ -60,6 +60,7 @@ from streams.kafka_backoff import pace_failed_metadata_updates
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.producer import EventProducer
 from streams.settings import AGENT_REPORT_EVERY_S, Settings, no_broker
+from streams.stop_deadline import arm_stop_deadline
 from streams.telemetry import (
     TelemetryConfigError,
     configure,
@@ -403,8 +404,12 @@ def run_agents(settings: Settings, **kw: object) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
+        def stop() -> None:
+            arm_stop_deadline(settings.stop_timeout_s, "agents")
+            agents.stop()
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, agents.stop)
+            loop.add_signal_handler(sig, stop)
         t0 = time.time()
         try:
             await agents.run()

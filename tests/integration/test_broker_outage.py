@@ -1,11 +1,14 @@
 """The only broker stops (gracefully, as an operator's restart does) under a running worker and
-agents, and comes back: meanwhile neither spins on failed metadata updates (streams/kafka_backoff.py:
-the worker once logged ~4 failed updates a millisecond, 1 GB in 25 minutes, at 100 % of a core),
-and afterwards the jobs submitted before, during and after the outage all run, each once."""
+agents. If it comes back, neither spun on failed metadata updates meanwhile (streams/kafka_backoff.py:
+the worker once logged ~4 failed updates a millisecond, 1 GB in 25 minutes, at 100 % of a core), and
+the jobs submitted before and after the outage all run, each once. If it does not, both still stop
+when told to, within the stop time-out (streams/stop_deadline.py: the worker did not within 200 s)."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,6 +28,7 @@ pytestmark = pytest.mark.integration
 N = 60
 FAILED_UPDATE = "Unable to update metadata from"  # aiokafka/client.py's line for one failed update
 OUTAGE_S = 8.0
+STOP_TIMEOUT_S = 8.0
 
 
 @pytest.fixture
@@ -35,7 +39,7 @@ def own_broker_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Local
     broker = KafkaBroker(port=port, data_dir=run_dir / "kafka", controller_port=free_port(), tied=True)
     settings = Settings(bootstrap=broker.bootstrap, topic_prefix=f"it{uuid.uuid4().hex[:8]}.", state_dir=run_dir,
                         web_port=free_port(), partitions=4, replication_factor=1, step_s=0.5,
-                        confirm_timeout_s=20, snapshot_verify_s=0)  # fmt: skip
+                        confirm_timeout_s=20, snapshot_verify_s=0, stop_timeout_s=STOP_TIMEOUT_S)  # fmt: skip
     stack = LocalStack(settings, run_dir)
     stack.broker = broker
     broker.start(timeout=90)
@@ -85,3 +89,34 @@ def test_a_broker_outage_is_ridden_out_without_spinning_or_losing_a_job(own_brok
     assert p.sql(_PLACED_TWICE) == []
     assert p.sql(_STARTED_TWICE) == []
     assert p.children["worker"].stop() == 0
+
+
+def test_told_to_stop_while_the_broker_is_gone_each_process_goes_within_the_stop_time_out(
+        own_broker_stack: LocalStack) -> None:  # fmt: skip
+    """Stopped mid-replay, with writes still unsent: the worker's clean stop waits for its producer
+    (1,200 s), so it gives up at the time-out and says why; nothing is lost by it (what it had not
+    committed is read again, as after the SIGKILL of tests/integration/test_worker_restart.py)."""
+    p = own_broker_stack
+    asyncio.run(ensure_topics(p.settings))
+    p.start_worker("--loglevel", "info")
+    p.start_agents(*FAST_AGENTS)
+    loader = get_loader("openb", start_offset=10_000_000, limit=4 * N)
+    publish(p.settings, list(loader.nodes()))
+    publish(p.settings, [tj.event for tj in loader.jobs()])  # a backlog still being worked through below
+    p.wait(lambda s: s["running"] + s["finished"] >= 20, timeout=90, what="jobs running", needs=("worker", "agents"))
+    assert p.broker is not None
+    p.broker.stop()  # mid-replay: the worker's and the agents' producers hold what they could not send
+    time.sleep(2)
+    gone: dict[str, float] = {}
+    t0 = time.monotonic()
+    for child in p.children.values():
+        os.killpg(child.pid, signal.SIGTERM)
+    for name, child in p.children.items():
+        child.proc.wait(STOP_TIMEOUT_S + 20)  # (TimeoutExpired: still running, the failure this test is for)
+        gone[name] = time.monotonic() - t0
+    for name, child in p.children.items():
+        if child.proc.returncode != 0:  # gave up: in one line that says so
+            assert "still stopping 8 s after it was told to stop (SEMSCHED_STOP_TIMEOUT)" in child.log_tail(5), (
+                f"the {name} exited {child.proc.returncode} after {gone[name]:.0f} s:\n{child.log_tail()}")
+    assert max(gone.values()) < STOP_TIMEOUT_S + 15, gone
+
