@@ -224,3 +224,70 @@ def test_a_partition_revoked_and_given_back_between_two_passes_is_new_again() ->
 
     r = asyncio.run(go())
     assert [x.node_id for x in r.reports()] == ["n1"]  # not a new interval for every node at every rebalance
+
+
+
+def test_a_cluster_silent_as_a_whole_keeps_its_jobs_until_most_of_it_is_heard_again() -> None:
+    """The broker gone for longer than the interval: every agent's reports wait in its producer and
+    every node looks silent at once. Its nodes are marked (no new placements), but the job running on
+    one is not moved off (it likely still runs: Kubernetes evicts nothing in a disrupted zone) until
+    the others are heard again and its own agent is not."""
+    names = [f"n{i}" for i in range(5)]
+
+    def job(job_id: str) -> JobSubmitted:
+        return JobSubmitted(job_id=job_id, event_id=f"ev-{job_id}", event_time=T0, cluster="c1", cpu_milli=1000,
+                            memory_mib=1024, num_gpu=1, gpu_milli=1000)  # fmt: skip
+
+    def preempted(r: Run) -> list[Any]:
+        return [e for t, _, e in r.sent if t == "jobs.lifecycle" and e.state == "preempted"]
+
+    async def go() -> tuple[Run, list[int], list[int]]:
+        r = Run(node_silent_s=40.0, node_lost_s=0.0)
+        for n in names:
+            r.w.nodes.data[n] = node(n)
+            r.heard(n, 1.0)
+        r.w.apply(on_submitted(job("j1"), None, 0.0), partition=PART)
+        await r.passes()
+        ran_on = r.w.running["j1"]["node_id"]
+        for i, n in enumerate(names):
+            r.heard(n, 41.0 + i)  # (their last reports a little apart, as in an outage)
+        marks, moved = [], []
+        await r.passes()
+        for rep in r.reports():  # the worker's reports came back
+            r.w.nodes.data[rep.node_id] = rep.model_dump(mode="json")
+        await r.passes(2)
+        marks.append(len(r.reports()))
+        moved.append(len(preempted(r)))
+        for n in names:  # the broker is back: the agents' reports arrive, but for the node j1 runs on
+            if n != ran_on:
+                r.w.nodes.data[n] = node(n) | {"event_time": (T0 + timedelta(seconds=5)).isoformat()}
+                r.heard(n, 0.0)
+        await r.passes(2)
+        marks.append(len(r.reports()))
+        moved.append(len(preempted(r)))
+        return r, marks, moved
+
+    r, marks, moved = asyncio.run(go())
+    assert marks == [5, 5], marks  # all marked, once each
+    assert moved == [0, 1], moved  # held while the cluster was silent as a whole
+    assert r.w.counters.notes == {"cluster silent as a whole, no job moved off": 1}
+    assert r.loop.silent_nodes.disrupted == {}
+
+
+def test_two_silent_nodes_of_a_small_cluster_are_not_a_silent_cluster() -> None:
+    """More than two nodes make a disruption (Kubernetes' rule): a two-node cluster losing both is not one."""
+
+    async def go() -> Run:
+        r = Run(node_silent_s=40.0, node_lost_s=-1.0)
+        for n in ("n1", "n2"):
+            r.w.nodes.data[n] = node(n)
+            r.heard(n, 41.0)
+        await r.passes()
+        for rep in r.reports():
+            r.w.nodes.data[rep.node_id] = rep.model_dump(mode="json")
+        await r.passes()
+        return r
+
+    r = asyncio.run(go())
+    assert sorted(rep.node_id for rep in r.reports()) == ["n1", "n2"]
+    assert r.loop.silent_nodes.disrupted == {} and r.w.counters.notes == {}
