@@ -52,9 +52,6 @@ class LostNodes:
             since = self.unhealthy_since.get(d["node_id"])
             if since is None or now - since < grace or d["decision_id"] in self.preempted:
                 continue
-            marked = (w.nodes.get(d["node_id"]) or {}).get("source") == "worker"
-            if marked and (d.get("job") or {}).get("cluster") in self.loop.silent_nodes.disrupted:
-                continue  # silent with most of its cluster: likely still running there (streams/silent_nodes.py)
             r = RunningJob.model_validate(d)
             if not self.loop.views.owns(r.job.cluster, self.loop.owned):
                 continue

@@ -18,16 +18,6 @@ other: the filters keep new placements off it, ``lost_nodes`` moves its placemen
 - A node is marked only while this worker has handled its telemetry partition up to the end the
   consumer knows: a worker behind on its input must not take its own lag for silent agents.
 - Only the clusters whose partitions this worker owns, and each silence once.
-- **A cluster that falls silent as a whole keeps its jobs** (Kubernetes' node lifecycle controller
-  does the same for a disrupted zone: it still taints its nodes not ready, but evicts nothing while
-  ``--unhealthy-zone-threshold``, 0.55, of them are, and more than two). When more than two of a
-  cluster's nodes, and at least 55 % of them, are overdue (not heard from for two report intervals,
-  20 s) or marked, its silent nodes are still marked (no new placement goes there) but
-  ``lost_nodes`` moves no job off them while it lasts: the broker, or the agents' link to it, is the
-  likelier fault than half the nodes at once, and the jobs are likely still running there (moved
-  off, they would run twice). Found by stopping the only broker for 90 s under a worker and its
-  agents: the worker marked all 1,213 nodes, one warning each. Said once per cluster when it
-  starts and when it ends; a node still marked when it ends has its jobs moved off as before.
 """
 
 from __future__ import annotations
@@ -40,16 +30,11 @@ from typing import TYPE_CHECKING, Any
 from aiokafka import TopicPartition
 
 from scheduling.events import NodeTelemetry, new_event_id, partition_for
-from streams.settings import AGENT_REPORT_EVERY_S
 
 if TYPE_CHECKING:
     from streams.loop import SchedulingLoop
 
 log = logging.getLogger("semsched.worker")
-
-OVERDUE_S = 2 * AGENT_REPORT_EVERY_S  # a node not heard from for this long has missed a report
-DISRUPTED_SHARE = 0.55  # kube-controller-manager's --unhealthy-zone-threshold
-DISRUPTED_MORE_THAN = 2  # ... with more than this many nodes not ready (its partial disruption)
 
 
 class SilentNodes:
@@ -60,7 +45,6 @@ class SilentNodes:
         self._owned: set[int] = set()  # the partitions owned at the last pass
         self._passed = 0.0  # when the last pass ran (epoch s, as Worker.holds_since)
         self._committed: dict[int, int] = {}  # per partition owned: the group's committed offset, read once
-        self.disrupted: dict[str, tuple[int, int]] = {}  # cluster -> (overdue, nodes) while silent as a whole
 
     async def check(self) -> None:
         """One pass over the nodes, at most once a second."""
@@ -72,7 +56,6 @@ class SilentNodes:
         self._checked = now
         self._newly_owned(now)
         caught_up: dict[int, bool] = {}
-        self._find_disrupted(now)
         for node_id, d in list(w.nodes.items()):
             if d is None or d.get("source") != "agent" or not d.get("healthy", True):
                 continue
@@ -89,32 +72,6 @@ class SilentNodes:
             await self._mark(d, part, now - heard)
             self.marked[node_id] = heard
         self.marked = {n: h for n, h in self.marked.items() if w.node_heard.get(n) == h}
-
-    def _find_disrupted(self, now: float) -> None:
-        """The clusters silent as a whole (the module's docstring), said when it starts and ends."""
-        w = self.loop.w
-        nodes: dict[str, int] = {}
-        overdue: dict[str, int] = {}
-        for node_id, d in list(w.nodes.items()):
-            if d is None or d.get("source") not in {"agent", "worker"}:  # (an inventory's: nothing was promised)
-                continue
-            cluster = d.get("cluster", "")
-            nodes[cluster] = nodes.get(cluster, 0) + 1
-            if d.get("source") == "worker" or now - w.node_heard.get(node_id, now) >= OVERDUE_S:
-                overdue[cluster] = overdue.get(cluster, 0) + 1
-        held = {c: (overdue[c], n) for c, n in nodes.items()
-                if overdue.get(c, 0) > DISRUPTED_MORE_THAN and overdue[c] >= DISRUPTED_SHARE * n}  # fmt: skip
-        for cluster, (late, n) in held.items():
-            if cluster not in self.disrupted:
-                log.warning("cluster %s: %d of its %d nodes silent at once (no report from their agents for %.0f s or "
-                            "more): the broker, or the agents' link to it, is the likelier fault; its silent nodes "
-                            "are marked unhealthy (no new placements), but no job is moved off them while this "
-                            "lasts", cluster, late, n, OVERDUE_S)  # fmt: skip
-                w.counters.note(f"cluster silent as a whole, no job moved off: {cluster}")
-        for cluster in set(self.disrupted) - set(held):
-            log.warning("cluster %s: its agents are heard again (%d of %d nodes overdue): the jobs of nodes still "
-                        "silent are moved off as usual", cluster, overdue.get(cluster, 0), nodes.get(cluster, 0))
-        self.disrupted = held
 
     def _newly_owned(self, now: float) -> None:
         """A partition this worker is given (again) gives its nodes the whole interval: what this worker
@@ -176,10 +133,9 @@ class SilentNodes:
             "event_id": new_event_id(), "event_time": last.event_time + timedelta(milliseconds=1),
             "source": "worker", "healthy": False})  # fmt: skip
         refused = self.loop.w.node_refused.get(last.node_id)
-        log.log(logging.INFO if last.cluster in self.disrupted else logging.WARNING,  # (the cluster's line says it)
-                "node %s (cluster %s): no report from its agent applied for %.0f s (SEMSCHED_NODE_SILENT=%g)%s: "
-                "marked unhealthy", last.node_id, last.cluster, quiet_s, self.loop.w.settings.node_silent_s,
-                f"; its latest were refused: {refused}" if refused else "")  # fmt: skip
+        log.warning("node %s (cluster %s): no report from its agent applied for %.0f s (SEMSCHED_NODE_SILENT=%g)%s: "
+                    "marked unhealthy", last.node_id, last.cluster, quiet_s, self.loop.w.settings.node_silent_s,
+                    f"; its latest were refused: {refused}" if refused else "")  # fmt: skip
         self.loop.w.counters.nodes_silent += 1
         send = self.loop._send  # the loop's one way to the producer
         await (await send("nodes.telemetry", last.node_id, report.to_bytes(), partition))
