@@ -65,10 +65,14 @@ class DeliveryError(RuntimeError):
 class EventProducer:
     """``async with EventProducer(settings) as p: await p.send("jobs.submitted", event)``."""
 
-    def __init__(self, settings: Settings, *, linger_ms: int = 5, answer_timeout_s: float = 60.0) -> None:
+    def __init__(self, settings: Settings, *, linger_ms: int = 5, answer_timeout_s: float = 60.0,
+                 request_timeout_ms: int = 40_000) -> None:  # fmt: skip
+        """``request_timeout_ms``: aiokafka's, how long an event may wait in the producer for a
+        partition leader (a broker outage) before it fails, and how long a send waits for room."""
         self.settings = settings
         self.linger_ms = linger_ms
         self.answer_timeout_s = answer_timeout_s
+        self.request_timeout_ms = request_timeout_ms
         self._producer: AIOKafkaProducer | None = None
         self._inflight: set[asyncio.Future[object]] = set()  # sent, not yet answered by the broker
         self.delivered = 0
@@ -86,6 +90,7 @@ class EventProducer:
             acks="all",
             enable_idempotence=True,
             max_request_size=max(self.settings.max_message_bytes * 4, 1024 * 1024),
+            request_timeout_ms=self.request_timeout_ms,
         )
         await self._producer.start()
         return self

@@ -16,6 +16,10 @@ aiokafka's auto-commit, a batch counted as consumed once it was fetched, and age
 on an error mid-batch never executed or reported the rest of it. A command read again after a
 restart is skipped when its decision was already reported on (:mod:`ops.agents.recovery`).
 
+A broker outage of up to ``BROKER_WAIT_S`` (5 min) is ridden out: the reports wait in the producer
+and go when it is back (with aiokafka's 40 s the agents stopped 40 s into an outage, and the runs
+they played were lost with them). A longer one stops them with the error; their successor recovers.
+
 Tracing: each placement command is executed inside an ``execute job`` span, a child of the
 trace context the command carries in its headers (the worker's ``schedule job`` span); it
 lasts from the command's receipt to finished / failed / preempted / refused, and the lifecycle
@@ -73,6 +77,8 @@ from streams.topics import TopicSetupError
 
 log = logging.getLogger("semsched.agents")
 
+BROKER_WAIT_S = 300.0  # how long a report may wait for the broker (an outage) before the agents give up
+
 
 class CannotExecute(Exception):
     """A well-formed command the agents will not carry out: dead-lettered with the reason."""
@@ -126,7 +132,10 @@ class SimulatedAgents:
         self._tasks: set[asyncio.Future[Any]] = set()  # telemetry and completions: a failure stops the agents
         self._failure: BaseException | None = None
         self.unknown_node_grace_s = 10.0
-        self._producer = EventProducer(settings)
+        # a broker outage of up to BROKER_WAIT_S is ridden out: the reports wait in the producer (with
+        # aiokafka's 40 s they failed, and the agents stopped, their runs lost with them)
+        self._producer = EventProducer(settings, answer_timeout_s=BROKER_WAIT_S,
+                                       request_timeout_ms=int(BROKER_WAIT_S * 1000))  # fmt: skip
         self._stopping = asyncio.Event()
         self._reported_all = 0.0  # when every node was last reported (streams/silent_nodes.py)
         self._reading: tuple[TopicPartition, int] | None = None  # the message being handled
