@@ -78,13 +78,22 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
         raise SystemExit(f"semsched worker: {e}") from None
     w = start_up(settings, archive)
 
+    def arm() -> None:
+        arm_stop_deadline(settings.stop_timeout_s, "worker", before_exit=lambda: withdraw(settings.state_dir,
+                                                                                         settings.web_port))  # fmt: skip
+
     class StoppingWorker(FaustWorker):
-        """Faust's worker, gone within ``settings.stop_timeout_s`` of its first signal to stop."""
+        """Faust's worker, gone within ``settings.stop_timeout_s`` of its first signal to stop, or of
+        the start of its stop on any other way out (a crashed service: found by review, only a signal
+        armed it)."""
 
         def _schedule_shutdown(self, signal: Any) -> None:
-            arm_stop_deadline(settings.stop_timeout_s, "worker",
-                              before_exit=lambda: withdraw(settings.state_dir, settings.web_port))  # fmt: skip
+            arm()
             super()._schedule_shutdown(signal)
+
+        def on_worker_shutdown(self) -> None:  # (every way out of execute_from_commandline, before its stop)
+            arm()
+            super().on_worker_shutdown()
 
     worker = StoppingWorker(w.app, loglevel=loglevel, quiet=True)
     # no start-up spinner: to spin on every log message, Faust sets the root logger to DEBUG and
