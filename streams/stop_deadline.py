@@ -17,6 +17,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 log = logging.getLogger("semsched.stop")
 
@@ -53,3 +54,25 @@ def _give_up(seconds: float, who: str, before_exit: Callable[[], None] | None) -
         print(line, file=sys.__stderr__, flush=True)
     finally:
         os._exit(1)
+
+
+class StopDeadlineWorker:
+    """Mixin for a mode (Faust) ``Worker``: the deadline is armed by its first signal to stop, and by
+    the start of its stop on any other way out (a crashed service: found by review, only a signal
+    armed it; mode calls ``on_worker_shutdown`` before every stop of ``execute_from_commandline``).
+    Set ``stop_timeout_s``, ``stop_who`` and ``before_stop_exit`` on the instance."""
+
+    stop_timeout_s: float = 30.0
+    stop_who: str = "worker"
+    before_stop_exit: Callable[[], None] | None = None
+
+    def _arm(self) -> None:
+        arm_stop_deadline(self.stop_timeout_s, self.stop_who, before_exit=self.before_stop_exit)
+
+    def _schedule_shutdown(self, signal: Any) -> None:
+        self._arm()
+        super()._schedule_shutdown(signal)  # type: ignore[misc]
+
+    def on_worker_shutdown(self) -> None:
+        self._arm()
+        super().on_worker_shutdown()  # type: ignore[misc]

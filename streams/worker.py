@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
 
 from streams import telemetry
 from streams.app import Worker, create_app
 from streams.kafka_backoff import pace_failed_metadata_updates
 from streams.kafka_logs import quiet_retried_coordinator_lookups
 from streams.settings import Settings, no_broker
-from streams.stop_deadline import arm_stop_deadline
+from streams.stop_deadline import StopDeadlineWorker
 from streams.topics import TopicSetupError, ensure_topics
 from streams.web_address import advertise, withdraw
 
@@ -78,24 +77,12 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
         raise SystemExit(f"semsched worker: {e}") from None
     w = start_up(settings, archive)
 
-    def arm() -> None:
-        arm_stop_deadline(settings.stop_timeout_s, "worker", before_exit=lambda: withdraw(settings.state_dir,
-                                                                                         settings.web_port))  # fmt: skip
-
-    class StoppingWorker(FaustWorker):
-        """Faust's worker, gone within ``settings.stop_timeout_s`` of its first signal to stop, or of
-        the start of its stop on any other way out (a crashed service: found by review, only a signal
-        armed it)."""
-
-        def _schedule_shutdown(self, signal: Any) -> None:
-            arm()
-            super()._schedule_shutdown(signal)
-
-        def on_worker_shutdown(self) -> None:  # (every way out of execute_from_commandline, before its stop)
-            arm()
-            super().on_worker_shutdown()
+    class StoppingWorker(StopDeadlineWorker, FaustWorker):
+        """Faust's worker, gone within ``settings.stop_timeout_s`` once its stop starts."""
 
     worker = StoppingWorker(w.app, loglevel=loglevel, quiet=True)
+    worker.stop_timeout_s = settings.stop_timeout_s
+    worker.before_stop_exit = lambda: withdraw(settings.state_dir, settings.web_port)
     # no start-up spinner: to spin on every log message, Faust sets the root logger to DEBUG and
     # leaves it there, so every debug call of aiokafka and Faust builds a record for the worker's
     # whole life (5 % of its CPU under the demo's load)

@@ -31,3 +31,39 @@ def test_a_time_out_of_zero_never_gives_up() -> None:
     from streams.stop_deadline import arm_stop_deadline
 
     assert arm_stop_deadline(0, "worker") is False
+
+
+CRASHED = """
+import asyncio
+import mode
+from mode.worker import Worker
+from streams.stop_deadline import StopDeadlineWorker
+
+class Crashing(mode.Service):  # a service that crashes (a failed commit), then hangs in its stop
+    async def on_started(self) -> None:
+        self.add_future(self._crash_soon())
+
+    async def _crash_soon(self) -> None:
+        await asyncio.sleep(0.3)
+        await self.crash(RuntimeError("a commit failed"))
+
+    async def on_stop(self) -> None:
+        await asyncio.sleep(30)  # (the producer's flush with the broker gone)
+
+class W(StopDeadlineWorker, Worker):
+    pass
+
+w = W(Crashing(), loglevel="warning", quiet=True)
+w.stop_timeout_s = 1.0
+w.execute_from_commandline()
+"""
+
+
+def test_a_worker_whose_service_crashed_and_whose_stop_hangs_is_gone_after_the_time_out_too() -> None:
+    """No signal at all: the deadline is armed when the stop starts (found by review)."""
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", CRASHED], capture_output=True, text=True, timeout=60, cwd=".")
+    took = time.monotonic() - t0
+    assert done.returncode == 1, done
+    assert "still stopping 1 s after it was told to stop" in done.stderr, done.stderr[-2000:]
+    assert took < 25, f"the process lived {took:.0f} s"
