@@ -121,7 +121,7 @@ class Settings(BaseModel):
     session_timeout_s: float = Field(default_factory=lambda: _env_float("SESSION_TIMEOUT", 10, minimum=6, maximum=1800))
     archive_flush_s: float = Field(default_factory=lambda: _env_positive("ARCHIVE_FLUSH", 1.0))
     # a worker or the agents told to stop (SIGTERM, SIGINT) exit 1 this long after, however far their
-    # clean stop got (streams/stop_deadline.py: one whose broker is gone waited 20 minutes; 0 = never)
+    # clean stop got (streams/stop_deadline.py: one whose broker is gone was still stopping 200 s later; 0 = never)
     stop_timeout_s: float = Field(default_factory=lambda: _env_float("STOP_TIMEOUT", 30, minimum=0), ge=0)
     # how long the broker may hold the archiver's fetch for more data (ms; streams/archiver.py): at
     # least 10 (with none it would answer at once, and the archiver would poll in a loop), at most

@@ -3,7 +3,7 @@
 A worker whose broker was gone did not stop on SIGTERM (measured: still running 200 s later):
 Faust's stop commits the offsets, and the commit waits for the producer to deliver what it holds,
 which aiokafka retries for ``producer_request_timeout`` (1,200 s). The simulated agents' stop
-waited their producer's 30 s delivery time-out, then ended in a traceback. The first signal to stop
+waits on their producer too (for up to ``BROKER_WAIT_S``, 300 s: ops/agents/simulated.py). The first signal to stop
 now arms a timer on a thread of its own (the event loop may be the thing that is stuck): when it
 runs out, the process says what it gives up on, in one line, and exits 1 at once. Nothing accepted
 is lost by that: what it had not committed is read again by the next worker, as after a SIGKILL
