@@ -58,6 +58,7 @@ def child_env(settings: Settings) -> dict[str, str]:
         "SEMSCHED_NODE_SILENT": str(settings.node_silent_s),
         "SEMSCHED_SNAPSHOT_VERIFY": str(settings.snapshot_verify_s),
         "SEMSCHED_STOP_TIMEOUT": str(settings.stop_timeout_s),
+        "SEMSCHED_DONE_RETENTION": str(settings.done_retention_s),
         "SEMSCHED_OTEL_EXPORTER": settings.otel_exporter,
     }
 

@@ -25,6 +25,7 @@ from scheduling.events import (
 from streams import telemetry
 from streams.admission import admit
 from streams.app import Worker
+from streams.done_retention import sent_too_long_ago
 from streams.early_reports import EarlyReport
 from streams.input_faults import ENV as FAULTS_ENV
 from streams.input_faults import InputFaults
@@ -136,6 +137,9 @@ def register_agents(w: Worker) -> None:
             await w.deadletter(raw, reason, msg, "jobs.submitted")
             return
         t = on_submitted(ev, known_job(w, ev.job_id), time.time())
+        stamp = round(msg.timestamp * 1000) if msg.timestamp is not None else None  # Faust gives seconds
+        if t.pending and (reason := sent_too_long_ago(stamp, w.settings)):  # (a job done may be forgotten)
+            t.deadletter = reason
         if t.deadletter:
             await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
             return

@@ -11,6 +11,7 @@ ones a restarted worker finds there that its tables have not seen.
 from __future__ import annotations
 
 import asyncio
+import heapq
 import logging
 import time
 from collections.abc import Awaitable
@@ -72,6 +73,7 @@ class Counters:
     offset_stalls: int = 0  # a partition's end past what was handled, and nothing arriving
     offsets_lost: int = 0  # sought back to and still not back after a minute: given up (logged as an error)
     deadletter_retries: int = 0  # dead letters the broker did not accept at first (each tried again until it does)
+    done_forgotten: int = 0  # done jobs forgotten after SEMSCHED_DONE_RETENTION (streams/done_retention.py)
     notes: dict[str, int] = field(default_factory=dict)
 
     def note(self, text: str) -> None:
@@ -106,6 +108,9 @@ class Worker:
     lifecycle_offsets: dict[int, int] = field(default_factory=dict)  # jobs.lifecycle: the same
     lifecycle_handled: dict[int, int] = field(default_factory=dict)  # jobs.lifecycle: partition → the offset after the last one handled
     telemetry_offsets: dict[int, int] = field(default_factory=dict)  # nodes.telemetry: the same
+    # (done_ts, job id) of the done records written or recovered: a heap, the oldest first, that
+    # streams/done_retention.py forgets them from (entries of records since overwritten or deleted are skipped)
+    done_due: list[tuple[float, str]] = field(default_factory=list)
     # node id -> when (monotonic) this worker last applied a report of its agent (streams/silent_nodes.py)
     node_heard: dict[str, float] = field(default_factory=dict)
     # node id -> why this worker refused its agent's latest report (a clock far ahead), until one applies
@@ -114,7 +119,7 @@ class Worker:
     # gangs with a rejected member (rebuilt from the done table once after recovery)
     # keyed by (cluster, gang id): a gang id is its cluster's (found by review: another cluster's gang of the
     # same name counted toward it, or took it down); ("", gang id) for done records older than that key
-    rejected_gangs: set[tuple[str, str]] = field(default_factory=set)
+    rejected_gangs: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # -> members rejected
     finished_gang_members: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # -> members that finished
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
@@ -227,6 +232,9 @@ class Worker:
         for name, table, writes in (("pending", self.pending, t.pending), ("running", self.running, t.running),
                                     ("done", self.done, t.done)):  # fmt: skip
             for key, value in writes.items():
+                if isinstance(value, DoneJob) and not value.done_ts:
+                    value = value.model_copy(update={"done_ts": time.time()})
+                gone = table.get(key) if name == "done" and value is None else None
                 d = None if value is None else value.model_dump(mode="json")
                 if name == "running":
                     self.held.touch(key)
@@ -244,19 +252,33 @@ class Worker:
                     table.send_changelog(partition, key, d)
                 if d is None:
                     self._parsed.pop((name, key), None)
+                    if gone and gone.get("gang_id"):
+                        self.forget_gang_member(gone)
                 else:
                     self._parsed[(name, key)] = (d, value)
-                    if name == "done" and d.get("gang_id"):
-                        self.note_gang_member(d)
+                    if name == "done":
+                        heapq.heappush(self.done_due, (d["done_ts"], key))
+                        if d.get("gang_id"):
+                            self.note_gang_member(d)
         self.counters.note(t.note)
 
     def note_gang_member(self, done: dict[str, Any]) -> None:
         """A gang member in ``done``: rejected, it takes its gang down; finished, it counts toward it."""
         gang = (done.get("cluster") or "", done["gang_id"])
-        if done["status"] == "rejected":
-            self.rejected_gangs.add(gang)
-        elif done["status"] == "finished":
-            self.finished_gang_members.setdefault(gang, set()).add(done["job_id"])
+        if (members := self._gang_members(done["status"])) is not None:
+            members.setdefault(gang, set()).add(done["job_id"])
+
+    def forget_gang_member(self, done: dict[str, Any]) -> None:
+        """A gang member's done record deleted (streams/done_retention.py): it no longer counts."""
+        gang = (done.get("cluster") or "", done["gang_id"])
+        members = self._gang_members(done["status"])
+        if members is not None and gang in members:
+            members[gang].discard(done["job_id"])
+            if not members[gang]:
+                del members[gang]
+
+    def _gang_members(self, status: str) -> dict[tuple[str, str], set[str]] | None:
+        return {"rejected": self.rejected_gangs, "finished": self.finished_gang_members}.get(status)
 
     def gang_state(self, cluster: str, gang_id: str) -> tuple[bool, int]:
         """Whether a member of ``cluster``'s gang ``gang_id`` was rejected, and how many finished (a done

@@ -6,7 +6,8 @@ to finish) or is rejected, because it never can run:
 - a DAG parent was rejected;
 - a DAG parent was never submitted ``dag_parent_wait_s`` (``SEMSCHED_DAG_PARENT_WAIT``) after the job
   was queued, or after this worker started or was given the job's partition if later (a restart's or a
-  rebalance's backlog may still hold the parent);
+  rebalance's backlog may still hold the parent); a parent done and forgotten since
+  (``SEMSCHED_DONE_RETENTION``: :mod:`streams.done_retention`) is one never submitted;
 - its DAG parents wait on each other in a cycle (``a`` waits for ``b``, which waits for ``a``), or
   wait on such a cycle: none of them can ever start;
 - a member of its gang was rejected, so the gang can never run whole.

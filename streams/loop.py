@@ -55,6 +55,7 @@ from streams.decision_records import (
     rejected_record,
     waiting_record,
 )
+from streams.done_retention import DoneRetention
 from streams.duration_reload import register_duration_reload
 from streams.heap import freeze_start_up_heap
 from streams.log_restore import restore_due
@@ -117,6 +118,7 @@ class SchedulingLoop:
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
         self.lost_nodes = LostNodes(self)  # placements on nodes unhealthy for too long are moved off
         self.silent_nodes = SilentNodes(self)  # nodes whose agent fell silent are marked unhealthy
+        self.retention = DoneRetention(self)  # done jobs are forgotten SEMSCHED_DONE_RETENTION after they end
         self._timeouts_checked = -1e9  # when _check_timeouts last read the running table (monotonic)
         self.last_reason: dict[str, str] = {}
         self.views = TableViews(w)
@@ -209,12 +211,14 @@ class SchedulingLoop:
             for d in list(self.w.done.values()):
                 if d and d.get("gang_id"):
                     self.w.note_gang_member(d)
+            self.retention.rescan()
             self._gangs_scanned = True
         lifecycle = lifecycle_partitions(self.w) - self.fenced
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
             await self.silent_nodes.check()
             await self.lost_nodes.check()
+        self.retention.sweep()  # done jobs past SEMSCHED_DONE_RETENTION
         if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
             await resend_commands(self.w, self.deciding(), self.timed_out)
         pending = self.views.pending(self.owned)

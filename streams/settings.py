@@ -104,6 +104,9 @@ class Settings(BaseModel):
     # report of its node until that time: streams/agents.py)
     max_clock_skew_s: float = Field(default_factory=lambda: _env_float("MAX_CLOCK_SKEW", 300, minimum=0), ge=0)
     dag_parent_wait_s: float = Field(default_factory=lambda: _env_float("DAG_PARENT_WAIT", 600, minimum=0), ge=0)
+    # a finished or rejected job is forgotten this long after it ended (streams/done_retention.py: the done
+    # table, and its changelog a restarted worker reads whole, stay bounded); 0 = kept for ever
+    done_retention_s: float = Field(default_factory=lambda: _env_float("DONE_RETENTION", 7 * 86400, minimum=0), ge=0)
     # how far behind the committed offsets a worker newly assigned a partition reads its input logs back,
     # messages per partition and topic (streams/log_readback.py; 0 = from the start): lost writes are the last few
     restore_window: int = Field(default_factory=lambda: _env_int("RESTORE_WINDOW", 10000, minimum=0), ge=0)

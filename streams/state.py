@@ -70,6 +70,9 @@ class DoneJob(BaseModel):
     reason: str = ""
     gang_id: str | None = None  # a rejected member takes its gang down; a finished one counts toward it
     cluster: str = ""  # whose gang (a gang id is a cluster's); "" in records written before it was kept
+    # when it became done (epoch s, the worker's clock: Worker.apply stamps it); the done table forgets it
+    # SEMSCHED_DONE_RETENTION after (streams/done_retention.py); 0 in records written before it was kept
+    done_ts: float = 0.0
 
 
 @dataclass
