@@ -25,7 +25,7 @@ from scheduling.events import (
 from streams import telemetry
 from streams.admission import admit
 from streams.app import Worker
-from streams.done_retention import sent_too_long_ago
+from streams.done_retention import refusal
 from streams.early_reports import EarlyReport
 from streams.input_faults import ENV as FAULTS_ENV
 from streams.input_faults import InputFaults
@@ -138,7 +138,7 @@ def register_agents(w: Worker) -> None:
             return
         t = on_submitted(ev, known_job(w, ev.job_id), time.time())
         stamp = round(msg.timestamp * 1000) if msg.timestamp is not None else None  # Faust gives seconds
-        if t.pending and (reason := sent_too_long_ago(stamp, w.settings)):  # (a job done may be forgotten)
+        if t.pending and (reason := refusal(w, msg.partition, stamp, ev.event_time)):  # (a forgotten job's?)
             t.deadletter = reason
         if t.deadletter:
             await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")

@@ -94,6 +94,7 @@ class Worker:
     pending: Any
     running: Any
     done: Any
+    forgotten: Any  # per partition (str), up to when its done jobs were forgotten (streams/done_retention.py)
     counters: Counters = field(default_factory=Counters)
     started_at: float = field(default_factory=time.time)  # when this worker started reading its inputs (epoch s)
     # per input partition, since when this worker holds it (epoch s; the loop's assignment handler): a
@@ -347,6 +348,7 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
         pending=app.Table("pending", default=None, help="accepted jobs waiting for a node", **tables),
         running=app.Table("running", default=None, help="placed jobs holding resources", **tables),
         done=app.Table("done", default=None, help="finished or rejected jobs", **tables),
+        forgotten=app.Table("forgotten", default=None, help="per partition, the forgotten watermark", **tables),
     )
     # Table writes queue changelog messages; past this many queued, Faust pauses every stream
     # until they drain (its default, 100, stalls ingest under a few hundred jobs/s).

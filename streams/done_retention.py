@@ -3,69 +3,87 @@ finished Jobs: the ``done`` table (held in memory, and its changelog, which a re
 whole) stays bounded in a worker that runs for months.
 
 A done record carries when it became done (``DoneJob.done_ts``, stamped by ``Worker.apply``).
-``settings.done_retention_s`` (``SEMSCHED_DONE_RETENTION``, 7 days; 0: kept for ever) after that, the
-scheduling loop deletes it: from the store, and a tombstone on its cluster's changelog partition.
+``settings.done_retention_s`` (``SEMSCHED_DONE_RETENTION``, 7 days; 0: kept for ever) plus
+``SEMSCHED_MAX_CLOCK_SKEW`` after that, the scheduling loop deletes it: from the store, and a
+tombstone on its cluster's changelog partition.
 
-- A submission whose record was sent (its Kafka timestamp) more than the retention ago is refused
-  (:func:`sent_too_long_ago`): dead-lettered live, skipped by the restore from the input logs. A
-  submission is sent before its job ends, and a record is forgotten only the retention plus
-  ``SEMSCHED_MAX_CLOCK_SKEW`` after its job ended, so a forgotten job's submission read again (after
-  a crash, the restore's read-back window, a group whose committed offsets expired) is always
-  refused, never taken for a new job and placed twice (producers' clocks within that skew).
-  Kafka's default topic retention is 7 days too: a submission that old is about to be deleted.
 - Not while a job still pending or running needs it: a DAG parent of one (the DAG gate reads its
-  status), or a member of a gang with a member still to run (it counts toward the gang, or took
-  it down).
-- Only in the partitions this worker owns: the tables also hold standby replicas, which their
+  status), or a member of a gang with a member still to run (it counts toward the gang, or took it
+  down). Those are looked at again every ``PASS_EVERY_S``.
+- Only in the partitions the loop may decide on: the tables also hold standby replicas, which their
   owner's tombstones clear.
-- A record written before ``done_ts`` was kept is stamped at the first pass over it, and forgotten
-  the retention after that.
-- At most ``MAX_PER_PASS`` records a pass, a pass at most every ``PASS_EVERY_S`` (a tenth of the
-  retention when that is shorter): ~2.9 million a day, each pass a few milliseconds of the loop.
+- A record written before ``done_ts`` was kept is stamped at a pass, and forgotten a retention later.
+- Up to ``MAX_PER_PASS`` records a pass; a pass every ``PASS_EVERY_S`` (a tenth of the retention when
+  that is shorter), at every tick while more are due.
 
-A forgotten job is one this worker never saw: a submission that uses its id again is a new job
-(within the retention it is dead-lettered as a re-used id), and a DAG child submitted after its
-parent was forgotten waits for the parent as for one never submitted (``SEMSCHED_DAG_PARENT_WAIT``).
+**No forgotten job runs twice.** Before deleting, the loop raises its partition's *forgotten
+watermark* (the ``forgotten`` table, changelogged, partition → epoch s) to the latest ``done_ts`` it
+forgets plus the clock skew, and waits for the broker to have it. A submission the worker does not
+know whose Kafka record was sent at or before its partition's watermark may be a forgotten job's
+(read again after a crash, by the restore's read-back window, by a group whose committed offsets
+expired): it is refused, dead-lettered live (:func:`refusal`) and not restored from the logs. A
+submission is sent before its job ends, and a record whose sender's clock was more than the skew
+ahead is refused too, so every forgotten job's submission is at or before the watermark. The
+watermark stays whatever the setting later says (raised, or 0), so changing it re-runs nothing.
+The cost: a submission that waited in its topic since before the jobs forgotten last ended (every
+worker down for longer than the retention) is dead-lettered, not run; sending it again runs it.
+
+A forgotten job is one never seen: a new submission of its id is a new job (within the retention it
+is dead-lettered as a re-used id), and a DAG child submitted after its parent was forgotten waits for
+the parent as for one never submitted (``SEMSCHED_DAG_PARENT_WAIT``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import heapq
 import logging
 import time
-from typing import TYPE_CHECKING
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
 
 from scheduling.events import partition_for
-from streams.settings import Settings
 from streams.state import DoneJob, Transition
 
 if TYPE_CHECKING:
+    from streams.app import Worker
     from streams.loop import SchedulingLoop
 
 log = logging.getLogger("semsched.worker")
 
 PASS_EVERY_S = 60.0
 MAX_PER_PASS = 2000
+WATERMARK_WAIT_S = 10.0  # for the broker to have a raised watermark before the records go (the tick waits)
 
 
-def sent_too_long_ago(timestamp_ms: int | None, s: Settings, now: float | None = None) -> str | None:
-    """Why a submission whose record was sent at ``timestamp_ms`` (its Kafka timestamp) is refused: more
-    than ``SEMSCHED_DONE_RETENTION`` ago, so its job may have been done and forgotten since; None if not."""
-    keep = s.done_retention_s
-    if keep <= 0 or timestamp_ms is None:
+def refusal(w: Worker, partition: int, timestamp_ms: int | None, event_time: datetime) -> str | None:
+    """Why a submission of a job this worker does not know, on ``partition``, whose Kafka record was sent
+    at ``timestamp_ms`` (``event_time`` when the record has none), is refused; None when it is not."""
+    sent = timestamp_ms / 1000 if timestamp_ms is not None and timestamp_ms > 0 else event_time.timestamp()
+    skew = w.settings.max_clock_skew_s
+    if (ahead := sent - time.time()) > skew:
+        return (f"its Kafka record is stamped {ahead:,.0f} s ahead of the worker's clock (more than "
+                f"SEMSCHED_MAX_CLOCK_SKEW={skew:g} s): is the producer's clock right?")  # fmt: skip
+    mark = w.forgotten.get(str(partition))
+    if mark is None or sent > mark:
         return None
-    age = (time.time() if now is None else now) - timestamp_ms / 1000
-    if age <= keep:
-        return None
-    return (f"submission sent {age:,.0f} s ago, more than SEMSCHED_DONE_RETENTION={keep:g} s: its job may have "
-            "been done and forgotten since; submit it again (a new event) to run it")
+    return (f"sent at {_iso(sent)}, before {_iso(mark)}, up to which this partition's done jobs were forgotten "
+            "(SEMSCHED_DONE_RETENTION): it may be one of theirs, read again; send it again to run it")
+
+
+def _iso(t: float) -> str:
+    return datetime.fromtimestamp(t, UTC).isoformat(timespec="seconds")
 
 
 class DoneRetention:
     def __init__(self, loop: SchedulingLoop) -> None:
         self.loop = loop
-        self._passed = -1e18  # when the last pass ran (monotonic)
-        self._needed: list[tuple[float, str]] = []  # due, but a pending or running job needed them: next pass
+        self._next = -1e18  # when the next pass is due (monotonic)
+        self._needed: list[tuple[float, str]] = []  # due, but a pending or running job needed them
+        self._needed_checked = -1e18  # when they were last looked at (monotonic)
         self._unstamped: list[str] = []  # records without done_ts found by the last scan
 
     def rescan(self) -> None:
@@ -83,57 +101,101 @@ class DoneRetention:
         heapq.heapify(due)
         w.done_due = due
 
-    def sweep(self) -> int:
-        """One pass (when one is due): forget what is past the retention; how many were forgotten."""
+    async def sweep(self) -> int:
+        """One pass, when one is due: forget what is past the retention; how many were forgotten."""
         w = self.loop.w
         keep = w.settings.done_retention_s
         now_m = time.monotonic()
-        if keep <= 0 or now_m - self._passed < min(PASS_EVERY_S, keep / 10):
+        if keep <= 0 or now_m < self._next:
             return 0
-        self._passed = now_m
+        every = min(PASS_EVERY_S, keep / 10)
+        self._next = now_m + every
         now = time.time()
         self._stamp(now)
-        due, self._needed = self._needed, []
-        until = now - keep - w.settings.max_clock_skew_s  # (see sent_too_long_ago)
+        until = now - keep - w.settings.max_clock_skew_s
+        due: list[tuple[float, str]] = []
         while w.done_due and w.done_due[0][0] <= until and len(due) < MAX_PER_PASS:
             due.append(heapq.heappop(w.done_due))
+        if w.done_due and w.done_due[0][0] <= until:
+            self._next = now_m  # more are due: the next tick goes on
+        if now_m - self._needed_checked >= every:
+            due, self._needed, self._needed_checked = due + self._needed, [], now_m
         if not due:
             return 0
         parents, open_gangs = self._needs()
-        forgotten = 0
+        going: dict[int, list[tuple[float, str]]] = defaultdict(list)
         for ts, key in due:
             d = w.done.get(key)
             if d is None or d.get("done_ts") != ts:  # deleted, or done again since (its own entry is due later)
                 continue
             cluster = d.get("cluster") or ""
-            if not cluster or not self.loop.views.owns(cluster, self.loop.owned):
+            if not cluster or not self.loop.views.owns(cluster, self.loop.deciding()):
                 continue  # its partition's owner forgets it (one without a cluster: its partition is unknown, kept)
             if key in parents or (d.get("gang_id") and (cluster, d["gang_id"]) in open_gangs):
                 self._needed.append((ts, key))
                 continue
-            w.apply(Transition(done={key: None}), partition=partition_for(cluster, w.settings.partitions))
-            forgotten += 1
+            going[partition_for(cluster, w.settings.partitions)].append((ts, key))
+        if not going or not await self._raise_watermarks(going, w.settings.max_clock_skew_s):
+            return 0
+        forgotten = 0
+        for part, entries in going.items():
+            if part not in self.loop.deciding():  # revoked while the watermark was on its way
+                continue
+            w.apply(Transition(done=dict.fromkeys((key for _, key in entries), None)), partition=part)
+            forgotten += len(entries)
         w.counters.done_forgotten += forgotten
         if forgotten:
             log.info("forgot %d done job(s) ended more than %g s ago (SEMSCHED_DONE_RETENTION); %d kept for "
                      "jobs still to run", forgotten, keep, len(self._needed))  # fmt: skip
         return forgotten
 
+    async def _raise_watermarks(self, going: dict[int, list[tuple[float, str]]], skew: float) -> bool:
+        """Each partition's watermark past what it forgets, on the broker before any record goes; False (and
+        the entries back in the index, for the next pass) if the broker did not take them in time."""
+        w = self.loop.w
+        sent: list[Any] = []
+        for part, entries in going.items():
+            mark = max(ts for ts, _ in entries) + skew
+            key = str(part)
+            if (w.forgotten.get(key) or 0.0) < mark:
+                w.forgotten.data[key] = mark
+                sent.append(w.forgotten.send_changelog(part, key, mark))
+        waits = [f for f in sent if isinstance(f, asyncio.Future)]
+        try:
+            if waits:
+                await asyncio.wait_for(asyncio.gather(*waits), WATERMARK_WAIT_S)
+        except Exception as e:  # (the broker away: nothing is forgotten until it takes the watermark)
+            log.warning("the forgotten watermark did not reach the broker (%s): done jobs kept until it does", e)
+            for entries in going.values():
+                for entry in entries:
+                    heapq.heappush(w.done_due, entry)
+            return False
+        return True
+
     def _stamp(self, now: float) -> None:
-        """Give the records written before ``done_ts`` was kept one, in the partitions this worker owns."""
-        w, later = self.loop.w, []
-        for key in self._unstamped:
+        """Give records written before ``done_ts`` was kept one (at most MAX_PER_PASS a pass), in the
+        partitions the loop may decide on."""
+        w, later, stamped = self.loop.w, [], 0
+        for i, key in enumerate(self._unstamped):
+            if stamped >= MAX_PER_PASS:
+                later.extend(self._unstamped[i:])
+                break
             d = w.done.get(key)
             if d is None or d.get("done_ts"):
                 continue
             cluster = d.get("cluster") or ""
             if not cluster:  # (older still: its changelog partition is unknown, so it is kept)
                 continue
-            if not self.loop.views.owns(cluster, self.loop.owned):
+            if not self.loop.views.owns(cluster, self.loop.deciding()):
                 later.append(key)  # (its partition may be given to this worker later)
                 continue
-            stamped = DoneJob.model_validate(d).model_copy(update={"done_ts": now})
-            w.apply(Transition(done={key: stamped}), partition=partition_for(cluster, w.settings.partitions))
+            try:
+                record = DoneJob.model_validate(d).model_copy(update={"done_ts": now})
+            except ValidationError as e:
+                log.error("done record %r is not one (%s): kept as it is", key, e.errors()[0]["msg"])
+                continue
+            w.apply(Transition(done={key: record}), partition=partition_for(cluster, w.settings.partitions))
+            stamped += 1
         self._unstamped = later
 
     def _needs(self) -> tuple[set[str], set[tuple[str, str]]]:

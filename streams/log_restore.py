@@ -14,8 +14,8 @@ the group's committed offsets (:func:`streams.log_readback.read_back`), and :fun
 applies every event that moves a job on from where the tables hold it, with the agents'
 own idempotent transitions:
 
-- a submission whose job the tables do not know at all, sent within ``SEMSCHED_DONE_RETENTION``
-  (an older one may be a job done and forgotten since: :mod:`streams.done_retention`);
+- a submission whose job the tables do not know at all, sent after its partition's forgotten
+  watermark (an older one may be of a job done and forgotten since: :mod:`streams.done_retention`);
 - a decision whose job is pending at that attempt (``unschedulable`` ones are archive only);
 - a lifecycle report that moves the job's current placement on (or stands for the decision
   of its pending attempt, :func:`streams.state.on_lifecycle`). Reports about placements the
@@ -63,7 +63,7 @@ from scheduling.events import INTERNAL_ERROR, DeadLetter, DecisionRecord, JobLif
 from streams.admission import admit
 from streams.agents import ahead_of_clock, known_job, lifecycle_transition
 from streams.app import Worker
-from streams.done_retention import sent_too_long_ago
+from streams.done_retention import refusal
 from streams.log_readback import REFUSALS, RESTORED_TOPICS, Logged, read_back
 from streams.state import PendingJob, Transition, on_submitted
 
@@ -97,19 +97,21 @@ def _refused(dead_letters: list[tuple[int, int, bytes, int | None]]) -> set[tupl
 
 def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes, int | None]],
             refused: set[tuple[str, int, int]]) -> list[LoggedEvent]:  # fmt: skip
-    out, too_old = [], 0
+    out, refused_now = [], 0
     for partition, offset, raw, timestamp_ms in logged:
         if (topic, partition, offset) in refused:
             continue
         ev = admit(raw, topic, partition, w.settings, offset=offset, timestamp_ms=timestamp_ms)
-        if topic == "jobs.submitted" and sent_too_long_ago(timestamp_ms, w.settings):
-            too_old += 1  # (the live agent refuses it too)
+        if isinstance(ev, str):
             continue
-        if not isinstance(ev, str):
-            out.append(LoggedEvent(topic, partition, offset, ev))
-    if too_old:
-        log.info("%d submission(s) read back were sent more than SEMSCHED_DONE_RETENTION ago: not restored (their "
-                 "jobs may have been done and forgotten since)", too_old)  # fmt: skip
+        if (isinstance(ev, JobSubmitted) and known_job(w, ev.job_id) is None
+                and refusal(w, partition, timestamp_ms, ev.event_time)):  # fmt: skip
+            refused_now += 1  # (the live agent refuses it too)
+            continue
+        out.append(LoggedEvent(topic, partition, offset, ev))
+    if refused_now:
+        log.info("%d submission(s) read back not restored: sent before their partition's forgotten watermark, they "
+                 "may be of jobs done and forgotten since (streams/done_retention.py)", refused_now)  # fmt: skip
     return out
 
 

@@ -208,6 +208,8 @@ class SchedulingLoop:
         # standby replicas and keys of partitions that moved to another worker
         self.owned = assigned
         if not self._gangs_scanned:  # once the recovered done table is there (Faust's recovery skips apply)
+            self.w.rejected_gangs.clear()  # (the recovery may have deleted records: done_retention.py)
+            self.w.finished_gang_members.clear()
             for d in list(self.w.done.values()):
                 if d and d.get("gang_id"):
                     self.w.note_gang_member(d)
@@ -218,7 +220,7 @@ class SchedulingLoop:
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
             await self.silent_nodes.check()
             await self.lost_nodes.check()
-        self.retention.sweep()  # done jobs past SEMSCHED_DONE_RETENTION
+        await self.retention.sweep()  # done jobs past SEMSCHED_DONE_RETENTION
         if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
             await resend_commands(self.w, self.deciding(), self.timed_out)
         pending = self.views.pending(self.owned)

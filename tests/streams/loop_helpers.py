@@ -45,7 +45,7 @@ def stood_in_worker(publish: Publish = delivered, **settings: Any) -> tuple[Work
     w = create_app(s)
     loop = w.loop  # type: ignore[attr-defined]
     w.publish = publish  # type: ignore[method-assign]
-    for table in (w.pending, w.running, w.done):
+    for table in (w.pending, w.running, w.done, w.forgotten):
         table.send_changelog = lambda *a, **k: None
     assigned = {TopicPartition(s.topic(t), p) for t in ("decisions", "jobs.lifecycle") for p in range(4)}
     w.app.consumer.assignment = lambda: assigned  # type: ignore[method-assign]

@@ -1,8 +1,9 @@
 """Done jobs are forgotten SEMSCHED_DONE_RETENTION after they end (``streams/done_retention.py``), on the
 real worker loop with the broker stood in: deleted with a tombstone on their cluster's changelog
-partition, but not while a job still to run needs them, nor in a partition this worker does not own;
-and a submission sent longer ago than that is not restored from the input logs (it may be a forgotten
-job's; the live agent's refusal is in test_faust_agents)."""
+partition once the partition's forgotten watermark covers them, but not while a job still to run needs
+them, nor in a partition this worker does not own; and a submission sent before the watermark is not
+restored from the input logs (it may be a forgotten job's; the live agent's refusal is in
+test_faust_agents)."""
 
 from __future__ import annotations
 
@@ -27,30 +28,77 @@ def submitted(job_id: str, **kw: Any) -> JobSubmitted:
                         memory_mib=1024, **kw)  # fmt: skip
 
 
-def worker(**settings: Any) -> tuple[Any, list[tuple[int, str, Any]]]:
-    """A stood-in worker (no node: nothing is placed) and the done table's changelog writes."""
+def worker(**settings: Any) -> tuple[Any, list[tuple[str, int, str, Any]]]:
+    """A stood-in worker (no node: nothing is placed) and the changelog writes of its done and forgotten tables."""
     settings.setdefault("done_retention_s", DAY)
     w, _ = stood_in_worker(policy="best-fit", **settings)
-    sent: list[tuple[int, str, Any]] = []
-    w.done.send_changelog = lambda partition, key, value, **kw: sent.append((partition, key, value))
+    sent: list[tuple[str, int, str, Any]] = []
+    for name in ("done", "forgotten"):
+        getattr(w, name).send_changelog = (lambda partition, key, value, _n=name, **kw:
+                                           sent.append((_n, partition, key, value)))  # fmt: skip
     return w, sent
 
 
-def test_a_job_done_longer_ago_than_the_retention_is_forgotten_with_a_tombstone() -> None:
-    async def go() -> tuple[Any, list[tuple[int, str, Any]]]:
+def test_a_job_done_longer_ago_than_the_retention_is_forgotten_after_its_watermark() -> None:
+    async def go() -> tuple[Any, list[tuple[str, int, str, Any]], float]:
         w, sent = worker()
         # "new" ended longer ago than the retention, but not by SEMSCHED_MAX_CLOCK_SKEW more (the margin for
-        # producers' clocks ahead: a submission sent before it ended must be refused as too old first)
-        w.apply(Transition(done={"old": done("old", age_s=DAY + 400), "new": done("new", age_s=DAY + 200)}),
-                partition=C1)  # fmt: skip
+        # producers' clocks ahead)
+        old = done("old", age_s=DAY + 400)
+        w.apply(Transition(done={"old": old, "new": done("new", age_s=DAY + 200)}), partition=C1)
         sent.clear()
         await w.loop.tick()
-        return w, sent
+        return w, sent, old.done_ts
 
-    w, sent = asyncio.run(go())
+    w, sent, ended = asyncio.run(go())
     assert "old" not in w.done and "new" in w.done
-    assert sent == [(C1, "old", None)]  # the tombstone, on c1's partition
+    mark = ended + w.settings.max_clock_skew_s  # a submission sent up to then may be of a job forgotten
+    assert sent == [("forgotten", C1, str(C1), mark), ("done", C1, "old", None)]  # the watermark first
+    assert w.forgotten[str(C1)] == mark
     assert w.counters.done_forgotten == 1
+
+
+def test_nothing_is_forgotten_while_the_broker_does_not_take_the_watermark() -> None:
+    async def go() -> tuple[bool, bool]:
+        w, _ = worker()
+        w.apply(Transition(done={"old": done("old", age_s=2 * DAY)}), partition=C1)
+
+        def refused(partition: int, key: str, value: Any, **kw: Any) -> asyncio.Future[None]:
+            f: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            f.set_exception(RuntimeError("KafkaTimeoutError"))
+            return f
+
+        w.forgotten.send_changelog = refused
+        await w.loop.tick()
+        kept = "old" in w.done
+        w.forgotten.send_changelog = lambda *a, **k: None  # the broker back
+        w.loop.retention._next = -1e18
+        await w.loop.tick()
+        return kept, "old" in w.done
+
+    assert asyncio.run(go()) == (True, False)
+
+
+def test_a_backlog_is_forgotten_a_pass_a_tick_and_records_kept_for_jobs_to_run_do_not_hold_it_up(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import streams.done_retention
+
+    monkeypatch.setattr(streams.done_retention, "MAX_PER_PASS", 2)
+
+    async def go() -> list[int]:
+        w, _ = worker()
+        # two parents kept for a pending child, older than the rest: they come due first at every look
+        old = {f"p{i}": done(f"p{i}", age_s=3 * DAY) for i in range(2)}
+        rest = {f"j{i}": done(f"j{i}", age_s=2 * DAY) for i in range(5)}
+        w.apply(Transition(done={**old, **rest}), partition=C1)
+        w.apply(on_submitted(submitted("child", dag_parents=["p0", "p1"]), None, 0.0), partition=C1)
+        left = []
+        for _ in range(4):  # ticks, no wait between them
+            await w.loop.tick()
+            left.append(sum(1 for k in rest if k in w.done))
+        assert all(k in w.done for k in old)
+        return left
+
+    assert asyncio.run(go()) == [5, 3, 1, 0]  # the parents' pass, then two a tick
 
 
 def test_a_job_done_is_stamped_when_it_ends_and_a_resubmission_of_its_id_is_refused_until_forgotten() -> None:
@@ -81,7 +129,7 @@ def test_a_dag_parent_is_kept_while_its_child_waits_and_forgotten_after() -> Non
         await w.loop.tick()  # (no node: the child stays pending)
         kept = "parent" in w.done and "child" in w.pending
         w.apply(Transition(pending={"child": None}), partition=C1)
-        w.loop.retention._passed = -1e18  # the next pass is due
+        w.loop.retention._next = w.loop.retention._needed_checked = -1e18  # the next pass, and a look at them, due
         await w.loop.tick()
         return kept, "parent" in w.done, "child" in w.pending
 
@@ -98,7 +146,7 @@ def test_a_gang_member_is_kept_while_its_gang_has_one_to_run_and_its_count_goes_
         await w.loop.tick()
         kept = w.gang_state("c1", "g")
         w.apply(Transition(pending={"b": None}), partition=C1)
-        w.loop.retention._passed = -1e18
+        w.loop.retention._next = w.loop.retention._needed_checked = -1e18
         await w.loop.tick()
         return kept, w.gang_state("c1", "g"), w.gang_state("c1", "h")
 
@@ -122,14 +170,16 @@ def test_another_workers_partition_is_left_to_it() -> None:
     assert asyncio.run(go()) == (False, True)
 
 
-def test_a_submission_sent_longer_ago_than_the_retention_is_not_restored_from_the_logs() -> None:
+def test_a_submission_sent_before_the_watermark_is_not_restored_from_the_logs_whatever_the_retention() -> None:
     """The restore applies a logged submission whose job the tables do not know: a forgotten job's, read back
-    within SEMSCHED_RESTORE_WINDOW, would be placed a second time."""
+    within SEMSCHED_RESTORE_WINDOW, would be placed a second time. The watermark holds with the retention
+    set to 0 (kept for ever) since."""
     from streams.log_restore import _events
 
     async def go() -> list[str]:
-        w, _ = worker()
+        w, _ = worker(done_retention_s=0)
         now_ms = time.time() * 1000
+        w.forgotten.data[str(C1)] = now_ms / 1000 - DAY
         logged = [(C1, 0, submitted("forgotten").to_bytes(), round(now_ms - (DAY + 10) * 1000)),
                   (C1, 1, submitted("lost").to_bytes(), round(now_ms - 3_600_000))]  # fmt: skip
         return [e.event.job_id for e in _events(w, "jobs.submitted", logged, set())]
@@ -148,7 +198,7 @@ def test_a_record_from_before_the_stamp_is_stamped_then_forgotten_a_retention_la
         stamp = w.done["legacy"].get("done_ts", 0.0)
         w.done.data["legacy"]["done_ts"] = stamp - 2 * DAY
         w.done_due[:] = [(stamp - 2 * DAY, "legacy")]
-        w.loop.retention._passed = -1e18
+        w.loop.retention._next = w.loop.retention._needed_checked = -1e18
         await w.loop.tick()
         return stamp, "legacy" in w.done
 
@@ -164,3 +214,19 @@ def test_a_retention_of_zero_keeps_every_job() -> None:
         return "old" in w.done
 
     assert asyncio.run(go())
+
+
+def test_a_gang_member_deleted_by_a_recovery_no_longer_counts_after_it() -> None:
+    """Faust's recovery (a partition given to this worker, its owner had forgotten a member) deletes records
+    without Worker.apply: the loop's index of the gangs is built again from the table, not added to."""
+
+    async def go() -> tuple[tuple[bool, int], tuple[bool, int]]:
+        w, _ = worker()
+        w.apply(Transition(done={"m": done("m", age_s=0, gang_id="g", status="rejected")}), partition=C1)
+        before = w.gang_state("c1", "g")
+        del w.done.data["m"]  # as the recovery applies the owner's tombstone
+        w.loop._gangs_scanned = False  # (an assignment: the loop indexes the table again)
+        await w.loop.tick()
+        return before, w.gang_state("c1", "g")
+
+    assert asyncio.run(go()) == ((True, 0), (False, 0))

@@ -189,18 +189,22 @@ async def test_redelivered_submission_is_accepted_once(worker: tuple[Worker, Sen
     assert sent.by_topic == {}
 
 
-async def test_a_submission_sent_longer_ago_than_the_done_retention_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
+async def test_a_submission_sent_before_its_partitions_forgotten_watermark_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
     """Its job may have been done and forgotten since (streams/done_retention.py): a submission read again
-    after a crash or with expired group offsets must not run that job a second time. One sent within the
-    retention is accepted."""
+    after a crash or with expired group offsets must not run that job a second time. One sent after the
+    watermark is accepted, and one whose Kafka record is stamped far ahead of the worker's clock is refused
+    (a producer's clock ahead would put a forgotten job's submission past the watermark)."""
     w, sent = worker
-    keep = w.settings.done_retention_s
+    now = time.time()
+    w.forgotten.data[str(partition_for("c1", 4))] = now - 3600
     async with drive(w, "jobs.submitted") as a:
-        await put(a, job("old").to_bytes(), key=b"old", timestamp=time.time() - keep - 10)
-        await put(a, job("recent").to_bytes(), key=b"recent", timestamp=time.time() - keep + 60)
+        await put(a, job("old").to_bytes(), key=b"old", timestamp=now - 3700)
+        await put(a, job("recent").to_bytes(), key=b"recent", timestamp=now - 3500)
+        await put(a, job("ahead").to_bytes(), key=b"ahead", timestamp=now + 3600)
     assert list(w.pending.keys()) == ["recent"]
-    [dl] = sent.deadletters()
-    assert "SEMSCHED_DONE_RETENTION" in dl.reason and "forgotten" in dl.reason, dl.reason
+    old, ahead = sent.deadletters()
+    assert "forgotten" in old.reason and "SEMSCHED_DONE_RETENTION" in old.reason, old.reason
+    assert "ahead of the worker's clock" in ahead.reason, ahead.reason
 
 
 async def test_reused_job_id_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
