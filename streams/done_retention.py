@@ -25,6 +25,9 @@ expired): it is refused, dead-lettered live (:func:`refusal`) and not restored f
 submission is sent before its job ends, and a record whose sender's clock was more than the skew
 ahead is refused too, so every forgotten job's submission is at or before the watermark. The
 watermark stays whatever the setting later says (raised, or 0), so changing it re-runs nothing.
+A lifecycle report of a job the worker does not know, sent at or before the watermark, is let go
+(counted in ``notes``): held as an early report, it would wait for a submission that is refused, then
+fence a run long over. The argument takes the workers' clocks to agree within the skew.
 The cost: a submission that waited in its topic since before the jobs forgotten last ended (every
 worker down for longer than the retention) is dead-lettered, not run; sending it again runs it.
 
@@ -59,19 +62,31 @@ MAX_PER_PASS = 2000
 WATERMARK_WAIT_S = 10.0  # for the broker to have a raised watermark before the records go (the tick waits)
 
 
+def sent_at(timestamp_ms: int | None, event_time: datetime) -> float:
+    """When an input record was sent (epoch s): its Kafka timestamp, else (none, or a sentinel) its event's time."""
+    return timestamp_ms / 1000 if timestamp_ms is not None and timestamp_ms > 0 else event_time.timestamp()
+
+
+def of_a_forgotten_job(w: Worker, partition: int, sent: float) -> bool:
+    """Whether an event of a job this worker does not know, on ``partition``, sent at ``sent``, may be of a
+    job done and forgotten since: sent at or before the partition's watermark."""
+    mark = w.forgotten.get(str(partition))
+    return mark is not None and sent <= mark
+
+
 def refusal(w: Worker, partition: int, timestamp_ms: int | None, event_time: datetime) -> str | None:
     """Why a submission of a job this worker does not know, on ``partition``, whose Kafka record was sent
     at ``timestamp_ms`` (``event_time`` when the record has none), is refused; None when it is not."""
-    sent = timestamp_ms / 1000 if timestamp_ms is not None and timestamp_ms > 0 else event_time.timestamp()
+    sent = sent_at(timestamp_ms, event_time)
     skew = w.settings.max_clock_skew_s
     if (ahead := sent - time.time()) > skew:
         return (f"its Kafka record is stamped {ahead:,.0f} s ahead of the worker's clock (more than "
                 f"SEMSCHED_MAX_CLOCK_SKEW={skew:g} s): is the producer's clock right?")  # fmt: skip
-    mark = w.forgotten.get(str(partition))
-    if mark is None or sent > mark:
+    if not of_a_forgotten_job(w, partition, sent):
         return None
-    return (f"sent at {_iso(sent)}, before {_iso(mark)}, up to which this partition's done jobs were forgotten "
-            "(SEMSCHED_DONE_RETENTION): it may be one of theirs, read again; send it again to run it")
+    return (f"sent at {_iso(sent)}, before {_iso(w.forgotten.get(str(partition)))}, up to which this partition's "
+            "done jobs were forgotten (SEMSCHED_DONE_RETENTION): it may be one of theirs, read again; send it "
+            "again to run it")  # fmt: skip
 
 
 def _iso(t: float) -> str:
@@ -85,6 +100,9 @@ class DoneRetention:
         self._needed: list[tuple[float, str]] = []  # due, but a pending or running job needed them
         self._needed_checked = -1e18  # when they were last looked at (monotonic)
         self._unstamped: list[str] = []  # records without done_ts found by the last scan
+        # per partition, the watermark the broker acknowledged to this process (a new process sends its
+        # partitions' watermarks once again at its first pass: one message each)
+        self._acked: dict[int, float] = {}
 
     def rescan(self) -> None:
         """Index the done table again (after a recovery or a rebalance: Faust's recovery writes the
@@ -120,26 +138,23 @@ class DoneRetention:
             self._next = now_m  # more are due: the next tick goes on
         if now_m - self._needed_checked >= every:
             due, self._needed, self._needed_checked = due + self._needed, [], now_m
-        if not due:
+        going = self._going(due)
+        if not going:
             return 0
-        parents, open_gangs = self._needs()
-        going: dict[int, list[tuple[float, str]]] = defaultdict(list)
-        for ts, key in due:
-            d = w.done.get(key)
-            if d is None or d.get("done_ts") != ts:  # deleted, or done again since (its own entry is due later)
-                continue
-            cluster = d.get("cluster") or ""
-            if not cluster or not self.loop.views.owns(cluster, self.loop.deciding()):
-                continue  # its partition's owner forgets it (one without a cluster: its partition is unknown, kept)
-            if key in parents or (d.get("gang_id") and (cluster, d["gang_id"]) in open_gangs):
-                self._needed.append((ts, key))
-                continue
-            going[partition_for(cluster, w.settings.partitions)].append((ts, key))
-        if not going or not await self._raise_watermarks(going, w.settings.max_clock_skew_s):
+        if not await self._raise_watermarks(going):
+            for entries in going.values():  # (kept for a later pass)
+                for entry in entries:
+                    heapq.heappush(w.done_due, entry)
+            self._next = now_m + every
             return 0
+        # again: while the watermark was on its way, a partition may have been revoked, a job needing
+        # one of them (a DAG child, a gang member) accepted, or a record written again
+        going = self._going([entry for entries in going.values() for entry in entries])
         forgotten = 0
         for part, entries in going.items():
-            if part not in self.loop.deciding():  # revoked while the watermark was on its way
+            if self._acked.get(part, 0.0) < max(ts for ts, _ in entries) + w.settings.max_clock_skew_s:
+                for entry in entries:  # (the skew changed under the wait: the next pass raises it again)
+                    heapq.heappush(w.done_due, entry)
                 continue
             w.apply(Transition(done=dict.fromkeys((key for _, key in entries), None)), partition=part)
             forgotten += len(entries)
@@ -149,27 +164,51 @@ class DoneRetention:
                      "jobs still to run", forgotten, keep, len(self._needed))  # fmt: skip
         return forgotten
 
-    async def _raise_watermarks(self, going: dict[int, list[tuple[float, str]]], skew: float) -> bool:
-        """Each partition's watermark past what it forgets, on the broker before any record goes; False (and
-        the entries back in the index, for the next pass) if the broker did not take them in time."""
+    def _going(self, due: list[tuple[float, str]]) -> dict[int, list[tuple[float, str]]]:
+        """Of ``due``, per partition, the records to forget now; those a job still to run needs go to
+        ``_needed``, those deleted or written again since, or of partitions the loop may not decide on, are
+        dropped (a record done again has its own entry; another partition's owner forgets its own)."""
         w = self.loop.w
-        sent: list[Any] = []
+        parents, open_gangs = self._needs() if due else (set(), set())
+        deciding = self.loop.deciding()
+        going: dict[int, list[tuple[float, str]]] = defaultdict(list)
+        for ts, key in due:
+            d = w.done.get(key)
+            if d is None or d.get("done_ts") != ts:
+                continue
+            cluster = d.get("cluster") or ""
+            if not cluster or not self.loop.views.owns(cluster, deciding):
+                continue  # (one without a cluster: its partition is unknown, so it is kept)
+            if key in parents or (d.get("gang_id") and (cluster, d["gang_id"]) in open_gangs):
+                self._needed.append((ts, key))
+                continue
+            going[partition_for(cluster, w.settings.partitions)].append((ts, key))
+        return going
+
+    async def _raise_watermarks(self, going: dict[int, list[tuple[float, str]]]) -> bool:
+        """Each partition's watermark past what it forgets, acknowledged by the broker before any record goes
+        (``_acked``: what the broker has; the table's own value, which :func:`refusal` reads, may run
+        ahead of it). False if the broker did not take them within ``WATERMARK_WAIT_S``."""
+        w = self.loop.w
+        sent: dict[int, tuple[float, Any]] = {}
         for part, entries in going.items():
-            mark = max(ts for ts, _ in entries) + skew
+            mark = max(ts for ts, _ in entries) + w.settings.max_clock_skew_s
+            if self._acked.get(part, 0.0) >= mark:
+                continue
             key = str(part)
-            if (w.forgotten.get(key) or 0.0) < mark:
-                w.forgotten.data[key] = mark
-                sent.append(w.forgotten.send_changelog(part, key, mark))
-        waits = [f for f in sent if isinstance(f, asyncio.Future)]
-        try:
-            if waits:
-                await asyncio.wait_for(asyncio.gather(*waits), WATERMARK_WAIT_S)
-        except Exception as e:  # (the broker away: nothing is forgotten until it takes the watermark)
-            log.warning("the forgotten watermark did not reach the broker (%s): done jobs kept until it does", e)
-            for entries in going.values():
-                for entry in entries:
-                    heapq.heappush(w.done_due, entry)
+            w.forgotten.data[key] = max(mark, w.forgotten.get(key) or 0.0)  # (refusing from now on)
+            sent[part] = (w.forgotten.data[key], w.forgotten.send_changelog(part, key, w.forgotten.data[key]))
+        waits = [f for _, f in sent.values() if isinstance(f, asyncio.Future)]
+        if waits:  # (asyncio.wait, not wait_for: a cancelled Faust future would break its own callback)
+            await asyncio.wait(waits, timeout=WATERMARK_WAIT_S)
+        failed = [f for f in waits if not f.done() or f.cancelled() or f.exception() is not None]
+        if failed:  # (the broker away: nothing is forgotten until it takes the watermark)
+            why = "no answer" if not failed[0].done() or failed[0].cancelled() else repr(failed[0].exception())
+            log.warning("the forgotten watermark did not reach the broker within %g s (%s): done jobs kept until "
+                        "it does", WATERMARK_WAIT_S, why)  # fmt: skip
             return False
+        for part, (mark, _) in sent.items():
+            self._acked[part] = max(mark, self._acked.get(part, 0.0))
         return True
 
     def _stamp(self, now: float) -> None:

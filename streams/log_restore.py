@@ -63,7 +63,7 @@ from scheduling.events import INTERNAL_ERROR, DeadLetter, DecisionRecord, JobLif
 from streams.admission import admit
 from streams.agents import ahead_of_clock, known_job, lifecycle_transition
 from streams.app import Worker
-from streams.done_retention import refusal
+from streams.done_retention import of_a_forgotten_job, refusal, sent_at
 from streams.log_readback import REFUSALS, RESTORED_TOPICS, Logged, read_back
 from streams.state import PendingJob, Transition, on_submitted
 
@@ -104,14 +104,15 @@ def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes, int | Non
         ev = admit(raw, topic, partition, w.settings, offset=offset, timestamp_ms=timestamp_ms)
         if isinstance(ev, str):
             continue
-        if (isinstance(ev, JobSubmitted) and known_job(w, ev.job_id) is None
-                and refusal(w, partition, timestamp_ms, ev.event_time)):  # fmt: skip
-            refused_now += 1  # (the live agent refuses it too)
+        if isinstance(ev, JobSubmitted | JobLifecycle) and known_job(w, ev.job_id) is None and (
+                refusal(w, partition, timestamp_ms, ev.event_time) if isinstance(ev, JobSubmitted)
+                else of_a_forgotten_job(w, partition, sent_at(timestamp_ms, ev.event_time))):  # fmt: skip
+            refused_now += 1  # (the live agents let them go too)
             continue
         out.append(LoggedEvent(topic, partition, offset, ev))
     if refused_now:
-        log.info("%d submission(s) read back not restored: sent before their partition's forgotten watermark, they "
-                 "may be of jobs done and forgotten since (streams/done_retention.py)", refused_now)  # fmt: skip
+        log.info("%d %s event(s) read back not restored: sent before their partition's forgotten watermark, they "
+                 "may be of jobs done and forgotten since (streams/done_retention.py)", refused_now, topic)  # fmt: skip
     return out
 
 

@@ -48,7 +48,7 @@ def test_forgotten_jobs_stay_forgotten_across_a_restart_and_run_once(make_stack)
     assert st["counters"]["restored"].get("jobs.submitted", 0) == 0, st["counters"]
     assert st["finished"] + st["rejected"] + st["pending"] + st["running"] + st["reserved"] == 0, st
     log = p.children["worker"].log_path.read_text(errors="replace")
-    assert "read back not restored: sent before their partition's forgotten watermark" in log
+    assert "jobs.submitted event(s) read back not restored: sent before their partition's forgotten watermark" in log
     assert p.wait_scalar("SELECT uniqExact(job_id) FROM jobs_lifecycle FINAL WHERE state = 'finished'", N,
                          timeout=60) == N  # fmt: skip
     assert p.sql(_PLACED_TWICE) == []

@@ -207,6 +207,23 @@ async def test_a_submission_sent_before_its_partitions_forgotten_watermark_is_de
     assert "ahead of the worker's clock" in ahead.reason, ahead.reason
 
 
+async def test_a_report_of_a_job_sent_before_the_forgotten_watermark_is_let_go(worker: tuple[Worker, Sent]) -> None:
+    """Not held for its submission (which would be refused), so no fence for a run long over after the wait."""
+    w, sent = worker
+    now = time.time()
+    w.forgotten.data[str(partition_for("c1", 4))] = now - 3600
+
+    def report(job_id: str) -> bytes:
+        return JobLifecycle(job_id=job_id, cluster="c1", state="started", attempt=0, decision_id=f"d-{job_id}",
+                            node_id="n1").to_bytes()  # fmt: skip
+
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, report("forgotten"), key=b"forgotten", timestamp=now - 3700)
+        await put(a, report("early"), key=b"early", timestamp=now - 10)
+    assert w.counters.early_reports == 1 and w.counters.notes.get("report of a forgotten job") == 1
+    assert sent.by_topic == {}
+
+
 async def test_reused_job_id_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
     w, sent = worker
     first = job("j1")
