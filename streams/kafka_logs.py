@@ -1,4 +1,4 @@
-"""aiokafka's log, as an operator should read it.
+"""aiokafka's log, as an operator should read it (:func:`tame_kafka_client_logs`).
 
 aiokafka logs every failed group-coordinator lookup at ERROR and then retries it. On a normal
 start against a fresh broker the first lookup fails with ``GroupCoordinatorNotAvailable``
@@ -6,11 +6,20 @@ while the broker creates ``__consumer_offsets`` (and again while a coordinator m
 ``[ERROR]`` line in the worker's log for something that heals by itself within a second. A
 retriable failure is logged as a WARNING that says it is being retried (still every time, so a
 coordinator that never comes back stays visible); a failure aiokafka does not retry stays an ERROR.
+
+While a broker is away, aiokafka logs each failed connection and metadata update, two lines per
+attempt: paced (streams/kafka_backoff.py), still ~20 lines a second, 7.4 KB/s (~640 MB a day) in the
+worker's log. :class:`CollapsedRepeats` lets the first of a kind of warning or error through, holds
+back the same kind (logger, level, message template) for ``every_s`` (10 s) after it, and the next
+one let through says how many it held back. A kind that stops repeating has its last held count
+untold; a new kind is always logged at once.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 
 COORDINATOR_LOGGER = "aiokafka.consumer.group_coordinator"
 _LOOKUP_FAILED = "Group Coordinator Request failed: %s"
@@ -25,8 +34,38 @@ class RetriedCoordinatorLookup(logging.Filter):
         return True
 
 
-def quiet_retried_coordinator_lookups() -> None:
-    """Install :class:`RetriedCoordinatorLookup` on aiokafka's coordinator logger (once)."""
-    logger = logging.getLogger(COORDINATOR_LOGGER)
-    if not any(isinstance(f, RetriedCoordinatorLookup) for f in logger.filters):
-        logger.addFilter(RetriedCoordinatorLookup())
+class CollapsedRepeats(logging.Filter):
+    def __init__(self, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self.every_s = every_s
+        self.clock = clock
+        self._shown: dict[tuple[str, int, str], float] = {}  # kind -> when one was last let through
+        self._held: dict[tuple[str, int, str], int] = {}  # kind -> how many were held back since
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return True
+        kind = (record.name, record.levelno, str(record.msg))
+        now = self.clock()
+        shown = self._shown.get(kind)
+        if shown is not None and now - shown < self.every_s:
+            self._held[kind] = self._held.get(kind, 0) + 1
+            return False
+        self._shown[kind] = now
+        if held := self._held.pop(kind, 0):
+            record.msg = f"{record.msg} (and {held:,} more like it in the {now - shown:.0f} s before, not logged)"  # type: ignore[operator]
+        return True
+
+
+def tame_kafka_client_logs() -> None:
+    """Install :class:`RetriedCoordinatorLookup` on aiokafka's coordinator logger, then :class:`CollapsedRepeats`
+    on each of aiokafka's loggers (once; a filter applies to its own logger's records only)."""
+    import aiokafka  # noqa: F401  (its modules' loggers exist once it is imported)
+
+    coordinator = logging.getLogger(COORDINATOR_LOGGER)
+    if not any(isinstance(f, RetriedCoordinatorLookup) for f in coordinator.filters):
+        coordinator.addFilter(RetriedCoordinatorLookup())
+    for name in [n for n in list(logging.root.manager.loggerDict) if n == "aiokafka" or n.startswith("aiokafka.")]:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, CollapsedRepeats) for f in logger.filters):
+            logger.addFilter(CollapsedRepeats())

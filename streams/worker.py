@@ -9,7 +9,7 @@ import logging
 from streams import telemetry
 from streams.app import Worker, create_app
 from streams.kafka_backoff import pace_failed_metadata_updates
-from streams.kafka_logs import quiet_retried_coordinator_lookups
+from streams.kafka_logs import tame_kafka_client_logs
 from streams.settings import Settings, no_broker
 from streams.stop_deadline import StopDeadlineWorker
 from streams.topics import TopicSetupError, ensure_topics
@@ -67,7 +67,7 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
     from faust.worker import Worker as FaustWorker
 
     settings.state_dir.mkdir(parents=True, exist_ok=True)
-    quiet_retried_coordinator_lookups()
+    tame_kafka_client_logs()
     pace_failed_metadata_updates()
     # before Faust starts: its worker redirects stdout into logging, the console exporter
     # keeps the real stdout (the worker's log file under the local stack)

@@ -61,7 +61,7 @@ from scheduling.events import (
     derived_event_id,
 )
 from streams.kafka_backoff import pace_failed_metadata_updates
-from streams.kafka_logs import quiet_retried_coordinator_lookups
+from streams.kafka_logs import tame_kafka_client_logs
 from streams.producer import EventProducer
 from streams.settings import AGENT_REPORT_EVERY_S, Settings, no_broker
 from streams.stop_deadline import arm_stop_deadline
@@ -402,7 +402,7 @@ class SimulatedAgents:
 
 
 def run_agents(settings: Settings, **kw: object) -> None:
-    quiet_retried_coordinator_lookups()
+    tame_kafka_client_logs()
     pace_failed_metadata_updates()
     try:
         log.warning(configure(settings, "semsched-agents"))

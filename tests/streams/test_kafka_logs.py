@@ -1,4 +1,5 @@
-"""streams/kafka_logs.py: aiokafka's retried coordinator lookups are warnings, not errors."""
+"""streams/kafka_logs.py: aiokafka's retried coordinator lookups are warnings, not errors, and the same
+warning again within 10 s is held back and counted."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import logging
 import aiokafka.errors as Errors  # noqa: N812 (aiokafka's own alias)
 import pytest
 
-from streams.kafka_logs import COORDINATOR_LOGGER, quiet_retried_coordinator_lookups
+from streams.kafka_logs import COORDINATOR_LOGGER, CollapsedRepeats, tame_kafka_client_logs
 
 
 def test_a_retried_coordinator_lookup_is_a_warning_and_one_that_is_not_retried_stays_an_error(
@@ -15,9 +16,10 @@ def test_a_retried_coordinator_lookup_is_a_warning_and_one_that_is_not_retried_s
     from aiokafka.consumer import group_coordinator
 
     assert group_coordinator.log.name == COORDINATOR_LOGGER  # the logger aiokafka writes the line to
-    quiet_retried_coordinator_lookups()
-    quiet_retried_coordinator_lookups()  # installed once
-    assert len(group_coordinator.log.filters) == 1
+    tame_kafka_client_logs()
+    tame_kafka_client_logs()  # installed once
+    assert sorted(type(f).__name__ for f in group_coordinator.log.filters) == ["CollapsedRepeats",
+                                                                              "RetriedCoordinatorLookup"]  # fmt: skip
     with caplog.at_level(logging.WARNING, logger=COORDINATOR_LOGGER):
         # aiokafka's own call (ensure_coordinator_known), a fresh broker's first answer:
         group_coordinator.log.error("Group Coordinator Request failed: %s", Errors.CoordinatorNotAvailableError())
@@ -26,3 +28,35 @@ def test_a_retried_coordinator_lookup_is_a_warning_and_one_that_is_not_retried_s
     assert first.levelname == "WARNING" and "retrying" in first.getMessage()
     assert "CoordinatorNotAvailable" in first.getMessage()
     assert second.levelname == "ERROR" and "retrying" not in second.getMessage()
+
+
+def test_the_same_kind_of_line_within_the_interval_is_held_back_and_counted_in_the_next_one_let_through() -> None:
+    now = [0.0]
+    f = CollapsedRepeats(every_s=10.0, clock=lambda: now[0])
+
+    def line(msg: str, *args: object, level: int = logging.ERROR) -> logging.LogRecord:
+        return logging.LogRecord("aiokafka.client", level, __file__, 1, msg, args, None)
+
+    shown = []
+    for t in (0.0, 0.1, 0.2, 5.0, 9.9):  # a failed update every so often, to node 1 then node 2
+        now[0] = t
+        shown += [r.getMessage() for r in [line("Unable to update metadata from %s", [1 + int(t > 1)])] if f.filter(r)]
+    now[0] = 10.0
+    again = line("Unable to update metadata from %s", [2])
+    assert f.filter(again)
+    other = line("Unable connect to node with id %s: %s", 1, "refused")
+    debug = line("Received cluster metadata: %s", "x", level=logging.DEBUG)
+    assert f.filter(other) and f.filter(debug) and f.filter(debug)  # another kind at once; below WARNING, all
+    assert shown == ["Unable to update metadata from [1]"]
+    assert again.getMessage() == ("Unable to update metadata from [2] (and 4 more like it in the 10 s before, "
+                                  "not logged)")  # fmt: skip
+
+
+def test_installed_on_aiokafka_s_client_logger(caplog: pytest.LogCaptureFixture) -> None:
+    from aiokafka import client
+
+    tame_kafka_client_logs()
+    with caplog.at_level(logging.WARNING, logger="aiokafka.client"):
+        for _ in range(50):
+            client.log.error("Unable to update metadata from %s", [1])
+    assert len(caplog.records) <= 1  # (none when an earlier test's line of this kind is under 10 s old)
