@@ -90,10 +90,13 @@ def partition_for(cluster: str, partitions: int) -> int:
     return zlib.crc32(cluster.encode()) % partitions
 
 
-def decision_id_for(job_id: str, attempt: int) -> str:
+def decision_id_for(job_id: str, attempt: int, submission: str) -> str:
     """Deterministic: a worker that re-decides the same attempt after a restart emits the
-    same id, so agents and the archive see one decision, never two."""
-    return hashlib.sha1(f"{job_id}#{attempt}".encode()).hexdigest()[:20]
+    same id, so agents and the archive see one decision, never two. ``submission``: the event id
+    of the job's submission, so a job id used again once its first job was forgotten
+    (streams/done_retention.py) has decisions of its own, not the first job's (which agents that
+    remember them would take for repeats)."""
+    return hashlib.sha1(f"{job_id}#{attempt}#{submission}".encode()).hexdigest()[:20]
 
 
 def archived_time(v: datetime, field: str) -> datetime:

@@ -73,7 +73,7 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
     (:attr:`~scheduling.events.DecisionRecord.lifecycle_through`)."""
     now = time.time() if now is None else now
     since = p.submit_ts if p.attempt == 0 else p.queued_ts
-    did = decision_id_for(p.job.job_id, p.attempt)
+    did = decision_id_for(p.job.job_id, p.attempt, p.job.event_id)
     fell_back = pl.job_id in model.fallback_jobs
     reason = pl.reason
     if fell_back:  # the heuristic scored it: its name heads the reason ("fgd: highest score 50 …"), then why
@@ -99,7 +99,7 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
 def placement_command(p: PendingJob, pl: Placement, *, cluster: str, policy: str) -> PlacementCommand:
     """The command that tells the node's agent to start the job (same decision id as its record)."""
     return PlacementCommand(
-        decision_id=decision_id_for(p.job.job_id, p.attempt), job_id=p.job.job_id, cluster=cluster,
+        decision_id=decision_id_for(p.job.job_id, p.attempt, p.job.event_id), job_id=p.job.job_id, cluster=cluster,
         attempt=p.attempt, node_id=pl.node_id, gpu_indices=list(pl.gpu_indices), cpu_milli=p.job.cpu_milli,
         memory_mib=p.job.memory_mib, gpu_milli_per_gpu=p.job.per_gpu_milli, policy=policy, reason=pl.reason,
         trace_duration_s=p.job.trace_duration_s,
@@ -111,7 +111,7 @@ def rejected_record(p: PendingJob, reason: str, *, policy: str, step_id: str, co
     """The decision record that gives up on a job (it can never run); its id is the job's
     attempt's decision id, so a repeated rejection is the same decision."""
     now = time.time() if now is None else now
-    did = decision_id_for(p.job.job_id, p.attempt)
+    did = decision_id_for(p.job.job_id, p.attempt, p.job.event_id)
     return DecisionRecord(
         event_id=did, decision_id=did, job_id=p.job.job_id, cluster=p.job.cluster, attempt=p.attempt,
         outcome="rejected", policy=policy, latency_ms=max(0.0, (now - p.submit_ts) * 1000),

@@ -9,7 +9,7 @@ topic when it restarts (it replays that topic before it schedules again, see
 ``catchup.py``) and the job reserved; if no agent ever confirms, the confirmation
 timeout re-queues it (checked only once the lifecycle reports already on the topic are
 applied: a restarted worker would otherwise time out jobs whose ``started`` it has not read
-yet). Decision ids are deterministic per (job, attempt), so a decision repeated after a
+yet). Decision ids are deterministic per (job, attempt, submission), so a decision repeated after a
 restart is the same decision to the agents and the archive.
 
 A rebalance waits for the step under way. The step awaits (the model server, the broker's

@@ -162,7 +162,7 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
         return late
     adopted: Transition | None = None
     if (running is None and pending is not None and ev.node_id and ev.state != "timed_out"
-            and ev.decision_id == decision_id_for(pending.job.job_id, pending.attempt)):  # fmt: skip
+            and ev.decision_id == decision_id_for(pending.job.job_id, pending.attempt, pending.job.event_id)):  # fmt: skip
         running = RunningJob(job=pending.job, attempt=pending.attempt, failures=pending.failures,
                              submit_ts=pending.submit_ts, decision_id=ev.decision_id, node_id=ev.node_id,
                              gpu_indices=list(ev.gpu_indices), reserved_ts=ev.event_time.timestamp(),
@@ -191,10 +191,12 @@ def _finished_before_its_next_attempt(ev: JobLifecycle, running: RunningJob | No
     run went on to the end, and its agent reported that after the worker's own ``preempted`` / ``timed_out``.
     The job is done; a placement of the next attempt is fenced (found by review: the completed job was run
     again). Not for a gang member (its gang was moved on whole) or an attempt that started."""
-    if ev.state != "finished" or not ev.decision_id or ev.decision_id != decision_id_for(ev.job_id, ev.attempt):
-        return None
     current = running if running is not None else pending
-    if current is None or current.attempt != ev.attempt + 1 or current.job.gang_id:
+    if ev.state != "finished" or not ev.decision_id or current is None:
+        return None
+    if ev.decision_id != decision_id_for(ev.job_id, ev.attempt, current.job.event_id):
+        return None
+    if current.attempt != ev.attempt + 1 or current.job.gang_id:
         return None
     if running is not None and running.state != "reserved":
         return None

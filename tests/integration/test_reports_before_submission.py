@@ -22,7 +22,7 @@ def test_reports_before_the_submission_wait_for_it_and_the_job_is_not_placed_aga
     p.start_worker()  # no agents: any placement would show as a decision and a reservation
     node = NodeTelemetry(node_id="n1", source="inventory", cpu_milli=8000, memory_mib=16384)
     job = JobSubmitted(job_id="early", cpu_milli=1000)
-    placed_by_a_worker_before = decision_id_for(job.job_id, 0)
+    placed_by_a_worker_before = decision_id_for(job.job_id, 0, job.event_id)
     reports = [JobLifecycle(job_id=job.job_id, state=state, attempt=0, decision_id=placed_by_a_worker_before,
                             node_id="n1") for state in ("started", "finished")]  # fmt: skip
     publish(p.settings, [node, *reports])

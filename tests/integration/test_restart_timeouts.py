@@ -25,14 +25,16 @@ def test_a_restarted_worker_times_out_nothing_that_started_while_it_was_down(mak
     asyncio.run(ensure_topics(p.settings))
     worker = p.start_worker()  # no agents: the job stays reserved
     node = NodeTelemetry(node_id="n1", source="inventory", cpu_milli=8000, memory_mib=16384)
-    publish(p.settings, [node, JobSubmitted(job_id="j", cpu_milli=1000, trace_duration_s=3600)])
+    job = JobSubmitted(job_id="j", cpu_milli=1000, trace_duration_s=3600)
+    publish(p.settings, [node, job])
     p.wait(lambda s: s["reserved"] == 1, timeout=60, what="the job reserved")
     worker.stop()
     # while the worker is down, an agent reports other runs and then starts the job; the
     # reservation is older than the confirmation timeout by the time the worker is back
     ghosts = [JobLifecycle(job_id=f"ghost-{i}", state="finished", decision_id=f"g{i}", node_id="n1")
               for i in range(BACKLOG)]  # fmt: skip
-    started = JobLifecycle(job_id="j", state="started", attempt=0, decision_id=decision_id_for("j", 0), node_id="n1")
+    started = JobLifecycle(job_id="j", state="started", attempt=0, decision_id=decision_id_for("j", 0, job.event_id),
+                           node_id="n1")
     publish(p.settings, [*ghosts, started])
     time.sleep(p.settings.confirm_timeout_s + 1)
     p.start_worker()

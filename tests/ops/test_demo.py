@@ -196,7 +196,7 @@ def test_the_report_is_not_reconciled_when_the_archive_accounts_for_fewer_jobs_t
         migrate(client)
         w = ArchiveWriter(client)
         for k, job in enumerate("ABC"):  # three jobs that ran, and one submission refused with a reason
-            did = decision_id_for(job, 0)
+            did = decision_id_for(job, 0, "sub")
             w.write("jobs_submitted", [JobSubmitted(event_time=at(0), job_id=job, cpu_milli=1000)], [(0, k)])
             w.write("decisions", [DecisionRecord(event_id=did, decision_id=did, event_time=at(1), job_id=job,
                                                  outcome="placed", node_id="n1", policy="best-fit", latency_ms=1.0)],

@@ -23,7 +23,7 @@ def at(s: float) -> datetime:
 
 
 def placed(job: str, attempt: int, t: float, gpus: int) -> DecisionRecord:
-    did = decision_id_for(job, attempt)
+    did = decision_id_for(job, attempt, "sub")
     return DecisionRecord(event_id=did, decision_id=did, event_time=at(t), job_id=job, attempt=attempt,
                           outcome="placed", node_id="n1", gpu_indices=list(range(gpus)), gpu_milli_per_gpu=1000,
                           policy="best-fit", latency_ms=1.0)  # fmt: skip
@@ -31,7 +31,7 @@ def placed(job: str, attempt: int, t: float, gpus: int) -> DecisionRecord:
 
 def life(job: str, attempt: int, state: str, t: float) -> JobLifecycle:
     return JobLifecycle(event_id=f"{job}-{attempt}-{state}", event_time=at(t), job_id=job, attempt=attempt,
-                        state=state, node_id="n1", decision_id=decision_id_for(job, attempt))  # type: ignore[arg-type]  # fmt: skip
+                        state=state, node_id="n1", decision_id=decision_id_for(job, attempt, "sub"))  # type: ignore[arg-type]  # fmt: skip
 
 
 def screen(s: Summary) -> str:

@@ -153,8 +153,10 @@ def test_gpu_demand() -> None:
 def test_partitioning_and_decision_ids_are_deterministic() -> None:
     assert partition_for("openb", 4) == partition_for("openb", 4)
     assert {partition_for(f"c{i}", 4) for i in range(50)} == {0, 1, 2, 3}
-    assert decision_id_for("j", 0) == decision_id_for("j", 0)
-    assert decision_id_for("j", 0) != decision_id_for("j", 1) != decision_id_for("k", 1)
+    assert decision_id_for("j", 0, "s") == decision_id_for("j", 0, "s")
+    assert decision_id_for("j", 0, "s") != decision_id_for("j", 1, "s") != decision_id_for("k", 1, "s")
+    # a job id used again once its first job was forgotten: another submission, other decisions
+    assert decision_id_for("j", 0, "s") != decision_id_for("j", 0, "s2")
 
 
 def test_dead_letter_keeps_the_original_bytes() -> None:

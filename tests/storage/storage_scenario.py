@@ -35,14 +35,14 @@ def scenario() -> dict[str, list[Event]]:
     ]
     cand = [Candidate(node_id="n1", score=0.9), Candidate(node_id="n2", score=0.4)]
     dec = [
-        DecisionRecord(event_id=decision_id_for("A", 0), decision_id=decision_id_for("A", 0),
+        DecisionRecord(event_id=decision_id_for("A", 0, "sub"), decision_id=decision_id_for("A", 0, "sub"),
                        event_time=at(2), job_id="A", outcome="placed", node_id="n1", gpu_indices=[0],
                        policy="best-fit", candidates=cand, feasible_nodes=2, latency_ms=20.0,
                        reason="tightest GPU fit", gpu_milli_per_gpu=1000, submit_time=at(0)),
         DecisionRecord(event_id="d-b-1", decision_id="d-b-1", event_time=at(3), job_id="B",
                        outcome="rejected", policy="best-fit", latency_ms=5.0,
                        reason="insufficient GPU: no node has 8 free GPUs"),
-        DecisionRecord(event_id=decision_id_for("D", 0), decision_id=decision_id_for("D", 0),
+        DecisionRecord(event_id=decision_id_for("D", 0, "sub"), decision_id=decision_id_for("D", 0, "sub"),
                        event_time=at(6), job_id="D", outcome="placed", node_id="n1", gpu_indices=[1],
                        policy="best-fit", candidates=cand[:1], feasible_nodes=1, latency_ms=40.0,
                        reason="tightest GPU fit", gpu_milli_per_gpu=1000),
@@ -67,9 +67,9 @@ def scenario() -> dict[str, list[Event]]:
                       num_gpu=4, gpu_model="A100", gpu_alloc_milli=[0, 1000, 0, 0]),
     ]  # fmt: skip
     act = [
-        PlacementCommand(event_id="a-a", event_time=at(2), decision_id=decision_id_for("A", 0),
+        PlacementCommand(event_id="a-a", event_time=at(2), decision_id=decision_id_for("A", 0, "sub"),
                          job_id="A", node_id="n1", policy="best-fit", gpu_indices=[0]),
-        PlacementCommand(event_id="a-d", event_time=at(6), decision_id=decision_id_for("D", 0),
+        PlacementCommand(event_id="a-d", event_time=at(6), decision_id=decision_id_for("D", 0, "sub"),
                          job_id="D", node_id="n1", policy="best-fit", gpu_indices=[1]),
     ]  # fmt: skip
     dl1 = DeadLetter.of(b"{not json", "bad json", topic="jobs.submitted", partition=0, offset=7)

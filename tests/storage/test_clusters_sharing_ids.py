@@ -1,6 +1,6 @@
 """Two clusters that reuse a job id, read apart. A job id is unique only among the clusters one worker
 serves (README, "Ids"): clusters a and b, on two workers, may both have a job "job1", and its decision
-id (``decision_id_for(job_id, attempt)``) is then the same in both. The archive's tables are keyed by
+id (``decision_id_for(job_id, attempt, "sub")``) is then the same in both. The archive's tables are keyed by
 cluster; its views and reads grouped and joined by job id (and decision id) alone, so one cluster's
 decision hid the other's, b's reports were dropped as "not where it runs" (a's node), b's run time read
 a's, and the counts, reconciliation and ``explain`` merged the two jobs (found by review)."""
@@ -20,7 +20,7 @@ from storage.queries.training_events import training_events
 from storage.writer import ArchiveWriter
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
-DID = decision_id_for("job1", 0)  # the same in both clusters
+DID = decision_id_for("job1", 0, "sub")  # the same in both clusters
 PARTITION = {"a": 0, "b": 1}
 NODE = {"a": "n0", "b": "n1"}  # where each cluster ran its job1 (both clusters have both nodes)
 
@@ -176,7 +176,7 @@ def test_reconciliation_checks_each_clusters_job_and_names_its_cluster(client: A
         return JobLifecycle(event_id=f"j5-{cluster}-{attempt}-{state}", event_time=at(s), job_id="job5",
                             cluster=cluster, state=state, attempt=attempt,  # type: ignore[arg-type]
                             node_id=None if state == "timed_out" else "n0",
-                            decision_id=decision_id_for("job5", attempt))  # fmt: skip
+                            decision_id=decision_id_for("job5", attempt, "sub"))  # fmt: skip
 
     w.write("jobs_lifecycle", [report("a", 0, "started", 3)], [(0, 50)])
     w.write("jobs_lifecycle", [report("b", 0, "timed_out", 4), report("b", 1, "started", 6)], [(1, 50), (1, 51)])
@@ -186,7 +186,7 @@ def test_reconciliation_checks_each_clusters_job_and_names_its_cluster(client: A
                                             cpu_milli=100) for c in "ab"], [(0, 60), (1, 60)])  # fmt: skip
     w.write("jobs_lifecycle", [JobLifecycle(event_id="f7-a", event_time=at(9), job_id="job7", cluster="a",
                                             state="finished", node_id="n1", exit_code=0,
-                                            decision_id=decision_id_for("job7", 0))], [(0, 61)])  # fmt: skip
+                                            decision_id=decision_id_for("job7", 0, "sub"))], [(0, 61)])  # fmt: skip
     r = reconcile(client)
     assert r.unaccounted == [("b", "job7")] and not r.placed_twice and not r.started_twice and not r.ran_twice
     console = Console(record=True, width=200)

@@ -18,7 +18,7 @@ T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
 
 def test_a_re_decided_attempt_is_the_record_the_worker_applied(client: ArchiveClient) -> None:
-    did = decision_id_for("j1", 0)
+    did = decision_id_for("j1", 0, "sub")
 
     def placed(node: str, s: float) -> DecisionRecord:
         return DecisionRecord(event_id=did, decision_id=did, event_time=T0 + timedelta(seconds=s), job_id="j1",

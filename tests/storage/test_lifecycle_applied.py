@@ -25,7 +25,7 @@ def at(s: float) -> datetime:
 
 
 def test_the_reports_of_a_fenced_second_execution_count_nowhere(client: ArchiveClient) -> None:
-    did = decision_id_for("j1", 0)
+    did = decision_id_for("j1", 0, "sub")
     w = ArchiveWriter(client)
     w.write("nodes_telemetry", [NodeTelemetry(event_id=f"n{x}", event_time=T0, node_id=x, cpu_milli=1000,
                                               memory_mib=1000, num_gpu=1, gpu_model="V100") for x in "AB"],
@@ -55,7 +55,7 @@ def test_the_reports_of_a_fenced_second_execution_count_nowhere(client: ArchiveC
 def test_an_end_from_another_node_before_the_attempt_started_counts(client: ArchiveClient) -> None:
     """The worker applies an end from any node while the job is only reserved (found by the review of the
     view): B's ``failed`` re-queued the attempt; A's late ``started`` was fenced. Both stay in the view."""
-    did = decision_id_for("j2", 0)
+    did = decision_id_for("j2", 0, "sub")
     w = ArchiveWriter(client)
     w.write("jobs_submitted", [JobSubmitted(event_id="s2", event_time=T0, job_id="j2", cpu_milli=100)], [(0, 0)])
     reports = [JobLifecycle(event_id=f"m{i}", event_time=at(i), job_id="j2", state=state, attempt=0,  # type: ignore[arg-type]

@@ -31,7 +31,7 @@ def at(s: float) -> datetime:
 
 
 def placed(job: str, attempt: int, t: float, policy: str, latency: float, step: float, gpus: int = 1) -> DecisionRecord:
-    did = decision_id_for(job, attempt)
+    did = decision_id_for(job, attempt, "sub")
     return DecisionRecord(event_id=did, decision_id=did, event_time=at(t), job_id=job, attempt=attempt,
                           outcome="placed", node_id="n1", gpu_indices=list(range(gpus)), policy=policy,
                           latency_ms=latency, step_compute_ms=step, gpu_milli_per_gpu=1000)  # fmt: skip

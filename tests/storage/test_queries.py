@@ -11,14 +11,14 @@ from storage.writer import ArchiveWriter
 
 def dec(job: str, attempt: int, s: float, node: str) -> DecisionRecord:
     """A placed decision of ``job``'s ``attempt`` at ``s`` seconds (the reconcile and explain tests' rows)."""
-    did = decision_id_for(job, attempt)
+    did = decision_id_for(job, attempt, "sub")
     return DecisionRecord(event_id=did, decision_id=did, event_time=at(s), job_id=job, attempt=attempt,
                           outcome="placed", node_id=node, policy="best-fit", latency_ms=1.0)  # fmt: skip
 
 
 def life(job: str, attempt: int, state: str, s: float, node: str | None, reason: str = "", **kw: object) -> JobLifecycle:
     """A lifecycle report of ``job``'s ``attempt`` at ``s`` seconds; without a node, no decision (a notice)."""
-    return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt) if node else None,
+    return JobLifecycle(event_time=at(s), job_id=job, decision_id=decision_id_for(job, attempt, "sub") if node else None,
                         state=state, node_id=node, attempt=attempt, reason=reason, **kw)  # type: ignore[arg-type]  # fmt: skip
 
 
@@ -218,7 +218,7 @@ def test_reconcile_an_attempt_that_started_after_the_job_was_done(client: Archiv
 def test_re_decision_same_attempt_is_one_applied_decision(loaded: ArchiveClient) -> None:
     """A worker restart re-decides D's attempt 0 (same decision id): two records in the archive (0017:
     one row per record), one decision as applied."""
-    did = decision_id_for("D", 0)
+    did = decision_id_for("D", 0, "sub")
     again = DecisionRecord(
         event_id=did,
         decision_id=did,
@@ -264,19 +264,19 @@ def test_explain_reads_where_the_job_stands_not_the_last_report_by_id(client: Ar
     R's timeout raced its start: the worker keeps the run. (Found by review: "waiting to be re-placed".)"""
     w = ArchiveWriter(client)
     w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{j}", event_time=T0, job_id=j) for j in "GR"], [(0, 0), (0, 1)])
-    w.write("decisions", [DecisionRecord(event_id=decision_id_for(j, 0), decision_id=decision_id_for(j, 0),
+    w.write("decisions", [DecisionRecord(event_id=decision_id_for(j, 0, "sub"), decision_id=decision_id_for(j, 0, "sub"),
                                          event_time=at(1), job_id=j, outcome="placed", node_id="n1", policy="best-fit",
                                          latency_ms=1.0) for j in "GR"], [(0, 0), (0, 1)])  # fmt: skip
     reports = [JobLifecycle(event_id="g-1", event_time=at(2), job_id="G", state="started", node_id="n1",
-                            decision_id=decision_id_for("G", 0)),
+                            decision_id=decision_id_for("G", 0, "sub")),
                JobLifecycle(event_id="z-failed", event_time=at(10), job_id="G", state="failed", node_id="n1",
-                            exit_code=1, decision_id=decision_id_for("G", 0)),
+                            exit_code=1, decision_id=decision_id_for("G", 0, "sub")),
                JobLifecycle(event_id="a-notice", event_time=at(10), job_id="G", state="rejected",
                             reason="gave up after 0 retries; last: failed"),
                JobLifecycle(event_id="r-1", event_time=at(30.5), job_id="R", state="started", node_id="n1",
-                            decision_id=decision_id_for("R", 0)),
+                            decision_id=decision_id_for("R", 0, "sub")),
                JobLifecycle(event_id="r-2", event_time=at(31), job_id="R", state="timed_out", node_id="n1",
-                            decision_id=decision_id_for("R", 0))]  # fmt: skip
+                            decision_id=decision_id_for("R", 0, "sub"))]  # fmt: skip
     w.write("jobs_lifecycle", reports, [(0, i) for i in range(len(reports))])
     assert explain(client, "G").answer.startswith("Job G was rejected at")
     assert explain(client, "R").answer.startswith("Job R is running on node n1")
@@ -284,7 +284,7 @@ def test_explain_reads_where_the_job_stands_not_the_last_report_by_id(client: Ar
     # came too late, fenced). T's timeout is stamped after its start (another clock); U's in the usual order of
     # clocks (found by the review of the change: the last in event-time order, U's start, read as running)
     for k, (job, timeout_at, start_at) in enumerate((("T", 31.0, 30.5), ("U", 31.0, 31.5))):
-        did = decision_id_for(job, 0)
+        did = decision_id_for(job, 0, "sub")
         w.write("jobs_submitted", [JobSubmitted(event_id=f"s-{job}", event_time=T0, job_id=job)], [(0, 2 + k)])
         w.write("decisions", [DecisionRecord(event_id=did, decision_id=did, event_time=at(1), job_id=job, outcome="placed",
                                              node_id="n1", policy="best-fit", latency_ms=1.0)], [(0, 2 + k)])  # fmt: skip

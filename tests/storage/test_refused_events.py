@@ -40,7 +40,7 @@ def test_a_refused_submission_and_report_count_nowhere_as_accepted(client: Archi
     future = JobSubmitted(event_id="s-fut", event_time=at(86_410), job_id="FUTURE")
     w.write("jobs_submitted", [ok, future], [(0, 0), (0, 1)])
     w.write("nodes_telemetry", [report("t-ok", at(0), 4), report("t-fut", at(86_400), 8)], [(0, 0), (0, 1)])
-    did = decision_id_for("OK", 0)
+    did = decision_id_for("OK", 0, "sub")
     w.write("decisions", [DecisionRecord(event_id=did, decision_id=did, event_time=at(1), job_id="OK", outcome="placed",
                                          node_id="n1", gpu_indices=[0, 1, 2, 3], gpu_milli_per_gpu=1000,
                                          policy="best-fit", latency_ms=1.0)])  # fmt: skip

@@ -35,7 +35,7 @@ def test_training_events_are_the_archived_events(loaded: ArchiveClient) -> None:
     assert node.gpu_alloc_milli == [] and node.event_time == at(70)
     assert [(s.job_id, s.event_time) for s in ev.submissions] == [(j, at(i)) for i, j in enumerate("ABCDF")]
     assert ev.submissions[0].cpu_milli == 1000 and ev.submissions[1].num_gpu == 8
-    assert [d.decision_id for d in ev.placed] == [decision_id_for("A", 0), decision_id_for("D", 0)]
+    assert [d.decision_id for d in ev.placed] == [decision_id_for("A", 0, "sub"), decision_id_for("D", 0, "sub")]
     a = ev.placed[0]
     assert (a.node_id, a.gpu_indices, a.policy, a.event_time, a.gpu_milli_per_gpu) == ("n1", [0], "best-fit", at(2),
                                                                                        1000)  # fmt: skip
@@ -127,7 +127,7 @@ def test_a_job_run_ends_at_its_attempts_first_end_and_a_timeout_after_its_start_
 
     def life(job: str, attempt: int, state: str, t: int) -> JobLifecycle:
         return JobLifecycle(event_id=f"{job}-{attempt}-{state}-{t}", event_time=at(t), job_id=job, attempt=attempt,
-                            decision_id=decision_id_for(job, attempt), state=state, node_id="n1")  # fmt: skip
+                            decision_id=decision_id_for(job, attempt, "sub"), state=state, node_id="n1")  # fmt: skip
 
     events = [life("X", 0, "started", 10), life("X", 0, "preempted", 20), life("X", 1, "started", 30),
               life("X", 1, "failed", 50), life("X", 1, "finished", 55),  # its first end counts

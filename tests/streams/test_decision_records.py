@@ -58,7 +58,7 @@ def test_a_heuristic_step_has_no_model_version_fallback_or_cost() -> None:
     model = StepModel.of(get_policy("best-fit"))
     rec = placed_record(pending(), placement(), cluster="c1", policy="best-fit", step_id="c1:0:1.000",
                         compute_ms=4.0, model=model, durations={}, now=T0.timestamp() + 2.0)  # fmt: skip
-    assert rec.outcome == "placed" and rec.decision_id == rec.event_id == decision_id_for("j1", 0)
+    assert rec.outcome == "placed" and rec.decision_id == rec.event_id == decision_id_for("j1", 0, "ev-j1")
     assert (rec.model_version, rec.fallback, rec.predicted_cost, rec.predicted_duration_s) == ("", False, None, None)
     assert rec.predicted_run_time_s is None
     assert rec.reason == "best fit"
@@ -110,7 +110,7 @@ def test_a_policys_note_on_a_decision_is_appended_to_its_reason() -> None:
 def test_a_retry_counts_latency_from_its_requeue_and_gets_its_attempts_decision_id() -> None:
     rec = placed_record(pending(attempt=2), placement(), cluster="c1", policy="p", step_id="s", compute_ms=0.0,
                         model=StepModel(), durations={}, now=T0.timestamp() + 31.0)  # fmt: skip
-    assert rec.latency_ms == 1000.0 and rec.attempt == 2 and rec.decision_id == decision_id_for("j1", 2)
+    assert rec.latency_ms == 1000.0 and rec.attempt == 2 and rec.decision_id == decision_id_for("j1", 2, "ev-j1")
     cmd = placement_command(pending(attempt=2), placement(), cluster="c1", policy="p")
     assert cmd.decision_id == rec.decision_id and (cmd.node_id, cmd.gpu_indices) == ("n3", [1])
     assert (cmd.cpu_milli, cmd.gpu_milli_per_gpu, cmd.reason, cmd.trace_duration_s) == (2000, 500, "best fit", 60.0)
@@ -118,7 +118,7 @@ def test_a_retry_counts_latency_from_its_requeue_and_gets_its_attempts_decision_
 
 def test_rejections_reuse_the_attempts_id_and_waiting_notes_get_fresh_ones() -> None:
     rej = rejected_record(pending(), "too big", policy="p", step_id="s", compute_ms=2.0, now=T0.timestamp() + 5)
-    assert (rej.outcome, rej.decision_id, rej.latency_ms, rej.reason) == ("rejected", decision_id_for("j1", 0),
+    assert (rej.outcome, rej.decision_id, rej.latency_ms, rej.reason) == ("rejected", decision_id_for("j1", 0, "ev-j1"),
                                                                           5000.0, "too big")  # fmt: skip
     a, b = (waiting_record(pending(), "no GPU free", policy="p", step_id="s", compute_ms=2.0) for _ in range(2))
     assert a.outcome == "unschedulable" and a.decision_id.startswith("u-") and a.decision_id != b.decision_id

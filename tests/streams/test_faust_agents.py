@@ -484,7 +484,7 @@ async def test_malformed_telemetry_is_deadlettered(worker: tuple[Worker, Sent]) 
 
 def placed(job_id: str = "j1", attempt: int = 0, node_id: str | None = "n1", outcome: str = "placed",
            reason: str = "best fit") -> DecisionRecord:  # fmt: skip
-    did = decision_id_for(job_id, attempt)
+    did = decision_id_for(job_id, attempt, f"ev-{job_id}")
     return DecisionRecord(event_id=did, decision_id=did, job_id=job_id, cluster="c1", attempt=attempt,
                           outcome=outcome, node_id=node_id, gpu_indices=[2] if node_id else [],
                           policy="best-fit", latency_ms=1.0, reason=reason, event_time=T0)  # fmt: skip
@@ -750,7 +750,7 @@ async def test_lifecycle_failed_requeues_and_gives_up_after_max_retries(worker: 
         assert w.running["j1"]["attempt"] == attempt
         async with drive(w, "jobs.lifecycle") as a:
             await put(a, JobLifecycle(job_id="j1", cluster="c1", state="failed", attempt=attempt,
-                                      decision_id=decision_id_for("j1", attempt), reason="exit 3").to_bytes(),
+                                      decision_id=decision_id_for("j1", attempt, "ev-j1"), reason="exit 3").to_bytes(),
                       key=b"j1")  # fmt: skip
         if attempt < 3:
             assert w.pending["j1"]["attempt"] == attempt + 1 and "j1" not in w.done
@@ -770,7 +770,7 @@ async def test_a_held_report_that_fails_is_dead_lettered_itself_not_its_submissi
     instead and the report lost: j1 held n1 as running for ever."""
     w, sent = worker
     w.settings.max_retries = 0
-    did = decision_id_for("j1", 0)
+    did = decision_id_for("j1", 0, "ev-j1")
     started = JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=did, node_id="n1")
     failed = JobLifecycle(job_id="j1", cluster="c1", state="failed", decision_id=did, node_id="n1", reason="oom")
     async with drive(w, "jobs.lifecycle") as a:  # a restart's backlog: the reports come first
@@ -800,7 +800,7 @@ async def test_a_report_whose_job_never_comes_is_handled_when_its_wait_runs_out(
     from streams.app import EARLY_REPORT_WAIT_S
 
     w, sent = worker
-    did = decision_id_for("ghost", 0)
+    did = decision_id_for("ghost", 0, "ev-ghost")
     started = JobLifecycle(job_id="ghost", cluster="c1", state="started", decision_id=did, node_id="n1")
     async with drive(w, "jobs.lifecycle") as a:
         await put(a, started.to_bytes(), key=b"ghost")
@@ -836,7 +836,7 @@ async def test_reports_from_another_node_than_the_runs_are_counted_under_one_not
     await _submit(w, job("j1"))
     async with drive(w, "decisions") as a:
         await put(a, placed("j1").to_bytes(), key=b"j1")
-    did = decision_id_for("j1", 0)
+    did = decision_id_for("j1", 0, "ev-j1")
     async with drive(w, "jobs.lifecycle") as a:
         await put(a, JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=did, node_id="n1")
                   .to_bytes(), key=b"j1")  # fmt: skip

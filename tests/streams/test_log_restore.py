@@ -24,7 +24,7 @@ P = 1  # the partition of cluster "c1" among 4
 
 def report(job_id: str, state: str, attempt: int = 0, node_id: str | None = "n1") -> bytes:
     return JobLifecycle(job_id=job_id, cluster="c1", state=state, attempt=attempt, node_id=node_id,
-                        decision_id=decision_id_for(job_id, attempt)).to_bytes()  # fmt: skip
+                        decision_id=decision_id_for(job_id, attempt, f"ev-{job_id}")).to_bytes()  # fmt: skip
 
 
 def logs(submitted: list[bytes] = (), decisions: list[bytes] = (), lifecycle: list[bytes] = ()) -> Logged:  # type: ignore[assignment]
@@ -151,7 +151,7 @@ async def test_a_restored_gang_failure_fences_the_rest_of_the_gang(worker: tuple
     assert await restore(w, logs(lifecycle=[report("g1", "failed", node_id="n1")])) == {"jobs.lifecycle": 1}
     assert w.pending["g1"]["attempt"] == 1
     [fence] = [decode("actions", m["value"]) for m in sent.by_topic["actions"]]
-    assert fence.job_id == "g2" and fence.node_id == "n2" and fence.target_decision_id == decision_id_for("g2", 0)
+    assert fence.job_id == "g2" and fence.node_id == "n2" and fence.target_decision_id == decision_id_for("g2", 0, "ev-g2")
 
 
 async def test_a_long_history_is_restored_whole(worker: tuple[Worker, Sent]) -> None:
@@ -240,7 +240,7 @@ async def test_partitions_new_to_the_worker_are_restored_at_each_assignment(
 
     await rebalance(1, 3)  # the worker starts
     assert asked == [(w.app.conf.id, {1, 3})]
-    assert w.running["j1"]["decision_id"] == decision_id_for("j1", 0)
+    assert w.running["j1"]["decision_id"] == decision_id_for("j1", 0, "ev-j1")
     assert w.counters.restored == {"jobs.submitted": 1, "decisions": 1}
     await rebalance(0, 1, 3)  # another worker left: only its partition is new
     await rebalance(0, 1, 3)  # kept: the tables are this process's own

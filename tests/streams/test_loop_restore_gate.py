@@ -87,7 +87,7 @@ def test_a_decision_whose_id_holds_another_placement_is_stale() -> None:
     """The same decision id, placed on another node (by another owner of the partition): its command would
     start a second run, so it is stale (streams.state.on_decision; places_its_job then sends nothing)."""
     pending = PendingJob(job=JOB, submit_ts=0.0, queued_ts=0.0)
-    did = decision_id_for("j", 0)
+    did = decision_id_for("j", 0, "ev-j")
     rec = DecisionRecord(event_id=did, decision_id=did, event_time=T0, job_id="j", cluster="c1", outcome="placed",
                          node_id="n1", gpu_indices=[], policy="best-fit", latency_ms=1.0, step_id="s")  # fmt: skip
     placed = on_decision(rec, pending)

@@ -32,7 +32,7 @@ def test_placements_recovered_at_a_rebalance_that_gave_back_the_same_partitions_
         await loop.tick()  # j1 on one of n1's two GPUs
         # away for a generation: the other worker placed k1 on the other GPU; recovery reads it back
         other = "1" if w.running["j1"]["gpu_indices"] == [0] else "0"
-        rec = DecisionRecord(event_id=decision_id_for("k1", 0), decision_id=decision_id_for("k1", 0), job_id="k1",
+        rec = DecisionRecord(event_id=decision_id_for("k1", 0, "ev-k1"), decision_id=decision_id_for("k1", 0, "ev-k1"), job_id="k1",
                              cluster="c1", attempt=0, outcome="placed", node_id="n1", gpu_indices=[int(other)],
                              policy="best-fit", latency_ms=1.0, reason="", event_time=T0)  # fmt: skip
         w.running.data["k1"] = on_decision(rec, on_submitted(job("k1"), None, 0.0).pending["k1"]).running["k1"] \

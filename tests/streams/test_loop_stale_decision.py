@@ -43,7 +43,7 @@ def test_a_decision_stale_once_acknowledged_sends_no_command_and_the_job_stays_d
             decisions.append(rec)
             if rec.job_id == "late" and rec.outcome == "placed":  # while the broker has it: attempt 0 finished
                 finished = JobLifecycle(job_id="late", cluster="c1", state="finished", attempt=0, exit_code=0,
-                                        node_id="lost", decision_id=decision_id_for("late", 0),
+                                        node_id="lost", decision_id=decision_id_for("late", 0, "ev-late"),
                                         event_time=T0 + timedelta(seconds=5))  # fmt: skip
                 await apply_lifecycle(worker["w"], finished, C1)
         elif topic.endswith("actions"):

@@ -41,7 +41,7 @@ def pending(attempt: int = 0, j: JobSubmitted | None = None) -> PendingJob:
 
 def decision(outcome: str = "placed", *, attempt: int = 0, job_id: str = "j1", node_id: str | None = "n1",
              gpus: tuple[int, ...] = (), reason: str = "best fit") -> DecisionRecord:  # fmt: skip
-    did = decision_id_for(job_id, attempt) if outcome != "unschedulable" else f"u-{attempt}"
+    did = decision_id_for(job_id, attempt, f"ev-{job_id}") if outcome != "unschedulable" else f"u-{attempt}"
     return DecisionRecord(event_id=did, decision_id=did, job_id=job_id, cluster="c1", attempt=attempt,
                           outcome=outcome, node_id=node_id if outcome == "placed" else None,
                           gpu_indices=list(gpus), policy="best-fit", latency_ms=3.0, reason=reason,
@@ -60,7 +60,7 @@ def running(attempt: int = 0, state: str = "reserved", *, node_id: str = "n1", f
 
 def life(state: str, *, attempt: int = 0, decision_id: str | None = "auto", node_id: str | None = "n1",
          reason: str = "") -> JobLifecycle:  # fmt: skip
-    did = decision_id_for("j1", attempt) if decision_id == "auto" else decision_id
+    did = decision_id_for("j1", attempt, "ev-j1") if decision_id == "auto" else decision_id
     return JobLifecycle(job_id="j1", cluster="c1", state=state, attempt=attempt, decision_id=did,
                         node_id=node_id, reason=reason,
                         event_time=datetime(2026, 3, 1, 12, 0, 9, tzinfo=UTC))  # fmt: skip
@@ -360,7 +360,7 @@ def test_lifecycle_with_a_mismatched_decision_id_is_ignored(state: str) -> None:
     # (a 'finished' of the attempt before one that has not started finishes the job: the test above)
     r = running(attempt=1, state="running" if state == "finished" else "reserved")
     # the agent reports on attempt 0's placement, which this job no longer holds
-    t = on_lifecycle(life(state, attempt=0, decision_id=decision_id_for("j1", 0)), r, max_retries=3, now=NOW)
+    t = on_lifecycle(life(state, attempt=0, decision_id=decision_id_for("j1", 0, "ev-j1")), r, max_retries=3, now=NOW)
     assert_noop(t)
     assert "stale" in t.note
 
@@ -393,7 +393,7 @@ def test_full_happy_path_submit_place_start_finish() -> None:
 def test_agent_report_that_overtakes_the_decision_applies_the_placement() -> None:
     # started arrives before the worker has seen its own decision come back
     p = pending(0)
-    ev = JobLifecycle(job_id="j1", cluster="c1", state="started", attempt=0, decision_id=decision_id_for("j1", 0),
+    ev = JobLifecycle(job_id="j1", cluster="c1", state="started", attempt=0, decision_id=decision_id_for("j1", 0, "ev-j1"),
                       node_id="n7", gpu_indices=[2])  # fmt: skip
     t = on_lifecycle(ev, None, pending=p, max_retries=3, now=NOW)
     assert t.pending == {"j1": None}
@@ -404,7 +404,7 @@ def test_agent_report_that_overtakes_the_decision_applies_the_placement() -> Non
 
 
 def test_finished_that_overtakes_the_decision_finishes_the_job() -> None:
-    ev = JobLifecycle(job_id="j1", cluster="c1", state="finished", attempt=0, decision_id=decision_id_for("j1", 0),
+    ev = JobLifecycle(job_id="j1", cluster="c1", state="finished", attempt=0, decision_id=decision_id_for("j1", 0, "ev-j1"),
                       node_id="n7")  # fmt: skip
     t = on_lifecycle(ev, None, pending=pending(0), max_retries=3, now=NOW)
     assert t.pending == {"j1": None} and t.running == {"j1": None}
@@ -412,7 +412,7 @@ def test_finished_that_overtakes_the_decision_finishes_the_job() -> None:
 
 
 def test_report_of_another_attempt_does_not_adopt() -> None:
-    ev = JobLifecycle(job_id="j1", cluster="c1", state="started", attempt=0, decision_id=decision_id_for("j1", 0),
+    ev = JobLifecycle(job_id="j1", cluster="c1", state="started", attempt=0, decision_id=decision_id_for("j1", 0, "ev-j1"),
                       node_id="n7")  # fmt: skip
     t = on_lifecycle(ev, None, pending=pending(1), max_retries=3, now=NOW)
     assert t.pending == {} and t.running == {} and t.note.startswith("stale")
@@ -424,7 +424,7 @@ def test_a_placement_that_starts_after_it_was_requeued_is_fenced() -> None:
     assert t.pending == {} and t.running == {} and t.note == "stale started: fenced"
     (fence,) = t.commands
     assert (fence.kind, fence.job_id, fence.node_id, fence.target_decision_id) == (
-        "preempt", "j1", "n3", decision_id_for("j1", 0))
+        "preempt", "j1", "n3", decision_id_for("j1", 0, "ev-j1"))
 
 
 def test_a_finished_of_the_attempt_before_the_current_one_that_has_not_started_finishes_the_job() -> None:
@@ -477,7 +477,7 @@ def test_a_gang_member_leaving_fences_the_other_placed_members() -> None:
 
 def test_a_member_given_up_marks_its_gang() -> None:
     j = JobSubmitted(job_id="j1", cluster="c1", gang_id="g", gang_size=2)
-    r = RunningJob(job=j, attempt=0, submit_ts=0, decision_id=decision_id_for("j1", 0), node_id="n1",
+    r = RunningJob(job=j, attempt=0, submit_ts=0, decision_id=decision_id_for("j1", 0, "ev-j1"), node_id="n1",
                    gpu_indices=[], reserved_ts=0)  # fmt: skip
     t = on_lifecycle(life("failed", reason="exit 1"), r, max_retries=0, now=NOW)
     assert t.done["j1"] is not None and t.done["j1"].gang_id == "g" and t.done["j1"].status == "rejected"

@@ -497,7 +497,7 @@ def test_two_clusters_reusing_a_job_id_each_free_their_own_placement(archive):
                                                        cluster=cluster, cpu_milli=4000, memory_mib=4096, num_gpu=1,
                                                        gpu_model="T4")], [(p, 0)])  # fmt: skip
         for k, (job, start, end) in enumerate(ran):
-            did = decision_id_for(job, 0)
+            did = decision_id_for(job, 0, "sub")
             writer.write("jobs_submitted", [JobSubmitted(event_id=f"s-{cluster}-{job}", event_time=at(start - 1.5),
                                                          job_id=job, cluster=cluster, cpu_milli=100, num_gpu=1,
                                                          gpu_milli=1000)], [(p, 10 + k)])  # fmt: skip
@@ -514,7 +514,7 @@ def test_two_clusters_reusing_a_job_id_each_free_their_own_placement(archive):
     got = reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1,
                       outcomes=("finished", "running"))  # fmt: skip
     assert not got.skipped.get("chosen node infeasible in the rebuilt state"), got.skipped
-    assert [s.split()[-1] for s in got.demos.source] == [decision_id_for("job1", 0)] * 2 + [decision_id_for("job2", 0)]
+    assert [s.split()[-1] for s in got.demos.source] == [decision_id_for("job1", 0, "sub")] * 2 + [decision_id_for("job2", 0, "sub")]
     assert len(reconstruct(fold_events(training_events(archive)), spec=SPEC, min_feasible=1,
                            outcomes=("finished", "running"), max_samples=2).demos.target) == 2  # fmt: skip
 

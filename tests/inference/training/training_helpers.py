@@ -132,7 +132,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
             fails = attempt == 0 and k % 7 == 3
             duration = 1000.0 if k in (5, 11) else float(rng.integers(1, 6))
             outcome = "running" if duration > horizon else "failed" if fails else "finished"
-            did = decision_id_for(job.job_id, attempt)
+            did = decision_id_for(job.job_id, attempt, "sub")
             decisions.append(DecisionRecord(
                 event_id=did, decision_id=did, event_time=at(t), job_id=job.job_id, attempt=attempt, outcome="placed",
                 node_id=res.node_id, gpu_indices=list(res.gpu_indices), policy=policy, latency_ms=1.0,

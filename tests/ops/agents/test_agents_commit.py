@@ -26,7 +26,7 @@ COMMANDS = 20
 
 
 def command(i: int) -> PlacementCommand:
-    return PlacementCommand(decision_id=decision_id_for(f"j{i}", 0), job_id=f"j{i}", node_id="n1", cpu_milli=100,
+    return PlacementCommand(decision_id=decision_id_for(f"j{i}", 0, "sub"), job_id=f"j{i}", node_id="n1", cpu_milli=100,
                             memory_mib=10, policy="best-fit", trace_duration_s=3600.0)  # fmt: skip
 
 

@@ -61,7 +61,7 @@ def inventory(node_id: str = "n1", *, cpu: int = 4000, mem: int = 16_384, gpus: 
 def place(job_id: str = "j1", *, node_id: str = "n1", attempt: int = 0, cpu: int = 1000, mem: int = 1024,
           gpus: tuple[int, ...] = (), per_gpu: int = 0, duration: float | None = None,
           at: datetime | None = None) -> PlacementCommand:  # fmt: skip
-    return PlacementCommand(decision_id=decision_id_for(job_id, attempt), job_id=job_id, cluster="c1",
+    return PlacementCommand(decision_id=decision_id_for(job_id, attempt, "sub"), job_id=job_id, cluster="c1",
                             attempt=attempt, node_id=node_id, gpu_indices=list(gpus), cpu_milli=cpu,
                             memory_mib=mem, gpu_milli_per_gpu=per_gpu, policy="best-fit",
                             trace_duration_s=duration,
