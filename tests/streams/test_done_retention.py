@@ -279,3 +279,23 @@ def test_a_gang_member_deleted_by_a_recovery_no_longer_counts_after_it() -> None
         return before, w.gang_state("c1", "g")
 
     assert asyncio.run(go()) == ((True, 0), (False, 0))
+
+
+def test_a_job_id_used_again_once_forgotten_is_placed_under_decision_ids_of_its_own() -> None:
+    """Agents that remember the first job's decisions would take the same ids for repeats and drop them."""
+    from scheduling.events import decision_id_for
+    from tests.streams.loop_helpers import c1_node
+
+    async def go() -> str:
+        w, _ = worker()
+        w.nodes.data["n1"] = c1_node("n1")
+        w.apply(Transition(done={"j": done("j", age_s=2 * DAY)}), partition=C1)
+        await w.loop.tick()  # forgotten
+        assert "j" not in w.done
+        again = submitted("j").model_copy(update={"event_id": "ev-j-again"})
+        w.apply(on_submitted(again, None, 0.0), partition=C1)
+        await w.loop.tick()
+        return w.running["j"]["decision_id"]
+
+    placed = asyncio.run(go())
+    assert placed != decision_id_for("j", 0, "ev-j") and placed == decision_id_for("j", 0, "ev-j-again")
