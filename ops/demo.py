@@ -33,14 +33,16 @@ def wait_until_settled(stack: LocalStack, expected: int, timeout_s: float) -> di
                   TextColumn("{task.fields[detail]}"), TimeElapsedColumn(), console=console) as bar:  # fmt: skip
         task = bar.add_task("settle", total=expected, detail="")
 
+        def done(st: dict[str, Any]) -> int:  # (jobs done and forgotten since, SEMSCHED_DONE_RETENTION, too)
+            return st["finished"] + st["rejected"] + st["counters"].get("done_forgotten", 0)
+
         def show(st: dict[str, Any]) -> None:
-            bar.update(task, completed=st["finished"] + st["rejected"],
+            bar.update(task, completed=done(st),
                        detail=f"pending {st['pending']} reserved {st['reserved']} running {st['running']}")  # fmt: skip
 
         def settled(st: dict[str, Any]) -> bool:
             accepted = st["counters"]["accepted"]
-            return (accepted >= expected and st["finished"] + st["rejected"] >= accepted
-                    and st["pending"] + st["reserved"] + st["running"] == 0)  # fmt: skip
+            return accepted >= expected and done(st) >= accepted and st["pending"] + st["reserved"] + st["running"] == 0
 
         return stack.wait(settled, timeout_s, what="the jobs to settle", on_status=show, needs=("worker", "agents"))
 

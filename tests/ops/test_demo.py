@@ -214,3 +214,21 @@ def test_the_report_is_not_reconciled_when_the_archive_accounts_for_fewer_jobs_t
         assert "reconciled: every one of the 4 submitted jobs" in " ".join(capsys.readouterr().out.split())
     finally:
         close_client(settings.clickhouse_dsn)
+
+
+def test_the_settle_wait_counts_jobs_done_and_forgotten_since() -> None:
+    """A worker forgets done jobs SEMSCHED_DONE_RETENTION after they end (streams/done_retention.py): its
+    finished count then drops, and a run longer than the retention would never have settled."""
+    from ops import demo
+
+    status = {"finished": 3, "rejected": 1, "pending": 0, "reserved": 0, "running": 0,
+              "counters": {"accepted": 6, "done_forgotten": 2}}  # fmt: skip
+
+    class Stack:
+        def wait(self, settled, timeout_s, **kw):  # type: ignore[no-untyped-def]
+            kw["on_status"](status)
+            assert settled(status)
+            assert not settled({**status, "counters": {"accepted": 6, "done_forgotten": 1}})
+            return status
+
+    assert demo.wait_until_settled(Stack(), 6, 1.0) is status  # type: ignore[arg-type]
