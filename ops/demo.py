@@ -165,7 +165,9 @@ def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str
             for err in stats.first_errors:
                 console.print(f"  {err}", markup=False, highlight=False)
         st = wait_until_settled(stack, stats.jobs, timeout_s)
-        console.print(f"[green]✓[/] settled: {st['finished']} finished, {st['rejected']} rejected")
+        forgotten = st.get("counters", {}).get("done_forgotten", 0)
+        console.print(f"[green]✓[/] settled: {st['finished']} finished, {st['rejected']} rejected"
+                      + (f", {forgotten} forgotten since (SEMSCHED_DONE_RETENTION)" if forgotten else ""))
         for c in reversed(list(stack.children.values())):
             c.stop()
         with console.status("archiving what is still on the topics…"):
