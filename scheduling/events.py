@@ -99,6 +99,16 @@ def decision_id_for(job_id: str, attempt: int, submission: str) -> str:
     return hashlib.sha1(f"{job_id}#{attempt}#{submission}".encode()).hexdigest()[:20]
 
 
+def is_decision_of(decision_id: str | None, job_id: str, attempt: int, submission: str) -> bool:
+    """Whether ``decision_id`` is that attempt's: :func:`decision_id_for`'s, or the id the same attempt had
+    before ids named the submission (per job and attempt only, until 2026-12-04), so that a report of a
+    placement made before an upgrade is still recognised as that placement's."""
+    if not decision_id:
+        return False
+    legacy = hashlib.sha1(f"{job_id}#{attempt}".encode()).hexdigest()[:20]
+    return decision_id in (decision_id_for(job_id, attempt, submission), legacy)
+
+
 def archived_time(v: datetime, field: str) -> datetime:
     """``v`` in UTC, within what the archive holds; ``ValueError`` otherwise. A time near year 1 or 9999 with
     an offset cannot even be converted (``OverflowError``: found by review, it escaped as no validation

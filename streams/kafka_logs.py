@@ -9,10 +9,10 @@ coordinator that never comes back stays visible); a failure aiokafka does not re
 
 While a broker is away, aiokafka logs each failed connection and metadata update, two lines per
 attempt: paced (streams/kafka_backoff.py), still ~20 lines a second, 7.4 KB/s (~640 MB a day) in the
-worker's log. :class:`CollapsedRepeats` lets the first of a kind of warning or error through, holds
-back the same kind (logger, level, message template) for ``every_s`` (10 s) after it, and the next
-one let through says how many it held back. A kind that stops repeating has its last held count
-untold; a new kind is always logged at once.
+worker's log. :class:`CollapsedRepeats` lets a warning or error through, holds back the same line
+(logger, level and the whole message: another node or another error is another line) for ``every_s``
+(10 s) after it, and the next one let through says how many it held back. A line that stops
+repeating has its last held count untold; a new line, and any with a traceback, is logged at once.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 COORDINATOR_LOGGER = "aiokafka.consumer.group_coordinator"
 _LOOKUP_FAILED = "Group Coordinator Request failed: %s"
+MAX_KINDS = 1000  # distinct lines CollapsedRepeats remembers before it lets go of those past their interval
 
 
 class RetriedCoordinatorLookup(logging.Filter):
@@ -43,17 +44,23 @@ class CollapsedRepeats(logging.Filter):
         self._held: dict[tuple[str, int, str], int] = {}  # kind -> how many were held back since
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
+        if record.levelno < logging.WARNING or record.exc_info:
             return True
-        kind = (record.name, record.levelno, str(record.msg))
+        try:
+            kind = (record.name, record.levelno, record.getMessage())
+        except Exception:  # (a record whose arguments do not fit its message: logging reports it itself)
+            return True
         now = self.clock()
+        if len(self._shown) > MAX_KINDS:  # (lines that name changing things: keep those still in their interval)
+            self._shown = {k: t for k, t in self._shown.items() if now - t < self.every_s}
+            self._held = {k: n for k, n in self._held.items() if k in self._shown}
         shown = self._shown.get(kind)
         if shown is not None and now - shown < self.every_s:
             self._held[kind] = self._held.get(kind, 0) + 1
             return False
         self._shown[kind] = now
         if held := self._held.pop(kind, 0):
-            record.msg = f"{record.msg} (and {held:,} more like it in the {now - shown:.0f} s before, not logged)"  # type: ignore[operator]
+            record.msg, record.args = f"{kind[2]} (and {held:,} more like it in the {now - shown:.0f} s before, not logged)", ()
         return True
 
 

@@ -30,8 +30,8 @@ from scheduling.events import (
     JobSubmitted,
     PreemptCommand,
     cut_text,
-    decision_id_for,
     derived_event_id,
+    is_decision_of,
 )
 from scheduling.job import JobRequest
 from scheduling.order_context import service_rate
@@ -162,7 +162,7 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
         return late
     adopted: Transition | None = None
     if (running is None and pending is not None and ev.node_id and ev.state != "timed_out"
-            and ev.decision_id == decision_id_for(pending.job.job_id, pending.attempt, pending.job.event_id)):  # fmt: skip
+            and is_decision_of(ev.decision_id, pending.job.job_id, pending.attempt, pending.job.event_id)):  # fmt: skip
         running = RunningJob(job=pending.job, attempt=pending.attempt, failures=pending.failures,
                              submit_ts=pending.submit_ts, decision_id=ev.decision_id, node_id=ev.node_id,
                              gpu_indices=list(ev.gpu_indices), reserved_ts=ev.event_time.timestamp(),
@@ -194,7 +194,7 @@ def _finished_before_its_next_attempt(ev: JobLifecycle, running: RunningJob | No
     current = running if running is not None else pending
     if ev.state != "finished" or not ev.decision_id or current is None:
         return None
-    if ev.decision_id != decision_id_for(ev.job_id, ev.attempt, current.job.event_id):
+    if not is_decision_of(ev.decision_id, ev.job_id, ev.attempt, current.job.event_id):
         return None
     if current.attempt != ev.attempt + 1 or current.job.gang_id:
         return None

@@ -2,7 +2,8 @@
 why did it land there".
 
 A job is a cluster and a job id: an id is unique only among the clusters one worker serves (README,
-"Ids"), so two clusters on two workers may both have a job "job1" (with the same decision ids). A
+"Ids"), so two clusters on two workers may both have a job "job1" (with the same decision ids when their
+submissions share an event id). A
 story is one cluster's: :func:`job_clusters` says which clusters hold an id, and :func:`explain` of an
 id several hold needs the cluster (:class:`AmbiguousJob` otherwise)."""
 

@@ -2,7 +2,9 @@
 they were done.
 
 A job is a cluster and a job id: an id is unique only among the clusters one worker serves (README,
-"Ids"), so two clusters on two workers may both have a job "job1" (and the same decision ids). Every
+"Ids"), so two clusters on two workers may both have a job "job1" (and, with the same submission event id,
+the same decision ids). A job id used again once its first job was forgotten (SEMSCHED_DONE_RETENTION) is
+taken for the same job, and shows as placed twice. Every
 check groups and joins by cluster too, and names the cluster of each job it reports."""
 
 from __future__ import annotations

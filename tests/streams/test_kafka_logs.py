@@ -30,26 +30,42 @@ def test_a_retried_coordinator_lookup_is_a_warning_and_one_that_is_not_retried_s
     assert second.levelname == "ERROR" and "retrying" not in second.getMessage()
 
 
-def test_the_same_kind_of_line_within_the_interval_is_held_back_and_counted_in_the_next_one_let_through() -> None:
+def test_the_same_line_within_the_interval_is_held_back_and_counted_in_the_next_one_let_through() -> None:
     now = [0.0]
     f = CollapsedRepeats(every_s=10.0, clock=lambda: now[0])
 
-    def line(msg: str, *args: object, level: int = logging.ERROR) -> logging.LogRecord:
-        return logging.LogRecord("aiokafka.client", level, __file__, 1, msg, args, None)
+    def line(msg: str, *args: object, level: int = logging.ERROR, exc: bool = False) -> logging.LogRecord:
+        info = (RuntimeError, RuntimeError("boom"), None) if exc else None
+        return logging.LogRecord("aiokafka.client", level, __file__, 1, msg, args, info)
 
     shown = []
-    for t in (0.0, 0.1, 0.2, 5.0, 9.9):  # a failed update every so often, to node 1 then node 2
+    for t in (0.0, 0.1, 0.2, 5.0, 9.9):  # a failed update every so often
         now[0] = t
-        shown += [r.getMessage() for r in [line("Unable to update metadata from %s", [1 + int(t > 1)])] if f.filter(r)]
-    now[0] = 10.0
-    again = line("Unable to update metadata from %s", [2])
-    assert f.filter(again)
-    other = line("Unable connect to node with id %s: %s", 1, "refused")
-    debug = line("Received cluster metadata: %s", "x", level=logging.DEBUG)
-    assert f.filter(other) and f.filter(debug) and f.filter(debug)  # another kind at once; below WARNING, all
+        shown += [r.getMessage() for r in [line("Unable to update metadata from %s", [1])] if f.filter(r)]
     assert shown == ["Unable to update metadata from [1]"]
-    assert again.getMessage() == ("Unable to update metadata from [2] (and 4 more like it in the 10 s before, "
+    # another node, another error, a traceback, a debug line: let through at once
+    assert f.filter(line("Unable to update metadata from %s", [2]))
+    assert f.filter(line("Unexpected error in fetcher routine", exc=True))
+    assert f.filter(line("Unexpected error in fetcher routine", exc=True))
+    debug = line("Received cluster metadata: %s", "x", level=logging.DEBUG)
+    assert f.filter(debug) and f.filter(debug)
+    now[0] = 10.0
+    again = line("Unable to update metadata from %s", [1])
+    assert f.filter(again)
+    assert again.getMessage() == ("Unable to update metadata from [1] (and 4 more like it in the 10 s before, "
                                   "not logged)")  # fmt: skip
+
+
+def test_lines_that_name_changing_things_are_not_remembered_for_ever(monkeypatch: pytest.MonkeyPatch) -> None:
+    import streams.kafka_logs
+
+    monkeypatch.setattr(streams.kafka_logs, "MAX_KINDS", 10)
+    now = [0.0]
+    f = CollapsedRepeats(every_s=10.0, clock=lambda: now[0])
+    for i in range(100):
+        now[0] = i * 1.0
+        f.filter(logging.LogRecord("aiokafka.fetcher", logging.WARNING, __file__, 1, "offset %s out of range", (i,), None))
+    assert len(f._shown) <= 11
 
 
 def test_installed_on_aiokafka_s_client_logger(caplog: pytest.LogCaptureFixture) -> None:

@@ -450,6 +450,23 @@ def test_a_finished_of_the_attempt_before_the_current_one_that_has_not_started_f
     assert t.done == {} and t.pending == {} and t.note.startswith("stale")
 
 
+def test_reports_of_placements_made_before_the_ids_named_the_submission_are_still_theirs() -> None:
+    """An upgrade with jobs in flight: their decisions and reports carry the id of before 2026-12-04 (per job
+    and attempt). Found by review: a report overtaking such a decision was fenced instead of applied, and a
+    late 'finished' of the attempt before the current one was stale, so the completed job ran again."""
+    import hashlib
+
+    legacy = hashlib.sha1(b"j1#0").hexdigest()[:20]
+    started = life("started", attempt=0, decision_id=legacy, node_id="n7")
+    t = on_lifecycle(started, None, pending=pending(0), max_retries=3, now=NOW)
+    assert t.running["j1"] is not None and t.running["j1"].decision_id == legacy and not t.commands
+    finished = life("finished", attempt=0, decision_id=legacy, node_id="n1")
+    t = on_lifecycle(finished, None, pending=pending(attempt=1), max_retries=3, now=NOW)
+    assert t.done["j1"] is not None and t.done["j1"].status == "finished"
+    other = life("finished", attempt=0, decision_id=hashlib.sha1(b"j2#0").hexdigest()[:20], node_id="n1")
+    assert on_lifecycle(other, None, pending=pending(attempt=1), max_retries=3, now=NOW).done == {}
+
+
 def test_a_report_must_name_its_decision() -> None:
     """An agent's report without the command's decision_id is refused on the wire, with the reason
     (found by review: it was taken for a stale report and ignored, and the job re-placed at every
