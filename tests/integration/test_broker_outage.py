@@ -21,6 +21,7 @@ from ops.kafka.broker import KafkaBroker
 from ops.local_stack import LocalStack, free_port
 from ops.traces import get_loader
 from storage.queries import _PLACED_TWICE, _STARTED_TWICE
+from streams.kafka_logs import CollapsedRepeats
 from streams.settings import Settings
 from streams.topics import ensure_topics
 from tests.integration.conftest import FAST_AGENTS, publish
@@ -84,9 +85,12 @@ def test_a_broker_outage_is_ridden_out_without_spinning_or_losing_a_job(own_brok
 
     # paced at the clients' 100 ms backoff: a few dozen failed updates a second per process,
     # not thousands (each client: Faust's consumer and producer, the archiver's consumer, the agents')
+    # (the log tells of those held back only in its next line of the kind: the last 10 s are untold, so the
+    # count covers the outage but its last interval, found by review: a client at 110 a second passed)
+    told_s = OUTAGE_S - CollapsedRepeats().every_s
     for name in during:
         failed = during[name] - before.get(name, 0)
-        assert failed < 100 * OUTAGE_S, f"the {name} logged {failed} failed metadata updates in {OUTAGE_S:.0f} s"
+        assert failed < 100 * told_s, f"the {name} logged {failed} failed metadata updates in {told_s:.0f} s"
     for name, child in p.children.items():
         assert child.alive(), f"the {name} died in the outage:\n{child.log_tail()}"
 
