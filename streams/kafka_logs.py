@@ -36,6 +36,9 @@ class RetriedCoordinatorLookup(logging.Filter):
 
 
 class CollapsedRepeats(logging.Filter):
+    """The same warning or error again within ``every_s`` of the last one let through is held back and
+    counted; the next one let through says how many were (module docstring)."""
+
     def __init__(self, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         self.every_s = every_s
