@@ -9,6 +9,8 @@ that depend on the worker's state, such as a job id submitted twice, are its alo
 
 from __future__ import annotations
 
+import time
+from datetime import datetime
 from typing import Any
 
 from scheduling.events import Event, decode, partition_for, with_record_identity
@@ -68,3 +70,13 @@ def misplaced_reason(ev: Any, partition: int, s: Settings) -> str | None:
     return (f"event of cluster {cluster!r} arrived on partition {partition}, but that cluster's events "
             f"belong on partition {want} (crc32(cluster) % {s.partitions}): publish with "
             "scheduling.events.partition_for, as streams.producer.EventProducer does")  # fmt: skip
+
+
+def ahead_of_clock(t: datetime, skew_s: float, now: float | None = None, *, what: str = "event_time") -> str | None:
+    """Why an event stamped ``t`` (its ``what``) is refused: further ahead of this worker's clock than
+    ``skew_s`` (``SEMSCHED_MAX_CLOCK_SKEW``); None when it is not."""
+    ahead = t.timestamp() - (time.time() if now is None else now)
+    if ahead <= skew_s:
+        return None
+    return (f"{what} {t.isoformat()} is {ahead:,.0f} s ahead of the worker's clock (more than "
+            f"SEMSCHED_MAX_CLOCK_SKEW={skew_s:g} s): is the producer's clock right?")

@@ -23,7 +23,7 @@ from scheduling.events import (
     NodeTelemetry,
 )
 from streams import telemetry
-from streams.admission import admit
+from streams.admission import admit, ahead_of_clock
 from streams.app import Worker
 from streams.done_retention import of_a_forgotten_job, refusal, sent_at
 from streams.early_reports import EarlyReport
@@ -87,16 +87,6 @@ def add_report(window: list[float] | None, report: list[float]) -> list[float]:
     return [cur[0] + report[0], cur[1] + report[1], cur[2] + report[2]]
 
 
-def ahead_of_clock(event_time: datetime, skew_s: float, now: float | None = None) -> str | None:
-    """Why an event stamped ``event_time`` is refused: further ahead of this worker's clock than
-    ``skew_s`` (``SEMSCHED_MAX_CLOCK_SKEW``); None when it is not."""
-    ahead = event_time.timestamp() - (time.time() if now is None else now)
-    if ahead <= skew_s:
-        return None
-    return (f"event_time {event_time.isoformat()} is {ahead:,.0f} s ahead of the worker's clock (more than "
-            f"SEMSCHED_MAX_CLOCK_SKEW={skew_s:g} s): is the producer's clock right?")
-
-
 def lifecycle_partitions(w: Worker, assigned: Any = None) -> set[int]:
     """The ``jobs.lifecycle`` partitions of ``assigned`` (default: the consumer's assignment now)."""
     topic = w.settings.topic("jobs.lifecycle")
@@ -128,7 +118,7 @@ async def apply_held(w: Worker, early: EarlyReport) -> None:
         await w.deadletter(original, f"{INTERNAL_ERROR} while handling: {type(e).__name__}: {e}", early, "jobs.lifecycle")
 
 
-def _stamp(msg: Any) -> int | None:
+def _record_ms(msg: Any) -> int | None:
     """A consumed record's Kafka timestamp in ms (Faust gives seconds)."""
     return round(msg.timestamp * 1000) if msg.timestamp is not None else None
 
@@ -142,7 +132,7 @@ def register_agents(w: Worker) -> None:
             await w.deadletter(raw, reason, msg, "jobs.submitted")
             return
         t = on_submitted(ev, known_job(w, ev.job_id), time.time())
-        if t.pending and (reason := refusal(w, msg.partition, _stamp(msg), ev.event_time)):  # (a forgotten job's?)
+        if t.pending and (reason := refusal(w, msg.partition, _record_ms(msg), ev.event_time)):  # (a forgotten job's?)
             t.deadletter = reason
         if t.deadletter:
             await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
@@ -190,7 +180,7 @@ def register_agents(w: Worker) -> None:
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
         trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
-        if known_job(w, ev.job_id) is None and of_a_forgotten_job(w, msg.partition, sent_at(_stamp(msg), ev.event_time)):
+        if known_job(w, ev.job_id) is None and of_a_forgotten_job(w, msg.partition, sent_at(_record_ms(msg), ev.event_time)):
             w.counters.note("report of a forgotten job: let go")  # (streams/done_retention.py)
             return
         if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, msg.partition, time.time(), msg.offset, raw):
@@ -236,7 +226,7 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
                 w.lifecycle_handled[msg.partition] = max(w.lifecycle_handled.get(msg.partition, 0), msg.offset + 1)
 
     async def handle(raw: bytes | None, msg: Any) -> None:
-        stamp = _stamp(msg)
+        stamp = _record_ms(msg)
         ev = admit(raw, topic, msg.partition, w.settings, offset=msg.offset, timestamp_ms=stamp)
         if isinstance(ev, str):
             await w.deadletter(raw or b"", ev, msg, topic)

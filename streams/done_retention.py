@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from scheduling.events import partition_for
+from streams.admission import ahead_of_clock
 from streams.state import DoneJob, Transition
 
 if TYPE_CHECKING:
@@ -78,10 +79,9 @@ def refusal(w: Worker, partition: int, timestamp_ms: int | None, event_time: dat
     """Why a submission of a job this worker does not know, on ``partition``, whose Kafka record was sent
     at ``timestamp_ms`` (``event_time`` when the record has none), is refused; None when it is not."""
     sent = sent_at(timestamp_ms, event_time)
-    skew = w.settings.max_clock_skew_s
-    if (ahead := sent - time.time()) > skew:
-        return (f"its Kafka record is stamped {ahead:,.0f} s ahead of the worker's clock (more than "
-                f"SEMSCHED_MAX_CLOCK_SKEW={skew:g} s): is the producer's clock right?")  # fmt: skip
+    record = datetime.fromtimestamp(sent, UTC)
+    if reason := ahead_of_clock(record, w.settings.max_clock_skew_s, what="its Kafka record's timestamp"):
+        return reason
     if not of_a_forgotten_job(w, partition, sent):
         return None
     return (f"sent at {_iso(sent)}, before {_iso(w.forgotten.get(str(partition)))}, up to which this partition's "

@@ -60,8 +60,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from scheduling.events import INTERNAL_ERROR, DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, decode
-from streams.admission import admit
-from streams.agents import ahead_of_clock, known_job, lifecycle_transition
+from streams.admission import admit, ahead_of_clock
+from streams.agents import known_job, lifecycle_transition
 from streams.app import Worker
 from streams.done_retention import of_a_forgotten_job, refusal, sent_at
 from streams.log_readback import REFUSALS, RESTORED_TOPICS, Logged, read_back
