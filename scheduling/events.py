@@ -19,6 +19,7 @@ All topics are partitioned by cluster (:func:`partition_for`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import uuid
 import zlib
@@ -133,12 +134,18 @@ def with_record_identity(ev: Event, topic: str, partition: int, offset: int, tim
     if "event_id" not in ev.model_fields_set:
         update["event_id"] = hashlib.sha1(f"{topic}:{partition}:{offset}".encode()).hexdigest()[:32]
     if "event_time" not in ev.model_fields_set and timestamp_ms is not None:
-        try:  # (model_copy does not validate: the record's time is checked here; ValueError when out of range)
-            stamp = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
-        except (OverflowError, OSError, ValueError) as e:
-            raise ValueError(f"the record's timestamp {timestamp_ms} ms is no time ({e})") from None
-        update["event_time"] = archived_time(stamp, "the record's timestamp")
+        # (model_copy does not validate: the record's time is checked here; ValueError when out of range)
+        update["event_time"] = record_time(timestamp_ms)
     return ev.model_copy(update=update) if update else ev
+
+
+def record_time(timestamp_ms: int) -> datetime:
+    """A record's Kafka timestamp (ms) as a time the archive holds; ``ValueError`` when it is none."""
+    try:
+        stamp = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+    except (OverflowError, OSError, ValueError) as e:
+        raise ValueError(f"the record's timestamp {timestamp_ms} ms is no time ({e})") from None
+    return archived_time(stamp, "the record's timestamp")
 
 
 def derived_event_id(cause_event_id: str, what: str) -> str:
@@ -493,15 +500,27 @@ class DeadLetter(Event):
 
     @classmethod
     def of(cls, raw: bytes, reason: str, *, topic: str, partition: int = -1, offset: int = -1,
-           key: bytes | None = None, keep: int = 64 * 1024) -> DeadLetter:
+           key: bytes | None = None, keep: int = 64 * 1024, timestamp_ms: int | None = None) -> DeadLetter:
         """The dead letter of ``raw`` (its first ``keep`` bytes); the reason and the key are cut to
         :data:`MAX_TEXT` and :data:`MAX_DEADLETTER_KEY` bytes (found by review: a long key, or a reason
-        quoting a long value, made a dead letter the producer refused for its size, for ever)."""
+        quoting a long value, made a dead letter the producer refused for its size, for ever).
+
+        The dead letter of a record read at ``topic[partition]@offset`` has an id derived from that place
+        and, given the record's Kafka timestamp, that time: a record dead-lettered again (read again after a
+        crash or a rebalance, before its offset was committed) is the same event, one row of the archive's
+        ``deadletter`` table (it is ordered by topic, time and id). Before, each got a new id and the time
+        of refusal, and the archive counted it twice."""
+        identity: dict[str, Any] = {}
+        if partition >= 0 and offset >= 0:
+            identity["event_id"] = derived_event_id(f"{topic}:{partition}:{offset}", "deadletter")
+            if timestamp_ms is not None and timestamp_ms >= 0:  # (-1: the record has none)
+                with contextlib.suppress(ValueError):  # out of the archive's range: the time of refusal
+                    identity["event_time"] = record_time(timestamp_ms)
         return cls(
             topic=topic, partition=partition, offset=offset,
             key=None if key is None else cut_text(key.decode("utf-8", "replace"), MAX_DEADLETTER_KEY),
             original_b64=base64.b64encode(raw[:keep]).decode(), original_size=len(raw),
-            reason=cut_text(reason, MAX_TEXT),
+            reason=cut_text(reason, MAX_TEXT), **identity,
         )  # fmt: skip
 
     def original(self) -> bytes:

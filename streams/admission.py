@@ -72,6 +72,11 @@ def misplaced_reason(ev: Any, partition: int, s: Settings) -> str | None:
             "scheduling.events.partition_for, as streams.producer.EventProducer does")  # fmt: skip
 
 
+def record_ms(msg: Any) -> int | None:
+    """A consumed record's Kafka timestamp in ms (Faust gives seconds); None when it has none."""
+    return round(msg.timestamp * 1000) if msg.timestamp is not None else None
+
+
 def ahead_of_clock(t: datetime, skew_s: float, now: float | None = None, *, what: str = "event_time") -> str | None:
     """Why an event stamped ``t`` (its ``what``) is refused: further ahead of this worker's clock than
     ``skew_s`` (``SEMSCHED_MAX_CLOCK_SKEW``); None when it is not."""

@@ -23,7 +23,7 @@ from scheduling.events import (
     NodeTelemetry,
 )
 from streams import telemetry
-from streams.admission import admit, ahead_of_clock
+from streams.admission import admit, ahead_of_clock, record_ms
 from streams.app import Worker
 from streams.done_retention import of_a_forgotten_job, refusal, sent_at
 from streams.early_reports import EarlyReport
@@ -118,11 +118,6 @@ async def apply_held(w: Worker, early: EarlyReport) -> None:
         await w.deadletter(original, f"{INTERNAL_ERROR} while handling: {type(e).__name__}: {e}", early, "jobs.lifecycle")
 
 
-def _record_ms(msg: Any) -> int | None:
-    """A consumed record's Kafka timestamp in ms (Faust gives seconds)."""
-    return round(msg.timestamp * 1000) if msg.timestamp is not None else None
-
-
 def register_agents(w: Worker) -> None:
     """One agent per input topic; each decodes (malformed → dead letter) then applies a
     handler. A handler that raises dead-letters its event too: the worker keeps going."""
@@ -132,7 +127,7 @@ def register_agents(w: Worker) -> None:
             await w.deadletter(raw, reason, msg, "jobs.submitted")
             return
         t = on_submitted(ev, known_job(w, ev.job_id), time.time())
-        if t.pending and (reason := refusal(w, msg.partition, _record_ms(msg), ev.event_time)):  # (a forgotten job's?)
+        if t.pending and (reason := refusal(w, msg.partition, record_ms(msg), ev.event_time)):  # (a forgotten job's?)
             t.deadletter = reason
         if t.deadletter:
             await w.deadletter(raw, t.deadletter, msg, "jobs.submitted")
@@ -180,10 +175,11 @@ def register_agents(w: Worker) -> None:
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
         trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
-        if known_job(w, ev.job_id) is None and of_a_forgotten_job(w, msg.partition, sent_at(_record_ms(msg), ev.event_time)):
+        if known_job(w, ev.job_id) is None and of_a_forgotten_job(w, msg.partition, sent_at(record_ms(msg), ev.event_time)):
             w.counters.note("report of a forgotten job: let go")  # (streams/done_retention.py)
             return
-        if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, msg.partition, time.time(), msg.offset, raw):
+        if known_job(w, ev.job_id) is None and w.early_reports.hold(
+                ev, msg.partition, time.time(), msg.offset, raw, msg.timestamp):
             w.counters.early_reports += 1  # before its job's submission (streams/early_reports.py)
             return
         await apply_lifecycle(w, ev, msg.partition)
@@ -226,7 +222,7 @@ def _agent(w: Worker, topic: str, handler: Any, faults: InputFaults) -> None:
                 w.lifecycle_handled[msg.partition] = max(w.lifecycle_handled.get(msg.partition, 0), msg.offset + 1)
 
     async def handle(raw: bytes | None, msg: Any) -> None:
-        stamp = _record_ms(msg)
+        stamp = record_ms(msg)
         ev = admit(raw, topic, msg.partition, w.settings, offset=msg.offset, timestamp_ms=stamp)
         if isinstance(ev, str):
             await w.deadletter(raw or b"", ev, msg, topic)

@@ -34,6 +34,7 @@ from scheduling.job import JobRequest
 from scheduling.order_context import LearningDurationPredictor
 from storage.queries.finished_jobs import FinishedJob
 from streams import telemetry
+from streams.admission import record_ms
 from streams.changelog_faults import ChangelogFaults
 from streams.early_reports import EarlyReports
 from streams.finished_log import FinishedLog
@@ -147,7 +148,8 @@ class Worker:
         # the whole event, up to the size an event may have (so one refused for another reason can be
         # mended and sent again from its dead letter); a larger one is cut there (its topic allows 4x)
         dl = DeadLetter.of(raw, reason, topic=topic, partition=message.partition, offset=message.offset,
-                           key=message.key, keep=self.settings.max_message_bytes)  # fmt: skip
+                           key=message.key, keep=self.settings.max_message_bytes,
+                           timestamp_ms=record_ms(message))  # fmt: skip
         self.counters.deadletters += 1
         telemetry.count_deadletter(reason, topic=topic, source="worker")
         trace.get_current_span().set_attribute("semsched.deadletter.reason", reason[:500])

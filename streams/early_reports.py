@@ -29,6 +29,7 @@ class EarlyReport:
     since: float  # when it came (wall clock)
     offset: int = -1  # where it came from, and its bytes (for its dead letter, if handling it fails)
     raw: bytes | None = None
+    timestamp: float | None = None  # its Kafka record's timestamp in s, as Faust gives it (the same)
 
     @property
     def key(self) -> bytes:
@@ -45,11 +46,12 @@ class EarlyReports:
     def __len__(self) -> int:
         return self._count
 
-    def hold(self, event: JobLifecycle, partition: int, now: float, offset: int = -1, raw: bytes | None = None) -> bool:
+    def hold(self, event: JobLifecycle, partition: int, now: float, offset: int = -1, raw: bytes | None = None,
+             timestamp: float | None = None) -> bool:  # fmt: skip
         """Keep ``event`` for its job; False when full (handle it now)."""
         if self._count >= self.limit:
             return False
-        self._by_job.setdefault(event.job_id, []).append(EarlyReport(event, partition, now, offset, raw))
+        self._by_job.setdefault(event.job_id, []).append(EarlyReport(event, partition, now, offset, raw, timestamp))
         self._count += 1
         return True
 

@@ -167,7 +167,7 @@ class SimulatedAgents:
                     for m in msgs:
                         self._reading = (tp, m.offset)
                         await self._handle(topic, m.value, partition=m.partition, offset=m.offset, key=m.key,
-                                           headers=m.headers)  # fmt: skip
+                                           headers=m.headers, timestamp_ms=m.timestamp)  # fmt: skip
                 if batch:
                     self._raise_background_failure()  # (a report lost with it: not committed past it)
                     await self._commit(consumer, {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs})
@@ -236,30 +236,32 @@ class SimulatedAgents:
                     "reported preempted", len(self.nodes), len(got.reported), len(got.lost))  # fmt: skip
 
     async def _handle(self, topic: str, raw: bytes | None, *, partition: int = -1, offset: int = -1,
-                      key: bytes | None = None, headers: object = None) -> None:  # fmt: skip
+                      key: bytes | None = None, headers: object = None, timestamp_ms: int | None = None) -> None:  # fmt: skip
+        where = (partition, offset, key, timestamp_ms)
         try:
             if raw is None:
                 raise ValueError("empty message (null value)")
             ev = decode(topic, raw)
         except ValueError as e:
             if topic == "actions":  # no worker reads this topic: the agents are its last reader
-                await self._malformed(raw, f"invalid actions command: {e}", partition, offset, key)
+                await self._malformed(raw, f"invalid actions command: {e}", *where)
             return  # malformed telemetry: the worker, which reads that topic, dead-letters it
         try:
             await self._execute(topic, ev, headers)
         except CannotExecute as e:
-            await self._malformed(raw, f"cannot execute actions command: {e}", partition, offset, key)
+            await self._malformed(raw, f"cannot execute actions command: {e}", *where)
         except ValidationError as e:  # a report it cannot make (its commit would re-read it at every restart)
             if topic != "actions":
                 raise
-            await self._malformed(raw, f"cannot execute actions command: {e}", partition, offset, key)
+            await self._malformed(raw, f"cannot execute actions command: {e}", *where)
 
-    async def _malformed(self, raw: bytes | None, reason: str, partition: int, offset: int, key: bytes | None) -> None:
+    async def _malformed(self, raw: bytes | None, reason: str, partition: int, offset: int, key: bytes | None,
+                         timestamp_ms: int | None) -> None:  # fmt: skip
         self.stats.malformed_commands += 1
         count_deadletter(reason, topic="actions", source="agents")
         log.warning("dead-lettering a malformed command at %s:%s: %s", partition, offset, reason)
         await self._producer.send("deadletter", DeadLetter.of(raw or b"", reason, topic="actions", partition=partition,
-                                                              offset=offset, key=key))  # fmt: skip
+                                                              offset=offset, key=key, timestamp_ms=timestamp_ms))  # fmt: skip
 
     async def _execute(self, topic: str, ev: Any, headers: object) -> None:
         if isinstance(ev, NodeTelemetry):

@@ -167,6 +167,21 @@ def test_dead_letter_keeps_the_original_bytes() -> None:
     assert big.original_size == 100_000 and len(big.original()) == 1000
 
 
+def test_a_dead_letter_is_named_by_the_record_it_refuses() -> None:
+    """Its id from the record's place, its time from the record's timestamp: the same record refused again
+    is the same event. Without a place, each is its own; a timestamp the archive cannot hold is left out."""
+    sent = datetime(2026, 3, 1, 12, tzinfo=UTC)
+    one = DeadLetter.of(b"{", "bad", topic="t", partition=1, offset=5, timestamp_ms=int(sent.timestamp() * 1000))
+    again = DeadLetter.of(b"{", "bad again", topic="t", partition=1, offset=5, timestamp_ms=int(sent.timestamp() * 1000))
+    assert (one.event_id, one.event_time) == (again.event_id, sent)
+    assert DeadLetter.of(b"{", "bad", topic="t", partition=1, offset=6).event_id != one.event_id
+    assert DeadLetter.of(b"{", "bad", topic="u", partition=1, offset=5).event_id != one.event_id
+    assert DeadLetter.of(b"{", "bad", topic="t").event_id != DeadLetter.of(b"{", "bad", topic="t").event_id
+    before = datetime.now(UTC)
+    for unusable in (-1, 10**15, None):  # none, beyond the archive's range, not given: the time of refusal
+        assert DeadLetter.of(b"{", "bad", topic="t", partition=1, offset=5, timestamp_ms=unusable).event_time >= before
+
+
 @pytest.mark.parametrize("field", ["latency_ms", "step_compute_ms", "predicted_duration_s", "trace_duration_s",
                                    "predicted_cost", "predicted_run_time_s"])
 @pytest.mark.parametrize("value", ["Infinity", "NaN"])

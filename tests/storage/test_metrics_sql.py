@@ -254,6 +254,18 @@ def test_deadletters_by_reason(archive: ArchiveClient) -> None:
     assert m.deadletters_by_reason(archive) == {"bad json": 2, "too large": 1}
 
 
+def test_a_record_deadlettered_again_counts_once(client: ArchiveClient) -> None:
+    """A record the worker read and dead-lettered again (a crash before its offset was committed) gives the
+    same dead letter (scheduling/events.py ``DeadLetter.of``): one row, counted once, in a later batch too."""
+    sent_ms = int(T0.timestamp() * 1000)
+    w = ArchiveWriter(client)
+    for _ in range(2):
+        w.write("deadletter", [DeadLetter.of(b"{x", "bad json", topic="jobs.submitted", partition=0, offset=1,
+                                             timestamp_ms=sent_ms)])  # fmt: skip
+    assert m.deadletters_by_reason(client) == {"bad json": 1}
+    assert [tuple(r) for r in client.query_rows("SELECT event_time FROM deadletter FINAL")[1]] == [(T0,)]
+
+
 def test_archive_metrics_bundle(archive: ArchiveClient) -> None:
     by = m.archive_metrics(archive, "policy")
     assert by[FF].stability is not None and by[FF].stability.reversals == 2

@@ -298,6 +298,22 @@ async def test_malformed_submission_is_deadlettered_and_the_agent_goes_on(
     assert dl.original() == raw[: w.settings.max_message_bytes]  # a larger one is cut at the limit
 
 
+async def test_a_record_deadlettered_again_is_the_same_dead_letter(worker: tuple[Worker, Sent]) -> None:
+    """Read again (a crash or a rebalance before its offset was committed), a malformed record's dead
+    letter has the same id and time, so the archive holds it once: the id is derived from where the record
+    was read, the time is its Kafka timestamp (before: a new uuid and the time of refusal each time)."""
+    w, sent = worker
+    sent_at = T0.timestamp() + 0.25
+    async with drive(w, "jobs.submitted") as a:
+        for _ in range(2):
+            await put(a, b"{not json", key=b"bad", partition=1, offset=7, timestamp=sent_at)
+        await put(a, b"{not json", key=b"bad", partition=1, offset=8, timestamp=sent_at)
+    first, again, other = sent.deadletters()
+    assert (first.event_id, first.event_time) == (again.event_id, again.event_time)
+    assert first.event_time == datetime.fromtimestamp(sent_at, UTC)
+    assert other.event_id != first.event_id  # another record: another dead letter
+
+
 async def test_a_dead_letter_of_a_huge_key_or_a_long_reason_fits_what_the_producer_takes(
         worker: tuple[Worker, Sent]) -> None:  # fmt: skip
     """A 600 kB key on a 1-byte message fit its topic; its dead letter (the key as Kafka key and in the value)
