@@ -14,7 +14,10 @@ Offsets are committed by hand, after each batch of commands has been executed an
 delivered (a command waiting for its node's inventory holds its partition's commit back): with
 aiokafka's auto-commit, a batch counted as consumed once it was fetched, and agents that stopped
 on an error mid-batch never executed or reported the rest of it. A command read again after a
-restart is skipped when its decision was already reported on (:mod:`ops.agents.recovery`).
+restart is skipped when its decision was already reported on (:mod:`ops.agents.recovery`). A
+``nodes.telemetry`` offset is committed only up to where a full round of reports (every node known,
+delivered) began: a successor reads the telemetry back from there, not from the beginning, and finds
+every node its predecessor knew reported past it.
 
 A broker outage of up to ``BROKER_WAIT_S`` (5 min) is ridden out: the reports wait in the producer
 and go when it is back (with aiokafka's 40 s the agents stopped 40 s into an outage, and the runs
@@ -139,6 +142,11 @@ class SimulatedAgents:
         self._stopping = asyncio.Event()
         self._reported_all = 0.0  # when every node was last reported (streams/silent_nodes.py)
         self._reading: tuple[TopicPartition, int] | None = None  # the message being handled
+        # nodes.telemetry partition -> the offset after the last record handled there; and the offsets up to
+        # which every node known was reported after them, a full round delivered (the most it commits there:
+        # ops/agents/recovery.py reads back from the committed offset)
+        self._telemetry_read: dict[TopicPartition, int] = {}
+        self._telemetry_summarised: dict[TopicPartition, int] = {}
 
     def run_seconds(self, cmd: PlacementCommand) -> float:
         d = cmd.trace_duration_s if cmd.trace_duration_s is not None else self.default_duration_s
@@ -168,6 +176,8 @@ class SimulatedAgents:
                         self._reading = (tp, m.offset)
                         await self._handle(topic, m.value, partition=m.partition, offset=m.offset, key=m.key,
                                            headers=m.headers, timestamp_ms=m.timestamp)  # fmt: skip
+                        if topic == "nodes.telemetry":
+                            self._telemetry_read[tp] = m.offset + 1
                 if batch:
                     self._raise_background_failure()  # (a report lost with it: not committed past it)
                     await self._commit(consumer, {tp: msgs[-1].offset + 1 for tp, msgs in batch.items() if msgs})
@@ -215,7 +225,13 @@ class SimulatedAgents:
         for tp, offset in held:
             if tp in offsets:
                 offsets[tp] = min(offsets[tp], offset)
-        await consumer.commit(offsets)
+        for tp in [tp for tp in offsets if tp.topic == self.settings.topic("nodes.telemetry")]:
+            if tp in self._telemetry_summarised:  # not past the last full round of reports
+                offsets[tp] = min(offsets[tp], self._telemetry_summarised[tp])
+            else:
+                del offsets[tp]
+        if offsets:
+            await consumer.commit(offsets)
 
     async def _recover(self) -> None:
         """Read back the nodes and what a predecessor executed (ops/agents/recovery.py); report
@@ -394,13 +410,17 @@ class SimulatedAgents:
                 if cmds and now - min(c.event_time.timestamp() for c in cmds) >= self.unknown_node_grace_s:
                     for cmd in self._waiting.pop(node):
                         await self._place(cmd)
+            covers = None
             if now - self._reported_all >= AGENT_REPORT_EVERY_S:  # each node at least this often: it is alive
                 self._reported_all, self.dirty = now, set(self.nodes)
+                covers = dict(self._telemetry_read)  # every node learned from before these offsets is reported
             dirty, self.dirty = self.dirty, set()
             for node in dirty:
                 await self._producer.send("nodes.telemetry", self.nodes[node].telemetry())
             if dirty:
                 await self._producer.flush()
+            if covers is not None:  # delivered: past these offsets (ops/agents/recovery.py)
+                self._telemetry_summarised = covers
 
 
 def run_agents(settings: Settings, **kw: object) -> None:
