@@ -3,7 +3,8 @@
 At start it reads back the inventory and the lifecycle reports (:mod:`ops.agents.recovery`:
 a restarted process knows the nodes, skips the decisions already executed and reports the runs
 its predecessor lost ``preempted``). It learns the nodes from the inventory telemetry, executes commands from ``actions``
-(ignoring a decision id it has already executed), refuses any command that would
+(ignoring a decision id it has already executed: remembered until ``SEMSCHED_DONE_RETENTION`` after
+the decision is over, :mod:`ops.agents.decision_memory`), refuses any command that would
 over-commit a node (a ``failed`` lifecycle event with the reason), runs each job for its
 trace duration divided by ``speed``, reports ``started`` / ``finished``, and publishes
 telemetry for the nodes whose allocation changed every ``telemetry_s`` seconds, and for every node
@@ -45,6 +46,7 @@ from aiokafka.errors import KafkaConnectionError
 from opentelemetry.trace import Span
 from pydantic import ValidationError
 
+from ops.agents.decision_memory import DecisionMemory
 from ops.agents.node_ledger import NodeLedger
 from ops.agents.recovery import LOST_REASON, recover
 from ops.agents.single_instance import (
@@ -124,13 +126,14 @@ class SimulatedAgents:
         # keyed by (cluster, node id) and (cluster, decision id): one process plays every cluster of its
         # topics, and the worker requires job and node names to be unique only within what one worker serves
         self.nodes: dict[Key, NodeLedger] = {}
-        self.executed: set[Key] = set()
+        # the decisions executed, and the placements fenced before they came (ops/agents/decision_memory.py)
+        self.decisions = DecisionMemory(settings.done_retention_s + settings.max_clock_skew_s
+                                        if settings.done_retention_s > 0 else 0.0)  # fmt: skip
         self.dirty: set[Key] = set()
         self.stats = AgentStats()
         self._timers: dict[Key, asyncio.TimerHandle] = {}
         self._waiting: dict[Key, list[PlacementCommand]] = {}  # by the node it waits for
         self._waiting_at: dict[Key, tuple[TopicPartition, int]] = {}  # waiting decision -> where it was read
-        self._fenced: dict[Key, str] = {}  # placements preempted before the agents held them -> the reason
         self._spans: dict[Key, Span] = {}  # decision → its open ``execute job`` span
         self._tasks: set[asyncio.Future[Any]] = set()  # telemetry and completions: a failure stops the agents
         self._failure: BaseException | None = None
@@ -239,7 +242,10 @@ class SimulatedAgents:
         got = await recover(self.settings)
         for node, inventory in got.inventory.items():
             self.nodes.setdefault(node, NodeLedger.from_inventory(inventory))
-        self.executed |= got.reported
+        now = time.time()
+        for decision in got.reported:  # (each over, or its lost run reported below)
+            self.decisions.execute(decision)
+            self.decisions.over(decision, now)
         for started in got.lost:
             await self._producer.send("jobs.lifecycle", started.model_copy(update={
                 "state": "preempted", "reason": LOST_REASON,
@@ -289,19 +295,21 @@ class SimulatedAgents:
             return
         self.stats.commands += 1
         decision = scoped(ev.cluster, ev.decision_id)
-        if decision in self.executed:
+        if decision in self.decisions:
             self.stats.duplicates += 1
             return
         if isinstance(ev, PlacementCommand):
-            self.executed.add(decision)
+            self.decisions.execute(decision)
             self._spans[decision] = start_execute(self.settings.topic(topic), headers, job_id=ev.job_id,
                                                   decision_id=ev.decision_id, node_id=ev.node_id)  # fmt: skip
             await self._place(ev)
         elif isinstance(ev, PreemptCommand):
-            self.executed.add(decision)
+            self.decisions.execute(decision)
+            self.decisions.over(decision, time.time())
             await self._preempt(ev)
         elif isinstance(ev, IsolateNodeCommand) and (node := self.nodes.get(scoped(ev.cluster, ev.node_id))):
-            self.executed.add(decision)
+            self.decisions.execute(decision)
+            self.decisions.over(decision, time.time())
             node.healthy = False  # reported now, not at the next telemetry tick: a restart reads it back
             await self._producer.send("nodes.telemetry", node.telemetry())
         else:  # never executed, and said so (found by review: these were counted executed and dropped)
@@ -323,10 +331,11 @@ class SimulatedAgents:
         finally:
             if state != "started":
                 end_execute(span, state, str(kw.get("reason") or "") or None)
+                self.decisions.over(decision, time.time())
 
     async def _place(self, cmd: PlacementCommand) -> None:
         decision = scoped(cmd.cluster, cmd.decision_id)
-        if (reason := self._fenced.pop(decision, None)) is not None:  # preempted before it could run
+        if (reason := self.decisions.take_fence(decision)) is not None:  # preempted before it could run
             self._waiting_at.pop(decision, None)
             self.stats.preempted += 1
             await self._lifecycle(cmd, "preempted", reason=reason)
@@ -383,7 +392,7 @@ class SimulatedAgents:
         if cmd.target_decision_id is not None:
             held = [d for d in held if d == cmd.target_decision_id]
             if not held:  # not running here (yet): it must not run later, and it is reported when it comes
-                self._fenced[scoped(cmd.cluster, cmd.target_decision_id)] = cmd.reason
+                self.decisions.fence(scoped(cmd.cluster, cmd.target_decision_id), cmd.reason, time.time())
                 waiting = [c for c in self._waiting.get(where, []) if c.decision_id == cmd.target_decision_id]
                 for c in waiting:  # (waiting for its node's inventory)
                     self._waiting[where].remove(c)
@@ -403,6 +412,7 @@ class SimulatedAgents:
         while True:  # (every node is due at least every AGENT_REPORT_EVERY_S, whatever telemetry_s says)
             await asyncio.sleep(min(self.telemetry_s, AGENT_REPORT_EVERY_S))
             now = time.time()
+            self.decisions.forget_old(now)
             for node in list(self._waiting):  # read again at each node: while a refusal's report is sent, the
                 # command loop may place a node's waiting commands (its inventory came) or fence them
                 # (found by review: the stale snapshot's KeyError or empty list stopped the agents)

@@ -291,7 +291,7 @@ async def test_commands_the_agents_cannot_carry_out_are_dead_lettered_with_the_r
     assert [(d.offset, d.reason) for d in dead] == [  # type: ignore[attr-defined]
         (3, "cannot execute actions command: no node ghost in cluster c1 (no inventory)"),
         (4, "cannot execute actions command: the simulated agents do not carry out restart_from_checkpoint commands")]
-    assert isinstance(dead[0], DeadLetter) and a.executed == set()
+    assert isinstance(dead[0], DeadLetter) and a.decisions.executed == set()
 
 
 async def test_two_clusters_with_the_same_job_and_node_names_are_kept_apart(agents) -> None:
@@ -446,3 +446,37 @@ async def test_every_node_is_reported_at_least_every_ten_seconds_changed_or_not(
     reports = [e for t, e in rec.sent if t == "nodes.telemetry"]
     assert sorted(e.node_id for e in reports) == ["n1", "n1", "n2", "n2"]
     assert all(e.source == "agent" and e.healthy for e in reports)
+
+
+async def test_decisions_over_for_longer_than_the_retention_are_forgotten_and_running_ones_kept(agents) -> None:
+    """The agents remembered every decision they ever executed (ops/agents/decision_memory.py): one whose run
+    ended, and a fence whose placement never came, are forgotten SEMSCHED_DONE_RETENTION + the clock skew
+    later; a run still going is remembered however long it runs, so its command read again is not run twice."""
+    a, rec = agents
+    keep = a.settings.done_retention_s + a.settings.max_clock_skew_s
+    await a._handle("nodes.telemetry", inventory(cpu=4000))
+    ended, running = place("ended", cpu=1000), place("running", cpu=1000)
+    for c in (ended, running):
+        await a._handle("actions", c.to_bytes())
+    await a._complete(ended, failed=False)
+    fence = PreemptCommand(decision_id="fence-x", job_id="x", cluster="c1", node_id="n1", target_decision_id="never",
+                           reason="gang g: member left")  # fmt: skip
+    await a._handle("actions", fence.to_bytes())
+    now = time.time()
+    assert a.decisions.forget_old(now + keep - 60) == 0  # within the retention: all remembered
+    await a._handle("actions", ended.to_bytes())
+    assert a.stats.duplicates == 1
+    # ended's decision, the fence's own, and the fence waiting for "never"
+    assert a.decisions.forget_old(now + keep + 60) == 3
+    assert ("c1", ended.decision_id) not in a.decisions and ("c1", "never") not in a.decisions.fenced
+    assert a.decisions.executed == {("c1", running.decision_id)}
+    await a._handle("actions", running.to_bytes())  # read again while it runs: not run twice
+    assert a.stats.duplicates == 2 and a.nodes[("c1", "n1")].cpu_alloc == 1000
+
+
+async def test_a_retention_of_0_keeps_every_decision(tmp_path: Path) -> None:
+    s = Settings(bootstrap="127.0.0.1:1", state_dir=tmp_path, done_retention_s=0)
+    a = SimulatedAgents(s)
+    a.decisions.execute(("c1", "d"))
+    a.decisions.over(("c1", "d"), 0.0)
+    assert a.decisions.forget_old(time.time() + 10 * 365 * 86400) == 0 and ("c1", "d") in a.decisions
