@@ -12,7 +12,9 @@ attempt: paced (streams/kafka_backoff.py), still ~20 lines a second, 7.4 KB/s (~
 worker's log. :class:`CollapsedRepeats` lets a warning or error through, holds back the same line
 (logger, level and the whole message: another node or another error is another line) for ``every_s``
 (10 s) after it, and the next one let through says how many it held back. A line that stops
-repeating has its last held count untold; a new line, and any with a traceback, is logged at once.
+repeating has its last count told by :func:`tell_untold_repeats` (the worker calls it every few
+seconds, the agents at each telemetry tick: before, it went untold, and the log's last line of an
+outage came up to 10 s before its end); a new line, and any with a traceback, is logged at once.
 """
 
 from __future__ import annotations
@@ -67,6 +69,33 @@ class CollapsedRepeats(logging.Filter):
         return True
 
 
+    def untold(self) -> list[tuple[str, int, str, int, float]]:
+        """``(logger, level, message, how many, over how many s)`` of each line held back whose interval
+        is over with none let through since (which would have said so); each is told once."""
+        now = self.clock()
+        out = []
+        for kind, held in list(self._held.items()):
+            shown = self._shown.get(kind)
+            if shown is None or now - shown >= self.every_s:
+                del self._held[kind]
+                out.append((*kind, held, now - shown if shown is not None else 0.0))
+        return out
+
+
+_COLLAPSED: list[tuple[logging.Logger, CollapsedRepeats]] = []  # where tame_kafka_client_logs installed one
+
+
+def tell_untold_repeats() -> int:
+    """Log, on its own logger, each line held back whose interval is over (:meth:`CollapsedRepeats.untold`):
+    how many more like it came. How many lines that logged."""
+    n = 0
+    for logger, collapsed in list(_COLLAPSED):
+        for _, level, message, held, span in collapsed.untold():
+            logger.log(level, "%s (and %s more like it in the %.0f s since, not logged)", message, f"{held:,}", span)
+            n += 1
+    return n
+
+
 def tame_kafka_client_logs() -> None:
     """Install :class:`RetriedCoordinatorLookup` on aiokafka's coordinator logger, then :class:`CollapsedRepeats`
     on each of aiokafka's loggers (once; a filter applies to its own logger's records only)."""
@@ -78,4 +107,6 @@ def tame_kafka_client_logs() -> None:
     for name in [n for n in list(logging.root.manager.loggerDict) if n == "aiokafka" or n.startswith("aiokafka.")]:
         logger = logging.getLogger(name)
         if not any(isinstance(f, CollapsedRepeats) for f in logger.filters):
-            logger.addFilter(CollapsedRepeats())
+            collapsed = CollapsedRepeats()
+            logger.addFilter(collapsed)
+            _COLLAPSED.append((logger, collapsed))

@@ -9,13 +9,14 @@ import logging
 from streams import telemetry
 from streams.app import Worker, create_app
 from streams.kafka_backoff import pace_failed_metadata_updates
-from streams.kafka_logs import tame_kafka_client_logs
+from streams.kafka_logs import tame_kafka_client_logs, tell_untold_repeats
 from streams.settings import Settings, no_broker
 from streams.stop_deadline import StopDeadlineWorker
 from streams.topics import TopicSetupError, ensure_topics
 from streams.web_address import advertise, withdraw
 
 log = logging.getLogger("semsched.worker")
+UNTOLD_REPEATS_S = 5.0  # how often the held-back counts of client log lines that stopped repeating are told
 
 
 def _attach_archiver(w: Worker) -> None:
@@ -76,6 +77,10 @@ def run_worker(settings: Settings, *, archive: bool = True, loglevel: str = "war
     except telemetry.TelemetryConfigError as e:
         raise SystemExit(f"semsched worker: {e}") from None
     w = start_up(settings, archive)
+
+    @w.app.timer(interval=UNTOLD_REPEATS_S)
+    async def untold_repeats() -> None:  # the counts of aiokafka's lines that stopped repeating
+        tell_untold_repeats()
 
     class StoppingWorker(StopDeadlineWorker, FaustWorker):
         """Faust's worker, gone within ``settings.stop_timeout_s`` once its stop starts."""

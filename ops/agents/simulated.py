@@ -66,7 +66,7 @@ from scheduling.events import (
     derived_event_id,
 )
 from streams.kafka_backoff import pace_failed_metadata_updates
-from streams.kafka_logs import tame_kafka_client_logs
+from streams.kafka_logs import tame_kafka_client_logs, tell_untold_repeats
 from streams.producer import EventProducer
 from streams.settings import AGENT_REPORT_EVERY_S, Settings, no_broker
 from streams.stop_deadline import arm_stop_deadline
@@ -413,6 +413,7 @@ class SimulatedAgents:
             await asyncio.sleep(min(self.telemetry_s, AGENT_REPORT_EVERY_S))
             now = time.time()
             self.decisions.forget_old(now)
+            tell_untold_repeats()  # (aiokafka's lines that stopped repeating: streams/kafka_logs.py)
             for node in list(self._waiting):  # read again at each node: while a refusal's report is sent, the
                 # command loop may place a node's waiting commands (its inventory came) or fence them
                 # (found by review: the stale snapshot's KeyError or empty list stopped the agents)

@@ -76,3 +76,38 @@ def test_installed_on_aiokafka_s_client_logger(caplog: pytest.LogCaptureFixture)
         for _ in range(50):
             client.log.error("Unable to update metadata from %s", [1])
     assert len(caplog.records) <= 1  # (none when an earlier test's line of this kind is under 10 s old)
+
+
+def test_the_count_of_a_line_that_stopped_repeating_is_told_once_its_interval_is_over() -> None:
+    """Before, it went untold: an outage's last failures were held back and never logged, and the log's last
+    line of it came up to 10 s before its end."""
+    now = [0.0]
+    f = CollapsedRepeats(every_s=10.0, clock=lambda: now[0])
+    for t in (0.0, 1.0, 2.0, 3.0):  # the broker comes back after 3 s: no more like it
+        now[0] = t
+        f.filter(logging.LogRecord("aiokafka.conn", logging.ERROR, __file__, 1, "Unable connect to %s", ("n1",), None))
+    now[0] = 9.0
+    assert f.untold() == []  # within its interval: the next one let through would say so
+    now[0] = 12.0
+    assert f.untold() == [("aiokafka.conn", logging.ERROR, "Unable connect to n1", 3, 12.0)]
+    assert f.untold() == []  # told once
+
+
+def test_tell_untold_repeats_logs_them_on_their_own_logger(caplog: pytest.LogCaptureFixture,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from aiokafka import conn
+
+    import streams.kafka_logs as kafka_logs
+
+    tame_kafka_client_logs()
+    [collapsed] = [f for lg, f in kafka_logs._COLLAPSED if lg is conn.log]
+    now = [1000.0]
+    monkeypatch.setattr(collapsed, "clock", lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger=conn.log.name):
+        for _ in range(5):
+            conn.log.error("Unable connect to %s", "node-untold")
+        now[0] += 11
+        assert kafka_logs.tell_untold_repeats() >= 1
+    told = [r.getMessage() for r in caplog.records if "node-untold" in r.getMessage()]
+    assert told == ["Unable connect to node-untold",
+                    "Unable connect to node-untold (and 4 more like it in the 11 s since, not logged)"]  # fmt: skip
