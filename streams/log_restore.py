@@ -59,7 +59,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from scheduling.events import INTERNAL_ERROR, DeadLetter, DecisionRecord, JobLifecycle, JobSubmitted, decode
+from scheduling.events import INTERNAL_ERROR, DeadLetter, JobLifecycle, JobSubmitted, decode
 from streams.admission import admit, ahead_of_clock
 from streams.agents import known_job, lifecycle_transition
 from streams.app import Worker
@@ -79,6 +79,8 @@ class LoggedEvent:
     partition: int
     offset: int
     event: Any
+    raw: bytes | None = None  # its record's bytes and Kafka timestamp (ms): a held report's dead letter names them
+    timestamp_ms: int | None = None
 
 
 def _refused(dead_letters: list[tuple[int, int, bytes, int | None]]) -> set[tuple[str, int, int]]:
@@ -109,7 +111,7 @@ def _events(w: Worker, topic: str, logged: list[tuple[int, int, bytes, int | Non
                 else of_a_forgotten_job(w, partition, sent_at(timestamp_ms, ev.event_time))):  # fmt: skip
             refused_now += 1  # (the live agents let them go too)
             continue
-        out.append(LoggedEvent(topic, partition, offset, ev))
+        out.append(LoggedEvent(topic, partition, offset, ev, raw, timestamp_ms))
     if refused_now:
         log.info("%d %s event(s) read back not restored: sent before their partition's forgotten watermark, they "
                  "may be of jobs done and forgotten since (streams/done_retention.py)", refused_now, topic)  # fmt: skip
@@ -120,7 +122,8 @@ def _changes_tables(t: Transition) -> bool:
     return bool(t.pending or t.running or t.done)
 
 
-async def _submission(w: Worker, partition: int, ev: JobSubmitted) -> bool:
+async def _submission(w: Worker, e: LoggedEvent) -> bool:
+    partition, ev = e.partition, e.event
     if known_job(w, ev.job_id) is not None:
         return False
     if ahead_of_clock(ev.event_time, w.settings.max_clock_skew_s) is not None:
@@ -129,7 +132,8 @@ async def _submission(w: Worker, partition: int, ev: JobSubmitted) -> bool:
     return True
 
 
-async def _decision(w: Worker, partition: int, rec: DecisionRecord) -> bool:
+async def _decision(w: Worker, e: LoggedEvent) -> bool:
+    partition, rec = e.partition, e.event
     pending = w.read("pending", rec.job_id, PendingJob)
     if rec.outcome == "unschedulable" or pending is None or pending.attempt != rec.attempt:
         return False
@@ -137,8 +141,10 @@ async def _decision(w: Worker, partition: int, rec: DecisionRecord) -> bool:
     return True
 
 
-async def _report(w: Worker, partition: int, ev: JobLifecycle) -> bool:
-    if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, partition, time.time()):
+async def _report(w: Worker, e: LoggedEvent) -> bool:
+    partition, ev = e.partition, e.event
+    stamp = None if e.timestamp_ms is None else e.timestamp_ms / 1000  # (in s, as Faust gives it live)
+    if known_job(w, ev.job_id) is None and w.early_reports.hold(ev, partition, time.time(), e.offset, e.raw, stamp):
         return False  # its submission comes live, after the restore: the report waits for it (early_reports.py)
     t = lifecycle_transition(w, ev)  # a report about a placement the tables moved past changes nothing
     if not _changes_tables(t):
@@ -153,7 +159,7 @@ _APPLY = {"jobs.submitted": _submission, "decisions": _decision, "jobs.lifecycle
 
 async def _apply_one(w: Worker, e: LoggedEvent) -> bool:
     try:
-        moved = await _APPLY[e.topic](w, e.partition, e.event)
+        moved = await _APPLY[e.topic](w, e)
     except Exception:  # one bad event must not keep the others (or the worker) from coming back
         log.exception("restoring %s@%d:%d failed: left as it is", e.topic, e.partition, e.offset)
         return False

@@ -37,16 +37,18 @@ async def start_offsets(settings: Settings, group_id: str, tps: Iterable[TopicPa
     return {tp: max(done.get(tp, 0), first[tp]) for tp in tps}
 
 
-async def committed_offsets(settings: Settings, group_id: str, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+async def committed_offsets(settings: Settings, group_id: str, tps: list[TopicPartition], *,
+                            marked: str | None = None) -> dict[TopicPartition, int]:  # fmt: skip
     """``{partition: offset}`` the group has committed, for those of ``tps`` it has (the restart
-    gate, :mod:`streams.catchup`, reads it too)."""
+    gate, :mod:`streams.catchup`, reads it too); with ``marked``, only those committed with that metadata."""
     admin = AIOKafkaAdminClient(bootstrap_servers=settings.bootstrap)
     await admin.start()
     try:
         committed = await admin.list_consumer_group_offsets(group_id, partitions=tps)
     finally:
         await admin.close()
-    return {tp: m.offset for tp, m in committed.items() if m is not None and m.offset >= 0}
+    return {tp: m.offset for tp, m in committed.items()
+            if m is not None and m.offset >= 0 and (marked is None or m.metadata == marked)}  # fmt: skip
 
 
 class OffsetStarts:

@@ -27,6 +27,8 @@ Why the telemetry read-back may start at the committed offset: the agents commit
 offset only once every node they knew after reading up to it was reported after it (a full round of
 reports, delivered: ``ops/agents/simulated.py``), and a report sent after that read is written past
 that offset. So each node a predecessor knew has a report there, with its capacity and its health.
+Only an offset committed with :data:`FULL_ROUND_MARK` is taken so (found by review: agents before the
+mark committed telemetry as far as they had read, and the first upgraded ones knew no node).
 Before (until 2026-12-04) the whole topic was read back: with 1,213 nodes reporting every 10 s that is
 73 million records a week, about 14 minutes at the ~86,000 a second measured here, during which no
 command was carried out and no node reported.
@@ -50,6 +52,10 @@ from streams.offset_starts import committed_offsets
 from streams.settings import Settings
 
 LOST_REASON = AGENT_RESTART_LOST_REASON
+#: the metadata of a ``nodes.telemetry`` offset the agents committed past a full round of reports; an offset
+#: committed otherwise (by agents before this mark, by an operator's reset of the group) says nothing of the
+#: nodes before it, and the telemetry is read back from the beginning
+FULL_ROUND_MARK = "semsched-agents: every node known before this offset is reported past it"
 COORDINATOR_TRIES = 3  # asking for the group's committed offsets, a second apart
 
 log = logging.getLogger("semsched.agents")
@@ -74,7 +80,7 @@ async def _summarised(settings: Settings, telemetry: list[TopicPartition]) -> di
     broker has no coordinator for the group yet."""
     for attempt in range(COORDINATOR_TRIES):
         try:
-            return await committed_offsets(settings, agents_group(settings), telemetry)
+            return await committed_offsets(settings, agents_group(settings), telemetry, marked=FULL_ROUND_MARK)
         except KafkaError as e:
             if attempt == COORDINATOR_TRIES - 1:
                 log.warning("agents: the group's telemetry offsets are unknown (%s): reading the telemetry back "

@@ -263,6 +263,7 @@ def test_a_record_deadlettered_again_counts_once(client: ArchiveClient) -> None:
         w.write("deadletter", [DeadLetter.of(b"{x", "bad json", topic="jobs.submitted", partition=0, offset=1,
                                              timestamp_ms=sent_ms)])  # fmt: skip
     assert m.deadletters_by_reason(client) == {"bad json": 1}
+    assert client.query_rows("SELECT count() FROM deadletter FINAL")[1][0][0] == 1
     assert [tuple(r) for r in client.query_rows("SELECT event_time FROM deadletter FINAL")[1]] == [(T0,)]
 
 

@@ -308,3 +308,24 @@ async def test_an_event_its_dead_letter_refuses_is_not_restored_once_the_refusal
         (P, 3, b"not a dead letter", None)]  # fmt: skip
     assert await restore(w, logged) == {"jobs.submitted": 2}
     assert set(w.pending) == {"j8", "j1"}
+
+
+async def test_a_read_back_report_held_then_failing_is_dead_lettered_under_its_records_place(
+        worker: tuple[Worker, Sent], monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: a report restored from the log and held for its job came without its offset, bytes
+    and Kafka timestamp, so when handling it failed its dead letter had a new id (and time) at each try."""
+    import streams.agents
+
+    w, sent = worker
+    raw, sent_ms = report("j1", "started", node_id="n4"), 1_767_225_600_000
+    assert await restore(w, {**logs(), "jobs.lifecycle": [(P, 7, raw, sent_ms)]}) == {}
+    [held] = w.early_reports.take("j1")
+
+    async def fails(*args: Any, **kw: Any) -> None:
+        raise RuntimeError("stood-in failure")
+
+    monkeypatch.setattr(streams.agents, "apply_lifecycle", fails)
+    await streams.agents.apply_held(w, held)
+    [dl] = sent.deadletters()
+    assert (dl.topic, dl.partition, dl.offset, dl.original()) == ("jobs.lifecycle", P, 7, raw)
+    assert dl.event_time.timestamp() * 1000 == sent_ms
