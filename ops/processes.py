@@ -66,8 +66,10 @@ def cpu_seconds(pid: int) -> tuple[float, float] | None:
         fields = stat.read_text().rsplit(")", 1)[1].split()  # after "pid (comm)": state is fields[0]
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
-    try:
-        return used(Path(f"/proc/{pid}/stat")), used(Path(f"/proc/{pid}/task/{pid}/stat"))
+    try:  # the main thread first: read after it, the process's count (its threads' sum) is never below it
+        # (found flaky: read the other way round while the thread ran, the thread came out a tick ahead)
+        main = used(Path(f"/proc/{pid}/task/{pid}/stat"))
+        return used(Path(f"/proc/{pid}/stat")), main
     except (OSError, IndexError, ValueError):
         return None
 

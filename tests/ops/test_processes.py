@@ -64,7 +64,9 @@ def test_cpu_seconds_tells_the_busy_main_thread_from_an_idle_process(tmp_path: P
         deadline = time.time() + 20
         while (used := cpu_seconds(busy.pid)) is not None and used[1] < 0.5 and time.time() < deadline:
             time.sleep(0.05)
-        assert used is not None and used[1] >= 0.5 and used[0] >= used[1], used
+        # (the process's count includes the main thread's; the kernel scales each to the tick on its own, so
+        # they may differ by a tick or two: found flaky under load)
+        assert used is not None and used[1] >= 0.5 and used[0] >= used[1] - 0.02, used
         quiet = cpu_seconds(idle.pid)
         assert quiet is not None and quiet[1] < 0.4, quiet
         while (aside := cpu_seconds(other.pid)) is not None and aside[0] < 0.5 and time.time() < deadline:
