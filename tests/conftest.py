@@ -23,3 +23,16 @@ def chdb_archive(tmp_path: Path) -> Iterator[ArchiveClient]:
     dsn = f"chdb://{tmp_path / 'chdb'}"
     yield get_client(dsn)
     close_client(dsn)
+
+
+#: the fixtures that give a test a real service: the session's broker, a worker and agents on it, a
+#: tritonserver, a chdb archive. A test that uses one is marked ``integration`` (``pytest -m integration``
+#: runs them), also outside tests/integration/ (found by review: 3 of that directory's files and most tests
+#: elsewhere that talk to the broker or tritonserver were left out of ``-m integration``).
+REAL_SERVICES = frozenset({"kafka_broker", "kafka_bootstrap", "make_stack", "served", "chdb_archive", "chdb_dsn"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if REAL_SERVICES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)

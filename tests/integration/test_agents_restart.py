@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.integration.conftest import publish
+
+pytestmark = pytest.mark.integration
 
 
 def test_restarted_agents_know_the_nodes_and_report_the_runs_they_lost_preempted(make_stack) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tests.integration.conftest import publish
+
+pytestmark = pytest.mark.integration
 
 BACKLOG = 3000  # lifecycle reports ahead of the job's 'started' on its partition
 

@@ -7,7 +7,11 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from tests.integration.conftest import publish
+
+pytestmark = pytest.mark.integration
 
 
 def test_a_node_whose_agents_fall_silent_loses_its_job_and_comes_back_with_them(make_stack) -> None:  # type: ignore[no-untyped-def]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from inference_helpers import job, pod_mix, small_snapshot
 from serving_helpers import FRAG_SPEC, publish
 
@@ -17,6 +18,8 @@ from inference.model.step import build_inputs
 from inference.serving.models import COMPACT, COMPACT_FGD
 from inference.serving.policy_call import policy_request
 from scheduling.gpu_select import select_gpus
+
+pytestmark = pytest.mark.integration  # its own real tritonserver
 
 
 def test_a_frag_models_compact_requests_agree_with_in_process_step_after_step(tmp_path):

@@ -8,11 +8,14 @@ import asyncio
 import time
 
 import numpy as np
+import pytest
 from inference_helpers import pod_mix, small_snapshot
 from serving_helpers import SPEC, publish
 
 from inference.backends import get_backend
 from inference.model.step import build_inputs
+
+pytestmark = pytest.mark.integration  # its own real tritonserver
 
 
 def test_cost_and_delta_outputs_equal_in_process(tmp_path):
