@@ -187,12 +187,16 @@ class SchedulingLoop:
             self.abandoned.clear()
             await self._tick()
 
+    def recovering(self) -> bool:
+        """Faust's table recovery, or this worker's restore of the input logs (which runs in Faust's
+        on_rebalance_complete, where in_recovery may already be False and `completed` stays set from
+        the first start): no step, no timeout, until the tables hold what the logs say."""
+        app = self.w.app
+        return bool(app.in_recovery) or not app.tables.recovery.completed.is_set() or restore_due(self.w)
+
     async def _tick(self) -> None:
         app = self.w.app
-        # Faust's table recovery, or this worker's restore of the input logs (which runs in Faust's
-        # on_rebalance_complete, where in_recovery may already be False and `completed` stays set
-        # from the first start): no step, no timeout, until the tables hold what the logs say
-        recovering = bool(app.in_recovery) or not app.tables.recovery.completed.is_set() or restore_due(self.w)
+        recovering = self.recovering()
         assigned = {tp.partition for tp in app.consumer.assignment() if tp.topic == self.catchup.topic} - self.fenced
         was_open = self.catchup.open
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):

@@ -30,7 +30,12 @@ def status(w: Worker) -> dict[str, Any]:
     running = [d for d in list(w.running.values()) if d is not None]
     done = [d for d in list(w.done.values()) if d is not None]
     archiver = getattr(w, "archiver", None)
+    loop = getattr(w, "loop", None)
     return {
+        # the counts below are partial while the tables recover; steps run once caught up (streams/catchup.py)
+        # (found by a chaos run: a restarted worker's /status showed half its tables, and said nothing of it)
+        "recovering": loop.recovering() if loop is not None else None,
+        "scheduling": loop.catchup.open if loop is not None else None,
         "pending": sum(1 for d in list(w.pending.values()) if d is not None),
         "reserved": sum(1 for d in running if d["state"] == "reserved"),
         "running": sum(1 for d in running if d["state"] == "running"),
