@@ -259,10 +259,16 @@ def test_the_fill_benchmark_refuses_what_it_cannot_fill(pods: str, nodes: str, w
     assert r.exit_code == 2 and why in r.output, r.output
 
 
-def test_replaying_a_trace_without_any_event_is_an_error(tmp_path: Path) -> None:
-    empty = tmp_path / "empty.jsonl"
-    empty.write_text("# nothing but a comment\n\n")
-    result = runner.invoke(app, ["replay", "jsonl", "--path", str(empty), "--dry-run"])
+@pytest.mark.parametrize(("trace", "name", "text"), [
+    ("jsonl", "empty.jsonl", "# nothing but a comment\n\n"),
+    # found by review: exit 0, for the loader's note that the job-events file beside it was missing
+    ("google2011", "task_events.csv", ""),
+    ("google2011", "task_events.csv", "\n\n"),
+])
+def test_replaying_a_trace_without_any_event_is_an_error(tmp_path: Path, trace: str, name: str, text: str) -> None:
+    empty = tmp_path / name
+    empty.write_text(text)
+    result = runner.invoke(app, ["replay", trace, "--path", str(empty), "--dry-run"])
     assert result.exit_code == 1 and "no events in the trace" in result.output, result.output
 
 
