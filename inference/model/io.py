@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from inference.model.config import ModelConfig
+from inference.model.config_file import read_config
 from inference.model.scorer import Scorer
 
 FORMAT = 1
@@ -84,12 +85,23 @@ def load_model(directory: Path, device: str | torch.device = "cpu") -> LoadedMod
         directory = Path(directory).resolve(strict=True)
     except FileNotFoundError:
         raise FileNotFoundError(f"no model directory at {directory}") from None
-    meta = json.loads((directory / "config.json").read_text())
+    meta = read_config(directory)
     if meta.get("format") != FORMAT:
         raise ValueError(f"{directory}: unknown model format {meta.get('format')!r}")
-    config = ModelConfig.from_json(meta["model"])
+    try:
+        config = ModelConfig.from_json(meta["model"])
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise ValueError(f"{directory / 'config.json'}: not a model's config ({type(e).__name__}: {e})") from None
     model = Scorer(config)
-    model.load_state_dict(torch.load(directory / "model.pt", map_location="cpu", weights_only=True))
+    weights = directory / "model.pt"
+    try:
+        model.load_state_dict(torch.load(weights, map_location="cpu", weights_only=True))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{weights}: missing") from None
+    except Exception as e:  # noqa: BLE001 - torch's unpickling and loading errors have no common base
+        first = str(e).strip().splitlines()[0][:300] if str(e).strip() else ""
+        raise ValueError(f"{weights}: not the weights of the model its config describes (truncated, another "
+                         f"file, another architecture?): {type(e).__name__}: {first}") from None  # fmt: skip
     model.to(device)
     model.eval()
     return LoadedModel(model, config, str(meta["version"]), directory)

@@ -41,6 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from inference.model.config_file import read_config
 from inference.training.gate import DEFAULT_LATENCY_BUDGET_MS, decide
 from inference.training.heldout import (
     PRIMARY_METRIC,
@@ -73,9 +74,12 @@ class PromotionResult:
 
 def model_meta(directory: Path) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """``(version, model config, train.json)`` of a model directory (train.json may be absent)."""
-    meta = json.loads((directory / "config.json").read_text())
+    meta = read_config(directory)
     train_path = directory / "train.json"
     train = json.loads(train_path.read_text()) if train_path.exists() else {}
+    if "version" not in meta or not isinstance(meta.get("model", {}), dict) or not isinstance(train, dict):
+        raise ValueError(f"{directory}: its config.json has no version or no model object, or its train.json "
+                         "is not an object")  # fmt: skip
     return str(meta["version"]), dict(meta.get("model", {})), train
 
 
@@ -239,7 +243,8 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
     probe = latency_probe(*(latency_inputs or (nodes, pods)), replay)
     cand_eval = evaluate_held_out(candidate, nodes, pods, replay, sim, probe)
     serv_eval: dict[str, Any] | None = None
-    if serving is not None:
+    if serving is not None and cand_eval.get("loaded") is not False:  # (one that does not load is rejected
+        # whatever serves: found by review, the serving version's replay ran first all the same)
         serv_eval, serving_row = _serving_evaluation(registry, serving, serving_version or "", replay, nodes, pods,
                                                      reuse_serving_evaluation, sim, probe)  # fmt: skip
         if serving_row is None and (serving / "config.json").exists():

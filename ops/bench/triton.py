@@ -217,7 +217,11 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     if not (model_dir / "config.json").is_file():
         console.print(f"[red]no model in {model_dir}: run `semsched train` or pass --model[/red]")
         return 2
-    local = InProcessBackend(model_dir)
+    try:
+        local = InProcessBackend(model_dir)
+    except (OSError, ValueError) as e:  # (found by review: a 90-line traceback)
+        console.print(f"[red]no model at {model_dir}: {escape(str(e))}[/red]")
+        return 2
     handle = None
     if url is None:
         from inference.serving.process import start_server

@@ -37,6 +37,15 @@ def serve_command(
     if duration is not None and not (duration / "config.json").is_file():
         typer.echo(f"error: no duration model in {duration} (config.json missing)", err=True)
         raise typer.Exit(2)
+    if duration is not None:  # named: it must load (found by review: a corrupt one was served as NaN)
+        from inference.duration.io import load_predictor
+
+        try:
+            load_predictor(duration)
+        except Exception as e:  # noqa: BLE001 - JSON, torch and shape errors alike: one line
+            typer.echo(f"error: the duration model in {duration} does not load: {type(e).__name__}: "
+                       f"{str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}", err=True)  # fmt: skip
+            raise typer.Exit(2) from None
     if workspace is not None and workspace.exists():
         typer.echo(f"error: --workspace {workspace} exists already (a workspace is kept after exit): "
                    "remove it or pass a new directory", err=True)  # fmt: skip

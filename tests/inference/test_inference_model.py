@@ -165,5 +165,5 @@ def test_heads_are_optional_and_old_model_dirs_load(tmp_path):
     meta = json.loads((tmp_path / "new" / "config.json").read_text())
     meta["model"]["cost_dim"] = 0
     (tmp_path / "new" / "config.json").write_text(json.dumps(meta))
-    with pytest.raises(RuntimeError):
+    with pytest.raises(ValueError, match="model.pt: not the weights of the model its config describes"):
         load_model(tmp_path / "new")

@@ -220,6 +220,15 @@ def test_options_out_of_range_are_refused_before_anything_runs(args: list[str], 
     assert not any(tmp_path.iterdir()), "nothing written"
 
 
+def test_bench_triton_given_a_model_that_does_not_load_says_why_in_one_line(tmp_path: Path) -> None:
+    """Found by review: a 74-90 line traceback (here: a config.json that is a JSON list)."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text("[1, 2, 3]")
+    result = runner.invoke(app, ["bench", "triton", "--model", str(tmp_path / "m"), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2 and "config.json: not a JSON object (a list)" in result.output, result.output
+    assert "Traceback" not in result.output
+
+
 def test_bench_fill_names_the_bad_line_of_a_pod_list_and_exits_1(tmp_path: Path) -> None:
     pods = tmp_path / "pods.csv"
     header = "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time"

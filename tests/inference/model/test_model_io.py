@@ -88,3 +88,20 @@ def test_a_load_through_latest_reads_one_version_whatever_latest_does_meanwhile(
                                                   strict=True))  # fmt: skip
     moved = reload_if_moved(tmp_path / "latest", got)
     assert moved is not None and moved.version == "v2"
+
+
+@pytest.mark.parametrize(("damage", "says"), [
+    (lambda d: (d / "config.json").write_text('{"hidden": '), "config.json: not JSON"),
+    (lambda d: (d / "config.json").write_text("[1, 2, 3]"), "config.json: not a JSON object (a list)"),
+    (lambda d: (d / "config.json").write_bytes(b"\xff\xfe{}"), "config.json: not JSON (UnicodeDecodeError"),
+    (lambda d: (d / "model.pt").write_bytes(weights(d)[: len(weights(d)) // 2]), "model.pt: not the weights"),
+    (lambda d: (d / "model.pt").write_text("hello"), "model.pt: not the weights"),
+])  # fmt: skip
+def test_a_damaged_model_directory_is_a_value_error_naming_the_file(tmp_path, damage, says) -> None:
+    """Found by review: a config.json that was a list, not UTF-8 or cut off, and a model.pt cut off or of
+    text, raised AttributeError, TypeError, UnicodeDecodeError, OSError or torch's advice to unpickle with
+    weights_only=False: nothing named the file, and `bench triton` / `models promote` printed tracebacks."""
+    directory = save_model(tmp_path / "v", scorer(0), "v")
+    damage(directory)
+    with pytest.raises(ValueError, match=f"{directory}/{says}".replace("(", r"\(").replace(")", r"\)")):
+        load_model(directory)

@@ -172,6 +172,7 @@ def test_a_candidate_that_does_not_load_is_rejected(trained, archive, tmp_path):
     (broken / "model.pt").write_bytes(b"not a state dict")
     r = _run(broken, root, archive)
     assert r.status == "rejected" and "does not load" in r.reason
+    assert r.serving is None  # its replay not run for nothing (found by review: it ran all the same)
     assert (root / "latest").resolve() == (root / "good").resolve() and not (root / "broken").exists()
     assert get_version(archive, "broken").status == "rejected"  # type: ignore[union-attr]
 

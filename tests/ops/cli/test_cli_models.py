@@ -168,7 +168,7 @@ def test_promote_refuses_the_serving_version_and_a_broken_config_in_one_line(dsn
     (tmp_path / "broken").mkdir()
     (tmp_path / "broken" / "config.json").write_text("{x")
     r = runner.invoke(app, ["models", "promote", str(tmp_path / "broken"), "--models", str(root), "--archive", dsn])
-    assert r.exit_code == 2 and "isnotareadablemodeldirectory:JSONDecodeError" in _flat(r.output), r.output
+    assert r.exit_code == 2 and "isnotareadablemodeldirectory:ValueError:" in _flat(r.output) and "config.json:notJSON(JSONDecodeError" in _flat(r.output), r.output
 
 
 def test_train_from_an_archive_without_decisions_is_one_line_and_exit_1(tmp_path: Path) -> None:

@@ -43,10 +43,19 @@ def test_a_model_that_does_not_load_or_a_workspace_that_cannot_be_made_exits_2_w
     (broken / "config.json").write_text("{garbage")
     result = runner.invoke(app, ["serve", "--model", str(broken), "--workspace", str(tmp_path / "ws0")])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
-    assert f"the model at {broken} does not load: JSONDecodeError" in caplog.text
+    assert f"the model at {broken} does not load" in caplog.text and f"{broken}/config.json: not JSON" in caplog.text
     assert not (tmp_path / "ws0").exists()  # nothing made: the same command works once the model does
     save_model(tmp_path / "m", Scorer(ModelConfig()), "v1")
     (tmp_path / "file").write_text("")
     result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--workspace", str(tmp_path / "file" / "ws")])
     assert result.exit_code == 2 and isinstance(result.exception, SystemExit), result.output
     assert "cannot make the workspace" in caplog.text
+
+
+def test_a_duration_model_that_does_not_load_exits_2_before_anything_starts(tmp_path):
+    """Found by review: only its config.json's existence was checked, and a corrupt one was served, as NaN."""
+    save_model(tmp_path / "m", Scorer(ModelConfig()), "v1")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "config.json").write_text('{"hidden": ')
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--duration", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "the duration model in" in result.output and "does not load" in result.output
