@@ -22,6 +22,7 @@ from rich.text import Text
 
 from ops.console import wide_console
 from ops.kafka.broker import BrokerStatus, KafkaBroker, KafkaBrokerError
+from ops.kafka.config import PropertiesError
 
 __all__ = ["kafka_app", "default_data_dir"]
 
@@ -72,6 +73,8 @@ def _broker(
         raise typer.BadParameter(f"{data_dir} is a file, not a directory", param_hint="--data-dir")
     try:
         return KafkaBroker(port=port, data_dir=data_dir, lib_dir=lib_dir, controller_port=controller_port)
+    except PropertiesError as e:
+        raise typer.BadParameter(str(e), param_hint="--data-dir") from None
     except ValueError as e:  # the two ports the same, or the controller's (--port + 1) past 65535
         raise typer.BadParameter(str(e), param_hint="--controller-port" if controller_port else "--port") from None
 
@@ -171,7 +174,7 @@ def stop(
 def status(
     port: Annotated[
         int | None,
-        typer.Option("--port", "-p", envvar="SEMSCHED_KAFKA_PORT", show_default=False,
+        typer.Option("--port", "-p", envvar="SEMSCHED_KAFKA_PORT", show_default=False, min=1, max=65535,
                      help="PLAINTEXT client port on 127.0.0.1 (default: the port the data dir's broker was "
                           f"started on, else {DEFAULT_PORT})."),
     ] = None,
@@ -182,8 +185,11 @@ def status(
     if port is None:
         from ops.kafka.config import recorded_port
 
-        port = recorded_port((data_dir if data_dir is not None else default_data_dir()) / "server.properties")
-    st = _broker(port or DEFAULT_PORT, data_dir).status()
+        try:
+            port = recorded_port((data_dir if data_dir is not None else default_data_dir()) / "server.properties")
+        except PropertiesError as e:
+            raise typer.BadParameter(str(e), param_hint="--data-dir") from None
+    st = _broker(port if port is not None else DEFAULT_PORT, data_dir).status()
     if as_json:
         typer.echo(json.dumps(_status_dict(st)))
     else:

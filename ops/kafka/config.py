@@ -67,23 +67,33 @@ def server_properties(port: int, controller_port: int, log_dirs: Path) -> str:
     return header + "".join(f"{k}={v}\n" for k, v in props.items())
 
 
+class PropertiesError(ValueError):
+    """A data dir's ``server.properties`` that is not one (found by review: invalid UTF-8 there gave a
+    traceback from ``kafka status``, and from ``kafka start`` an error blamed on ``--port``)."""
+
+
 def previous_controller_port(config_file: Path, port: int) -> int | None:
     """Controller port of an earlier run whose ``config_file`` has the same client ``port``."""
     if recorded_port(config_file) != port:
         return None
-    match = re.search(r"^listeners=.*CONTROLLER://[^,\s]*:(\d+)", config_file.read_text(), re.M)
+    match = re.search(r"^listeners=.*CONTROLLER://[^,\s]*:(\d+)", _properties(config_file) or "", re.M)
     return int(match.group(1)) if match else None
 
 
 def recorded_port(config_file: Path) -> int | None:
     """The client port an earlier run of the broker in this data dir listened on (its
-    ``server.properties``), or None."""
+    ``server.properties``), or None; :class:`PropertiesError` when the file is not text."""
+    match = re.search(r"^listeners=.*PLAINTEXT://[^,\s]*:(\d+)", _properties(config_file) or "", re.M)
+    return int(match.group(1)) if match else None
+
+
+def _properties(config_file: Path) -> str | None:
     try:
-        text = config_file.read_text()
+        return config_file.read_bytes().decode("utf-8")
     except OSError:
         return None
-    match = re.search(r"^listeners=.*PLAINTEXT://[^,\s]*:(\d+)", text, re.M)
-    return int(match.group(1)) if match else None
+    except UnicodeDecodeError as e:
+        raise PropertiesError(f"{config_file}: not a Kafka properties file (invalid UTF-8 at byte {e.start})") from None
 
 
 def find_java(java: str | None = None) -> str:

@@ -198,6 +198,7 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["demo", "--jobs", "0"], "--jobs"),
     (["serve", "--grpc-port", "70000"], "--grpc-port"),
     (["kafka", "start", "--port", "70000"], "--port"),
+    (["kafka", "status", "--port", "0", "-d", "{tmp}/kd"], "--port"),  # (review: it reported on port 19092)
     (["kafka", "start", "--port", "65535", "-d", "{tmp}/kd"], "--port: the controller port 65536 is not a TCP port"),  # (OverflowError)
     (["kafka", "start", "--port", "19560", "--controller-port", "19560", "-d", "{tmp}/kd"], "--controller-port"),
     # each a traceback after the run (--compare nonsense, --schedulers '', --epochs 0) or an empty report
@@ -279,6 +280,16 @@ def test_replaying_a_trace_without_any_event_is_an_error(tmp_path: Path, trace: 
     empty.write_text(text)
     result = runner.invoke(app, ["replay", trace, "--path", str(empty), "--dry-run"])
     assert result.exit_code == 1 and "no events in the trace" in result.output, result.output
+
+
+@pytest.mark.parametrize("command", ["status", "start", "stop"])
+def test_a_data_dir_whose_server_properties_is_not_text_is_named(tmp_path: Path, command: str) -> None:
+    """Found by review: invalid UTF-8 there gave `kafka status` a 38-line traceback, and `kafka start` an
+    error blamed on --port."""
+    (tmp_path / "server.properties").write_bytes(b"listeners=PLAINTEXT://127.0.0.1:\xff\xfe29500\n")
+    result = runner.invoke(app, ["kafka", command, "--data-dir", str(tmp_path)])
+    said = " ".join(result.output.replace("│", " ").split())
+    assert result.exit_code == 2 and "--data-dir" in said and "not a Kafka properties file" in said, result.output
 
 
 def test_kafka_status_reads_the_port_its_data_dir_was_started_on(tmp_path: Path) -> None:
