@@ -64,14 +64,20 @@ def open_archive(dsn: str, *, create: bool = False) -> ArchiveClient:
         if path != ":memory:" and not Path(path).exists():
             _archive_unavailable(f"no archive at {path}: nothing has been recorded there (check "
                                  "SEMSCHED_STATE_DIR or SEMSCHED_CLICKHOUSE_URL; the worker creates it)")  # fmt: skip
+        if path != ":memory:" and not Path(path).is_dir():  # (found by review: 18 lines of ClickHouse's stack)
+            _archive_unavailable(f"{path} is not a directory, so not an embedded archive (check SEMSCHED_STATE_DIR)")
+    # asked before this process opens it: its own session holds the lock afterwards, failed or not (found by
+    # review: every failure was blamed on "a running worker")
+    held = held_by_another_process(dsn)
     try:
         client = get_client(dsn)
         if create or behind(client):  # (a read of an up-to-date archive writes nothing: a read-only account can)
             migrate(client)
     except Exception as e:  # noqa: BLE001 - the database's message and the likely cause, not a traceback
-        hint = "; a running worker owns an embedded archive's directory: stop it first" if held_by_another_process(dsn) else ""
+        hint = "; a running worker owns an embedded archive's directory: stop it first" if held else ""
+        first = (str(e).strip().splitlines() or [""])[0]  # (not the server's stack trace that follows)
         _archive_unavailable(f"cannot open the archive {redacted(dsn)}: {type(e).__name__}: "
-                             f"{str(e).replace(dsn, redacted(dsn))}{hint}")  # fmt: skip
+                             f"{first.replace(dsn, redacted(dsn))}{hint}")  # fmt: skip
     return client
 
 

@@ -156,6 +156,39 @@ def test_reading_an_archive_that_does_not_exist_says_so_and_creates_nothing(args
     assert not (tmp_path / "typo").exists()
 
 
+def test_an_embedded_archive_path_that_is_a_file_is_named(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by review: ClickHouse's 18-line stack trace."""
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")  # no worker answers there
+    monkeypatch.delenv("SEMSCHED_CLICKHOUSE_URL", raising=False)
+    monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path))
+    (tmp_path / "chdb").write_text("")
+    r = CliRunner().invoke(_db_app(), ["sql", "SELECT 1"])
+    assert r.exit_code == 1 and f"{tmp_path / 'chdb'} is not a directory" in r.output, r.output
+
+
+def test_an_archive_that_does_not_open_says_why_in_one_line_and_blames_no_worker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: the database's stack trace came with the message, and the CLI's own session, which
+    held the directory's lock after the failure, was taken for a running worker's."""
+    import ops.cli.db
+
+    monkeypatch.setenv("SEMSCHED_WEB_PORT", "1")
+    monkeypatch.delenv("SEMSCHED_CLICKHOUSE_URL", raising=False)
+    monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path))
+    (tmp_path / "chdb").mkdir()
+    held = []
+
+    def fails(dsn: str) -> None:
+        held.append(dsn)  # from here on this process's own session would hold the lock
+        raise RuntimeError("Code: 1001. DB::Exception: cannot load metadata\n0. stack frame\n1. stack frame")
+
+    monkeypatch.setattr(ops.cli.db, "get_client", fails)
+    monkeypatch.setattr(ops.cli.db, "held_by_another_process", lambda dsn: bool(held))
+    r = CliRunner().invoke(_db_app(), ["sql", "SELECT 1"])
+    assert r.exit_code == 1 and "cannot load metadata" in r.output, r.output
+    assert "stack frame" not in r.output and "running worker" not in r.output, r.output
+
+
 @pytest.fixture
 def direct(client: ArchiveClient, monkeypatch: pytest.MonkeyPatch, chdb_dsn: str) -> None:
     """The CLI on the chdb archive itself: no worker answers."""
