@@ -35,6 +35,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ops.cli.options import encoder_names
 from ops.console import print_json_line, wide_console
+from ops.traces.base import TraceLineError
 
 console = wide_console()
 TRACES = ("google2011", "dlrm2025", "openb", "archive")
@@ -175,6 +176,12 @@ def train_duration(
         run_train_duration(trace=trace, encoder=encoder, train_fraction=train_fraction, out=out, version=version,
                            epochs=epochs, limit=limit, path=path, seed=seed, censored=censored,
                            archive=archive)  # fmt: skip
+    except TraceLineError as e:  # a bad line of the trace: exit 1, as replay, bench and train (found by review: 2)
+        from ops.bench.simulation import load_error
+
+        raise typer.Exit(load_error(console, e)) from None
     except (ValueError, OSError) as e:
-        console.print(f"[red]{escape(str(e))}")
+        where = str(path) if path is not None else trace
+        said = str(e) if where in str(e) else f"{where}: {e}"  # (the trace it read: not named by every error)
+        console.print(f"[red]{escape(said)}")
         raise typer.Exit(2) from None

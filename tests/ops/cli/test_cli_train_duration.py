@@ -77,3 +77,16 @@ def test_train_duration_refuses_a_negative_limit(tmp_path: Path) -> None:
     r = runner.invoke(_app(), ["--trace", "archive", "--limit", "-5", "--out", str(tmp_path / "d")], env={"COLUMNS": "300"})
     assert r.exit_code == 2 and "--limit" in r.output, r.output
     assert not (tmp_path / "d").exists()
+
+
+def test_a_bad_trace_line_exits_1_and_a_trace_without_jobs_is_named(tmp_path: Path) -> None:
+    """Found by review: a bad line exited 2 (replay, bench and train exit 1), and an empty Google 2011 task
+    file said "need at least 2 finished jobs to split" without naming the file."""
+    bad = tmp_path / "pods.csv"
+    bad.write_text("name,cpu_milli\nx,1\n")
+    r = runner.invoke(_app(), ["--trace", "openb", "--path", str(bad), "--out", str(tmp_path / "m")])
+    assert r.exit_code == 1 and "bad trace line" in r.output and "pods.csv:1" in r.output, r.output
+    empty = tmp_path / "task_events.csv"
+    empty.write_text("")
+    r = runner.invoke(_app(), ["--trace", "google2011", "--path", str(empty), "--out", str(tmp_path / "m")])
+    assert r.exit_code == 2 and f"{empty}: need at least 2 finished jobs" in " ".join(r.output.split()), r.output
