@@ -101,7 +101,10 @@ def lifecycle_partitions(w: Worker, assigned: Any = None) -> set[int]:
 async def expire_early_reports(w: Worker, now: float) -> None:
     """Reports whose job never came (held longer than ``EARLY_REPORT_WAIT_S``): handled as reports about
     a placement never known (a ``started`` one fenced: a run nobody accounts for must stop). Only on the
-    partitions this worker holds (in a rebalance: none, until the assignment keeps or lets them go)."""
+    partitions this worker holds, and none while Faust rebalances (the consumer still reports the old
+    assignment until the new one: a partition about to go is not this worker's to fence on)."""
+    if getattr(w.app, "rebalancing", False):
+        return
     for early in w.early_reports.expired(now, lifecycle_partitions(w)):
         await apply_held(w, early)
 

@@ -83,7 +83,10 @@ class CatchUp:
         if recovering or not now:
             return False
         if self._targets is None:
-            self._targets = await self._replay_targets(now)
+            targets = await self._replay_targets(now)
+            if self._assigned != now:  # a reassignment overtook the lookup: its ends are the old set's (review)
+                return False
+            self._targets = targets
             log.info("%s to apply before %s (partition: end offset): %s", self.topic, self.holds, self._targets)
         if all(applied.get(p, -1) >= end - 1 for p, end in self._targets.items()):
             self.open = True

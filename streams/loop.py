@@ -190,9 +190,13 @@ class SchedulingLoop:
     def recovering(self) -> bool:
         """Faust's table recovery, or this worker's restore of the input logs (which runs in Faust's
         on_rebalance_complete, where in_recovery may already be False and `completed` stays set from
-        the first start): no step, no timeout, until the tables hold what the logs say."""
+        the first start): no step, no timeout, until the tables hold what the logs say. Also while Faust
+        rebalances: it sets ``rebalancing`` in aiokafka's revocation callback, before this loop's own
+        revocation receiver has run (found by review: a step started in between decided on partitions
+        about to go), and clears it once the recovery that follows is done."""
         app = self.w.app
-        return bool(app.in_recovery) or not app.tables.recovery.completed.is_set() or restore_due(self.w)
+        return (bool(getattr(app, "rebalancing", False)) or bool(app.in_recovery)
+                or not app.tables.recovery.completed.is_set() or restore_due(self.w))  # fmt: skip
 
     async def _tick(self) -> None:
         app = self.w.app
@@ -201,6 +205,8 @@ class SchedulingLoop:
         was_open = self.catchup.open
         if not await self.catchup.ready(self.w.applied_offsets, recovering=recovering, assigned=assigned):
             self.w.held.invalidate()  # the tables are being recovered: read them whole once they are
+            return
+        if self.recovering():  # a rebalance began while the gate looked up the end offsets (review)
             return
         if not was_open or recovering or assigned != self.owned:
             # a rebalance (even one that gave back the same partitions: their recovery rewrote the

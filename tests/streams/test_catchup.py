@@ -43,6 +43,24 @@ async def test_a_new_assignment_closes_the_gate_again() -> None:
     assert await g.ready({1: 4}, recovering=False, assigned={0, 1}) and g.reads == 2
 
 
+async def test_a_lookup_that_a_reassignment_overtook_is_not_kept() -> None:
+    """The end offsets were read for one generation; a rebalance assigned the partitions again while the
+    read was under way (the other worker's decisions came meanwhile): those ends are stale (review)."""
+
+    class Overtaken(Gate):
+        async def _replay_targets(self, partitions: frozenset[int]) -> dict[int, int]:
+            found = await super()._replay_targets(partitions)
+            if self.reads == 1:  # Faust's assignment signal, while the first lookup awaited the broker
+                self.reassigned()
+                self.given = {0: 7}
+            return found
+
+    g = Overtaken({})
+    assert not await g.ready({}, recovering=False, assigned={0}) and not g.open and g._targets is None
+    assert not await g.ready({0: 3}, recovering=False, assigned={0}) and g.reads == 2  # up to offset 6 now
+    assert await g.ready({0: 6}, recovering=False, assigned={0})
+
+
 async def test_every_assignment_closes_the_gate_even_one_that_keeps_the_partitions() -> None:
     """Partition 0 went to another worker for a generation (which decided there) and came back
     between two steps: the set is the same, the decisions to apply are not."""

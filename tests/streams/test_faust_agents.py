@@ -825,6 +825,10 @@ async def test_a_report_whose_job_never_comes_is_handled_when_its_wait_runs_out(
     w.app.consumer.assignment = lambda: held  # type: ignore[method-assign]
     await expire_early_reports(w, time.time() + EARLY_REPORT_WAIT_S / 2)  # still within its wait
     assert len(w.early_reports) == 1 and not sent.by_topic.get("actions")
+    w.app.rebalancing = True  # its partition may be about to go (the assignment is the old one): not yet
+    await expire_early_reports(w, time.time() + EARLY_REPORT_WAIT_S + 1)
+    assert len(w.early_reports) == 1 and not sent.by_topic.get("actions")
+    w.app.rebalancing = False
     await expire_early_reports(w, time.time() + EARLY_REPORT_WAIT_S + 1)
     [fence] = [decode("actions", s["value"]) for s in sent.by_topic.get("actions", [])]
     assert (fence.kind, fence.job_id, fence.node_id, fence.target_decision_id) == ("preempt", "ghost", "n1", did)

@@ -208,3 +208,22 @@ def test_a_step_the_rebalance_stopped_waiting_for_decides_nothing_more_in_its_ti
 
     after = asyncio.run(asyncio.wait_for(go(), 30))
     assert not [e for e in after if getattr(e, "job_id", None) == "child"], after
+
+
+def test_no_step_while_faust_rebalances_before_the_loops_revocation_receiver_has_run() -> None:
+    """Faust marks the app rebalancing in aiokafka's revocation callback and dispatches its
+    ``on_partitions_revoked`` signal (this loop's fence) later: a tick in between stepped on partitions
+    about to go (found by review). No step until the rebalance's recovery is done."""
+    broker = SlowBroker()
+    broker.hold = False
+
+    async def go() -> None:
+        w, _, loop = worker_on_c1(broker, "j1")
+        w.app.rebalancing = True
+        await loop.tick()
+        assert broker.placed() == [] and "j1" in w.pending
+        w.app.rebalancing = False  # Faust's on_rebalance_end, once the recovery is done
+        await loop.tick()
+        assert broker.placed() == ["j1"]
+
+    asyncio.run(asyncio.wait_for(go(), 30))
