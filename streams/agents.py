@@ -39,6 +39,7 @@ from streams.state import (
     on_lifecycle,
     on_submitted,
 )
+from streams.uncommanded import Uncommanded
 
 log = logging.getLogger("semsched.worker")
 
@@ -188,8 +189,11 @@ def register_agents(w: Worker) -> None:
         await apply_lifecycle(w, ev, msg.partition)
 
     async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
-        await w.apply_decision(ev, msg.partition, in_stream=True)
+        own = Uncommanded.own(w, ev)  # (before the apply, which takes it out of inflight)
+        t = await w.apply_decision(ev, msg.partition, in_stream=True)
         w.counters.decisions_applied += 1
+        if (loop := getattr(w, "loop", None)) is not None:  # a reservation whose command may never have gone out
+            loop.uncommanded.note_applied(ev, t, own=own)
 
     @w.app.timer(interval=1.0)
     async def early_reports_expire() -> None:

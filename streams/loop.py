@@ -68,6 +68,7 @@ from streams.snapshot_cache import SnapshotCache
 from streams.state import PendingJob, RunningJob
 from streams.step_publication import StepPublication, resend_commands
 from streams.table_views import TableViews
+from streams.uncommanded import Uncommanded
 
 if TYPE_CHECKING:
     from streams.app import Worker
@@ -116,6 +117,7 @@ class SchedulingLoop:
         self._inventory_size: dict[str, int] = {}
         self._inventory_since: dict[str, float] = {}
         self.timed_out: set[str] = set()  # decision ids whose timeout we already announced
+        self.uncommanded = Uncommanded(w)  # placements reserved without a command on the way: sent again
         self.lost_nodes = LostNodes(self)  # placements on nodes unhealthy for too long are moved off
         self.silent_nodes = SilentNodes(self)  # nodes whose agent fell silent are marked unhealthy
         self.retention = DoneRetention(self)  # done jobs are forgotten SEMSCHED_DONE_RETENTION after they end
@@ -165,6 +167,7 @@ class SchedulingLoop:
         held = {tp.partition for tp in self.w.app.consumer.assignment() if tp.topic == self.catchup.topic}
         self.w.holds_since = {p: self.w.holds_since.get(p, now) for p in held}
         self.fenced.clear()
+        self.uncommanded.reassigned()
 
     def deciding(self) -> set[int]:
         """The partitions a step may decide on now: owned, not revoked since the last assignment, nor given up
@@ -228,6 +231,7 @@ class SchedulingLoop:
         lifecycle = lifecycle_partitions(self.w) - self.fenced
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
+            await self.uncommanded.send(self.deciding(), self.timed_out, self.policy.name)  # (after the timeouts)
             await self.silent_nodes.check()
             await self.lost_nodes.check()
         await self.retention.sweep()  # done jobs past SEMSCHED_DONE_RETENTION

@@ -1,0 +1,104 @@
+"""Placements reserved without a command: their commands sent again by the partition's owner.
+
+A decision is applied before its command goes out (``streams/loop.py``). A worker that died in
+between, or a step a rebalance stopped waiting for (it sends no command on a partition given away:
+``SchedulingLoop.abandoned``), leaves its job reserved with no command on the way. The partition's
+next owner (or the restarted worker) holds that reservation: from the changelog, from the decisions
+it replays or restores, or from a late decision it reads after its catch-up. It waited for the
+confirmation timeout, then charged the job a failed attempt and placed it again (found by review).
+
+So after every assignment, once both catch-up gates are open (the decisions and lifecycle reports
+already on the topics applied: a placement that started is no longer reserved), the owner sends the
+command of every placement still reserved on the partitions it decides; and later, the command of a
+placement a decision read from the topic reserved (not this worker's own, which its step commands).
+Commands are idempotent by decision id (ARCHITECTURE.md): an agent that has the first counts the
+second a duplicate and does nothing; the same placement's command has the same event id, so the
+archive keeps one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from scheduling.events import DecisionRecord, partition_for
+from streams.decision_records import held_placement_command
+from streams.state import RunningJob, Transition
+
+if TYPE_CHECKING:
+    from streams.app import Worker
+
+log = logging.getLogger(__name__)
+
+RESENT_REASON = "sent again by the partition's owner: its placement was reserved without a command on the way"
+
+
+class Uncommanded:
+    """The placements whose command may never have gone out (decision id → job id), sent by :meth:`send`."""
+
+    def __init__(self, w: Worker) -> None:
+        self.w = w
+        self.due: dict[str, str] = {}
+        self.sweep_due = True  # at the first steps after an assignment: every reservation held
+        self.sent = 0
+
+    def reassigned(self) -> None:
+        """A rebalance assigned partitions: what is reserved on them is looked at again."""
+        self.sweep_due = True
+
+    @staticmethod
+    def own(w: Worker, rec: DecisionRecord) -> bool:
+        """Whether ``rec`` is one of this worker's steps' decisions still under way (its step commands it)."""
+        held = w.inflight.get(rec.job_id)
+        return held is not None and held[0].decision_id == rec.decision_id
+
+    def note_applied(self, rec: DecisionRecord, t: Transition, *, own: bool) -> None:
+        """A decision read from the topic was applied: when it reserved its job, and the step that made it
+        is not this worker's (``own``, :meth:`own` before the apply), its command may never have gone out."""
+        run = t.running.get(rec.job_id)
+        if not own and run is not None and run.decision_id == rec.decision_id:
+            self.due[rec.decision_id] = rec.job_id
+
+    def sweep(self) -> None:
+        """Every placement reserved in the running table (:meth:`send` keeps those on the partitions decided)."""
+        for d in list(self.w.running.values()):
+            if d is not None and d["state"] == "reserved":
+                self.due[d["decision_id"]] = d["job"]["job_id"]
+        self.sweep_due = False
+
+    async def send(self, deciding: set[int], timed_out: set[str], policy: str) -> int:
+        """Send the due commands whose placements are still reserved under their decision id on a partition
+        in ``deciding`` and not timed out (``timed_out``); forget the others. Returns how many went out."""
+        if self.sweep_due:
+            self.sweep()
+        if not self.due:
+            return 0
+        commands, deliveries = [], []
+        for decision_id, job_id in list(self.due.items()):
+            del self.due[decision_id]
+            r = self.w.read("running", job_id, RunningJob)
+            if (r is None or r.decision_id != decision_id or r.state != "reserved" or decision_id in timed_out
+                    or partition_for(r.job.cluster, self.w.settings.partitions) not in deciding):  # fmt: skip
+                continue
+            cmd = held_placement_command(r, policy=policy, reason=RESENT_REASON)
+            part = partition_for(r.job.cluster, self.w.settings.partitions)
+            try:
+                deliveries.append(await self.w.publish("actions", cmd.node_id.encode(), cmd.to_bytes(), part))
+                commands.append((decision_id, job_id))
+            except Exception as e:  # the next step tries again
+                log.warning("command of %s (%s) refused: %s: %s", job_id, decision_id, type(e).__name__, e)
+                self.due[decision_id] = job_id
+        sent = 0
+        for (decision_id, job_id), answer in zip(commands, await asyncio.gather(*deliveries, return_exceptions=True),
+                                                 strict=True):  # fmt: skip
+            if isinstance(answer, BaseException):
+                log.warning("command of %s (%s) refused: %r", job_id, decision_id, answer)
+                self.due[decision_id] = job_id
+            else:
+                sent += 1
+        if sent:
+            log.info("sent the command of %d placement(s) reserved without one on the way (a previous owner's, "
+                     "or a step's before a restart or a rebalance)", sent)  # fmt: skip
+        self.sent += sent
+        return sent

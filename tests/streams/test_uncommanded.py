@@ -1,0 +1,116 @@
+"""Placements reserved without a command on the way get it from the partition's owner (``streams/uncommanded.py``),
+on the real worker loop and agents with the broker stood in.
+
+Before, a job whose decision was applied but whose command never went out (its worker died in between, or a
+rebalance stopped waiting for its step) waited for the confirmation timeout, and was charged a failed attempt."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from typing import Any
+
+from scheduling.events import DecisionRecord, decode
+from streams.state import on_decision, on_submitted
+from tests.streams.loop_helpers import C1, c1_node, stood_in_worker
+from tests.streams.test_faust_agents import Sent, _submit, drive, job, placed, put
+from tests.streams.test_loop_rebalance import SlowBroker, step_awaiting_the_broker, worker_on_c1
+
+
+def decided_now(job_id: str) -> DecisionRecord:
+    """Placed on n1 just now (a reservation older than the confirmation timeout is timed out instead)."""
+    return placed(job_id).model_copy(update={"event_time": datetime.now(UTC)})
+
+
+def commands(sent: Sent) -> list[tuple[str, str, str, list[int]]]:
+    """The placement commands sent: (job, decision id, node, GPUs)."""
+    out = []
+    for s in sent.by_topic.get("actions", []):
+        cmd = decode("actions", s["value"])
+        out.append((cmd.job_id, cmd.decision_id, cmd.node_id, list(cmd.gpu_indices)))  # type: ignore[union-attr]
+    return out
+
+
+def on_a_stood_in_worker(sent: Sent) -> tuple[Any, Any]:
+    """A stood-in worker publishing to ``sent``, whose agents can be driven (``drive``): (worker, its loop)."""
+    w, _ = stood_in_worker(sent.publish, policy="best-fit")
+    drivable(w, sent)
+    return w, w.loop  # type: ignore[attr-defined]
+
+
+def drivable(w: Any, sent: Sent) -> None:
+    """Let the agents of a stood-in worker be driven: the tables' changelog as in Faust's test mode (the
+    agents' writes need its answer), consumption starting from the first event."""
+    for table in (w.pending, w.running, w.done, w.forgotten):
+        del table.send_changelog
+    w.app.consumer.seek = sent.seek
+    w.offset_starts = sent
+
+
+def test_a_reservation_held_at_an_assignment_is_commanded_once_the_gates_open() -> None:
+    """The partition's previous owner applied the decision (its changelog has it) and died before the
+    command went out: the new owner sends it, once."""
+    sent = Sent()
+
+    async def go() -> None:
+        w, loop = on_a_stood_in_worker(sent)
+        w.nodes.data["n1"] = c1_node("n1", num_gpu=4)
+        rec = decided_now("j1")
+        pending = on_submitted(job("j1"), None, 0.0)
+        w.apply(pending, partition=C1)
+        w.apply(on_decision(rec, pending.pending["j1"]), partition=C1)  # as recovered from the changelog
+        await loop.tick()  # (a worker's first steps follow an assignment)
+        assert commands(sent) == [("j1", rec.decision_id, "n1", [2])]
+        assert not [s for s in sent.by_topic.get("decisions", []) if decode("decisions", s["value"]).job_id == "j1"]
+        await loop.tick()
+        assert len(commands(sent)) == 1  # once
+        await loop._on_partitions_assigned(w.app)  # the next assignment looks again (the agent has it: a duplicate)
+        await loop.tick()
+        assert len(commands(sent)) == 2
+        loop.timed_out.add(rec.decision_id)  # given up on: no command
+        await loop._on_partitions_assigned(w.app)
+        await loop.tick()
+        assert len(commands(sent)) == 2
+
+    asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_a_late_decision_read_from_the_topic_that_reserves_its_job_gets_its_command() -> None:
+    """A step the rebalance stopped waiting for published its decision after this worker, the new owner,
+    had caught up: it reserves the job here, and that step sent no command."""
+    sent = Sent()
+
+    async def go() -> None:
+        w, loop = on_a_stood_in_worker(sent)  # no node known here: this worker places nothing itself
+        await _submit(w, job("j1"))
+        await loop.tick()  # caught up
+        async with drive(w, "decisions") as a:
+            await put(a, decided_now("j1").to_bytes(), key=b"j1")
+        assert w.running["j1"]["state"] == "reserved" and commands(sent) == []
+        await loop.tick()
+        assert commands(sent) == [("j1", placed("j1").decision_id, "n1", [2])]
+        await loop.tick()
+        assert len(commands(sent)) == 1
+
+    asyncio.run(asyncio.wait_for(go(), 30))
+
+
+def test_this_workers_own_decision_read_back_before_its_step_ended_sends_one_command() -> None:
+    """The consumer may read a step's decision back before the broker's acknowledgement reaches the step:
+    the step sends its command; the read-back is not a placement without one."""
+    broker = SlowBroker()
+    sent = Sent()
+
+    async def go() -> None:
+        w, _, loop = worker_on_c1(broker, "j1")
+        drivable(w, sent)
+        step = await step_awaiting_the_broker(loop, broker)
+        [decision] = [e for e in broker.sent if e.kind == "decision"]
+        async with drive(w, "decisions") as a:
+            await put(a, decision.to_bytes(), key=b"j1")
+        broker.release()
+        await step
+        await loop.tick()
+        assert [(e.job_id, e.decision_id) for e in broker.sent if e.kind == "place"] == [("j1", decision.decision_id)]
+
+    asyncio.run(asyncio.wait_for(go(), 30))
