@@ -36,6 +36,7 @@ from storage.queries.finished_jobs import FinishedJob
 from streams import telemetry
 from streams.admission import record_ms
 from streams.changelog_faults import ChangelogFaults
+from streams.command_faults import CommandFaults
 from streams.early_reports import EarlyReports
 from streams.finished_log import FinishedLog
 from streams.held_ledger import HeldLedger
@@ -356,6 +357,7 @@ def create_app(settings: Settings, *, app_id: str | None = None) -> Worker:
     # until they drain (its default, 100, stalls ingest under a few hundred jobs/s).
     app.producer.buffer.max_messages = 2000
     ChangelogFaults.from_env().install([w.pending, w.running, w.done])  # none unless a test asks
+    CommandFaults.from_env().install(w)  # (the same)
     from streams.agents import register_agents
     from streams.log_restore import register_log_restore
     from streams.loop import register_loop

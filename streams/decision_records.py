@@ -107,23 +107,26 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
 def placement_command(p: PendingJob, pl: Placement, *, cluster: str, policy: str) -> PlacementCommand:
     """The command that tells the node's agent to start the job (same decision id as its record)."""
     did = decision_id_for(p.job.job_id, p.attempt, p.job.event_id)
-    return _command(p.job, p.attempt, did, pl.node_id, pl.gpu_indices, cluster=cluster, policy=policy, reason=pl.reason)
+    return _command(p.job, p.attempt, did, pl.node_id, pl.gpu_indices, cluster=cluster, policy=policy,
+                    reason=pl.reason, what="place")  # fmt: skip
 
 
 def held_placement_command(r: RunningJob, *, policy: str, reason: str) -> PlacementCommand:
-    """The command of the placement ``r`` holds, sent again (streams/uncommanded.py)."""
+    """The command of the placement ``r`` holds, sent again (streams/uncommanded.py): an event of its own in
+    the archive (the first keeps its reason and time), however often it is sent again."""
     return _command(r.job, r.attempt, r.decision_id, r.node_id, r.gpu_indices, cluster=r.job.cluster, policy=policy,
-                    reason=reason)  # fmt: skip
+                    reason=reason, what="place again")  # fmt: skip
 
 
 def _command(job: JobSubmitted, attempt: int, decision_id: str, node_id: str, gpu_indices: Sequence[int], *,
-             cluster: str, policy: str, reason: str) -> PlacementCommand:  # fmt: skip
-    """The same placement's command has the same event id, however often it is sent (the archive keeps one)."""
+             cluster: str, policy: str, reason: str, what: str) -> PlacementCommand:  # fmt: skip
+    """The same placement's command has the same event id each time it is sent (the archive keeps one row)."""
+    placement = f"{cluster}/{decision_id}@{node_id}:{list(gpu_indices)}"
     return PlacementCommand(
-        event_id=derived_event_id(f"{decision_id}@{node_id}:{list(gpu_indices)}", "place"), decision_id=decision_id,
-        job_id=job.job_id, cluster=cluster, attempt=attempt, node_id=node_id, gpu_indices=list(gpu_indices),
-        cpu_milli=job.cpu_milli, memory_mib=job.memory_mib, gpu_milli_per_gpu=job.per_gpu_milli, policy=policy,
-        reason=reason, trace_duration_s=job.trace_duration_s,
+        event_id=derived_event_id(placement, what), decision_id=decision_id, job_id=job.job_id, cluster=cluster,
+        attempt=attempt, node_id=node_id, gpu_indices=list(gpu_indices), cpu_milli=job.cpu_milli,
+        memory_mib=job.memory_mib, gpu_milli_per_gpu=job.per_gpu_milli, policy=policy, reason=reason,
+        trace_duration_s=job.trace_duration_s,
     )  # fmt: skip
 
 

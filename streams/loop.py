@@ -231,9 +231,10 @@ class SchedulingLoop:
         lifecycle = lifecycle_partitions(self.w) - self.fenced
         if await self.lifecycle_catchup.ready(self.w.lifecycle_offsets, recovering=recovering, assigned=lifecycle):
             await self._check_timeouts()  # a 'started' still in the backlog is not a missing one
-            await self.uncommanded.send(self.deciding(), self.timed_out, self.policy.name)  # (after the timeouts)
             await self.silent_nodes.check()
             await self.lost_nodes.check()
+            # (after the timeouts, and the placements moved off lost nodes)
+            await self.uncommanded.send(self.deciding(), self.timed_out, self.policy.name)
         await self.retention.sweep()  # done jobs past SEMSCHED_DONE_RETENTION
         if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
             await resend_commands(self.w, self.deciding(), self.timed_out)

@@ -12,14 +12,21 @@ already on the topics applied: a placement that started is no longer reserved), 
 command of every placement still reserved on the partitions it decides; and later, the command of a
 placement a decision read from the topic reserved (not this worker's own, which its step commands).
 Commands are idempotent by decision id (ARCHITECTURE.md): an agent that has the first counts the
-second a duplicate and does nothing; the same placement's command has the same event id, so the
-archive keeps one.
+second a duplicate and does nothing. A command sent again is an event of its own in the archive (the
+first keeps its reason and time), one however often it is sent again.
+
+Not sent again (each left to the confirmation timeout, as before; found by the review of the change):
+- a reservation within ``RESEND_MARGIN_S`` of its timeout: the agent's ``started`` might come after
+  the ``timed_out`` re-queued the job, and its retry would run beside the late start until fenced;
+- a gang member whose gang is not held whole (a member pending: its decision never went through);
+  alone, it would run without them, and they would wait for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from scheduling.events import DecisionRecord, partition_for
@@ -32,6 +39,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RESENT_REASON = "sent again by the partition's owner: its placement was reserved without a command on the way"
+RESEND_MARGIN_S = 5.0  # no command sent again this close to the placement's confirmation timeout
 
 
 class Uncommanded:
@@ -50,8 +58,12 @@ class Uncommanded:
     @staticmethod
     def own(w: Worker, rec: DecisionRecord) -> bool:
         """Whether ``rec`` is one of this worker's steps' decisions still under way (its step commands it)."""
-        held = w.inflight.get(rec.job_id)
-        return held is not None and held[0].decision_id == rec.decision_id
+        held = w.inflight.get(rec.job_id)  # (its id and its placement: a decision id is the same on any owner, and
+        if held is None:                  # another owner's of the same attempt may hold another node)
+            return False
+        mine = held[0]
+        return (mine.decision_id, mine.node_id, list(mine.gpu_indices)) == (rec.decision_id, rec.node_id,
+                                                                             list(rec.gpu_indices))  # fmt: skip
 
     def note_applied(self, rec: DecisionRecord, t: Transition, *, own: bool) -> None:
         """A decision read from the topic was applied: when it reserved its job, and the step that made it
@@ -75,12 +87,19 @@ class Uncommanded:
         if not self.due:
             return 0
         commands, deliveries = [], []
+        latest = time.time() - max(0.0, self.w.settings.confirm_timeout_s - RESEND_MARGIN_S)
+        gangs: dict[tuple[str, str], int] | None = None
         for decision_id, job_id in list(self.due.items()):
             del self.due[decision_id]
             r = self.w.read("running", job_id, RunningJob)
             if (r is None or r.decision_id != decision_id or r.state != "reserved" or decision_id in timed_out
-                    or partition_for(r.job.cluster, self.w.settings.partitions) not in deciding):  # fmt: skip
+                    or partition_for(r.job.cluster, self.w.settings.partitions) not in deciding
+                    or r.reserved_ts < latest):  # fmt: skip
                 continue
+            if r.job.gang_id:
+                gangs = self._held_gangs() if gangs is None else gangs
+                if not self._whole(r, gangs):
+                    continue
             cmd = held_placement_command(r, policy=policy, reason=RESENT_REASON)
             part = partition_for(r.job.cluster, self.w.settings.partitions)
             try:
@@ -102,3 +121,18 @@ class Uncommanded:
                      "or a step's before a restart or a rebalance)", sent)  # fmt: skip
         self.sent += sent
         return sent
+
+    def _held_gangs(self) -> dict[tuple[str, str], int]:
+        """(cluster, gang id) → its members placed (reserved or running)."""
+        held: dict[tuple[str, str], int] = {}
+        for d in list(self.w.running.values()):
+            if d is not None and (gang := d["job"].get("gang_id")):
+                key = (d["job"].get("cluster", ""), gang)
+                held[key] = held.get(key, 0) + 1
+        return held
+
+    def _whole(self, r: RunningJob, held: dict[tuple[str, str], int]) -> bool:
+        """Whether ``r``'s gang is placed whole: its members placed, and those finished, make its size."""
+        assert r.job.gang_id is not None
+        rejected, finished = self.w.gang_state(r.job.cluster, r.job.gang_id)
+        return not rejected and held.get((r.job.cluster, r.job.gang_id), 0) + finished >= r.job.gang_size

@@ -15,13 +15,14 @@ from scheduling.policies import get_policy
 from scheduling.step_result import Placement
 from streams.decision_records import (
     StepModel,
+    held_placement_command,
     placed_record,
     placement_command,
     predicted_durations,
     rejected_record,
     waiting_record,
 )
-from streams.state import PendingJob
+from streams.state import PendingJob, RunningJob, on_decision
 
 T0 = datetime(2026, 3, 1, 12, 0, 0, tzinfo=UTC)
 
@@ -134,3 +135,23 @@ def test_predicted_durations_leave_out_jobs_without_an_estimate() -> None:
     history.observe(reqs[1], 90.0)
     assert predicted_durations(history, reqs) == {"j0": 90.0, "j1": 90.0}  # j0 from the global median
     assert predicted_durations(history, []) == {}
+
+
+def test_a_placements_command_has_one_event_id_and_one_sent_again_another() -> None:
+    """The archive keeps one row per event id: the first command keeps its reason and time beside the one
+    sent again (streams/uncommanded.py), however often each is sent; another placement, or another
+    cluster's, is another event."""
+    p, pl = pending(), placement()
+    first = placement_command(p, pl, cluster="c1", policy="best-fit")
+    assert placement_command(p, pl, cluster="c1", policy="best-fit").event_id == first.event_id
+    rec = placed_record(p, pl, cluster="c1", policy="best-fit", step_id="s", compute_ms=1.0,
+                        model=StepModel.of(get_policy("best-fit")), durations={})  # fmt: skip
+    held = on_decision(rec, p).running["j1"]
+    assert isinstance(held, RunningJob)
+    again = held_placement_command(held, policy="best-fit", reason="again")
+    assert (again.decision_id, again.node_id, again.gpu_indices) == (first.decision_id, "n3", [1])
+    assert again.event_id != first.event_id
+    assert held_placement_command(held, policy="best-fit", reason="again").event_id == again.event_id
+    other_node = dataclasses.replace(pl, node_id="n4")
+    assert placement_command(p, other_node, cluster="c1", policy="best-fit").event_id != first.event_id
+    assert placement_command(p, pl, cluster="c2", policy="best-fit").event_id != first.event_id
