@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -97,25 +98,28 @@ def test_a_late_decision_read_from_the_topic_that_reserves_its_job_gets_its_comm
     asyncio.run(asyncio.wait_for(go(), 30))
 
 
+async def read_back_while_the_step_waits(broker: SlowBroker, edit: Callable[[DecisionRecord], DecisionRecord]
+                                        ) -> tuple[Any, DecisionRecord]:  # fmt: skip
+    """A worker's step places j1 and waits for the broker; meanwhile the consumer reads ``edit(its decision)``
+    from the topic; then the broker answers, the step ends, and the next tick runs: (worker, its decision)."""
+    w, _, loop = worker_on_c1(broker, "j1")
+    drivable(w, Sent())
+    step = await step_awaiting_the_broker(loop, broker)
+    [mine] = [e for e in broker.sent if e.kind == "decision"]
+    async with drive(w, "decisions") as a:
+        await put(a, edit(mine).to_bytes(), key=b"j1")
+    broker.release()
+    await step
+    await loop.tick()
+    return w, mine
+
+
 def test_this_workers_own_decision_read_back_before_its_step_ended_sends_one_command() -> None:
     """The consumer may read a step's decision back before the broker's acknowledgement reaches the step:
     the step sends its command; the read-back is not a placement without one."""
     broker = SlowBroker()
-    sent = Sent()
-
-    async def go() -> None:
-        w, _, loop = worker_on_c1(broker, "j1")
-        drivable(w, sent)
-        step = await step_awaiting_the_broker(loop, broker)
-        [decision] = [e for e in broker.sent if e.kind == "decision"]
-        async with drive(w, "decisions") as a:
-            await put(a, decision.to_bytes(), key=b"j1")
-        broker.release()
-        await step
-        await loop.tick()
-        assert [(e.job_id, e.decision_id) for e in broker.sent if e.kind == "place"] == [("j1", decision.decision_id)]
-
-    asyncio.run(asyncio.wait_for(go(), 30))
+    _, mine = asyncio.run(asyncio.wait_for(read_back_while_the_step_waits(broker, lambda rec: rec), 30))
+    assert [(e.job_id, e.decision_id) for e in broker.sent if e.kind == "place"] == [("j1", mine.decision_id)]
 
 
 def test_another_owners_decision_of_the_same_id_on_another_node_is_not_taken_for_this_workers_own() -> None:
@@ -123,23 +127,13 @@ def test_another_owners_decision_of_the_same_id_on_another_node_is_not_taken_for
     this worker's own (on n1) waits for the broker is applied first, and holds the job; the step's is stale
     and sends nothing. Taken for this worker's own by its id alone, it got no command (found by review)."""
     broker = SlowBroker()
-    sent = Sent()
 
-    async def go() -> None:
-        w, _, loop = worker_on_c1(broker, "j1")
-        drivable(w, sent)
-        step = await step_awaiting_the_broker(loop, broker)
-        [mine] = [e for e in broker.sent if e.kind == "decision"]
-        theirs = mine.model_copy(update={"node_id": "n9", "gpu_indices": [], "event_time": datetime.now(UTC)})
-        async with drive(w, "decisions") as a:
-            await put(a, theirs.to_bytes(), key=b"j1")
-        broker.release()
-        await step
-        await loop.tick()
-        assert [(e.decision_id, e.node_id) for e in broker.sent if e.kind == "place"] == [(mine.decision_id, "n9")]
-        assert w.running["j1"]["node_id"] == "n9"
+    def theirs(mine: DecisionRecord) -> DecisionRecord:
+        return mine.model_copy(update={"node_id": "n9", "gpu_indices": [], "event_time": datetime.now(UTC)})
 
-    asyncio.run(asyncio.wait_for(go(), 30))
+    w, mine = asyncio.run(asyncio.wait_for(read_back_while_the_step_waits(broker, theirs), 30))
+    assert [(e.decision_id, e.node_id) for e in broker.sent if e.kind == "place"] == [(mine.decision_id, "n9")]
+    assert w.running["j1"]["node_id"] == "n9"
 
 
 def test_no_command_again_close_to_the_confirmation_timeout() -> None:
