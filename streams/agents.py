@@ -53,8 +53,9 @@ def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
     """What a lifecycle report does to the tables (:func:`streams.state.on_lifecycle`), with the
     fences for the rest of its gang when a member leaves the gang's placement."""
     was = w.read("running", ev.job_id, RunningJob)
-    t = on_lifecycle(ev, was, pending=w.read("pending", ev.job_id, PendingJob),
-                     max_retries=w.settings.max_retries, now=time.time())  # fmt: skip
+    pending = w.read("pending", ev.job_id, PendingJob)
+    done = w.read("done", ev.job_id, DoneJob) if was is None and pending is None else None
+    t = on_lifecycle(ev, was, pending=pending, done=done, max_retries=w.settings.max_retries, now=time.time())
     left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"
     if left and was is not None and was.job.gang_id:
         members = [w.read("running", k, RunningJob) for k, d in list(w.running.items())

@@ -73,6 +73,10 @@ class DoneJob(BaseModel):
     # when it became done (epoch s, the worker's clock: Worker.apply stamps it); the done table forgets it
     # SEMSCHED_DONE_RETENTION after (streams/done_retention.py); 0 in records written before it was kept
     done_ts: float = 0.0
+    # a finished run: where it ran and when its agent said it ended (the agent's clock); its ``started`` read
+    # again (after a restart) is no run to fence. "" / 0 when not known (rejected, or written before)
+    node_id: str = ""
+    ended_at: float = 0.0
 
 
 @dataclass
@@ -148,7 +152,7 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
 
 
 def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: int, now: float,
-                 pending: PendingJob | None = None) -> Transition:  # fmt: skip
+                 pending: PendingJob | None = None, done: DoneJob | None = None) -> Transition:  # fmt: skip
     """Agent reports (and the worker's own timeouts) move a placed job on.
 
     An agent's report can overtake the worker's own decision (they travel on different
@@ -169,6 +173,8 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
                              attained=pending.attained)  # fmt: skip
         adopted = Transition(pending={pending.job.job_id: None})
     if running is None or ev.decision_id != running.decision_id:
+        if running is None and pending is None and _started_of_its_finished_run(ev, done):
+            return Transition(note="started of a run that has finished: read again")
         if ev.state == "started" and ev.decision_id and ev.node_id:
             # a placement the worker already gave up on (timed out, re-queued) started after
             # all: fence it, or the job runs twice and holds resources nobody accounts for
@@ -182,6 +188,16 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
         t.pending = {**adopted.pending, **t.pending}
         t.running.setdefault(running.job.job_id, running)
     return t
+
+
+def _started_of_its_finished_run(ev: JobLifecycle, done: DoneJob | None) -> bool:
+    """Whether ``ev`` is the ``started`` of the run that finished the job (``done``): that attempt, its node,
+    stamped before its end by the same agent's clock. Read again after a restart (the lifecycle partition's
+    committed offset behind what was handled), it was fenced as a placement that started after the worker
+    had re-queued it: a fence for every such job, 601 of 1,000 in a chaos run. Any other start is fenced."""
+    return (done is not None and ev.state == "started" and done.status == "finished" and done.attempt == ev.attempt
+            and bool(done.node_id) and ev.node_id == done.node_id and ev.event_time.timestamp() <= done.ended_at
+            and is_decision_of(ev.decision_id, ev.job_id, ev.attempt, done.event_id))  # fmt: skip
 
 
 def _finished_before_its_next_attempt(ev: JobLifecycle, running: RunningJob | None,
@@ -201,7 +217,7 @@ def _finished_before_its_next_attempt(ev: JobLifecycle, running: RunningJob | No
     if running is not None and running.state != "reserved":
         return None
     done = DoneJob(job_id=ev.job_id, event_id=current.job.event_id, status="finished", attempt=ev.attempt,
-                   cluster=current.job.cluster)  # fmt: skip
+                   cluster=current.job.cluster, node_id=ev.node_id or "", ended_at=ev.event_time.timestamp())  # fmt: skip
     if running is None:
         return Transition(pending={ev.job_id: None}, done={ev.job_id: done}, note="finished after it was re-queued")
     fence = PreemptCommand(decision_id=f"fence-{running.decision_id}", job_id=ev.job_id, cluster=ev.cluster,
@@ -237,7 +253,8 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
                                f"the run is on {running.node_id}")  # (the part before ':' counts: no node ids in it)
     if ev.state == "finished":
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt,
-                       gang_id=running.job.gang_id, cluster=running.job.cluster)  # fmt: skip
+                       gang_id=running.job.gang_id, cluster=running.job.cluster, node_id=running.node_id,
+                       ended_at=ev.event_time.timestamp())  # fmt: skip
         return Transition(running={job_id: None}, done={job_id: done})
     if ev.state == "timed_out" and running.state == "running":
         return Transition(note="timeout raced with started: keep running")

@@ -657,8 +657,9 @@ async def test_lifecycle_started_then_finished_moves_to_done(worker: tuple[Worke
     assert "j1" not in w.running and "j1" not in w.pending
     done = dict(w.done["j1"])
     assert time.time() - done.pop("done_ts") < 60  # when it ended (streams/done_retention.py forgets it from then)
+    assert time.time() - done.pop("ended_at") < 60  # as its agent said
     assert done == {"job_id": "j1", "event_id": "ev-j1", "status": "finished", "attempt": 0, "reason": "",
-                    "gang_id": None, "cluster": "c1"}
+                    "gang_id": None, "cluster": "c1", "node_id": "n1"}
     assert w.counters.lifecycle == 2
     assert sent.by_topic == {}
 
@@ -847,6 +848,24 @@ async def test_stale_lifecycle_is_ignored(worker: tuple[Worker, Sent]) -> None:
         await put(a, JobLifecycle(job_id="nope", cluster="c1", state="failed", decision_id="d-nope").to_bytes(), key=b"nope")
     assert snapshot(w) == before
     assert sent.by_topic == {}
+
+
+async def test_the_started_of_a_finished_job_read_again_sends_no_fence(worker: tuple[Worker, Sent]) -> None:
+    """A restarted worker reads the lifecycle partition again from its committed offset: the ``started`` of
+    a job that has finished since sent a fence for it (601 of 1,000 jobs in a chaos run)."""
+    w, sent = worker
+    await _submit(w, job("j1"))
+    async with drive(w, "decisions") as a:
+        await put(a, placed("j1").to_bytes(), key=b"j1")
+    did = decision_id_for("j1", 0, "ev-j1")
+    started = JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=did, node_id="n1", event_time=T0)
+    finished = started.model_copy(update={"state": "finished", "event_time": T0 + timedelta(seconds=5),
+                                          "event_id": "ev-finished"})  # fmt: skip
+    async with drive(w, "jobs.lifecycle") as a:
+        for report in (started, finished, started):  # the last one read again
+            await put(a, report.to_bytes(), key=b"j1")
+    assert w.done["j1"]["status"] == "finished" and "j1" not in w.running
+    assert "actions" not in sent.by_topic and w.counters.notes.get("started of a run that has finished") == 1
 
 
 async def test_reports_from_another_node_than_the_runs_are_counted_under_one_note(worker: tuple[Worker, Sent]) -> None:

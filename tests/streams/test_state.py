@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -219,7 +219,8 @@ def test_finished_frees_and_moves_to_done() -> None:
     t = on_lifecycle(life("finished"), r, max_retries=3, now=NOW)
     assert t.running == {"j1": None}
     assert t.pending == {} and t.emit == []
-    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0, cluster="c1")
+    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0, cluster="c1",
+                                   node_id="n1", ended_at=life("finished").event_time.timestamp())  # fmt: skip
 
 
 def test_failed_requeues_with_the_next_attempt() -> None:
@@ -427,6 +428,28 @@ def test_a_placement_that_starts_after_it_was_requeued_is_fenced() -> None:
         "preempt", "j1", "n3", decision_id_for("j1", 0, "ev-j1"))
 
 
+def test_a_started_read_again_after_its_run_finished_is_not_fenced_and_any_other_start_is() -> None:
+    """After a restart the lifecycle partition is read again from its committed offset, which can lag what
+    was handled: the ``started`` of a job that has finished since was fenced as a late start (601 fences of
+    1,000 jobs in a chaos run). Not the same attempt on another node, nor one stamped after the run ended."""
+    run = running(state="running", node_id="n1")
+    started, finished = life("started"), life("finished").model_copy(update={"event_time": T0 + timedelta(seconds=30)})
+    done = on_lifecycle(finished, run.model_copy(update={"started_ts": started.event_time.timestamp()}),
+                        max_retries=3, now=NOW).done["j1"]  # fmt: skip
+    assert done is not None and (done.node_id, done.ended_at) == ("n1", finished.event_time.timestamp())
+    t = on_lifecycle(started, None, done=done, max_retries=3, now=NOW)
+    assert t.commands == [] and t.note.startswith("started of a run that has finished") and t.done == {}
+    for other in (life("started", node_id="n2"),  # a second execution elsewhere
+                  started.model_copy(update={"event_time": T0 + timedelta(seconds=31)}),  # a start after the end
+                  life("started", attempt=1)):  # another attempt
+        t = on_lifecycle(other, None, done=done, max_retries=3, now=NOW)
+        assert t.note == "stale started: fenced" and len(t.commands) == 1, other
+    # a record written before the node was kept: fenced, as before
+    t = on_lifecycle(started, None, done=done.model_copy(update={"node_id": "", "ended_at": 0.0}), max_retries=3,
+                     now=NOW)  # fmt: skip
+    assert t.note == "stale started: fenced"
+
+
 def test_a_finished_of_the_attempt_before_the_current_one_that_has_not_started_finishes_the_job() -> None:
     """The worker moved the job on (its node was lost: its own 'preempted'; or a late 'started') while
     the run went on to the end: the agent's 'finished' comes after. Found by review: it was stale, and
@@ -434,7 +457,8 @@ def test_a_finished_of_the_attempt_before_the_current_one_that_has_not_started_f
     finished = life("finished", attempt=0, node_id="n1")
     t = on_lifecycle(finished, None, pending=pending(attempt=1), max_retries=3, now=NOW)
     assert t.pending == {"j1": None} and t.running == {} and t.commands == []
-    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0, cluster="c1")
+    assert t.done["j1"] == DoneJob(job_id="j1", event_id="ev-j1", status="finished", attempt=0, cluster="c1",
+                                   node_id="n1", ended_at=finished.event_time.timestamp())  # fmt: skip
     placed_again = running(attempt=1, node_id="n2")
     t = on_lifecycle(finished, placed_again, max_retries=3, now=NOW)
     assert t.running == {"j1": None} and t.done["j1"].status == "finished"  # type: ignore[union-attr]
