@@ -29,6 +29,7 @@ from scheduling.events import (
     DeadLetter,
     DecisionRecord,
     JobSubmitted,
+    partition_for,
 )
 from scheduling.job import JobRequest
 from scheduling.order_context import LearningDurationPredictor
@@ -202,6 +203,13 @@ class Worker:
             return
         self.durations.observe(JobRequest.from_event(job), run_s)
         self.finished_log.add([FinishedJob(job, job.event_time.timestamp(), run_s, finish_s)])
+
+    def confirm_clock(self, reserved_ts: float, cluster: str) -> float:
+        """When a reservation's confirmation timeout runs from: its decision, or when this worker came to hold
+        its cluster's partition, whichever is later. An inherited reservation (a restart, a partition moved
+        here) gets the whole timeout from this worker: its command may only now be sent again
+        (streams/uncommanded.py), as the DAG gate counts its waits (streams/dag_gate.py)."""
+        return max(reserved_ts, self.holds_since.get(partition_for(cluster, self.settings.partitions), 0.0))
 
     def wake(self) -> None:
         loop = getattr(self, "loop", None)

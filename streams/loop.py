@@ -234,7 +234,7 @@ class SchedulingLoop:
             await self.silent_nodes.check()
             await self.lost_nodes.check()
             # (after the timeouts, and the placements moved off lost nodes)
-            await self.uncommanded.send(self.deciding(), self.timed_out, self.policy.name)
+            await self.uncommanded.send(self.deciding(), self.timed_out | self.lost_nodes.preempted, self.policy.name)
         await self.retention.sweep()  # done jobs past SEMSCHED_DONE_RETENTION
         if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
             await resend_commands(self.w, self.deciding(), self.timed_out)
@@ -414,7 +414,7 @@ class SchedulingLoop:
                 placed.add(d["decision_id"])
             if d is None or d["state"] != "reserved" or d["decision_id"] in self.timed_out:
                 continue
-            if now - d["reserved_ts"] > timeout:
+            if now - self.w.confirm_clock(d["reserved_ts"], d["job"]["cluster"]) > timeout:
                 r = RunningJob.model_validate(d)
                 if not self.views.owns(r.job.cluster, self.owned):
                     continue

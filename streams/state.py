@@ -253,7 +253,7 @@ def _advance(ev: JobLifecycle, running: RunningJob, *, max_retries: int, now: fl
                                f"the run is on {running.node_id}")  # (the part before ':' counts: no node ids in it)
     if ev.state == "finished":
         done = DoneJob(job_id=job_id, event_id=running.job.event_id, status="finished", attempt=running.attempt,
-                       gang_id=running.job.gang_id, cluster=running.job.cluster, node_id=running.node_id,
+                       gang_id=running.job.gang_id, cluster=running.job.cluster, node_id=ev.node_id or running.node_id,
                        ended_at=ev.event_time.timestamp())  # fmt: skip
         return Transition(running={job_id: None}, done={job_id: done})
     if ev.state == "timed_out" and running.state == "running":

@@ -79,9 +79,10 @@ class Uncommanded:
                 self.due[d["decision_id"]] = d["job"]["job_id"]
         self.sweep_due = False
 
-    async def send(self, deciding: set[int], timed_out: set[str], policy: str) -> int:
+    async def send(self, deciding: set[int], given_up: set[str], policy: str) -> int:
         """Send the due commands whose placements are still reserved under their decision id on a partition
-        in ``deciding`` and not timed out (``timed_out``); forget the others. Returns how many went out."""
+        in ``deciding``, and not given up on (``given_up``: timed out, moved off a lost node); forget the
+        others, but keep a gang member until its gang is placed whole. Returns how many went out."""
         if self.sweep_due:
             self.sweep()
         if not self.due:
@@ -89,16 +90,18 @@ class Uncommanded:
         commands, deliveries = [], []
         latest = time.time() - max(0.0, self.w.settings.confirm_timeout_s - RESEND_MARGIN_S)
         gangs: dict[tuple[str, str], int] | None = None
+        waiting: dict[str, str] = {}  # gang members whose gang is not placed whole yet: looked at again
         for decision_id, job_id in list(self.due.items()):
             del self.due[decision_id]
             r = self.w.read("running", job_id, RunningJob)
-            if (r is None or r.decision_id != decision_id or r.state != "reserved" or decision_id in timed_out
+            if (r is None or r.decision_id != decision_id or r.state != "reserved" or decision_id in given_up
                     or partition_for(r.job.cluster, self.w.settings.partitions) not in deciding
-                    or r.reserved_ts < latest):  # fmt: skip
+                    or self.w.confirm_clock(r.reserved_ts, r.job.cluster) < latest):  # fmt: skip
                 continue
             if r.job.gang_id:
                 gangs = self._held_gangs() if gangs is None else gangs
-                if not self._whole(r, gangs):
+                if not self._whole(r, gangs):  # (found by review: dropped, it never went out once the gang was)
+                    waiting[decision_id] = job_id
                     continue
             cmd = held_placement_command(r, policy=policy, reason=RESENT_REASON)
             part = partition_for(r.job.cluster, self.w.settings.partitions)
@@ -108,6 +111,7 @@ class Uncommanded:
             except Exception as e:  # the next step tries again
                 log.warning("command of %s (%s) refused: %s: %s", job_id, decision_id, type(e).__name__, e)
                 self.due[decision_id] = job_id
+        self.due.update(waiting)
         sent = 0
         for (decision_id, job_id), answer in zip(commands, await asyncio.gather(*deliveries, return_exceptions=True),
                                                  strict=True):  # fmt: skip

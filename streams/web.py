@@ -112,7 +112,8 @@ def register_web(w: Worker) -> None:
                 return self.json({"error": "this worker has no archive"}, status=503)
             if not archiver.started():  # (a restarted worker, opening and migrating it: found by a chaos run)
                 return self.json({"error": "this worker's archiver is starting (opening the archive): "
-                                           "try again in a few seconds"}, status=503)  # fmt: skip
+                                           "try again in a few seconds",
+                                  "archive": redacted(w.settings.clickhouse_dsn)}, status=503)  # fmt: skip
             if request.query.get("flush"):  # bounded: an unwritable archive answers with what it holds
                 await archiver.flush_all(retry_for_s=w.settings.archive_flush_s * 10)
             try:
