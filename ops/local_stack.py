@@ -268,13 +268,18 @@ class LocalStack:
     def sql(self, query: str, *, flush: bool = True, timeout: float = 120.0) -> list[list[Any]]:
         """Query the archive the running worker owns (``flush``: its buffered rows first)."""
         url = f"http://127.0.0.1:{self.settings.web_port}/sql" + ("?flush=1" if flush else "")
-        req = urllib.request.Request(url, data=query.encode(), method="POST")
-        try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
-                body = json.loads(r.read())
-        except urllib.error.HTTPError as e:
-            raise RuntimeError(f"/sql failed ({e.code}): {e.read().decode(errors='replace')}\n{query}") from None
-        return body["rows"]
+        deadline = time.monotonic() + timeout
+        while True:
+            req = urllib.request.Request(url, data=query.encode(), method="POST")
+            try:
+                with urllib.request.urlopen(req, timeout=timeout) as r:
+                    return json.loads(r.read())["rows"]  # type: ignore[no-any-return]
+            except urllib.error.HTTPError as e:
+                detail = e.read().decode(errors="replace")
+                # a restarted worker's archiver opening the archive (streams/web.py): again, in a moment
+                if e.code != 503 or "archiver is starting" not in detail or time.monotonic() > deadline:
+                    raise RuntimeError(f"/sql failed ({e.code}): {detail}\n{query}") from None
+            time.sleep(0.5)
 
     def scalar(self, query: str) -> Any:
         return self.sql(query)[0][0]
