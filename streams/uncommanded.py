@@ -15,11 +15,13 @@ Commands are idempotent by decision id (ARCHITECTURE.md): an agent that has the 
 second a duplicate and does nothing. A command sent again is an event of its own in the archive (the
 first keeps its reason and time), one however often it is sent again.
 
-Not sent again (each left to the confirmation timeout, as before; found by the review of the change):
+An inherited reservation's confirmation timeout runs from when this worker came to hold its partition
+(``Worker.confirm_clock``). Not sent again (found by the reviews of the change):
 - a reservation within ``RESEND_MARGIN_S`` of its timeout: the agent's ``started`` might come after
   the ``timed_out`` re-queued the job, and its retry would run beside the late start until fenced;
-- a gang member whose gang is not held whole (a member pending: its decision never went through);
-  alone, it would run without them, and they would wait for it.
+- a placement given up on: timed out, or moved off a lost node (its fence just went out);
+- a gang member, until its gang is placed whole (a member pending: its decision never went through):
+  alone, it would run without them, and they would wait for it. It waits in ``due`` meanwhile.
 """
 
 from __future__ import annotations
