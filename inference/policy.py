@@ -65,6 +65,7 @@ from inference.lookahead import Lookahead, heads_missing
 from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.served_model import ServedModel
+from inference.server_backoff import ServerBackoff
 from inference.step_caches import StepCaches
 from inference.step_call import StepCaller
 from inference.step_windows import StepWindows, fitting_window, model_window
@@ -95,6 +96,13 @@ def failure_reason(e: Exception) -> str:
     return str(e) if isinstance(e, BackendError) else f"{type(e).__name__}: {e}"
 
 
+def server_failed(e: Exception) -> bool:
+    """Whether a failed step call was the model server's (its error, a missed deadline), not the inputs'."""
+    from inference.backends import BackendError
+
+    return isinstance(e, BackendError | TimeoutError)
+
+
 def uses_learned(policy: str) -> bool:
     """Does this policy (``<placement>`` or ``<ordering>+<placement>``) place with the learned model?"""
     return policy.split("+")[-1].strip() in LEARNED_PLACEMENTS
@@ -123,6 +131,7 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         self._open(backend, backend_kwargs, loaded)  # (ServedModel)
         self.caches = StepCaches()  # embeddings, pair features, job rows and topologies, from step to step
         self._caller = StepCaller()  # the step's backend call (its pair features overlap a remote call)
+        self.backoff = ServerBackoff()  # a remote server that keeps failing is left alone for a while
         self.lookahead = lookahead
         self._warn_if_not_looking_ahead()
         self.last_step = StepStatus(backend=self.backend.name if self.backend else "", fallback=self.fell_back,
@@ -186,11 +195,14 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         self._retry()
         if self.fell_back:
             return self.last_step
+        budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
+        if budget is not None and (held := self.backoff.holding()) is not None:  # (inference/server_backoff.py)
+            self._prepared = StepStatus(self.backend.name, self.model_version, True, held)
+            return self._prepared
         self.backend.refresh()
         if callable(utilisation):
             utilisation = utilisation() if self.wants_utilisation else None
         self._utilisation = utilisation
-        budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
         queue = jobs
         try:  # the texts the backend embeds, the inputs, the answer, the queue's texts after it (StepCaller)
             jobs = fitting_window(queue, 0, self.window if window is None else window, snapshot)
@@ -207,6 +219,10 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             self._prepared = StepStatus(self.backend.name, self.model_version, True, failure_reason(e))
+            if budget is not None and server_failed(e):
+                self.backoff.failed(self._prepared.reason)
+        else:
+            self.backoff.answered()
         self.model_calls += 1
         return self._prepared if isinstance(self._prepared, StepStatus) else self._status(self._prepared)
 
