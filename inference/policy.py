@@ -211,7 +211,10 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
                 self.last_step = StepStatus(self.backend.name, self.model_version)
                 return self.last_step
             covered = {j.job_id for j in jobs}
-            rest = [j for j in queue if j.job_id not in covered] if self.encoder().serve_remotely else []
+            # the queue past the window, for a served encoder to embed ahead; not in-process: embedded here on
+            # the event loop, with no deadline, a restart's backlog held the worker for its whole queue (review)
+            remote = self.encoder().serve_remotely and budget is not None
+            rest = [j for j in queue if j.job_id not in covered] if remote else []
             inputs, out = await self._caller.within(budget, self.backend, snapshot, jobs, rest, now, self.spec,
                                                     self.encoder(), knn=self.loaded.config.knn,
                                                     pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,

@@ -620,3 +620,28 @@ def test_a_job_outside_the_calls_answer_falls_back_when_the_answer_came_from_ano
     scores = p.score(b, snap, feasible)
     assert b.job_id in p.fallback_jobs and np.isfinite(scores[feasible]).all()
     assert np.array_equal(scores, p.fallback.score(b, snap, feasible))
+
+
+def test_in_process_a_served_encoder_embeds_no_more_than_the_window_ahead(tmp_path, monkeypatch):
+    """The queue past the window is embedded ahead only by a remote backend, within its step deadline: an
+    in-process MiniLM embedded the whole queue's new texts on the worker's event loop, with no deadline (a
+    restart onto a backlog of thousands held it for as long; found by review)."""
+    from inference.encoders.cache import EncoderCache
+    from inference.step_call import StepCaller
+
+    seen = []
+    within = StepCaller.within
+
+    async def spy(self, budget, backend, snapshot, jobs, rest, *args, **kwargs):
+        seen.append((len(jobs), len(rest)))
+        return await within(self, budget, backend, snapshot, jobs, rest, *args, **kwargs)
+
+    monkeypatch.setattr(StepCaller, "within", spy)
+    monkeypatch.setattr(EncoderCache, "serve_remotely", property(lambda self: True))  # as MiniLM's
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="best-fit", window=4)
+    snap, jobs = small_snapshot(), pod_mix(12)
+    asyncio.run(p.prepare_step(snap, jobs, 1.0))
+    assert seen == [(4, 0)]
+    p.backend.step_deadline_ms = 30_000.0  # a remote backend's: the rest of the queue is embedded ahead
+    asyncio.run(p.prepare_step(snap, jobs, 2.0))
+    assert seen[-1] == (4, 8)

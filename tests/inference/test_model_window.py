@@ -271,6 +271,7 @@ def test_a_served_encoder_embeds_the_whole_queue_before_the_step_so_later_window
         return get_encoder(SPEC.encoder).encode(texts)
 
     p.backend.encode_async = encode_async
+    p.backend.step_deadline_ms = 30_000.0  # a remote backend's (in-process, the windows embed their own texts)
     jobs = [dataclasses.replace(j, text=f"train model {i}") for i, j in enumerate(small_jobs(10))]
     snap = small_snapshot()
     asyncio.run(p.prepare_step(snap, p.queue_order(jobs, 10.0), 10.0))
