@@ -21,12 +21,18 @@ ENV = "SEMSCHED_FAULT_LOSE_CHANGELOG"
 log = logging.getLogger("semsched.worker")
 
 
+def let_through(env: str, spec: str, what: str, example: int) -> int | None:
+    """A fault variable's value: how many ``what`` to let through before losing the rest (None: empty,
+    lose nothing); anything else is refused by the variable's name (the command faults read theirs so too)."""
+    spec = spec.strip()
+    if spec and not spec.isdigit():
+        raise ValueError(f"{env}: {spec!r} is not a number of {what} to let through (e.g. {example})")
+    return int(spec) if spec else None
+
+
 class ChangelogFaults:
     def __init__(self, spec: str = "") -> None:
-        spec = spec.strip()
-        if spec and not spec.isdigit():
-            raise ValueError(f"{ENV}: {spec!r} is not a number of writes to let through (e.g. 200)")
-        self.keep: int | None = int(spec) if spec else None
+        self.keep = let_through(ENV, spec, "writes", 200)
         self.sent = 0
         self.lost = 0
 

@@ -15,6 +15,8 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
+from streams.changelog_faults import let_through
+
 if TYPE_CHECKING:
     from streams.app import Worker
 
@@ -25,10 +27,7 @@ log = logging.getLogger("semsched.worker")
 
 class CommandFaults:
     def __init__(self, spec: str = "") -> None:
-        spec = spec.strip()
-        if spec and not spec.isdigit():
-            raise ValueError(f"{ENV}: {spec!r} is not a number of placement commands to let through (e.g. 20)")
-        self.keep: int | None = int(spec) if spec else None
+        self.keep = let_through(ENV, spec, "placement commands", 20)
         self.sent = 0
         self.lost = 0
 
