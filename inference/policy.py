@@ -31,7 +31,9 @@ encoder's h and the head's node term are not recomputed within a step).
   that reaches scoring opens the next window synchronously (only the step's first call looks
   for a new version, so one version decides the step). A served encoder embeds the window's
   new texts before the call and the queue's past it after the answer, within the step's
-  deadline (:meth:`inference.step_call.StepCaller.within`).
+  deadline (:meth:`inference.step_call.StepCaller.within`). On a remote backend the windows
+  opened later share what is left of that deadline, their texts embedded by the server too; once
+  it is spent the fallback decides the rest of the step (:mod:`inference.step_budget`).
 - The worker awaits :meth:`prepare_step` before ``schedule_step`` (async: the Triton call
   has a deadline and must not block the event loop). If the backend fails — Triton down,
   the deadline missed — the step is decided by the fallback heuristic and
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -66,8 +69,9 @@ from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.served_model import ServedModel
 from inference.server_backoff import ServerBackoff
+from inference.step_budget import StepBudget
 from inference.step_caches import StepCaches
-from inference.step_call import StepCaller
+from inference.step_call import StepCaller, embed_texts_now
 from inference.step_windows import StepWindows, fitting_window, model_window
 from scheduling.filters.fits_somewhere import FitsSomewhere
 from scheduling.gpu_select import select_gpus as best_fit_gpus
@@ -81,7 +85,7 @@ log = logging.getLogger(__name__)
 
 MODEL_DIR_ENV = "SEMSCHED_MODEL_DIR"
 DEFAULT_MODEL_DIR = Path("models/latest")
-STEP_STATE = ("_prepared", "_step", "_windows", "_utilisation", "_step_fallback", "_in_step", "_calls", "model_calls",
+STEP_STATE = ("_prepared", "_step", "_windows", "_utilisation", "_budget", "_step_fallback", "_in_step", "_calls", "model_calls",
               "last_step", "fallback_jobs", "decision_notes", "_fallback_gpus")  # what a step changes (warm_up puts it back)  # fmt: skip
 
 
@@ -140,6 +144,7 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         self._step: PreparedStep | None = None
         self._windows = StepWindows(size=self.window)  # the step's order and its model calls
         self._utilisation: np.ndarray | None = None  # prepare_step's, for the step it prepared
+        self._budget: StepBudget | None = None  # prepare_step's, likewise: a remote backend's step deadline left
         self._step_fallback: str | None = None
         self._in_step = False
         self._calls = 0
@@ -215,11 +220,14 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
             # the event loop, with no deadline, a restart's backlog held the worker for its whole queue (review)
             remote = self.encoder().serve_remotely and budget is not None
             rest = [j for j in queue if j.job_id not in covered] if remote else []
+            started = time.monotonic()
             inputs, out = await self._caller.within(budget, self.backend, snapshot, jobs, rest, now, self.spec,
                                                     self.encoder(), knn=self.loaded.config.knn,
                                                     pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
                                                     utilisation=utilisation)  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
+            if budget is not None:  # what is left of it bounds the windows the step opens (inference/step_budget.py)
+                self._budget = StepBudget(budget, (time.monotonic() - started) * 1000.0)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             self._prepared = StepStatus(self.backend.name, self.model_version, True, failure_reason(e))
             if budget is not None and server_failed(e):
@@ -250,8 +258,8 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
             return
         prepared, self._prepared = self._prepared, None
         self._in_step, self._step, self._step_fallback = True, None, None
-        self._windows = StepWindows(ordered, now, self.window, self._utilisation)  # a new one: warm_up keeps the old
-        self._utilisation = None
+        self._windows = StepWindows(ordered, now, self.window, self._utilisation, self._budget)  # (warm_up keeps the old)
+        self._utilisation = self._budget = None
         if self.lookahead is not None:
             self.lookahead.begin_step()
         if isinstance(prepared, StepStatus):
@@ -263,27 +271,46 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
             self.last_step = self._status(prepared)
 
     def _call(self, snapshot: ClusterSnapshot, jobs: Sequence[JobRequest], now: float, queue: np.ndarray | None,
-              refresh: bool = True, utilisation: np.ndarray | None = None) -> PreparedStep | None:  # fmt: skip
+              refresh: bool = True, utilisation: np.ndarray | None = None,
+              budget: StepBudget | None = None) -> PreparedStep | None:  # fmt: skip
         """A synchronous backend call; None (and the step falls back) when the backend fails.
         ``refresh``: look for a new model version first (not within a step that already called:
-        one version decides the whole step)."""
+        one version decides the whole step). ``budget``: a remote backend's step deadline, what is left
+        of it bounds this call (:mod:`inference.step_budget`), the window's new texts embedded by the
+        backend within it (not by a local MiniLM, loaded on the event loop)."""
         from inference.model.step import build_inputs
 
         if refresh:
             self.backend.refresh()
+        until = budget.open_window() if budget is not None else None
+        if budget is not None and until is None:
+            return self._fall_back(budget.spent_reason(self.backend.name))
         self.model_calls += 1  # (counted as prepare_step counts: also a call whose inputs failed to build)
+        started = budget.clock() if budget is not None else 0.0
         try:  # the backend's failure (BackendError) or building the inputs (a text the encoder refuses,
             # say): the fallback decides the rest of the step, as when prepare_step fails
+            if budget is not None and until is not None and self.encoder().serve_remotely:
+                embed_texts_now(self.backend, self.encoder(), [j.text for j in jobs], budget.ms_until(until))
             inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
                                   queue=queue, pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
                                   utilisation=utilisation if self.spec.utilisation else None)  # fmt: skip
-            step = PreparedStep.of(jobs, inputs, snapshot, self.backend.policy(inputs))
+            out = (self.backend.policy(inputs) if budget is None or until is None
+                   else self.backend.policy(inputs, deadline_ms=budget.ms_until(until)))  # fmt: skip
+            step = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:
-            self._step_fallback = failure_reason(e)
-            self.last_step = StepStatus(self.backend.name, self.model_version, True, self._step_fallback)
-            return None
+            if budget is not None and server_failed(e):
+                self.backoff.failed(failure_reason(e))
+            return self._fall_back(failure_reason(e))
+        finally:
+            if budget is not None:
+                budget.charge(started)
         self.last_step = self._status(step)
         return step
+
+    def _fall_back(self, reason: str) -> None:
+        """The fallback decides the rest of the step, for ``reason`` (its records say so)."""
+        self._step_fallback = reason
+        self.last_step = StepStatus(self.backend.name, self.model_version, True, reason)
 
     def _step_for(self, job: JobRequest, snapshot: ClusterSnapshot) -> PreparedStep | None:
         step = self._step
@@ -292,7 +319,7 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
             step = w.covering.get(job.job_id)  # a call of this step (re-scoring brings it up to date)
             if step is None or step.table is not snapshot.table:  # the next window opens at this job
                 step = self._step = self._call(snapshot, w.opening_at(job, snapshot), w.now, None, refresh=not w.calls,
-                                               utilisation=w.utilisation)  # fmt: skip
+                                               utilisation=w.utilisation, budget=w.budget)  # fmt: skip
                 if step is not None:
                     w.cover(step)
             return step

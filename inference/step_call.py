@@ -12,8 +12,9 @@ on a helper thread while the answer travels: the two overlap instead of adding u
 in-process backend needs the pairs before it can run, so for it they come first.
 
 A remote backend bounds the whole of it with its step deadline (:meth:`StepCaller.within`);
-what is left of that deadline after the answer goes to embedding the new texts of the queue
-past the call's window, so that the windows the step opens find them.
+half of what is left of that deadline after the answer goes to embedding the new texts of the
+queue past the call's window, so that the windows the step opens find them; the other half is
+theirs (:mod:`inference.step_budget`).
 """
 
 from __future__ import annotations
@@ -81,8 +82,8 @@ class StepCaller:
                      jobs: Sequence[JobRequest], rest: Sequence[JobRequest], now: float, spec: FeatureSpec,
                      encoder: EncoderCache, **kwargs: Any) -> tuple[PolicyInputs, dict[str, Any]]:  # fmt: skip
         """:meth:`__call__` for ``jobs`` (the step's first window) within ``budget_ms`` (a remote backend's
-        bound on the whole step; ``None``: no bound), a :class:`BackendError` past it; then, in what
-        is left of it, a served encoder (MiniLM on Triton) embeds the new texts of ``rest`` (the
+        bound on the whole step; ``None``: no bound), a :class:`BackendError` past it; then, in half of
+        what is left of it, a served encoder (MiniLM on Triton) embeds the new texts of ``rest`` (the
         queue past the window). What does not fit waits for the next step (chunks are kept as they
         come), and the windows the step opens embed the rest themselves. The answer is in by then:
         nothing in that second part fails the step."""
@@ -93,7 +94,8 @@ class StepCaller:
         except TimeoutError:
             raise BackendError(f"{backend.name}: the step's calls took over its {budget_ms:g} ms "
                                "step deadline") from None  # fmt: skip
-        left = budget_ms / 1000.0 - (time.monotonic() - started) if budget_ms else None
+        # half of what is left at most: the other half stays for the windows the step opens (inference/step_budget.py)
+        left = (budget_ms / 1000.0 - (time.monotonic() - started)) / 2 if budget_ms else None
         if rest and encoder.serve_remotely and (left is None or left > 0):
             ahead = embed_texts(backend, encoder, [j.text for j in rest])
             try:
@@ -122,6 +124,15 @@ async def embed_texts(backend: Any, encoder: EncoderCache, texts: Sequence[str])
     for lo in range(0, len(missing), EMBED_CHUNK):
         part = missing[lo : lo + EMBED_CHUNK]
         encoder.put(part, await backend.encode_async(part))
+
+
+def embed_texts_now(backend: Any, encoder: EncoderCache, texts: Sequence[str], deadline_ms: float) -> None:
+    """:func:`embed_texts` for a window the step opens, synchronously (in ``schedule_step``), every chunk
+    together within ``deadline_ms`` (:mod:`inference.step_budget`)."""
+    missing = encoder.missing(texts)
+    if missing:
+        encoder.reserve(texts)
+        encoder.put(missing, backend.encode(missing, deadline_ms=deadline_ms))
 
 
 def _pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,

@@ -33,6 +33,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from inference.prepared_step import PreparedStep
+from inference.step_budget import StepBudget
 from scheduling.filters.fits_somewhere import FitsSomewhere
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
@@ -73,11 +74,12 @@ class StepWindows:
     """One step's order and the calls that cover it: which call scores each job, and which scored it."""
 
     def __init__(self, ordered: Sequence[JobRequest] = (), now: float = 0.0, size: int = DEFAULT_WINDOW,
-                 utilisation: np.ndarray | None = None) -> None:  # fmt: skip
+                 utilisation: np.ndarray | None = None, budget: StepBudget | None = None) -> None:  # fmt: skip
         self.ordered = list(ordered)
         self.now = now
         self.size = size
         self.utilisation = utilisation  # the step's, for the windows it opens
+        self.budget = budget  # a remote backend's step deadline, what is left of it (inference/step_budget.py)
         self.calls: list[PreparedStep] = []  # the step's model calls, in call order
         self.position = {j.job_id: i for i, j in enumerate(self.ordered)}  # job id -> its place in the order
         self.covering: dict[str, PreparedStep] = {}  # job id -> the step's latest call that covers it

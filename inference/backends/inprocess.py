@@ -106,7 +106,8 @@ class InProcessBackend:
         self.loaded, self.reload_error, self._encoder = fresh, None, encoder
         return True
 
-    def policy(self, inputs: PolicyInputs) -> dict[str, Any]:
+    def policy(self, inputs: PolicyInputs, deadline_ms: float | None = None) -> dict[str, Any]:
+        """(``deadline_ms``: none here; this process's own work, bounded by the window.)"""
         try:
             out: dict[str, Any] = run_policy(self.loaded.model, inputs, self._topologies)
         except Exception as e:  # shapes that do not match this version's spec, say
@@ -121,6 +122,9 @@ class InProcessBackend:
         return await asyncio.get_running_loop().run_in_executor(self._thread, self.policy, inputs)
 
     async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
+        return self.encode(cleaned_texts)
+
+    def encode(self, cleaned_texts: Sequence[str], deadline_ms: float | None = None) -> np.ndarray:
         return self._encoder.encoder.encode(list(cleaned_texts))
 
     def close(self) -> None:

@@ -11,7 +11,8 @@ Implements :class:`inference.backends.base.Backend`. Settings (keyword arguments
 - ``SEMSCHED_TRITON_STEP_DEADLINE_MS`` — of all a step's calls together, the new texts' encoding
   and the policy call (default twice the policy call's deadline, 1,000 ms; ``0`` = none): however
   many chunks a step has to encode, it waits this long at most before the fallback decides it
-  (:meth:`inference.policy.LearnedPolicy.prepare_step`);
+  (:meth:`inference.policy.LearnedPolicy.prepare_step`); the windows the step opens later share
+  what is left of it (:mod:`inference.step_budget`);
 - ``SEMSCHED_TRITON_SHARED_MEMORY`` — ``auto`` (default): the policy call's tensors go through a
   shared-memory region when the server maps it (same host, :mod:`inference.serving.shared_memory`),
   else in the gRPC message; ``off``: always in the message.
@@ -31,6 +32,7 @@ import asyncio
 import logging
 import math
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,13 +45,13 @@ from inference.serving.local_copy import LocalCopy
 from inference.serving.policy_call import Flow, Op, make_inputs, policy_flow
 from inference.serving.repository import MAX_BATCH
 from inference.serving.shared_memory import SharedMemoryLane, lane_setting
+from inference.step_budget import STEP_DEADLINE_ENV
 
 log = logging.getLogger("semsched.serving")
 
 URL_ENV = "SEMSCHED_TRITON_URL"
 DEADLINE_ENV = "SEMSCHED_TRITON_DEADLINE_MS"
 ENCODE_DEADLINE_ENV = "SEMSCHED_TRITON_ENCODE_DEADLINE_MS"
-STEP_DEADLINE_ENV = "SEMSCHED_TRITON_STEP_DEADLINE_MS"
 ENCODE_CHUNK = MAX_BATCH["job_encoder"]  # texts per job_encoder request
 DEFAULT_DEADLINE_MS = 500.0  # of one step's policy call and of a job_encoder call (module docstring)
 
@@ -95,6 +97,13 @@ def _advance(flow: Flow, reply: Any, error: BackendError | None) -> tuple[bool, 
         raise
     except Exception as e:  # the flow's own code (not an op): the step falls back and says why
         raise BackendError(f"triton call failed: {type(e).__name__}: {e}") from e
+
+
+def _text_chunks(texts: Sequence[str]) -> list[np.ndarray]:
+    """``job_encoder`` requests' ``TEXT`` tensors, ``ENCODE_CHUNK`` texts at most each."""
+    texts = list(texts)
+    return [np.array([[t.encode("utf-8")] for t in texts[lo : lo + ENCODE_CHUNK]], dtype=np.object_)
+            for lo in range(0, len(texts), ENCODE_CHUNK)]  # fmt: skip
 
 
 def _outputs_of(op: Op, reply: Any) -> Any:
@@ -235,10 +244,13 @@ class TritonBackend:
         """True when the local copy changed (:meth:`LocalCopy.refresh`)."""
         return self.local.refresh(force)
 
-    def policy(self, inputs: PolicyInputs) -> dict[str, Any]:
+    def policy(self, inputs: PolicyInputs, deadline_ms: float | None = None) -> dict[str, Any]:
+        """``deadline_ms``: this call's, when less than ``SEMSCHED_TRITON_DEADLINE_MS`` (what is left of a
+        step's deadline, :mod:`inference.step_budget`)."""
         built = self.loaded  # whose feature spec built ``inputs``
+        deadline = self.deadline_ms if deadline_ms is None else min(self.deadline_ms, deadline_ms)
         try:
-            out = self._run(policy_flow(self.lane, inputs, self.deadline_ms))
+            out = self._run(policy_flow(self.lane, inputs, deadline))
         except BackendError:
             self.local.call_failed()
             raise
@@ -254,19 +266,32 @@ class TritonBackend:
         return self.local.follow(out, built)
 
     async def encode_async(self, cleaned_texts: Sequence[str]) -> np.ndarray:
-        texts = list(cleaned_texts)
-        if not texts:
-            return np.zeros((0, self.loaded.config.spec.text_dim), np.float32)
+        parts = [self._embeddings(await self._infer_async("job_encoder", make_inputs({"TEXT": chunk}),
+                                                          self.encode_deadline_ms), len(chunk))
+                 for chunk in _text_chunks(cleaned_texts)]  # fmt: skip
+        return np.concatenate(parts) if parts else np.zeros((0, self.loaded.config.spec.text_dim), np.float32)
+
+    def encode(self, cleaned_texts: Sequence[str], deadline_ms: float | None = None) -> np.ndarray:
+        """:meth:`encode_async` with the blocking client, every chunk done within ``deadline_ms``
+        (each within ``SEMSCHED_TRITON_ENCODE_DEADLINE_MS`` too): a window a step opens (``inference.step_budget``)."""
+        until = time.monotonic() + (deadline_ms / 1000.0 if deadline_ms is not None else math.inf)
         parts = []
-        for lo in range(0, len(texts), ENCODE_CHUNK):
-            chunk = np.array([[t.encode("utf-8")] for t in texts[lo:lo + ENCODE_CHUNK]], dtype=np.object_)
-            result = await self._infer_async("job_encoder", make_inputs({"TEXT": chunk}), self.encode_deadline_ms)
-            vectors = result.as_numpy("EMBEDDING")
-            if vectors is None or vectors.shape[0] != len(chunk):
-                raise BackendError(f"triton job_encoder: malformed answer for {len(chunk)} texts")
-            self._check_encoder(result.as_numpy("VERSION"))
-            parts.append(vectors.astype(np.float32, copy=False))
-        return np.concatenate(parts)
+        for chunk in _text_chunks(cleaned_texts):
+            left = (until - time.monotonic()) * 1000.0
+            if left <= 0:
+                raise BackendError(f"triton job_encoder at {self.url}: out of the step's deadline "
+                                   f"({deadline_ms:g} ms) before {len(chunk)} texts")  # fmt: skip
+            deadline = min(self.encode_deadline_ms, left)
+            parts.append(self._embeddings(self._infer("job_encoder", make_inputs({"TEXT": chunk}), deadline), len(chunk)))
+        return np.concatenate(parts) if parts else np.zeros((0, self.loaded.config.spec.text_dim), np.float32)
+
+    def _embeddings(self, result: Any, texts: int) -> np.ndarray:
+        """A ``job_encoder`` answer's vectors, checked (their count, the encoder that made them)."""
+        vectors = result.as_numpy("EMBEDDING")
+        if vectors is None or vectors.shape[0] != texts:
+            raise BackendError(f"triton job_encoder: malformed answer for {texts} texts")
+        self._check_encoder(result.as_numpy("VERSION"))
+        return vectors.astype(np.float32, copy=False)
 
     def _check_encoder(self, answered: np.ndarray | None) -> None:
         """The job encoder's stub watches ``latest`` on its own: during a switch it may answer with another

@@ -283,7 +283,8 @@ def test_a_served_encoder_embeds_the_whole_queue_before_the_step_so_later_window
 def test_texts_past_the_window_are_embedded_in_what_the_deadline_leaves_and_kept_chunk_by_chunk(tmp_path, monkeypatch):
     """The queue past the window is embedded after the answer, within the step's deadline: a chunk
     that does not come in time fails nothing (the step is the model's), the chunks that came are
-    kept, and the windows opened later embed only what is still missing, in the worker."""
+    kept, and the windows opened later have only what is still missing embedded, by the server again
+    (within what is left of the step's deadline: inference/step_budget.py), none by the worker."""
     from inference import step_call
     from inference.encoders import EncoderCache, get_encoder
 
@@ -307,6 +308,14 @@ def test_texts_past_the_window_are_embedded_in_what_the_deadline_leaves_and_kept
         return get_encoder(SPEC.encoder).encode(texts)
 
     p.backend.encode_async = encode_async
+    blocking: list[list[str]] = []
+
+    def encode(texts, deadline_ms=None):
+        blocking.append(list(texts))
+        assert deadline_ms is not None and deadline_ms <= 1500.0
+        return get_encoder(SPEC.encoder).encode(texts)
+
+    p.backend.encode = encode
     jobs = [dataclasses.replace(j, text=f"train model {i}") for i, j in enumerate(small_jobs(10))]
     snap = small_snapshot()
     status = asyncio.run(p.prepare_step(snap, p.queue_order(jobs, 10.0), 10.0))
@@ -315,7 +324,8 @@ def test_texts_past_the_window_are_embedded_in_what_the_deadline_leaves_and_kept
     assert len(sent) == 4 and held == [encoder._clean(j.text) for j in jobs[:6]]
     result = schedule_step(snap, jobs, p, now=10.0)
     assert len(result.placements) == 10 and not p.fallback_jobs
-    assert sorted(local) == sorted(encoder._clean(j.text) for j in jobs[6:])  # only the missing ones, here
+    assert sorted(sum(blocking, [])) == sorted(encoder._clean(j.text) for j in jobs[6:])  # only the missing ones
+    assert not local  # (the worker's own MiniLM is never loaded)
 
 
 class Relabelled:

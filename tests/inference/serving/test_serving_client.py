@@ -102,6 +102,7 @@ async def test_job_encoder_equals_local_encoder(served):
     want = get_encoder(SPEC.encoder).encode(texts)
     assert got.shape == want.shape == (len(texts), SPEC.text_dim)
     np.testing.assert_allclose(got, want, atol=1e-6)
+    np.testing.assert_array_equal(b.encode(texts, deadline_ms=5000), got)  # blocking: a window a step opens
     b.close()
 
 
@@ -113,6 +114,14 @@ async def test_a_deadline_that_cannot_be_met(served):
         await b.policy_async(step)
     with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
         b.policy(step)
+    b.close()
+    # what is left of a step's deadline, shorter than the call's own (inference/step_budget.py)
+    b = backend(served, deadline_ms=5000, encode_deadline_ms=5000)
+    with pytest.raises(BackendError, match="DEADLINE_EXCEEDED after 0.001 ms"):
+        b.policy(step, deadline_ms=0.001)
+    with pytest.raises(BackendError, match=r"DEADLINE_EXCEEDED after 0.001 ms|out of the step's deadline \(0.001 ms\)"):
+        b.encode([f"job {i}" for i in range(200)], deadline_ms=0.001)
+    assert b.policy(step, deadline_ms=60_000)["scores"].shape == (200, 600)  # (and a longer one: its own 5 s)
     b.close()
 
 
