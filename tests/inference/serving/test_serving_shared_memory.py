@@ -347,3 +347,27 @@ def test_a_dead_name_this_user_cannot_remove_does_not_stop_the_lane(tmp_path, mo
     assert shm.remove_dead_files(tmp_path) == [mine] and not mine.exists()
     monkeypatch.setattr(shm, "SHM_DIR", tmp_path)
     SharedMemoryLane("auto")  # (no error)
+
+
+def test_unregistering_retired_regions_takes_a_quarter_of_the_deadline_at_most():
+    """A server slow to let go of retired regions (each unregister 300 ms here) took the whole deadline
+    before the infer, and the step fell back (found by review). Now that housekeeping gets a quarter of
+    it, and what is left over waits for the next call."""
+    from inference.serving.policy_call import policy_flow
+
+    lane = SharedMemoryLane("auto", "127.0.0.1:1")  # (no server's token for it: the infer goes by the wire)
+    lane.pending = ["semsched-1-aa", "semsched-1-bb", "semsched-1-cc"]
+    inputs = build_inputs(small_snapshot(12), pod_mix(10), 5.0, SPEC, get_encoder(SPEC.encoder))
+    flow = policy_flow(lane, inputs, 2000.0)
+    op, given = next(flow), []
+    while op.kind == "unregister":
+        given.append(op.args["deadline_ms"])
+        time.sleep(min(300.0, op.args["deadline_ms"]) / 1000.0)
+        if op.args["deadline_ms"] < 300.0:
+            op = flow.throw(BackendError("triton shared memory: DEADLINE_EXCEEDED"))
+        else:
+            op = flow.send(None)
+    assert op.kind == "infer" and op.args["deadline_ms"] > 1300.0  # (three 300 ms unregisters: 1,100 ms left)
+    assert given[0] == pytest.approx(500.0, abs=20.0) and len(given) == 2 and given[1] < 210.0  # 500 ms in all
+    assert lane.pending == ["semsched-1-bb", "semsched-1-cc"]  # the next call's to unregister
+    flow.close()
