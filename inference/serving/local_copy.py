@@ -19,6 +19,9 @@ the directory the server serves (``models/latest``) — and kept in step with tw
   server and leaves that target alone — loading it would flip the copy back and forth at every
   check — until the pointer moves again or a call fails (the server may then serve what the
   pointer names and refuse the inputs of the version kept).
+
+A version the server answers with that cannot be loaded here is looked for again once ``watch_s``
+has passed, not at every step (each look loaded ``model_dir``'s model on the event loop).
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class LocalCopy:
         self._kept_from: Path | None = None  # a model_dir target the server does not serve (module docstring)
         self._refused: set[tuple[Path, int]] = set()  # versions not to load again (inference.model.io.reload_if_moved)
         self._encoders: dict[str, str | None] = {}  # version -> its text encoder (encoder_of)
+        self._missing: dict[str, tuple[float, str]] = {}  # version -> (when, why) it could not be loaded
 
     @property
     def version(self) -> str:
@@ -122,6 +126,9 @@ class LocalCopy:
     def _load_version(self, version: str) -> None:
         from inference.model.io import load_model
 
+        missed = self._missing.get(version)
+        if missed is not None and time.monotonic() - missed[0] < self.watch_s:
+            raise BackendError(missed[1])  # looked for it just now: not every step (a model load each, review)
         candidates: list[Path] = []
         if self.model_dir is not None:
             candidates.append(self.model_dir)
@@ -135,6 +142,9 @@ class LocalCopy:
             if fresh.version == version:
                 log.info("local model copy %s -> %s (%s)", self.version, version, fresh.path)
                 self.loaded, self._swapped, self.reload_error = fresh, True, None
+                self._missing.clear()
                 return
-        raise BackendError(f"triton answered with model version {version}, which this worker cannot load locally "
-                           f"(local copy {self.version}; looked in {', '.join(map(str, candidates)) or 'nothing'})")
+        reason = (f"triton answered with model version {version}, which this worker cannot load locally "
+                  f"(local copy {self.version}; looked in {', '.join(map(str, candidates)) or 'nothing'})")  # fmt: skip
+        self._missing[version] = (time.monotonic(), reason)
+        raise BackendError(reason)

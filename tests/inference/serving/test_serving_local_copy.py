@@ -91,3 +91,24 @@ def test_a_pointer_to_the_version_the_server_answers_clears_what_was_kept(tmp_pa
     assert call(b)["version"] == "v1" and b.version == "v1"
     point_latest(tmp_path, "v2")  # and forward again: the copy follows the pointer
     assert b.refresh(force=True) and b.version == "v2"
+
+
+def test_a_version_that_cannot_be_loaded_here_is_looked_for_again_only_after_the_watch(tmp_path, monkeypatch):
+    """Found by review: every step the server answered with a version missing here loaded ``model_dir``'s
+    model (and its sibling's) again, on the worker's event loop, only to refuse the answer again."""
+    import inference.model.io as io
+
+    latest = publish(tmp_path, "v1", seed=0)
+    b = TritonBackend(latest, url="localhost:1", watch_s=3600.0)
+    loads, load_model = [], io.load_model
+    monkeypatch.setattr(io, "load_model", lambda path: loads.append(path) or load_model(path))
+    answering(b, ["v9", "v9", "v9"])
+    for _ in range(3):
+        with pytest.raises(BackendError, match="version v9, which this worker cannot load locally"):
+            call(b)
+    assert [p.name for p in loads] == ["latest", "v9"]  # (model_dir, then its sibling v9) the first step only
+    b.local.watch_s = 0.0  # the watch has passed: it looks again
+    answering(b, ["v9"])
+    with pytest.raises(BackendError, match="cannot load locally"):
+        call(b)
+    assert len(loads) == 4
