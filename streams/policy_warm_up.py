@@ -8,7 +8,8 @@ pair features). Its ``warm_up(snapshot=None)`` runs a made-up step
 (:mod:`inference.warm_up`) and leaves no step state behind. Here: once at start, on a made-up
 cluster, and, while the worker idles, on a cluster whose node table is new (its first
 inventory, nodes that joined or left) once its node count has not changed for
-``SETTLE_S``. Both go the way a real step goes (the model call on the backend's thread or
+``SETTLE_S``, one cluster per idle tick (found by review: every changed cluster in one tick held
+the first job to arrive for all of them). Both go the way a real step goes (the model call on the backend's thread or
 server, the in-step re-scoring on the loop's), so what a real step reaches is what got
 warmed. The loop awaits them (no step runs meanwhile; the agents keep consuming while the
 model call runs). Policies without ``warm_up`` (the
@@ -57,6 +58,7 @@ class PolicyWarmUp:
             snap = ClusterSnapshot.from_nodes(views, table=table)
             tables[cluster] = self.warmed[cluster] = snap.table
             await self._run(snap, f"on cluster {cluster} ({len(views)} nodes)")
+            return  # one per idle tick: a job that arrives meanwhile waits for one warm-up, not for every cluster's
 
     async def _run(self, snapshot: ClusterSnapshot | None, where: str) -> None:
         warm = getattr(self.loop.policy, "warm_up", None)

@@ -82,3 +82,14 @@ def test_a_heuristic_has_nothing_to_warm_up(monkeypatch):
     asyncio.run(warm.at_start())
     asyncio.run(warm.idle_clusters())
     assert loop.stats["warm_ups"] == 0 and not loop.tables
+
+
+def test_an_idle_tick_warms_one_cluster_up(tmp_path, monkeypatch):
+    """Found by review: one idle tick warmed every cluster whose table changed, one after another, while a
+    job that arrived waited for the loop (with Triton, a round trip per cluster)."""
+    monkeypatch.setattr(policy_warm_up, "SETTLE_S", 0.0)
+    loop = Loop(learned(tmp_path), {c: small_nodes(6, cluster=c) for c in ("a", "b", "c")})
+    warm = PolicyWarmUp(loop)  # type: ignore[arg-type]
+    for ticks in (1, 2, 3, 3):  # (the fourth: nothing left to warm)
+        asyncio.run(warm.idle_clusters())
+        assert loop.stats["warm_ups"] == ticks and len(loop.tables) == ticks
