@@ -52,6 +52,7 @@ pair features assume; in a fallen-back step, the fallback's own choice.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -69,7 +70,7 @@ from inference.prepared_step import PreparedStep, StepStatus
 from inference.rescoring import moved_nodes, rescore
 from inference.served_model import ServedModel
 from inference.server_backoff import ServerBackoff
-from inference.step_budget import StepBudget
+from inference.step_budget import MIN_CALL_MS, StepBudget
 from inference.step_caches import StepCaches
 from inference.step_call import StepCaller, embed_texts_now
 from inference.step_windows import StepWindows, fitting_window, model_window
@@ -198,10 +199,12 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         the version this step runs (after the backend's refresh, here) reads them (:attr:`wants_utilisation`)."""
 
         self._retry()
+        self._budget = self._utilisation = None  # (not a step's the worker prepared and then left unstarted: review)
         if self.fell_back:
             return self.last_step
-        budget = getattr(self.backend, "step_deadline_ms", None)  # a remote backend's bound on the whole step
-        if budget is not None and (held := self.backoff.holding()) is not None:  # (inference/server_backoff.py)
+        remote = hasattr(self.backend, "step_deadline_ms")  # a model server's (Triton): its calls wait on the network
+        budget = getattr(self.backend, "step_deadline_ms", None)  # its bound on the whole step (None: none)
+        if remote and (held := self.backoff.holding()) is not None:  # (inference/server_backoff.py)
             self._prepared = StepStatus(self.backend.name, self.model_version, True, held)
             return self._prepared
         self.backend.refresh()
@@ -218,19 +221,19 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
             covered = {j.job_id for j in jobs}
             # the queue past the window, for a served encoder to embed ahead; not in-process: embedded here on
             # the event loop, with no deadline, a restart's backlog held the worker for its whole queue (review)
-            remote = self.encoder().serve_remotely and budget is not None
-            rest = [j for j in queue if j.job_id not in covered] if remote else []
+            ahead = self.encoder().serve_remotely and remote
+            rest = [j for j in queue if j.job_id not in covered] if ahead else []
             started = time.monotonic()
             inputs, out = await self._caller.within(budget, self.backend, snapshot, jobs, rest, now, self.spec,
                                                     self.encoder(), knn=self.loaded.config.knn,
                                                     pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
                                                     utilisation=utilisation)  # fmt: skip
             self._prepared = PreparedStep.of(jobs, inputs, snapshot, out)
-            if budget is not None:  # what is left of it bounds the windows the step opens (inference/step_budget.py)
-                self._budget = StepBudget(budget, (time.monotonic() - started) * 1000.0)
+            if remote:  # what is left of it bounds the windows the step opens (inference/step_budget.py)
+                self._budget = StepBudget(math.inf if budget is None else budget, (time.monotonic() - started) * 1000.0)
         except Exception as e:  # the backend's (BackendError) or building the inputs: the fallback decides
             self._prepared = StepStatus(self.backend.name, self.model_version, True, failure_reason(e))
-            if budget is not None and server_failed(e):
+            if remote and server_failed(e):
                 self.backoff.failed(self._prepared.reason)
         else:
             self.backoff.answered()
@@ -288,18 +291,21 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         self.model_calls += 1  # (counted as prepare_step counts: also a call whose inputs failed to build)
         started = budget.clock() if budget is not None else 0.0
         try:  # the backend's failure (BackendError) or building the inputs (a text the encoder refuses,
-            # say): the fallback decides the rest of the step, as when prepare_step fails
+            # say): the fallback decides the rest of the step, as when prepare_step fails (a window's failure does
+            # not count against the server: it may have had a sliver of the deadline; the next prepare_step's does)
             if budget is not None and until is not None and self.encoder().serve_remotely:
-                embed_texts_now(self.backend, self.encoder(), [j.text for j in jobs], budget.ms_until(until))
+                embed_texts_now(self.backend, self.encoder(), [j.text for j in jobs], lambda: budget.ms_until(until))
             inputs = build_inputs(snapshot, jobs, now, self.spec, self.encoder(), knn=self.loaded.config.knn,
                                   queue=queue, pair_cache=self.pair_cache(snapshot), job_rows=self.caches.job_rows,
                                   utilisation=utilisation if self.spec.utilisation else None)  # fmt: skip
-            out = (self.backend.policy(inputs) if budget is None or until is None
-                   else self.backend.policy(inputs, deadline_ms=budget.ms_until(until)))  # fmt: skip
+            if budget is None or until is None:
+                out = self.backend.policy(inputs)
+            elif (left := budget.ms_until(until)) < MIN_CALL_MS:  # the texts and the inputs took what was left
+                return self._fall_back(budget.spent_reason(self.backend.name))
+            else:
+                out = self.backend.policy(inputs, deadline_ms=left)
             step = PreparedStep.of(jobs, inputs, snapshot, out)
         except Exception as e:
-            if budget is not None and server_failed(e):
-                self.backoff.failed(failure_reason(e))
             return self._fall_back(failure_reason(e))
         finally:
             if budget is not None:
@@ -386,7 +392,11 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
             self._note(job.job_id, f"lookahead skipped: local model {self.model_version} != {step.version}; "
                                    "the plain scores decide")  # fmt: skip
             return scores
-        later = self._windows.later(job)  # lazy: in_step takes `depth`
+        w = self._windows
+        later = w.later(job)  # lazy: in_step takes `depth`
+        if w.budget is not None and self.encoder().serve_remotely:  # a server embeds the texts: the rollouts take
+            # the jobs whose text it embedded, never one a local MiniLM would embed on the event loop (review)
+            later = (j for j in later if j.job_id in w.covering or not self.encoder().missing([j.text]))
         out, note = self.lookahead.in_step(self.loaded.model, step, job, scores, snapshot, later, self.spec, self.caches,
                                            row_of=self._job_row)  # fmt: skip
         if note:

@@ -12,6 +12,10 @@ placements held the loop about 3.6 s, each of 7 later windows waiting up to its 
 with MiniLM each loaded the encoder and embedded its texts on the loop, outside any deadline).
 
 In-process there is no budget: the windows' calls are this process's own work, bounded by the window.
+A remote backend without a step deadline (``0``) has an endless one: each window's call is bounded by
+its own deadline, its texts embedded by the server all the same. A window's failure (a missed
+deadline that may have been a sliver of the step's) does not count against the server
+(:mod:`inference.server_backoff`); the next step's first call does.
 """
 
 from __future__ import annotations
@@ -46,8 +50,8 @@ class StepBudget:
         self.windows += 1
 
     def ms_until(self, until: float) -> float:
-        """The deadline (ms, at least 1) of a call that must be done by ``until``."""
-        return max(1.0, (until - self.clock()) * 1000.0)
+        """The deadline (ms) of a call that must be done by ``until`` (below ``MIN_CALL_MS``: none is made)."""
+        return (until - self.clock()) * 1000.0
 
     def spent_reason(self, backend: str) -> str:
         return (f"{backend}: the step's model calls took its whole {self.budget_ms:g} ms step deadline "

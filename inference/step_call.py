@@ -23,7 +23,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -36,6 +36,7 @@ from inference.features.jobs import JobRows
 from inference.features.pair_cache import PairCache
 from inference.features.spec import FeatureSpec
 from inference.model.step import PolicyInputs, build_inputs, pair_rows, step_shapes
+from inference.step_budget import MIN_CALL_MS
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
@@ -126,13 +127,17 @@ async def embed_texts(backend: Any, encoder: EncoderCache, texts: Sequence[str])
         encoder.put(part, await backend.encode_async(part))
 
 
-def embed_texts_now(backend: Any, encoder: EncoderCache, texts: Sequence[str], deadline_ms: float) -> None:
-    """:func:`embed_texts` for a window the step opens, synchronously (in ``schedule_step``), every chunk
-    together within ``deadline_ms`` (:mod:`inference.step_budget`)."""
+def embed_texts_now(backend: Any, encoder: EncoderCache, texts: Sequence[str], left_ms: Callable[[], float]) -> None:
+    """:func:`embed_texts` for a window the step opens, synchronously (in ``schedule_step``), each chunk
+    within what ``left_ms()`` says is left of the step's deadline then (:mod:`inference.step_budget`),
+    and kept as it comes."""
     missing = encoder.missing(texts)
-    if missing:
-        encoder.reserve(texts)
-        encoder.put(missing, backend.encode(missing, deadline_ms=deadline_ms))
+    encoder.reserve(texts)
+    for lo in range(0, len(missing), EMBED_CHUNK):
+        if (left := left_ms()) < MIN_CALL_MS:
+            raise BackendError(f"{backend.name}: the step's deadline ran out with {len(missing) - lo} texts to embed")
+        part = missing[lo : lo + EMBED_CHUNK]
+        encoder.put(part, backend.encode(part, deadline_ms=left))
 
 
 def _pairs(jobs: Sequence[JobRequest], snapshot: ClusterSnapshot, spec: FeatureSpec,

@@ -48,17 +48,18 @@ class PolicyWarmUp:
         """While no job waits: each cluster with a new, settled node table (module docstring)."""
         if getattr(self.loop.policy, "warm_up", None) is None:
             return
-        tables = self.loop.tables
+        tables, due = self.loop.tables, None
         for cluster, views in self.loop.views.nodes(self.loop.owned).items():
-            self.loop.track_inventory(cluster, len(views))
+            self.loop.track_inventory(cluster, len(views))  # (every cluster's, each tick)
             table = tables.get(cluster)
-            if time.time() - self.loop.inventory_since(cluster) < SETTLE_S or (
+            if due is None and time.time() - self.loop.inventory_since(cluster) >= SETTLE_S and not (
                     table is not None and self.warmed.get(cluster) is table and table.matches(views)):  # fmt: skip
-                continue
+                due = cluster, views, table
+        if due is not None:  # one per idle tick: a job that arrives meanwhile waits for one warm-up, not every cluster's
+            cluster, views, table = due
             snap = ClusterSnapshot.from_nodes(views, table=table)
             tables[cluster] = self.warmed[cluster] = snap.table
             await self._run(snap, f"on cluster {cluster} ({len(views)} nodes)")
-            return  # one per idle tick: a job that arrives meanwhile waits for one warm-up, not for every cluster's
 
     async def _run(self, snapshot: ClusterSnapshot | None, where: str) -> None:
         warm = getattr(self.loop.policy, "warm_up", None)

@@ -9,7 +9,6 @@ blocking and its asyncio gRPC client. The tensors go through the client's
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 from collections.abc import Generator
@@ -187,14 +186,16 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
                 result = yield _by_wire(arrays, left())
                 return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
             if not lane.swept and tidy_left():
-                lane.swept = True
-                with contextlib.suppress(BackendError):
+                try:
                     status = yield Op("status", {"headers": lane.headers(), "deadline_ms": tidy_left()})
                     for name in dead_regions(status.get("regions", {})):
                         if not tidy_left():
-                            lane.swept = False  # the rest at this worker's next registration
-                            break
+                            break  # the rest at this worker's next registration
                         yield Op("unregister", {"name": name, "headers": lane.headers(), "deadline_ms": tidy_left()})
+                    else:
+                        lane.swept = True
+                except BackendError as e:  # out of time, or a blip: again at the next registration; refused: not
+                    lane.swept = not ("DEADLINE_EXCEEDED" in str(e) or passing(e))  # asked again (found by review)
             try:
                 region = lane.new_region(size)
             except OSError as e:  # /dev/shm full, out of file descriptors, not permitted: the wire, from now on

@@ -93,3 +93,4 @@ def test_an_idle_tick_warms_one_cluster_up(tmp_path, monkeypatch):
     for ticks in (1, 2, 3, 3):  # (the fourth: nothing left to warm)
         asyncio.run(warm.idle_clusters())
         assert loop.stats["warm_ups"] == ticks and len(loop.tables) == ticks
+        assert set(loop.sizes) == {"a", "b", "c"}  # every cluster's inventory is tracked at each tick

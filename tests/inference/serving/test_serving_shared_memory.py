@@ -371,3 +371,48 @@ def test_unregistering_retired_regions_takes_a_quarter_of_the_deadline_at_most()
     assert given[0] == pytest.approx(500.0, abs=20.0) and len(given) == 2 and given[1] < 210.0  # 500 ms in all
     assert lane.pending == ["semsched-1-bb", "semsched-1-cc"]  # the next call's to unregister
     flow.close()
+
+
+@pytest.mark.parametrize(("error", "swept"), [
+    (BackendError("triton shared memory: DEADLINE_EXCEEDED after 125 ms"), False),  # out of time: again later
+    (BackendError("triton shared memory: UNAVAILABLE: connection reset"), False),  # a blip: again later
+    (BackendError("triton shared memory: INVALID_ARG: not supported"), True),  # refused: not asked again
+    (GeneratorExit(), False),  # the call cancelled at the status op (the step's deadline)
+])  # fmt: skip
+def test_the_sweep_of_dead_workers_regions_is_done_only_once_it_ran_or_was_refused(monkeypatch, error, swept):
+    """Found by review: the sweep was marked done before its status op, so a cancelled call, or a status or
+    unregister that ran out of the housekeeping's time, gave it up for good."""
+    from inference.serving import policy_call
+
+    monkeypatch.setattr(policy_call, "read_token", lambda url: "token")
+    lane = SharedMemoryLane("auto", "127.0.0.1:1")
+    inputs = build_inputs(small_snapshot(12), pod_mix(10), 5.0, SPEC, get_encoder(SPEC.encoder))
+    flow = policy_call.policy_flow(lane, inputs, 2000.0)
+    op = next(flow)
+    assert op.kind == "status"
+    if isinstance(error, GeneratorExit):
+        flow.close()
+    else:
+        op = flow.throw(error)
+        assert op.kind == "register"  # the registration goes on
+        flow.close()
+    assert lane.swept is swept
+    lane.drop_region()
+
+
+def test_the_sweep_left_unfinished_for_lack_of_time_is_not_done(monkeypatch):
+    from inference.serving import policy_call
+
+    monkeypatch.setattr(policy_call, "read_token", lambda url: "token")
+    lane = SharedMemoryLane("auto", "127.0.0.1:1")
+    inputs = build_inputs(small_snapshot(12), pod_mix(10), 5.0, SPEC, get_encoder(SPEC.encoder))
+    flow = policy_call.policy_flow(lane, inputs, 400.0)  # housekeeping: 100 ms
+    op = flow.send(None)
+    dead = [f"semsched-{dead_pid()}-{i:02x}" for i in range(3)]
+    op = flow.send({"regions": {name: {} for name in dead}})
+    assert op.kind == "unregister" and op.args["name"] == dead[0]
+    time.sleep(0.12)  # the first unregister takes the housekeeping's whole time
+    op = flow.send(None)
+    assert op.kind == "register" and lane.swept is False  # the other two at the next registration
+    flow.close()
+    lane.drop_region()
