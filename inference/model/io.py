@@ -120,7 +120,11 @@ def point_latest(root: Path, version: str) -> Path:
     tmp = Path(root) / f".latest-{os.getpid()}"
     tmp.unlink(missing_ok=True)
     tmp.symlink_to(version)
-    os.replace(tmp, link)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # (found by review: left behind when latest is a directory)
+        raise
     return link
 
 

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import shutil
 from collections.abc import Iterator, Sequence
@@ -135,7 +136,10 @@ def check_candidate(candidate_dir: Path, models_root: Path, replay_seeds: Sequen
     checked before anything is evaluated: ``ValueError`` for a directory whose config cannot be
     read, for the serving version itself and for a candidate or a serving version that learned
     from (or was selected on) any of the held-out ``replay_seeds``, ``FileExistsError`` for a version name taken there."""
-    candidate = Path(candidate_dir)
+    from inference.model.io import check_latest
+
+    check_latest(models_root)  # a latest that is no symlink: the promotion could not repoint it (found by review:
+    candidate = Path(candidate_dir)  # semsched models promote found out after the whole evaluation)
     try:
         version, _, train = model_meta(candidate)
     except (OSError, ValueError, KeyError) as e:
@@ -211,11 +215,33 @@ def _serving_evaluation(registry: Registry, serving: Path, version: str, replay:
                         ) -> tuple[dict[str, Any], ModelVersion | None]:  # fmt: skip
     """The serving version's evaluation (reused when recorded on the same replay) and its row."""
     row = registry.get(version)
+    weights = weights_digest(serving)
     if reuse and row is not None:
         own = row.evaluation.get("candidate") or {}
-        if own.get("replay") == replay.key() and own.get("inputs") == inputs_digest(nodes, pods) and own.get("loaded"):
-            return own | {"reused_from_registry": True}, row
-    return evaluate_held_out(serving, nodes, pods, replay, sim, probe), row
+        if (own.get("replay") == replay.key() and own.get("inputs") == inputs_digest(nodes, pods) and own.get("loaded")
+                and own.get("weights") == weights):  # fmt: skip  # (the same name in another models root, or a
+            return own | {"reused_from_registry": True}, row  # version rewritten by hand, is another model: review)
+    return evaluate_held_out(serving, nodes, pods, replay, sim, probe) | {"weights": weights}, row
+
+
+def weights_digest(directory: Path) -> str:
+    """sha256 of a version's weights (``model.pt``; "" when unreadable): what a recorded evaluation was of."""
+    try:
+        with open(Path(directory) / "model.pt", "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return ""
+
+
+def _serving_version(serving: Path | None) -> tuple[str | None, bool]:
+    """The serving version's name and whether its metadata reads (else its directory's name: found by review,
+    a damaged serving version made every promotion end in a traceback, though any candidate should replace it)."""
+    if serving is None:
+        return None, False
+    try:
+        return model_meta(serving)[0], True
+    except (OSError, ValueError, KeyError):
+        return serving.name, False
 
 
 def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: Sequence[NodeView],
@@ -235,32 +261,40 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
     version, target = check_candidate(Path(candidate_dir), models_root, replay.seeds)  # (the one gate; the CLI asks first)
     candidate = Path(candidate_dir)  # evaluated where it is; copied into models_root only if promoted
     serving = serving_dir(models_root)
-    serving_version = model_meta(serving)[0] if serving is not None and (serving / "config.json").exists() else (
-        serving.name if serving is not None else None)  # fmt: skip
+    serving_version, serving_readable = _serving_version(serving)
     created = datetime.now(UTC)
     registry.record(_row_for(candidate, "candidate", created_at=created, parent_version=serving_version or ""))
 
     probe = latency_probe(*(latency_inputs or (nodes, pods)), replay)
-    cand_eval = evaluate_held_out(candidate, nodes, pods, replay, sim, probe)
     serv_eval: dict[str, Any] | None = None
-    if serving is not None and cand_eval.get("loaded") is not False:  # (one that does not load is rejected
-        # whatever serves: found by review, the serving version's replay ran first all the same)
-        serv_eval, serving_row = _serving_evaluation(registry, serving, serving_version or "", replay, nodes, pods,
-                                                     reuse_serving_evaluation, sim, probe)  # fmt: skip
-        if serving_row is None and (serving / "config.json").exists():
-            registry.record(_row_for(
-                serving, "promoted", reason="serving before it was recorded (evaluated at the next promotion)",
-                evaluation={"replay": replay.key(), "candidate": serv_eval, "serving": None},
-                candidate_score=serv_eval.get("score"), decided_at=datetime.now(UTC)))  # fmt: skip
+    serving_row: ModelVersion | None = None
+    try:  # (minutes: an interruption is recorded, not left as a bare "candidate" row; found by review)
+        cand_eval = evaluate_held_out(candidate, nodes, pods, replay, sim, probe) | {"weights": weights_digest(candidate)}
+        if serving is not None and cand_eval.get("loaded") is not False:  # (one that does not load is rejected
+            # whatever serves: found by review, the serving version's replay ran first all the same)
+            serv_eval, serving_row = _serving_evaluation(registry, serving, serving_version or "", replay, nodes,
+                                                         pods, reuse_serving_evaluation, sim, probe)  # fmt: skip
+    except BaseException as e:
+        registry.record(_row_for(candidate, "candidate", created_at=created, parent_version=serving_version or "",
+                                 reason=f"evaluation interrupted: {type(e).__name__}: {e}"[:500]))  # fmt: skip
+        raise
+    if serving is not None and serv_eval is not None and serving_row is None and serving_readable:
+        registry.record(_row_for(
+            serving, "promoted", reason="serving before it was recorded (evaluated at the next promotion)",
+            evaluation={"replay": replay.key(), "candidate": serv_eval, "serving": None},
+            candidate_score=serv_eval.get("score"), decided_at=datetime.now(UTC)))  # fmt: skip
     status, reason = decide(cand_eval, serv_eval, serving_version, latency_budget_ms)
     with _promotion_lock(models_root):  # one promotion at a time decides what serves
         now = serving_dir(models_root)
-        if status == "promoted" and now != serving:  # another promotion won while this one was evaluated
+        if now is not None and now == target.resolve():  # another promotion of this very candidate won meanwhile:
+            status, candidate = "promoted", target  # (not a rejection of what serves; found by review)
+            reason = f"already serving: another promotion of it ended during this evaluation (this one: {reason})"
+        elif status == "promoted" and now != serving:  # another promotion won while this one was evaluated
             status = "rejected"
             reason = (f"{reason}; but {now.name if now else 'nothing'} serves now, not {serving_version}, which it was "
                       f"compared with (another promotion during the evaluation): judge it against the new serving "
                       f"version with semsched models promote {candidate_dir}")  # fmt: skip
-        if status == "promoted":
+        if status == "promoted" and now != target.resolve():
             from inference.model.io import point_latest
 
             reason += hot_swap_note(candidate, serving)

@@ -327,3 +327,78 @@ def test_a_copy_cut_short_leaves_no_half_version_and_the_next_promotion_installs
     promotion._install(candidate, tmp_path / "models" / "v2")
     assert sorted(p.name for p in (tmp_path / "models" / "v2").iterdir()) == ["config.json", "model.pt"]
     assert (tmp_path / "models" / "v2" / "model.pt").read_bytes() == b"weights"
+
+
+@pytest.mark.parametrize("damage", ["train.json", "config.json"])
+def test_a_damaged_serving_version_is_replaced_not_a_traceback(trained, archive, tmp_path, damage):
+    """Found by review: a serving version whose train.json (which loading does not need) or config.json no
+    longer reads made every promotion end in a traceback, after the whole training run."""
+    root = tmp_path / "models"
+    _serve(trained, "bad", root)
+    path = root / "bad" / damage
+    path.write_text("{" if damage == "train.json" else json.dumps({"model": {}}))  # cut short; no version
+    r = _run(trained["good"], root, archive)
+    assert r.promoted and r.serving_version == "bad" and (root / "latest").resolve() == (root / "good").resolve()
+    assert get_version(archive, "good").status == "promoted"
+
+
+def test_a_latest_that_is_not_a_symlink_is_refused_before_the_evaluation(trained, archive, tmp_path, monkeypatch):
+    import inference.training.promotion as promotion
+
+    root = tmp_path / "models"
+    shutil.copytree(trained["bad"], root / "latest")  # a model copied there by hand
+    monkeypatch.setattr(promotion, "evaluate_held_out", lambda *a, **kw: pytest.fail("evaluated"))
+    with pytest.raises(ValueError, match="not a symlink"):
+        _run(trained["good"], root, archive)
+    assert get_version(archive, "good") is None and not list(root.glob(".latest-*"))
+
+
+def test_a_recorded_evaluation_of_another_model_under_the_serving_versions_name_is_not_reused(trained, archive,
+                                                                                              tmp_path):  # fmt: skip
+    """Found by review: the registry is shared by every models root, and a recorded evaluation was reused by
+    version name alone: the bad model recorded as "good" in a scratch root made the good model's own twin
+    look 16 points better than the good model serving in the real root, and it was promoted."""
+    scratch, real = tmp_path / "scratch", tmp_path / "models"
+    shutil.copytree(trained["bad"], scratch / "good")  # the bad weights, under the name "good"
+    config = json.loads((scratch / "good" / "config.json").read_text())
+    (scratch / "good" / "config.json").write_text(json.dumps(config | {"version": "good"}))
+    point_latest(scratch, "good")
+    _run(trained["good-twin"], scratch, archive)  # records "good" (the bad weights) as the serving version
+    assert get_version(archive, "good") is not None
+    _serve(trained, "good", real)
+    r = _run(trained["good-twin"], real, archive)  # the good weights against the good weights
+    assert r.status == "rejected" and "reused_from_registry" not in (r.serving or {})
+    assert r.serving["score"] == pytest.approx(r.candidate["score"])  # type: ignore[index]
+
+
+def test_a_candidate_another_run_promoted_meanwhile_is_not_recorded_as_rejected(trained, archive, tmp_path,
+                                                                                monkeypatch):  # fmt: skip
+    import inference.training.promotion as promotion
+
+    root = tmp_path / "models"
+    _serve(trained, "good", root)
+    evaluate = promotion.evaluate_held_out
+
+    def meanwhile(candidate, *a, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if Path(candidate).name == "bad" and not (root / "bad").exists():  # another run promotes this candidate
+            shutil.copytree(trained["bad"], root / "bad")
+            point_latest(root, "bad")
+        return evaluate(candidate, *a, **kw)
+
+    monkeypatch.setattr(promotion, "evaluate_held_out", meanwhile)
+    r = _run(trained["bad"], root, archive)
+    assert r.promoted and r.reason.startswith("already serving") and "not better than serving good" in r.reason
+    assert get_version(archive, "bad").status == "promoted" and r.latest == "bad"
+
+
+def test_an_interrupted_evaluation_is_recorded_as_such(trained, archive, tmp_path, monkeypatch):
+    import inference.training.promotion as promotion
+
+    def interrupted(*a, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(promotion, "evaluate_held_out", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _run(trained["good"], tmp_path / "models", archive)
+    row = get_version(archive, "good")
+    assert row.status == "candidate" and row.reason == "evaluation interrupted: KeyboardInterrupt: "
