@@ -31,11 +31,13 @@ from scheduling.step_result import Placement, StepResult, Unschedulable
 
 __all__ = ["Placement", "StepResult", "Unschedulable", "place_one", "schedule_step", "top_candidates"]
 
+_now = time.perf_counter  # (the hold's clock)
+
 
 def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], policy: Policy, *, now: float,
                   top_k: int = 3, max_placements: int | None = None,
                   filters: Sequence[Filter] | None = None, context: OrderContext | None = None,
-                  in_order: bool = False) -> StepResult:  # fmt: skip
+                  in_order: bool = False, hold_s: float | None = None) -> StepResult:  # fmt: skip
     """Place as many of ``pending`` as fit, conflict-free. ``snapshot`` is not modified.
 
     ``max_placements`` caps the placements of this step; jobs not considered because of
@@ -45,9 +47,14 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
     already comes in the policy's order (:func:`scheduling.orderings.compose.queue_order`, which
     the worker computes once per step for a model-backed placement's call): it is not ordered
     again (an ordering may have state, such as a predictor's refresh budget), and a placement
-    with per-step state is told the step began (``begin_step``), as ``order`` would.
+    with per-step state is told the step began (``begin_step``), as ``order`` would. ``hold_s``: the
+    longest the step decides (from its start, the ordering included) before the jobs not considered yet
+    are listed in ``deferred`` for the next step (at least one job or gang is always considered, a gang
+    never split): a worker's step runs on its event loop, which waits meanwhile (2,000 placements held it
+    ~2.7 s, found by ``semsched bench triton --burst``).
     """
     started = time.perf_counter()
+    hold_until = None if hold_s is None else _now() + hold_s
     snap = snapshot.copy()
     unique: dict[str, JobRequest] = {}
     for job in pending:
@@ -65,6 +72,8 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
     no_fit: dict[tuple, Unschedulable] = {}  # shape -> the first such job's outcome
 
     def over_budget(need: int) -> bool:
+        if hold_until is not None and (result.placements or result.unschedulable) and _now() >= hold_until:
+            return True
         if max_placements is None:
             return False
         done = len(result.placements)

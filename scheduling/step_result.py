@@ -37,7 +37,7 @@ class Unschedulable:
 
 @dataclass(slots=True)
 class StepResult:
-    """``deferred``: job ids not considered this step (``max_placements`` reached);
+    """``deferred``: job ids not considered this step (``max_placements`` reached, or its ``hold_s``);
     ``order``: every job id in the order the policy considered them."""
 
     placements: list[Placement] = field(default_factory=list)

@@ -129,7 +129,7 @@ class SchedulingLoop:
         self.snapshots = SnapshotCache(w.held, verify_s=w.settings.snapshot_verify_s)
         self.tables: dict[str, NodeTable] = self.snapshots.tables  # per cluster: the node table steps build on
         self.step_id = ""  # the step being decided (on its decision records)
-        self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0,
+        self.stats: dict[str, float] = {"tick_s": 0.0, "pending_seen": 0, "holdings_seen": 0, "placed": 0, "deferred": 0,
                                         "compute_s": 0.0, "publish_s": 0.0}  # fmt: skip
         self.warm_up = PolicyWarmUp(self)  # (adds its counters to the stats)
         self.model_status = ModelStatus(self.policy)  # model or fallback: logged when it changes
@@ -325,8 +325,12 @@ class SchedulingLoop:
         model_s = time.perf_counter() - model_s
         if not self.views.owns(cluster, self.deciding()):  # revoked while the model answered
             return
-        result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context, in_order=True)
+        result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context, in_order=True,
+                               hold_s=self.w.settings.step_hold_s or None)  # fmt: skip
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
+        if result.deferred:  # the step's hold ended it: the rest in the next step, soon (not on the clock)
+            self.stats["deferred"] += len(result.deferred)
+            self.wake()
         model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not
         if prepare is not None and requests:
             self.model_status.observe()

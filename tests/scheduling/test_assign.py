@@ -247,6 +247,39 @@ def test_max_placements_defers_the_rest_in_order():
     assert r.deferred == ["j2", "j3", "j4"]
 
 
+class Ticking:
+    """The hold's clock: 0.1 s later at every look."""
+
+    def __init__(self) -> None:
+        self.t = -0.1
+
+    def __call__(self) -> float:
+        self.t += 0.1
+        return self.t
+
+
+def test_a_step_past_its_hold_defers_the_rest_in_order_and_never_splits_a_gang(monkeypatch):
+    """A worker's step runs on its event loop: past ``hold_s`` the jobs not considered yet wait for the next
+    step (found by ``semsched bench triton --burst``: 2,000 placements held the loop ~2.7 s)."""
+    import scheduling.assign as assign
+
+    s = snap(*[node(f"n{i}", gpus=8) for i in range(4)])
+    jobs = [job(f"j{i}", gpus=1, submit_time=i) for i in range(3)]
+    jobs += [job(f"g{i}", gpus=1, submit_time=3, gang_id="g", gang_size=2) for i in range(2)]
+    jobs += [job(f"k{i}", gpus=1, submit_time=4 + i) for i in range(2)]
+    monkeypatch.setattr(assign, "_now", Ticking())  # the step starts at 0; looks at 0.1, 0.2, 0.3 ...
+    r = schedule_step(s, jobs, BF, now=10, hold_s=0.25)
+    assert [p.job_id for p in r.placements] == ["j0", "j1", "j2"]  # looked at 0.1 and 0.2 before j1 and j2
+    assert r.deferred == ["g0", "g1", "k0", "k1"]  # the gang whole, then the rest
+    monkeypatch.setattr(assign, "_now", Ticking())
+    r = schedule_step(s, jobs[3:], BF, now=10, hold_s=0.05)  # a gang first: placed whole, whatever the hold
+    assert [p.job_id for p in r.placements] == ["g0", "g1"] and r.deferred == ["k0", "k1"]
+    monkeypatch.setattr(assign, "_now", Ticking())
+    r = schedule_step(s, jobs, BF, now=10, hold_s=0.0)  # at least one job is considered
+    assert [p.job_id for p in r.placements] == ["j0"] and len(r.deferred) == 6
+    assert len(schedule_step(s, jobs, BF, now=10).placements) == 7  # no hold: all of them
+
+
 def test_order_respected_when_capacity_is_scarce():
     s = snap(node("a", gpus=1))
     r = schedule_step(s, [job("late", gpus=1, submit_time=5), job("early", gpus=1, submit_time=1)], BF, now=10)

@@ -1,0 +1,47 @@
+"""A worker's step past its hold (``SEMSCHED_STEP_HOLD``) leaves the jobs it did not consider to the next
+step, which it asks for at once (streams/loop.py): the step runs on the event loop, and 2,000 placements
+held it ~2.7 s (``semsched bench triton --burst``)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import scheduling.assign as assign
+from scheduling.events import JobSubmitted, NodeTelemetry, partition_for
+from streams.state import on_submitted
+from tests.streams.loop_helpers import T0, stood_in_worker
+
+
+class Ticking:
+    """The hold's clock: 0.1 s later at every look."""
+
+    def __init__(self) -> None:
+        self.t = -0.1
+
+    def __call__(self) -> float:
+        self.t += 0.1
+        return self.t
+
+
+def test_the_jobs_a_held_step_did_not_consider_stay_pending_and_the_next_step_comes_soon(monkeypatch) -> None:
+    w, _ = stood_in_worker(step_hold_s=0.25)
+    loop = w.loop  # type: ignore[attr-defined]
+    part = partition_for("c1", 4)
+    w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=64000,
+                                       memory_mib=65536, num_gpu=8, gpu_model="A100").model_dump(mode="json")  # fmt: skip
+    for i in range(6):
+        submitted = JobSubmitted(job_id=f"j{i}", event_id=f"ev-{i}", event_time=T0, cluster="c1", cpu_milli=1000,
+                                 memory_mib=1024, num_gpu=1, gpu_milli=1000)  # fmt: skip
+        w.apply(on_submitted(submitted, None, 0.0), partition=part)
+
+    async def step() -> None:
+        monkeypatch.setattr(assign, "_now", Ticking())
+        loop.woken.clear()
+        await loop.tick()
+
+    asyncio.run(step())
+    assert set(w.running) == {"j0", "j1", "j2"} and set(w.pending) == {"j3", "j4", "j5"}
+    assert loop.stats["deferred"] == 3 and loop.woken.is_set()  # the next step without waiting for the clock
+    asyncio.run(step())
+    assert set(w.running) == {f"j{i}" for i in range(6)} and not w.pending and loop.stats["deferred"] == 3
+    assert not loop.woken.is_set()
