@@ -197,7 +197,7 @@ class _Timed:
 
 
 def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[int], nodes: list[int], repeat: int,
-                     deadline_ms: float | None, out_dir: Path, command: str, churn: int = 16) -> int:  # fmt: skip
+                     deadline_ms: float | None, out_dir: Path, command: str, churn: int = 16, burst: int = 0) -> int:  # fmt: skip
     import torch
 
     from inference.backends import BackendError, InProcessBackend
@@ -240,6 +240,7 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
         try:
             with frozen_heap():  # as the worker runs (streams/heap.py)
                 rows, raw = time_sizes(local, remote, snaps, pods, pending, repeat, deadline_ms, churn, served)
+                bursts = _bursts(model_dir, url, snaps, pods, burst, repeat) if burst else []
         except BackendError as e:  # nothing at --url, or not a semsched server
             console.print(f"[red]the Triton server at {url} did not answer: {escape(str(e))}[/red]")
             return 1
@@ -280,6 +281,12 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     columns = ["nodes", "pending", "what", "p50 ms", "p99 ms", "mean ms", "n", "payload MB", "shared MB",
                f"> {deadline_ms:g} ms"]  # fmt: skip
     report.table("Per-step latency (ms)", rows, columns)
+    if bursts:
+        from ops.bench.triton_burst import BURST_COLUMNS, BURST_NOTE
+
+        report.text(BURST_NOTE)
+        report.table(f"A burst of {burst:,} pending jobs, one step (ms)", bursts, BURST_COLUMNS)
+        report.data("bursts", bursts)
     for n_nodes in nodes:
         series = {}
         for what in ("step in-process", "step triton"):
@@ -295,6 +302,24 @@ def run_triton_bench(*, model_dir: Path | None, url: str | None, pending: list[i
     for path in report.write():
         console.print(f"wrote {path}")
     return 0
+
+
+def _bursts(model_dir: Path, url: str, snaps: dict[int, Any], pods: list[Any], burst: int, repeat: int) -> list[dict[str, Any]]:
+    """:func:`ops.bench.triton_burst.burst_rows` on the openb cluster, with a progress bar."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ops.bench.triton_burst import burst_rows
+
+    snap = snaps[1213] if 1213 in snaps else clusters([1213])[0][1213]
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True) as bar:  # fmt: skip
+        task = bar.add_task(f"a burst of {burst:,} jobs", total=2 * (repeat + 1))
+        rows = burst_rows(model_dir, url, snap, pods, burst, repeat, progress=lambda: bar.advance(task))
+    for row in rows:
+        console.print(f"burst of {burst:,}, step deadline {row['step deadline']}: blocking p50 {row['blocking p50 ms']:.0f} ms, "
+                      f"max {row['blocking max ms']:.0f} ms, {row['windows']:.1f} windows, "
+                      f"{row['by the fallback']:.0f} of {row['placed']:.0f} placed by the fallback")  # fmt: skip
+    return rows
 
 
 def _version(dist: str) -> str:

@@ -19,6 +19,8 @@ def triton(
                               "(both sides keep their pair features from step to step)."),
     deadline_ms: float | None = typer.Option(None, help="Count the Triton calls slower than this (default: the worker's "
                                       "deadline, $SEMSCHED_TRITON_DEADLINE_MS, else 500)."),  # fmt: skip
+    burst: int = typer.Option(0, min=0, help="Also time a worker's step with this many jobs pending at once, on the "
+                              "1,213 openb nodes, with the worker's step deadline and without (0: skip)."),
     out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-triton.md/.json and plots."),
 ) -> None:
     """Decision latency per scheduling step (p50 / p99) via Triton (gRPC) beside in-process."""
@@ -35,6 +37,6 @@ def triton(
 
     with sigterm_as_interrupt():  # a `kill` stops the server this run started (its finally), as Ctrl-C does
         code = run_triton_bench(model_dir=model, url=url, pending=sizes, nodes=node_counts, repeat=repeat,
-                                deadline_ms=deadline_ms, out_dir=out, churn=churn,
+                                deadline_ms=deadline_ms, out_dir=out, churn=churn, burst=burst,
                                 command="semsched bench " + " ".join(sys.argv[2:]))  # fmt: skip
     raise typer.Exit(code)

@@ -37,3 +37,22 @@ def test_bench_triton_splits_each_call_into_the_servers_work_and_the_round_trip(
     finally:
         remote.close()
     assert "server's call" not in without[f"{snap.num_nodes}x6"]  # no twin, no split
+
+
+def test_bench_triton_burst_times_a_workers_step_with_and_without_the_step_deadline(served, monkeypatch):
+    """``--burst``: a worker's step (the prepared call, then the windows opened in the step) on the real
+    server, with the worker's step deadline and with none; who placed what is counted."""
+    from ops.bench.triton_burst import BURST_COLUMNS, burst_rows
+
+    monkeypatch.setenv("SEMSCHED_MODEL_WINDOW", "4")  # (windows of 4: a burst of 20 opens 4 more in the step)
+    monkeypatch.setenv("SEMSCHED_TRITON_STEP_DEADLINE_MS", "60000")
+    rows = burst_rows(served.latest, served.url, small_snapshot(), pod_mix(20), burst=20, repeat=2)
+    assert [(r["step deadline"], r["hold"]) for r in rows] == [("60000 ms", "0.5 s"), ("none", "none")]
+    assert all(set(r) == set(BURST_COLUMNS) for r in rows)
+    for row in rows:
+        assert row["n"] == 2 and row["placed"] > 4 and row["windows"] > 1  # the step opened windows
+        assert row["by the fallback"] == 0 and row["blocking p50 ms"] > 0 and row["prepared p50 ms"] > 0
+        assert row["placed"] + row["deferred"] == 20
+    monkeypatch.setenv("SEMSCHED_TRITON_STEP_DEADLINE_MS", "0.001")  # spent at once: the fallback places the rest
+    (spent, _) = burst_rows(served.latest, served.url, small_snapshot(), pod_mix(20), burst=20, repeat=1)
+    assert spent["windows"] == 0 and spent["placed"] == spent["by the fallback"] > 0
