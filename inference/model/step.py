@@ -108,6 +108,10 @@ class PolicyInputs:
             raise ValueError("policy inputs: inconsistent shapes " + str({k: v.shape for k, v in a.items()}))
         if len(a["which"]) and (a["which"].min() < 0 or a["which"].max() >= a["pairs"].shape[0]):
             raise ValueError("policy inputs: 'which' points outside 'pairs'")
+        name = "neighbours" if a["neighbours"].shape[1] > 0 else "groups"  # the topology the model reads (topology())
+        if a[name].size and (a[name].min() < 0 or a[name].max() >= n):  # node indices or compact group labels (found
+            raise ValueError(f"policy inputs: '{name}' points outside the {n} nodes")  # by review: one request's index
+            # out of range crashed the policy model's stub, and every later request failed)
         if source is not None and (source.num_nodes != n or len(source.shapes) != a["pairs"].shape[0]):
             raise ValueError("policy inputs: 'source' does not match 'nodes' and 'pairs'")
         fits = arrays.get("fits")

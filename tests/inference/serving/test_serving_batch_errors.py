@@ -53,3 +53,21 @@ async def test_a_malformed_request_batched_with_others_fails_alone_and_the_serve
 def test_the_helper_really_breaks_the_request() -> None:
     with pytest.raises(AssertionError):
         np.testing.assert_array_equal(arrays(True)["WHICH"], arrays(False)["WHICH"])
+
+
+@pytest.mark.parametrize("index", [100_000_000, -7])
+async def test_a_request_whose_topology_points_outside_its_nodes_is_refused_and_the_stub_lives(served, index):
+    """Found by review: a neighbour index out of range (from a client bug, or anyone who reaches the port)
+    crashed the policy model's stub (SIGSEGV in a sparse matrix built unchecked); every later request
+    failed while Triton still said the model was ready."""
+    client = grpcclient.InferenceServerClient(served.url)
+    bad = arrays(False)
+    name = "NEIGHBOURS" if bad["NEIGHBOURS"].size else "GROUPS"
+    bad[name].reshape(-1)[0] = index
+    try:
+        with pytest.raises(InferenceServerException, match=f"'{name.lower()}' points outside the 12 nodes"):
+            await client.infer("policy", make_inputs(bad))
+        answer = await client.infer("policy", make_inputs(arrays(False)))
+        assert check_policy(parse_answer(answer, "policy"), INPUTS)["scores"].shape == (20, 12)
+    finally:
+        await client.close()
