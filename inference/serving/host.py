@@ -105,7 +105,10 @@ class ModelHost:
         if fresh is None:
             return
         for guard in self._guards:  # e.g. the policy model's bound Triton outputs cannot change
-            problem = guard(fresh)
+            try:
+                problem = guard(fresh)
+            except Exception as e:  # (found by review: a guard that raised, a CUDA OOM on its test batch say,
+                problem = f"its check failed: {type(e).__name__}: {e}"  # failed every request, reloading it each time)
             if problem:
                 self._refuse(fresh, problem)
                 return

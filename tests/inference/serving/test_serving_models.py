@@ -119,6 +119,23 @@ def test_a_version_a_listener_cannot_take_is_refused_and_not_loaded_again(tmp_pa
     assert len(loads) == 2
 
 
+def test_a_version_whose_check_raises_is_refused_and_the_current_one_serves(tmp_path, monkeypatch):
+    """Found by review: a guard that raised (a CUDA OOM on the policy model's test batch, say) came out of
+    ``current()``: every request failed, reloading the new version each time, and the old one never served."""
+    import inference.model.io as model_io
+
+    publish(tmp_path, "v1", seed=1)
+    host = ModelHost(tmp_path / "latest", watch_s=0.0)
+    host.guard(lambda loaded: (_ for _ in ()).throw(RuntimeError("CUDA out of memory")) if loaded.version == "v2" else None)
+    loads = []
+    real = model_io.load_model
+    monkeypatch.setattr(model_io, "load_model", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    publish(tmp_path, "v2", seed=2)
+    for _ in range(3):
+        assert host.current().version == "v1"
+    assert "its check failed: RuntimeError: CUDA out of memory" in (host.reload_error or "") and len(loads) == 1
+
+
 def test_job_encoder_model_batches_all_requests_in_one_encode(tmp_path):
     publish(tmp_path, "v1", seed=0)
     calls = []
