@@ -42,10 +42,9 @@ LOG_KEEP = 20_000  # finished jobs kept for a new version at least
 
 
 def _mark(directory: Path) -> tuple[Path, int]:
-    from inference.duration.io import CONFIG_FILE, WEIGHTS_FILE
-    from inference.model.io import version_mark
+    from inference.duration.io import version_mark
 
-    return version_mark(directory, (CONFIG_FILE, WEIGHTS_FILE))
+    return version_mark(directory)
 
 
 def _latest_per_job(rows: list[FinishedJob]) -> list[FinishedJob]:

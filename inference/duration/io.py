@@ -45,6 +45,14 @@ def save_predictor(directory: str | Path, predictor: LearnedDurationPredictor) -
     return directory
 
 
+def version_mark(directory: Path) -> tuple[Path, int]:
+    """A duration version and when its files last changed (:func:`inference.model.io.version_mark`): a
+    version refused once is tried again only when it is written again."""
+    from inference.model.io import version_mark as mark
+
+    return mark(directory, (CONFIG_FILE, WEIGHTS_FILE))
+
+
 def load_predictor(directory: str | Path, *, encoder: TextEncoder | None = None,
                    single_thread: bool = True) -> LearnedDurationPredictor:  # fmt: skip
     """The predictor saved in ``directory``; raises ``FileNotFoundError`` / ``ValueError``.

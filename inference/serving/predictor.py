@@ -109,6 +109,7 @@ class DurationHost:
         self.error: str | None = "no duration model directory" if directory is None else None
         self._checked = -float("inf")
         self._lock = threading.Lock()
+        self._refused: set[tuple[Path, int]] = set()  # versions that did not load: not loaded again until rewritten
         self.current()
 
     def current(self) -> Any:
@@ -116,14 +117,17 @@ class DurationHost:
             return self.predictor
         with self._lock:
             self._checked = time.monotonic()
+            from inference.duration.io import load_predictor, version_mark
+
+            mark = None
             try:
                 target = self.directory.resolve(strict=True)
-                if target != self.path:
-                    from inference.duration.io import load_predictor
-
+                if target != self.path and (mark := version_mark(target)) not in self._refused:
                     self.predictor, self.path, self.error = load_predictor(target), target, None
                     log.info("duration model %s (%s)", self.predictor.version, target)
             except Exception as e:  # absent or broken: keep what serves (maybe nothing)
+                if mark is not None:  # (found by review: a broken version was loaded again every watch_s, on a
+                    self._refused.add(mark)  # request's path)
                 reason = f"{self.directory}: {type(e).__name__}: {e}"
                 if reason != self.error and self.predictor is not None:
                     log.error("cannot load duration model, keeping %s: %s", self.predictor.version, reason)
@@ -136,9 +140,8 @@ class PredictorModel:
 
     def __init__(self, host: ModelHost, duration_dir: Path | None = None, watch_s: float | None = None) -> None:
         self.host = host
-        if duration_dir is None:
-            guess = default_duration_dir(host.model_dir)
-            duration_dir = guess if guess.exists() else None
+        if duration_dir is None:  # (even before it exists: found by review, one published after the server
+            duration_dir = default_duration_dir(host.model_dir)  # started was never served)
         self.duration = DurationHost(duration_dir, host.watch_s if watch_s is None else watch_s)
 
     @staticmethod

@@ -72,6 +72,43 @@ def test_without_a_duration_model_the_answer_is_nan_and_says_absent(tmp_path):
     assert answer["SOURCE"][0, 0].startswith(b"absent:")
 
 
+def test_a_duration_model_published_after_the_start_is_served(tmp_path, duration_dir):
+    """Found by review: ``models/duration/latest`` was looked for only when the stub started."""
+    import shutil
+
+    from inference.duration.io import point_latest
+
+    publish(tmp_path, "v1", seed=0)
+    model = PredictorModel(ModelHost(tmp_path / "latest"), watch_s=0.0)
+    request = {"TEXT_VEC": np.zeros((2, 16), np.float32), "SHAPE": np.zeros((2, SHAPE_DIM), np.float32)}
+    assert model([request])[0]["SOURCE"][0, 0].startswith(b"absent:")
+    shutil.copytree(duration_dir, tmp_path / "duration" / "d1")
+    point_latest(tmp_path / "duration", "d1")
+    (answer,) = model([request])
+    assert answer["SOURCE"][0, 0] == b"duration blend d1" and np.isfinite(answer["DURATION_S"]).all()
+
+
+def test_a_broken_duration_version_is_not_loaded_again_at_every_check(tmp_path, duration_dir, monkeypatch):
+    """Found by review: every ``watch_s`` a request loaded the broken version again (the error logged once)."""
+    import shutil
+
+    import inference.duration.io as duration_io
+    from inference.duration.io import point_latest
+
+    publish(tmp_path, "v1", seed=0)
+    shutil.copytree(duration_dir, tmp_path / "duration" / "d1")
+    point_latest(tmp_path / "duration", "d1")
+    model = PredictorModel(ModelHost(tmp_path / "latest"), watch_s=0.0)
+    (tmp_path / "duration" / "d2").mkdir()
+    (tmp_path / "duration" / "d2" / "config.json").write_text("{")  # written in part
+    point_latest(tmp_path / "duration", "d2")
+    loads, real = [], duration_io.load_predictor
+    monkeypatch.setattr(duration_io, "load_predictor", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
+    for _ in range(3):
+        assert model.duration.current().version == "d1"  # the one that loaded keeps serving
+    assert len(loads) == 1 and "JSONDecodeError" in (model.duration.error or "")
+
+
 def transition_request(h, k, rng):
     return {"H": h[None], "ACTION_JOB": rng.normal(size=(1, k, SPEC.job_dim)).astype(np.float32),
             "ACTION_NODE": rng.integers(0, len(h), size=(1, k)), "ACTION_PAIR": rng.normal(size=(1, k, SPEC.pair_dim)).astype(np.float32)}  # fmt: skip
