@@ -25,7 +25,8 @@ shared-memory extension behind another, which this user's workers on this host r
 :func:`~inference.serving.host_files.token_path`. tritonserver gets SIGTERM when this process
 dies (``PR_SET_PDEATHSIG``, as PyTriton set it). The workspace and the stubs' shared-memory
 regions carry this process's PID, and each start removes those of killed servers
-(:mod:`inference.serving.host_files`).
+(:mod:`inference.serving.host_files`). A model's stub that dies stops the server with exit 1
+(:mod:`inference.serving.stubs`): tritonserver would not start it again.
 """
 
 from __future__ import annotations
@@ -47,10 +48,12 @@ from pathlib import Path
 from typing import Any
 
 from inference.serving.repository import MODEL_NAMES, write_repository
+from inference.serving.stubs import dead, model_stubs
 
 log = logging.getLogger("semsched.serving")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+STUB_WATCH_S = 2.0  # how often the models' stubs are looked at (inference/serving/stubs.py)
 #: what only an operator needs: behind a random token (no client of semsched uses them)
 RESTRICTED = ("model-repository", "statistics", "trace", "logging")
 
@@ -272,11 +275,25 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
                  "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
                  options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip
+        stubs = model_stubs(process.pid)  # each model's stub: one that dies is not started again (stubs.py)
+        if len(stubs) < len(MODEL_NAMES):
+            log.warning("found %d of the %d models' stubs under tritonserver: a stub that dies may go unnoticed",
+                        len(stubs), len(MODEL_NAMES))  # fmt: skip
+        looked = time.monotonic()
         while not stop.wait(0.5):
             if process.poll() is not None:
                 log.error("tritonserver exited with code %s", process.returncode)
                 code = 1
                 break
+            if time.monotonic() - looked >= STUB_WATCH_S:
+                looked = time.monotonic()
+                if gone := dead(stubs):
+                    log.error("the %s model's stub (pid %s) died: tritonserver does not start it again, so every "
+                              "request to it would fail while the server looks ready; stopping (start semsched "
+                              "serve again, or let its supervisor)", ", ".join(m for _, m in gone),
+                              ", ".join(str(p) for p, _ in gone))  # fmt: skip
+                    code = 1
+                    break
     except (RuntimeError, TimeoutError) as e:
         log.error("%s", e)
         code = 1

@@ -77,6 +77,28 @@ def test_the_server_exits_1_when_tritonserver_dies(tmp_path) -> None:
     assert group_members(handle.pid) == []
 
 
+def test_the_server_exits_1_naming_the_model_when_a_models_stub_dies(tmp_path) -> None:
+    """Found by review: tritonserver does not start a dead stub again; its model failed every request while
+    the server looked ready, so no supervisor stepped in and the workers fell back for good."""
+    from serving_helpers import publish
+
+    from inference.serving.process import group_members, start_server
+    from inference.serving.stubs import model_stubs
+
+    publish(tmp_path / "models", "v1", seed=0)
+    handle = start_server(tmp_path / "models" / "latest", device="cpu", timeout_s=120)
+    try:
+        (triton,) = [p for p in group_members(handle.pid) if Path(f"/proc/{p}/comm").read_text().strip() == "tritonserver"]
+        stubs = {model: pid for pid, model in model_stubs(triton).items()}
+        assert set(stubs) == {"policy", "job_encoder", "predictor"}
+        os.kill(stubs["job_encoder"], signal.SIGKILL)
+        assert handle.process.wait(30) == 1
+        assert f"the job_encoder model's stub (pid {stubs['job_encoder']}) died" in handle.log_tail(400)
+    finally:
+        handle.stop()
+    assert group_members(handle.pid) == []
+
+
 def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
     """SIGKILL leaves the serve process no time to stop tritonserver: the kernel's parent-death
     signal does (PR_SET_PDEATHSIG), and its stubs follow it."""
