@@ -51,6 +51,21 @@ def save_model(directory: Path, model: Scorer, version: str, train_info: dict[st
     return publish_directory(Path(directory), fill, replace=replace)
 
 
+def save_new_model(root: Path, model: Scorer, version: str, train_info: dict[str, Any], *,
+                   generated: bool) -> Path:  # fmt: skip
+    """:func:`save_model` as ``root/version``; a ``generated`` name (a time to the second) that another run
+    took meanwhile becomes ``version-2``, ``-3`` … (found by review: two runs ending in the same second
+    lost the second's trained model to a FileExistsError). A name the user chose is never changed."""
+    for n in range(1, 100):
+        name = version if n == 1 else f"{version}-{n}"
+        try:
+            return save_model(Path(root) / name, model, name, train_info | {"version": name})
+        except FileExistsError:
+            if not generated:
+                raise
+    raise FileExistsError(f"{Path(root) / version}-2 … -99 exist: version names must be unique")
+
+
 def publish_directory(directory: Path, fill: Callable[[Path], None], *, replace: bool = False) -> Path:
     """``directory`` written whole or not at all: ``fill`` writes into a temporary sibling, renamed into
     place at the end (what :func:`save_model` and a promotion's copy of a candidate do).

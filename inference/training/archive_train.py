@@ -58,7 +58,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     fragmentation columns unless ``cluster`` / ``frag`` is False, and ``job_tokens`` slots; their
     tokens are the jobs pending when each decision's step began, at most ``max_tokens``,
     :func:`~inference.training.archive.reconstruct`)."""
-    from inference.model.io import save_model
+    from inference.model.io import save_new_model
 
     options = options or TrainOptions()
     started = time.perf_counter()
@@ -87,6 +87,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     model, history = train_imitation(train, config, options, val=val if len(val) else None, on_batch=on_batch)
     experts = sorted(rebuilt.policies)
     named = re.sub(r"[^A-Za-z0-9.+-]+", "-", "+".join(experts)).strip("-")  # ("learned (fallback)": a directory name)
+    generated = version is None
     version = version or f"archive-{named}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{options.seed}"
     times = np.asarray(rebuilt.times)
     info = {"version": version, "source": "archive", "archive": archive,
@@ -106,4 +107,4 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
             "reconstruct_seconds": reconstruct_s, "train_seconds": history.seconds,
             "total_seconds": time.perf_counter() - started, "history": history.to_json(),
             "parameters": sum(p.numel() for p in model.parameters())}  # fmt: skip
-    return save_model(Path(out_root) / version, model, version, info)
+    return save_new_model(Path(out_root), model, version, info, generated=generated)

@@ -243,8 +243,9 @@ def list_command(
     rows = ArchiveRegistry(archive_client(archive, write=False)).list()
     serving = serving_dir(models)
     recorded = {r.version for r in rows}
-    unrecorded = sorted(p.name for p in models.glob("*") if (p / "config.json").exists()
-                        and not p.is_symlink() and p.name not in recorded) if models.is_dir() else []  # fmt: skip
+    unrecorded = sorted(p.name for p in models.glob("*") if (p / "config.json").exists() and not p.is_symlink()
+                        and not p.name.startswith(".")  # (a killed save's staging directory: not a version, review)
+                        and p.name not in recorded) if models.is_dir() else []  # fmt: skip
     if as_json:
         typer.echo(json.dumps({"versions": [r.to_json() for r in rows], "serving": serving.name if serving else None,
                                "unrecorded": unrecorded}, default=str))  # fmt: skip

@@ -131,7 +131,8 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     ``delta_weight`` or ``stability`` is > 0. ``encoder``: the job text encoder (:func:`~ops.cli.train_spec.policy_spec`)."""
     import torch
 
-    from inference.model import ModelConfig, save_model
+    from inference.model import ModelConfig
+    from inference.model.io import save_new_model
     from inference.training import TrainOptions, collect_fill, train_imitation
     from inference.training.dagger import run_dagger
     from ops.cli.train_spec import policy_spec
@@ -193,6 +194,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
         from ops.cli.train_rl import run_rl_stage
 
         model, rl_info = run_rl_stage(model, node_views, pod_list, rl)
+    generated = version is None
     version = version or f"imitation-{expert}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{seed}"
     info = {"version": version, "method": f"imitation (listwise cross-entropy over feasible nodes, target = the "
             f"expert's {'actual pick' if target == 'choice' else 'best-scoring set'})"
@@ -213,7 +215,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
             "chance_agreement_train": chance(train), "chance_agreement_val": chance(val)}  # fmt: skip
     if rl_info is not None:
         info["rl"] = rl_info
-    directory = save_model(out / version, model, version, info)
+    directory = save_new_model(out, model, version, info, generated=generated)
     summary = {k: info[k] for k in ("train_states", "val_states", "collect_seconds", "train_seconds", "parameters",
                                     "total_seconds")}  # fmt: skip
     # the imitation's numbers describe the model before DAgger and RL changed it: named so (found by review:

@@ -68,8 +68,7 @@ def run_train_rl_from(source: Path, *, options: Any, out: Path, version: str | N
     source's ``train.json`` extended by ``"rl"``."""
     import torch
 
-    from inference.model import save_model
-    from inference.model.io import load_model
+    from inference.model.io import load_model, save_new_model
     from ops.cli.train import fill_inputs_or_exit
 
     torch.set_num_threads(1)  # small ops on a shared machine
@@ -85,6 +84,7 @@ def run_train_rl_from(source: Path, *, options: Any, out: Path, version: str | N
         raise typer.BadParameter(f"--rl-seeds {clash} validated {loaded.version} (its train.json): fine-tune on others")
     node_views, pod_list = fill_inputs_or_exit(pods, nodes)
     model, rl = run_rl_stage(loaded.model, node_views, pod_list, options)
+    generated = version is None
     version = version or f"rl-{loaded.version}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     # the source's own record stays whole (a fine-tune of a fine-tune kept only the last one's seeds, and
     # promotion's leak check read the others nowhere: found by review)
@@ -92,6 +92,6 @@ def run_train_rl_from(source: Path, *, options: Any, out: Path, version: str | N
     info = info | {"version": version, "rl_from": {"version": loaded.version, "path": str(loaded.path), **earlier},
                    "method": (info.get("method") or "(untrained)") + " + RL fine-tuning (self-critical PPO)",
                    "rl": rl, "total_seconds": time.perf_counter() - started}  # fmt: skip
-    directory = save_model(out / version, model, version, info)
+    directory = save_new_model(out, model, version, info, generated=generated)
     console.print(f"wrote {directory}")
     return directory

@@ -105,3 +105,14 @@ def test_a_damaged_model_directory_is_a_value_error_naming_the_file(tmp_path, da
     damage(directory)
     with pytest.raises(ValueError, match=f"{directory}/{says}".replace("(", r"\(").replace(")", r"\)")):
         load_model(directory)
+
+
+def test_a_generated_version_name_another_run_took_gets_the_next_number_a_chosen_one_never(tmp_path):
+    """Found by review: two trainings ending in the same second generated one name; the second lost its model
+    to a FileExistsError traceback."""
+    first = model_io.save_new_model(tmp_path, scorer(0), "imitation-fgd-20261205T021345Z-s0", {"run": 1}, generated=True)
+    second = model_io.save_new_model(tmp_path, scorer(1), "imitation-fgd-20261205T021345Z-s0", {"run": 2}, generated=True)
+    assert second.name == "imitation-fgd-20261205T021345Z-s0-2" and load_model(second).version == second.name
+    assert weights(first) != weights(second)
+    with pytest.raises(FileExistsError, match="version names must be unique"):
+        model_io.save_new_model(tmp_path, scorer(2), "imitation-fgd-20261205T021345Z-s0", {"run": 3}, generated=False)

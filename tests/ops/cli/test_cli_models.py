@@ -61,6 +61,8 @@ def test_train_from_archive_then_promote_then_list(dsn: str, tmp_path: Path) -> 
     assert "promoted" in r.output and "first version" in r.output
     assert (models / "latest").resolve() == (models / "arch-1").resolve()
 
+    (models / ".arch-2.x1y2").mkdir()  # a killed save's staging directory: not a version (review)
+    (models / ".arch-2.x1y2" / "config.json").write_text("{}")
     r = runner.invoke(app, ["models", "list", "--archive", dsn, "--models", str(models), "--json"])
     assert r.exit_code == 0, r.output
     listed = json.loads(r.output)
