@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from typing import Any
 
@@ -203,9 +203,16 @@ class PolicyModel:
     """The ``policy`` callable: ``run_policy`` per batch row, on the host's serving version (the
     pair features of a compact request computed here, kept from request to request)."""
 
-    def __init__(self, host: ModelHost) -> None:
+    def __init__(self, host: ModelHost, bound: Collection[str] | None = None) -> None:
+        """``bound``: the output names Triton's configuration of this model holds (the stub's start: a version
+        with other outputs cannot serve, found by review: ``latest`` moved between the repository's writing
+        and the stub's load, and the guard compared new versions with the wrong list)."""
         self.host = host
         self.outputs = policy_output_ranks(host.loaded)
+        if bound is not None and set(self.outputs) != set(bound) - {"VERSION"}:
+            raise RuntimeError(f"model version {host.version}'s policy outputs {sorted(self.outputs)} are not the "
+                               f"{sorted(set(bound) - {'VERSION'})} Triton was configured with (latest moved while "
+                               "semsched serve started): start it again")  # fmt: skip
         host.guard(self._same_outputs)
         self._topologies = TopologyCache()
         self.pairs = ServedPairs()

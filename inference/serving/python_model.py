@@ -32,13 +32,15 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 CANCELLED = TimeoutError("cancelled by the caller before it ran")  # (its message; each response gets its own error)
 
 
-def make_model(kind: str, host: Any, device: str, duration_dir: Path | None = None) -> Any:
-    """The callable of model ``kind`` over ``host`` (the served version), torch parts on ``device``."""
+def make_model(kind: str, host: Any, device: str, duration_dir: Path | None = None,
+               outputs: list[str] | None = None) -> Any:  # fmt: skip
+    """The callable of model ``kind`` over ``host`` (the served version), torch parts on ``device``;
+    ``outputs``: the output names Triton's configuration of it holds."""
     from inference.serving.models import JobEncoderModel, PolicyModel
     from inference.serving.predictor import PredictorModel
 
     if kind == "policy":
-        return PolicyModel(host)
+        return PolicyModel(host, outputs)
     if kind == "job_encoder":
         return JobEncoderModel(host, device)
     if kind == "predictor":
@@ -74,7 +76,8 @@ class TritonPythonModel:
         device = pick_device(params.get("device") or "cpu")
         host = ModelHost(Path(params["model_dir"]), watch_s=float(params.get("watch_s") or 1.0), device=device)
         duration = params.get("duration_dir") or None
-        self.model = make_model(self.kind, host, device, Path(duration) if duration else None)
+        self.model = make_model(self.kind, host, device, Path(duration) if duration else None,
+                                [t["name"] for t in config.get("output", [])])  # fmt: skip
         log.info("model %-11s %s", self.kind, describe(self.kind, self.model))
 
     def execute(self, requests: list[Any]) -> list[Any]:

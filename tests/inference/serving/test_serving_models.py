@@ -136,6 +136,20 @@ def test_a_version_whose_check_raises_is_refused_and_the_current_one_serves(tmp_
     assert "its check failed: RuntimeError: CUDA out of memory" in (host.reload_error or "") and len(loads) == 1
 
 
+def test_a_policy_stub_whose_version_has_other_outputs_than_triton_was_configured_with_does_not_start(tmp_path):
+    """Found by review: the repository was written from the version latest named then; the stub loads latest
+    again seconds later, and a promotion in between (heads added or removed) served outputs Triton was not
+    configured with, its guard comparing new versions with the wrong list."""
+    from inference.serving.models import PolicyModel, policy_output_ranks
+
+    publish(tmp_path, "v1", seed=1)
+    host = ModelHost(tmp_path / "latest")
+    names = [*policy_output_ranks(host.loaded), "VERSION"]
+    assert PolicyModel(host, names).outputs.keys() == set(names) - {"VERSION"}
+    with pytest.raises(RuntimeError, match="Triton was configured with .* start it again"):
+        PolicyModel(host, [*names, "COST"])
+
+
 def test_job_encoder_model_batches_all_requests_in_one_encode(tmp_path):
     publish(tmp_path, "v1", seed=0)
     calls = []
