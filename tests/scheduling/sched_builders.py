@@ -21,3 +21,14 @@ def job(job_id: str = "j", *, cpu: int = 1000, mem: int = 1024, gpus: int = 0, s
 
 def snap(*nodes: NodeView) -> ClusterSnapshot:
     return ClusterSnapshot.from_nodes(nodes)
+
+
+class Ticking:
+    """A clock 0.1 s later at every look, from 0 (a step's hold, ``scheduling.assign._now``)."""
+
+    def __init__(self) -> None:
+        self.t = -0.1
+
+    def __call__(self) -> float:
+        self.t += 0.1
+        return self.t

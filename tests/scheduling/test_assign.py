@@ -2,7 +2,7 @@ import dataclasses
 
 import numpy as np
 import pytest
-from sched_builders import job, node, snap
+from sched_builders import Ticking, job, node, snap
 
 from scheduling.assign import schedule_step, top_candidates
 from scheduling.policies import get_policy
@@ -245,17 +245,6 @@ def test_max_placements_defers_the_rest_in_order():
     r = schedule_step(s, jobs, FF, now=0, max_placements=2)
     assert [p.job_id for p in r.placements] == ["j0", "j1"]
     assert r.deferred == ["j2", "j3", "j4"]
-
-
-class Ticking:
-    """The hold's clock: 0.1 s later at every look."""
-
-    def __init__(self) -> None:
-        self.t = -0.1
-
-    def __call__(self) -> float:
-        self.t += 0.1
-        return self.t
 
 
 def test_a_step_past_its_hold_defers_the_rest_in_order_and_never_splits_a_gang(monkeypatch):

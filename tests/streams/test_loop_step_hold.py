@@ -9,18 +9,8 @@ import asyncio
 import scheduling.assign as assign
 from scheduling.events import JobSubmitted, NodeTelemetry, partition_for
 from streams.state import on_submitted
+from tests.scheduling.sched_builders import Ticking
 from tests.streams.loop_helpers import T0, stood_in_worker
-
-
-class Ticking:
-    """The hold's clock: 0.1 s later at every look."""
-
-    def __init__(self) -> None:
-        self.t = -0.1
-
-    def __call__(self) -> float:
-        self.t += 0.1
-        return self.t
 
 
 def test_the_jobs_a_held_step_did_not_consider_stay_pending_and_the_next_step_comes_soon(monkeypatch) -> None:

@@ -98,42 +98,31 @@ def test_host_swaps_to_the_new_latest_and_keeps_serving_on_a_broken_one(tmp_path
     assert host.current().version == "v2" and "broken" in (host.reload_error or "")
 
 
-def test_a_version_a_listener_cannot_take_is_refused_and_not_loaded_again(tmp_path, monkeypatch):
-    """(Found by review: the version was swapped in before the listener ran; when it raised, the job encoder
-    kept the old encoder and answered under the new version's name, and it was never tried again.)
-    A refused or broken version is not loaded again at every check, until it changes or latest moves."""
+@pytest.mark.parametrize(("hook", "error", "why"), [
+    ("on_swap", "cannot build its encoder", "RuntimeError: cannot build its encoder"),
+    ("guard", "CUDA out of memory", "its check failed: RuntimeError: CUDA out of memory"),
+])  # fmt: skip
+def test_a_version_a_listener_or_a_check_refuses_by_raising_is_not_loaded_again(tmp_path, monkeypatch, hook, error, why):
+    """Found by review: (a listener) the version was swapped in before the listener ran; when it raised, the
+    job encoder kept the old encoder and answered under the new version's name, and it was never tried again;
+    (a check: a CUDA OOM on the policy model's test batch, say) it came out of ``current()``, every request
+    failed, reloading the new version each time. The current version serves; a refused or broken version is
+    not loaded again at every check, until it changes or latest moves."""
     import inference.model.io as model_io
 
     publish(tmp_path, "v1", seed=1)
     host = ModelHost(tmp_path / "latest", watch_s=0.0)
-    host.on_swap(lambda loaded: (_ for _ in ()).throw(RuntimeError("cannot build its encoder")))
+    getattr(host, hook)(lambda loaded: (_ for _ in ()).throw(RuntimeError(error)))
     loads = []
     real = model_io.load_model
     monkeypatch.setattr(model_io, "load_model", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
     publish(tmp_path, "v2", seed=2)
     for _ in range(3):
         assert host.current().version == "v1"
-    assert "cannot build its encoder" in (host.reload_error or "") and len(loads) == 1 and host.swaps == 0
+    assert why in (host.reload_error or "") and len(loads) == 1 and host.swaps == 0
     publish(tmp_path, "v3", seed=3)  # another version: tried
     host.current()
     assert len(loads) == 2
-
-
-def test_a_version_whose_check_raises_is_refused_and_the_current_one_serves(tmp_path, monkeypatch):
-    """Found by review: a guard that raised (a CUDA OOM on the policy model's test batch, say) came out of
-    ``current()``: every request failed, reloading the new version each time, and the old one never served."""
-    import inference.model.io as model_io
-
-    publish(tmp_path, "v1", seed=1)
-    host = ModelHost(tmp_path / "latest", watch_s=0.0)
-    host.guard(lambda loaded: (_ for _ in ()).throw(RuntimeError("CUDA out of memory")) if loaded.version == "v2" else None)
-    loads = []
-    real = model_io.load_model
-    monkeypatch.setattr(model_io, "load_model", lambda *a, **k: loads.append(a[0]) or real(*a, **k))
-    publish(tmp_path, "v2", seed=2)
-    for _ in range(3):
-        assert host.current().version == "v1"
-    assert "its check failed: RuntimeError: CUDA out of memory" in (host.reload_error or "") and len(loads) == 1
 
 
 def test_a_policy_stub_whose_version_has_other_outputs_than_triton_was_configured_with_does_not_start(tmp_path):
