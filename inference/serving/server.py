@@ -196,7 +196,7 @@ def _grpc_instance(client: Any) -> str:
 
 
 def wait_http_endpoints(host: str, http_port: int, metrics_port: int, timeout_s: float,
-                        process: subprocess.Popen[Any], instance: str) -> None:  # fmt: skip
+                        process: subprocess.Popen[Any], instance: str, stop: threading.Event | None = None) -> None:  # fmt: skip
     """Until this server's HTTP endpoint (its models' ``instance`` parameter) and the metrics endpoint
     answer; raises ``TimeoutError`` / ``RuntimeError``. tritonserver starts gRPC, then HTTP, then metrics,
     and exits if one of their ports is taken: its models answered ready over gRPC just before it exited on
@@ -207,7 +207,7 @@ def wait_http_endpoints(host: str, http_port: int, metrics_port: int, timeout_s:
     deadline = time.monotonic() + timeout_s
     host = f"[{host}]" if ":" in host else host  # (an IPv6 address)
     urls = [f"http://{host}:{http_port}/v2/models/{MODEL_NAMES[0]}/config", f"http://{host}:{metrics_port}/metrics"]
-    while urls:
+    while urls and not (stop is not None and stop.is_set()):  # (a SIGTERM meanwhile: stop now, review)
         if process.poll() is not None:
             raise RuntimeError(f"the Triton server exited with code {process.returncode}")
         try:
@@ -263,15 +263,19 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or ""),
                       "instance": instance}  # fmt: skip
-        repository = write_repository(workspace / "models", model, parameters)
-        process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
-                                   env=server_environment(), preexec_fn=die_with_parent)  # fmt: skip
+        try:  # (found by review: a Python the wheel has no stub for, or a binary that cannot run: a traceback)
+            repository = write_repository(workspace / "models", model, parameters)
+            process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
+                                       env=server_environment(), preexec_fn=die_with_parent)  # fmt: skip
+        except (ImportError, OSError) as e:
+            log.error("cannot start tritonserver: %s: %s", type(e).__name__, e)
+            return 2
         host = "127.0.0.1" if options.host == "0.0.0.0" else options.host
         t0 = time.monotonic()
         if not wait_ready(f"{host}:{options.grpc_port}", options.ready_timeout_s, process, stop, instance):
             return code  # stopped while the models loaded (the finally stops tritonserver)
         wait_http_endpoints(host, options.http_port, options.metrics_port,
-                            max(10.0, options.ready_timeout_s - (time.monotonic() - t0)), process, instance)  # fmt: skip
+                            max(10.0, options.ready_timeout_s - (time.monotonic() - t0)), process, instance, stop)  # fmt: skip
         log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
                  "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
                  options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip

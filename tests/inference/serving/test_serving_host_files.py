@@ -96,3 +96,27 @@ def test_a_server_removes_the_regions_its_stubs_left(tmp_path):
     own.write_bytes(b"\0"), other.write_bytes(b"\0")
     assert remove_own_regions(tmp_path) == [own]
     assert not own.exists() and other.exists()
+
+
+def test_a_tritonserver_that_cannot_start_is_one_line_and_exit_2(tmp_path, monkeypatch, caplog):
+    """Found by review: a Python version the wheel has no stub for (ImportError) or a binary that cannot run
+    (OSError) came out of `semsched serve` as a traceback."""
+    import threading
+
+    from serving_helpers import publish
+
+    import inference.serving.server as server
+
+    def no_stub(workspace):  # noqa: ANN001, ANN202
+        raise ImportError("the nvidia-pytriton wheel has no Python-backend stub for Python 3.99")
+
+    monkeypatch.setattr(server, "backend_directory", no_stub)
+    latest = publish(tmp_path / "models", "v1", seed=0)
+    workspace = tmp_path / "ws"
+    codes: list[int] = []
+    with caplog.at_level("ERROR", logger="semsched.serving"):  # (in a thread: serve() installs no signal handlers)
+        t = threading.Thread(target=lambda: codes.append(server.serve(server.ServeOptions(
+            model_dir=latest, workspace=workspace, grpc_port=1), threading.Event())))  # fmt: skip
+        t.start()
+        t.join(60)
+    assert codes == [2] and "cannot start tritonserver: ImportError: the nvidia-pytriton wheel" in caplog.text
