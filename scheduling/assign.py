@@ -47,14 +47,17 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
     already comes in the policy's order (:func:`scheduling.orderings.compose.queue_order`, which
     the worker computes once per step for a model-backed placement's call): it is not ordered
     again (an ordering may have state, such as a predictor's refresh budget), and a placement
-    with per-step state is told the step began (``begin_step``), as ``order`` would. ``hold_s``: the
-    longest the step decides (from its start, the ordering included) before the jobs not considered yet
-    are listed in ``deferred`` for the next step (at least one job or gang is always considered, a gang
-    never split): a worker's step runs on its event loop, which waits meanwhile (2,000 placements held it
-    ~2.7 s, found by ``semsched bench triton --burst``).
+    with per-step state is told the step began (``begin_step``), as ``order`` would. ``hold_s``: once
+    the step has spent that long on placements it made, the jobs not considered yet are listed in
+    ``deferred`` for the next step (a gang is never split; jobs of a shape already found to fit nowhere
+    are still decided, at no cost): a worker's step runs on its event loop, which waits meanwhile (2,000
+    placements held it ~2.7 s, found by ``semsched bench triton --burst``). Only placements count, not
+    the jobs that did not fit: those stay pending and are decided again at every step, so a costly
+    blocked head of the queue counted would cut every step at the same point and starve the jobs that
+    fit behind it (found by review). The ordering (done by the caller with ``in_order``) is not counted.
     """
     started = time.perf_counter()
-    hold_until = None if hold_s is None else _now() + hold_s
+    placing = 0.0  # seconds spent on the placements made (what ``hold_s`` bounds)
     snap = snapshot.copy()
     unique: dict[str, JobRequest] = {}
     for job in pending:
@@ -72,12 +75,13 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
     no_fit: dict[tuple, Unschedulable] = {}  # shape -> the first such job's outcome
 
     def over_budget(need: int) -> bool:
-        if hold_until is not None and (result.placements or result.unschedulable) and _now() >= hold_until:
-            return True
         if max_placements is None:
             return False
         done = len(result.placements)
         return done >= max_placements or (done > 0 and done + need > max_placements)
+
+    def held() -> bool:
+        return hold_s is not None and bool(result.placements) and placing >= hold_s
 
     for job in ordered:
         if job.gang_id not in gangs:
@@ -89,9 +93,14 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
             if known is not None:
                 result.unschedulable.append(known.for_job(job.job_id))
                 continue
+            if held():
+                result.deferred.append(job.job_id)
+                continue
+            t0 = _now()
             outcome = place_one(snap, job, policy, top_k=top_k, filters=filters)
             if isinstance(outcome, Placement):
                 result.placements.append(outcome)
+                placing += _now() - t0
             else:
                 result.unschedulable.append(outcome)
                 if outcome.filtered_out:
@@ -107,10 +116,13 @@ def schedule_step(snapshot: ClusterSnapshot, pending: Sequence[JobRequest], poli
         if problem is not None:
             reason, permanent = problem
             result.unschedulable.extend(Unschedulable(m.job_id, reason, permanent) for m in members)
-        elif over_budget(len(members)):
+        elif over_budget(len(members)) or held():
             result.deferred.extend(m.job_id for m in members)
         else:
+            t0, placed = _now(), len(result.placements)
             _place_gang(snap, gang_id, members, policy, top_k, filters, result)
+            if len(result.placements) > placed:  # (a gang that did not fit whole counts as a job that did not fit)
+                placing += _now() - t0
     result.compute_ms = (time.perf_counter() - started) * 1000.0
     return result
 

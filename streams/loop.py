@@ -328,9 +328,9 @@ class SchedulingLoop:
         result = schedule_step(snap, requests, self.policy, now=tick_ts, context=context, in_order=True,
                                hold_s=self.w.settings.step_hold_s or None)  # fmt: skip
         result.compute_ms += model_s * 1000.0  # the step's compute includes its model call
-        if result.deferred:  # the step's hold ended it: the rest in the next step, soon (not on the clock)
-            self.stats["deferred"] += len(result.deferred)
-            self.wake()
+        if result.deferred:  # the step's hold ended it: the rest in the next step, a debounce later (not on the
+            self.stats["deferred"] += len(result.deferred)  # clock, even with SEMSCHED_EVENT_DEBOUNCE < 0:
+            self.woken.set()  # a burst would go at one hold per step; found by review)
         model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not
         if prepare is not None and requests:
             self.model_status.observe()

@@ -79,9 +79,10 @@ class Settings(BaseModel):
     # 50 read as "50 ms" from the README slept 50 s before every arrival's step)
     event_debounce_s: float = Field(default_factory=lambda data: _env_float("EVENT_DEBOUNCE", min(0.05, data["step_s"])),
                                     validate_default=True)  # fmt: skip  (the default within any step)
-    # the longest a step decides before it leaves the jobs not considered yet to the next step, which starts
-    # SEMSCHED_EVENT_DEBOUNCE later: the step runs on the worker's event loop (heartbeats, agents, /status wait
-    # meanwhile; 2,000 placements held it ~2.7 s, `semsched bench triton --burst`); 0: no hold
+    # once a step has spent this long on the placements it made, it leaves the jobs not considered yet to the
+    # next step, SEMSCHED_EVENT_DEBOUNCE later (scheduling.assign.schedule_step's hold_s): the step runs on the
+    # worker's event loop (heartbeats, agents, /status wait meanwhile; 2,000 placements held it ~2.7 s,
+    # `semsched bench triton --burst`); 0: no hold
     step_hold_s: float = Field(default_factory=lambda: _env_float("STEP_HOLD", 0.5, minimum=0), ge=0)
     confirm_timeout_s: float = Field(default_factory=lambda: _env_positive("CONFIRM_TIMEOUT", 30))
     max_retries: int = Field(default_factory=lambda: _env_int("MAX_RETRIES", 3, minimum=0))

@@ -269,6 +269,29 @@ def test_a_step_past_its_hold_defers_the_rest_in_order_and_never_splits_a_gang(m
     assert len(schedule_step(s, jobs, BF, now=10).placements) == 7  # no hold: all of them
 
 
+def test_a_costly_head_that_does_not_fit_does_not_count_against_the_hold(monkeypatch):
+    """Found by review: the hold counted the whole step, so a head of the queue that fits nowhere and costs more
+    than the hold to decide (a large gang, say) cut every step at the same point: it stays pending and is
+    decided again each step, and the jobs that fit behind it were deferred for ever. Only placements count."""
+    import scheduling.assign as assign
+
+    clock = Ticking()
+
+    class SlowForGangs(type(BF)):  # deciding each gang member costs 10 s of the step's clock
+        def score(self, job, snapshot, feasible):  # noqa: ANN001, ANN202
+            if job.gang_id:
+                clock.t += 10.0
+            return super().score(job, snapshot, feasible)
+
+    s = snap(node("a", gpus=8), node("b", gpus=8))
+    head = [job(f"g{i}", gpus=8, submit_time=0, gang_id="g", gang_size=3) for i in range(3)]  # 2 of 3 fit: rolled back
+    small = [job(f"s{i}", gpus=1, submit_time=1 + i) for i in range(3)]
+    monkeypatch.setattr(assign, "_now", clock)
+    r = schedule_step(s, head + small, SlowForGangs(), now=10, hold_s=0.15)
+    assert {u.job_id for u in r.unschedulable} == {"g0", "g1", "g2"}
+    assert [p.job_id for p in r.placements] == ["s0", "s1"] and r.deferred == ["s2"]  # 0.1 s a placement
+
+
 def test_order_respected_when_capacity_is_scarce():
     s = snap(node("a", gpus=1))
     r = schedule_step(s, [job("late", gpus=1, submit_time=5), job("early", gpus=1, submit_time=1)], BF, now=10)

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import scheduling.assign as assign
 from scheduling.events import JobSubmitted, NodeTelemetry, partition_for
 from streams.state import on_submitted
@@ -13,8 +15,9 @@ from tests.scheduling.sched_builders import Ticking
 from tests.streams.loop_helpers import T0, stood_in_worker
 
 
-def test_the_jobs_a_held_step_did_not_consider_stay_pending_and_the_next_step_comes_soon(monkeypatch) -> None:
-    w, _ = stood_in_worker(step_hold_s=0.25)
+@pytest.mark.parametrize("debounce", [0.05, -1.0])  # (-1: steps on the clock only, for arrivals; found by review)
+def test_the_jobs_a_held_step_did_not_consider_stay_pending_and_the_next_step_comes_soon(monkeypatch, debounce) -> None:
+    w, _ = stood_in_worker(step_hold_s=0.25, event_debounce_s=debounce)
     loop = w.loop  # type: ignore[attr-defined]
     part = partition_for("c1", 4)
     w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=64000,
