@@ -331,6 +331,7 @@ class SchedulingLoop:
         if result.deferred:  # the step's hold ended it: the rest in the next step, a debounce later (not on the
             self.stats["deferred"] += len(result.deferred)  # clock, even with SEMSCHED_EVENT_DEBOUNCE < 0:
             self.woken.set()  # a burst would go at one hold per step; found by review)
+            st.span.set_attribute("semsched.deferred", len(result.deferred))  # (the step span's, review)
         model = StepModel.of(self.policy)  # read after the step: which model version decided, or why not
         if prepare is not None and requests:
             self.model_status.observe()

@@ -7,9 +7,14 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import scheduling.assign as assign
 from scheduling.events import JobSubmitted, NodeTelemetry, partition_for
+from streams import telemetry
 from streams.state import on_submitted
 from tests.scheduling.sched_builders import Ticking
 from tests.streams.loop_helpers import T0, stood_in_worker
@@ -32,9 +37,18 @@ def test_the_jobs_a_held_step_did_not_consider_stay_pending_and_the_next_step_co
         loop.woken.clear()
         await loop.tick()
 
-    asyncio.run(step())
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    telemetry.install(provider, MeterProvider())
+    try:
+        asyncio.run(step())
+    finally:
+        telemetry.shutdown()
     assert set(w.running) == {"j0", "j1", "j2"} and set(w.pending) == {"j3", "j4", "j5"}
     assert loop.stats["deferred"] == 3 and loop.woken.is_set()  # the next step without waiting for the clock
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == "schedule step"]
+    assert span.attributes["semsched.deferred"] == 3 and span.attributes["semsched.pending"] == 6
     asyncio.run(step())
     assert set(w.running) == {f"j{i}" for i in range(6)} and not w.pending and loop.stats["deferred"] == 3
     assert not loop.woken.is_set()
