@@ -33,6 +33,7 @@ class StepBudget:
     def __init__(self, budget_ms: float, spent_ms: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.budget_ms = budget_ms
         self.spent_ms = spent_ms
+        self.first_ms = spent_ms  # the prepared call's share (what the windows opened later add: spent - first)
         self.clock = clock
         self.windows = 1  # the step's calls charged so far (the first window's included)
 

@@ -58,7 +58,6 @@ def burst_rows(model_dir: Path, url: str, snap: Any, pods: list[Any], burst: int
                 ordered = policy.queue_order(jobs, now)
                 t0 = time.perf_counter()
                 loop.run_until_complete(policy.prepare_step(s, ordered, now))
-                first = policy._budget.spent_ms if policy._budget is not None else 0.0  # (the prepared call's)
                 t1 = time.perf_counter()
                 result = schedule_step(s, ordered, policy, now=now, in_order=True, hold_s=hold_s)
                 t2 = time.perf_counter()
@@ -68,7 +67,7 @@ def burst_rows(model_dir: Path, url: str, snap: Any, pods: list[Any], burst: int
                 if not r:
                     continue
                 placed = {p.job_id for p in result.placements}
-                in_step = budget.spent_ms - first if budget is not None else 0.0  # the windows' calls, in the step
+                in_step = budget.spent_ms - budget.first_ms if budget is not None else 0.0  # the windows' calls
                 for key, value in (("prepared", (t1 - t0) * 1000.0), ("blocking", (t2 - t1) * 1000.0), ("calls", in_step),
                                    ("windows", len(policy.windows.calls)), ("placed", len(placed)),
                                    ("deferred", len(result.deferred)),
