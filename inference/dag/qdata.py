@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from inference.dag.teacher import clone_env, heft_complete
 from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, generate_dag
 from scheduling.dag.generator import TRAIN, check_stream_seed
 from scheduling.dag.ranks import heft_upward_ranks
+from scheduling.dag.rollout import heft_complete
 
 #: a student for DAgger: (env, task, spans) -> processor
 Student = Callable[[ListSchedulingEnv, int], int]
@@ -60,7 +60,7 @@ def completion_spans(env: ListSchedulingEnv, task: int, rank: np.ndarray) -> np.
     """(P,) the HEFT-completion makespan of placing ``task`` on each processor."""
     spans = np.empty(env.problem.n_procs)
     for proc in range(env.problem.n_procs):
-        twin = clone_env(env)
+        twin = env.clone()
         twin.step(task, proc)
         spans[proc] = heft_complete(twin, rank)
     return spans
@@ -72,7 +72,7 @@ def q_trajectory(config: DagGeneratorConfig, seed: int, index: int, *, explore: 
     problem = training_problem(config, seed, index)
     rank = heft_upward_ranks(problem)
     env = ListSchedulingEnv(problem, insertion=True)
-    heft = heft_complete(clone_env(env), rank)
+    heft = heft_complete(env.clone(), rank)
     tol = 1e-9 * max(heft, 1.0)
     rng = rng or np.random.default_rng((seed, index))
     tasks, procs, spans = [], [], []

@@ -33,59 +33,37 @@ import torch
 
 from inference.dag.features import dag_context, proc_features, task_view
 from inference.dag.policy import LearnedDagScheduler
-from inference.dag.teacher import clone_env, heft_complete
 from scheduling.dag import DagProblem, ListSchedulingEnv, Schedule
-from scheduling.dag.local_search import improve
-from scheduling.dag.ranks import heft_upward_ranks
+from scheduling.dag.rollout import rollout_schedule as core_rollout
 from scheduling.dag.schedulers import register_dag_scheduler
 
 
 def rollout_schedule(problem: DagProblem, net: torch.nn.Module | None, *, tasks: int = 1,
                      procs: int = 2, polish: bool = True) -> Schedule:  # fmt: skip
-    """The rollout search described in the module docstring (``net=None`` or ``tasks=0``: only
-    HEFT's task on every processor; ``polish=False``: without the local search after it)."""
-    rank = heft_upward_ranks(problem)
-    ctx = dag_context(problem) if net is not None else None
-    env = ListSchedulingEnv(problem, insertion=True)
-    first = clone_env(env)
-    best_span = heft_complete(first, rank)
-    best = first.schedule()
-    tol = 1e-9 * max(best_span, 1.0)
-    while not env.done:
-        proposals = _proposals(ctx, net, env, rank, tasks, procs)
-        choice, choice_span = proposals[0], np.inf  # HEFT's action
-        for task, proc in proposals:
-            twin = clone_env(env)
-            twin.step(task, proc)
-            span = heft_complete(twin, rank)
-            if span < choice_span - tol:
-                choice, choice_span = (task, proc), span
-            if span < best_span - tol:
-                best_span, best = span, twin.schedule()
-        env.step(*choice)
-    found = env.schedule() if env.makespan <= best_span + tol else best
-    return improve(problem, found) if polish else found
-
-
-def _proposals(ctx, net, env: ListSchedulingEnv, rank: np.ndarray, tasks: int,  # noqa: ANN001
-               procs: int) -> list[tuple[int, int]]:  # fmt: skip
-    """(task, processor) pairs to try, HEFT's action first, without repeats."""
-    ready = env.ready
-    heft_task = int(ready[np.argmax(rank[ready])])
-    out = [(heft_task, int(p)) for p in np.argsort(env.finish_times(heft_task), kind="stable")]
+    """The rollout search of :mod:`scheduling.dag.rollout` with the policy's proposals besides
+    HEFT's (``net=None`` or ``tasks=0``: only HEFT's task on every processor, ``heft-rollout``;
+    ``polish=False``: without the local search after it)."""
     if net is None or tasks == 0:
-        return out
+        return core_rollout(problem, polish=polish)
+    ctx = dag_context(problem)
+    return core_rollout(problem, lambda env, rank: _proposals(ctx, net, env, tasks, procs), polish=polish)
+
+
+def _proposals(ctx, net, env: ListSchedulingEnv, tasks: int, procs: int) -> list[tuple[int, int]]:  # noqa: ANN001
+    """The policy's ``tasks`` likeliest ready tasks, each on its ``procs`` likeliest processors
+    (the rollout adds them after HEFT's candidates, without repeats)."""
     view = task_view(ctx, env)
+    out: list[tuple[int, int]] = []
     with torch.no_grad():
         logits, emb = net.task_logits(torch.from_numpy(view.x).unsqueeze(0),
                                       torch.ones(1, len(view.ready), dtype=torch.bool))  # fmt: skip
         rows = torch.argsort(logits[0], descending=True, stable=True)[:tasks].tolist()
-        for row in rows:  # (besides HEFT's: found by review, they replaced it, and the search lost its guarantee)
+        for row in rows:
             x = proc_features(ctx, env, view, row)[:, : net.config.proc_dim]
             x = torch.from_numpy(np.ascontiguousarray(x)).unsqueeze(0)
             pl = net.proc_logits(x, emb[0, row].unsqueeze(0), torch.ones(1, x.shape[1], dtype=torch.bool))
             order = torch.argsort(pl[0], descending=True, stable=True)[:procs].tolist()
-            out += [(int(view.ready[row]), int(p)) for p in order if (int(view.ready[row]), int(p)) not in out]
+            out += [(int(view.ready[row]), int(p)) for p in order]
     return out
 
 

@@ -11,33 +11,13 @@ the network imitates it instead of running it.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import numpy as np
 
 from inference.dag.features import DagContext, dag_context, proc_features, task_view
 from scheduling.dag import DagProblem, ListSchedulingEnv
-
-_STATE = ("proc", "start", "finish", "scheduled", "missing_parents", "ready_since", "_busy_start",
-          "_busy_finish", "_busy_count", "proc_available")  # fmt: skip
-
-
-def clone_env(env: ListSchedulingEnv) -> ListSchedulingEnv:
-    """An independent copy of ``env``'s state (the problem is shared, it is immutable)."""
-    twin = copy.copy(env)
-    for name in _STATE:
-        setattr(twin, name, getattr(env, name).copy())
-    return twin
-
-
-def heft_complete(env: ListSchedulingEnv, rank: np.ndarray) -> float:
-    """Finish ``env`` in place with HEFT's rule; the resulting makespan."""
-    while not env.done:
-        ready = env.ready
-        task = int(ready[np.argmax(rank[ready])])
-        env.step(task, int(np.argmin(env.finish_times(task))))
-    return env.makespan
+from scheduling.dag.rollout import heft_complete
 
 
 @dataclass(frozen=True)
@@ -74,7 +54,7 @@ def teacher_action(ctx: DagContext, env: ListSchedulingEnv, k: int, best: float)
     choice: tuple[int, int, float] | None = None
     for i, task in enumerate(cands):
         for proc in np.argsort(env.finish_times(int(task)), kind="stable"):
-            twin = clone_env(env)
+            twin = env.clone()
             twin.step(int(task), int(proc))
             spans[i, proc] = heft_complete(twin, ctx.rank_u)
             if choice is None or spans[i, proc] < choice[2] - tol:
@@ -105,7 +85,7 @@ def teacher_trajectory(problem: DagProblem, k: int = 3) -> tuple[list[Sample], f
     """Run the teacher on ``problem``: its decisions as samples, and its makespan."""
     ctx = dag_context(problem)
     env = ListSchedulingEnv(problem, insertion=True)
-    best = heft_complete(clone_env(env), ctx.rank_u)
+    best = heft_complete(env.clone(), ctx.rank_u)
     samples = []
     while not env.done:
         choice = teacher_action(ctx, env, k, best)

@@ -19,10 +19,10 @@ def dag(
     processors: o.Processors = o.PROCESSORS,
     ccr: o.Ccr = o.CCR,
     beta: o.Beta = o.BETA,
-    schedulers: str = typer.Option("heft,cpop,fifo", help="DAG schedulers, comma-separated (also learned, "
-                                   "learned-sample, learned-rollout, learned-rollout-wide: the trained policy of "
-                                   "inference/dag, `semsched train-dag`; the rollouts are decision-time search, "
-                                   "seconds per DAG)."),
+    schedulers: str = typer.Option("heft,cpop,fifo", help="DAG schedulers, comma-separated (also heft-rollout, "
+                                   "a rollout over HEFT with no model, and learned, learned-sample, learned-rollout, "
+                                   "learned-rollout-wide: the trained policy of inference/dag, `semsched train-dag`; "
+                                   "the rollouts are decision-time search, seconds per DAG)."),
     workflows: bool = typer.Option(True, help="Also the Topcuoglu graph and the WfInstances workflows."),
     out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-dag.md, bench-dag.json and the plots."),
 ) -> None:

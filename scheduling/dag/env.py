@@ -17,6 +17,7 @@ Both are computed for all processors at once on padded ``(P, n)`` interval array
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,16 @@ class ListSchedulingEnv:
         self._busy_count = np.zeros(p, dtype=np.int64)
         #: the end of the last task on each processor (0 when idle so far)
         self.proc_available = np.zeros(p)
+
+    _STATE = ("proc", "start", "finish", "scheduled", "missing_parents", "ready_since", "_busy_start",
+              "_busy_finish", "_busy_count", "proc_available")  # fmt: skip
+
+    def clone(self) -> ListSchedulingEnv:
+        """An independent copy of this env's state (the problem is shared: it is immutable)."""
+        twin = copy.copy(self)
+        for name in self._STATE:
+            setattr(twin, name, getattr(self, name).copy())
+        return twin
 
     # -- state ------------------------------------------------------------------------------
     @property

@@ -2,10 +2,12 @@
 
 - ``heft``: upward rank, insertion-based earliest finish time (Topcuoglu et al. 2002);
 - ``cpop``: upward + downward rank, critical path on one processor (ibid.);
-- ``fifo``: ready order, earliest finish without insertion.
+- ``fifo``: ready order, earliest finish without insertion;
+- ``heft-rollout``: HEFT's task on every processor, each finished with HEFT, the best taken at
+  every step, then a critical-path local search (:mod:`scheduling.dag.rollout`).
 """
 
-from scheduling.dag.schedulers import cpop, fifo, heft  # noqa: F401 - registers them
+from scheduling.dag.schedulers import cpop, fifo, heft, heft_rollout  # noqa: F401 - registers them
 from scheduling.dag.schedulers.base import (
     DagScheduler,
     ListScheduler,

@@ -117,23 +117,28 @@ def test_rollout_search_is_valid_and_never_worse_than_heft(small_dags, topcuoglu
         assert scheduler.schedule(topcuoglu).makespan <= 80.0
 
 
-def test_the_rollouts_candidates_are_heft_s_task_on_every_processor_and_the_policy_s_besides(small_dags):
+def test_the_policy_s_proposals_are_tried_after_heft_s_candidates(small_dags):
     """HEFT's own action is always a candidate, first (ties go to it), so each step's completion is never
     longer than the previous one's (found by review: with a model the policy's proposals replaced them)."""
     from inference.dag.features import dag_context
     from inference.dag.search import _proposals
-    from scheduling.dag import ListSchedulingEnv
-    from scheduling.dag.ranks import heft_upward_ranks
+    from scheduling.dag.rollout import heft_candidates
+    from scheduling.dag.rollout import rollout_schedule as core_rollout
 
     net = DagPolicyNet(NetConfig(hidden=8, proc_context=True))
-    problem = small_dags[0]
-    env, rank = ListSchedulingEnv(problem, insertion=True), heft_upward_ranks(problem)
-    while not env.done:
-        heft_only = _proposals(None, None, env, rank, 0, 0)
-        both = _proposals(dag_context(problem), net, env, rank, 2, 2)
-        assert both[: len(heft_only)] == heft_only and len(heft_only) == problem.n_procs
-        assert len(both) == len(set(both)) <= problem.n_procs + 4
-        env.step(*heft_only[0])
+    problem, ctx = small_dags[0], dag_context(small_dags[0])
+    asked: list[tuple[list[tuple[int, int]], list[tuple[int, int]]]] = []
+
+    def propose(env, rank):  # noqa: ANN001, ANN202
+        proposals = _proposals(ctx, net, env, 2, 2)
+        asked.append((heft_candidates(env, rank), proposals))
+        return proposals
+
+    core_rollout(problem, propose, polish=False)
+    assert len(asked) == problem.n_tasks
+    for heft_only, proposals in asked:
+        assert len(heft_only) == problem.n_procs and len(proposals) <= 4
+    assert any(set(p) - set(h) for h, p in asked)  # the policy proposes pairs HEFT's candidates lack
 
 
 def test_a_training_dag_seed_past_32_bits_is_refused():

@@ -23,13 +23,13 @@ from scheduling.dag.schedulers import (
 )
 from scheduling.dag.schedulers.fifo import Fifo
 
-SCHEDULERS = ["heft", "cpop", "fifo"]
+SCHEDULERS = ["heft", "cpop", "fifo"]  # heft-rollout: tests/scheduling/dag/test_dag_rollout.py
 
 
 def test_registry_lists_and_refuses_unknown_names() -> None:
     assert set(SCHEDULERS) <= set(available_dag_schedulers())
     assert get_dag_scheduler("heft").name == "heft"
-    with pytest.raises(UnknownDagSchedulerError, match="unknown DAG scheduler 'nope'; available: cpop, fifo, heft"):
+    with pytest.raises(UnknownDagSchedulerError, match="unknown DAG scheduler 'nope'; available: cpop, fifo, heft, heft-rollout"):
         get_dag_scheduler("nope")
 
 
