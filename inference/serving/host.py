@@ -3,8 +3,11 @@
 The server serves ONE Triton version per model name and swaps the weights inside the
 inference callables (one host in each model's Python-backend stub), so a new version needs no
 new repository directory and no model reload through Triton's control API: the host re-resolves ``model_dir`` (usually the ``models/latest``
-symlink that ``semsched train`` and promotion repoint) at most every ``watch_s`` seconds and,
-when it points at another directory, loads it and answers every later request with it. Every
+symlink that ``semsched train`` and promotion repoint) every ``watch_s`` seconds and, when it
+points at another directory, loads it and answers every later request with it. In a server
+(:meth:`ModelHost.watch`) that check runs in a thread of its own: a new version is loaded, checked
+and its parts built (a MiniLM encoder, ~10 s on a CPU) beside the serving one, whose requests are
+answered meanwhile; without it (a host used directly) ``current()`` checks on the caller's path. Every
 answer carries a ``VERSION`` output, so the client records which version decided and keeps
 its local copy of the same version. A version that fails to load is logged once
 (``reload_error``) and the current one keeps serving.
@@ -75,6 +78,8 @@ class ModelHost:
         self._listeners: list[Any] = []
         self._guards: list[Any] = []
         self._refused: set[tuple[Path, int]] = set()  # versions not to load again (inference.model.io.reload_if_moved)
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
 
     @property
     def version(self) -> str:
@@ -85,9 +90,32 @@ class ModelHost:
         raises refuses the version."""
         self._listeners.append(listener)
 
+    def watch(self) -> None:
+        """From now on, check ``model_dir`` every ``watch_s`` in a daemon thread, not in ``current()``.
+        Found by review: on a request's path, a version with another text encoder held ``job_encoder``
+        ~10 s while MiniLM loaded, and every worker's step timed out to its fallback meanwhile."""
+        if self._watcher is None:
+            self._watcher = threading.Thread(target=self._watch, name="semsched-model-watch", daemon=True)
+            self._watcher.start()
+
+    def stop_watching(self) -> None:
+        self._stop.set()
+        if self._watcher is not None:
+            self._watcher.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(max(self.watch_s, 0.01)):
+            with self._lock:
+                try:
+                    self._check()
+                except Exception:  # noqa: BLE001 - the thread must outlive one bad check
+                    log.exception("checking %s for a new model version", self.model_dir)
+                self._checked = time.monotonic()
+
     def current(self) -> Any:
-        """The loaded model to answer this request with (checks ``model_dir`` every ``watch_s``)."""
-        if time.monotonic() - self._checked >= self.watch_s:
+        """The loaded model to answer this request with (checks ``model_dir`` every ``watch_s`` unless a
+        thread does, :meth:`watch`)."""
+        if self._watcher is None and time.monotonic() - self._checked >= self.watch_s:
             with self._lock:
                 if time.monotonic() - self._checked >= self.watch_s:
                     self._check()

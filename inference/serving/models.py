@@ -261,27 +261,37 @@ def make_encoder(name: str, device: str) -> Any:
 
 
 class JobEncoderModel:
-    """The ``job_encoder`` callable: every queued text in one ``encode`` call."""
+    """The ``job_encoder`` callable: every queued text in one ``encode`` call, with the encoder of the
+    version it answers under (a new version's is built before it serves, beside the current one's)."""
 
     def __init__(self, host: ModelHost, device: str = "cpu",
                  encoder_factory: Callable[[str, str], Any] = make_encoder) -> None:  # fmt: skip
         self.host, self.device, self.factory = host, device, encoder_factory
-        self.encoder_name = host.loaded.config.spec.encoder
-        self.encoder = encoder_factory(self.encoder_name, device)
+        name = host.loaded.config.spec.encoder
+        self._encoders = {name: encoder_factory(name, device)}
         self._lock = threading.Lock()
         host.on_swap(self._swapped)
 
+    @property
+    def encoder_name(self) -> str:
+        return str(self.host.loaded.config.spec.encoder)
+
     def _swapped(self, loaded: Any) -> None:
-        name = loaded.config.spec.encoder
-        if name != self.encoder_name:
-            self.encoder, self.encoder_name = self.factory(name, self.device), name
+        """Before ``loaded`` serves: its encoder beside the serving version's (found by review: replacing it
+        here, while the host's watch thread swaps, encoded requests still answered under the old version with
+        the new encoder); any older one is let go."""
+        name, serving = loaded.config.spec.encoder, self.encoder_name
+        new = self._encoders.get(name) or self.factory(name, self.device)
+        self._encoders = {serving: self._encoders[serving], name: new}
 
     def __call__(self, requests: list[Any]) -> list[dict[str, np.ndarray]]:
         loaded = self.host.current()
+        name = loaded.config.spec.encoder
+        encoder = self._encoders.get(name) or self.factory(name, self.device)  # (gone only after two swaps in one call)
         texts = [np.asarray(r["TEXT"]).reshape(-1) for r in requests]
         flat = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for rows in texts for t in rows]
         with self._lock:
-            vectors = np.asarray(self.encoder.encode(flat), dtype=np.float32)
+            vectors = np.asarray(encoder.encode(flat), dtype=np.float32)
         answers, start = [], 0
         for rows in texts:
             answers.append({"EMBEDDING": vectors[start:start + len(rows)],

@@ -110,11 +110,26 @@ class DurationHost:
         self._checked = -float("inf")
         self._lock = threading.Lock()
         self._refused: set[tuple[Path, int]] = set()  # versions that did not load: not loaded again until rewritten
+        self._watcher: threading.Thread | None = None
+        self._stop = threading.Event()
         self.current()
 
+    def watch(self) -> None:
+        """Check ``directory`` every ``watch_s`` in a daemon thread, not in ``current()`` (a request's path)."""
+        if self._watcher is None and self.directory is not None:
+            self._watcher = threading.Thread(target=self._watch, name="semsched-duration-watch", daemon=True)
+            self._watcher.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(max(self.watch_s, 0.01)):
+            self._check()
+
     def current(self) -> Any:
-        if self.directory is None or time.monotonic() - self._checked < self.watch_s:
-            return self.predictor
+        if self._watcher is None and self.directory is not None and time.monotonic() - self._checked >= self.watch_s:
+            self._check()
+        return self.predictor
+
+    def _check(self) -> None:
         with self._lock:
             self._checked = time.monotonic()
             from inference.duration.io import load_predictor, version_mark
@@ -132,7 +147,6 @@ class DurationHost:
                 if reason != self.error and self.predictor is not None:
                     log.error("cannot load duration model, keeping %s: %s", self.predictor.version, reason)
                 self.error = reason
-        return self.predictor
 
 
 class PredictorModel:

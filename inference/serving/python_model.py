@@ -79,6 +79,9 @@ class TritonPythonModel:
         self.model = make_model(self.kind, host, device, Path(duration) if duration else None,
                                 [t["name"] for t in config.get("output", [])])  # fmt: skip
         log.info("model %-11s %s", self.kind, describe(self.kind, self.model))
+        host.watch()  # new versions loaded in a thread beside the serving one, not on a request's path
+        if (duration := getattr(self.model, "duration", None)) is not None:
+            duration.watch()
 
     def execute(self, requests: list[Any]) -> list[Any]:
         import triton_python_backend_utils as pb_utils

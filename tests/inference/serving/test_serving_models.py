@@ -162,6 +162,68 @@ def test_job_encoder_model_batches_all_requests_in_one_encode(tmp_path):
     assert load_model(tmp_path / "latest").config.spec.encoder == model.encoder_name
 
 
+def test_a_watching_host_loads_a_new_version_beside_the_serving_one(tmp_path):
+    """Found by review: ``current()`` loaded a new version and built its parts on a request's path (a MiniLM
+    encoder, ~10 s): every request waited, and the worker's steps fell back. With ``watch()`` a thread does it;
+    requests are answered by the serving version until the new one is ready, then by the new one."""
+    import threading
+
+    publish(tmp_path, "v1", seed=1)
+    host = ModelHost(tmp_path / "latest", watch_s=0.01)
+    building, release = threading.Event(), threading.Event()
+    host.on_swap(lambda loaded: (building.set(), release.wait(30)))
+    host.watch()
+    try:
+        publish(tmp_path, "v2", seed=2)
+        assert building.wait(10)
+        answered: list[str] = []
+        request = threading.Thread(target=lambda: answered.append(host.current().version))
+        request.start()
+        request.join(2)
+        assert answered == ["v1"]  # at once, while v2's parts are being built
+        release.set()
+        for _ in range(500):
+            if host.current().version == "v2":
+                break
+            threading.Event().wait(0.01)
+        assert host.current().version == "v2" and host.swaps == 1
+    finally:
+        release.set()
+        host.stop_watching()
+
+
+def test_job_encoder_answers_each_version_with_its_own_encoder_across_a_swap(tmp_path):
+    """Once a new version's encoder is built (the host's watch thread), until the version serves, requests get the serving
+    version's name *and* vectors; found by review: the listener replaced the encoder first, and requests
+    in between answered the old name with the new encoder's vectors."""
+    import threading
+
+    publish(tmp_path, "v1", seed=1)
+    host = ModelHost(tmp_path / "latest", watch_s=0.01)
+    built, release = threading.Event(), threading.Event()
+    model = JobEncoderModel(host)
+    host.on_swap(lambda loaded: (built.set(), release.wait(30)))  # after the model's own: its encoder is built
+    host.watch()
+    request = {"TEXT": np.array([[b"train resnet"]], dtype=np.object_)}
+    try:
+        publish(tmp_path, "v2", seed=2, spec=replace(SPEC, text_dim=8, encoder="hashed-ngram-8"))
+        assert built.wait(10)
+        out = model([request])[0]
+        assert out["VERSION"].tolist() == [[b"v1"]] and out["EMBEDDING"].shape == (1, 16)
+        release.set()
+        for _ in range(500):
+            if host.version == "v2":
+                break
+            threading.Event().wait(0.01)
+        out = model([request])[0]
+        assert out["VERSION"].tolist() == [[b"v2"]] and out["EMBEDDING"].shape == (1, 8)
+        np.testing.assert_array_equal(out["EMBEDDING"], get_encoder("hashed-ngram-8").encode(["train resnet"]))
+        assert model.encoder_name == "hashed-ngram-8"
+    finally:
+        release.set()
+        host.stop_watching()
+
+
 def test_batch_rows_of_packed_scores_with_different_lengths_are_padded():
     from inference.serving.models import stack_rows
 
