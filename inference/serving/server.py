@@ -277,12 +277,17 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         wait_http_endpoints(host, options.http_port, options.metrics_port,
                             max(10.0, options.ready_timeout_s - (time.monotonic() - t0)), process, instance, stop)  # fmt: skip
         log.info("triton ready on %s: grpc :%d, http :%d, metrics :%d; models from %s "
-                 "(checked at requests, at most every %.1f s)", options.host, options.grpc_port, options.http_port,
+                 "(a new version looked for every %.1f s)", options.host, options.grpc_port, options.http_port,
                  options.metrics_port, options.model_dir, options.watch_s)  # fmt: skip
         stubs = model_stubs(process.pid)  # each model's stub: one that dies is not started again (stubs.py)
-        if len(stubs) < len(MODEL_NAMES):
-            log.warning("found %d of the %d models' stubs under tritonserver: a stub that dies may go unnoticed",
-                        len(stubs), len(MODEL_NAMES))  # fmt: skip
+        if not stubs:
+            log.warning("found none of the models' stubs under tritonserver (no /proc?): a stub that dies goes unnoticed")
+        elif missing := [m for m in MODEL_NAMES if m not in stubs.values()]:
+            # ready: every model's stub was started; one not there died before this look (found by a test that
+            # killed one at once: it went unnoticed, only a warning)
+            log.error("the %s model's stub died (not running under tritonserver once ready): tritonserver does not "
+                      "start it again; stopping", ", ".join(missing))  # fmt: skip
+            return 1
         looked = time.monotonic()
         while not stop.wait(0.5):
             if process.poll() is not None:

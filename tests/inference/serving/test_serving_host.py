@@ -93,10 +93,38 @@ def test_the_server_exits_1_naming_the_model_when_a_models_stub_dies(tmp_path) -
         assert set(stubs) == {"policy", "job_encoder", "predictor"}
         os.kill(stubs["job_encoder"], signal.SIGKILL)
         assert handle.process.wait(30) == 1
-        assert f"the job_encoder model's stub (pid {stubs['job_encoder']}) died" in handle.log_tail(400)
+        tail = handle.log_tail(400)  # (killed before serve looked at its stubs: "died (not running …")
+        assert f"the job_encoder model's stub (pid {stubs['job_encoder']}) died" in tail or \
+            "the job_encoder model's stub died (not running under tritonserver once ready)" in tail
     finally:
         handle.stop()
     assert group_members(handle.pid) == []
+
+
+def test_a_stub_gone_before_serve_first_looks_stops_it_too(tmp_path, monkeypatch, caplog) -> None:
+    """A stub that died between the server's readiness and serve's first look at its stubs went unnoticed
+    (a warning: the dead stub was not in the list it watched); found by the test above, killing one at once."""
+    import threading
+
+    from serving_helpers import publish
+
+    import inference.serving.server as server
+    from inference.serving.process import free_ports
+
+    real = server.model_stubs
+    monkeypatch.setattr(server, "model_stubs", lambda pid: {p: m for p, m in real(pid).items() if m != "job_encoder"})
+    latest = publish(tmp_path / "models", "v1", seed=0)
+    grpc, http, metrics = free_ports(3)
+    codes: list[int] = []
+    with caplog.at_level("ERROR", logger="semsched.serving"):  # (in a thread: serve() installs no signal handlers)
+        t = threading.Thread(target=lambda: codes.append(server.serve(server.ServeOptions(
+            model_dir=latest, grpc_port=grpc, http_port=http, metrics_port=metrics, device="cpu"),
+            threading.Event())), daemon=True)  # fmt: skip
+        t.start()
+        t.join(120)
+    assert codes == [1]
+    assert "the job_encoder model's stub died (not running under tritonserver once ready)" in caplog.text
+    assert not reachable("127.0.0.1", grpc)  # tritonserver was stopped
 
 
 def test_tritonserver_does_not_outlive_a_killed_server(tmp_path) -> None:
