@@ -110,6 +110,30 @@ def make_models(options: ServeOptions, device: str) -> ServingModels:
     return ServingModels(host, *(make_model(kind, host, device, options.duration_dir) for kind in MODEL_NAMES))
 
 
+def again(stop: threading.Event, now: threading.Event) -> None:
+    """A SIGINT / SIGTERM: the first stops the server, the next one kills tritonserver at once (found by
+    review: a second Ctrl-C during the shutdown did nothing)."""
+    if stop.is_set():
+        if not now.is_set():
+            log.warning("killing tritonserver now")
+        now.set()
+        return
+    log.info("stopping: tritonserver unloads its models (Ctrl-C again to kill it now)")
+    stop.set()
+
+
+def stop_process(process: subprocess.Popen[Any], now: threading.Event, timeout_s: float) -> None:
+    """SIGTERM ``process`` (tritonserver unloads the models, their stubs exit, within
+    ``--exit-timeout-secs``); SIGKILL once ``timeout_s`` has passed or ``now`` is set."""
+    process.terminate()
+    deadline = time.monotonic() + timeout_s
+    while process.poll() is None and time.monotonic() < deadline and not now.wait(0.1):
+        pass
+    if process.poll() is None:
+        process.kill()
+        process.wait(5)
+
+
 def tritonserver_dist() -> tuple[Path, Path]:
     """``(tritonserver directory, its bundled libraries)`` from the ``nvidia-pytriton`` wheel
     (``ImportError`` without it)."""
@@ -239,9 +263,10 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
     else:
         workspace = options.workspace
     stop = stop or threading.Event()
+    now = threading.Event()  # a second Ctrl-C: tritonserver is killed, not waited for
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, lambda *_: again(stop, now))
     process = None
     code = 0
     shm_token = host_files.write_token(options.grpc_port)
@@ -308,12 +333,7 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         code = 1
     finally:
         if process is not None and process.poll() is None:
-            process.terminate()  # tritonserver unloads the models (their stubs exit) within --exit-timeout-secs
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+            stop_process(process, now, 15.0)
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
         for path in host_files.remove_own_regions():  # a stub that died with tritonserver could not

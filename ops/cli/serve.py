@@ -16,7 +16,7 @@ def serve_command(
     http_port: int = typer.Option(8000, min=1, max=65535, help="HTTP port (/v2/health/ready)."),
     metrics_port: int = typer.Option(8002, min=1, max=65535, help="Prometheus metrics port."),
     device: str = typer.Option("auto", help="auto (cuda when torch sees a GPU), cpu or cuda."),
-    watch: float = typer.Option(1.0, help="Least seconds between checks of the model directory for a new version (checked when a request comes)."),
+    watch: float = typer.Option(1.0, help="Seconds between checks of the model directory for a new version (each model's stub loads it in a thread beside its requests)."),
     duration: Path = typer.Option(None, help="Duration-model directory for the predictor model "
                                              "(default: models/duration/latest beside the model, when it exists)."),
     workspace: Path = typer.Option(None, help="Directory for the model repository and the Python backend; must not exist yet, and is kept after exit (default: a fresh /tmp dir, removed at exit)."),

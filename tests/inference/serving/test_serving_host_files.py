@@ -120,3 +120,31 @@ def test_a_tritonserver_that_cannot_start_is_one_line_and_exit_2(tmp_path, monke
         t.start()
         t.join(60)
     assert codes == [2] and "cannot start tritonserver: ImportError: the nvidia-pytriton wheel" in caplog.text
+
+
+def test_a_second_ctrl_c_kills_tritonserver_without_waiting_for_its_shutdown() -> None:
+    """Found by review: a second Ctrl-C during ``semsched serve``'s shutdown (up to 15 s of tritonserver
+    unloading its models) did nothing. Here a process that ignores SIGTERM stands for a slow shutdown."""
+    import subprocess
+    import sys
+    import threading
+    import time
+
+    from inference.serving.server import again, stop_process
+
+    stubborn = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "print('ready', flush=True); time.sleep(60)"]  # fmt: skip
+    stop, now = threading.Event(), threading.Event()
+    again(stop, now)  # the first: stop the server, not now
+    assert stop.is_set() and not now.is_set()
+    process = subprocess.Popen(stubborn, stdout=subprocess.PIPE)
+    assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+    threading.Timer(0.5, again, (stop, now)).start()  # the second, half a second into the shutdown
+    t0 = time.monotonic()
+    stop_process(process, now, timeout_s=30.0)
+    assert process.returncode == -9 and time.monotonic() - t0 < 10
+    process = subprocess.Popen(stubborn, stdout=subprocess.PIPE)  # without it: SIGKILL after the timeout
+    assert process.stdout is not None and process.stdout.readline() == b"ready\n"
+    t0 = time.monotonic()
+    stop_process(process, threading.Event(), timeout_s=1.0)
+    assert process.returncode == -9 and 1.0 <= time.monotonic() - t0 < 10
