@@ -81,6 +81,16 @@ def archive_client(archive: str | None, *, write: bool) -> Any:
     return open_archive(dsn, create=write)
 
 
+def archive_name(client: Any) -> str:
+    """What a record may say about the archive ``client`` reads: its DSN without the password (found
+    by review: ``train.json`` and ``model_versions`` held it in clear), and through which worker."""
+    from storage.client import redacted
+
+    if getattr(client, "kind", "") == "worker":  # (its /sql URL names no archive)
+        return f"{redacted(client.settings.clickhouse_dsn)} (through the worker at {client.dsn})"
+    return redacted(str(getattr(client, "dsn", "")))
+
+
 def _sample(items: list, n: int | None) -> list:
     import numpy as np
 

@@ -21,6 +21,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ops.console import print_json_line, wide_console
 
 console = wide_console()
+READ_TIMEOUT_S = 600.0  # reading the archive through a running worker's /sql
 
 
 def run_train_from_archive(*, archive: str | None = None, out: Path = Path("models"), epochs: int = 12,
@@ -37,12 +38,15 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
     from inference.training import TrainOptions
     from inference.training.archive_events import fold_events
     from inference.training.archive_train import NothingToLearnError, train_from_archive
-    from ops.cli.models import archive_client, run_promote
+    from ops.cli.db import WorkerBusy
+    from ops.cli.models import archive_client, archive_name, run_promote
     from ops.cli.options import seed_list
     from storage.queries.training_events import training_events
 
     torch.set_num_threads(1)
     client = archive_client(archive, write=False)
+    if getattr(client, "kind", "") == "worker":  # the whole archive in one answer: more than a probe's 10 s
+        client.timeout = READ_TIMEOUT_S
     with Progress(TextColumn("[bold]train from the archive"), BarColumn(), MofNCompleteColumn(),
                   TextColumn("{task.fields[what]}"), TimeElapsedColumn(), console=console) as bar:  # fmt: skip
         task = bar.add_task("train", total=None, what="reading the archive, rebuilding the states")
@@ -50,7 +54,13 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
         def on_batch(epoch: int, done: int, loss: float) -> None:
             bar.update(task, completed=done, what=f"epoch {epoch + 1}/{epochs} loss {loss:.3f}")
 
-        events = fold_events(training_events(client))
+        try:
+            events = fold_events(training_events(client))
+        except WorkerBusy as e:  # (found by review: a traceback)
+            bar.stop()
+            console.print(f"[red]cannot read the archive: {escape(str(e))}[/red] (stop the worker, or point "
+                          "--archive / SEMSCHED_CLICKHOUSE_URL at a ClickHouse server)")  # fmt: skip
+            raise typer.Exit(1) from None
         try:
             directory = train_from_archive(
                 events, out, options=TrainOptions(epochs=epochs, batch=batch, lr=lr, seed=seed, target=target,
@@ -59,7 +69,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                 depth=depth, text_dim=text_dim, head_hidden=head_hidden, head_layers=head_layers, head_rank=head_rank,
                 outcomes=[o.strip() for o in outcomes.split(",") if o.strip()],
                 policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
-                max_samples=max_samples, tied_targets=tied_targets, version=version, archive=getattr(client, "dsn", archive or ""),
+                max_samples=max_samples, tied_targets=tied_targets, version=version, archive=archive_name(client),
                 on_batch=on_batch, job_tokens=job_tokens, cluster=cluster_features, frag=frag_features,
                 stability=stability, encoder=encoder)  # fmt: skip
         except NothingToLearnError as e:

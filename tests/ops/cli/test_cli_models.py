@@ -201,3 +201,56 @@ def test_train_refuses_options_it_would_ignore_or_could_not_use(tmp_path: Path, 
                                "--archive", f"chdb://{tmp_path / 'a'}"])  # fmt: skip
     assert r.exit_code == 2 and says in _flat(r.output), r.output
     assert not (tmp_path / "m").exists()
+
+
+def test_archive_name_never_shows_a_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from ops.cli.db import WorkerSqlClient
+    from ops.cli.models import archive_name
+    from streams.settings import Settings
+
+    assert archive_name(SimpleNamespace(dsn="https://analyst:s3cret@ch.internal:8443/semsched")) == \
+        "https://analyst:***@ch.internal:8443/semsched"
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", "http://analyst:s3cret@ch.internal:8123/semsched")
+    worker = WorkerSqlClient(Settings())
+    named = archive_name(worker)
+    assert "s3cret" not in named and "analyst:***@ch.internal:8123/semsched" in named and worker.dsn in named
+
+
+def test_train_from_archive_records_the_archive_without_its_password(dsn: str, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: ``train.json`` (and so ``model_versions``) held the archive's DSN as given, password and all."""
+    import ops.cli.models as cli_models
+
+    class WithPassword:  # the chdb archive, under a server DSN with a password (no ClickHouse server here)
+        def __init__(self, inner) -> None:  # noqa: ANN001
+            self.inner, self.dsn = inner, "https://analyst:s3cret@ch.internal:8443/semsched"
+
+        def __getattr__(self, name: str):  # noqa: ANN204
+            return getattr(self.inner, name)
+
+    real = cli_models.archive_client
+    monkeypatch.setattr(cli_models, "archive_client", lambda archive, write: WithPassword(real(archive, write=write)))
+    models = tmp_path / "models"
+    r = runner.invoke(_app(), ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(models),
+                               "--epochs", "1", "--hidden", "8", "--text-dim", "8", "--version", "arch-pw"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    recorded = (models / "arch-pw" / "train.json").read_text()
+    assert "s3cret" not in recorded
+    assert json.loads(recorded)["archive"] == "https://analyst:***@ch.internal:8443/semsched"
+
+
+def test_train_from_a_worker_that_does_not_answer_in_time_is_one_line_and_exit_1(dsn: str, tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: reading the archive through a busy worker ended in a traceback (WorkerBusy)."""
+    import storage.queries.training_events as queries
+    from ops.cli.db import WorkerBusy
+
+    def busy(client):  # noqa: ANN001, ANN202
+        raise WorkerBusy("the worker on port 6066 did not answer within 600 s")
+
+    monkeypatch.setattr(queries, "training_events", busy)
+    r = runner.invoke(_app(), ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(tmp_path / "m")])
+    assert r.exit_code == 1 and "cannotreadthearchive:theworkeronport6066didnotanswer" in _flat(r.output), r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)
