@@ -5,6 +5,15 @@ The events come from ``storage.queries.training_events`` (``ops`` reads them and
 in: ``inference`` holds no SQL and imports no ``storage``). :func:`fold_events` takes anything
 with the event lists of :class:`ArchivedEvents` and pairs each placed decision with the end of
 its attempt that the worker applied (the first in the topic) and when the attempt started.
+
+**A job id used again.** Once a finished job is forgotten (``SEMSCHED_DONE_RETENTION``) its id may
+name a new job, whose decisions have ids of their own (:func:`~scheduling.events.decision_id_for`
+hashes the submission's event id in). Each decision is tied to the submission its id names; a later
+submission a decision names is another job (an *incarnation*): it, its decisions and their reports
+go under ``<job id>~<n>`` (n = 2, 3, …), so the replay never gives a later job the first one's demand
+or end (found by review: they were joined on the job id and attempt alone). Reports are tied to a
+decision by their ``decision_id``, a rejection to the latest submission before it. A decision id
+that names no archived submission (ids before 2026-12-04 did not) stays with the first.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decision_id_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
 
@@ -24,7 +33,7 @@ class ArchivedEvents(Protocol):
     """The archive's events a training replay needs (``storage.queries.training_events.TrainingEvents``)."""
 
     nodes: Sequence[NodeTelemetry]  # each node's latest capacity, no allocation
-    submissions: Sequence[JobSubmitted]  # the first per (cluster, job_id)
+    submissions: Sequence[JobSubmitted]  # every accepted one, by (cluster, job_id), then time
     placed: Sequence[DecisionRecord]  # outcome 'placed', in decision order
     placed_partitions: Sequence[int]  # each decision's Kafka partition (its cluster's)
     ends: Sequence[JobLifecycle]  # attempt starts, ends and rejections, in the topic's order
@@ -62,7 +71,7 @@ class Placed:
 @dataclass
 class ArchiveEvents:
     nodes: dict[str, list[NodeView]] = field(default_factory=dict)  # cluster -> nodes by node_id
-    jobs: dict[tuple[str, str], JobRequest] = field(default_factory=dict)  # (cluster, job_id) -> first submission
+    jobs: dict[tuple[str, str], JobRequest] = field(default_factory=dict)  # (cluster, job_id) -> its submission
     placed: list[Placed] = field(default_factory=list)  # by time
     rejected: dict[tuple[str, str], float] = field(default_factory=dict)  # (cluster, job_id) -> given up at
 
@@ -97,16 +106,66 @@ def _attempt_ends(reports: Sequence[JobLifecycle], positions: Sequence[tuple[int
     return out, {k: t for k, (t, _) in started.items()}
 
 
+def _incarnations(archived: ArchivedEvents) -> tuple[list[JobSubmitted], list[DecisionRecord], list[JobLifecycle]]:
+    """The submissions (the first of each job), decisions and reports with a later job under a used id
+    renamed ``<job id>~<n>`` (module docstring)."""
+    subs: dict[tuple[str, str], list[JobSubmitted]] = {}
+    for s in archived.submissions:
+        subs.setdefault((s.cluster, s.job_id), []).append(s)
+    named: dict[tuple[str, str], list[JobSubmitted]] = {}  # each job id's submissions some decision names, by time
+    of_decision: dict[str, JobSubmitted] = {}
+    for d in archived.placed:
+        mine = subs.get((d.cluster, d.job_id), [])
+        if len(mine) < 2:
+            continue
+        s = next((s for s in mine if decision_id_for(d.job_id, int(d.attempt), s.event_id) == d.decision_id), None)
+        if s is not None:
+            of_decision[d.decision_id] = s
+            if s not in (got := named.setdefault((d.cluster, d.job_id), [])):
+                got.append(s)
+    key_of: dict[str, str] = {}  # a named submission's event id -> its job's key
+    later: list[JobSubmitted] = []  # the submissions of the later jobs, renamed
+    for (_, job_id), named_subs in named.items():
+        named_subs.sort(key=lambda s: s.event_time)
+        for n, s in enumerate(named_subs):
+            key_of[s.event_id] = job_id if n == 0 else f"{job_id}~{n + 1}"
+            if n:
+                later.append(s.model_copy(update={"job_id": key_of[s.event_id]}))
+    # each job id's first job: the first submission a decision names (an earlier one no decision names, a job
+    # rejected or resent, is not the placed job's demand), else the first
+    firsts = [named[key][0] if key in named else mine[0] for key, mine in subs.items()]
+    if not later:  # no id used again: as they are
+        return firsts, list(archived.placed), list(archived.ends)
+
+    def key_at(cluster: str, job_id: str, t: float) -> str:
+        """The job under ``job_id`` submitted last at or before ``t`` (the first one if none)."""
+        starts = [s for s in named.get((cluster, job_id), []) if s.event_time.timestamp() <= t]
+        return key_of[max(starts, key=lambda s: s.event_time).event_id] if starts else job_id
+
+    placed, decision_key = [], {}
+    for d in archived.placed:
+        s = of_decision.get(d.decision_id)
+        key = key_of[s.event_id] if s is not None else d.job_id
+        decision_key[d.decision_id] = key
+        placed.append(d if key == d.job_id else d.model_copy(update={"job_id": key}))
+    ends = []
+    for e in archived.ends:
+        key = decision_key.get(e.decision_id or "") or key_at(e.cluster, e.job_id, e.event_time.timestamp())
+        ends.append(e if key == e.job_id else e.model_copy(update={"job_id": key}))
+    return firsts + later, placed, ends
+
+
 def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
     """Everything the replay needs, from the archive's events (module docstring)."""
     ev = ArchiveEvents()
     for n in archived.nodes:
         ev.nodes.setdefault(n.cluster, []).append(NodeView.from_telemetry(n, with_allocation=False))
-    for s in archived.submissions:
+    submissions, decisions, reports = _incarnations(archived)
+    for s in submissions:
         job = JobRequest.from_event(s)
         ev.jobs.setdefault((job.cluster, job.job_id), job)
-    ends, started = _attempt_ends(archived.ends, archived.end_positions, ev.rejected)
-    for d, partition in zip(archived.placed, archived.placed_partitions, strict=True):
+    ends, started = _attempt_ends(reports, archived.end_positions, ev.rejected)
+    for d, partition in zip(decisions, archived.placed_partitions, strict=True):
         key = (d.cluster, d.job_id, int(d.attempt))
         end = ends.get(key)
         ev.placed.append(Placed(

@@ -6,7 +6,9 @@ milliseconds (plain numbers on every client path, including the worker's ``/sql`
 - **nodes**: each node's latest capacity, GPU model and topology (``argMax`` by event time),
   as a :class:`~scheduling.events.NodeTelemetry` with no allocation (the replay starts
   empty and healthy);
-- **submissions**: each job's first submission (per cluster and job id);
+- **submissions**: every accepted submission, by cluster, job id and time (a job id used again once
+  its job was forgotten names another job: :func:`inference.training.archive_events.fold_events`
+  tells them apart by the submission each decision id names);
 - **placed**: every ``placed`` decision in the order the worker made them — decisions of
   one step may share a millisecond, so the Kafka position (per cluster partition) breaks
   the tie;
@@ -36,13 +38,13 @@ FROM nodes_telemetry_accepted GROUP BY cluster, node_id ORDER BY cluster, node_i
 _SUBMITTED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, tenant, user, priority, qos,
     cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_models, gang_id, gang_size, app, max_instances_per_node, name,
     command, labels, runtime_estimate_s, trace_duration_s
-FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time LIMIT 1 BY cluster, job_id"""
+FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time, event_id"""
 _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
     gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
     candidates, lifecycle_through, feasible_nodes, kafka_partition
 FROM decisions_applied WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
-    node_id, kafka_partition, kafka_offset
+    node_id, decision_id, kafka_partition, kafka_offset
 FROM jobs_lifecycle_applied WHERE state IN ('started', 'finished', 'failed', 'preempted', 'timed_out', 'rejected')
 ORDER BY kafka_partition, kafka_offset"""
 
@@ -52,7 +54,7 @@ class TrainingEvents:
     """The archive's events a training replay needs (see the module docstring)."""
 
     nodes: list[NodeTelemetry] = field(default_factory=list)  # by cluster, node_id
-    submissions: list[JobSubmitted] = field(default_factory=list)  # first per (cluster, job_id)
+    submissions: list[JobSubmitted] = field(default_factory=list)  # by (cluster, job_id), then time
     placed: list[DecisionRecord] = field(default_factory=list)  # in decision order
     placed_partitions: list[int] = field(default_factory=list)  # each decision's partition (its cluster's)
     ends: list[JobLifecycle] = field(default_factory=list)  # starts and ends, in the topic's order
@@ -104,14 +106,14 @@ def _placed(r: tuple[Any, ...]) -> DecisionRecord:
 
 
 def _end(r: tuple[Any, ...]) -> JobLifecycle:
-    event_id, t, cluster, job_id, attempt, state, exit_code, node_id, _, _ = r
+    event_id, t, cluster, job_id, attempt, state, exit_code, node_id, decision_id, _, _ = r
     return JobLifecycle.model_construct(event_id=event_id, event_time=_time(t), cluster=cluster, job_id=job_id,
-                                        attempt=int(attempt), state=state, node_id=node_id,
+                                        attempt=int(attempt), state=state, node_id=node_id, decision_id=decision_id,
                                         exit_code=None if exit_code is None else int(exit_code))  # fmt: skip
 
 
 def training_events(client: ArchiveClient) -> TrainingEvents:
-    """Nodes, first submissions, placed decisions and attempt ends of the archive behind ``client``."""
+    """Nodes, submissions, placed decisions and attempt ends of the archive behind ``client``."""
     placed, ends = client.query_rows(_PLACED)[1], client.query_rows(_ENDS)[1]
     return TrainingEvents(
         nodes=[_node(r) for r in client.query_rows(_NODES)[1]],

@@ -139,3 +139,45 @@ def test_a_job_run_ends_at_its_attempts_first_end_and_a_timeout_after_its_start_
     got = [(r.submission.job_id, r.started_s, r.ended_s) for r in job_runs(client)]
     assert got == [("X", at(10).timestamp(), at(20).timestamp()), ("X", at(30).timestamp(), at(50).timestamp()),
                    ("Y", at(12).timestamp(), None)]  # fmt: skip
+
+
+def test_a_job_id_used_again_is_another_job_in_the_training_replay(client: ArchiveClient) -> None:
+    """Found by review: once a job is forgotten (SEMSCHED_DONE_RETENTION) its id may name a new job; training
+    kept the first submission per id and the first end per (id, attempt), so the later job's decision was
+    replayed with the first one's demand and end (its failure imitated as "finished", before its placement).
+    Also an id whose first submission was rejected, then submitted again and placed: the placed one's demand."""
+    from inference.training.archive import eligible
+    from inference.training.archive_events import fold_events
+
+    later = 8 * 86400
+    d1, d2, dr = decision_id_for("j", 0, "s1"), decision_id_for("j", 0, "s2"), decision_id_for("r", 0, "r2")
+    events = {
+        "jobs_submitted": [
+            JobSubmitted(event_id="s1", event_time=at(0), job_id="j", cpu_milli=1000, memory_mib=100, num_gpu=0),
+            JobSubmitted(event_id="r1", event_time=at(1), job_id="r", cpu_milli=7000, memory_mib=100, num_gpu=0),
+            JobSubmitted(event_id="r2", event_time=at(3), job_id="r", cpu_milli=2000, memory_mib=100, num_gpu=0),
+            JobSubmitted(event_id="s2", event_time=at(later), job_id="j", cpu_milli=6000, memory_mib=100, num_gpu=0)],
+        "decisions": [
+            DecisionRecord(event_id=d, decision_id=d, event_time=at(t), job_id=job, attempt=0, outcome="placed",
+                           node_id="n1", policy="fgd", latency_ms=1, cpu_milli=cpu, memory_mib=100, step_id=f"st{t}")
+            for d, job, t, cpu in ((d1, "j", 1, 1000), (dr, "r", 4, 2000), (d2, "j", later + 1, 6000))],
+        "jobs_lifecycle": [
+            JobLifecycle(event_id="r1-x", event_time=at(2), job_id="r", state="rejected"),
+            JobLifecycle(event_id="a1", event_time=at(1.5), job_id="j", decision_id=d1, state="started", node_id="n1"),
+            JobLifecycle(event_id="b1", event_time=at(10), job_id="j", decision_id=d1, state="finished", exit_code=0,
+                         node_id="n1"),
+            JobLifecycle(event_id="a2", event_time=at(later + 1.5), job_id="j", decision_id=d2, state="started",
+                         node_id="n1"),
+            JobLifecycle(event_id="b2", event_time=at(later + 50), job_id="j", decision_id=d2, state="failed",
+                         exit_code=1, node_id="n1")],
+    }  # fmt: skip
+    w = ArchiveWriter(client)
+    for table, rows in events.items():
+        w.write(table, rows, [(0, i) for i in range(len(rows))])
+    ev = fold_events(training_events(client))
+    got = {p.decision_id: (p.job_id, ev.jobs[(p.cluster, p.job_id)].cpu_milli, p.end_state, p.end_time) for p in ev.placed}
+    assert got[d1] == ("j", 1000, "finished", at(10).timestamp())
+    assert got[d2] == ("j~2", 6000, "failed", at(later + 50).timestamp())
+    assert got[dr][:2] == ("r", 2000)
+    kept, _ = eligible(ev, ["finished"], None)
+    assert [p.decision_id for p in kept] == [d1]
