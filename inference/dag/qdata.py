@@ -29,7 +29,7 @@ import numpy as np
 from scheduling.dag import DagGeneratorConfig, DagProblem, ListSchedulingEnv, generate_dag
 from scheduling.dag.generator import TRAIN, check_stream_seed
 from scheduling.dag.ranks import heft_upward_ranks
-from scheduling.dag.rollout import heft_complete
+from scheduling.dag.rollout import heft_candidates, heft_complete
 
 #: a student for DAgger: (env, task, spans) -> processor
 Student = Callable[[ListSchedulingEnv, int], int]
@@ -77,10 +77,8 @@ def q_trajectory(config: DagGeneratorConfig, seed: int, index: int, *, explore: 
     rng = rng or np.random.default_rng((seed, index))
     tasks, procs, spans = [], [], []
     while not env.done:
-        ready = env.ready
-        task = int(ready[np.argmax(rank[ready])])
+        task, eft_proc = heft_candidates(env, rank)[0]  # HEFT's action, its near-ties broken as heft_complete's
         q = completion_spans(env, task, rank)
-        eft_proc = int(np.argmin(env.finish_times(task)))
         if student is not None:
             proc = student(env, task)
         elif explore and rng.random() < explore and len(q) > 1:

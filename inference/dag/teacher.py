@@ -17,7 +17,7 @@ import numpy as np
 
 from inference.dag.features import DagContext, dag_context, proc_features, task_view
 from scheduling.dag import DagProblem, ListSchedulingEnv
-from scheduling.dag.rollout import heft_complete
+from scheduling.dag.rollout import heft_candidates, heft_complete
 
 
 @dataclass(frozen=True)
@@ -48,12 +48,16 @@ def teacher_action(ctx: DagContext, env: ListSchedulingEnv, k: int, best: float)
     finish, so the teacher deviates from HEFT only for a strictly shorter completion. ``best``
     is the makespan the current trajectory is already known to reach."""
     ready = env.ready
-    cands = ready[np.argsort(-ctx.rank_u[ready], kind="stable")[:k]]
+    heft_own = heft_candidates(env, ctx.rank_u)  # HEFT's task on every processor, its action first (review:
+    heft_task, heft_proc = heft_own[0]  # near-ties broken as heft_complete breaks them, not by argmax / argmin)
+    others = ready[np.argsort(-ctx.rank_u[ready], kind="stable")]
+    cands = np.concatenate([[heft_task], others[others != heft_task]])[:k]
     tol = 1e-9 * ctx.scale
     spans = np.full((len(cands), ctx.problem.n_procs), np.inf)
     choice: tuple[int, int, float] | None = None
     for i, task in enumerate(cands):
-        for proc in np.argsort(env.finish_times(int(task)), kind="stable"):
+        order = [p for _, p in heft_own] if task == heft_task else np.argsort(env.finish_times(int(task)), kind="stable")
+        for proc in order:
             twin = env.clone()
             twin.step(int(task), int(proc))
             spans[i, proc] = heft_complete(twin, ctx.rank_u)
@@ -61,8 +65,7 @@ def teacher_action(ctx: DagContext, env: ListSchedulingEnv, k: int, best: float)
                 choice = (int(task), int(proc), float(spans[i, proc]))
     assert choice is not None
     if choice[2] > best + tol:  # never drift away from a known better completion
-        heft_task = int(cands[0])
-        return TeacherChoice(heft_task, int(np.argmin(env.finish_times(heft_task))), best, spans, cands)
+        return TeacherChoice(heft_task, heft_proc, best, spans, cands)
     return TeacherChoice(*choice, spans, cands)
 
 

@@ -20,12 +20,15 @@ MiniLM encoder on the same device. The worker's local copy (in-step re-scoring) 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from inference.serving.watcher import Watcher
 
 log = logging.getLogger("semsched.serving")
 
@@ -78,8 +81,7 @@ class ModelHost:
         self._listeners: list[Any] = []
         self._guards: list[Any] = []
         self._refused: set[tuple[Path, int]] = set()  # versions not to load again (inference.model.io.reload_if_moved)
-        self._watcher: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._watcher: Watcher | None = None
 
     @property
     def version(self) -> str:
@@ -95,21 +97,17 @@ class ModelHost:
         Found by review: on a request's path, a version with another text encoder held ``job_encoder``
         ~10 s while MiniLM loaded, and every worker's step timed out to its fallback meanwhile."""
         if self._watcher is None:
-            self._watcher = threading.Thread(target=self._watch, name="semsched-model-watch", daemon=True)
-            self._watcher.start()
+            self._watcher = Watcher(self._watched_check, self.watch_s, "semsched-model-watch")
 
     def stop_watching(self) -> None:
-        self._stop.set()
         if self._watcher is not None:
-            self._watcher.join()
+            self._watcher.stop()
 
-    def _watch(self) -> None:
-        while not self._stop.wait(max(self.watch_s, 0.01)):
-            with self._lock:
-                try:
-                    self._check()
-                except Exception:  # noqa: BLE001 - the thread must outlive one bad check
-                    log.exception("checking %s for a new model version", self.model_dir)
+    def _watched_check(self) -> None:
+        with self._lock:
+            try:
+                self._check()
+            finally:
                 self._checked = time.monotonic()
 
     def current(self) -> Any:
@@ -153,7 +151,8 @@ class ModelHost:
     def _refuse(self, fresh: Any, problem: str) -> None:
         from inference.model.io import version_mark
 
-        self._refused.add(version_mark(Path(fresh.path)))
+        with contextlib.suppress(OSError):  # (gone meanwhile: found by review, the error escaped the check)
+            self._refused.add(version_mark(Path(fresh.path)))
         self._failed(f"{fresh.path}: {problem}")
 
     def guard(self, check: Any) -> None:

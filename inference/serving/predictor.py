@@ -36,6 +36,7 @@ import numpy as np
 from inference.serving.host import ModelHost
 from inference.serving.models import version_rows
 from inference.serving.repository import TensorSpec
+from inference.serving.watcher import Watcher
 
 log = logging.getLogger("semsched.serving")
 
@@ -104,25 +105,31 @@ class DurationHost:
 
     def __init__(self, directory: Path | None, watch_s: float = 1.0) -> None:
         self.directory, self.watch_s = directory, watch_s
-        self.predictor: Any = None
+        #: (the predictor, why there is none or the last load failed): one tuple, read and replaced at once
+        self.state: tuple[Any, str | None] = (None, "no duration model directory" if directory is None else None)
         self.path: Path | None = None
-        self.error: str | None = "no duration model directory" if directory is None else None
         self._checked = -float("inf")
         self._lock = threading.Lock()
         self._refused: set[tuple[Path, int]] = set()  # versions that did not load: not loaded again until rewritten
-        self._watcher: threading.Thread | None = None
-        self._stop = threading.Event()
+        self._watcher: Watcher | None = None
         self.current()
+
+    @property
+    def predictor(self) -> Any:
+        return self.state[0]
+
+    @property
+    def error(self) -> str | None:
+        return self.state[1]
 
     def watch(self) -> None:
         """Check ``directory`` every ``watch_s`` in a daemon thread, not in ``current()`` (a request's path)."""
         if self._watcher is None and self.directory is not None:
-            self._watcher = threading.Thread(target=self._watch, name="semsched-duration-watch", daemon=True)
-            self._watcher.start()
+            self._watcher = Watcher(self._check, self.watch_s, "semsched-duration-watch")
 
-    def _watch(self) -> None:
-        while not self._stop.wait(max(self.watch_s, 0.01)):
-            self._check()
+    def stop_watching(self) -> None:
+        if self._watcher is not None:
+            self._watcher.stop()
 
     def current(self) -> Any:
         if self._watcher is None and self.directory is not None and time.monotonic() - self._checked >= self.watch_s:
@@ -138,15 +145,16 @@ class DurationHost:
             try:
                 target = self.directory.resolve(strict=True)
                 if target != self.path and (mark := version_mark(target)) not in self._refused:
-                    self.predictor, self.path, self.error = load_predictor(target), target, None
-                    log.info("duration model %s (%s)", self.predictor.version, target)
+                    fresh = load_predictor(target)
+                    self.state, self.path = (fresh, None), target
+                    log.info("duration model %s (%s)", fresh.version, target)
             except Exception as e:  # absent or broken: keep what serves (maybe nothing)
                 if mark is not None:  # (found by review: a broken version was loaded again every watch_s, on a
                     self._refused.add(mark)  # request's path)
                 reason = f"{self.directory}: {type(e).__name__}: {e}"
                 if reason != self.error and self.predictor is not None:
                     log.error("cannot load duration model, keeping %s: %s", self.predictor.version, reason)
-                self.error = reason
+                self.state = (self.predictor, reason)
 
 
 class PredictorModel:
@@ -201,10 +209,11 @@ class PredictorModel:
         text = np.asarray(request["TEXT_VEC"], np.float32)
         shape = np.asarray(request["SHAPE"], np.float32)
         rows = len(text)
-        predictor = self.duration.current()
+        self.duration.current()
+        predictor, error = self.duration.state  # (one read: the watch thread may swap it, review)
         if predictor is None:
             seconds = np.full(rows, np.nan)
-            source = f"absent: {self.duration.error}"
+            source = f"absent: {error}"
         else:
             seconds = duration_seconds(predictor, text, shape)
             source = f"duration {served_mode(predictor)} {predictor.version}"

@@ -136,6 +136,11 @@ class TritonPythonModel:
         return out
 
     def finalize(self) -> None:
+        """Stop the watch threads (a second each at most: one may be loading a version) before the stub's
+        interpreter ends (a daemon thread ended inside torch's C++ could abort it; review)."""
+        self.model.host.stop_watching()
+        if (duration := getattr(self.model, "duration", None)) is not None:
+            duration.stop_watching()
         log.info("model %s stopped", self.kind)
 
 

@@ -66,14 +66,13 @@ class ListSchedulingEnv:
         #: the end of the last task on each processor (0 when idle so far)
         self.proc_available = np.zeros(p)
 
-    _STATE = ("proc", "start", "finish", "scheduled", "missing_parents", "ready_since", "_busy_start",
-              "_busy_finish", "_busy_count", "proc_available")  # fmt: skip
-
     def clone(self) -> ListSchedulingEnv:
-        """An independent copy of this env's state (the problem is shared: it is immutable)."""
+        """An independent copy of this env's state: every array copied (the problem is shared: it is
+        immutable; a state array added later is copied too)."""
         twin = copy.copy(self)
-        for name in self._STATE:
-            setattr(twin, name, getattr(self, name).copy())
+        for name, value in vars(self).items():
+            if isinstance(value, np.ndarray):
+                setattr(twin, name, value.copy())
         return twin
 
     # -- state ------------------------------------------------------------------------------

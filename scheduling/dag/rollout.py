@@ -62,7 +62,8 @@ def rollout_schedule(problem: DagProblem, propose: Proposer | None = None, *,
     while not env.done:
         candidates = heft_candidates(env, rank)
         if propose is not None:
-            candidates += [c for c in propose(env, rank) if c not in candidates]
+            seen = set(candidates)
+            candidates += [c for c in propose(env, rank) if c not in seen and not seen.add(c)]  # (repeats once)
         choice, choice_span = candidates[0], np.inf  # HEFT's action
         for task, proc in candidates:
             twin = env.clone()

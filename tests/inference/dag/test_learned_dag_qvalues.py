@@ -183,3 +183,23 @@ def test_qtrain_refuses_a_seed_its_dag_streams_cannot_use(tmp_path, seed):
     r = CliRunner().invoke(app, [*tiny, "--out", str(tmp_path), "--seed", seed], env={"COLUMNS": "300"})
     assert r.exit_code == 2 and "--seed" in r.output and "must be within" in r.output, r.output
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_teacher_and_the_q_trajectories_never_lose_to_heft_on_near_ties(monkeypatch):
+    """Found by review: after the rollout's HEFT completions broke near-ties as ``heft`` does, the teacher and
+    the Q-value trajectories still took HEFT's action by argmax / argmin, and on DAGs whose costs tie within
+    1e-13 ended worse than HEFT (4 of 400 each)."""
+    import inference.dag.qdata as qdata
+    from inference.dag.teacher import teacher_trajectory
+
+    rng = np.random.default_rng(0)
+    for _ in range(120):
+        n = int(rng.integers(5, 9))
+        edges = [(i, j, float(rng.integers(0, 3))) for i in range(n) for j in range(i + 1, n) if rng.random() < 0.3]
+        costs = rng.integers(1, 4, size=(n, 2)).astype(float) * (1 + 1e-13 * rng.integers(0, 2, size=(n, 2)))
+        problem = DagProblem(TaskGraph.from_edges([f"t{i}" for i in range(n)], edges), Platform.uniform(2), costs)
+        heft = _heft(problem)
+        monkeypatch.setattr(qdata, "training_problem", lambda config, seed, index, p=problem: p)
+        trajectory = qdata.q_trajectory(TINY, 0, 0)
+        assert trajectory.heft == heft and trajectory.makespan <= heft * (1 + 1e-9)
+        assert teacher_trajectory(problem, k=1)[1] <= heft * (1 + 1e-9)

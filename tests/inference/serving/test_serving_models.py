@@ -230,3 +230,27 @@ def test_batch_rows_of_packed_scores_with_different_lengths_are_padded():
     out = stack_rows([np.arange(3, dtype=np.float32), np.ones(1, np.float32)])
     assert out.shape == (2, 3) and out[0].tolist() == [0, 1, 2] and out[1, 0] == 1 and np.isnan(out[1, 1:]).all()
     assert stack_rows([np.ones((2, 2)), np.zeros((2, 2))]).shape == (2, 2, 2)
+
+
+def test_a_watch_thread_outlives_a_check_that_raises_and_stops_when_told():
+    """(Found by review: the duration host's thread had no guard, one exception ended its checks for good;
+    ``--watch 0`` made both threads spin every 10 ms.)"""
+    import threading
+
+    from inference.serving.watcher import MIN_INTERVAL_S, Watcher
+
+    calls, again = [], threading.Event()
+
+    def check():
+        calls.append(1)
+        if len(calls) == 1:
+            raise OSError("latest moved under us")
+        again.set()
+
+    watcher = Watcher(check, 0.0, "test-watch")
+    assert watcher.interval_s == MIN_INTERVAL_S
+    assert again.wait(10)
+    watcher.stop()
+    seen = len(calls)
+    threading.Event().wait(3 * MIN_INTERVAL_S)
+    assert len(calls) == seen and not watcher._thread.is_alive()

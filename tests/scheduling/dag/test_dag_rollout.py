@@ -98,3 +98,18 @@ def test_a_proposer_s_candidates_are_tried_besides_heft_s(topcuoglu) -> None:  #
     assert len(seen) == topcuoglu.n_tasks  # asked once a step
     assert_valid_schedule(topcuoglu, wide)
     assert wide.makespan <= rollout_schedule(topcuoglu, polish=False).makespan
+
+
+def test_a_pair_a_proposer_repeats_is_tried_once(topcuoglu, monkeypatch) -> None:  # noqa: ANN001
+    import scheduling.dag.rollout as rollout
+
+    completions = []
+    real = rollout.heft_complete
+    monkeypatch.setattr(rollout, "heft_complete", lambda env, rank: completions.append(1) or real(env, rank))
+
+    def tries(times: int) -> int:
+        completions.clear()
+        rollout.rollout_schedule(topcuoglu, lambda env, rank: [(int(env.ready[-1]), 0)] * times, polish=False)
+        return len(completions)
+
+    assert tries(3) == tries(1)
