@@ -107,7 +107,21 @@ def record_candidate(candidate_dir: Path, registry: Registry, reason: str) -> Mo
     """Record a version that was written but not evaluated (``semsched train --no-promote``):
     status ``candidate``, no evaluation, ``reason`` saying so; :func:`promote` later records its
     evaluation and the decision as newer revisions of the same row."""
+    check_name(Path(candidate_dir), registry)
     return registry.record(_row_for(Path(candidate_dir), "candidate", reason=reason))
+
+
+def check_name(candidate_dir: Path, registry: Registry) -> None:
+    """``FileExistsError`` when ``model_versions`` holds the candidate's version name for another model
+    (another ``train.json``): the registry is shared by every host and models root, and a new row would
+    replace that model's (found by review: another host's promoted ``v1`` became this host's candidate)."""
+    version, _, train = model_meta(Path(candidate_dir))
+    row = registry.get(version)
+    same = json.dumps(row.train_metrics, sort_keys=True) == json.dumps(train, sort_keys=True) if row else True  # (NaN)
+    if row is not None and row.train_metrics and not same:
+        raise FileExistsError(f"model_versions holds {version} for another model ({row.status}, {row.path or 'no path'}"
+                              f"): version names must be unique across hosts; {candidate_dir} is not recorded "
+                              "(train it again with another --version)")  # fmt: skip
 
 
 def trained_seeds(train: dict[str, Any]) -> set[int]:
@@ -259,6 +273,7 @@ def promote(candidate_dir: Path, models_root: Path, registry: Registry, nodes: S
     replay = replay or HeldOutReplay()
     models_root = Path(models_root)
     version, target = check_candidate(Path(candidate_dir), models_root, replay.seeds)  # (the one gate; the CLI asks first)
+    check_name(Path(candidate_dir), registry)
     candidate = Path(candidate_dir)  # evaluated where it is; copied into models_root only if promoted
     serving = serving_dir(models_root)
     serving_version, serving_readable = _serving_version(serving)

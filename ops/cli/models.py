@@ -129,7 +129,7 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
     """Promote ``candidate`` into ``models`` (prints the comparison); returns the PromotionResult.
     ``latency_budget_ms``: the candidate's p99 model step must be within it (None: no budget)."""
     from inference.training.heldout import HeldOutReplay
-    from inference.training.promotion import check_candidate, promote
+    from inference.training.promotion import check_candidate, check_name, promote
     from ops.cli.train import fill_inputs_or_exit
     from ops.model_registry import ArchiveRegistry
 
@@ -147,6 +147,10 @@ def run_promote(candidate: Path, models: Path, *, seeds: list[int], pod_sample: 
     except (ValueError, FileExistsError) as e:
         raise typer.BadParameter(str(e)) from None
     registry = ArchiveRegistry(archive_client(archive, write=True))
+    try:
+        check_name(candidate, registry)
+    except FileExistsError as e:
+        raise typer.BadParameter(str(e)) from None
     every_node, every_pod = fill_inputs_or_exit(pods, nodes)
     node_views, pod_list = _sample(every_node, node_sample), _sample(every_pod, pod_sample)
     sim = openb_sim_slice(sim_jobs, node_sample, sim_load) if sim_jobs else None

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from ops.console import wide_console
 
@@ -54,7 +55,12 @@ def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, 
     from inference.training.promotion import record_candidate
     from ops.model_registry import ArchiveRegistry
 
-    row = record_candidate(directory, ArchiveRegistry(archive_client(archive, write=True)), not_evaluated(directory, out))
+    try:
+        row = record_candidate(directory, ArchiveRegistry(archive_client(archive, write=True)),
+                               not_evaluated(directory, out))  # fmt: skip
+    except FileExistsError as e:
+        console.print(f"[red]{escape(str(e))}[/red]")
+        raise typer.Exit(1) from None
     console.print(f"recorded {row.version} in model_versions as a candidate; not serving until promoted: "
                   f"{promote_hint(directory, out, archive)}")  # fmt: skip
     return row

@@ -402,3 +402,25 @@ def test_an_interrupted_evaluation_is_recorded_as_such(trained, archive, tmp_pat
         _run(trained["good"], tmp_path / "models", archive)
     row = get_version(archive, "good")
     assert row.status == "candidate" and row.reason == "evaluation interrupted: KeyboardInterrupt: "
+
+
+def test_a_version_name_the_registry_holds_for_another_model_is_refused(trained, archive, tmp_path):
+    """Found by review: ``model_versions`` is shared by every host and models root, one row per version name;
+    another host's promoted ``v1`` became this host's unevaluated candidate ``v1`` (its row replaced). The same
+    model recorded again (its candidate row, then its promotion) is no clash."""
+    from inference.training.promotion import record_candidate
+
+    record_candidate(trained["good"], ArchiveRegistry(archive), "written by another host")
+    other = tmp_path / "elsewhere" / "good"  # another model under the same name
+    shutil.copytree(trained["bad"], other)
+    config = json.loads((other / "config.json").read_text())
+    (other / "config.json").write_text(json.dumps(config | {"version": "good"}))
+    train = json.loads((other / "train.json").read_text())
+    (other / "train.json").write_text(json.dumps(train | {"version": "good"}))
+    with pytest.raises(FileExistsError, match="model_versions holds good for another model"):
+        record_candidate(other, ArchiveRegistry(archive), "not evaluated")
+    with pytest.raises(FileExistsError, match="model_versions holds good for another model"):
+        _run(other, tmp_path / "models", archive)
+    row = get_version(archive, "good")
+    assert row.reason == "written by another host" and row.path == str(trained["good"].resolve())
+    assert _run(trained["good"], tmp_path / "models", archive).status == "promoted"  # itself: first version
