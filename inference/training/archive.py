@@ -46,6 +46,7 @@ holds no SQL.
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 from collections import Counter
 from collections.abc import Iterable
@@ -113,6 +114,12 @@ def archive_spec(events: ArchiveEvents, text_dim: int = 32, *, cluster: bool = T
     workload = FeatureSpec.workload_rows(Workload.from_jobs(jobs)) if frag and jobs else ()
     return FeatureSpec(gpu_models=tuple(models), encoder=text.name, text_dim=text.dim, cluster=cluster,
                        workload=workload)  # fmt: skip
+
+
+def _sample_rank(seed: int, key: tuple[str, str]) -> int:
+    """A decision's place in the seeded sample order: a hash of the seed, its cluster and its id."""
+    digest = hashlib.blake2b(f"{seed}|{key[0]}|{key[1]}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
 
 
 def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
@@ -194,9 +201,10 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     result = ArchiveDemonstrations(Demonstrations(), placed=len(events.placed))
     kept, result.skipped = eligible(events, outcomes, policies, cut)
     ids = [(p.cluster, p.decision_id) for p in kept]  # (cluster, decision id): an id is unique only within a cluster
-    if max_samples is not None and len(ids) > max_samples:
-        rng = np.random.default_rng(seed)
-        chosen = {ids[k] for k in rng.choice(len(ids), max_samples, replace=False).tolist()}
+    if max_samples is not None and len(ids) > max_samples:  # the ids of least hash: an archive that grew keeps
+        # its earlier sample but for the new ids that displace some (found by review: a draw over the ids in
+        # time order changed the whole sample with one new row)
+        chosen = set(sorted(ids, key=lambda key: _sample_rank(seed, key))[:max_samples])
         result.skipped["not sampled"] += len(ids) - len(chosen)
     else:
         chosen = set(ids)

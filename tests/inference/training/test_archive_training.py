@@ -570,3 +570,15 @@ def test_a_training_half_with_nothing_known_at_the_cut_is_nothing_to_learn(tmp_p
                                     started_time=100.5 + i))  # fmt: skip
     with pytest.raises(NothingToLearnError, match="no decision before the validation cut"):
         train_from_archive(events, tmp_path, val_share=0.2, min_feasible=1)
+
+
+def test_a_sample_of_a_grown_archive_keeps_the_earlier_sample_but_for_what_new_decisions_displace(filled):
+    """Found by review: the sample was a seeded draw over the decisions in time order, so one more archived
+    decision changed the whole sample (and the training set) of the next run."""
+    events, _ = filled
+    earlier = dataclasses.replace(events, placed=events.placed[:-4])
+    new_ids = {p.decision_id for p in events.placed[-4:]}
+    before = set(reconstruct(earlier, spec=SPEC, min_feasible=1, max_samples=5, seed=3).decision_ids)
+    after = set(reconstruct(events, spec=SPEC, min_feasible=1, max_samples=5, seed=3).decision_ids)
+    assert len(before) == len(after) == 5
+    assert len(before - after) <= len(after & new_ids)
