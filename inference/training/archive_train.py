@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import Counter
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,13 +91,16 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     generated = version is None
     version = version or f"archive-{named}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}-s{options.seed}"
     times = np.asarray(rebuilt.times)
+    chosen = set(rebuilt.decision_ids)  # the model versions whose own decisions it imitates (review: not said)
+    versions = Counter(p.model_version for p in events.placed if p.decision_id in chosen and p.model_version)
     info = {"version": version, "source": "archive", "archive": archive,
             "method": "imitation of the archived placements (listwise cross-entropy over the feasible nodes of the "
                       "rebuilt state; target = the chosen node)",
             "expert": "+".join(experts), "features": {"cluster": spec.cluster, "frag": bool(spec.workload)},
             "aux_weights": {"cost": options.cost_weight, "transition": options.transition_weight,
                             "delta": options.delta_weight}, "stability": config.stability, "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
-            else sorted(policies), "reconstruction": rebuilt.summary(), "train_states": len(train),
+            else sorted(policies), "max_samples": max_samples, "min_feasible": min_feasible, "val_share": val_share,
+            "imitated_model_versions": dict(sorted(versions.items())), "reconstruction": rebuilt.summary(), "train_states": len(train),
             "val_states": len(val), "val_split": (f"from the first of the latest {val_share:.0%} of the eligible "
                                                   "decisions in time (a step's decisions on one side)"
                                                   if cut is not None else "none (fewer than 10 eligible decisions)"),

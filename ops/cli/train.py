@@ -294,6 +294,9 @@ def train(
     stability: float = typer.Option(0.0, help="Decision time: score - stability x Delta (saved in the model)."),
     from_archive: bool = typer.Option(False, "--from-archive", help="Retrain from what the ClickHouse archive "
                                       "recorded: the placed decisions whose jobs finished, on the rebuilt states."),
+    imitate: str = typer.Option(None, help="With --from-archive: whose decisions to imitate, comma-separated, as the "
+                                "archive names who decided (fgd, learned, 'learned (fallback)' ...; default: every "
+                                "one's)."),
     archive: str = typer.Option(None, help="Archive DSN for --from-archive and the model registry (default: the "
                                 "running worker's /sql, else SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
     promote: bool = typer.Option(True, help="Evaluate the new version beside the serving one on the held-out "
@@ -326,6 +329,8 @@ def train(
     check_new_version(out, version, publishes=promote)
     if from_archive:
         refuse_unused(ctx, "--from-archive")
+    elif imitate is not None:
+        raise typer.BadParameter("--imitate applies with --from-archive only")
     if rl_from is not None:
         refuse_unused(ctx, "--rl-from")
     if target not in ("set", "choice"):
@@ -388,7 +393,8 @@ def train(
                                            version=version, job_tokens=job_tokens or 0, target=target,
                                            cluster_features=cluster_features, frag_features=frag_features,
                                            cost_weight=cost_weight, transition_weight=transition_weight,
-                                           delta_weight=delta_weight, stability=stability, encoder=encoder)  # fmt: skip
+                                           delta_weight=delta_weight, stability=stability, encoder=encoder,
+                                           policies=imitate)  # fmt: skip
         publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive, pods=pods,
                 nodes=nodes)  # fmt: skip  (found by review: --pods / --nodes were ignored here)
         return

@@ -345,6 +345,7 @@ def test_archive_demonstrations_train_the_scorer(filled):
 
 def test_train_from_archive_writes_a_versioned_archive_model(filled, tmp_path):
     events, truths = filled
+    events.placed[:] = [dataclasses.replace(p, model_version="v7") if k % 2 else p for k, p in enumerate(events.placed)]
     out = tmp_path / "models"
     directory = train_from_archive(events, out, config=CONFIG, options=TrainOptions(epochs=3, batch=8, seed=1),
                                    version="archive-test", archive="chdb://test")  # fmt: skip
@@ -352,6 +353,7 @@ def test_train_from_archive_writes_a_versioned_archive_model(filled, tmp_path):
     info = json.loads((directory / "train.json").read_text())
     assert info["source"] == "archive" and info["expert"] == "best-fit"
     assert info["train_states"] + info["val_states"] == info["reconstruction"]["demonstrations"] > 0
+    assert 0 < info["imitated_model_versions"]["v7"] < info["reconstruction"]["demonstrations"]  # whose decisions
     assert info["val_states"] >= 1
     loaded = load_model(directory)
     assert loaded.version == "archive-test" and loaded.config == CONFIG

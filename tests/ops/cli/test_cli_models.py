@@ -254,3 +254,20 @@ def test_train_from_a_worker_that_does_not_answer_in_time_is_one_line_and_exit_1
     r = runner.invoke(_app(), ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(tmp_path / "m")])
     assert r.exit_code == 1 and "cannotreadthearchive:theworkeronport6066didnotanswer" in _flat(r.output), r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_train_from_archive_imitates_the_deciders_it_is_told_and_records_them(dsn: str, tmp_path: Path) -> None:
+    """Found by review: the command imitated every decider mixed (heuristics, the serving model's own
+    decisions, the fallback's), with no way to choose, and its train.json left out what it sampled."""
+    app, models = _app(), tmp_path / "models"
+    base = ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(models), "--epochs", "1",
+            "--hidden", "8", "--text-dim", "8"]  # fmt: skip
+    r = runner.invoke(app, [*base, "--imitate", "fgd", "--version", "only-fgd"])  # the archive's decider: best-fit
+    assert r.exit_code == 1 and "thearchivehasnousableplaceddecisions" in _flat(r.output), r.output
+    r = runner.invoke(app, [*base, "--imitate", "best-fit", "--version", "best-fit-only"])
+    assert r.exit_code == 0, r.output
+    info = json.loads((models / "best-fit-only" / "train.json").read_text())
+    assert info["policies"] == ["best-fit"] and info["expert"] == "best-fit"
+    assert info["max_samples"] == 2000 and info["min_feasible"] == 2 and info["imitated_model_versions"] == {}
+    r = runner.invoke(app, ["train", "--imitate", "fgd", "--out", str(models)])
+    assert r.exit_code == 2 and "--imitateapplieswith--from-archiveonly" in _flat(r.output), r.output
