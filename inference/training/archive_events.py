@@ -113,14 +113,14 @@ def _incarnations(archived: ArchivedEvents) -> tuple[list[JobSubmitted], list[De
     for s in archived.submissions:
         subs.setdefault((s.cluster, s.job_id), []).append(s)
     named: dict[tuple[str, str], list[JobSubmitted]] = {}  # each job id's submissions some decision names, by time
-    of_decision: dict[str, JobSubmitted] = {}
+    of_decision: dict[tuple[str, str], JobSubmitted] = {}  # (cluster, decision id): ids are a cluster's
     for d in archived.placed:
         mine = subs.get((d.cluster, d.job_id), [])
         if len(mine) < 2:
             continue
         s = next((s for s in mine if decision_id_for(d.job_id, int(d.attempt), s.event_id) == d.decision_id), None)
         if s is not None:
-            of_decision[d.decision_id] = s
+            of_decision[(d.cluster, d.decision_id)] = s
             if s not in (got := named.setdefault((d.cluster, d.job_id), [])):
                 got.append(s)
     key_of: dict[str, str] = {}  # a named submission's event id -> its job's key
@@ -144,13 +144,13 @@ def _incarnations(archived: ArchivedEvents) -> tuple[list[JobSubmitted], list[De
 
     placed, decision_key = [], {}
     for d in archived.placed:
-        s = of_decision.get(d.decision_id)
+        s = of_decision.get((d.cluster, d.decision_id))
         key = key_of[s.event_id] if s is not None else d.job_id
-        decision_key[d.decision_id] = key
+        decision_key[(d.cluster, d.decision_id)] = key
         placed.append(d if key == d.job_id else d.model_copy(update={"job_id": key}))
     ends = []
     for e in archived.ends:
-        key = decision_key.get(e.decision_id or "") or key_at(e.cluster, e.job_id, e.event_time.timestamp())
+        key = decision_key.get((e.cluster, e.decision_id or "")) or key_at(e.cluster, e.job_id, e.event_time.timestamp())
         ends.append(e if key == e.job_id else e.model_copy(update={"job_id": key}))
     return firsts + later, placed, ends
 
