@@ -99,6 +99,23 @@ class ArchiveDemonstrations:
         return {"placed_decisions": self.placed, "demonstrations": len(self.demos), "skipped": dict(self.skipped),
                 "policies": dict(self.policies)}  # fmt: skip
 
+    def state_warning(self) -> str | None:
+        """A sentence when more sampled decisions were dropped because the rebuilt state was not the
+        worker's than were kept (nodes that joined, left or changed: the inventory is each node's latest
+        report), else None. Found by review: the counts were only in the printed summary."""
+        lost = {r: n for r, n in self.skipped.items() if r in STATE_REASONS and n}
+        if sum(lost.values()) <= len(self.demos):
+            return None
+        why = ", ".join(f"{n} {r}" for r, n in sorted(lost.items(), key=lambda kv: -kv[1]))
+        return (f"{sum(lost.values())} decisions were dropped because the rebuilt cluster state was not the worker's "
+                f"({why}), more than the {len(self.demos)} kept: nodes that joined, left or changed during the "
+                "archive's period (the replay takes each node's latest report from the start)")  # fmt: skip
+
+
+#: the skip reasons that say the rebuilt state differs from the worker's (ArchiveDemonstrations.state_warning)
+STATE_REASONS = ("node not in the inventory", "GPUs the node no longer has", "chosen node infeasible in the rebuilt state",
+                 "rebuilt state not the worker's (feasible nodes)")  # fmt: skip
+
 
 def archive_spec(events: ArchiveEvents, text_dim: int = 32, *, cluster: bool = True, frag: bool = True,
                  encoder: str = "hashed", before: float | None = None) -> FeatureSpec:  # fmt: skip

@@ -99,7 +99,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
             "expert": "+".join(experts), "features": {"cluster": spec.cluster, "frag": bool(spec.workload)},
             "aux_weights": {"cost": options.cost_weight, "transition": options.transition_weight,
                             "delta": options.delta_weight}, "stability": config.stability, "outcomes": sorted(outcomes), "tied_targets": tied_targets, "policies": None if policies is None
-            else sorted(policies), "max_samples": max_samples, "min_feasible": min_feasible, "val_share": val_share,
+            else sorted(policies), "warning": rebuilt.state_warning(), "max_samples": max_samples, "min_feasible": min_feasible, "val_share": val_share,
             "imitated_model_versions": dict(sorted(versions.items())), "reconstruction": rebuilt.summary(), "train_states": len(train),
             "val_states": len(val), "val_split": (f"from the first of the latest {val_share:.0%} of the eligible "
                                                   "decisions in time (a step's decisions on one side)"

@@ -77,6 +77,8 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
             console.print(f"[red]{escape(str(e))}[/red]")
             raise typer.Exit(1) from None
     info = json.loads((directory / "train.json").read_text())
+    if info.get("warning"):
+        console.print(f"[yellow]warning: {escape(info['warning'])}[/yellow]")
     history = info["history"]
     print_json_line({"reconstruction": info["reconstruction"], "train_states": info["train_states"],
                      "val_states": info["val_states"], "train_loss": history["loss"][-1],

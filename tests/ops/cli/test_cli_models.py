@@ -269,5 +269,27 @@ def test_train_from_archive_imitates_the_deciders_it_is_told_and_records_them(ds
     info = json.loads((models / "best-fit-only" / "train.json").read_text())
     assert info["policies"] == ["best-fit"] and info["expert"] == "best-fit"
     assert info["max_samples"] == 2000 and info["min_feasible"] == 2 and info["imitated_model_versions"] == {}
+    assert info["warning"] is None and "warning:" not in r.output  # the rebuilt states are the worker's here
     r = runner.invoke(app, ["train", "--imitate", "fgd", "--out", str(models)])
     assert r.exit_code == 2 and "--imitateapplieswith--from-archiveonly" in _flat(r.output), r.output
+
+
+def test_train_from_archive_warns_when_the_rebuilt_state_drops_more_decisions_than_it_keeps(dsn: str,
+                                                                                          tmp_path: Path) -> None:  # fmt: skip
+    """Found by review: node churn (the replay takes each node's latest report from the start) dropped most
+    decisions, said only in the printed counts."""
+    from scheduling.events import NodeTelemetry
+    from tests.inference.training.training_helpers import at, cluster_nodes
+
+    gpu_nodes = [n for n in cluster_nodes() if n.num_gpu]
+    later = [NodeTelemetry(event_id=f"shrunk-{n.node_id}", event_time=at(10_000), node_id=n.node_id, source="inventory",
+                           cpu_milli=n.cpu_milli, memory_mib=n.memory_mib, num_gpu=0)
+             for n in gpu_nodes[: max(1, (2 * len(gpu_nodes)) // 3)]]  # fmt: skip
+    ArchiveWriter(get_client(dsn)).write("nodes_telemetry", later, [(0, 1000 + i) for i in range(len(later))])
+    r = runner.invoke(_app(), ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(tmp_path / "m"),
+                               "--epochs", "1", "--hidden", "8", "--text-dim", "8", "--version", "churned"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "warning:" in r.output and "GPUsthenodenolongerhas" in _flat(r.output), r.output
+    info = json.loads((tmp_path / "m" / "churned" / "train.json").read_text())
+    assert info["warning"] and info["reconstruction"]["skipped"]["GPUs the node no longer has"] > \
+        info["reconstruction"]["demonstrations"]
