@@ -16,8 +16,9 @@ events in time order rebuilds, for each placed decision, the state the policy sa
   time where the next decision does not say (archived before that column) or is on another
   partition (the topics were repartitioned); at one millisecond, releases of earlier placements
   come before new placements, and a placement's own end after it;
-- the pending queue: a job is pending from its submission (or the end of a failed attempt
-  that is retried) until its placement, at their event times (submissions lag under load as
+- the pending queue: a job is pending from its submission (or the end of an attempt that failed,
+  was preempted or timed out: the worker queues it again, or gives it up with a rejection) until
+  its placement, at their event times (submissions lag under load as
   reports do: the queue is not the worker's as exactly as what placements hold); the queue summary of a decision is the mean demand
   of the jobs pending when its scheduling step (``step_id``) began, as
   :class:`~inference.training.collect.RecordingPolicy` records it. Decisions of one step
@@ -143,7 +144,6 @@ def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
     """(time, order, kind, payload) sorted: submissions, releases of earlier placements,
     placements, then releases of a placement at its own millisecond."""
     out: list[tuple[float, int, str, Any]] = []
-    retried = {(p.cluster, p.job_id, a) for p in events.placed for a in range(p.attempt)}
     first_placed: dict[tuple[str, str], float] = {}
     for p in events.placed:
         key = (p.cluster, p.job_id)
@@ -156,7 +156,10 @@ def _timeline(events: ArchiveEvents) -> list[tuple[float, int, str, Any]]:
         out.append((p.time, 2, "place", p))
         if p.end_time is not None:
             t = max(p.end_time, p.time)
-            requeue = (p.cluster, p.job_id, p.attempt) in retried and p.end_state != "finished"
+            # the worker queues the job again after every such end (streams/state.py), or gives it up with a
+            # rejection at the same time, which the timeline applies after this (found by review: only an attempt
+            # whose retry was placed came back, so a retry still pending was missing from the later queues)
+            requeue = p.end_state in ("failed", "preempted", "timed_out")
             out.append((t, 1 if t > p.time else 3, "release", (p, requeue)))
     for (cluster, job_id), t in events.rejected.items():
         out.append((t, 1, "reject", (cluster, job_id)))

@@ -584,3 +584,40 @@ def test_a_sample_of_a_grown_archive_keeps_the_earlier_sample_but_for_what_new_d
     after = set(reconstruct(events, spec=SPEC, min_feasible=1, max_samples=5, seed=3).decision_ids)
     assert len(before) == len(after) == 5
     assert len(before - after) <= len(after & new_ids)
+
+
+@pytest.mark.parametrize("gave_up", [False, True])
+def test_a_failed_attempt_s_job_is_in_the_later_queues_until_retried_or_given_up(gave_up):
+    """Found by review: a failed attempt's job came back to the rebuilt queue only if its retry was placed
+    later; while the retry was pending (at the end of the archive, say) the later steps' queues lacked it. The
+    worker queues it again or gives it up with a rejection at the same time (streams/state.py)."""
+    from datetime import timedelta
+
+    from inference.features.spec import FeatureSpec
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+    from storage.queries.training_events import TrainingEvents
+
+    def t(s: float):  # noqa: ANN202
+        return at(0) + timedelta(seconds=s)
+
+    nodes = [NodeTelemetry(event_id=f"t{i}", event_time=t(-5), node_id=f"n{i}", source="inventory", cpu_milli=8000,
+                           memory_mib=32000, num_gpu=0) for i in range(3)]  # fmt: skip
+    subs = [JobSubmitted(event_id=f"s{j}", event_time=t(0), job_id=j, cpu_milli=1000, memory_mib=100, num_gpu=0)
+            for j in "AB"]  # fmt: skip
+    placed = [DecisionRecord(event_id=d, decision_id=d, event_time=t(s), job_id=j, outcome="placed", node_id=n,
+                             policy="fgd", latency_ms=1, cpu_milli=1000, memory_mib=100, step_id=f"st{s}")
+              for d, j, s, n in (("dA", "A", 1, "n0"), ("dB", "B", 10, "n1"))]  # fmt: skip
+    ends = [JobLifecycle(event_id="e1", event_time=t(1.1), job_id="A", state="started", node_id="n0", decision_id="dA"),
+            JobLifecycle(event_id="e2", event_time=t(5), job_id="A", state="failed", exit_code=1, node_id="n0",
+                         decision_id="dA"),
+            JobLifecycle(event_id="e3", event_time=t(10.1), job_id="B", state="started", node_id="n1", decision_id="dB"),
+            JobLifecycle(event_id="e4", event_time=t(20), job_id="B", state="finished", exit_code=0, node_id="n1",
+                         decision_id="dB")]  # fmt: skip
+    if gave_up:
+        ends.insert(2, JobLifecycle(event_id="e2-x", event_time=t(5), job_id="A", attempt=1, state="rejected"))
+    archived = TrainingEvents(nodes=nodes, submissions=subs, placed=placed, placed_partitions=[0, 0], ends=ends,
+                              end_positions=[(0, i) for i in range(len(ends))])  # fmt: skip
+    spec = FeatureSpec(gpu_models=(), text_dim=8, encoder="hashed-ngram-8")
+    rebuilt = reconstruct(fold_events(archived), spec=spec, min_feasible=1)
+    assert rebuilt.decision_ids == ["dB"]
+    assert len(rebuilt.demos.tokens[0]) == (1 if gave_up else 2)  # B itself, and A's retry while it was pending
