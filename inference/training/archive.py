@@ -193,6 +193,8 @@ def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[
             skipped[f"outcome {state}"] += 1
         elif keep_policies is not None and decided_by(p) not in keep_policies:
             skipped[f"policy {decided_by(p)}"] += 1
+        elif p.started_node and p.node_id and p.started_node != p.node_id:  # (archives before migration 0017 kept
+            skipped["started on another node than decided"] += 1  # a re-decided record that never ran; review)
         else:
             kept.append(p)
     return kept, skipped

@@ -63,6 +63,7 @@ class Placed:
     end_time: float | None = None
     end_position: tuple[int, int] | None = None  # the end's Kafka (partition, offset) in jobs.lifecycle
     started_time: float | None = None  # the attempt's first ``started`` (the agent's clock, as its end)
+    started_node: str | None = None  # the node that first ``started`` it (another than node_id: not this decision's run)
     partition: int = 0  # the decision's Kafka partition (its cluster's, in every topic)
     lifecycle_through: int | None = None  # the state its step saw: the partition's reports below this handled
     feasible_nodes: int = 0  # how many nodes the worker found feasible for it (0: not recorded)
@@ -81,8 +82,8 @@ End = tuple[str, float, tuple[int, int]]  # (state, event time, Kafka position)
 
 
 def _attempt_ends(reports: Sequence[JobLifecycle], positions: Sequence[tuple[int, int]],
-                  rejected: dict[tuple[str, str], float]) -> tuple[dict[Key, End], dict[Key, float]]:  # fmt: skip
-    """Each attempt's end as the worker applies it, and its first ``started`` time, from ``reports`` in
+                  rejected: dict[tuple[str, str], float]) -> tuple[dict[Key, End], dict[Key, tuple[float, str | None]]]:  # fmt: skip
+    """Each attempt's end as the worker applies it, and its first ``started`` (time, node), from ``reports`` in
     the topic's order (``streams/state.py``): the first end in the topic; a ``finished`` with a non-zero
     exit code counts as ``failed``; a ``timed_out`` after the attempt's ``started`` is none (the worker
     keeps the run), nor an end from another node than the one it started on (a second execution's);
@@ -103,7 +104,7 @@ def _attempt_ends(reports: Sequence[JobLifecycle], positions: Sequence[tuple[int
             state = "failed"
         if key not in out or (out[key][0] == "rejected" and state != "rejected"):
             out[key] = (state, t, position)
-    return out, {k: t for k, (t, _) in started.items()}
+    return out, started
 
 
 def _incarnations(archived: ArchivedEvents) -> tuple[list[JobSubmitted], list[DecisionRecord], list[JobLifecycle]]:
@@ -175,6 +176,7 @@ def fold_events(archived: ArchivedEvents) -> ArchiveEvents:
             memory_mib=d.memory_mib, gpu_milli_per_gpu=d.gpu_milli_per_gpu,
             candidates=tuple((c.node_id, float(c.score)) for c in d.candidates),
             end_state=end[0] if end else None, end_time=end[1] if end else None,
-            end_position=end[2] if end else None, started_time=started.get(key), partition=partition,
+            end_position=end[2] if end else None, started_time=(started.get(key) or (None, None))[0],
+            started_node=(started.get(key) or (None, None))[1], partition=partition,
             lifecycle_through=d.lifecycle_through, feasible_nodes=int(d.feasible_nodes or 0)))  # fmt: skip
     return ev

@@ -621,3 +621,31 @@ def test_a_failed_attempt_s_job_is_in_the_later_queues_until_retried_or_given_up
     rebuilt = reconstruct(fold_events(archived), spec=spec, min_feasible=1)
     assert rebuilt.decision_ids == ["dB"]
     assert len(rebuilt.demos.tokens[0]) == (1 if gave_up else 2)  # B itself, and A's retry while it was pending
+
+
+def test_a_decision_whose_attempt_started_on_another_node_is_not_imitated():
+    """Found by review: in an archive from before migration 0017, where re-decided records had merged, the one
+    kept could name a node the attempt never ran on; the replay imitated it."""
+    from datetime import timedelta
+
+    from inference.training.archive import eligible
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+    from storage.queries.training_events import TrainingEvents
+
+    def t(s: float):  # noqa: ANN202
+        return at(0) + timedelta(seconds=s)
+
+    nodes = [NodeTelemetry(event_id=f"t{i}", event_time=t(-5), node_id=f"n{i}", source="inventory", cpu_milli=8000,
+                           memory_mib=32000, num_gpu=0) for i in range(3)]  # fmt: skip
+    subs = [JobSubmitted(event_id=f"s{j}", event_time=t(0), job_id=j, cpu_milli=1000, memory_mib=100, num_gpu=0)
+            for j in "AB"]  # fmt: skip
+    placed = [DecisionRecord(event_id=d, decision_id=d, event_time=t(1), job_id=j, outcome="placed", node_id="n0",
+                             policy="fgd", latency_ms=1, cpu_milli=1000, memory_mib=100, step_id="st")
+              for d, j in (("dA", "A"), ("dB", "B"))]  # fmt: skip
+    ends = [JobLifecycle(event_id=f"{j}{k}", event_time=t(2 + k), job_id=j, decision_id=f"d{j}", node_id=node,
+                         state=state, exit_code=0 if state == "finished" else None)
+            for j, node in (("A", "n0"), ("B", "n2")) for k, state in enumerate(("started", "finished"))]  # fmt: skip
+    archived = TrainingEvents(nodes=nodes, submissions=subs, placed=placed, placed_partitions=[0, 0], ends=ends,
+                              end_positions=[(0, i) for i in range(len(ends))])  # fmt: skip
+    kept, skipped = eligible(fold_events(archived), ["finished"], None)
+    assert [p.decision_id for p in kept] == ["dA"] and skipped == {"started on another node than decided": 1}
