@@ -17,7 +17,7 @@ from inference.features.pairs import pair_features
 from inference.model import ModelConfig, load_model
 from inference.training import TrainOptions, train_imitation
 from inference.training.archive import archive_spec, reconstruct
-from inference.training.archive_events import fold_events
+from inference.training.archive_events import ArchiveEvents, fold_events
 from inference.training.archive_train import train_from_archive
 from scheduling.metrics.fragmentation import Workload
 from storage.queries.training_events import training_events
@@ -586,27 +586,38 @@ def test_a_sample_of_a_grown_archive_keeps_the_earlier_sample_but_for_what_new_d
     assert len(before - after) <= len(after & new_ids)
 
 
+def _after(seconds: float):  # noqa: ANN202
+    from datetime import timedelta
+
+    return at(0) + timedelta(seconds=seconds)
+
+
+def _two_jobs(placed: list[tuple[str, str, float, str]], ends: list) -> ArchiveEvents:  # noqa: ANN001
+    """Jobs A and B submitted at 0 on three CPU nodes n0-n2, placed as ``(decision id, job, seconds, node)``
+    says (each decision its own step), with the lifecycle reports ``ends``: the folded events."""
+    from scheduling.events import DecisionRecord, JobSubmitted, NodeTelemetry
+    from storage.queries.training_events import TrainingEvents
+
+    nodes = [NodeTelemetry(event_id=f"t{i}", event_time=_after(-5), node_id=f"n{i}", source="inventory",
+                           cpu_milli=8000, memory_mib=32000, num_gpu=0) for i in range(3)]  # fmt: skip
+    subs = [JobSubmitted(event_id=f"s{j}", event_time=_after(0), job_id=j, cpu_milli=1000, memory_mib=100, num_gpu=0)
+            for j in "AB"]  # fmt: skip
+    decisions = [DecisionRecord(event_id=d, decision_id=d, event_time=_after(s), job_id=j, outcome="placed",
+                                node_id=n, policy="fgd", latency_ms=1, cpu_milli=1000, memory_mib=100,
+                                step_id=f"st{s}") for d, j, s, n in placed]  # fmt: skip
+    return fold_events(TrainingEvents(nodes=nodes, submissions=subs, placed=decisions, placed_partitions=[0] * len(placed),
+                                      ends=ends, end_positions=[(0, i) for i in range(len(ends))]))  # fmt: skip
+
+
 @pytest.mark.parametrize("gave_up", [False, True])
 def test_a_failed_attempt_s_job_is_in_the_later_queues_until_retried_or_given_up(gave_up):
     """Found by review: a failed attempt's job came back to the rebuilt queue only if its retry was placed
     later; while the retry was pending (at the end of the archive, say) the later steps' queues lacked it. The
     worker queues it again or gives it up with a rejection at the same time (streams/state.py)."""
-    from datetime import timedelta
-
     from inference.features.spec import FeatureSpec
-    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
-    from storage.queries.training_events import TrainingEvents
+    from scheduling.events import JobLifecycle
 
-    def t(s: float):  # noqa: ANN202
-        return at(0) + timedelta(seconds=s)
-
-    nodes = [NodeTelemetry(event_id=f"t{i}", event_time=t(-5), node_id=f"n{i}", source="inventory", cpu_milli=8000,
-                           memory_mib=32000, num_gpu=0) for i in range(3)]  # fmt: skip
-    subs = [JobSubmitted(event_id=f"s{j}", event_time=t(0), job_id=j, cpu_milli=1000, memory_mib=100, num_gpu=0)
-            for j in "AB"]  # fmt: skip
-    placed = [DecisionRecord(event_id=d, decision_id=d, event_time=t(s), job_id=j, outcome="placed", node_id=n,
-                             policy="fgd", latency_ms=1, cpu_milli=1000, memory_mib=100, step_id=f"st{s}")
-              for d, j, s, n in (("dA", "A", 1, "n0"), ("dB", "B", 10, "n1"))]  # fmt: skip
+    t = _after
     ends = [JobLifecycle(event_id="e1", event_time=t(1.1), job_id="A", state="started", node_id="n0", decision_id="dA"),
             JobLifecycle(event_id="e2", event_time=t(5), job_id="A", state="failed", exit_code=1, node_id="n0",
                          decision_id="dA"),
@@ -615,10 +626,8 @@ def test_a_failed_attempt_s_job_is_in_the_later_queues_until_retried_or_given_up
                          decision_id="dB")]  # fmt: skip
     if gave_up:
         ends.insert(2, JobLifecycle(event_id="e2-x", event_time=t(5), job_id="A", attempt=1, state="rejected"))
-    archived = TrainingEvents(nodes=nodes, submissions=subs, placed=placed, placed_partitions=[0, 0], ends=ends,
-                              end_positions=[(0, i) for i in range(len(ends))])  # fmt: skip
-    spec = FeatureSpec(gpu_models=(), text_dim=8, encoder="hashed-ngram-8")
-    rebuilt = reconstruct(fold_events(archived), spec=spec, min_feasible=1)
+    events = _two_jobs([("dA", "A", 1, "n0"), ("dB", "B", 10, "n1")], ends)
+    rebuilt = reconstruct(events, spec=FeatureSpec(gpu_models=(), text_dim=8, encoder="hashed-ngram-8"), min_feasible=1)
     assert rebuilt.decision_ids == ["dB"]
     assert len(rebuilt.demos.tokens[0]) == (1 if gave_up else 2)  # B itself, and A's retry while it was pending
 
@@ -626,26 +635,11 @@ def test_a_failed_attempt_s_job_is_in_the_later_queues_until_retried_or_given_up
 def test_a_decision_whose_attempt_started_on_another_node_is_not_imitated():
     """Found by review: in an archive from before migration 0017, where re-decided records had merged, the one
     kept could name a node the attempt never ran on; the replay imitated it."""
-    from datetime import timedelta
-
     from inference.training.archive import eligible
-    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
-    from storage.queries.training_events import TrainingEvents
+    from scheduling.events import JobLifecycle
 
-    def t(s: float):  # noqa: ANN202
-        return at(0) + timedelta(seconds=s)
-
-    nodes = [NodeTelemetry(event_id=f"t{i}", event_time=t(-5), node_id=f"n{i}", source="inventory", cpu_milli=8000,
-                           memory_mib=32000, num_gpu=0) for i in range(3)]  # fmt: skip
-    subs = [JobSubmitted(event_id=f"s{j}", event_time=t(0), job_id=j, cpu_milli=1000, memory_mib=100, num_gpu=0)
-            for j in "AB"]  # fmt: skip
-    placed = [DecisionRecord(event_id=d, decision_id=d, event_time=t(1), job_id=j, outcome="placed", node_id="n0",
-                             policy="fgd", latency_ms=1, cpu_milli=1000, memory_mib=100, step_id="st")
-              for d, j in (("dA", "A"), ("dB", "B"))]  # fmt: skip
-    ends = [JobLifecycle(event_id=f"{j}{k}", event_time=t(2 + k), job_id=j, decision_id=f"d{j}", node_id=node,
+    ends = [JobLifecycle(event_id=f"{j}{k}", event_time=_after(2 + k), job_id=j, decision_id=f"d{j}", node_id=node,
                          state=state, exit_code=0 if state == "finished" else None)
             for j, node in (("A", "n0"), ("B", "n2")) for k, state in enumerate(("started", "finished"))]  # fmt: skip
-    archived = TrainingEvents(nodes=nodes, submissions=subs, placed=placed, placed_partitions=[0, 0], ends=ends,
-                              end_positions=[(0, i) for i in range(len(ends))])  # fmt: skip
-    kept, skipped = eligible(fold_events(archived), ["finished"], None)
+    kept, skipped = eligible(_two_jobs([("dA", "A", 1, "n0"), ("dB", "B", 1, "n0")], ends), ["finished"], None)
     assert [p.decision_id for p in kept] == ["dA"] and skipped == {"started on another node than decided": 1}
