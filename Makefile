@@ -14,8 +14,14 @@ SEMSCHED := $(VENV)/bin/semsched
 $(VENV)/.installed: pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if (3, 11) <= sys.version_info[:2] < (3, 13) else "semsched needs Python 3.11 or 3.12 (this $(PYTHON) is %d.%d): make ... PYTHON=python3.11" % sys.version_info[:2])'
 	$(PY) -m pip --version >/dev/null 2>&1 || $(PYTHON) -m venv --clear $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev]'
+	$(PY) -m pip install -q --retries 10 --upgrade pip
+	@# torch's CUDA wheels are ~3 GB from PyPI; a download cut off mid-wheel (seen in CI) is resumed
+	@# by pip, and the whole install is tried again after a pause (finished wheels come from the cache)
+	@for attempt in 1 2 3 4; do \
+	  $(PY) -m pip install -q --retries 10 --resume-retries 20 -c constraints.txt -e '.[dev]' && break; \
+	  [ $$attempt -lt 4 ] || { echo "pip install failed 4 times: see the errors above" >&2; exit 1; }; \
+	  echo "pip install failed (attempt $$attempt of 4); trying again in 30 s" >&2; sleep 30; \
+	done
 	touch $@
 
 install: $(VENV)/.installed
