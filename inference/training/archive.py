@@ -183,13 +183,15 @@ def decided_by(p: Placed) -> str:
 
 
 def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[str] | None,
-             cut: float | None = None) -> tuple[list[Placed], Counter[str]]:  # fmt: skip
-    """The placed decisions whose outcome (:func:`outcome`, at ``cut``) and policy are kept, and a count
-    of the others by reason."""
+             cut: float | None = None, since: float | None = None) -> tuple[list[Placed], Counter[str]]:  # fmt: skip
+    """The placed decisions whose outcome (:func:`outcome`, at ``cut``) and policy are kept, from ``since``
+    on (an earlier one only holds its node in the rebuilt state), and a count of the others by reason."""
     keep_outcomes, keep_policies = set(outcomes), None if policies is None else set(policies)
     kept, skipped = [], Counter[str]()
     for p in events.placed:
-        if (state := outcome(p, cut)) not in keep_outcomes:
+        if since is not None and p.time < since:
+            skipped["before the window (--since)"] += 1
+        elif (state := outcome(p, cut)) not in keep_outcomes:
             skipped[f"outcome {state}"] += 1
         elif keep_policies is not None and decided_by(p) not in keep_policies:
             skipped[f"policy {decided_by(p)}"] += 1
@@ -202,8 +204,8 @@ def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[
 
 def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
                 policies: Iterable[str] | None = None, min_feasible: int = 2, max_samples: int | None = None,
-                seed: int = 0, tied_targets: bool = False, max_tokens: int = 64,
-                cut: float | None = None) -> ArchiveDemonstrations:  # fmt: skip
+                seed: int = 0, tied_targets: bool = False, max_tokens: int = 64, cut: float | None = None,
+                since: float | None = None) -> ArchiveDemonstrations:  # fmt: skip
     """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
     states to learn from (``running`` = no end yet); ``policies``: only decisions of these
     policies (None = all; a fallback's placements are ``<policy> (fallback)``'s, :func:`decided_by`); ``cut``: a validation cut — a decision before it is judged by what was
@@ -214,14 +216,16 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     high as the chosen node (heuristics like FGD tie often). Off by default: measured on a
     3,000-job fgd demo archive, imitating the worker's actual pick (its tie-break, the lowest
     node index, packs) reached 93.6 % on the held-out fill replay, the tied sets 89.2 %.
-    ``max_tokens``: job tokens kept per demonstration (module docstring)."""
+    ``max_tokens``: job tokens kept per demonstration (module docstring); ``since``: only decisions from
+    then on are demonstrations (the events read for a window, ``storage.queries.training_events``, also
+    hold the earlier placements still running at its start, which the replay needs for the state)."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1 (the job itself), not {max_tokens}")
     spec = spec or archive_spec(events, before=cut)
     labels = label_spec(spec, (j for j in events.jobs.values() if cut is None or j.submit_time < cut))
     encoder = EncoderCache(get_encoder(spec.encoder))
     result = ArchiveDemonstrations(Demonstrations(), placed=len(events.placed))
-    kept, result.skipped = eligible(events, outcomes, policies, cut)
+    kept, result.skipped = eligible(events, outcomes, policies, cut, since)
     ids = [(p.cluster, p.decision_id) for p in kept]  # (cluster, decision id): an id is unique only within a cluster
     if max_samples is not None and len(ids) > max_samples:  # the ids of least hash: an archive that grew keeps
         # its earlier sample but for the new ids that displace some (found by review: a draw over the ids in

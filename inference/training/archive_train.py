@@ -34,13 +34,13 @@ class NothingToLearnError(ValueError):
 
 
 def validation_cut(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[str] | None,
-                   val_share: float) -> float | None:
+                   val_share: float, since: float | None = None) -> float | None:
     """When the validation period begins: the time of the first of the latest ``val_share`` of the
     eligible decisions (:func:`~inference.training.archive.eligible`), a step's decisions on one side
     (found by review: a split by rank cut a step's decisions, which share their time, in two); None
     with fewer than 10, or no share. The training half learns only what was known then: the workload
     submitted before it, and each decision's outcome as of the cut."""
-    times = np.sort([p.time for p in eligible(events, outcomes, policies)[0]])
+    times = np.sort([p.time for p in eligible(events, outcomes, policies, since=since)[0]])
     n_val = int(round(len(times) * val_share)) if len(times) >= 10 else 0
     return float(times[len(times) - n_val]) if n_val > 0 else None
 
@@ -52,18 +52,19 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
                        min_feasible: int = 2, tied_targets: bool = False, val_share: float = 0.15, version: str | None = None,
                        archive: str = "", on_batch: Any = None, job_tokens: int = 0, max_tokens: int = 64,
                        cluster: bool = True, frag: bool = True, stability: float = 0.0,
-                       encoder: str = "hashed") -> Path:  # fmt: skip
+                       encoder: str = "hashed", since: float | None = None) -> Path:  # fmt: skip
     """Reconstruct from ``events`` (:func:`~inference.training.archive_events.fold_events`), train,
     save; returns the model directory. ``config``: the architecture and featurisation (default:
     built from the archive's GPU models and the size options, with the cluster-level and
     fragmentation columns unless ``cluster`` / ``frag`` is False, and ``job_tokens`` slots; their
     tokens are the jobs pending when each decision's step began, at most ``max_tokens``,
-    :func:`~inference.training.archive.reconstruct`)."""
+    :func:`~inference.training.archive.reconstruct`); ``since`` (epoch s): learn from the decisions from
+    then on only (``events`` read for that window)."""
     from inference.model.io import save_new_model
 
     options = options or TrainOptions()
     started = time.perf_counter()
-    cut = validation_cut(events, outcomes, policies, val_share)
+    cut = validation_cut(events, outcomes, policies, val_share, since)
     spec: FeatureSpec = config.spec if config is not None else archive_spec(events, text_dim, cluster=cluster, frag=frag,
                                                                                     encoder=encoder, before=cut)
     # ψ and T as ``semsched train`` builds them: a cost head when its loss has a weight (fragmentation
@@ -75,7 +76,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     # a model without job tokens reads none: each state keeps its own row only
     rebuilt = reconstruct(events, spec=spec, outcomes=outcomes, policies=policies, min_feasible=min_feasible,
                           max_samples=max_samples, seed=options.seed, tied_targets=tied_targets,
-                          max_tokens=max_tokens if config.job_tokens else 1, cut=cut)  # fmt: skip
+                          max_tokens=max_tokens if config.job_tokens else 1, cut=cut, since=since)  # fmt: skip
     n = len(rebuilt.demos)
     if n == 0:
         raise NothingToLearnError(f"the archive has no usable placed decisions: {rebuilt.summary()}")
@@ -104,7 +105,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
             "val_states": len(val), "val_split": (f"from the first of the latest {val_share:.0%} of the eligible "
                                                   "decisions in time (a step's decisions on one side)"
                                                   if cut is not None else "none (fewer than 10 eligible decisions)"),
-            "val_cut": cut,
+            "val_cut": cut, "since": since,
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),
             "job_tokens": config.job_tokens, "max_tokens": max_tokens if config.job_tokens else None,
             "epochs": options.epochs, "batch": options.batch, "lr": options.lr, "seed": options.seed,

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import typer
@@ -112,3 +114,25 @@ def encoder_names(text: str) -> str:
         if problem is not None:
             raise typer.BadParameter(problem)
     return text
+
+
+_AGE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def since_time(text: str, now: datetime | None = None, option: str = "--since") -> datetime:
+    """A window's start: an age before ``now`` (``90m``, ``36h``, ``7d``, ``2w``) or a time (ISO 8601:
+    ``2026-12-01``, ``2026-12-01T08:00:00Z``; without a zone, UTC). Refused: anything else, a time
+    still to come."""
+    now = now or datetime.now(UTC)
+    if age := _AGE.fullmatch(text):
+        return now - timedelta(seconds=float(age[1]) * _UNIT_S[age[2]])
+    try:
+        when = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise typer.BadParameter(f"{option} takes an age (90m, 36h, 7d, 2w) or a time (2026-12-01, "
+                                 f"2026-12-01T08:00:00Z), not {text!r}") from None  # fmt: skip
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
+    if when > now:
+        raise typer.BadParameter(f"{option} {text} is still to come (now is {now:%Y-%m-%dT%H:%M:%SZ})")
+    return when

@@ -297,6 +297,9 @@ def train(
     imitate: str = typer.Option(None, help="With --from-archive: whose decisions to imitate, comma-separated, as the "
                                 "archive names who decided (fgd, learned, 'learned (fallback)' ...; default: every "
                                 "one's)."),
+    since: str = typer.Option(None, help="With --from-archive: learn from the decisions made since then, an age "
+                              "(7d, 36h) or a time (2026-12-01T08:00:00Z); only the jobs pending or running then "
+                              "are read from before it (default: the whole archive)."),
     archive: str = typer.Option(None, help="Archive DSN for --from-archive and the model registry (default: the "
                                 "running worker's /sql, else SEMSCHED_CLICKHOUSE_URL or the embedded chdb)."),
     promote: bool = typer.Option(True, help="Evaluate the new version beside the serving one on the held-out "
@@ -323,14 +326,15 @@ def train(
 ) -> None:
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
-    from ops.cli.options import check_new_version, seed_list
+    from ops.cli.options import check_new_version, seed_list, since_time
     from ops.cli.train_publish import check_archive, publish
 
     check_new_version(out, version, publishes=promote)
     if from_archive:
         refuse_unused(ctx, "--from-archive")
-    elif imitate is not None:
-        raise typer.BadParameter("--imitate applies with --from-archive only")
+    elif imitate is not None or since is not None:
+        raise typer.BadParameter(f"{'--imitate' if imitate is not None else '--since'} applies with --from-archive only")
+    window = None if since is None else since_time(since)
     if rl_from is not None:
         refuse_unused(ctx, "--rl-from")
     if target not in ("set", "choice"):
@@ -394,7 +398,7 @@ def train(
                                            cluster_features=cluster_features, frag_features=frag_features,
                                            cost_weight=cost_weight, transition_weight=transition_weight,
                                            delta_weight=delta_weight, stability=stability, encoder=encoder,
-                                           policies=imitate)  # fmt: skip
+                                           policies=imitate, since=window)  # fmt: skip
         publish(directory, out, promote=promote, promotion_seeds=promotion_seeds, archive=archive, pods=pods,
                 nodes=nodes)  # fmt: skip  (found by review: --pods / --nodes were ignored here)
         return

@@ -4,7 +4,8 @@
 ``--from-archive`` is given. The archive is read through a running worker's
 ``/sql`` when one answers (embedded mode), else opened directly (``--archive DSN`` or
 ``Settings().clickhouse_dsn``); its events come from :func:`storage.queries.training_events.training_events`
-and are folded by :func:`inference.training.archive_events.fold_events`. The new version is written to ``<out>/<version>/`` with
+and are folded by :func:`inference.training.archive_events.fold_events`; ``since`` reads a window (the jobs
+over before it are not read). The new version is written to ``<out>/<version>/`` with
 ``source: archive``; ``latest`` moves only through promotion (``--promote``, or later
 ``semsched models promote``).
 """
@@ -12,6 +13,7 @@ and are folded by :func:`inference.training.archive_events.fold_events`. The new
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import typer
@@ -32,7 +34,8 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                            pod_sample: int | None = None, job_tokens: int = 0, target: str = "choice",
                            cluster_features: bool = True, frag_features: bool = True, cost_weight: float = 0.1,
                            transition_weight: float = 0.1, delta_weight: float = 0.0,
-                           stability: float = 0.0, encoder: str = "hashed") -> Path:  # fmt: skip
+                           stability: float = 0.0, encoder: str = "hashed",
+                           since: datetime | None = None) -> Path:  # fmt: skip
     import torch
 
     from inference.training import TrainOptions
@@ -55,7 +58,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
             bar.update(task, completed=done, what=f"epoch {epoch + 1}/{epochs} loss {loss:.3f}")
 
         try:
-            events = fold_events(training_events(client))
+            events = fold_events(training_events(client, since=since))
         except WorkerBusy as e:  # (found by review: a traceback)
             bar.stop()
             console.print(f"[red]cannot read the archive: {escape(str(e))}[/red] (stop the worker, or point "
@@ -71,7 +74,7 @@ def run_train_from_archive(*, archive: str | None = None, out: Path = Path("mode
                 policies=None if not policies else [p.strip() for p in policies.split(",") if p.strip()],
                 max_samples=max_samples, tied_targets=tied_targets, version=version, archive=archive_name(client),
                 on_batch=on_batch, job_tokens=job_tokens, cluster=cluster_features, frag=frag_features,
-                stability=stability, encoder=encoder)  # fmt: skip
+                stability=stability, encoder=encoder, since=None if since is None else since.timestamp())  # fmt: skip
         except NothingToLearnError as e:
             bar.stop()
             console.print(f"[red]{escape(str(e))}[/red]")

@@ -17,6 +17,14 @@ milliseconds (plain numbers on every client path, including the worker's ``/sql`
   with their Kafka positions (a decision's ``lifecycle_through`` says which of its partition's
   reports its step had handled; each decision comes with its partition).
 
+**A window** (``since``, ``semsched train --from-archive --since``): the jobs that were over before it
+— every one of their events earlier, the latest of them (by time; at one millisecond a report
+after a decision after a submission, then in topic order) a rejection or a ``finished`` with exit
+code 0 — are not read; every other job is read whole. Those
+are the jobs pending or running at the window's start, whose placements held the nodes then, and
+the later ones. So the replay rebuilds the state at the window's start without reading the
+archive's history before it (found by review: the whole archive was read into memory).
+
 The rows come back as the project's event models (:mod:`scheduling.events`), built without
 re-validation (the archive only holds events that were validated on the way in). Folding
 them into the replay's timeline is :func:`inference.training.archive_events.fold_events`.
@@ -38,15 +46,29 @@ FROM nodes_telemetry_accepted GROUP BY cluster, node_id ORDER BY cluster, node_i
 _SUBMITTED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, tenant, user, priority, qos,
     cpu_milli, memory_mib, num_gpu, gpu_milli, gpu_models, gang_id, gang_size, app, max_instances_per_node, name,
     command, labels, runtime_estimate_s, trace_duration_s
-FROM jobs_submitted_accepted ORDER BY cluster, job_id, event_time, event_id"""
+FROM jobs_submitted_accepted WHERE __WINDOW__ ORDER BY cluster, job_id, event_time, event_id"""
 _PLACED = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, decision_id, job_id, cluster, attempt, node_id,
     gpu_indices, policy, model_version, fallback, step_id, latency_ms, cpu_milli, memory_mib, gpu_milli_per_gpu,
     candidates, lifecycle_through, feasible_nodes, kafka_partition
-FROM decisions_applied WHERE outcome = 'placed' ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
+FROM decisions_applied WHERE outcome = 'placed' AND __WINDOW__
+ORDER BY event_time, kafka_partition, kafka_offset, decision_id"""
 _ENDS = """SELECT event_id, toUnixTimestamp64Milli(event_time) AS t, cluster, job_id, attempt, state, exit_code,
     node_id, decision_id, kafka_partition, kafka_offset
 FROM jobs_lifecycle_applied WHERE state IN ('started', 'finished', 'failed', 'preempted', 'timed_out', 'rejected')
-ORDER BY kafka_partition, kafka_offset"""
+    AND __WINDOW__ ORDER BY kafka_partition, kafka_offset"""
+# the jobs over before the window (module docstring): their latest event of any kind (a report, at one millisecond
+# after a decision, after a submission) is an end for good, and came before it
+_OVER_BEFORE = """(cluster, job_id) NOT IN (
+    SELECT cluster, job_id FROM (
+        SELECT cluster, job_id, toUnixTimestamp64Milli(event_time) AS t, 2 AS kind, kafka_partition, kafka_offset,
+               state = 'rejected' OR (state = 'finished' AND ifNull(exit_code, 0) = 0) AS over
+        FROM jobs_lifecycle_applied
+        UNION ALL SELECT cluster, job_id, toUnixTimestamp64Milli(event_time), 1, kafka_partition, kafka_offset, 0
+        FROM decisions_applied
+        UNION ALL SELECT cluster, job_id, toUnixTimestamp64Milli(event_time), 0, kafka_partition, kafka_offset, 0
+        FROM jobs_submitted_accepted)
+    GROUP BY cluster, job_id
+    HAVING max(t) < %(since)s AND argMax(over, (t, kind, kafka_partition, kafka_offset)) = 1)"""
 
 
 @dataclass
@@ -112,12 +134,18 @@ def _end(r: tuple[Any, ...]) -> JobLifecycle:
                                         exit_code=None if exit_code is None else int(exit_code))  # fmt: skip
 
 
-def training_events(client: ArchiveClient) -> TrainingEvents:
-    """Nodes, submissions, placed decisions and attempt ends of the archive behind ``client``."""
-    placed, ends = client.query_rows(_PLACED)[1], client.query_rows(_ENDS)[1]
+def training_events(client: ArchiveClient, since: datetime | None = None) -> TrainingEvents:
+    """Nodes, submissions, placed decisions and attempt ends of the archive behind ``client``; with
+    ``since``, without the jobs over before it (module docstring)."""
+    window, params = ("1", None) if since is None else (_OVER_BEFORE, {"since": int(since.timestamp() * 1000)})
+
+    def rows(sql: str) -> list[tuple[Any, ...]]:
+        return client.query_rows(sql.replace("__WINDOW__", window), params)[1]
+
+    placed, ends = rows(_PLACED), rows(_ENDS)
     return TrainingEvents(
         nodes=[_node(r) for r in client.query_rows(_NODES)[1]],
-        submissions=[_submitted(r) for r in client.query_rows(_SUBMITTED)[1]],
+        submissions=[_submitted(r) for r in rows(_SUBMITTED)],
         placed=[_placed(r) for r in placed],
         placed_partitions=[int(r[-1]) for r in placed],
         ends=[_end(r) for r in ends],

@@ -47,6 +47,36 @@ def test_training_events_are_the_archived_events(loaded: ArchiveClient) -> None:
     assert ev.placed_partitions == [0, 0] and [d.lifecycle_through for d in ev.placed] == [None, None]
 
 
+def test_a_window_reads_every_job_but_those_over_before_it(loaded: ArchiveClient) -> None:
+    """(Found by review: the whole archive was read into memory.) A job is left out only when its latest event
+    is an end for good before the window."""
+    # G: its attempt failed before the window and nothing came after (queued again: pending at its start)
+    g = decision_id_for("G", 0, "s-g")
+    w = ArchiveWriter(loaded)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-g", event_time=at(9), job_id="G")], [(0, 10)])
+    w.write("decisions", [DecisionRecord(event_id=g, decision_id=g, event_time=at(10), job_id="G", outcome="placed",
+                                         node_id="n1", policy="fgd", latency_ms=1.0)], [(0, 10)])  # fmt: skip
+    w.write("jobs_lifecycle", [JobLifecycle(event_id="l-g", event_time=at(12), job_id="G", decision_id=g,
+                                            state="finished", node_id="n1", exit_code=1)], [(0, 10)])  # fmt: skip
+
+    def read(since: datetime | None) -> tuple[list[str], list[str], list[tuple[str, str]]]:
+        ev = training_events(loaded, since=since)
+        return ([s.job_id for s in ev.submissions], [d.job_id for d in ev.placed],
+                [(e.job_id, e.state) for e in ev.ends])  # fmt: skip
+
+    everything = read(None)
+    assert everything[0] == list("ABCDFG") and read(at(0)) == everything
+    # B was given up at 30 s: over before a window from 40 s; A finished at 65 s, inside it
+    assert read(at(40)) == (list("ACDFG"), ["A", "D", "G"],
+                            [("A", "started"), ("A", "finished"), ("D", "started"), ("G", "finished")])  # fmt: skip
+    # from 66 s A is over too; C (never decided), D (running), F (pending) and G (failed: queued again) are not
+    assert read(at(66)) == (list("CDFG"), ["D", "G"], [("D", "started"), ("G", "finished")])
+    assert len(training_events(loaded, since=at(66)).nodes) == 1  # the inventory is read whole
+    # A's id used again (a new job, submitted at 70 s, pending at 80 s): the id is read whole again
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-a2", event_time=at(70), job_id="A")], [(0, 11)])
+    assert read(at(80))[0] == list("AACDFG") and read(at(80))[1] == ["A", "D", "G"]
+
+
 def test_placed_decisions_of_one_millisecond_come_in_kafka_order(client: ArchiveClient) -> None:
     decisions = [DecisionRecord(event_id=d, decision_id=d, event_time=T0, job_id=d, outcome="placed", node_id="n1",
                                 policy="fgd", latency_ms=1.0, step_id="s1") for d in ("z", "a", "m")]  # fmt: skip

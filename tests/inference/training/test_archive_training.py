@@ -643,3 +643,29 @@ def test_a_decision_whose_attempt_started_on_another_node_is_not_imitated():
             for j, node in (("A", "n0"), ("B", "n2")) for k, state in enumerate(("started", "finished"))]  # fmt: skip
     kept, skipped = eligible(_two_jobs([("dA", "A", 1, "n0"), ("dB", "B", 1, "n0")], ends), ["finished"], None)
     assert [p.decision_id for p in kept] == ["dA"] and skipped == {"started on another node than decided": 1}
+
+
+@pytest.mark.parametrize("since_s", [6.0, 12.0])
+def test_a_window_rebuilds_the_states_the_whole_archive_does_from_its_start(archive, since_s):
+    """``train --from-archive --since``: the jobs over before the window are not read (found by review: the
+    whole archive was read into memory); the placements still running at its start are, and hold their
+    nodes. The demonstrations are those of the whole archive's replay from the window's start on."""
+    truths = live_run(ArchiveWriter(archive))
+    since = at(since_s)
+    whole, window = fold_events(training_events(archive)), fold_events(training_events(archive, since=since))
+    t0 = since.timestamp()
+    gone = set(whole.jobs) - set(window.jobs)
+    assert gone and set(window.jobs) < set(whole.jobs)  # some jobs were over: not read
+    for key in gone:  # each finished before the window, or was given up before it
+        runs = [p for p in whole.placed if (p.cluster, p.job_id) == key]
+        assert whole.jobs[key].submit_time < t0 and all(p.time < t0 and (p.end_time or t0) < t0 for p in runs)
+        assert (runs and runs[-1].end_state == "finished") or whole.rejected.get(key, t0) < t0
+    before = [p for p in window.placed if p.time < t0]
+    assert any(p.end_time is None or p.end_time >= t0 for p in before)  # running at its start: they hold nodes
+    got, want = (reconstruct(ev, spec=SPEC, min_feasible=1, outcomes=("finished", "failed"), since=t0)
+                 for ev in (window, whole))  # fmt: skip
+    assert got.decision_ids == want.decision_ids == [
+        t.decision_id for t in truths if t.outcome in ("finished", "failed") and t.time >= t0]
+    assert got.skipped["before the window (--since)"] == len(before)
+    for name in ("nodes", "pairs", "feasible", "target", "queues"):
+        np.testing.assert_array_equal(got.demos.arrays()[name], want.demos.arrays()[name])

@@ -6,6 +6,7 @@ timed on them: only "measured, positive" is asserted of the latency)."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -74,6 +75,30 @@ def test_train_from_archive_then_promote_then_list(dsn: str, tmp_path: Path) -> 
     assert latency["p99_ms"] > 0 and latency["pending"] == 256 and row["evaluation"]["latency_budget_ms"] == 10000.0
     r = runner.invoke(app, ["models", "list", "--archive", dsn, "--models", str(models)])
     assert r.exit_code == 0 and "arch-1" in r.output and "p99" in r.output
+
+
+def test_train_from_archive_since_learns_from_the_window_and_says_so(dsn: str, tmp_path: Path) -> None:
+    models = tmp_path / "models"  # (the archive's decisions are 2026-03-01 00:00:00-00:00:18 UTC)
+    r = runner.invoke(_app(), ["train", "--from-archive", "--no-promote", "--archive", dsn, "--out", str(models),
+                               "--epochs", "1", "--hidden", "8", "--text-dim", "8", "--version", "arch-since",
+                               "--since", "2026-03-01T00:00:09"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    info = json.loads((models / "arch-since" / "train.json").read_text())
+    since = datetime(2026, 3, 1, 0, 0, 9, tzinfo=UTC).timestamp()
+    assert info["since"] == since and info["decisions_from"] >= since
+    assert info["reconstruction"]["skipped"]["before the window (--since)"] > 0  # running at 9 s: read, not learned
+
+
+def test_since_is_an_age_or_a_time() -> None:
+    from ops.cli.options import since_time
+
+    now = datetime(2026, 12, 5, 12, tzinfo=UTC)
+    assert since_time("36h", now) == datetime(2026, 12, 4, 0, tzinfo=UTC) == since_time(" 1.5d ", now)
+    assert since_time("2026-12-01", now) == datetime(2026, 12, 1, tzinfo=UTC)
+    assert since_time("2026-12-01T08:00:00+02:00", now) == datetime(2026, 12, 1, 6, tzinfo=UTC)
+    for bad in ("7 days", "-1d", "", "d"):
+        with pytest.raises(typer.BadParameter, match="an age"):
+            since_time(bad, now)
 
 
 def test_train_from_archive_promotes_on_the_pods_and_nodes_it_is_given(dsn: str, tmp_path: Path) -> None:
@@ -189,6 +214,9 @@ def test_train_from_an_archive_without_decisions_is_one_line_and_exit_1(tmp_path
     (["--from-archive", "--train-seeds", "0-3", "--expert", "best-fit"], "--expert,--train-seedsdonotapplywith--from-archive"),
     (["--rl-from", "somewhere", "--rl-episodes", "1", "--stability", "0.5"], "--stabilitydoesnotapplywith--rl-from"),
     (["--target", "foo"], "--targetmustbe'set'or'choice',not'foo'"),
+    (["--since", "7d"], "--sinceapplieswith--from-archiveonly"),
+    (["--from-archive", "--since", "yesterday"], "--sincetakesanage(90m,36h,7d,2w)oratime"),
+    (["--from-archive", "--since", "2999-01-01"], "--since2999-01-01isstilltocome"),
     (["--expert", "bogus"], "--expert'bogus'isnotapolicy"),
     (["--stability", "-1"], "--stabilitymustbeatleast0"),
     (["--stability", "0.5", "--transition-weight", "0"], "give--transition-weight>0sothatTistrained"),
