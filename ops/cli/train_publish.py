@@ -48,7 +48,10 @@ def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, 
     from ops.cli.options import seed_list
 
     if promote:
-        result = run_promote(directory, out, seeds=seed_list(promotion_seeds), archive=archive, pods=pods, nodes=nodes)
+        root = promotion_root(out)
+        if root != out:
+            console.print(f"{out} serves no version: judging {directory.name} against the serving one, {root / 'latest'}")
+        result = run_promote(directory, root, seeds=seed_list(promotion_seeds), archive=archive, pods=pods, nodes=nodes)
         if not result.candidate.get("loaded"):  # not judged at all (it does not load, or fell back in the
             raise typer.Exit(1)  # replay: the reason is printed): a script must tell it from "not better"
         return result
@@ -66,12 +69,24 @@ def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, 
     return row
 
 
-def promote_hint(directory: Path, out: Path, archive: str | None = None) -> str:
-    """The command that judges ``directory`` against the serving version: the one of ``out`` when
-    it has one, else of the default root (``--out models/candidates`` keeps candidates beside
-    ``models/latest``; promoting into a root without one would beat nothing and serve at once),
-    recording in ``archive`` when the candidate was recorded there."""
+#: the model root ``semsched models promote`` defaults to: ``models/latest`` is what the worker serves
+DEFAULT_ROOT = Path("models")
+
+
+def promotion_root(out: Path) -> Path:
+    """Where a version written to ``out`` is judged and promoted: ``out`` when it serves a version (or
+    the default root serves none), else the default root. ``--out models/candidates`` keeps candidates
+    beside ``models/latest``: promoted into their own root they beat nothing, and ``models/candidates/latest``
+    served nothing the worker reads (found by review: only the ``--no-promote`` hint knew this)."""
     from inference.training.promotion import serving_dir
 
-    root = f" --models {out}" if serving_dir(out) is not None else ""
+    if serving_dir(out) is not None or serving_dir(DEFAULT_ROOT) is None:
+        return out
+    return DEFAULT_ROOT
+
+
+def promote_hint(directory: Path, out: Path, archive: str | None = None) -> str:
+    """The command that judges ``directory`` against the serving version (:func:`promotion_root`),
+    recording in ``archive`` when the candidate was recorded there."""
+    root = f" --models {out}" if promotion_root(out) == out and out != DEFAULT_ROOT else ""
     return f"semsched models promote {directory}{root}" + (f" --archive {archive}" if archive else "")

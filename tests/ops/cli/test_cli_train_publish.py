@@ -47,16 +47,41 @@ def test_a_no_promote_training_run_is_recorded_as_an_unevaluated_candidate(tiny)
     assert row.candidate_score is not None and row.revision > 1
 
 
-def test_the_promote_hint_judges_a_candidate_against_a_serving_version(tmp_path: Path) -> None:
+def test_the_promote_hint_judges_a_candidate_against_a_serving_version(tmp_path: Path, monkeypatch) -> None:
     """`--out models/candidates --no-promote` keeps candidates beside models/latest: the hint must
     compare with that, not promote into the candidates' root, where it would beat nothing."""
     from ops.cli.train_publish import promote_hint
 
-    candidates = tmp_path / "candidates"
+    monkeypatch.chdir(tmp_path)  # (the default root, models/, is the working directory's)
+    candidates = Path("models") / "candidates"
     (candidates / "jt4-s0").mkdir(parents=True)
-    assert promote_hint(candidates / "jt4-s0", candidates) == f"semsched models promote {candidates / 'jt4-s0'}"
+    (Path("models") / "v1").mkdir()
+    hint = f"semsched models promote {candidates / 'jt4-s0'}"
+    assert promote_hint(candidates / "jt4-s0", candidates) == f"{hint} --models {candidates}"  # nothing serves
+    (Path("models") / "latest").symlink_to("v1")
+    assert promote_hint(candidates / "jt4-s0", candidates) == hint  # judged against models/latest
     (candidates / "latest").symlink_to("jt4-s0")  # a root that serves: judged there
-    assert promote_hint(candidates / "jt4-s0", candidates).endswith(f" --models {candidates}")
+    assert promote_hint(candidates / "jt4-s0", candidates) == f"{hint} --models {candidates}"
+
+
+def test_a_version_trained_into_a_root_that_serves_nothing_is_judged_against_the_serving_one(tiny, monkeypatch) -> None:
+    """Found by review: `train --out models/candidates` promoted into models/candidates, where the candidate
+    beat nothing and became models/candidates/latest, which no worker reads."""
+    monkeypatch.chdir(tiny["models"].parent)
+    inputs = ["--pods", str(tiny["pods"]), "--nodes", str(tiny["nodes"]), "--archive", tiny["dsn"],
+              "--promotion-seeds", "100"]  # fmt: skip
+    r = CliRunner().invoke(app, ["train", *TINY, *inputs, "--out", "models", "--version", "tiny-1"])
+    assert r.exit_code == 0, r.output
+    assert (Path("models") / "latest").resolve() == (Path("models") / "tiny-1").resolve()  # the first: serves
+    r = CliRunner().invoke(app, ["train", *TINY, *inputs, "--out", "models/candidates", "--version", "tiny-2",
+                                 "--seed", "1"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "judging tiny-2 against the serving one" in " ".join(r.output.split())
+    assert not (Path("models") / "candidates" / "latest").exists()
+    row = ArchiveRegistry(get_client(tiny["dsn"])).get("tiny-2")
+    assert row is not None and row.serving_score is not None  # compared with tiny-1, whichever won
+    assert (Path("models") / "latest").resolve() in {(Path("models") / "tiny-1").resolve(),
+                                                     (Path("models") / "candidates" / "tiny-2").resolve()}
 
 
 def test_the_promote_hint_records_where_the_candidate_was_recorded(tmp_path: Path) -> None:
