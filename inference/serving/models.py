@@ -269,7 +269,8 @@ class JobEncoderModel:
         self.host, self.device, self.factory = host, device, encoder_factory
         name = host.loaded.config.spec.encoder
         self._encoders = {name: encoder_factory(name, device)}
-        self._lock = threading.Lock()
+        self._newest = str(host.loaded.version)  # the version swapped in last: once it answers, older encoders go
+        self._lock, self._swap_lock = threading.Lock(), threading.Lock()
         host.on_swap(self._swapped)
 
     @property
@@ -282,12 +283,23 @@ class JobEncoderModel:
         the new encoder); any older one is let go."""
         name, serving = loaded.config.spec.encoder, self.encoder_name
         new = self._encoders.get(name) or self.factory(name, self.device)
-        self._encoders = {serving: self._encoders[serving], name: new}
+        with self._swap_lock:
+            self._encoders = {serving: self._encoders[serving], name: new}
+            self._newest = str(loaded.version)
+
+    def _release_older(self, loaded: Any) -> None:
+        """Once the version swapped in last answers, the serving one before it no longer will: its encoder
+        goes (found by review: it stayed resident until the next swap, a second MiniLM on a GPU)."""
+        with self._swap_lock:
+            if len(self._encoders) > 1 and str(loaded.version) == self._newest:
+                name = loaded.config.spec.encoder
+                self._encoders = {name: self._encoders[name]}
 
     def __call__(self, requests: list[Any]) -> list[dict[str, np.ndarray]]:
         loaded = self.host.current()
         name = loaded.config.spec.encoder
         encoder = self._encoders.get(name) or self.factory(name, self.device)  # (gone only after two swaps in one call)
+        self._release_older(loaded)
         texts = [np.asarray(r["TEXT"]).reshape(-1) for r in requests]
         flat = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for rows in texts for t in rows]
         with self._lock:

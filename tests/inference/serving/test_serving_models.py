@@ -219,6 +219,7 @@ def test_job_encoder_answers_each_version_with_its_own_encoder_across_a_swap(tmp
         assert out["VERSION"].tolist() == [[b"v2"]] and out["EMBEDDING"].shape == (1, 8)
         np.testing.assert_array_equal(out["EMBEDDING"], get_encoder("hashed-ngram-8").encode(["train resnet"]))
         assert model.encoder_name == "hashed-ngram-8"
+        assert list(model._encoders) == ["hashed-ngram-8"]  # v2 answered: v1's encoder is let go (review)
     finally:
         release.set()
         host.stop_watching()
