@@ -43,6 +43,11 @@ class TableViews:
                 self._nodes[node_id] = cached
             if self.owns(cached[1].cluster, owned):
                 by_cluster[cached[1].cluster].append(cached[1])
+        for views in by_cluster.values():
+            # by node id: the order the archive's replays rebuild, whose features read it (FGD's first tie, the
+            # lowest-index tie-break), and the same after a changelog restore (found by review: the table's
+            # insertion order, which a restore replays in another order)
+            views.sort(key=_node_id)
         return by_cluster
 
     def pending(self, owned: set[int]) -> dict[str, list[tuple[PendingJob, JobRequest]]]:
@@ -101,3 +106,7 @@ class TableViews:
 
 def _holding(r: RunningJob) -> Holding:
     return r.node_id, JobRequest.from_event(r.job), r.gpu_indices
+
+
+def _node_id(view: NodeView) -> str:
+    return view.node_id
