@@ -7,6 +7,7 @@ the refusal was not read and the caller went on as if the topics existed."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -38,9 +39,15 @@ async def _admin(settings: Settings) -> AIOKafkaAdminClient:
 
 
 async def _create(settings: Settings, topic: str, partitions: int) -> None:
+    """An existing topic: created, and listed (KRaft propagates a new topic to the brokers' metadata
+    asynchronously; under load a listing right after missed it, and ensure_topics took it for a missing one)."""
     admin = await _admin(settings)
     try:
         await admin.create_topics([NewTopic(settings.topic(topic), num_partitions=partitions, replication_factor=1)])
+        for _ in range(100):
+            if settings.topic(topic) in await admin.list_topics():
+                break
+            await asyncio.sleep(0.1)
     finally:
         await admin.close()
 
