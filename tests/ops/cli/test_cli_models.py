@@ -275,7 +275,7 @@ def test_train_from_a_worker_that_does_not_answer_in_time_is_one_line_and_exit_1
     import storage.queries.training_events as queries
     from ops.cli.db import WorkerBusy
 
-    def busy(client):  # noqa: ANN001, ANN202
+    def busy(client, since=None):  # noqa: ANN001, ANN202
         raise WorkerBusy("the worker on port 6066 did not answer within 600 s")
 
     monkeypatch.setattr(queries, "training_events", busy)
