@@ -19,12 +19,14 @@ events in time order rebuilds, for each placed decision, the state the policy sa
 - the pending queue: a job is pending from its submission (or the end of an attempt that failed,
   was preempted or timed out: the worker queues it again, or gives it up with a rejection) until
   its placement, at their event times (submissions lag under load as
-  reports do: the queue is not the worker's as exactly as what placements hold); the queue summary of a decision is the mean demand
-  of the jobs pending when its scheduling step (``step_id``) began, as
-  :class:`~inference.training.collect.RecordingPolicy` records it. Decisions of one step
+  reports do: the queue is not the worker's as exactly as what placements hold); the queue summary of a
+  decision is the mean demand of the jobs of the model call that covered it, as
+  :class:`~inference.training.collect.RecordingPolicy` records it (:mod:`inference.training.queue_windows`:
+  the first jobs pending when its scheduling step, ``step_id``, began that fit on some node, in the
+  order they were submitted — the worker's step order is not archived). Decisions of one step
   are replayed in their Kafka order (they may share a millisecond);
-- the job tokens: every demonstration carries the feature rows of the jobs pending when its step
-  began (``Demonstrations.tokens``: its own job first, then at most ``max_tokens`` − 1 others, a
+- the job tokens: every demonstration carries the feature rows of the jobs of that call
+  (``Demonstrations.tokens``: its own job first, then at most ``max_tokens`` − 1 others, a
   seeded sample when more were pending), the tokens the worker's model call saw; a model with
   job tokens (``ModelConfig.job_tokens``) trains on these real queues instead of the stand-in
   the fill sequences need (:func:`inference.training.imitation.token_windows`).
@@ -64,6 +66,7 @@ from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
 from inference.training.archive_events import ArchiveEvents, Placed
 from inference.training.collect import Demonstrations, label_spec
+from inference.training.queue_windows import QueueWindows
 from scheduling.events import decided_by as decided_by_policy
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
@@ -240,8 +243,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     group: dict[str, int] = {}
     pending: dict[tuple[str, str], JobRequest] = {}
     held: set[tuple[str, str]] = set()  # (cluster, decision id)
-    queues: dict[str, np.ndarray | None] = {}
-    steps: dict[str, _StepJobs] = {}  # the jobs pending when each step began, and their rows
+    steps: dict[str, QueueWindows] = {}  # each step's model calls (inference/training/queue_windows.py)
     rng = np.random.default_rng(seed)
     # clusters whose decisions say which lifecycle reports their step had handled (module docstring)
     watermarked = {p.cluster for p in events.placed if p.lifecycle_through is not None}
@@ -280,14 +282,16 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 result.skipped["GPUs the node no longer has"] += int((d.cluster, d.decision_id) in chosen)
                 pending.pop((d.cluster, d.job_id), None)
                 continue
-            if d.step_id not in queues or not d.step_id:  # the step's queue: pending when it began
-                jobs = [j for (c, _), j in pending.items() if c == d.cluster]
-                rows = job_demand(jobs, t, spec, encoder) if jobs else np.zeros((0, spec.job_dim), np.float32)
-                queues[d.step_id] = rows.mean(axis=0) if jobs else None
-                steps[d.step_id] = _StepJobs({j.job_id: k for k, j in enumerate(jobs)}, rows)
+            if d.step_id not in steps or not d.step_id:  # the step's model calls, over the jobs pending when it began
+                pending_then = [j for (c, _), j in pending.items() if c == d.cluster]
+                steps[d.step_id] = QueueWindows(pending_then, lambda js, t=t: job_demand(js, t, spec, encoder))
+            job = events.jobs.get((d.cluster, d.job_id))
+            window = steps[d.step_id].window(job, snap) if job is not None else None  # (every decision: the windows
+            # open as the step's placements left the cluster)
             if (d.cluster, d.decision_id) in chosen:
-                _sample(result, d, t, snap, i, events, queues[d.step_id], spec, encoder, min_feasible, group,
-                        d.cluster in replay, tied_targets, steps[d.step_id].tokens(d.job_id, max_tokens, rng),
+                tokens = _StepJobs(window.index, window.rows).tokens(d.job_id, max_tokens, rng) if window else None
+                _sample(result, d, t, snap, i, events, window.summary if window else None, spec, encoder, min_feasible,
+                        group, d.cluster in replay, tied_targets, tokens,
                         known=outcome(d, cut) == (d.end_state or "running"), labels=labels)  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             placed_attempt[(d.cluster, d.job_id)] = max(d.attempt, placed_attempt.get((d.cluster, d.job_id), -1))
@@ -337,14 +341,14 @@ def _freed_by_time(timeline: list[tuple[float, int, str, Any]]) -> list[bool]:
 
 @dataclass(frozen=True)
 class _StepJobs:
-    """The jobs pending when a step began: their ids' rows in ``rows`` (``job_demand`` at the step's start)."""
+    """The jobs of a model call's window: their ids' rows in ``rows`` (``job_demand`` at the step's start)."""
 
     index: dict[str, int]
     rows: np.ndarray  # float32 [P, job_dim]
 
     def tokens(self, job_id: str, most: int, rng: np.random.Generator) -> np.ndarray | None:
-        """Rows of the other pending jobs, at most ``most`` − 1 (a sample from ``rng`` when more
-        were pending, kept in pending order); None when ``job_id`` was not pending at the step's start."""
+        """Rows of the window's other jobs, at most ``most`` − 1 (a sample from ``rng`` when it holds
+        more, kept in its order); None when ``job_id`` is not in the window."""
         own = self.index.get(job_id)
         if own is None:
             return None

@@ -3,7 +3,7 @@
 :class:`RecordingPolicy` wraps any scheduling policy and behaves exactly like it (same
 order, scores and GPU choice), recording a sample of its ``score`` calls: the features the
 learned scorer sees (node state, job demand, pair features on the current capacity, the
-step's queue summary), the feasibility mask and the expert's TARGET SET — every feasible
+queue summary of the model call that would cover the job, :mod:`inference.training.queue_windows`), the feasibility mask and the expert's TARGET SET — every feasible
 node with the expert's best score. FGD's scores are integers and tie often; the benchmark
 then takes the lowest node index, an arbitrary choice among equals, so the set (not one
 node) is what the learner should hit.
@@ -36,6 +36,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -45,6 +46,7 @@ from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
+from inference.training.queue_windows import QueueWindows
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.metrics.fragmentation import Workload
@@ -133,12 +135,14 @@ class RecordingPolicy:
         self.keep = keep
         self.demos = Demonstrations()
         self._now: float | None = None
-        self._queue: np.ndarray | None = None
+        self._windows: QueueWindows | None = None
+        self._window: Any = None  # the window covering the job being scored
 
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
         ordered = (self.actor or self.expert).order(jobs, now, context)
         self._now = now
-        self._queue = job_demand(ordered, now, self.spec, self.encoder).mean(axis=0) if ordered else None
+        # the model call's windows, whose mean row is its queue summary (inference/training/queue_windows.py)
+        self._windows = QueueWindows(ordered, lambda js: job_demand(js, now, self.spec, self.encoder))
         return ordered
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
@@ -146,6 +150,8 @@ class RecordingPolicy:
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
         record = self.rng.random() < self.rate
+        self._window = self._windows.window(job, snapshot) if self._windows is not None else None  # (every job
+        # that reaches scoring: the windows open on the cluster as the step has changed it so far)
         if self.actor is None:
             scores = np.asarray(self.expert.score(job, snapshot, feasible_mask), dtype=np.float64)
             if record:
@@ -173,7 +179,7 @@ class RecordingPolicy:
         d.nodes.append(node_state(snapshot, self.spec))
         d.pairs.append(pair_features(job, snapshot, self.spec))
         d.jobs.append(job_demand([job], now, self.spec, self.encoder)[0])
-        d.queues.append(np.zeros(self.spec.job_dim, np.float32) if self._queue is None else self._queue)
+        d.queues.append(np.zeros(self.spec.job_dim, np.float32) if self._window is None else self._window.summary)
         d.feasible.append(feasible.copy())
         d.target.append(target)
         choice = int(np.argmax(masked))  # first best: place_one's tie-break

@@ -80,7 +80,7 @@ def test_a_decision_on_gpus_the_node_no_longer_reports_is_skipped_and_counted(fi
     assert d.decision_id not in got.decision_ids and got.placed == len(events.placed)
 
 
-def test_each_demonstration_carries_the_jobs_pending_at_its_step_start_as_tokens(filled):
+def test_each_demonstration_carries_the_jobs_of_its_model_call_as_tokens(filled):
     events, truths = filled
     finished = [t for t in truths if t.outcome == "finished"]
     got = reconstruct(events, spec=SPEC, min_feasible=1)
@@ -88,7 +88,7 @@ def test_each_demonstration_carries_the_jobs_pending_at_its_step_start_as_tokens
     a = got.demos.arrays()
     for k, t in enumerate(finished):
         tokens = got.demos.tokens[k]
-        assert len(tokens) == t.pending  # every job pending when the step began, as the worker's call saw them
+        assert len(tokens) == t.pending  # every job of the model call (those pending that fit somewhere then)
         np.testing.assert_array_equal(tokens[0], a["jobs"][k])  # its own job first
         np.testing.assert_allclose(tokens.mean(axis=0), t.queue, atol=1e-6)  # the rest: the step's other jobs
     assert max(t.pending for t in finished) > 3  # the scenario has queues

@@ -8,7 +8,8 @@ step times: releases and placements share a millisecond), every 7th job fails it
 attempt and is retried, two run past the horizon, and one can never fit (rejected). Decisions
 of one step share their event time; their Kafka offsets give their order. Before each
 placement the truth records what the policy saw: node and pair features, the feasible nodes
-and the queue summary of the step.
+and the queue summary of the model call that covers it (the first pending jobs that fit on some node
+at the step's start, as the worker's learned policy computes it).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
+from inference.step_windows import DEFAULT_WINDOW, fitting_window
 from scheduling.assign import place_one
 from scheduling.events import (
     Candidate,
@@ -62,7 +64,7 @@ class Truth:
     queue: np.ndarray
     time: float
     tied: frozenset[int]  # nodes among the archived candidates that scored as high as the chosen one
-    pending: int = 0  # jobs pending when the step began (this one among them)
+    pending: int = 0  # the jobs of the model call covering it: those pending that fit somewhere at the step's start
     before: ClusterSnapshot | None = None  # the state the policy saw
     gpus: tuple[int, ...] = ()  # the GPUs it placed the job on
     duration: float = 0.0  # how long the attempt ran (s)
@@ -112,7 +114,10 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
             submitted += 1
         if not pending:
             continue
-        queue = job_demand([j for j, _ in pending], at(t).timestamp(), SPEC, encoder).mean(axis=0)
+        # the model call's queue summary, as the worker's learned policy computes it: the mean row of the first
+        # pending jobs that fit on some node at the step's start (inference/step_windows.py; "huge" never does)
+        window = fitting_window([j for j, _ in pending], 0, DEFAULT_WINDOW, snap)
+        queue = job_demand(window, at(t).timestamp(), SPEC, encoder).mean(axis=0) if window else None
         still = []
         for job, attempt in pending:
             before = snap.copy()
@@ -145,7 +150,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
             truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, node_state(before, SPEC),
                                 pair_features(job, before, SPEC), feasible, queue, at(t).timestamp(),
                                 frozenset(int(n[-2:]) for n, v in res.candidates if v >= res.score),
-                                len(pending), before, tuple(res.gpu_indices), duration))  # fmt: skip
+                                len(window), before, tuple(res.gpu_indices), duration))  # fmt: skip
         pending = still
     for table, events in (("jobs_submitted", subs), ("nodes_telemetry", tel), ("decisions", decisions),
                           ("jobs_lifecycle", life)):  # fmt: skip
