@@ -284,7 +284,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 continue
             if d.step_id not in steps or not d.step_id:  # the step's model calls, over the jobs pending when it began
                 pending_then = [j for (c, _), j in pending.items() if c == d.cluster]
-                steps[d.step_id] = QueueWindows(pending_then, lambda js, t=t: job_demand(js, t, spec, encoder))
+                steps[d.step_id] = QueueWindows(pending_then, lambda js, t=t: job_demand(js, t, spec, encoder),
+                                                lambda s: node_state(s, spec))  # fmt: skip
             job = events.jobs.get((d.cluster, d.job_id))
             window = steps[d.step_id].window(job, snap) if job is not None else None  # (every decision: the windows
             # open as the step's placements left the cluster)
@@ -292,7 +293,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 tokens = _StepJobs(window.index, window.rows).tokens(d.job_id, max_tokens, rng) if window else None
                 _sample(result, d, t, snap, i, events, window.summary if window else None, spec, encoder, min_feasible,
                         group, d.cluster in replay, tied_targets, tokens,
-                        known=outcome(d, cut) == (d.end_state or "running"), labels=labels)  # fmt: skip
+                        known=outcome(d, cut) == (d.end_state or "running"), labels=labels,
+                        nodes=window.nodes if window else None)  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             placed_attempt[(d.cluster, d.job_id)] = max(d.attempt, placed_attempt.get((d.cluster, d.job_id), -1))
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
@@ -379,7 +381,8 @@ def _hold(p: Placed, events: ArchiveEvents) -> _Hold:
 def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSnapshot, i: int,
             events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
             min_feasible: int, group: dict[str, int], replay: bool, tied: bool,
-            others: np.ndarray | None, known: bool = True, labels: FeatureSpec | None = None) -> None:  # fmt: skip
+            others: np.ndarray | None, known: bool = True, labels: FeatureSpec | None = None,
+            nodes: np.ndarray | None = None) -> None:  # fmt: skip
     labels = labels or spec  # (ψ's fragmentation label's workload: collect.label_spec)
     job = events.jobs.get((p.cluster, p.job_id))
     if job is None:
@@ -410,7 +413,7 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
         return
     d = result.demos
     own = job_demand([job], t, spec, encoder)[0]
-    d.nodes.append(node_state(snap, spec))
+    d.nodes.append(node_state(snap, spec) if nodes is None else nodes)  # (the model call's: queue_windows)
     d.pairs.append(pair_features(job, snap, spec))
     d.jobs.append(own)
     d.queues.append(own if queue is None else queue)

@@ -2,8 +2,8 @@
 
 :class:`RecordingPolicy` wraps any scheduling policy and behaves exactly like it (same
 order, scores and GPU choice), recording a sample of its ``score`` calls: the features the
-learned scorer sees (node state, job demand, pair features on the current capacity, the
-queue summary of the model call that would cover the job, :mod:`inference.training.queue_windows`), the feasibility mask and the expert's TARGET SET — every feasible
+learned scorer sees (the node state and queue summary of the model call that would cover the job,
+:mod:`inference.training.queue_windows`; its job demand; pair features on the current capacity), the feasibility mask and the expert's TARGET SET — every feasible
 node with the expert's best score. FGD's scores are integers and tie often; the benchmark
 then takes the lowest node index, an arbitrary choice among equals, so the set (not one
 node) is what the learner should hit.
@@ -142,7 +142,8 @@ class RecordingPolicy:
         ordered = (self.actor or self.expert).order(jobs, now, context)
         self._now = now
         # the model call's windows, whose mean row is its queue summary (inference/training/queue_windows.py)
-        self._windows = QueueWindows(ordered, lambda js: job_demand(js, now, self.spec, self.encoder))
+        self._windows = QueueWindows(ordered, lambda js: job_demand(js, now, self.spec, self.encoder),
+                                     lambda snap: node_state(snap, self.spec))  # fmt: skip
         return ordered
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
@@ -176,7 +177,7 @@ class RecordingPolicy:
             return
         now = self._now if self._now is not None else job.submit_time
         d = self.demos
-        d.nodes.append(node_state(snapshot, self.spec))
+        d.nodes.append(node_state(snapshot, self.spec) if self._window is None else self._window.nodes)
         d.pairs.append(pair_features(job, snapshot, self.spec))
         d.jobs.append(job_demand([job], now, self.spec, self.encoder)[0])
         d.queues.append(np.zeros(self.spec.job_dim, np.float32) if self._window is None else self._window.summary)

@@ -4,13 +4,16 @@ Serving (:mod:`inference.step_windows`) calls the model once per *window* of a s
 the step's order (at most ``SEMSCHED_MODEL_WINDOW``, 256) that fit on some node as the call sees the
 cluster. A job of the order beyond it that reaches scoring opens the next window, from it on, on the
 cluster as the step's placements left it. A call's queue summary (``queue``) is the mean demand of its
-window's jobs, and its job tokens are their rows.
+window's jobs, and its job tokens are their rows. Its node state is the cluster's as the window opened:
+within the window, placements re-score only the pair features (:mod:`inference.rescoring`), the
+fusion encoder's view of the nodes stays the call's.
 
 The recorders (:class:`inference.training.collect.RecordingPolicy` in the simulator,
 :func:`inference.training.archive.reconstruct` over the archive) label the states a model learns from.
 Found by review: they summarised every pending job, those that fit nowhere included, so behind a
 saturated cluster serving fed the model's context a queue it had never been trained on (one step of 3
-jobs that fit nowhere and 10 small ones: ``num_gpu`` 0.125 served, 0.548 trained).
+jobs that fit nowhere and 10 small ones: ``num_gpu`` 0.125 served, 0.548 trained); and they recorded
+the node state after the step's earlier placements, which the served encoder never sees.
 :class:`QueueWindows` opens the same windows for them.
 """
 
@@ -26,16 +29,19 @@ from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
 Rows = Callable[[Sequence[JobRequest]], np.ndarray]  # the job_demand rows of some jobs (at the step's time)
+State = Callable[[ClusterSnapshot], np.ndarray]  # the node state of a snapshot (node_state with the spec)
 
 
 class QueueWindows:
     """One step's windows as serving opens them: the window covering each job that reaches scoring."""
 
-    def __init__(self, ordered: Sequence[JobRequest], rows: Rows, size: int | None = None) -> None:
+    def __init__(self, ordered: Sequence[JobRequest], rows: Rows, state: State, size: int | None = None) -> None:
         """``ordered``: the step's jobs in its order; ``rows``: their feature rows (``job_demand``
-        at the step's time); ``size``: jobs per window (default: serving's, :func:`model_window`)."""
+        at the step's time); ``state``: a snapshot's node state, taken as each window opens; ``size``:
+        jobs per window (default: serving's, :func:`model_window`)."""
         self.ordered = list(ordered)
         self.rows = rows
+        self.state = state
         self.size = model_window(size)
         self.position = {j.job_id: i for i, j in enumerate(self.ordered)}
         self.fits = FitsSomewhere()  # (as serving's: within a step free capacity only shrinks)
@@ -49,14 +55,14 @@ class QueueWindows:
             return got
         pos = self.position.get(job.job_id)
         if pos is None:
-            return _Window([job], self.rows)
+            return _Window([job], self.rows, self.state(snapshot))
         if not self._covering:  # the step's first call: its window is opened before the step places anything
             jobs = fitting_window(self.ordered, 0, self.size, snapshot, self.fits)
             if job.job_id not in {j.job_id for j in jobs}:  # (a job that fit nowhere then cannot reach scoring)
                 jobs = self._opening_at(pos, snapshot)
         else:
             jobs = self._opening_at(pos, snapshot)
-        window = _Window(jobs, self.rows)
+        window = _Window(jobs, self.rows, self.state(snapshot))
         self._covering.update(dict.fromkeys((j.job_id for j in jobs), window))
         return window
 
@@ -68,10 +74,11 @@ class QueueWindows:
 
 
 class _Window:
-    """A window's jobs, their rows and mean (computed when first asked)."""
+    """A window's jobs, their rows and mean (computed when first asked), and the node state it opened on."""
 
-    def __init__(self, jobs: list[JobRequest], rows: Rows) -> None:
+    def __init__(self, jobs: list[JobRequest], rows: Rows, nodes: np.ndarray) -> None:
         self.jobs = jobs
+        self.nodes = nodes
         self.index = {j.job_id: i for i, j in enumerate(jobs)}
         self._rows_of = rows
         self._rows: np.ndarray | None = None

@@ -184,7 +184,7 @@ def test_a_decision_sees_the_reports_its_step_had_applied(filled):
     got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=outcomes)
     assert got.decision_ids == [t.decision_id for t in truths]
     for k, t in enumerate(truths):  # the same states as the event times give when nothing lags
-        np.testing.assert_array_equal(got.demos.nodes[k], t.nodes)
+        np.testing.assert_array_equal(got.demos.pairs[k], t.pairs)
     # the first decision of the last step at whose time an attempt ended (elsewhere than where it places);
     # it had not applied that end yet
     first = [k for k, d in enumerate(events.placed) if k == 0 or events.placed[k - 1].time < d.time]
@@ -198,16 +198,18 @@ def test_a_decision_sees_the_reports_its_step_had_applied(filled):
     by_id = {t.decision_id: t for t in truths}
     held = by_id[events.placed[k].decision_id].before.copy()
     held.reserve(by_id[late.decision_id].node_index, events.jobs[("default", late.job_id)], by_id[late.decision_id].gpus)
-    np.testing.assert_array_equal(got.demos.nodes[k], node_state(held, SPEC))  # its node as the worker saw it
-    assert not np.array_equal(got.demos.nodes[k], truths[k].nodes)
+    job_k = events.jobs[("default", events.placed[k].job_id)]  # (pair features: the current state; the node state
+    # is the model call's, from the step's start: inference/training/queue_windows.py)
+    np.testing.assert_array_equal(got.demos.pairs[k], pair_features(job_k, held, SPEC))  # its node as the worker saw it
+    assert not np.array_equal(got.demos.pairs[k], truths[k].pairs)
     for j, t in enumerate(truths):  # the step's next decisions had applied it: freed again
         if j != k:
-            np.testing.assert_array_equal(got.demos.nodes[j], t.nodes)
+            np.testing.assert_array_equal(got.demos.pairs[j], t.pairs)
     for d in events.placed[:k]:  # archived before the column: the event times, until the decisions say
         d.lifecycle_through = None
     got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=outcomes)
     for j, t in enumerate(truths):
-        np.testing.assert_array_equal(got.demos.nodes[j], node_state(held, SPEC) if j == k else t.nodes)
+        np.testing.assert_array_equal(got.demos.pairs[j], pair_features(job_k, held, SPEC) if j == k else t.pairs)
     assert k > 0
 
 
@@ -228,7 +230,7 @@ def test_decisions_say_on_which_partition_and_the_topics_partitions_may_change(f
     got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=("finished", "failed", "running"))
     assert got.decision_ids == [t.decision_id for t in truths]
     for k, t in enumerate(truths):
-        np.testing.assert_array_equal(got.demos.nodes[k], t.nodes)
+        np.testing.assert_array_equal(got.demos.pairs[k], t.pairs)
 
 
 def test_an_end_the_old_partition_had_not_handled_at_the_move_is_freed_at_its_event_time(filled):
@@ -250,9 +252,9 @@ def test_an_end_the_old_partition_had_not_handled_at_the_move_is_freed_at_its_ev
         d.lifecycle_through = 1 + max((n for n, p in enumerate(after) if p.end_time <= d.time), default=-1)
     got = reconstruct(events, spec=SPEC, min_feasible=1, outcomes=("finished", "failed", "running"))
     assert got.decision_ids == [t.decision_id for t in truths]
-    assert not np.array_equal(got.demos.nodes[k], truths[k].nodes)  # (it had not handled it)
+    assert not np.array_equal(got.demos.pairs[k], truths[k].pairs)  # (it had not handled it)
     for j in range(k + 1, len(truths)):
-        np.testing.assert_array_equal(got.demos.nodes[j], truths[j].nodes)
+        np.testing.assert_array_equal(got.demos.pairs[j], truths[j].pairs)
 
 
 def _last_end_at(events, t: float):  # noqa: ANN001, ANN202

@@ -7,9 +7,9 @@ on one snapshot per step, as the worker does), jobs run for whole seconds (so en
 step times: releases and placements share a millisecond), every 7th job fails its first
 attempt and is retried, two run past the horizon, and one can never fit (rejected). Decisions
 of one step share their event time; their Kafka offsets give their order. Before each
-placement the truth records what the policy saw: node and pair features, the feasible nodes
-and the queue summary of the model call that covers it (the first pending jobs that fit on some node
-at the step's start, as the worker's learned policy computes it).
+placement the truth records what the policy saw: pair features, the feasible nodes, and the node
+state and queue summary of the model call that covers it (the step's start, and the first pending
+jobs that fit on some node then, as the worker's learned policy computes them).
 """
 
 from __future__ import annotations
@@ -118,6 +118,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
         # pending jobs that fit on some node at the step's start (inference/step_windows.py; "huge" never does)
         window = fitting_window([j for j, _ in pending], 0, DEFAULT_WINDOW, snap)
         queue = job_demand(window, at(t).timestamp(), SPEC, encoder).mean(axis=0) if window else None
+        nodes_then = node_state(snap, SPEC)  # the call's node state: the step's start (only pair features are re-scored)
         still = []
         for job, attempt in pending:
             before = snap.copy()
@@ -147,7 +148,7 @@ def live_run(writer: ArchiveWriter, jobs: int = 36, seed: int = 0, policy: str =
             life.append(JobLifecycle(event_id=f"b-{job.job_id}-{attempt}", event_time=at(t + 0.2), job_id=job.job_id,
                                      attempt=attempt, decision_id="d", state="started", node_id=res.node_id))  # fmt: skip
             running.append((t + duration, job.job_id, attempt, res.node_index, tuple(res.gpu_indices), fails))
-            truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, node_state(before, SPEC),
+            truths.append(Truth(did, job.job_id, attempt, res.node_index, outcome, nodes_then,
                                 pair_features(job, before, SPEC), feasible, queue, at(t).timestamp(),
                                 frozenset(int(n[-2:]) for n, v in res.candidates if v >= res.score),
                                 len(window), before, tuple(res.gpu_indices), duration))  # fmt: skip
