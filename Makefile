@@ -6,6 +6,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 SEMSCHED := $(VENV)/bin/semsched
+# seconds between two tries of the whole pip install
+PIP_RETRY_PAUSE ?= 30
 
 .PHONY: demo test install kafka-jars lint lock clean
 
@@ -20,7 +22,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	@for attempt in 1 2 3 4; do \
 	  $(PY) -m pip install -q --retries 10 --resume-retries 20 -c constraints.txt -e '.[dev]' && break; \
 	  [ $$attempt -lt 4 ] || { echo "pip install failed 4 times: see the errors above" >&2; exit 1; }; \
-	  echo "pip install failed (attempt $$attempt of 4); trying again in 30 s" >&2; sleep 30; \
+	  echo "pip install failed (attempt $$attempt of 4); trying again in $(PIP_RETRY_PAUSE) s" >&2; sleep $(PIP_RETRY_PAUSE); \
 	done
 	touch $@
 
