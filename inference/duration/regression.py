@@ -79,7 +79,8 @@ class MlpRegressor:
     def fit(self, x: np.ndarray, y: np.ndarray, x_val: np.ndarray | None = None, y_val: np.ndarray | None = None,
             *, epochs: int = 80, batch: int = 256, lr: float = 2e-3, weight_decay: float = 1e-4,
             patience: int = 12, progress: Any = None, censored: np.ndarray | None = None) -> FitReport:  # fmt: skip
-        """Train; keeps the weights of the best validation epoch (or the last, without one).
+        """Train; keeps the weights of the best validation epoch (without validation rows: of the lowest
+        training loss among the ``epochs``, which all run).
         ``progress``: a callable ``(epoch, epochs)`` for a progress bar. ``censored``: bool per
         training row, True where ``y`` is only a lower bound (see the module docstring); the
         standardisation uses the uncensored rows. Validation rows are never censored."""

@@ -169,8 +169,10 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
         if history:
             retr, d2 = answers[(config.k, config.tau)]
             pair = _pair(retr, d2, reg_val, config.blend_max, config.blend_scale)
-            seed_i = fit_i if submit_times is None else fit_i[np.argsort(
-                np.asarray(submit_times, np.float64)[fit_i] + np.asarray(durations, np.float64)[fit_i], kind="stable")]
+            # fed in the order the fit part's jobs finished, as the served model is below (found by review: by
+            # submission + run time, also where the source says when they finished)
+            finished = _finish(durations, submit_times, finish_times)
+            seed_i = fit_i if finished is None else fit_i[np.argsort(finished[fit_i], kind="stable")]
             hbest = (maes["pair"], 0.0, config.history_min_count, config.history_window)
             chosen_feats = None
             for window in HISTORY_WINDOW_GRID:
@@ -204,12 +206,21 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     final.fit(all_x, all_y, epochs=max(1, report.best_epoch), censored=all_c,
               progress=(lambda e, n: progress("refit", e, n)) if progress else None)  # fmt: skip
     out = LearnedDurationPredictor(config, encoder=encoder, regressor=final)
-    finish = (np.asarray(finish_times, np.float64) if finish_times is not None
-              else np.asarray(submit_times, np.float64) + np.asarray(durations, np.float64)
-              if submit_times is not None else None)  # fmt: skip
+    finish = _finish(durations, submit_times, finish_times)
     order = np.argsort(finish, kind="stable") if finish is not None else np.arange(len(jobs))
     out.observe_many([jobs[i] for i in order], [float(durations[i]) for i in order])
     return out
+
+
+def _finish(durations: Sequence[float], submit_times: Sequence[float] | None,
+            finish_times: Sequence[float] | None) -> np.ndarray | None:  # fmt: skip
+    """When each job finished: ``finish_times`` where the source says, else submission + run time (None
+    without submission times)."""
+    if finish_times is not None:
+        return np.asarray(finish_times, np.float64)
+    if submit_times is not None:
+        return np.asarray(submit_times, np.float64) + np.asarray(durations, np.float64)
+    return None
 
 
 def _pair(retr: np.ndarray, d2: np.ndarray, reg: np.ndarray, bmax: float, bscale: float) -> np.ndarray:

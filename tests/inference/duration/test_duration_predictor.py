@@ -99,3 +99,28 @@ def test_a_full_feature_cache_keeps_the_jobs_of_the_call_that_fills_it(monkeypat
     text, shape, _ = p.features([old[0], new])  # over the size: starts over
     assert np.array_equal(text[0], before[0][0]) and np.array_equal(shape[0], before[1][0])
     assert np.array_equal(shape[1], p.features([new])[1][0]) and len(p._features) <= 3
+
+
+def test_the_history_is_tuned_on_the_jobs_in_the_order_they_finished(google_finished, monkeypatch) -> None:
+    """Found by review: tuning fed the per-key history by submission + run time, also where the source says
+    when each job finished (the archive: a job that queued or was retried finished later), while the served
+    model is fed in the order they finished."""
+    import inference.duration.train as train
+
+    recs = sorted(google_finished, key=lambda r: r.submit)[:400]
+    submits = [r.submit for r in recs]
+    finishes = [r.submit + r.duration + (10.0 if k % 3 == 0 else 0.0) for k, r in enumerate(recs)]  # queued
+    seen: list[list[str]] = []
+    real = train._history_features
+
+    def spy(window, split, jobs, *args, **kw):  # noqa: ANN001, ANN002, ANN003, ANN202
+        seen.append([j.job_id for j in jobs])
+        return real(window, split, jobs, *args, **kw)
+
+    monkeypatch.setattr(train, "_history_features", spy)
+    cfg = DurationConfig(encoder="hashed-ngram-32", text_dim=32, hidden=16, epochs=2, version="t")
+    train_predictor([r.job for r in recs], [r.duration for r in recs], cfg, submit_times=submits, finish_times=finishes)
+    assert seen, "the history was not tuned"
+    finish_of = {r.job.job_id: f for r, f in zip(recs, finishes, strict=True)}
+    order = [finish_of[j] for j in seen[0]]
+    assert order == sorted(order) and len(order) > 10

@@ -90,3 +90,22 @@ def test_a_bad_trace_line_exits_1_and_a_trace_without_jobs_is_named(tmp_path: Pa
     empty.write_text("")
     r = runner.invoke(_app(), ["--trace", "google2011", "--path", str(empty), "--out", str(tmp_path / "m")])
     assert r.exit_code == 2 and f"{empty}: need at least 2 finished jobs" in " ".join(r.output.split()), r.output
+
+
+def test_training_on_every_job_learns_the_ones_still_running_at_the_end_as_lower_bounds() -> None:
+    """Found by review: with --train-fraction 1 (a model trained to deploy) the jobs still running at the
+    end of the data were dropped, so --censored did nothing there and the model was not the recipe measured."""
+    from inference.duration.evaluate import Finished, Run
+    from ops.cli.train_duration import training_records
+    from scheduling.job import JobRequest
+
+    def job(k: int) -> JobRequest:
+        return JobRequest(job_id=f"j{k}", cpu_milli=100, submit_time=float(k))
+
+    recs = [Finished(0, job(0), 5, 5), Finished(10, job(1), 30, 40)]
+    runs = [Run(job(0), 0, 0, 5), Run(job(1), 10, 10, 40), Run(job(2), 12, 15, None), Run(job(3), 20, None, None)]
+    train, running, facts = training_records(recs, 1.0, runs)
+    assert [r.job.job_id for r in train] == ["j0", "j1"]
+    assert [(j.job_id, started, elapsed) for j, started, elapsed in running] == [("j2", 15, 25)]  # until 40 s, the end
+    assert facts["running"] == 1 and facts["end_s"] == 40
+    assert training_records(recs, 1.0)[1] == []  # a source that does not say when its jobs ran: none
