@@ -96,9 +96,13 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
     true = np.array([r.duration for r in split.test])
     train_jobs, train_d = [r.job for r in split.train], [r.duration for r in split.train]
     train_t = [r.submit for r in split.train]
+    unscored = unscored_held_out(split.cut, runs)
     console.print(f"[bold]{trace}[/]: {len(records):,} jobs with a run time; cut at {split.cut:,.0f} s → "
                   f"train {len(split.train):,}, running at the cut {len(running):,} ({len(split.late):,} of them finish "
-                  f"later in the trace), held out {len(split.test):,}")  # fmt: skip
+                  f"later in the trace), held out {len(split.test):,}"
+                  + (f"; not scored: {unscored['started']:,} held-out jobs that started and had not ended by the "
+                     f"trace's end (median {unscored['median_elapsed_s']:,.0f} s run by then), {unscored['never_started']:,} "
+                     "that never started" if unscored else ""))  # fmt: skip
     preds: dict[tuple[str, str], np.ndarray] = {}
     history = warm_history(split.train)  # in finish order, as a worker's predictor would have seen them
     with _progress() as bar:
@@ -146,8 +150,23 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
     errors = {f"{name}" + ("" if enc == "–" else f" ({enc})"):
               np.minimum(relative_errors(np.where(np.isnan(p), np.inf, p), true), 10.0)
               for (enc, name), p in preds.items() if name != "constant"}  # fmt: skip
-    return {"rows": rows, "errors": errors, "split": {"cut_s": split.cut, **split.sizes(), "running_at_cut": len(running)},
+    return {"rows": rows, "errors": errors, "split": {"cut_s": split.cut, **split.sizes(), "running_at_cut": len(running),
+                                                      "unscored_held_out": unscored},
             "trained": trained}  # fmt: skip
+
+
+def unscored_held_out(cut: float, runs: Sequence[Any] | None) -> dict[str, Any]:
+    """The jobs of the held-out period no row scores, having no run time: those that started and had not ended
+    by the trace's end (the longest, by how long they had run then) and those that never started (found by
+    review: the tables described the jobs that finish within the trace only, and did not say how many were
+    left out). Empty when the trace does not say when its jobs ran."""
+    if not runs:
+        return {}
+    end = max(t for r in runs for t in (r.submit, r.started, r.ended) if t is not None)
+    late = [r for r in runs if r.submit >= cut and r.ended is None]
+    elapsed = [end - r.started for r in late if r.started is not None]
+    return {"started": len(elapsed), "never_started": len(late) - len(elapsed),
+            "median_elapsed_s": float(np.median(elapsed)) if elapsed else 0.0}
 
 
 def run_duration_bench(*, traces: Sequence[str], encoders: Sequence[str], train_fraction: float = 0.75,
@@ -182,6 +201,11 @@ def run_duration_bench(*, traces: Sequence[str], encoders: Sequence[str], train_
             console.print(f"[red]{trace}: {escape(str(e))}")
             return 2
         report.table(f"{trace}: held-out accuracy", result["rows"], COLUMNS)
+        if unscored := result["split"]["unscored_held_out"]:
+            report.text(f"{trace}: the rows score only held-out jobs that finished within the trace. Not scored: "
+                        f"{unscored['started']:,} that started and had not ended by its end (median "
+                        f"{unscored['median_elapsed_s']:,.0f} s run by then, a lower bound on their run time) and "
+                        f"{unscored['never_started']:,} that never started.")  # fmt: skip
         report.cdf_plot(f"{trace}-rel-err", f"{trace}: relative error on held-out jobs (clipped at 10)",
                         "|pred − true| / true", result["errors"])  # fmt: skip
         report.data(trace, {"rows": result["rows"], "split": result["split"], "trained": result["trained"],

@@ -34,5 +34,9 @@ def test_bench_duration_rows_and_censored_training(tmp_path: Path) -> None:
     # those that never finish in it (found by review: only the late ones were, future information)
     assert split["running_at_cut"] > split["late"]
     assert data["trained"]["hashed"]["running"] == split["running_at_cut"]
+    # the held-out jobs no row scores (no run time in the trace) are counted (found by review: not said)
+    unscored = split["unscored_held_out"]
+    assert unscored["started"] > 0 and unscored["median_elapsed_s"] > 0 and unscored["never_started"] >= 0
+    assert f"Not scored: {unscored['started']:,} that started" in (tmp_path / "bench-duration.md").read_text()
     plain = _run(tmp_path / "plain", "--no-censored")
     assert not plain["censored"] and plain["trained"]["hashed"]["running"] == 0
