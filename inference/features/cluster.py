@@ -155,7 +155,10 @@ def frag_tie_columns(quant: np.ndarray, fits: np.ndarray) -> np.ndarray:
 def frag_tie_sets(quant: np.ndarray, fits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """bool ``([..., N], [..., N])`` from the quantised scores ``[..., N]`` (:func:`frag_node_columns`'s
     second column): FGD's tie set (the nodes with the best score the job fits) and its pick (the tie
-    set's first node). These depend on every node."""
+    set's first node). These depend on every node. A cluster of no nodes has neither (found by review: a
+    ValueError from the empty reduction)."""
+    if quant.shape[-1] == 0:
+        return np.zeros(quant.shape, bool), np.zeros(quant.shape, bool)
     best = np.where(fits, quant, -np.inf).max(axis=-1, keepdims=True)  # -inf: fits nowhere
     tie = fits & (quant == best)
     first = np.zeros_like(tie)

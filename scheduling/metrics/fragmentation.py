@@ -119,7 +119,7 @@ class FragTables:
         for t, p in gpu_types:
             k = keys.index((t.per_gpu_milli, t.num_gpu))
             u = int(np.searchsorted(self.thresholds, t.cpu_milli)) + 1  # hostable from this bucket up
-            allowed = np.array([m != "" and (not t.gpu_models or m in t.gpu_models) for m in models])
+            allowed = np.array([m != "" and (not t.gpu_models or m in t.gpu_models) for m in models], dtype=bool)
             table[allowed, u:, k] += p
         self.table = table
         self._last: NodeTerms | None = None  # the nodes' terms at the last node_terms call

@@ -37,3 +37,14 @@ def test_fgd_on_the_fitting_nodes_only_gives_the_same_columns(monkeypatch):
     np.testing.assert_array_equal(fits, want_fits)
     np.testing.assert_array_equal(cont[fits], want_cont[fits])
     np.testing.assert_array_equal(frag_node_columns(cont, fits), frag_node_columns(want_cont, want_fits))
+
+
+def test_a_cluster_of_no_nodes_builds_its_inputs_with_fgds_columns():
+    """Found by review: FGD's tie set reduced over no nodes and raised (the worker never steps such a
+    cluster; a replay's or a benchmark's may)."""
+    from inference.encoders import EncoderCache, get_encoder
+    from inference.model.step import build_inputs
+    from scheduling.snapshot import ClusterSnapshot
+
+    inputs = build_inputs(ClusterSnapshot.from_nodes([]), pod_mix(3), 10.0, FRAG, EncoderCache(get_encoder(FRAG.encoder)))
+    assert inputs.nodes.shape[0] == 0 and inputs.pairs is not None and inputs.pairs.shape[1] == 0
