@@ -102,7 +102,7 @@ def evaluate_trace(trace: str, encoders: Sequence[str], *, train_fraction: float
                   f"later in the trace), held out {len(split.test):,}"
                   + (f"; not scored: {unscored['started']:,} held-out jobs that started and had not ended by the "
                      f"trace's end (median {unscored['median_elapsed_s']:,.0f} s run by then), {unscored['never_started']:,} "
-                     "that never started" if unscored else ""))  # fmt: skip
+                     "that never started" if unscored.get("started") or unscored.get("never_started") else ""))  # fmt: skip
     preds: dict[tuple[str, str], np.ndarray] = {}
     history = warm_history(split.train)  # in finish order, as a worker's predictor would have seen them
     with _progress() as bar:
@@ -201,7 +201,7 @@ def run_duration_bench(*, traces: Sequence[str], encoders: Sequence[str], train_
             console.print(f"[red]{trace}: {escape(str(e))}")
             return 2
         report.table(f"{trace}: held-out accuracy", result["rows"], COLUMNS)
-        if unscored := result["split"]["unscored_held_out"]:
+        if (unscored := result["split"]["unscored_held_out"]) and (unscored["started"] or unscored["never_started"]):
             report.text(f"{trace}: the rows score only held-out jobs that finished within the trace. Not scored: "
                         f"{unscored['started']:,} that started and had not ended by its end (median "
                         f"{unscored['median_elapsed_s']:,.0f} s run by then, a lower bound on their run time) and "
