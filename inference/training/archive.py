@@ -282,16 +282,17 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 result.skipped["GPUs the node no longer has"] += int((d.cluster, d.decision_id) in chosen)
                 pending.pop((d.cluster, d.job_id), None)
                 continue
+            began = step_time(d.step_id, t)  # the step's clock, as the worker's features read it
             if d.step_id not in steps or not d.step_id:  # the step's model calls, over the jobs pending when it began
                 pending_then = [j for (c, _), j in pending.items() if c == d.cluster]
-                steps[d.step_id] = QueueWindows(pending_then, lambda js, t=t: job_demand(js, t, spec, encoder),
+                steps[d.step_id] = QueueWindows(pending_then, lambda js, t=began: job_demand(js, t, spec, encoder),
                                                 lambda s: node_state(s, spec))  # fmt: skip
             job = events.jobs.get((d.cluster, d.job_id))
             window = steps[d.step_id].window(job, snap) if job is not None else None  # (every decision: the windows
             # open as the step's placements left the cluster)
             if (d.cluster, d.decision_id) in chosen:
                 tokens = _StepJobs(window.index, window.rows).tokens(d.job_id, max_tokens, rng) if window else None
-                _sample(result, d, t, snap, i, events, window.summary if window else None, spec, encoder, min_feasible,
+                _sample(result, d, began, snap, i, events, window.summary if window else None, spec, encoder, min_feasible,
                         group, d.cluster in replay, tied_targets, tokens,
                         known=outcome(d, cut) == (d.end_state or "running"), labels=labels,
                         nodes=window.nodes if window else None)  # fmt: skip
@@ -303,6 +304,19 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 partition, offset = d.end_position
                 heapq.heappush(due.setdefault((d.cluster, partition), []), (offset, d.decision_id, d))
     return result
+
+
+def step_time(step_id: str, t: float) -> float:
+    """When the step of ``step_id`` began (epoch s): the worker names its steps ``<cluster>:<n>:<tick>``
+    (streams/loop.py) and computes a job's features at the tick (its time waited, say); ``t`` (the
+    decision's event time, stamped after the model call) for any other name. Found by review: the replay
+    computed them at ``t``, the step's latency later (a job submitted 0.5 s before a 1 s step: log time
+    waited 0.041 served, 0.092 trained)."""
+    try:
+        tick = float(step_id.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return t
+    return tick if 0 < t - tick < 86_400 else t  # (a name that only looks like one: the decision's time)
 
 
 def _handled_ends(d: Placed, t: float, due: dict[tuple[str, int], list[tuple[int, str, Placed]]]) -> list[Placed]:
@@ -434,5 +448,5 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
         d.snapshots.append(snap.copy())
     d.group.append(group[p.cluster])
     result.decision_ids.append(p.decision_id)
-    result.times.append(t)
+    result.times.append(p.time)  # (the decision's time: the validation cut is on these)
     result.policies[decided_by(p)] += 1

@@ -671,3 +671,24 @@ def test_a_window_rebuilds_the_states_the_whole_archive_does_from_its_start(arch
     assert got.skipped["before the window (--since)"] == len(before)
     for name in ("nodes", "pairs", "feasible", "target", "queues"):
         np.testing.assert_array_equal(got.demos.arrays()[name], want.demos.arrays()[name])
+
+
+def test_a_decisions_job_features_are_those_of_its_steps_start():
+    """Found by review: the replay computed a job's features (its time waited) at the decision's event time,
+    stamped after the model call, where the worker computes them at the step's tick, which the step's name
+    carries (``<cluster>:<n>:<tick>``, streams/loop.py)."""
+    from inference.encoders import EncoderCache, get_encoder
+    from inference.features.jobs import job_demand
+    from inference.features.spec import FeatureSpec
+    from inference.training.archive import step_time
+
+    spec = FeatureSpec(gpu_models=(), text_dim=8, encoder="hashed-ngram-8")
+    events = _two_jobs([("dA", "A", 1, "n0"), ("dB", "B", 10, "n1")], [])
+    events.placed[1].step_id = f"default:7:{_after(9.2).timestamp():.3f}"
+    rebuilt = reconstruct(events, spec=spec, min_feasible=1, outcomes=("running",))
+    k = rebuilt.decision_ids.index("dB")
+    want = job_demand([events.jobs[("default", "B")]], _after(9.2).timestamp(), spec, EncoderCache(get_encoder(spec.encoder)))
+    np.testing.assert_allclose(rebuilt.demos.jobs[k], want[0], atol=1e-6)
+    assert rebuilt.times[k] == _after(10).timestamp()  # the decision's time still places it for the validation cut
+    assert step_time("st1", 5.0) == 5.0 and step_time("a:b:1:4.5", 5.0) == 4.5 and step_time("c:1:x", 5.0) == 5.0
+    assert step_time("c:1:1e12", 5.0) == 5.0  # not a tick before the decision
