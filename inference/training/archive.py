@@ -22,8 +22,9 @@ events in time order rebuilds, for each placed decision, the state the policy sa
   reports do: the queue is not the worker's as exactly as what placements hold); the queue summary of a
   decision is the mean demand of the jobs of the model call that covered it, as
   :class:`~inference.training.collect.RecordingPolicy` records it (:mod:`inference.training.queue_windows`:
-  the first jobs pending when its scheduling step, ``step_id``, began that fit on some node, in the
-  order they were submitted — the worker's step order is not archived). Decisions of one step
+  the first jobs pending when its scheduling step, ``step_id``, began that fit on some node, in FIFO
+  order, the learned policy's; a composed ordering's, or jobs the DAG gate held back, are not
+  modelled: the worker's step order is not archived). Decisions of one step
   are replayed in their Kafka order (they may share a millisecond);
 - the job tokens: every demonstration carries the feature rows of the jobs of that call
   (``Demonstrations.tokens``: its own job first, then at most ``max_tokens`` − 1 others, a
@@ -64,6 +65,7 @@ from inference.features.jobs import job_demand
 from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
+from inference.step_windows import model_window
 from inference.training.archive_events import ArchiveEvents, Placed
 from inference.training.collect import Demonstrations, label_spec
 from inference.training.queue_windows import QueueWindows
@@ -71,6 +73,7 @@ from scheduling.events import decided_by as decided_by_policy
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
 from scheduling.metrics.fragmentation import Workload
+from scheduling.policies.base import fifo_key
 from scheduling.snapshot import ClusterSnapshot
 
 RELEASING = ("finished", "failed", "preempted", "timed_out", "rejected")
@@ -208,7 +211,7 @@ def eligible(events: ArchiveEvents, outcomes: Iterable[str], policies: Iterable[
 def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outcomes: Iterable[str] = ("finished",),
                 policies: Iterable[str] | None = None, min_feasible: int = 2, max_samples: int | None = None,
                 seed: int = 0, tied_targets: bool = False, max_tokens: int = 64, cut: float | None = None,
-                since: float | None = None) -> ArchiveDemonstrations:  # fmt: skip
+                since: float | None = None, window: int | None = None) -> ArchiveDemonstrations:  # fmt: skip
     """Demonstrations from the archive (module docstring). ``outcomes``: the attempt end
     states to learn from (``running`` = no end yet); ``policies``: only decisions of these
     policies (None = all; a fallback's placements are ``<policy> (fallback)``'s, :func:`decided_by`); ``cut``: a validation cut — a decision before it is judged by what was
@@ -221,7 +224,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     node index, packs) reached 93.6 % on the held-out fill replay, the tied sets 89.2 %.
     ``max_tokens``: job tokens kept per demonstration (module docstring); ``since``: only decisions from
     then on are demonstrations (the events read for a window, ``storage.queries.training_events``, also
-    hold the earlier placements still running at its start, which the replay needs for the state)."""
+    hold the earlier placements still running at its start, which the replay needs for the state);
+    ``window``: jobs per model call, as the worker's ``SEMSCHED_MODEL_WINDOW`` (default: this process's)."""
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1 (the job itself), not {max_tokens}")
     spec = spec or archive_spec(events, before=cut)
@@ -243,7 +247,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     group: dict[str, int] = {}
     pending: dict[tuple[str, str], JobRequest] = {}
     held: set[tuple[str, str]] = set()  # (cluster, decision id)
-    steps: dict[str, QueueWindows] = {}  # each step's model calls (inference/training/queue_windows.py)
+    steps: dict[str, tuple[str, QueueWindows]] = {}  # cluster -> its current step and the step's model calls
+    window_size = model_window(window)  # (inference/training/queue_windows.py)
     rng = np.random.default_rng(seed)
     # clusters whose decisions say which lifecycle reports their step had handled (module docstring)
     watermarked = {p.cluster for p in events.placed if p.lifecycle_through is not None}
@@ -283,13 +288,17 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 pending.pop((d.cluster, d.job_id), None)
                 continue
             began = step_time(d.step_id, t)  # the step's clock, as the worker's features read it
-            if d.step_id not in steps or not d.step_id:  # the step's model calls, over the jobs pending when it began
-                pending_then = [j for (c, _), j in pending.items() if c == d.cluster]
-                steps[d.step_id] = QueueWindows(pending_then, lambda js, t=began: job_demand(js, t, spec, encoder),
-                                                lambda s: node_state(s, spec))  # fmt: skip
+            step = steps.get(d.cluster)
+            if step is None or step[0] != d.step_id or not d.step_id:  # the step's model calls, over the jobs pending
+                # when it began in the worker's order (FIFO: a retried job keeps its submission time; found by
+                # review: in the order they came back to the queue); only the cluster's current step is kept
+                pending_then = sorted((j for (c, _), j in pending.items() if c == d.cluster), key=fifo_key)
+                step = steps[d.cluster] = (d.step_id, QueueWindows(
+                    pending_then, lambda js, t=began: job_demand(js, t, spec, encoder), lambda s: node_state(s, spec),
+                    size=window_size))  # fmt: skip
             job = events.jobs.get((d.cluster, d.job_id))
-            window = steps[d.step_id].window(job, snap) if job is not None else None  # (every decision: the windows
-            # open as the step's placements left the cluster)
+            window = step[1].window(job, snap) if job is not None else None  # (every decision: the windows open
+            # as the step's placements left the cluster)
             if (d.cluster, d.decision_id) in chosen:
                 tokens = _StepJobs(window.index, window.rows).tokens(d.job_id, max_tokens, rng) if window else None
                 _sample(result, d, began, snap, i, events, window.summary if window else None, spec, encoder, min_feasible,

@@ -24,6 +24,7 @@ import numpy as np
 
 from inference.features.spec import FeatureSpec
 from inference.model.config import ModelConfig
+from inference.step_windows import model_window
 from inference.training.archive import archive_spec, eligible, reconstruct
 from inference.training.archive_events import ArchiveEvents
 from inference.training.imitation import TrainOptions, train_imitation
@@ -57,7 +58,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
     save; returns the model directory. ``config``: the architecture and featurisation (default:
     built from the archive's GPU models and the size options, with the cluster-level and
     fragmentation columns unless ``cluster`` / ``frag`` is False, and ``job_tokens`` slots; their
-    tokens are the jobs pending when each decision's step began, at most ``max_tokens``,
+    tokens are at most ``max_tokens`` of the jobs of the model call that covered each decision,
     :func:`~inference.training.archive.reconstruct`); ``since`` (epoch s): learn from the decisions from
     then on only (``events`` read for that window)."""
     from inference.model.io import save_new_model
@@ -105,7 +106,7 @@ def train_from_archive(events: ArchiveEvents, out_root: Path, *, options: TrainO
             "val_states": len(val), "val_split": (f"from the first of the latest {val_share:.0%} of the eligible "
                                                   "decisions in time (a step's decisions on one side)"
                                                   if cut is not None else "none (fewer than 10 eligible decisions)"),
-            "val_cut": cut, "since": since,
+            "val_cut": cut, "since": since, "model_window": model_window(),
             "decisions_from": float(times.min()), "decisions_to": float(times.max()),
             "job_tokens": config.job_tokens, "max_tokens": max_tokens if config.job_tokens else None,
             "epochs": options.epochs, "batch": options.batch, "lr": options.lr, "seed": options.seed,

@@ -47,6 +47,7 @@ from inference.features.nodes import node_state
 from inference.features.pairs import pair_features
 from inference.features.spec import FeatureSpec
 from inference.training.queue_windows import QueueWindows
+from scheduling.assign import forget_placement
 from scheduling.gpu_select import select_gpus as best_fit_gpus
 from scheduling.job import JobRequest
 from scheduling.metrics.fragmentation import Workload
@@ -148,6 +149,13 @@ class RecordingPolicy:
 
     def select_gpus(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> tuple[int, ...] | None:
         return _gpus(self._acting, snapshot, node_index, job)
+
+    def forget(self, snapshot: ClusterSnapshot, node_index: int, job: JobRequest) -> None:
+        """A placement of the step was rolled back (a gang that did not fit whole): the windows see capacity
+        return, and the acting policy is told, as it would be without the recorder (found by review)."""
+        if self._windows is not None:
+            self._windows.forget()
+        forget_placement(self._acting, snapshot, node_index, job)
 
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
         record = self.rng.random() < self.rate

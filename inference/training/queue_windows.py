@@ -66,6 +66,11 @@ class QueueWindows:
         self._covering.update(dict.fromkeys((j.job_id for j in jobs), window))
         return window
 
+    def forget(self) -> None:
+        """A placement of the step was rolled back (a gang that did not fit whole): capacity came back, so a
+        shape that fit nowhere may fit again, as serving's ``LearnedPolicy.forget`` has it (found by review)."""
+        self.fits = FitsSomewhere()
+
     def _opening_at(self, pos: int, snapshot: ClusterSnapshot) -> list[JobRequest]:
         job = self.ordered[pos]
         if not self.size:

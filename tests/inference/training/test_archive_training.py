@@ -692,3 +692,32 @@ def test_a_decisions_job_features_are_those_of_its_steps_start():
     assert rebuilt.times[k] == _after(10).timestamp()  # the decision's time still places it for the validation cut
     assert step_time("st1", 5.0) == 5.0 and step_time("a:b:1:4.5", 5.0) == 4.5 and step_time("c:1:x", 5.0) == 5.0
     assert step_time("c:1:1e12", 5.0) == 5.0  # not a tick before the decision
+
+
+def test_a_retried_job_is_in_its_steps_order_by_its_submission_as_the_worker_orders_it():
+    """Found by review: the replay's pending jobs came in the order they came back to the queue, so a retried
+    job was last, outside the window it was in (the worker orders FIFO by submission: a retry keeps it)."""
+    from inference.encoders import EncoderCache, get_encoder
+    from inference.features.jobs import job_demand
+    from inference.features.spec import FeatureSpec
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+    from storage.queries.training_events import TrainingEvents
+
+    nodes = [NodeTelemetry(event_id=f"t{i}", event_time=_after(-5), node_id=f"n{i}", source="inventory",
+                           cpu_milli=8000, memory_mib=32000) for i in range(3)]  # fmt: skip
+    subs = [JobSubmitted(event_id=f"s{j}", event_time=_after(s), job_id=j, cpu_milli=1000, memory_mib=100, name=f"job {j}")
+            for j, s in (("A", 1), ("B", 3), ("C", 4))]  # fmt: skip
+    decisions = [DecisionRecord(event_id=d, decision_id=d, event_time=_after(s), job_id="A", attempt=a, outcome="placed",
+                                node_id="n0", policy="fgd", latency_ms=1, cpu_milli=1000, memory_mib=100, step_id=f"st{s}")
+                 for d, a, s in (("dA0", 0, 2), ("dA1", 1, 6))]  # fmt: skip
+    ends = [JobLifecycle(event_id="e1", event_time=_after(2.1), job_id="A", state="started", node_id="n0", decision_id="dA0"),
+            JobLifecycle(event_id="e2", event_time=_after(5), job_id="A", state="failed", exit_code=1, node_id="n0",
+                         decision_id="dA0")]  # fmt: skip
+    events = fold_events(TrainingEvents(nodes=nodes, submissions=subs, placed=decisions, placed_partitions=[0, 0],
+                                        ends=ends, end_positions=[(0, 0), (0, 1)]))  # fmt: skip
+    spec = FeatureSpec(gpu_models=(), text_dim=8, encoder="hashed-ngram-8")
+    got = reconstruct(events, spec=spec, min_feasible=1, outcomes=("failed", "running"), window=2)
+    k = got.decision_ids.index("dA1")
+    a, b = (events.jobs[("default", j)] for j in "AB")
+    want = job_demand([a, b], _after(6).timestamp(), spec, EncoderCache(get_encoder(spec.encoder))).mean(axis=0)
+    np.testing.assert_allclose(got.demos.queues[k], want, atol=1e-6)  # the window [A, B], not A alone after B, C
