@@ -298,7 +298,8 @@ class JobEncoderModel:
     def __call__(self, requests: list[Any]) -> list[dict[str, np.ndarray]]:
         loaded = self.host.current()
         name = loaded.config.spec.encoder
-        encoder = self._encoders.get(name) or self.factory(name, self.device)  # (gone only after two swaps in one call)
+        # (gone only if, between current() and here, a newer version swapped in and answered: built again then)
+        encoder = self._encoders.get(name) or self.factory(name, self.device)
         self._release_older(loaded)
         texts = [np.asarray(r["TEXT"]).reshape(-1) for r in requests]
         flat = [t.decode("utf-8") if isinstance(t, bytes) else str(t) for rows in texts for t in rows]

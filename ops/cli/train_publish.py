@@ -49,8 +49,9 @@ def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, 
 
     if promote:
         root = promotion_root(out)
-        if root != out:
-            console.print(f"{out} serves no version: judging {directory.name} against the serving one, {root / 'latest'}")
+        if root.resolve() != out.resolve():
+            console.print(f"{out} serves no version: judging {directory.name} in the root the worker serves from, "
+                          f"{root} ({root / 'latest'})")  # fmt: skip
         result = run_promote(directory, root, seeds=seed_list(promotion_seeds), archive=archive, pods=pods, nodes=nodes)
         if not result.candidate.get("loaded"):  # not judged at all (it does not load, or fell back in the
             raise typer.Exit(1)  # replay: the reason is printed): a script must tell it from "not better"
@@ -69,24 +70,38 @@ def publish(directory: Path, out: Path, *, promote: bool, promotion_seeds: str, 
     return row
 
 
-#: the model root ``semsched models promote`` defaults to: ``models/latest`` is what the worker serves
+#: the model root ``semsched models promote`` defaults to
 DEFAULT_ROOT = Path("models")
 
 
+def serving_root() -> Path | None:
+    """The root whose ``latest`` the worker serves: ``$SEMSCHED_MODEL_DIR``'s parent when it names a
+    ``latest`` link (default ``models/latest``); None when it names one version directly (promotion
+    cannot change what such a worker serves)."""
+    from inference.policy import default_model_dir
+
+    served = default_model_dir()
+    return served.parent if served.name == "latest" else None
+
+
 def promotion_root(out: Path) -> Path:
-    """Where a version written to ``out`` is judged and promoted: ``out`` when it serves a version (or
-    the default root serves none), else the default root. ``--out models/candidates`` keeps candidates
-    beside ``models/latest``: promoted into their own root they beat nothing, and ``models/candidates/latest``
-    served nothing the worker reads (found by review: only the ``--no-promote`` hint knew this)."""
+    """Where a version written to ``out`` is judged and promoted: ``out`` when it serves a version, else
+    the root the worker serves from (:func:`serving_root`: the version becomes its first, or is judged
+    against its serving one), else ``out``. ``--out models/candidates`` keeps candidates beside
+    ``models/latest``: promoted into their own root they beat nothing, and ``models/candidates/latest``
+    served nothing the worker reads (found by review: only the ``--no-promote`` hint knew; then the root
+    was ``./models`` whatever ``SEMSCHED_MODEL_DIR`` said, and only once it served)."""
     from inference.training.promotion import serving_dir
 
-    if serving_dir(out) is not None or serving_dir(DEFAULT_ROOT) is None:
+    if serving_dir(out) is not None:
         return out
-    return DEFAULT_ROOT
+    root = serving_root()
+    return out if root is None else root
 
 
 def promote_hint(directory: Path, out: Path, archive: str | None = None) -> str:
     """The command that judges ``directory`` against the serving version (:func:`promotion_root`),
     recording in ``archive`` when the candidate was recorded there."""
-    root = f" --models {out}" if promotion_root(out) == out and out != DEFAULT_ROOT else ""
-    return f"semsched models promote {directory}{root}" + (f" --archive {archive}" if archive else "")
+    root = promotion_root(out)
+    models = "" if root.resolve() == DEFAULT_ROOT.resolve() else f" --models {root}"
+    return f"semsched models promote {directory}{models}" + (f" --archive {archive}" if archive else "")

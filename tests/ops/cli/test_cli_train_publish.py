@@ -53,13 +53,17 @@ def test_the_promote_hint_judges_a_candidate_against_a_serving_version(tmp_path:
     from ops.cli.train_publish import promote_hint
 
     monkeypatch.chdir(tmp_path)  # (the default root, models/, is the working directory's)
+    monkeypatch.delenv("SEMSCHED_MODEL_DIR", raising=False)
     candidates = Path("models") / "candidates"
     (candidates / "jt4-s0").mkdir(parents=True)
     (Path("models") / "v1").mkdir()
     hint = f"semsched models promote {candidates / 'jt4-s0'}"
-    assert promote_hint(candidates / "jt4-s0", candidates) == f"{hint} --models {candidates}"  # nothing serves
+    assert promote_hint(candidates / "jt4-s0", candidates) == hint  # nothing serves: the worker's root, models/
     (Path("models") / "latest").symlink_to("v1")
     assert promote_hint(candidates / "jt4-s0", candidates) == hint  # judged against models/latest
+    # a worker that serves another root's latest (docker-compose: /var/lib/semsched/models/latest): that root
+    monkeypatch.setenv("SEMSCHED_MODEL_DIR", str(tmp_path / "srv" / "models" / "latest"))
+    assert promote_hint(candidates / "jt4-s0", candidates) == f"{hint} --models {tmp_path / 'srv' / 'models'}"
     (candidates / "latest").symlink_to("jt4-s0")  # a root that serves: judged there
     assert promote_hint(candidates / "jt4-s0", candidates) == f"{hint} --models {candidates}"
 
@@ -68,6 +72,7 @@ def test_a_version_trained_into_a_root_that_serves_nothing_is_judged_against_the
     """Found by review: `train --out models/candidates` promoted into models/candidates, where the candidate
     beat nothing and became models/candidates/latest, which no worker reads."""
     monkeypatch.chdir(tiny["models"].parent)
+    monkeypatch.delenv("SEMSCHED_MODEL_DIR", raising=False)
     inputs = ["--pods", str(tiny["pods"]), "--nodes", str(tiny["nodes"]), "--archive", tiny["dsn"],
               "--promotion-seeds", "100"]  # fmt: skip
     r = CliRunner().invoke(app, ["train", *TINY, *inputs, "--out", "models", "--version", "tiny-1"])
@@ -76,7 +81,7 @@ def test_a_version_trained_into_a_root_that_serves_nothing_is_judged_against_the
     r = CliRunner().invoke(app, ["train", *TINY, *inputs, "--out", "models/candidates", "--version", "tiny-2",
                                  "--seed", "1"])  # fmt: skip
     assert r.exit_code == 0, r.output
-    assert "judging tiny-2 against the serving one" in " ".join(r.output.split())
+    assert "judging tiny-2 in the root the worker serves from, models" in " ".join(r.output.split())
     assert not (Path("models") / "candidates" / "latest").exists()
     row = ArchiveRegistry(get_client(tiny["dsn"])).get("tiny-2")
     assert row is not None and row.serving_score is not None  # compared with tiny-1, whichever won
