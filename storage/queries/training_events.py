@@ -20,7 +20,10 @@ milliseconds (plain numbers on every client path, including the worker's ``/sql`
 **A window** (``since``, ``semsched train --from-archive --since``): the jobs that were over before it
 — every one of their events earlier, the latest of them (by time; at one millisecond a report
 after a decision after a submission, then in topic order) a rejection or a ``finished`` with exit
-code 0 — are not read; every other job is read whole. Those
+code 0, which the worker had applied before the window's first steps (below the least
+``lifecycle_through`` of the window's decisions on its partition, where they say; found by review:
+under load a report stamped before the window is applied in it, and the node stayed held) — are
+not read; every other job is read whole. Those
 are the jobs pending or running at the window's start, whose placements held the nodes then, and
 the later ones. So the replay rebuilds the state at the window's start without reading the
 archive's history before it (found by review: the whole archive was read into memory).
@@ -68,7 +71,13 @@ _OVER_BEFORE = """(cluster, job_id) NOT IN (
         UNION ALL SELECT cluster, job_id, toUnixTimestamp64Milli(event_time), 0, kafka_partition, kafka_offset, 0
         FROM jobs_submitted_accepted)
     GROUP BY cluster, job_id
-    HAVING max(t) < %(since)s AND argMax(over, (t, kind, kafka_partition, kafka_offset)) = 1)"""
+    HAVING max(t) < %(since)s AND argMax(over, (t, kind, kafka_partition, kafka_offset)) = 1
+       AND __APPLIED__)"""
+# per partition, the reports the window's first steps had applied (the least ``lifecycle_through`` of its decisions)
+_MARKS = """SELECT kafka_partition, min(lifecycle_through) FROM decisions_applied
+WHERE toUnixTimestamp64Milli(event_time) >= %(since)s AND lifecycle_through IS NOT NULL GROUP BY kafka_partition"""
+_LAST_AT = "argMax(kafka_offset, (t, kind, kafka_partition, kafka_offset))"  # the job's last report's offset
+_LAST_ON = "argMax(kafka_partition, (t, kind, kafka_partition, kafka_offset))"  # and its partition
 
 
 @dataclass
@@ -138,6 +147,11 @@ def training_events(client: ArchiveClient, since: datetime | None = None) -> Tra
     """Nodes, submissions, placed decisions and attempt ends of the archive behind ``client``; with
     ``since``, without the jobs over before it (module docstring)."""
     window, params = ("1", None) if since is None else (_OVER_BEFORE, {"since": int(since.timestamp() * 1000)})
+    if params is not None:  # over before the window by time, and applied by the worker before its first steps
+        marks = {int(p): int(m) for p, m in client.query_rows(_MARKS, params)[1]}
+        applied = (f"{_LAST_AT} < multiIf({', '.join(f'{_LAST_ON} = {p}, {m}' for p, m in sorted(marks.items()))}, "
+                   f"{_LAST_AT} + 1)" if marks else "1")  # fmt: skip
+        window = window.replace("__APPLIED__", applied)
 
     def rows(sql: str) -> list[tuple[Any, ...]]:
         return client.query_rows(sql.replace("__WINDOW__", window), params)[1]

@@ -77,6 +77,20 @@ def test_a_window_reads_every_job_but_those_over_before_it(loaded: ArchiveClient
     assert read(at(80))[0] == list("AACDFG") and read(at(80))[1] == ["A", "D", "G"]
 
 
+@pytest.mark.parametrize("through", [2, 3])
+def test_a_window_reads_a_job_whose_end_its_first_steps_had_not_applied(loaded: ArchiveClient, through: int) -> None:
+    """Found by review: B's rejection is stamped at 30 s, but a decision of the window (from 40 s) says its step
+    had applied the reports below offset ``through`` of the partition only; B's is at offset 2. Unapplied, the
+    worker still counted B: it is read (the replay frees it when the decisions say)."""
+    w = ArchiveWriter(loaded)
+    w.write("decisions", [DecisionRecord(event_id="d-w", decision_id="d-w", event_time=at(45), job_id="W",
+                                         outcome="placed", node_id="n1", policy="fgd", latency_ms=1.0,
+                                         lifecycle_through=through)], [(0, 20)])  # fmt: skip
+    jobs = {s.job_id for s in training_events(loaded, since=at(40)).submissions}
+    assert ("B" in jobs) == (through <= 2)
+    assert {"C", "D", "F"} <= jobs
+
+
 def test_placed_decisions_of_one_millisecond_come_in_kafka_order(client: ArchiveClient) -> None:
     decisions = [DecisionRecord(event_id=d, decision_id=d, event_time=T0, job_id=d, outcome="placed", node_id="n1",
                                 policy="fgd", latency_ms=1.0, step_id="s1") for d in ("z", "a", "m")]  # fmt: skip
