@@ -72,6 +72,17 @@ async def _partition_counts(admin: AIOKafkaAdminClient, topics: list[str]) -> di
     return {d["topic"]: len(d["partitions"]) for d in await admin.describe_topics(topics) if d["partitions"]}
 
 
+async def _counts_when_known(admin: AIOKafkaAdminClient, topics: list[str]) -> dict[str, int]:
+    """The partition counts of ``topics``, which exist: waited for while their metadata has not reached the
+    broker asked yet (10 s at most; then those known)."""
+    counts: dict[str, int] = {}
+    for _ in range(100):
+        if len(counts := await _partition_counts(admin, topics)) == len(topics):
+            break
+        await asyncio.sleep(0.1)
+    return counts
+
+
 async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) -> list[str]:
     """Create missing topics (idempotent); ``changelogs`` are full names of compacted
     table changelogs. Returns the full names of the topics it created; raises
@@ -87,6 +98,16 @@ async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) ->
         missing = {t: c for t, c in wanted.items() if t not in existing}
         # before creating any: a mismatch leaves the broker as it was
         check_partitions(settings.partitions, await _partition_counts(admin, sorted(set(wanted) - set(missing))))
+        if missing:  # a dry run first: a topic the listing missed exists (KRaft propagates new topics to the
+            # brokers' metadata asynchronously: found when one created just before was listed without it, and the
+            # others were created before its count was seen); its count is checked before any is created
+            dry = await admin.create_topics(
+                [NewTopic(t, num_partitions=settings.partitions, replication_factor=settings.replication_factor,
+                          topic_configs=c) for t, c in missing.items()], validate_only=True)  # fmt: skip
+            unlisted = sorted(e["topic"] for e in dry.to_object()["topic_errors"]
+                              if e["error_code"] == TopicAlreadyExistsError.errno)  # fmt: skip
+            check_partitions(settings.partitions, await _counts_when_known(admin, unlisted))
+            missing = {t: c for t, c in missing.items() if t not in unlisted}
         if missing:
             answer = await admin.create_topics(
                 [NewTopic(t, num_partitions=settings.partitions, replication_factor=settings.replication_factor,
@@ -104,12 +125,7 @@ async def ensure_topics(settings: Settings, changelogs: tuple[str, ...] = ()) ->
                 raise TopicsRefused(refused)
             # another process created these between our listing and our request: with its count, maybe
             # not ours (found by review: the loser of the race went on without a check)
-            counts: dict[str, int] = {}
-            for _ in range(100):  # (its metadata may not have reached the broker we ask yet)
-                if len(counts := await _partition_counts(admin, raced)) == len(raced):
-                    break
-                await asyncio.sleep(0.1)
-            check_partitions(settings.partitions, counts)
+            check_partitions(settings.partitions, await _counts_when_known(admin, raced))
             missing = {t: c for t, c in missing.items() if t not in raced}
             # KRaft propagates new topics to the brokers' metadata asynchronously: wait for it
             for _ in range(100):
