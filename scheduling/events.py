@@ -91,6 +91,20 @@ def partition_for(cluster: str, partitions: int) -> int:
     return zlib.crc32(cluster.encode()) % partitions
 
 
+def step_id_for(cluster: str, n: int, tick: float) -> str:
+    """A scheduling step's id, on every decision record of the step: ``<cluster>:<n>:<tick>``, ``tick`` the
+    step's clock (epoch s), at which the worker computes its jobs' features (:func:`step_tick` reads it)."""
+    return f"{cluster}:{n}:{tick:.3f}"
+
+
+def step_tick(step_id: str) -> float | None:
+    """The clock of the step :func:`step_id_for` named, or None for any other name."""
+    try:
+        return float(step_id.rsplit(":", 1)[1])
+    except (IndexError, ValueError):
+        return None
+
+
 def decision_id_for(job_id: str, attempt: int, submission: str) -> str:
     """Deterministic: a worker that re-decides the same attempt after a restart emits the
     same id, so agents and the archive see one decision, never two. ``submission``: the event id

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from scheduling.assign import schedule_step
 from scheduling.duration_estimate import estimator_for
-from scheduling.events import DecisionRecord, JobLifecycle, partition_for
+from scheduling.events import DecisionRecord, JobLifecycle, partition_for, step_id_for
 from scheduling.job import JobRequest
 from scheduling.node import NodeView
 from scheduling.node_table import NodeTable
@@ -274,7 +274,7 @@ class SchedulingLoop:
     async def _step_cluster(self, cluster: str, views: list[NodeView],
                             jobs: list[tuple[PendingJob, JobRequest]]) -> None:  # fmt: skip
         tick_ts = time.time()
-        self.step_id = f"{cluster}:{self.steps}:{tick_ts:.3f}"  # on every decision of this step
+        self.step_id = step_id_for(cluster, self.steps, tick_ts)  # on every decision of this step
         # the nodes minus what placed jobs hold, kept from the last step (streams/snapshot_cache.py);
         # the ledger is read up to the table here, with no await before the snapshot is taken
         self.w.held.sync(self.w.running, self.views.holding)

@@ -95,6 +95,13 @@ class Run:
     ended: float | None
 
 
+def data_end(runs: Sequence[Run], records: Sequence[Finished] = ()) -> float | None:
+    """The latest time the source tells of: a submission, start or end among ``runs``, a finish among
+    ``records`` (None when there are none): where the data ends."""
+    times = [r.finish for r in records] + [t for r in runs for t in (r.submit, r.started, r.ended) if t is not None]
+    return max(times, default=None)
+
+
 def running_at_cut(split: Split, runs: Sequence[Run] | None = None) -> list[tuple[JobRequest, float, float]]:
     """``(job, started, elapsed)`` of the jobs submitted before the cut and still running at it, what a
     model trained at the cut knows of them: a lower bound on their run time (the censored loss),

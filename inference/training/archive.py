@@ -70,6 +70,7 @@ from inference.training.archive_events import ArchiveEvents, Placed
 from inference.training.collect import Demonstrations, label_spec
 from inference.training.queue_windows import QueueWindows
 from scheduling.events import decided_by as decided_by_policy
+from scheduling.events import step_tick
 from scheduling.filters.framework import run_filters
 from scheduling.job import JobRequest
 from scheduling.metrics.fragmentation import Workload
@@ -316,16 +317,13 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
 
 
 def step_time(step_id: str, t: float) -> float:
-    """When the step of ``step_id`` began (epoch s): the worker names its steps ``<cluster>:<n>:<tick>``
-    (streams/loop.py) and computes a job's features at the tick (its time waited, say); ``t`` (the
-    decision's event time, stamped after the model call) for any other name. Found by review: the replay
-    computed them at ``t``, the step's latency later (a job submitted 0.5 s before a 1 s step: log time
-    waited 0.041 served, 0.092 trained)."""
-    try:
-        tick = float(step_id.rsplit(":", 1)[1])
-    except (IndexError, ValueError):
-        return t
-    return tick if 0 < t - tick < 86_400 else t  # (a name that only looks like one: the decision's time)
+    """When the step of ``step_id`` began (epoch s): the worker computes a job's features at its step's
+    tick (its time waited, say), which the step's id carries (:func:`scheduling.events.step_tick`); ``t``
+    (the decision's event time, stamped after the model call) for any other name. Found by review: the
+    replay computed them at ``t``, the step's latency later (a job submitted 0.5 s before a 1 s step: log
+    time waited 0.041 served, 0.092 trained)."""
+    tick = step_tick(step_id)
+    return tick if tick is not None and 0 < t - tick < 86_400 else t  # (a name that only looks like one)
 
 
 def _handled_ends(d: Placed, t: float, due: dict[tuple[str, int], list[tuple[int, str, Placed]]]) -> list[Placed]:

@@ -162,7 +162,9 @@ def unscored_held_out(cut: float, runs: Sequence[Any] | None) -> dict[str, Any]:
     left out). Empty when the trace does not say when its jobs ran."""
     if not runs:
         return {}
-    end = max(t for r in runs for t in (r.submit, r.started, r.ended) if t is not None)
+    from inference.duration.evaluate import data_end
+
+    end = data_end(runs) or 0.0
     late = [r for r in runs if r.submit >= cut and r.ended is None]
     elapsed = [end - r.started for r in late if r.started is not None]
     return {"started": len(elapsed), "never_started": len(late) - len(elapsed),

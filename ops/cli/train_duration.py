@@ -53,13 +53,12 @@ def training_records(records: list[Any], train_fraction: float,
     """The records a model trained at the ``train_fraction`` cut may learn from, the jobs still
     running at the cut (``(job, started, elapsed)``: lower bounds; from ``runs`` when the source says
     when its jobs ran, see :func:`~inference.duration.evaluate.running_at_cut`), and the split's facts."""
-    from inference.duration.evaluate import Split, running_at_cut, time_split
+    from inference.duration.evaluate import Split, data_end, running_at_cut, time_split
 
     if train_fraction >= 1.0:  # every job; the ones still running at the end of the data are lower bounds too (found
         # by review: none were, so the model trained to deploy was not the recipe measured: Google 82.9 % without)
         train = sorted(records, key=lambda r: r.submit)
-        end = max([r.finish for r in records] + [t for r in runs or () for t in (r.submit, r.started, r.ended)
-                                                 if t is not None], default=None)  # fmt: skip
+        end = data_end(runs or (), records)
         running = running_at_cut(Split(cut=end, train=train, late=[], test=[]), runs) if runs and end else []
         return train, running, {"train_fraction": 1.0, "cut_s": None, "end_s": end, "running": len(running),
                                 "train": len(records), "late": 0, "held_out": 0}  # fmt: skip

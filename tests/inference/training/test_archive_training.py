@@ -681,10 +681,11 @@ def test_a_decisions_job_features_are_those_of_its_steps_start():
     from inference.features.jobs import job_demand
     from inference.features.spec import FeatureSpec
     from inference.training.archive import step_time
+    from scheduling.events import step_id_for
 
     spec = FeatureSpec(gpu_models=(), text_dim=8, encoder="hashed-ngram-8")
     events = _two_jobs([("dA", "A", 1, "n0"), ("dB", "B", 10, "n1")], [])
-    events.placed[1].step_id = f"default:7:{_after(9.2).timestamp():.3f}"
+    events.placed[1].step_id = step_id_for("default", 7, _after(9.2).timestamp())  # (as the worker names it)
     rebuilt = reconstruct(events, spec=spec, min_feasible=1, outcomes=("running",))
     k = rebuilt.decision_ids.index("dB")
     want = job_demand([events.jobs[("default", "B")]], _after(9.2).timestamp(), spec, EncoderCache(get_encoder(spec.encoder)))
