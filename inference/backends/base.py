@@ -22,7 +22,13 @@ from inference.model.step import PolicyInputs
 
 
 class BackendError(RuntimeError):
-    """The backend could not answer this step (the message is the reason recorded on decisions)."""
+    """The backend could not answer this step (the message is the reason recorded on decisions).
+    ``answered``: the server itself refused the call (it is up and said why); False for a missed
+    deadline, a server out of reach, a malformed answer."""
+
+    def __init__(self, message: str, *, answered: bool = False) -> None:
+        super().__init__(message)
+        self.answered = answered
 
 
 class Backend(Protocol):

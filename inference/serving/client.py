@@ -53,6 +53,9 @@ URL_ENV = "SEMSCHED_TRITON_URL"
 DEADLINE_ENV = "SEMSCHED_TRITON_DEADLINE_MS"
 ENCODE_DEADLINE_ENV = "SEMSCHED_TRITON_ENCODE_DEADLINE_MS"
 ENCODE_CHUNK = MAX_BATCH["job_encoder"]  # texts per job_encoder request
+#: gRPC statuses of a call the server did not answer itself (late, out of reach, called off): they say
+#: nothing of the version it serves (:meth:`LocalCopy.call_failed`)
+UNANSWERED = ("DEADLINE_EXCEEDED", "UNAVAILABLE", "CANCELLED")
 DEFAULT_DEADLINE_MS = 500.0  # of one step's policy call and of a job_encoder call (module docstring)
 
 
@@ -163,7 +166,9 @@ class TritonBackend:
         message = e.message() if hasattr(e, "message") and callable(e.message) else str(e)
         if status and "DEADLINE_EXCEEDED" in str(status):
             return BackendError(f"triton {model} at {self.url}: DEADLINE_EXCEEDED after {deadline_ms:g} ms")
-        return BackendError(f"triton {model} at {self.url}: {status or type(e).__name__}: {message}".strip())
+        answered = bool(status) and not any(s in str(status) for s in UNANSWERED)
+        return BackendError(f"triton {model} at {self.url}: {status or type(e).__name__}: {message}".strip(),
+                            answered=answered)  # fmt: skip
 
     def _infer(self, model: str, inputs: list[Any], deadline_ms: float, outputs: list[Any] | None = None) -> Any:
         try:
@@ -251,8 +256,8 @@ class TritonBackend:
         deadline = self.deadline_ms if deadline_ms is None else min(self.deadline_ms, deadline_ms)
         try:
             out = self._run(policy_flow(self.lane, inputs, deadline))
-        except BackendError:
-            self.local.call_failed()
+        except BackendError as e:
+            self.local.call_failed(e)
             raise
         return self.local.follow(out, built)
 
@@ -260,8 +265,8 @@ class TritonBackend:
         built = self.loaded
         try:
             out = await self._run_async(policy_flow(self.lane, inputs, self.deadline_ms))
-        except BackendError:
-            self.local.call_failed()
+        except BackendError as e:
+            self.local.call_failed(e)
             raise
         return self.local.follow(out, built)
 

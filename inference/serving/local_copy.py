@@ -18,7 +18,8 @@ the directory the server serves (``models/latest``) — and kept in step with tw
   has not picked the new one up yet, or refuses it until restarted), the copy follows the
   server and leaves that target alone — loading it would flip the copy back and forth at every
   check — until the pointer moves again or a call fails (the server may then serve what the
-  pointer names and refuse the inputs of the version kept).
+  pointer names and refuse the inputs of the version kept; not a missed deadline, which says
+  nothing of the server's version).
 
 A version the server answers with that cannot be loaded here is looked for again once ``watch_s``
 has passed, not at every step (each look loaded ``model_dir``'s model on the event loop).
@@ -95,9 +96,14 @@ class LocalCopy:
                                    f"inputs are {version}'s")  # fmt: skip
         return out
 
-    def call_failed(self) -> None:
-        """A call to the server failed: ``refresh`` may follow ``model_dir`` again."""
-        self._kept_from = None
+    def call_failed(self, error: BackendError) -> None:
+        """A call to the server failed. One the server refused (``error.answered``: it may now serve what the
+        pointer names, and refuse the inputs of the version kept) lets ``refresh`` follow ``model_dir``
+        again; a missed deadline or a server out of reach says nothing of its version (found by review: each
+        one flipped the copy to the pointer's version, the next answer flipped it back, and the step between
+        fell back, three model loads on the event loop)."""
+        if error.answered:
+            self._kept_from = None
 
     def _pointer(self) -> Path | None:
         """The directory ``model_dir`` names now (``None`` without one, or when it does not resolve)."""

@@ -68,7 +68,7 @@ def test_after_a_failed_call_the_copy_follows_the_pointer_again(tmp_path):
     publish(tmp_path, "v1", seed=0)
     latest = publish(tmp_path, "v2", seed=1, spec=OTHER_SPEC)
     b = TritonBackend(latest, url="localhost:1", watch_s=0.0)
-    asked = answering(b, ["v1", BackendError("triton policy: INVALID_ARGUMENT"), "v2"])
+    asked = answering(b, ["v1", BackendError("triton policy: INVALID_ARGUMENT", answered=True), "v2"])
     with pytest.raises(BackendError, match="inputs built for v2"):
         call(b)
     b.refresh(force=True)
@@ -77,6 +77,46 @@ def test_after_a_failed_call_the_copy_follows_the_pointer_again(tmp_path):
         call(b)
     assert b.refresh(force=True) and b.version == "v2"
     assert call(b)["version"] == "v2" and asked == ["v2", "v1", "v2"]
+
+
+def test_a_missed_deadline_leaves_the_copy_on_the_version_the_server_answers(tmp_path):
+    # found by review: any failed call, a missed deadline too, flipped the copy back to the pointer's
+    # version; the server's next answer (the kept one) then refused that step's inputs
+    publish(tmp_path, "v1", seed=0)
+    latest = publish(tmp_path, "v2", seed=1, spec=OTHER_SPEC)  # promoted; the server refuses it until restarted
+    b = TritonBackend(latest, url="localhost:1", watch_s=0.0)
+    late = BackendError("triton policy at localhost:1: DEADLINE_EXCEEDED after 500 ms")
+    asked = answering(b, ["v1", late, "v1"])
+    with pytest.raises(BackendError, match="inputs built for v2"):
+        call(b)
+    b.refresh(force=True)
+    with pytest.raises(BackendError, match="DEADLINE_EXCEEDED"):
+        call(b)
+    assert not b.refresh(force=True) and b.version == "v1"
+    assert call(b)["version"] == "v1" and asked == ["v2", "v1", "v1"]
+
+
+def test_only_a_call_the_server_refused_counts_as_answered():
+    class Status(Exception):
+        def __init__(self, status: str) -> None:
+            super().__init__(status)
+            self._status = status
+
+        def status(self) -> str:
+            return self._status
+
+        def message(self) -> str:
+            return "details"
+
+    b = TritonBackend.__new__(TritonBackend)
+    b.url = "localhost:1"
+    answered = {s: b._error("policy", Status(s), 500.0).answered
+                for s in ("StatusCode.INVALID_ARGUMENT", "StatusCode.INTERNAL", "StatusCode.DEADLINE_EXCEEDED",
+                          "StatusCode.UNAVAILABLE", "StatusCode.CANCELLED")}  # fmt: skip
+    assert answered == {"StatusCode.INVALID_ARGUMENT": True, "StatusCode.INTERNAL": True,
+                        "StatusCode.DEADLINE_EXCEEDED": False, "StatusCode.UNAVAILABLE": False,
+                        "StatusCode.CANCELLED": False}  # fmt: skip
+    assert not b._error("policy", ConnectionError("refused"), 500.0).answered
 
 
 def test_a_pointer_to_the_version_the_server_answers_clears_what_was_kept(tmp_path):
