@@ -123,8 +123,9 @@ class Worker:
     # gangs with a rejected member (rebuilt from the done table once after recovery)
     # keyed by (cluster, gang id): a gang id is its cluster's (found by review: another cluster's gang of the
     # same name counted toward it, or took it down); ("", gang id) for done records older than that key
-    rejected_gangs: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # -> members rejected
-    finished_gang_members: dict[tuple[str, str], set[str]] = field(default_factory=dict)  # -> members that finished
+    # (cluster, gang id) -> {member rejected / finished: when it became done (its done_ts)}
+    rejected_gangs: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
+    finished_gang_members: dict[tuple[str, str], dict[str, float]] = field(default_factory=dict)
     # job id → its ingest span (the parent of the worker's later spans of that job)
     traces: telemetry.JobTraces = field(default_factory=telemetry.JobTraces)
     # run times of finished jobs, for sjf-predicted (in memory; warmed from the archive at start:
@@ -278,26 +279,33 @@ class Worker:
         """A gang member in ``done``: rejected, it takes its gang down; finished, it counts toward it."""
         gang = (done.get("cluster") or "", done["gang_id"])
         if (members := self._gang_members(done["status"])) is not None:
-            members.setdefault(gang, set()).add(done["job_id"])
+            members.setdefault(gang, {})[done["job_id"]] = float(done.get("done_ts") or 0.0)
 
     def forget_gang_member(self, done: dict[str, Any]) -> None:
         """A gang member's done record deleted (streams/done_retention.py): it no longer counts."""
         gang = (done.get("cluster") or "", done["gang_id"])
         members = self._gang_members(done["status"])
         if members is not None and gang in members:
-            members[gang].discard(done["job_id"])
+            members[gang].pop(done["job_id"], None)
             if not members[gang]:
                 del members[gang]
 
-    def _gang_members(self, status: str) -> dict[tuple[str, str], set[str]] | None:
+    def _gang_members(self, status: str) -> dict[tuple[str, str], dict[str, float]] | None:
         return {"rejected": self.rejected_gangs, "finished": self.finished_gang_members}.get(status)
 
-    def gang_state(self, cluster: str, gang_id: str) -> tuple[bool, int]:
-        """Whether a member of ``cluster``'s gang ``gang_id`` was rejected, and how many finished (a done
-        record older than the cluster key counts toward a gang of that id in any cluster, as before)."""
+    def gang_state(self, cluster: str, gang_id: str, since: float) -> tuple[bool, int]:
+        """Whether a member of ``cluster``'s gang ``gang_id`` was rejected, and how many finished, counting
+        only members done since ``since`` (the asking member's submission, epoch s): a gang id used again
+        after the gang it named was over is another gang (found by review: yesterday's finished members were
+        subtracted from today's gang of that id, which was then rejected as too many members, or placed
+        piece by piece). A done record older than the cluster key counts toward a gang of that id in any
+        cluster, and one older than ``done_ts`` counts in any case, as before."""
         keys = ((cluster, gang_id), ("", gang_id))
-        rejected = any(k in self.rejected_gangs for k in keys)
-        return rejected, len(set().union(*(self.finished_gang_members.get(k, set()) for k in keys)))
+
+        def members(of: dict[tuple[str, str], dict[str, float]]) -> set[str]:
+            return {job for k in keys for job, ts in of.get(k, {}).items() if not ts or ts >= since}
+
+        return bool(members(self.rejected_gangs)), len(members(self.finished_gang_members))
 
     def read(self, name: str, key: str, model: type[_M]) -> _M | None:
         """The record at ``key`` of table ``name``, parsed once: records this process wrote are

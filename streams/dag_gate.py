@@ -13,7 +13,8 @@ to finish) or is rejected, because it never can run:
 - a member of its gang was rejected, so the gang can never run whole.
 
 A gang's members that finished count toward it (as Volcano counts succeeded pods toward a gang's
-minimum): the rest is placed together without them.
+minimum): the rest is placed together without them. Only members done since the job's submission
+count: a gang id submitted again after its gang was over names a new gang.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def dag_gate(w: Worker, jobs: Sequence[tuple[PendingJob, JobRequest]]
     now, patience = time.time(), w.settings.dag_parent_wait_s
     stuck = waiting_on_a_cycle({p.job.job_id: p.job.dag_parents for p, _ in jobs if p.job.dag_parents})
     for p, req in jobs:
-        rejected, finished = w.gang_state(p.job.cluster, p.job.gang_id) if p.job.gang_id else (False, 0)
+        rejected, finished = w.gang_state(p.job.cluster, p.job.gang_id, p.submit_ts) if p.job.gang_id else (False, 0)
         if rejected:
             held.append((p, f"gang {p.job.gang_id}: another member was rejected", True))
             continue

@@ -140,5 +140,5 @@ class Uncommanded:
     def _whole(self, r: RunningJob, held: dict[tuple[str, str], int]) -> bool:
         """Whether ``r``'s gang is placed whole: its members placed, and those finished, make its size."""
         assert r.job.gang_id is not None
-        rejected, finished = self.w.gang_state(r.job.cluster, r.job.gang_id)
+        rejected, finished = self.w.gang_state(r.job.cluster, r.job.gang_id, r.submit_ts)
         return not rejected and held.get((r.job.cluster, r.job.gang_id), 0) + finished >= r.job.gang_size

@@ -172,11 +172,11 @@ def test_a_gang_member_is_kept_while_its_gang_has_one_to_run_and_its_count_goes_
                                  "x": done("x", age_s=2 * DAY, gang_id="h", status="rejected")}), partition=C1)  # fmt: skip
         w.apply(on_submitted(submitted("b", gang_id="g", gang_size=2), None, 0.0), partition=C1)
         await w.loop.tick()
-        kept = w.gang_state("c1", "g")
+        kept = w.gang_state("c1", "g", 0.0)
         w.apply(Transition(pending={"b": None}), partition=C1)
         w.loop.retention._next = w.loop.retention._needed_checked = -1e18
         await w.loop.tick()
-        return kept, w.gang_state("c1", "g"), w.gang_state("c1", "h")
+        return kept, w.gang_state("c1", "g", 0.0), w.gang_state("c1", "h", 0.0)
 
     kept, g, h = asyncio.run(go())
     assert kept == (False, 1)  # a still counts toward the gang b is in
@@ -272,11 +272,11 @@ def test_a_gang_member_deleted_by_a_recovery_no_longer_counts_after_it() -> None
     async def go() -> tuple[tuple[bool, int], tuple[bool, int]]:
         w, _ = worker()
         w.apply(Transition(done={"m": done("m", age_s=0, gang_id="g", status="rejected")}), partition=C1)
-        before = w.gang_state("c1", "g")
+        before = w.gang_state("c1", "g", 0.0)
         del w.done.data["m"]  # as the recovery applies the owner's tombstone
         w.loop._gangs_scanned = False  # (an assignment: the loop indexes the table again)
         await w.loop.tick()
-        return before, w.gang_state("c1", "g")
+        return before, w.gang_state("c1", "g", 0.0)
 
     assert asyncio.run(go()) == ((True, 0), (False, 0))
 

@@ -77,8 +77,37 @@ def test_another_clusters_gang_of_the_same_name_neither_completes_nor_takes_down
         running, pending = sorted(w.running), sorted(w.pending)
         old = DoneJob(job_id="old", event_id="ev-old", status="finished", attempt=0, gang_id="h")  # no cluster
         w.note_gang_member(old.model_dump(mode="json"))
-        return running, pending, {"h": str(w.gang_state(c2, "h")), "g": str(w.gang_state(c2, "g"))}
+        return running, pending, {"h": str(w.gang_state(c2, "h", 0.0)), "g": str(w.gang_state(c2, "g", 0.0))}
 
     running, pending, states = asyncio.run(go())
     assert running == [] and pending == ["x", "y"]  # the gang waits whole (one GPU for two members)
     assert states == {"h": "(False, 1)", "g": "(False, 0)"}
+
+
+def test_a_gang_id_used_again_after_its_gang_was_over_names_a_new_gang() -> None:
+    """Found by review: yesterday's gang "g" (two members finished, one rejected) was counted toward today's
+    gang "g" of four, which was then rejected ("4 members pending but gang_size is 2", or "another member
+    was rejected"), or, no larger than the old count, placed member by member. Members done before a job's
+    submission are another gang's."""
+    import time
+
+    from streams.state import DoneJob, Transition
+
+    async def go() -> tuple[list[str], dict[str, str]]:
+        w, _ = stood_in_worker(policy="best-fit", max_retries=3)
+        part = partition_for("c1", 4)
+        w.nodes.data["n1"] = NodeTelemetry(node_id="n1", cluster="c1", event_time=T0, cpu_milli=64000,
+                                           memory_mib=65536, num_gpu=4, gpu_model="A100").model_dump(mode="json")  # fmt: skip
+        yesterday = time.time() - 86_400
+        w.apply(Transition(done={f"old{i}": DoneJob(job_id=f"old{i}", event_id=f"ev-old{i}", status=status, attempt=0,
+                                                    gang_id="g", cluster="c1", done_ts=yesterday)
+                                 for i, status in enumerate(("finished", "finished", "rejected"))}), partition=part)  # fmt: skip
+        now = datetime.fromtimestamp(time.time(), UTC)
+        for i in range(4):
+            job = member(f"new{i}").model_copy(update={"event_time": now, "gang_size": 4})
+            w.apply(on_submitted(job, None, time.time()), partition=part)
+        await w.loop.tick()  # type: ignore[attr-defined]
+        return sorted(w.running), {k: d["status"] for k, d in w.done.items() if k.startswith("new")}
+
+    running, done = asyncio.run(go())
+    assert done == {} and running == ["new0", "new1", "new2", "new3"]  # the new gang, placed whole
