@@ -55,7 +55,9 @@ def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
     was = w.read("running", ev.job_id, RunningJob)
     pending = w.read("pending", ev.job_id, PendingJob)
     done = w.read("done", ev.job_id, DoneJob) if was is None and pending is None else None
-    t = on_lifecycle(ev, was, pending=pending, done=done, max_retries=w.settings.max_retries, now=time.time())
+    node = w.nodes.get(ev.node_id) if ev.node_id else None
+    t = on_lifecycle(ev, was, pending=pending, done=done, max_retries=w.settings.max_retries, now=time.time(),
+                     node_gpus=int(node["num_gpu"]) if node else None)  # fmt: skip
     left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"
     if left and was is not None and was.job.gang_id:
         members = [w.read("running", k, RunningJob) for k, d in list(w.running.items())
@@ -64,8 +66,9 @@ def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
     return t
 
 
-async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> None:
-    """Apply one lifecycle report: its transition, its notices and fences first."""
+async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> str | None:
+    """Apply one lifecycle report: its transition, its notices and fences first. Returns why the report is
+    refused (the caller dead-letters it; nothing applied), else None."""
     was = w.read("running", ev.job_id, RunningJob)
     current = was is not None and ev.decision_id == was.decision_id and ev.node_id in (None, was.node_id)
     if ev.state == "finished" and current and was.started_ts is not None:  # (a stale one's run is not this one's)
@@ -73,6 +76,8 @@ async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> None:
         if ran >= 0:
             w.observe_finished(was.job, ran, ev.event_time.timestamp())
     t = lifecycle_transition(w, ev)
+    if t.deadletter:
+        return t.deadletter
     await w.emit(t, partition)  # before the tables change: a crash repeats it, never loses it
     w.apply(t, partition=partition)  # (named: it also runs for a held report, outside its stream)
     w.counters.lifecycle += 1
@@ -80,6 +85,7 @@ async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> None:
         w.traces.forget(ev.job_id)
     if any(v is None for v in t.running.values()):  # resources freed (or the job re-queued)
         w.wake()
+    return None
 
 
 def add_report(window: list[float] | None, report: list[float]) -> list[float]:
@@ -115,12 +121,15 @@ async def apply_held(w: Worker, early: EarlyReport) -> None:
     """Apply a report that waited for its job's submission (or for its time to run out). One that
     fails is dead-lettered itself, as it would have been when it came: not the submission that
     released it (already applied), and not at the cost of the reports held after it."""
+    original = early.raw if early.raw is not None else early.event.to_bytes()  # (a report read back: re-encoded)
     try:
-        await apply_lifecycle(w, early.event, early.partition)
+        refused = await apply_lifecycle(w, early.event, early.partition)
     except Exception as e:  # noqa: BLE001 - as _agent's own handler: the worker goes on
         log.exception("handling the held report %s@%s:%s failed", "jobs.lifecycle", early.partition, early.offset)
-        original = early.raw if early.raw is not None else early.event.to_bytes()  # (a report read back: re-encoded)
         await w.deadletter(original, f"{INTERNAL_ERROR} while handling: {type(e).__name__}: {e}", early, "jobs.lifecycle")
+        return
+    if refused:
+        await w.deadletter(original, refused, early, "jobs.lifecycle")
 
 
 def register_agents(w: Worker) -> None:
@@ -187,7 +196,8 @@ def register_agents(w: Worker) -> None:
                 ev, msg.partition, time.time(), msg.offset, raw, msg.timestamp):
             w.counters.early_reports += 1  # before its job's submission (streams/early_reports.py)
             return
-        await apply_lifecycle(w, ev, msg.partition)
+        if refused := await apply_lifecycle(w, ev, msg.partition):
+            await w.deadletter(raw, refused, msg, "jobs.lifecycle")
 
     async def on_decided(ev: DecisionRecord, raw: bytes, msg: Any) -> None:
         own = Uncommanded.own(w, ev)  # (before the apply, which takes it out of inflight)

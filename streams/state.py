@@ -152,21 +152,37 @@ def on_decision(rec: DecisionRecord, pending: PendingJob | None,
 
 
 def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: int, now: float,
-                 pending: PendingJob | None = None, done: DoneJob | None = None) -> Transition:  # fmt: skip
+                 pending: PendingJob | None = None, done: DoneJob | None = None,
+                 node_gpus: int | None = None) -> Transition:  # fmt: skip
     """Agent reports (and the worker's own timeouts) move a placed job on.
 
     An agent's report can overtake the worker's own decision (they travel on different
     topics). When the job is still pending and the report names the decision id of its
     current attempt (decision ids are deterministic), the report stands for the decision:
     the placement is applied from it, and the decision, when it arrives, is stale.
+
+    A ``started`` report that says which GPUs the job holds (one that stands for the decision, or
+    one from another node than the placement's) must name as many distinct GPUs as the job asks
+    for, each on the node (``node_gpus``: the reporting node's GPU count, when known); else it is
+    dead-lettered, the tables unchanged (found by review: a report without ``gpu_indices`` was
+    taken as it was, the ledger could not account the holding and dropped all of it, CPU too, and
+    the next step placed another job on the same GPUs).
     """
     if ev.state == "rejected":
         return Transition(note="rejection notice: archive only")
     if (late := _finished_before_its_next_attempt(ev, running, pending)) is not None:
         return late
+    adopting = (running is None and pending is not None and bool(ev.node_id) and ev.state != "timed_out"
+                and is_decision_of(ev.decision_id, pending.job.job_id, pending.attempt, pending.job.event_id))  # fmt: skip
+    placing = running if running is not None and ev.decision_id == running.decision_id else None
+    names_gpus = ev.state == "started" and (adopting or (
+        placing is not None and placing.state == "reserved" and bool(ev.node_id)
+        and (ev.node_id != placing.node_id or bool(ev.gpu_indices))))  # fmt: skip
+    job = pending.job if adopting and pending is not None else placing.job if placing is not None else None
+    if names_gpus and job is not None and (why := gpu_indices_problem(ev.gpu_indices, job.num_gpu, node_gpus)):
+        return Transition(deadletter=f"started report of {ev.job_id} ({ev.decision_id}) on {ev.node_id}: {why}")
     adopted: Transition | None = None
-    if (running is None and pending is not None and ev.node_id and ev.state != "timed_out"
-            and is_decision_of(ev.decision_id, pending.job.job_id, pending.attempt, pending.job.event_id)):  # fmt: skip
+    if adopting and pending is not None:
         running = RunningJob(job=pending.job, attempt=pending.attempt, failures=pending.failures,
                              submit_ts=pending.submit_ts, decision_id=ev.decision_id, node_id=ev.node_id,
                              gpu_indices=list(ev.gpu_indices), reserved_ts=ev.event_time.timestamp(),
@@ -188,6 +204,17 @@ def on_lifecycle(ev: JobLifecycle, running: RunningJob | None, *, max_retries: i
         t.pending = {**adopted.pending, **t.pending}
         t.running.setdefault(running.job.job_id, running)
     return t
+
+
+def gpu_indices_problem(indices: list[int], num_gpu: int, node_gpus: int | None) -> str | None:
+    """Why ``indices`` cannot be the GPUs of a job of ``num_gpu`` GPUs on a node of ``node_gpus``, else None."""
+    if len(indices) != num_gpu:
+        return f"gpu_indices {list(indices)} name {len(indices)} GPU(s), the job asks for {num_gpu}"
+    if len(set(indices)) != len(indices):
+        return f"gpu_indices {list(indices)} name a GPU twice"
+    if node_gpus is not None and indices and max(indices) >= node_gpus:
+        return f"gpu_indices {list(indices)} name a GPU the node does not have (it has {node_gpus})"
+    return None
 
 
 def _started_of_its_finished_run(ev: JobLifecycle, done: DoneJob | None) -> bool:

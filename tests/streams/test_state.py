@@ -393,7 +393,7 @@ def test_full_happy_path_submit_place_start_finish() -> None:
 
 def test_agent_report_that_overtakes_the_decision_applies_the_placement() -> None:
     # started arrives before the worker has seen its own decision come back
-    p = pending(0)
+    p = pending(0, job(num_gpu=1, gpu_milli=1000))
     ev = JobLifecycle(job_id="j1", cluster="c1", state="started", attempt=0, decision_id=decision_id_for("j1", 0, "ev-j1"),
                       node_id="n7", gpu_indices=[2])  # fmt: skip
     t = on_lifecycle(ev, None, pending=p, max_retries=3, now=NOW)
