@@ -125,7 +125,8 @@ def trace(
     trace: str = typer.Option("openb", help="Trace: openb, dlrm2025, google2011 or jsonl."),
     path: Path = typer.Option(None, help="Trace file (default: the shared copy; required for jsonl)."),
     policies: str = typer.Option("", help="Policies, comma-separated; '<ordering>+<placement>' composes "
-                                 "(default: every placement and every ordering on best-fit)."),
+                                 "(default: ops.bench.simulation.DEFAULT_POLICIES, 13: the heuristic placements "
+                                 "under FIFO and the orderings on best-fit)."),
     load: str = typer.Option("extreme", help="Load: native, low, medium, high, extreme (peak utilisation bands) "
                              "or an arrival factor like 250x."),
     step: float = typer.Option(1.0, help="Scheduling step (virtual seconds).", callback=positive),

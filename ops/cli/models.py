@@ -227,8 +227,9 @@ def promote_command(
                                                         "openb pods, 1,213 nodes at 70 %) takes longer (ms)."),
 ) -> None:
     """Promote CANDIDATE if it beats the serving version on the held-out replay and its model step is
-    within the latency budget; record both. Exits 1 when it is refused (the reason is printed), so
-    a script can tell."""
+    within the latency budget; record both. Exits 1 when the evaluation refuses it (the reason is printed),
+    so a script can tell; 2, before anything is evaluated, when it cannot be judged here (not a model
+    directory, trained or validated on the replay's seeds, already serving, a version name taken)."""
     from ops.bench.simulation import load_factor
     from ops.cli.options import seed_list
 

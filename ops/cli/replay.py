@@ -253,9 +253,14 @@ def replay(
         typer.echo(f"{path or trace}: no events in the trace: nothing was replayed", err=True)
         raise typer.Exit(1)
     if stats.skipped_lines:  # the good lines are out; the file still had bad ones, which a script must see
-        typer.echo(f"{stats.skipped_lines:,} bad line(s) skipped; first:", err=True)
-        for err in stats.first_errors:
+        # a dry run is how a file is checked: every bad line (found by review: only the first 5, ever)
+        shown = loader.errors if dry_run else stats.first_errors
+        typer.echo(f"{stats.skipped_lines:,} bad line(s) skipped{'' if len(shown) == stats.skipped_lines else '; first'}:",
+                   err=True)  # fmt: skip
+        for err in shown:
             typer.echo(f"  {err}", err=True)
+        if len(shown) < stats.skipped_lines:
+            typer.echo(f"  ... {stats.skipped_lines - len(shown):,} more: --dry-run lists every one", err=True)
         raise typer.Exit(1)
 
 

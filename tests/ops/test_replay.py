@@ -220,6 +220,18 @@ def test_cli_default_prints_skipped_lines_and_exits_1() -> None:
     assert "49" in r.output  # jobs (the summary is printed first)
 
 
+def test_cli_dry_run_lists_every_bad_line(tmp_path: Path) -> None:
+    """Found by review: only the first 5 bad lines were ever listed, a file fixed 5 lines per run."""
+    good = (OPENB / "openb_pod_list_broken.csv").read_text().splitlines()[:3]  # the header and two good pods
+    broken = tmp_path / "pods.csv"
+    (tmp_path / "openb_node_list_gpu_node.csv").write_text((OPENB / "openb_node_list_gpu_node.csv").read_text())
+    broken.write_text("\n".join(good + [f"bad-pod-{i},1" for i in range(8)]) + "\n")
+    r = CliRunner().invoke(_cli(), ["replay", "openb", "--path", str(broken), "--dry-run"], env={"COLUMNS": "200"})
+    assert r.exit_code == 1, r.output
+    assert "8 bad line(s) skipped:" in r.output and "more" not in r.output
+    assert all(f"{broken}:{line}: expected 11 fields, got 2" in r.output for line in range(4, 12))
+
+
 def test_cli_prints_a_kafka_error_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:
     """Found by review: the error went out as rich markup, and one with "[/…]" raised a MarkupError."""
     import ops.cli.replay as cli
