@@ -59,10 +59,13 @@ def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
     t = on_lifecycle(ev, was, pending=pending, done=done, max_retries=w.settings.max_retries, now=time.time(),
                      node_gpus=int(node["num_gpu"]) if node else None)  # fmt: skip
     left = t.running.get(ev.job_id, "kept") is None and ev.state != "finished"
-    if left and was is not None and was.job.gang_id:
+    # (``was`` None: the report stood for its decision, adopted from ``pending``; found by review: a member's
+    # failure that overtook its decision after a restart fenced none of its gang, which ran on without it)
+    job = was.job if was is not None else pending.job if pending is not None else None
+    if left and job is not None and job.gang_id:
         members = [w.read("running", k, RunningJob) for k, d in list(w.running.items())
-                   if d is not None and d["job"].get("gang_id") == was.job.gang_id]  # fmt: skip
-        t.commands += gang_fences(was.job, [m for m in members if m is not None], f"left the gang: {ev.state}")
+                   if d is not None and d["job"].get("gang_id") == job.gang_id]  # fmt: skip
+        t.commands += gang_fences(job, [m for m in members if m is not None], f"left the gang: {ev.state}")
     return t
 
 

@@ -111,3 +111,35 @@ def test_a_gang_id_used_again_after_its_gang_was_over_names_a_new_gang() -> None
 
     running, done = asyncio.run(go())
     assert done == {} and running == ["new0", "new1", "new2", "new3"]  # the new gang, placed whole
+
+
+def test_a_members_failure_that_overtakes_its_decision_fences_the_rest_of_its_gang() -> None:
+    """Found by review: after a restart the lifecycle backlog can be applied before the decisions'. A member's
+    ``failed`` then stands for its decision (adopted from ``pending``), and the running member of its gang
+    was not fenced: it ran on alone, its gang waiting "1/2 pending" behind it."""
+    from datetime import timedelta
+
+    from scheduling.events import decision_id_for
+    from streams.state import PendingJob, RunningJob, Transition
+
+    def running(job_id: str, node: str) -> RunningJob:
+        return RunningJob(job=member(job_id), attempt=0, submit_ts=T0.timestamp(), node_id=node, gpu_indices=[0],
+                          decision_id=decision_id_for(job_id, 0, f"ev-{job_id}"), reserved_ts=T0.timestamp(),
+                          state="running")  # fmt: skip
+
+    async def go() -> dict[str, list[str]]:
+        fences = {}
+        for a_is in ("running", "pending"):
+            w, _ = stood_in_worker(policy="best-fit")
+            t = Transition(running={"b": running("b", "n2")})
+            if a_is == "running":
+                t.running["a"] = running("a", "n1")
+            else:
+                t.pending["a"] = PendingJob(job=member("a"), submit_ts=T0.timestamp(), queued_ts=T0.timestamp())
+            w.apply(t, partition=partition_for("c1", 4))
+            failed = JobLifecycle(job_id="a", cluster="c1", state="failed", attempt=0, exit_code=1, node_id="n1",
+                                  decision_id=decision_id_for("a", 0, "ev-a"), event_time=T0 + timedelta(seconds=9))  # fmt: skip
+            fences[a_is] = [c.job_id for c in lifecycle_transition(w, failed).commands]
+        return fences
+
+    assert asyncio.run(go()) == {"running": ["b"], "pending": ["b"]}
