@@ -16,10 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduling.events import (
+    MAX_TEXT,
     Candidate,
     DecisionRecord,
     JobSubmitted,
     PlacementCommand,
+    cut_text,
     decision_id_for,
     derived_event_id,
     new_event_id,
@@ -104,11 +106,15 @@ def placed_record(p: PendingJob, pl: Placement, *, cluster: str, policy: str, st
     )  # fmt: skip
 
 
-def placement_command(p: PendingJob, pl: Placement, *, cluster: str, policy: str) -> PlacementCommand:
-    """The command that tells the node's agent to start the job (same decision id as its record)."""
-    did = decision_id_for(p.job.job_id, p.attempt, p.job.event_id)
-    return _command(p.job, p.attempt, did, pl.node_id, pl.gpu_indices, cluster=cluster, policy=policy,
-                    reason=pl.reason, what="place")  # fmt: skip
+def placement_command(p: PendingJob, rec: DecisionRecord) -> PlacementCommand:
+    """The command that tells the node's agent to start the job: its record's placement, decision id, reason
+    and model version (found by review: a placement the fallback heuristic scored went out with the learned
+    policy's reason and no model version, its record with the heuristic's and the version)."""
+    assert rec.node_id is not None
+    cmd = _command(p.job, p.attempt, rec.decision_id, rec.node_id, rec.gpu_indices, cluster=rec.cluster,
+                   policy=rec.policy, reason=cut_text(rec.reason, MAX_TEXT), what="place",
+                   model_version=rec.model_version or "")  # fmt: skip
+    return cmd
 
 
 def held_placement_command(r: RunningJob, *, policy: str, reason: str) -> PlacementCommand:
@@ -119,14 +125,14 @@ def held_placement_command(r: RunningJob, *, policy: str, reason: str) -> Placem
 
 
 def _command(job: JobSubmitted, attempt: int, decision_id: str, node_id: str, gpu_indices: Sequence[int], *,
-             cluster: str, policy: str, reason: str, what: str) -> PlacementCommand:  # fmt: skip
+             cluster: str, policy: str, reason: str, what: str, model_version: str = "") -> PlacementCommand:  # fmt: skip
     """The same placement's command has the same event id each time it is sent (the archive keeps one row)."""
     placement = f"{cluster}/{decision_id}@{node_id}:{list(gpu_indices)}"
     return PlacementCommand(
         event_id=derived_event_id(placement, what), decision_id=decision_id, job_id=job.job_id, cluster=cluster,
         attempt=attempt, node_id=node_id, gpu_indices=list(gpu_indices), cpu_milli=job.cpu_milli,
         memory_mib=job.memory_mib, gpu_milli_per_gpu=job.per_gpu_milli, policy=policy, reason=reason,
-        trace_duration_s=job.trace_duration_s,
+        trace_duration_s=job.trace_duration_s, model_version=model_version,
     )  # fmt: skip
 
 

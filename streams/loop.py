@@ -349,7 +349,7 @@ class SchedulingLoop:
                 rec = placed_record(p, pl, cluster=cluster, policy=self.policy.name, step_id=self.step_id,
                                     compute_ms=result.compute_ms, model=model, durations=durations,
                                     lifecycle_through=through)  # fmt: skip
-                cmd = placement_command(p, pl, cluster=cluster, policy=self.policy.name)
+                cmd = placement_command(p, rec)
                 self.last_reason.pop(p.job.job_id, None)
                 hs = st.decide(rec.job_id, rec.decision_id, outcome="placed", latency_ms=rec.latency_ms, node_id=pl.node_id)
                 await pub.decide(rec, req, hs, command=(cmd.node_id, cmd.to_bytes()))

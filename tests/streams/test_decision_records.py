@@ -88,6 +88,10 @@ def test_a_model_backed_step_records_version_cost_and_only_the_fallback_jobs_rea
     assert by_model.predicted_cost == 32.0 and by_fallback.predicted_cost == 32.0
     assert by_model.predicted_run_time_s == 3600.0 and by_fallback.predicted_run_time_s is None
     assert by_model.predicted_duration_s == 120.0 and by_fallback.predicted_duration_s is None
+    # its command says what its record says (found by review: the learned policy's reason, no version)
+    fell_back = placed_record(pending("j2"), scored, **common)  # type: ignore[arg-type]
+    cmd = placement_command(pending("j2"), fell_back)
+    assert (cmd.reason, cmd.model_version, cmd.policy) == (fell_back.reason, "v7", "learned")
 
 
 def test_a_policy_without_a_model_says_so_in_the_fallback_note() -> None:
@@ -112,7 +116,7 @@ def test_a_retry_counts_latency_from_its_requeue_and_gets_its_attempts_decision_
     rec = placed_record(pending(attempt=2), placement(), cluster="c1", policy="p", step_id="s", compute_ms=0.0,
                         model=StepModel(), durations={}, now=T0.timestamp() + 31.0)  # fmt: skip
     assert rec.latency_ms == 1000.0 and rec.attempt == 2 and rec.decision_id == decision_id_for("j1", 2, "ev-j1")
-    cmd = placement_command(pending(attempt=2), placement(), cluster="c1", policy="p")
+    cmd = placement_command(pending(attempt=2), rec)
     assert cmd.decision_id == rec.decision_id and (cmd.node_id, cmd.gpu_indices) == ("n3", [1])
     assert (cmd.cpu_milli, cmd.gpu_milli_per_gpu, cmd.reason, cmd.trace_duration_s) == (2000, 500, "best fit", 60.0)
 
@@ -142,10 +146,14 @@ def test_a_placements_command_has_one_event_id_and_one_sent_again_another() -> N
     sent again (streams/uncommanded.py), however often each is sent; another placement, or another
     cluster's, is another event."""
     p, pl = pending(), placement()
-    first = placement_command(p, pl, cluster="c1", policy="best-fit")
-    assert placement_command(p, pl, cluster="c1", policy="best-fit").event_id == first.event_id
-    rec = placed_record(p, pl, cluster="c1", policy="best-fit", step_id="s", compute_ms=1.0,
-                        model=StepModel.of(get_policy("best-fit")), durations={})  # fmt: skip
+
+    def record(pl: Placement, cluster: str = "c1") -> DecisionRecord:
+        return placed_record(p, pl, cluster=cluster, policy="best-fit", step_id="s", compute_ms=1.0,
+                             model=StepModel.of(get_policy("best-fit")), durations={})  # fmt: skip
+
+    rec = record(pl)
+    first = placement_command(p, rec)
+    assert placement_command(p, record(pl)).event_id == first.event_id
     held = on_decision(rec, p).running["j1"]
     assert isinstance(held, RunningJob)
     again = held_placement_command(held, policy="best-fit", reason="again")
@@ -153,5 +161,5 @@ def test_a_placements_command_has_one_event_id_and_one_sent_again_another() -> N
     assert again.event_id != first.event_id
     assert held_placement_command(held, policy="best-fit", reason="again").event_id == again.event_id
     other_node = dataclasses.replace(pl, node_id="n4")
-    assert placement_command(p, other_node, cluster="c1", policy="best-fit").event_id != first.event_id
-    assert placement_command(p, pl, cluster="c2", policy="best-fit").event_id != first.event_id
+    assert placement_command(p, record(other_node)).event_id != first.event_id
+    assert placement_command(p, record(pl, cluster="c2")).event_id != first.event_id
