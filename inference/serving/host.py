@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from inference.serving.version_agreement import READY, REFUSED, VersionAgreement
 from inference.serving.watcher import Watcher
 
 log = logging.getLogger("semsched.serving")
@@ -67,10 +68,15 @@ class ModelHost:
     """The serving :class:`~inference.model.io.LoadedModel` of ``model_dir``, hot-swapped (thread-safe),
     every version on ``device`` (a resolved torch device, :func:`pick_device`'s answer)."""
 
-    def __init__(self, model_dir: Path, *, watch_s: float = 1.0, device: str = "cpu") -> None:
-        from inference.model.io import load_model
+    def __init__(self, model_dir: Path, *, watch_s: float = 1.0, device: str = "cpu",
+                 agreement: VersionAgreement | None = None) -> None:  # fmt: skip
+        """``agreement``: this server's other models' hosts, which swap together with this one
+        (:mod:`inference.serving.version_agreement`; None: a host that swaps alone)."""
+        from inference.model.io import load_model, version_mark
 
         self.model_dir = Path(model_dir)
+        self.agreement = agreement
+        self._pending: Any = None  # a version ready here, waiting for the other models' verdicts
         self.watch_s = watch_s
         self.device = device
         self.loaded = load_model(self.model_dir, device)
@@ -79,9 +85,14 @@ class ModelHost:
         self._checked = time.monotonic()
         self._lock = threading.Lock()
         self._listeners: list[Any] = []
+        self._refusal_listeners: list[Any] = []
         self._guards: list[Any] = []
         self._refused: set[tuple[Path, int]] = set()  # versions not to load again (inference.model.io.reload_if_moved)
         self._watcher: Watcher | None = None
+        if agreement is not None:  # what a host serves, it is ready for: the others may come back to it (found by a
+            with contextlib.suppress(OSError):  # test: latest moved on and back before this host swapped, and the
+                # others waited for its verdict on the version it had never left)
+                agreement.say(version_mark(Path(self.loaded.path)), READY)
 
     @property
     def version(self) -> str:
@@ -91,6 +102,11 @@ class ModelHost:
         """Call ``listener(loaded)`` before every swap (the models rebuild their caches); a listener that
         raises refuses the version."""
         self._listeners.append(listener)
+
+    def on_refuse(self, listener: Any) -> None:
+        """Call ``listener(loaded)`` when a version the ``on_swap`` listeners prepared is refused after all
+        (another model of the server refused it): what they built for it can go."""
+        self._refusal_listeners.append(listener)
 
     def watch(self) -> None:
         """From now on, check ``model_dir`` every ``watch_s`` in a daemon thread, not in ``current()``.
@@ -121,12 +137,22 @@ class ModelHost:
         return self.loaded
 
     def _check(self) -> None:
-        from inference.model.io import reload_if_moved
+        from inference.model.io import reload_if_moved, version_mark
 
+        pending, self._pending = self._pending, None
+        if pending is not None:
+            if self._names(pending):
+                self._agree(pending)
+                return
+            self._dropped(pending)  # latest moved on meanwhile
         try:
             fresh = reload_if_moved(self.model_dir, self.loaded, self.device, self._refused)
         except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
-            self._failed(f"{self.model_dir}: {type(e).__name__}: {e}")
+            reason = f"{self.model_dir}: {type(e).__name__}: {e}"
+            self._failed(reason)
+            if self.agreement is not None:  # (the others must not swap to a version that does not load here)
+                with contextlib.suppress(OSError):
+                    self.agreement.say(version_mark(Path(self.model_dir).resolve(strict=True)), REFUSED, reason)
             return
         if fresh is None:
             return
@@ -144,15 +170,57 @@ class ModelHost:
         except Exception as e:
             self._refuse(fresh, f"{type(e).__name__}: {e}")
             return
+        if self.agreement is None:
+            self._swap(fresh)
+            return
+        with contextlib.suppress(OSError):
+            self.agreement.say(version_mark(Path(fresh.path)), READY)
+        self._agree(fresh)
+
+    def _names(self, loaded: Any) -> bool:
+        """Whether ``model_dir`` still resolves to ``loaded``'s directory."""
+        try:
+            return Path(self.model_dir).resolve(strict=True) == Path(loaded.path)
+        except OSError:
+            return False
+
+    def _agree(self, fresh: Any) -> None:
+        """Swap to ``fresh`` once every model of the server is ready for it; refuse it once one refused it."""
+        from inference.model.io import version_mark
+
+        assert self.agreement is not None
+        try:
+            verdict, detail = self.agreement.verdict(version_mark(Path(fresh.path)))
+        except OSError as e:  # (the version's files gone meanwhile)
+            verdict, detail = REFUSED, f"{type(e).__name__}: {e}"
+        if verdict == READY:
+            self._swap(fresh)
+        elif verdict == REFUSED:
+            self._dropped(fresh)
+            self._refuse(fresh, detail, say=False)
+        else:
+            if self.reload_error != (waiting := f"{fresh.path}: ready here, waiting for the {detail} model(s)"):
+                log.info("model version %s %s", fresh.version, waiting.partition(": ")[2])
+            self.reload_error, self._pending = waiting, fresh
+
+    def _dropped(self, fresh: Any) -> None:
+        for listener in self._refusal_listeners:
+            with contextlib.suppress(Exception):
+                listener(fresh)
+
+    def _swap(self, fresh: Any) -> None:
         old, self.loaded, self.reload_error = self.version, fresh, None
         self.swaps += 1
         log.info("model version %s -> %s (%s)", old, fresh.version, fresh.path)
 
-    def _refuse(self, fresh: Any, problem: str) -> None:
+    def _refuse(self, fresh: Any, problem: str, *, say: bool = True) -> None:
         from inference.model.io import version_mark
 
         with contextlib.suppress(OSError):  # (gone meanwhile: found by review, the error escaped the check)
-            self._refused.add(version_mark(Path(fresh.path)))
+            mark = version_mark(Path(fresh.path))
+            self._refused.add(mark)
+            if say and self.agreement is not None:
+                self.agreement.say(mark, REFUSED, problem)
         self._failed(f"{fresh.path}: {problem}")
 
     def guard(self, check: Any) -> None:

@@ -272,6 +272,7 @@ class JobEncoderModel:
         self._newest = str(host.loaded.version)  # the version swapped in last: once it answers, older encoders go
         self._lock, self._swap_lock = threading.Lock(), threading.Lock()
         host.on_swap(self._swapped)
+        host.on_refuse(self._not_swapped)
 
     @property
     def encoder_name(self) -> str:
@@ -286,6 +287,14 @@ class JobEncoderModel:
         with self._swap_lock:
             self._encoders = {serving: self._encoders[serving], name: new}
             self._newest = str(loaded.version)
+
+    def _not_swapped(self, loaded: Any) -> None:
+        """``loaded`` was prepared and then refused (another model of the server refused it): its encoder goes."""
+        with self._swap_lock:
+            serving = self.encoder_name
+            if str(loaded.version) == self._newest and serving in self._encoders:
+                self._encoders = {serving: self._encoders[serving]}
+                self._newest = str(self.host.loaded.version)
 
     def _release_older(self, loaded: Any) -> None:
         """Once the version swapped in last answers, the serving one before it no longer will: its encoder

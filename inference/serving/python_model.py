@@ -74,7 +74,14 @@ class TritonPythonModel:
         self.inputs = [t["name"] for t in config["input"]]
         torch.set_num_threads(max(1, int(params.get("threads") or 1)))
         device = pick_device(params.get("device") or "cpu")
-        host = ModelHost(Path(params["model_dir"]), watch_s=float(params.get("watch_s") or 1.0), device=device)
+        agreement = None
+        if params.get("agreement_dir"):  # (the server's models swap versions together: version_agreement.py)
+            from inference.serving.repository import MODEL_NAMES
+            from inference.serving.version_agreement import VersionAgreement
+
+            agreement = VersionAgreement(Path(params["agreement_dir"]), self.kind, MODEL_NAMES)
+        host = ModelHost(Path(params["model_dir"]), watch_s=float(params.get("watch_s") or 1.0), device=device,
+                         agreement=agreement)  # fmt: skip
         duration = params.get("duration_dir") or None
         self.model = make_model(self.kind, host, device, Path(duration) if duration else None,
                                 [t["name"] for t in config.get("output", [])])  # fmt: skip

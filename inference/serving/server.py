@@ -287,7 +287,7 @@ def serve(options: ServeOptions, stop: threading.Event | None = None) -> int:
         instance = options.instance or secrets.token_hex(8)  # tells this server's answers from another's
         parameters = {"model_dir": str(options.model_dir), "device": options.device, "watch_s": str(options.watch_s),
                       "threads": str(options.threads), "duration_dir": str(options.duration_dir or ""),
-                      "instance": instance}  # fmt: skip
+                      "instance": instance, "agreement_dir": str(workspace / "versions")}  # fmt: skip
         try:  # (found by review: a Python the wheel has no stub for, or a binary that cannot run: a traceback)
             repository = write_repository(workspace / "models", model, parameters)
             process = subprocess.Popen(server_command(options, repository, backend_directory(workspace), shm_token),
