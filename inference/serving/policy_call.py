@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,6 +146,18 @@ def _sizes(arrays: dict[str, np.ndarray], shared: int = 0) -> dict[str, int]:
     return {"request_bytes": sum(value.nbytes for value in arrays.values()), "shared_bytes": shared}
 
 
+def _unregister_retired(lane: SharedMemoryLane, tidy_left: Callable[[], float]) -> Generator[Op, Any, None]:
+    """Unregister the regions earlier calls retired, within the housekeeping's time (``tidy_left``, ms)."""
+    for name in list(lane.pending):
+        if not tidy_left():
+            break  # the next call goes on
+        try:
+            yield Op("unregister", {"name": name, "headers": lane.headers(), "deadline_ms": min(tidy_left(), 1000.0)})
+        except BackendError:
+            break  # still in use, or the server is gone: the next call tries again
+        lane.pending.remove(name)
+
+
 def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float) -> Flow:
     """One step's policy call (module docstring): the checked answer, with ``request_bytes`` and
     ``answer_bytes`` (the tensors in the gRPC messages) and ``shared_bytes`` (both ways through the
@@ -164,21 +176,23 @@ def policy_flow(lane: SharedMemoryLane, inputs: PolicyInputs, deadline_ms: float
         return max(0.0, (tidy_end - time.monotonic()) * 1000.0)
 
     arrays = policy_arrays(inputs)
-    if lane.off is not None or lane.busy:
+    if lane.busy:
         result = yield _by_wire(arrays, deadline_ms)
+        return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
+    if lane.off is not None:  # by the wire from now on; a region retired before is still let go (found by
+        if lane.pending:  # review: one retired as the lane went off stayed registered, in a /dev/shm already full)
+            lane.busy = True
+            try:
+                yield from _unregister_retired(lane, tidy_left)
+            finally:
+                lane.busy = False
+        result = yield _by_wire(arrays, left())
         return check_policy(parse_answer(result, "policy") | _sizes(arrays), inputs)
     output = fit_output(inputs)
     placed, message, size = lane.plan(arrays, output)
     lane.busy = True
     try:
-        for name in list(lane.pending):  # regions retired by earlier calls
-            if not tidy_left():
-                break  # the next call goes on
-            try:
-                yield Op("unregister", {"name": name, "headers": lane.headers(), "deadline_ms": min(tidy_left(), 1000.0)})
-            except BackendError:
-                break  # still in use, or the server is gone: the next call tries again
-            lane.pending.remove(name)
+        yield from _unregister_retired(lane, tidy_left)
         if lane.needs_region(size):
             lane.token = read_token(lane.url)
             if lane.token is None:  # not (yet) a server of this user on this host: by the wire

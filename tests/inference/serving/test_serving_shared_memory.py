@@ -373,6 +373,26 @@ def test_unregistering_retired_regions_takes_a_quarter_of_the_deadline_at_most()
     flow.close()
 
 
+def test_a_region_retired_as_the_lane_went_off_is_still_unregistered():
+    """Found by review: a region retired when its larger successor could not be created (/dev/shm full)
+    stayed registered with the server, because every later call went by the wire past the housekeeping."""
+    from inference.serving.policy_call import policy_flow
+
+    lane = SharedMemoryLane("auto", "127.0.0.1:1")
+    lane.pending = ["semsched-1-aa"]
+    lane.refused("cannot create a shared-memory region: [Errno 28] No space left on device")
+    inputs = build_inputs(small_snapshot(12), pod_mix(10), 5.0, SPEC, get_encoder(SPEC.encoder))
+    for _ in range(2):
+        flow, asked = policy_flow(lane, inputs, 2000.0), []
+        op = next(flow)
+        while op.kind == "unregister":
+            asked.append(op.args["name"])
+            op = flow.send(None)
+        assert op.kind == "infer" and not lane.busy
+        flow.close()
+    assert asked == [] and lane.pending == [] and lane.off  # unregistered by the first call, by the wire since
+
+
 @pytest.mark.parametrize(("error", "swept"), [
     (BackendError("triton shared memory: DEADLINE_EXCEEDED after 125 ms"), False),  # out of time: again later
     (BackendError("triton shared memory: UNAVAILABLE: connection reset"), False),  # a blip: again later
