@@ -50,8 +50,23 @@ def pick_device(requested: str = "auto") -> str:
         log.warning("a GPU is made visible to this process (%s) but torch sees none (torch %s, built for CUDA "
                     "%s): using cpu", visible, torch.__version__, torch.version.cuda or "none")  # fmt: skip
     device = "cuda" if requested in ("auto", "cuda") and has_cuda else "cpu"
+    if device == "cuda" and (why := cuda_fails()):  # torch lists a GPU it cannot run on: a torch built without
+        log.warning("torch sees a GPU but cannot run on it (%s; torch %s, built for CUDA %s): using cpu", why,  # kernels
+                    torch.__version__, torch.version.cuda or "none")  # for its architecture, a driver too old
+        device = "cpu"  # (found by review: the models' first CUDA op failed in their stubs, and the server exited)
     log.info("serving device: %s%s", device, f" ({torch.cuda.get_device_name(0)})" if device == "cuda" else "")
     return device
+
+
+def cuda_fails() -> str | None:
+    """Why a tiny op on the first GPU fails (``None``: it runs)."""
+    import torch
+
+    try:
+        torch.ones(8, device="cuda").add_(1).sum().item()
+    except Exception as e:  # noqa: BLE001 - any failure: no kernel image, an old driver, out of memory
+        return f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    return None
 
 
 def gpu_made_visible() -> str | None:

@@ -53,6 +53,19 @@ def test_auto_is_cuda_only_where_torch_sees_a_gpu_and_cuda_without_one_falls_bac
 
 
 @pytest.mark.skipif(CUDA, reason="torch sees a GPU here")
+def test_a_gpu_torch_lists_but_cannot_run_on_falls_back_to_cpu(caplog, monkeypatch):
+    """Found by review: torch lists a GPU it has no kernels for (a wheel built for other architectures), the
+    first CUDA op failed in the models' stubs and the server exited. Stood in here by a torch that says it
+    sees a GPU on a machine without one: its first op on it fails the same way."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    for requested in ("auto", "cuda"):
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="semsched.serving"):
+            assert pick_device(requested) == "cpu"
+        assert "torch sees a GPU but cannot run on it" in caplog.text and "using cpu" in caplog.text
+
+
+@pytest.mark.skipif(CUDA, reason="torch sees a GPU here")
 def test_auto_warns_when_a_gpu_was_given_but_torch_sees_none(caplog, monkeypatch):
     """The compose service reserves a GPU and serves with --device auto: a torch that cannot use it
     (a CPU-only wheel, an old driver) said so in one INFO line only (found by review)."""
