@@ -236,8 +236,9 @@ class SchedulingLoop:
             # (after the timeouts, and the placements moved off lost nodes)
             await self.uncommanded.send(self.deciding(), self.timed_out | self.lost_nodes.preempted, self.policy.name)
         await self.retention.sweep()  # done jobs past SEMSCHED_DONE_RETENTION
-        if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted
-            await resend_commands(self.w, self.deciding(), self.timed_out)
+        if self.w.unsent_commands:  # placement commands the broker refused: again, while still wanted (not one
+            # moved off a lost node: found by review, it went out after its fence)
+            await resend_commands(self.w, self.deciding(), self.timed_out | self.lost_nodes.preempted)
         pending = self.views.pending(self.owned)
         telemetry.observe_queue(pending)
         if not pending:
@@ -245,6 +246,7 @@ class SchedulingLoop:
             return
         t0 = time.perf_counter()
         nodes = self.views.nodes(self.owned)
+        failed: Exception | None = None
         for cluster, jobs in pending.items():
             if not self.views.owns(cluster, self.deciding()):  # revoked during this tick's earlier steps
                 continue
@@ -258,8 +260,15 @@ class SchedulingLoop:
                     if isinstance(answer, BaseException):
                         raise answer
                 continue
-            with telemetry.step_trace(cluster, self.policy.name, self.w.traces, len(jobs)) as self.step_trace:
-                await self._step_cluster(cluster, views, jobs)
+            try:  # one cluster's failure is its own: the others' steps go on, and the first is raised after them
+                # (found by review: it skipped them all, and one that repeats would have starved every cluster after it)
+                with telemetry.step_trace(cluster, self.policy.name, self.w.traces, len(jobs)) as self.step_trace:
+                    await self._step_cluster(cluster, views, jobs)
+            except Exception as e:
+                self.w.counters.note(f"scheduling step failed: {cluster}")
+                if failed is not None:
+                    log.exception("scheduling step of cluster %r failed too: its jobs wait for the next step", cluster)
+                failed = failed or e
         self.steps += 1
         self.stats["tick_s"] += time.perf_counter() - t0
         self.stats["pending_seen"] += sum(len(j) for j in pending.values())
@@ -270,6 +279,8 @@ class SchedulingLoop:
         queued = self.views.forget_left_jobs()
         for job_id in [j for j in self.last_reason if j not in queued]:
             del self.last_reason[job_id]
+        if failed is not None:
+            raise failed
 
     async def _step_cluster(self, cluster: str, views: list[NodeView],
                             jobs: list[tuple[PendingJob, JobRequest]]) -> None:  # fmt: skip

@@ -182,15 +182,15 @@ class StepPublication:
         self.refused(error)
 
 
-async def resend_commands(w: Worker, owned: set[int], timed_out: set[str]) -> int:
+async def resend_commands(w: Worker, owned: set[int], given_up: set[str]) -> int:
     """Send again the placement commands the producer or the broker refused (:meth:`StepPublication._send_commands`)
     whose placements still wait for them (reserved under that decision id, on a partition this worker
-    owns: ``owned``, and not timed out: ``timed_out``, the decision ids the loop gave up on); drop the
-    others. Returns how many went out."""
+    owns: ``owned``, and not given up: ``given_up``, the decision ids the loop timed out or fenced off a
+    lost node); drop the others. Returns how many went out."""
     sent = 0
     for decision_id, (job_id, partition, node, value, headers) in list(w.unsent_commands.items()):
         held = w.read("running", job_id, RunningJob)
-        if (partition not in owned or decision_id in timed_out or held is None or held.decision_id != decision_id
+        if (partition not in owned or decision_id in given_up or held is None or held.decision_id != decision_id
                 or held.state != "reserved"):  # fmt: skip
             del w.unsent_commands[decision_id]  # moved on (started, timed out, re-queued, elsewhere): not wanted
             continue

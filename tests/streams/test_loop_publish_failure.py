@@ -269,7 +269,7 @@ def test_a_refused_command_is_not_sent_again_by_a_worker_that_no_longer_owns_its
         with pytest.raises(KafkaTimeoutError):
             await loop.tick()
         assert len(w.unsent_commands) == 1 and commands == []
-        assert await resend_commands(w, owned=set(), timed_out=set()) == 0  # the partition went elsewhere
+        assert await resend_commands(w, owned=set(), given_up=set()) == 0  # the partition went elsewhere
         assert not w.unsent_commands and commands == []
 
     asyncio.run(run())
