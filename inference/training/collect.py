@@ -102,12 +102,25 @@ class Demonstrations:
         return out
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """Stacked fields: the required ones, and the optional ones every sample has (not the ragged ``tokens``)."""
-        return {name: np.stack(getattr(self, name)) for name in (*REQUIRED, *(n for n in OPTIONAL if self.has(n)))
-                if name not in RAGGED}  # fmt: skip
+        """Stacked fields: the required ones, and the optional ones every sample has (not the ragged ``tokens``).
+        The per-node fields (:data:`PER_NODE`) of samples from smaller node tables are padded with zeros (not
+        feasible, no target) to the largest table's size: a batch within one table (``group``) is sliced to
+        its own table's size (found by review: two clusters of different sizes in one archive failed here)."""
+        out = {}
+        for name in (*REQUIRED, *(n for n in OPTIONAL if self.has(n))):
+            if name in RAGGED:
+                continue
+            values = getattr(self, name)
+            if name in PER_NODE and len({len(v) for v in values}) > 1:
+                n = max(len(v) for v in values)
+                values = [v if len(v) == n else np.concatenate([v, np.zeros((n - len(v), *v.shape[1:]), v.dtype)])
+                          for v in values]  # fmt: skip
+            out[name] = np.stack(values)
+        return out
 
 
 REQUIRED = ("nodes", "pairs", "jobs", "queues", "feasible", "target")
+PER_NODE = ("nodes", "pairs", "feasible", "target", "cost")  # [N, ...] per sample: N is its node table's size
 OPTIONAL = ("choice", "cost", "run_time", "next_row", "tokens")
 RAGGED = ("tokens",)  # a length per sample: not in ``arrays()``
 

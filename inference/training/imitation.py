@@ -45,7 +45,7 @@ import torch
 from inference.features.topology import build_topology
 from inference.model.config import ModelConfig
 from inference.model.scorer import Action, Scorer, TorchTopology
-from inference.training.collect import Demonstrations
+from inference.training.collect import PER_NODE, Demonstrations
 
 
 @dataclass
@@ -127,6 +127,7 @@ class _Data:
         a = demos.arrays()
         self.t = {k: torch.from_numpy(v) for k, v in a.items()}
         self.group = np.asarray(demos.group)
+        self.sizes = [s.num_nodes for s in demos.snapshots]  # each table's nodes (the arrays are padded to the largest)
         self.topos = [TorchTopology(build_topology(s, config.spec, config.knn)) for s in demos.snapshots]
         self.tokens: tuple[torch.Tensor, torch.Tensor] | None = None  # indices into the states' jobs, mask
         self.queue_tokens: tuple[torch.Tensor, torch.Tensor] | None = None  # recorded queues' rows, mask
@@ -162,44 +163,49 @@ class _Data:
             out = [out[i] for i in rng.permutation(len(out))]
         return out
 
+    def at(self, g: int, i: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The fields of samples ``i`` (all of node table ``g``), the per-node ones cut to that table's size."""
+        n = self.sizes[g]
+        return {k: v[i][:, :n] if k in PER_NODE else v[i] for k, v in self.t.items()}
+
     def run(self, model: Scorer, g: int, idx: np.ndarray) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         i = torch.from_numpy(idx)
-        t = self.t
-        scores = model(t["nodes"][i], self.topos[g], t["queues"][i], t["jobs"][i], t["pairs"][i], *self.job_tokens(i))
-        return scores, t["feasible"][i], t["target"][i]
+        t = self.at(g, i)
+        scores = model(t["nodes"], self.topos[g], t["queues"], t["jobs"], t["pairs"], *self.job_tokens(i))
+        return scores, t["feasible"], t["target"]
 
     def step(self, model: Scorer, g: int, idx: np.ndarray,
              opts: TrainOptions) -> tuple[torch.Tensor, dict[str, torch.Tensor], torch.Tensor, torch.Tensor,
                                           torch.Tensor]:  # fmt: skip
         """The batch's total loss, its parts, and (scores, feasible, target) for the agreement."""
         i = torch.from_numpy(idx)
-        t = self.t
-        nodes, queue, jobs, pairs, feasible = (t[k][i] for k in ("nodes", "queues", "jobs", "pairs", "feasible"))
+        t = self.at(g, i)
+        nodes, queue, jobs, pairs, feasible = (t[k] for k in ("nodes", "queues", "jobs", "pairs", "feasible"))
         topo = self.topos[g]
         tokens = self.job_tokens(i)
         h = model.encode(nodes, topo, queue, *tokens)
         node_part = model.head.precompute(h)
         scores = model.head.score(node_part, jobs, pairs)
-        target = t["target"][i]
+        target = t["target"]
         if opts.target == "choice" and "choice" in t:
-            target = torch.zeros_like(target).scatter_(1, t["choice"][i][:, None], True)
+            target = torch.zeros_like(target).scatter_(1, t["choice"][:, None], True)
         parts = {"policy": listwise_loss(scores, feasible, target).mean()}
         h_aux, part_aux = (h, node_part) if opts.aux_grad else (h.detach(), node_part.detach())
         if model.cost_head is not None and opts.cost_weight > 0 and "cost" in t:
             cost = model.cost(part_aux, jobs, pairs)
-            err = (cost[..., 0] - 8.0 * t["cost"][i]) ** 2  # GPUs
+            err = (cost[..., 0] - 8.0 * t["cost"]) ** 2  # GPUs
             parts["cost"] = (err * feasible).sum() / feasible.sum().clamp(min=1)
             if cost.shape[-1] > 1 and "run_time" in t:  # ψ's expected run time, log(1 + s), where it is known
-                run_time = t["run_time"][i].float()
+                run_time = t["run_time"].float()
                 known = feasible & ~torch.isnan(run_time)[:, None]
                 err = (cost[..., 1] - torch.log1p(torch.nan_to_num(run_time))[:, None]) ** 2
                 parts["run_time"] = (err * known).sum() / known.sum().clamp(min=1)
         if model.transition_head is not None and "choice" in t and "next_row" in t:
             b = torch.arange(len(idx))
-            choice = t["choice"][i]
+            choice = t["choice"]
             if opts.transition_weight > 0:
                 after = nodes.clone()
-                after[b, choice] = t["next_row"][i]
+                after[b, choice] = t["next_row"]
                 with torch.no_grad():  # the same tokens: decisions roll T within one step's queue
                     h_next = model.encode(after, topo, queue, *tokens)
                 pred = model.transition(h_aux, Action(jobs, choice, pairs[b, choice]))

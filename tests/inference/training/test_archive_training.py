@@ -722,3 +722,39 @@ def test_a_retried_job_is_in_its_steps_order_by_its_submission_as_the_worker_ord
     a, b = (events.jobs[("default", j)] for j in "AB")
     want = job_demand([a, b], _after(6).timestamp(), spec, EncoderCache(get_encoder(spec.encoder))).mean(axis=0)
     np.testing.assert_allclose(got.demos.queues[k], want, atol=1e-6)  # the window [A, B], not A alone after B, C
+
+
+def test_an_archive_of_two_clusters_of_different_sizes_trains(tmp_path):
+    """Found by review: every state's per-node arrays were stacked into one, and two clusters of 3 and 5 nodes
+    failed there with a traceback, after the whole archive had been read and rebuilt. They are padded to the
+    largest table now, and a batch (one table) is cut back to its own size."""
+    from inference.training.imitation import _Data
+    from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry
+    from storage.queries.training_events import TrainingEvents
+
+    nodes, subs, placed, ends = [], [], [], []
+    for cluster, size in (("a", 3), ("b", 5)):
+        nodes += [NodeTelemetry(event_id=f"t-{cluster}{i}", event_time=at(-5), node_id=f"n{i}", cluster=cluster,
+                                source="inventory", cpu_milli=8000, memory_mib=32000) for i in range(size)]  # fmt: skip
+        for k in range(12):
+            j = f"{cluster}-j{k}"
+            subs.append(JobSubmitted(event_id=f"s-{j}", event_time=at(k), job_id=j, cluster=cluster, cpu_milli=1000,
+                                     memory_mib=100))  # fmt: skip
+            placed.append(DecisionRecord(event_id=f"d-{j}", decision_id=f"d-{j}", event_time=at(k + 0.5), job_id=j,
+                                         cluster=cluster, outcome="placed", node_id=f"n{k % size}", policy="fgd",
+                                         latency_ms=1, cpu_milli=1000, memory_mib=100, step_id=f"{cluster}:{k}:{k}"))  # fmt: skip
+            ends += [JobLifecycle(event_id=f"{s}-{j}", event_time=at(k + dt), job_id=j, cluster=cluster, state=s,
+                                  exit_code=0 if s == "finished" else None, node_id=f"n{k % size}", decision_id=f"d-{j}")
+                     for s, dt in (("started", 0.6), ("finished", 0.9))]  # fmt: skip
+    placed.sort(key=lambda d: d.event_time)
+    events = fold_events(TrainingEvents(nodes=nodes, submissions=subs, placed=placed, placed_partitions=[0] * len(placed),
+                                        ends=ends, end_positions=[(0, i) for i in range(len(ends))]))  # fmt: skip
+    demos = reconstruct(events, spec=SPEC, min_feasible=2).demos
+    assert sorted({len(n) for n in demos.nodes}) == [3, 5]
+    data = _Data(demos, ModelConfig(spec=SPEC))
+    for g, idx in data.batches(64, None):  # each table's samples, exactly as recorded
+        got = data.at(g, torch.from_numpy(idx))
+        for name in ("nodes", "pairs", "feasible", "target"):
+            np.testing.assert_array_equal(got[name].numpy(), np.stack([getattr(demos, name)[i] for i in idx]))
+    out = train_from_archive(events, tmp_path / "models", options=TrainOptions(epochs=1), min_feasible=2)
+    assert (out / "model.pt").exists()
