@@ -113,7 +113,8 @@ def demo(
                                   "(after --speed): squeezes the trace's idle stretches.", show_default=False),
     policy: str = typer.Option("best-fit", help="Scheduling policy."),
     port: int = typer.Option(19092, min=1, max=65535, help="Port of the local Kafka broker."),
-    timeout: float = typer.Option(900, help="Give up waiting for the jobs after this many seconds."),
+    timeout: float = typer.Option(900, callback=positive,  # (nan started the whole stack, then gave up at once)
+                                  help="Give up waiting for the jobs after this many seconds."),
     inference: str = typer.Option("in-process", help="Where the learned policy's model runs: in-process, or "
                                   "triton (the demo starts `semsched serve` and the worker calls it)."),
     model: Path = typer.Option(None, help="Model directory for the learned policy (default: models/latest, "

@@ -215,7 +215,8 @@ def replay(
     try:
         loader = get_loader(trace, path, min_duration_s=min_duration, max_duration_s=max_duration,
                             start_offset=start_offset, end_offset=end_offset, sample=parse_sample(sample),
-                            seed=seed, **opts)  # fmt: skip
+                            seed=seed, limit=limit, **opts)  # fmt: skip (limit too: a synthesised inventory
+        # sizes itself from the selected jobs; found by review, --limit 10 published DLRM's 2,974 nodes)
     except (ValueError, TypeError) as e:
         err_console.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from None
@@ -251,6 +252,11 @@ def replay(
     # 2011 task file exited 0 for its note that the job-events file was missing)
     if not (stats.nodes or stats.jobs or stats.skipped_lines or loader.stats.parsed):
         typer.echo(f"{path or trace}: no events in the trace: nothing was replayed", err=True)
+        raise typer.Exit(1)
+    if not stats.jobs and loader.stats.parsed:  # (found by review: a window past the trace's end exited 0)
+        typer.echo(f"{path or trace}: none of its {loader.stats.parsed:,} jobs is in the selection "
+                   f"({', '.join(f'{k} {v:,}' for k, v in stats.filtered.items()) or 'none kept'}): "
+                   f"{'no job would be' if dry_run else 'no job was'} replayed", err=True)  # fmt: skip
         raise typer.Exit(1)
     if stats.skipped_lines:  # the good lines are out; the file still had bad ones, which a script must see
         # a dry run is how a file is checked: every bad line (found by review: only the first 5, ever)

@@ -168,6 +168,11 @@ class TraceLoader(ABC):
         themselves from them)."""
 
     # -- public API ------------------------------------------------------------------------
+    @property
+    def jobs_file(self) -> Path:
+        """The file the jobs are read from (``path``, or the trace's file in the directory ``path`` names)."""
+        return self.path
+
     def jobs(self) -> Iterator[TraceJob]:
         """The selected jobs, sorted by submit offset (stable: file order breaks ties)."""
         return iter(self.load_jobs())

@@ -98,6 +98,10 @@ class DlrmLoader(TraceLoader):
         self.headroom = float(headroom)
         self.sizing: dict[str, dict[str, float]] = {}
 
+    @property
+    def jobs_file(self) -> Path:
+        return self.csv_path
+
     @classmethod
     def default_path(cls) -> Path:
         return traces_dir() / "alibaba-gpu-2025" / FILE

@@ -92,6 +92,10 @@ class Google2011Loader(TraceLoader):
         self.cluster = cluster
         self.machines: set[int] = set()
 
+    @property
+    def jobs_file(self) -> Path:
+        return self.task_path
+
     @classmethod
     def default_path(cls) -> Path:
         return traces_dir() / "google-2011" / TASK_FILE

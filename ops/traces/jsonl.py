@@ -9,7 +9,9 @@ Each non-blank line is either
   line's ``event_time`` in the file; or
 - an envelope ``{"offset_s": <seconds>, "event": {...}}`` that fixes the offset explicitly.
 
-Node lines are the inventory, published as written (``source`` is kept). Lines that are
+Node lines are the inventory, published as written; a line without ``source`` is an inventory
+entry (``"inventory"``, as every other trace's nodes: found by review, it defaulted to ``"agent"``,
+which the simulated agents do not take for a node of theirs, and every job placed there was refused). Lines that are
 not JSON, not an object, of another kind, fail validation, are nested too deeply to decode, or are
 larger on the wire than the worker admits (``SEMSCHED_MAX_MESSAGE_BYTES``) are bad lines; so is a duplicate ``job_id`` /
 ``node_id``. Blank lines and lines starting with ``#`` are skipped.
@@ -131,7 +133,7 @@ class JsonlLoader(TraceLoader):
         if kind == "job_submitted":
             event = JobSubmitted.model_validate_json(json.dumps(obj), strict=True)
         elif kind == "node_telemetry":
-            event = NodeTelemetry.model_validate_json(json.dumps(obj), strict=True)
+            event = NodeTelemetry.model_validate_json(json.dumps({"source": "inventory", **obj}), strict=True)
         else:
             raise ValueError(f"kind must be job_submitted or node_telemetry, not {kind!r}")
         # as the worker admits it (it would dead-letter a larger one), as the replay publishes it: re-stamped, with

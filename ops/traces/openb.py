@@ -75,6 +75,10 @@ class OpenbLoader(TraceLoader):
         self.include_unscheduled = include_unscheduled
         self.cluster = cluster
 
+    @property
+    def jobs_file(self) -> Path:
+        return self.pods_path
+
     @classmethod
     def default_path(cls) -> Path:
         return traces_dir() / "alibaba-gpu-2023" / POD_FILE

@@ -28,13 +28,19 @@ def published(event: E, source: str | None = None, now: datetime | None = None) 
 
 
 def replay_source(loader: TraceLoader) -> str:
-    """What a replay's derived event ids are keyed by: the trace's file (or directory), resolved."""
-    return str(Path(loader.path).resolve())
+    """What a replay's derived event ids are keyed by: the file the trace's jobs are read from, resolved,
+    however it was named (found by review: the file and its directory gave two ids, and a replay resumed
+    through the other dead-lettered every job it had sent)."""
+    return str(Path(loader.jobs_file).resolve())
 
 
 def replay_event_id(source: str, job: JobSubmitted) -> str:
-    """The id of ``job`` replayed from the trace file ``source``: the same in every run of that file."""
-    return "replay-" + hashlib.sha1(f"{source}\0{job.cluster}\0{job.job_id}".encode()).hexdigest()[:32]
+    """The id of ``job`` replayed from the trace file ``source``: the same in every run of that file, and
+    another when the job's request changed (found by review: a file written again with a job id reused for
+    another request took the new one for a redelivery of the old, accepted, and the job never ran; now the
+    worker dead-letters it as a reused job id)."""
+    request = job.model_dump_json(exclude={"event_time", "event_id"})
+    return "replay-" + hashlib.sha1(f"{source}\0{job.cluster}\0{job.job_id}\0{request}".encode()).hexdigest()[:32]
 
 
 #: a publication time as long as any on the wire (its microseconds are not zero): for size checks

@@ -196,6 +196,7 @@ def test_a_setting_that_cannot_be_read_is_one_line_naming_it_and_exit_2(variable
     (["models", "promote", "{tmp}", "--sim-jobs", "5", "--sim-load", "bogus"], "--sim-load"),
     (["models", "promote", "{tmp}", "--latency-budget-ms", "nan"], "--latency-budget-ms"),
     (["demo", "--jobs", "0"], "--jobs"),
+    (["demo", "--timeout", "nan"], "--timeout"),  # (review: it started the whole stack, then gave up at once)
     (["serve", "--grpc-port", "70000"], "--grpc-port"),
     (["kafka", "start", "--port", "70000"], "--port"),
     (["kafka", "status", "--port", "0", "-d", "{tmp}/kd"], "--port"),  # (review: it reported on port 19092)

@@ -127,6 +127,25 @@ def test_a_replay_run_again_publishes_each_job_under_the_id_it_had() -> None:
     assert replay_event_id("a", job) != replay_event_id("b", job)
 
 
+def test_a_replay_resumed_through_the_traces_directory_keeps_the_ids_of_its_file() -> None:
+    """Found by review: the pod file and its directory (``--path``) gave each job two ids, and a replay
+    resumed through the other dead-lettered every job it had sent as a reused job id."""
+    def ids(path: Path) -> list[str]:
+        _, rec, _ = _run(get_loader("openb", path), speed=0.0)
+        return [e.event_id for topic, e, _ in rec.sent if topic == "jobs.submitted"]
+
+    assert ids(OPENB) == ids(OPENB / "openb_pod_list_default.csv")
+
+
+def test_a_job_id_reused_for_another_request_gets_another_replay_id() -> None:
+    """Found by review: a trace file written again, reusing a job id for another request, replayed it under
+    the old id; the worker took it for a redelivery of the job it had accepted, and the new one never ran.
+    Under another id the worker dead-letters it as a reused job id."""
+    job = JobSubmitted(job_id="j1", cluster="c1", cpu_milli=1000)
+    assert replay_event_id("a", job) == replay_event_id("a", job.model_copy(update={"event_time": job.event_time}))
+    assert replay_event_id("a", job) != replay_event_id("a", job.model_copy(update={"cpu_milli": 4000}))
+
+
 def test_the_inventory_hook_runs_after_the_nodes_and_before_the_first_job() -> None:
     seen: list[tuple[int, list[str]]] = []
     rec_box: list[Recorder] = []
@@ -230,6 +249,27 @@ def test_cli_dry_run_lists_every_bad_line(tmp_path: Path) -> None:
     assert r.exit_code == 1, r.output
     assert "8 bad line(s) skipped:" in r.output and "more" not in r.output
     assert all(f"{broken}:{line}: expected 11 fields, got 2" in r.output for line in range(4, 12))
+
+
+def test_cli_limit_sizes_a_synthesised_inventory_from_the_jobs_replayed() -> None:
+    """Found by review: ``--limit`` reached the replay, not the loader's selection, and the DLRM inventory
+    (synthesised from the selected jobs) was that of the whole trace."""
+    dlrm = FIXTURES / "alibaba-gpu-2025"
+
+    def nodes(*args: str) -> int:
+        r = CliRunner().invoke(_cli(), ["replay", "dlrm2025", "--path", str(dlrm), "--dry-run", *args],
+                               env={"COLUMNS": "200"})  # fmt: skip
+        assert r.exit_code == 0, r.output
+        return int(next(line for line in r.output.splitlines() if "│ nodes " in line).split("│")[2])
+
+    assert nodes("--limit", "3") < nodes()
+
+
+def test_cli_a_selection_that_keeps_no_job_exits_1() -> None:
+    """Found by review: a window past the trace's end published the nodes, no job, and exited 0."""
+    r = CliRunner().invoke(_cli(), ["replay", "openb", "--path", str(OPENB), "--dry-run", "--start-offset", "1e9"],
+                           env={"COLUMNS": "200"})  # fmt: skip
+    assert r.exit_code == 1 and "jobs is in the selection" in r.output and "outside_window" in r.output, r.output
 
 
 def test_cli_prints_a_kafka_error_as_it_is(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -150,6 +150,18 @@ def test_the_good_lines_before_a_truncated_gz_break_are_kept(tmp_path: Path) -> 
     assert loader.stats.bad_lines == 1 and loader.errors[0].line == len(jobs) + 1
 
 
+def test_a_node_line_without_its_source_is_an_inventory_entry(tmp_path: Path) -> None:
+    """Found by review: it defaulted to an agent's report, which the simulated agents do not take for a node
+    of theirs (they learn the inventory), and every job placed on it was refused as on an unknown node."""
+    path = tmp_path / "trace.jsonl"
+    path.write_text('{"kind": "node_telemetry", "node_id": "n1", "cluster": "c1", "cpu_milli": 8000, "memory_mib": 16384}\n'
+                    '{"kind": "node_telemetry", "node_id": "n2", "cluster": "c1", "source": "agent", "cpu_milli": 8000, "memory_mib": 16384}\n'
+                    '{"kind": "job_submitted", "job_id": "x", "event_time": "2026-01-01T00:00:00Z"}\n')  # fmt: skip
+    loader = JsonlLoader(path)
+    loader.load_jobs()
+    assert [(n.node_id, n.source) for n in loader.nodes()] == [("n1", "inventory"), ("n2", "agent")]
+
+
 def test_a_bare_job_line_without_its_time_is_a_bad_line(tmp_path: Path) -> None:
     path = tmp_path / "jobs.jsonl"
     path.write_text('{"kind": "job_submitted", "job_id": "x", "event_time": "2026-01-01T00:00:00Z"}\n'
