@@ -257,6 +257,7 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
     replay = {c for (c, _), j in events.jobs.items() if j.trace_duration_s is not None}  # ψ's run-time labels
     timeline = _timeline(events)
     by_time = _freed_by_time(timeline)
+    split = split_times(events)
     placed_attempt: dict[tuple[str, str], int] = {}  # the latest attempt of each job placed so far
     for n, (t, _, kind, what) in enumerate(timeline):
         if kind == "submit":
@@ -305,7 +306,8 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 _sample(result, d, began, snap, i, events, window.summary if window else None, spec, encoder, min_feasible,
                         group, d.cluster in replay, tied_targets, tokens,
                         known=outcome(d, cut) == (d.end_state or "running"), labels=labels,
-                        nodes=window.nodes if window else None)  # fmt: skip
+                        nodes=window.nodes if window else None,
+                        split_time=split.get((d.cluster, d.decision_id)))  # fmt: skip
             pending.pop((d.cluster, d.job_id), None)
             placed_attempt[(d.cluster, d.job_id)] = max(d.attempt, placed_attempt.get((d.cluster, d.job_id), -1))
             snap.reserve(i, _hold(d, events), d.gpu_indices, check=False)
@@ -314,6 +316,18 @@ def reconstruct(events: ArchiveEvents, *, spec: FeatureSpec | None = None, outco
                 partition, offset = d.end_position
                 heapq.heappush(due.setdefault((d.cluster, partition), []), (offset, d.decision_id, d))
     return result
+
+
+def split_times(events: ArchiveEvents) -> dict[tuple[str, str], float]:
+    """Each placed decision's time for the validation split, by (cluster, decision id): its step's first
+    decision's (found by review: the worker stamps a step's records one by one, milliseconds apart, and a cut
+    between them put decisions made on one state on both sides)."""
+    first: dict[tuple[str, str], float] = {}
+    for p in events.placed:
+        if p.step_id:
+            key = (p.cluster, p.step_id)
+            first[key] = min(first.get(key, p.time), p.time)
+    return {(p.cluster, p.decision_id): first[(p.cluster, p.step_id)] if p.step_id else p.time for p in events.placed}
 
 
 def step_time(step_id: str, t: float) -> float:
@@ -403,7 +417,7 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
             events: ArchiveEvents, queue: np.ndarray | None, spec: FeatureSpec, encoder: Any,
             min_feasible: int, group: dict[str, int], replay: bool, tied: bool,
             others: np.ndarray | None, known: bool = True, labels: FeatureSpec | None = None,
-            nodes: np.ndarray | None = None) -> None:  # fmt: skip
+            nodes: np.ndarray | None = None, split_time: float | None = None) -> None:  # fmt: skip
     labels = labels or spec  # (ψ's fragmentation label's workload: collect.label_spec)
     job = events.jobs.get((p.cluster, p.job_id))
     if job is None:
@@ -455,5 +469,5 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
         d.snapshots.append(snap.copy())
     d.group.append(group[p.cluster])
     result.decision_ids.append(p.decision_id)
-    result.times.append(p.time)  # (the decision's time: the validation cut is on these)
+    result.times.append(p.time if split_time is None else split_time)  # (its step's: the validation cut is on these)
     result.policies[decided_by(p)] += 1

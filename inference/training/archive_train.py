@@ -25,7 +25,7 @@ import numpy as np
 from inference.features.spec import FeatureSpec
 from inference.model.config import ModelConfig
 from inference.step_windows import model_window
-from inference.training.archive import archive_spec, eligible, reconstruct
+from inference.training.archive import archive_spec, eligible, reconstruct, split_times
 from inference.training.archive_events import ArchiveEvents
 from inference.training.imitation import TrainOptions, train_imitation
 
@@ -41,7 +41,8 @@ def validation_cut(events: ArchiveEvents, outcomes: Iterable[str], policies: Ite
     (found by review: a split by rank cut a step's decisions, which share their time, in two); None
     with fewer than 10, or no share. The training half learns only what was known then: the workload
     submitted before it, and each decision's outcome as of the cut."""
-    times = np.sort([p.time for p in eligible(events, outcomes, policies, since=since)[0]])
+    split = split_times(events)  # (a step's decisions share its first's time: the cut puts them on one side)
+    times = np.sort([split[(p.cluster, p.decision_id)] for p in eligible(events, outcomes, policies, since=since)[0]])
     n_val = int(round(len(times) * val_share)) if len(times) >= 10 else 0
     return float(times[len(times) - n_val]) if n_val > 0 else None
 

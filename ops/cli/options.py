@@ -126,7 +126,11 @@ def since_time(text: str, now: datetime | None = None, option: str = "--since") 
     still to come."""
     now = now or datetime.now(UTC)
     if age := _AGE.fullmatch(text):
-        return now - timedelta(seconds=float(age[1]) * _UNIT_S[age[2]])
+        epoch = datetime(1970, 1, 1, tzinfo=UTC)  # older than any archive: an age past it is the whole archive
+        try:
+            return max(epoch, now - timedelta(seconds=float(age[1]) * _UNIT_S[age[2]]))
+        except (OverflowError, ValueError):  # (found by review: 1000000d was a traceback)
+            return epoch
     try:
         when = datetime.fromisoformat(text.strip())
     except ValueError:

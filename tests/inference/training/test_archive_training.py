@@ -758,3 +758,23 @@ def test_an_archive_of_two_clusters_of_different_sizes_trains(tmp_path):
             np.testing.assert_array_equal(got[name].numpy(), np.stack([getattr(demos, name)[i] for i in idx]))
     out = train_from_archive(events, tmp_path / "models", options=TrainOptions(epochs=1), min_feasible=2)
     assert (out / "model.pt").exists()
+
+
+def test_the_validation_cut_puts_a_steps_decisions_on_one_side():
+    """Found by review: the worker stamps a step's records one by one, milliseconds apart, and the cut (a
+    decision's time) fell between them: decisions made on one state and queue trained and validated."""
+    from inference.training.archive import split_times
+    from inference.training.archive_events import Placed
+    from inference.training.archive_train import validation_cut
+
+    events = ArchiveEvents()
+    for step, t0 in (("c:1:100.0", 100.0), ("c:2:101.0", 101.0)):
+        for i in range(10):  # ten decisions 4 ms apart, as one step publishes them
+            events.placed.append(Placed(decision_id=f"{step}-{i}", job_id=f"{step}-j{i}", cluster="c", attempt=0,
+                                        node_id="n0", gpu_indices=(), policy="fgd", model_version="", fallback=False,
+                                        step_id=step, time=t0 + 0.004 * i, cpu_milli=1, memory_mib=1,
+                                        gpu_milli_per_gpu=0, end_state="finished", end_time=t0 + 5))  # fmt: skip
+    cut = validation_cut(events, ["finished"], None, 0.15)
+    split = split_times(events)
+    sides = {(p.step_id, split[(p.cluster, p.decision_id)] >= cut) for p in events.placed}
+    assert cut == 101.0 and sides == {("c:1:100.0", False), ("c:2:101.0", True)}

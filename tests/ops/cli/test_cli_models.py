@@ -99,6 +99,8 @@ def test_since_is_an_age_or_a_time() -> None:
     for bad in ("7 days", "-1d", "", "d"):
         with pytest.raises(typer.BadParameter, match="an age"):
             since_time(bad, now)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)  # an age past any archive: the whole of it (found by review: a traceback)
+    assert since_time("1000000d", now) == since_time("99999999999999999999s", now) == epoch
 
 
 def test_train_from_archive_promotes_on_the_pods_and_nodes_it_is_given(dsn: str, tmp_path: Path) -> None:
