@@ -165,17 +165,23 @@ def place_one(snap: ClusterSnapshot, job: JobRequest, policy: Policy, *, top_k: 
 
 
 def top_candidates(masked: np.ndarray, node_ids: np.ndarray, k: int) -> list[tuple[str, float]]:
-    """The ``k`` best ``(node_id, score)`` pairs, best first, ties → lowest index; ``-inf`` excluded."""
+    """The ``k`` best ``(node_id, score)`` pairs, best first, ties → lowest index; ``-inf`` and NaN excluded,
+    ``+inf`` recorded as the largest float (found by review: JSON has no inf, so a decision record carrying
+    one was refused by every reader, and the placement was missing from the archive)."""
     out: list[tuple[str, float]] = []
     taken: list[tuple[int, float]] = []
-    for _ in range(min(k, len(masked))):
+    for _ in range(len(masked)):
+        if len(out) >= k:
+            break
         i = int(np.argmax(masked))
         score = float(masked[i])
         if score == -np.inf:
             break
-        out.append((str(node_ids[i]), score))
         taken.append((i, score))
         masked[i] = -np.inf
+        if score != score:  # NaN (argmax finds it first): no score to record
+            continue
+        out.append((str(node_ids[i]), min(score, float(np.finfo(np.float64).max))))
     for i, score in taken:  # restore the caller's array
         masked[i] = score
     return out

@@ -139,6 +139,9 @@ class ChdbClient:
         self._conn.query("SET output_format_arrow_string_as_string = 0")
         for name, value in JSON_SETTINGS.items():  # for query_rows' fallback
             self._conn.query(f"SET {name} = {value}")
+        # the zone a time without one is written in by that fallback (found by review: read as UTC, a host
+        # off UTC got its times hours off)
+        self._zone = str(self._conn.query("SELECT timezone()", "CSV").bytes().decode().strip().strip('"')) or "UTC"
 
     def _run(self, sql: str, fmt: str = "CSV") -> Any:
         with self._lock:
@@ -159,7 +162,7 @@ class ChdbClient:
             if _NOT_IN_ARROW not in str(e):
                 raise
         # a type Arrow has no place for (UUID, a bare NULL's Nothing): ClickHouse's own JSON writes every type
-        return rows_from_json_compact(self._run(bind(sql, parameters), "JSONCompact").bytes())
+        return rows_from_json_compact(self._run(bind(sql, parameters), "JSONCompact").bytes(), self._zone)
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:
         if data.num_rows == 0:

@@ -29,38 +29,42 @@ def _unwrap(type_: str, *wrappers: str) -> str | None:
     return None
 
 
-def _typed(value: Any, type_: str) -> Any:
+def _typed(value: Any, type_: str, zone: str = "UTC") -> Any:
     if value is None:
         return None
     inner = _unwrap(type_, "Nullable", "LowCardinality")
     if inner is not None:
-        return _typed(value, inner)
+        return _typed(value, inner, zone)
     element = _unwrap(type_, "Array")
     if element is not None and isinstance(value, list):
-        return [_typed(v, element) for v in value]
+        return [_typed(v, element, zone) for v in value]
     if type_.startswith("Float") and isinstance(value, str):
         return float(value)  # "nan", "inf", "-inf"
     if type_.startswith("Decimal") and isinstance(value, str):
         return Decimal(value)
     if type_.startswith(("DateTime", "Date")) and isinstance(value, str):
-        return _time(value, type_)
+        return _time(value, type_, zone)
     return value  # (maps and tuples as ClickHouse's JSON gives them)
 
 
-def _time(value: str, type_: str) -> date | datetime | int:
+def _time(value: str, type_: str, session_zone: str = "UTC") -> date | datetime | int:
     """A time as the Arrow path gives it (a result with a UUID column came back with its times as
     text before): a ``Date``/``Date32`` as a ``date``, a ``DateTime64`` as an aware ``datetime`` in its
-    column's time zone (UTC without one), a ``DateTime`` as epoch seconds (Arrow's UInt32)."""
+    column's time zone (the session's without one, which ClickHouse writes it in), a ``DateTime`` as
+    epoch seconds (Arrow's UInt32)."""
     if not type_.startswith("DateTime"):
         return date.fromisoformat(value)
     zone = re.search(r"'([^']+)'", type_)
-    t = datetime.fromisoformat(value).replace(tzinfo=ZoneInfo(zone.group(1)) if zone else UTC)
+    t = datetime.fromisoformat(value).replace(tzinfo=ZoneInfo(zone.group(1) if zone else session_zone))
+    if not zone:
+        t = t.astimezone(UTC)
     return t if type_.startswith("DateTime64") else int(t.timestamp())
 
 
-def rows_from_json_compact(raw: bytes) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """Column names and row tuples of a ``JSONCompact`` answer."""
+def rows_from_json_compact(raw: bytes, zone: str = "UTC") -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and row tuples of a ``JSONCompact`` answer; ``zone``: the session's time zone, in which
+    ClickHouse writes a time whose type names none."""
     answer = json.loads(raw)
     meta = answer["meta"]
-    return [c["name"] for c in meta], [tuple(_typed(v, c["type"]) for v, c in zip(r, meta, strict=True))
+    return [c["name"] for c in meta], [tuple(_typed(v, c["type"], zone) for v, c in zip(r, meta, strict=True))
                                        for r in answer["data"]]  # fmt: skip

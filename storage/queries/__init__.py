@@ -19,9 +19,9 @@ or the worker's ``/sql`` endpoint (JSON). Quantiles use ``quantileExactInclusive
 
 Definitions:
 
-- submitted / placed / rejected: distinct jobs (cluster and job id) with a submission / a ``placed``
-  decision / a ``rejected`` lifecycle event; finished: submitted jobs with a ``finished`` event (as
-  :func:`storage.queries.metrics.job_metrics`); failed: distinct (job, attempt) with a
+- submitted / placed: distinct jobs (cluster and job id) with a submission / a ``placed``
+  decision; finished: submitted jobs with a ``finished`` event, rejected: those with a ``rejected``
+  lifecycle event and none ``finished`` (both as :func:`storage.queries.metrics.job_metrics`); failed: distinct (job, attempt) with a
   ``failed`` event (failed attempts).
   running: jobs whose latest lifecycle event is ``started``; refused: submission messages dead-lettered
   with a reason (not for an internal error: applied again), so submitted + refused is every submission

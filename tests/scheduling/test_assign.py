@@ -317,6 +317,21 @@ def test_top_candidates_ties_lowest_index_and_excludes_vetoed():
     assert masked.tolist()[1] == 0.9  # caller's array restored
 
 
+def test_top_candidates_carry_no_score_json_cannot_hold():
+    """Found by review: a ``+inf`` score went into the decision record, which JSON writes as null: every reader
+    refused the record, and the placement was missing from the archive."""
+    from scheduling.events import Candidate, DecisionRecord, decode
+
+    masked = np.array([np.nan, np.inf, 0.5, -np.inf])
+    ids = np.array(["a", "b", "c", "d"], dtype=object)
+    top = top_candidates(masked, ids, 3)
+    assert top == [("b", float(np.finfo(np.float64).max)), ("c", 0.5)]
+    assert np.isnan(masked[0]) and masked[1] == np.inf  # caller's array restored
+    rec = DecisionRecord(decision_id="d", job_id="j", outcome="placed", node_id="b", policy="p", latency_ms=0.0,
+                         candidates=[Candidate(node_id=n, score=v) for n, v in top])  # fmt: skip
+    assert decode("decisions", rec.to_bytes()) == rec
+
+
 def test_same_shape_is_not_filtered_twice_but_gets_the_same_reason():
     s = snap(node("a", cpu=8000))
     jobs = [job("big1", cpu=9000), job("small", cpu=1000, submit_time=1), job("big2", cpu=9000, submit_time=2)]

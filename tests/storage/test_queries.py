@@ -64,6 +64,20 @@ def test_summary(loaded: ArchiveClient) -> None:
     assert s.deadletters_by_reason == {"bad json": 1, "message too large": 1}
 
 
+def test_a_job_that_finished_after_a_give_up_notice_counts_as_finished_only(client: ArchiveClient) -> None:
+    """Found by review: job A finished and also had the worker's give-up notice (read before its late finish);
+    the summary counted it as finished and as rejected, where the job metrics count it once."""
+    events = scenario()
+    events["jobs_lifecycle"].append(JobLifecycle(event_id="l-a-rej", event_time=at(60), job_id="A", state="rejected",
+                                                 reason="gave up: placement never confirmed"))  # fmt: skip
+    w = ArchiveWriter(client)
+    for table, rows in events.items():
+        w.write(table, rows, [(0, i) for i in range(len(rows))])
+    s = summary(client)
+    assert (s.finished, s.rejected) == (1, 1)
+    assert s.rejected_by_reason == {"gave up after 3 retries: no node has 8 GPUs": 1}
+
+
 def test_summary_empty(client: ArchiveClient) -> None:
     s = summary(client)
     assert s.submitted == 0 and s.jct_mean_s is None and s.decision_latency_p99_ms is None
