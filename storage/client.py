@@ -297,6 +297,11 @@ def held_by_another_process(dsn: str) -> bool:
     return False
 
 
+def open_here(dsn: str) -> bool:
+    """Whether this process has a client of ``dsn`` open (an embedded archive's lock is then its own)."""
+    return dsn in _CLIENTS
+
+
 def close_client(dsn: str) -> None:
     """Close and forget the cached client of ``dsn`` (no-op if none)."""
     with _CACHE_LOCK:

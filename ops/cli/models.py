@@ -39,13 +39,30 @@ def check_writable(archive: str | None) -> None:
 
     settings = Settings()
     dsn = archive or settings.clickhouse_dsn
-    if archive is None and dsn.startswith("chdb://"):
+    if archive is not None:  # (found by review: a given --archive was not looked at, and a wrong password, a
+        _check_given(dsn)  # server out of reach or a worker's directory failed only after the training)
+        return
+    if dsn.startswith("chdb://"):
         with contextlib.suppress(WorkerBusy):  # busy is running: it owns the directory all the same
             if running_worker(settings) is None:
                 return
         raise typer.BadParameter(
             f"a worker on port {worker_port(settings)} owns the embedded archive ({dsn}), where model versions are "
             "recorded: stop it first, point SEMSCHED_CLICKHOUSE_URL / --archive at a ClickHouse server, or --no-promote")
+
+
+def _check_given(dsn: str) -> None:
+    """An ``--archive`` the registry will be written to: an embedded one no other process holds, a server that
+    answers (opened and migrated now: the reason in one line and exit 1 when it does not)."""
+    from ops.cli.db import open_archive
+    from storage.client import held_by_another_process, open_here, redacted
+
+    if dsn.startswith("chdb://"):
+        if not open_here(dsn) and held_by_another_process(dsn):
+            raise typer.BadParameter(f"another process (a worker?) holds the embedded archive {redacted(dsn)}, where "
+                                     "model versions are recorded: stop it first, or --no-promote")  # fmt: skip
+        return
+    open_archive(dsn, create=True).close()
 
 
 def archive_client(archive: str | None, *, write: bool) -> Any:

@@ -37,6 +37,8 @@ def check_new_version(out: Path, version: str | None, option: str = "--version",
     a path. ``None`` or empty: the command picks a fresh name. ``publishes``: the command may point
     ``out/latest`` at the new version, so a ``latest`` that is not a symlink is refused too (it could
     not be repointed: found by review, an OSError after the whole training)."""
+    if Path(out).exists() and not Path(out).is_dir():  # (found by review: the trained model was lost at the save)
+        raise typer.BadParameter(f"{out} is a file: give the directory the versions go to", param_hint="--out")
     if publishes:
         from inference.model.io import check_latest
 

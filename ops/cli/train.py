@@ -327,9 +327,11 @@ def train(
     """Train the learned scorer — by imitation of a heuristic on the openb fill sequences (optionally
     DAgger), or ``--from-archive`` — then promote it if it beats the serving version."""
     from ops.cli.options import check_new_version, seed_list, since_time
-    from ops.cli.train_publish import check_archive, publish
+    from ops.cli.train_publish import check_archive, promotion_root, publish
 
     check_new_version(out, version, publishes=promote)
+    if promote and (root := promotion_root(out)).resolve() != Path(out).resolve():
+        check_new_version(root, version, publishes=True)  # where it is judged (found by review: only after training)
     if from_archive:
         refuse_unused(ctx, "--from-archive")
     elif imitate is not None or since is not None:

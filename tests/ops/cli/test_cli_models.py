@@ -89,6 +89,16 @@ def test_train_from_archive_since_learns_from_the_window_and_says_so(dsn: str, t
     assert info["reconstruction"]["skipped"]["before the window (--since)"] > 0  # running at 9 s: read, not learned
 
 
+def test_train_checks_a_given_archive_before_it_trains(tmp_path: Path) -> None:
+    """Found by review: an ``--archive`` given was not looked at before the training; a wrong password or a
+    server out of reach failed only when the version was to be recorded, after the whole run."""
+    models = tmp_path / "models"
+    r = runner.invoke(_app(), ["train", "--no-promote", "--archive", "http://default:wrong@127.0.0.1:1", "--epochs", "1",
+                               "--out", str(models)])  # fmt: skip
+    assert r.exit_code == 1 and "cannotopenthearchive" in _flat(r.output), r.output
+    assert not models.exists() or not any(models.iterdir())  # nothing trained
+
+
 def test_since_is_an_age_or_a_time() -> None:
     from ops.cli.options import since_time
 

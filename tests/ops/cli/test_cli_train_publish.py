@@ -117,3 +117,18 @@ def test_a_trained_version_that_cannot_be_evaluated_exits_1(tiny) -> None:
     assert e.value.exit_code == 1
     row = ArchiveRegistry(get_client(tiny["dsn"])).get("broken")
     assert row is not None and row.status == "rejected" and "does not load" in row.reason
+
+
+def test_where_the_version_will_be_judged_is_checked_before_training(tiny, monkeypatch) -> None:
+    """Found by review: only ``--out`` was checked before the training; the root the version is judged in (the
+    worker's, when ``--out`` serves nothing) was found unusable after it, and a file given as ``--out`` lost
+    the trained model at the save."""
+    monkeypatch.chdir(tiny["models"].parent)
+    monkeypatch.delenv("SEMSCHED_MODEL_DIR", raising=False)
+    (Path("models") / "latest").mkdir(parents=True)  # a directory, not the link a promotion repoints
+    inputs = ["--pods", str(tiny["pods"]), "--nodes", str(tiny["nodes"]), "--archive", tiny["dsn"]]
+    r = CliRunner().invoke(app, ["train", *TINY, *inputs, "--out", "models/candidates", "--version", "tiny-9"])
+    assert r.exit_code == 2 and "latest" in r.output and not Path("models/candidates/tiny-9").exists(), r.output
+    Path("elsewhere").write_text("")
+    r = CliRunner().invoke(app, ["train", *TINY, *inputs, "--no-promote", "--out", "elsewhere"])
+    assert r.exit_code == 2 and "is a file" in " ".join(r.output.split()), r.output
