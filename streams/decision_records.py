@@ -111,10 +111,9 @@ def placement_command(p: PendingJob, rec: DecisionRecord) -> PlacementCommand:
     and model version (found by review: a placement the fallback heuristic scored went out with the learned
     policy's reason and no model version, its record with the heuristic's and the version)."""
     assert rec.node_id is not None
-    cmd = _command(p.job, p.attempt, rec.decision_id, rec.node_id, rec.gpu_indices, cluster=rec.cluster,
-                   policy=rec.policy, reason=cut_text(rec.reason, MAX_TEXT), what="place",
-                   model_version=rec.model_version or "")  # fmt: skip
-    return cmd
+    return _command(p.job, p.attempt, rec.decision_id, rec.node_id, rec.gpu_indices, cluster=rec.cluster,
+                    policy=rec.policy, reason=cut_text(rec.reason, MAX_TEXT), what="place",
+                    model_version=rec.model_version or "")  # fmt: skip
 
 
 def held_placement_command(r: RunningJob, *, policy: str, reason: str) -> PlacementCommand:

@@ -266,8 +266,9 @@ class SchedulingLoop:
                     await self._step_cluster(cluster, views, jobs)
             except Exception as e:
                 self.w.counters.note(f"scheduling step failed: {cluster}")
-                if failed is not None:
-                    log.exception("scheduling step of cluster %r failed too: its jobs wait for the next step", cluster)
+                if failed is not None:  # (one line each: a broker down fails them all, the first is raised below)
+                    log.warning("scheduling step of cluster %r failed too, its jobs wait for the next step: %s: %s",
+                                cluster, type(e).__name__, e)  # fmt: skip
                 failed = failed or e
         self.steps += 1
         self.stats["tick_s"] += time.perf_counter() - t0
