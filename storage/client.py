@@ -26,8 +26,10 @@ Parameters are bound client-side (``%(name)s`` placeholders, clickhouse-connect'
 
 from __future__ import annotations
 
+import json
+import re
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlparse
@@ -62,6 +64,12 @@ def bind(sql: str, parameters: Params = None) -> str:
     if not parameters:
         return sql.strip().rstrip(";")
     return finalize_query(sql.strip(), parameters)  # type: ignore[arg-type]
+
+
+def _literal(value: Any) -> str:
+    """A setting's value as SQL: a number bare, anything else a quoted string."""
+    text = str(value)
+    return text if re.fullmatch(r"-?\d+(\.\d+)?", text) else "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _py(value: Any) -> Any:
@@ -109,8 +117,10 @@ class ArchiveClient(Protocol):
         """Run a SELECT; the result as a ``pyarrow.Table`` (strings as ``binary``)."""
         ...
 
-    def query_rows(self, sql: str, parameters: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Run a SELECT; column names and row tuples."""
+    def query_rows(self, sql: str, parameters: Params = None,
+                   settings: dict[str, Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:  # fmt: skip
+        """Run a SELECT; column names and row tuples. ``settings``: ClickHouse settings for this query
+        only (an analyst's limits, :func:`storage.queries.run_sql`)."""
         ...
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:
@@ -155,7 +165,11 @@ class ChdbClient:
     def query_arrow(self, sql: str, parameters: Params = None) -> pa.Table:
         return self._run(bind(sql, parameters), "Arrowtable")
 
-    def query_rows(self, sql: str, parameters: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def query_rows(self, sql: str, parameters: Params = None,
+                   settings: dict[str, Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:  # fmt: skip
+        if settings:
+            with self._lock:  # (the session is the archiver's too: set for this query only, under its lock)
+                return self._with_settings(settings, lambda: self.query_rows(sql, parameters))
         try:
             return rows_from_arrow(self.query_arrow(sql, parameters))
         except Exception as e:
@@ -163,6 +177,20 @@ class ChdbClient:
                 raise
         # a type Arrow has no place for (UUID, a bare NULL's Nothing): ClickHouse's own JSON writes every type
         return rows_from_json_compact(self._run(bind(sql, parameters), "JSONCompact").bytes(), self._zone)
+
+    def _with_settings(self, settings: dict[str, Any], run: Callable[[], Any]) -> Any:
+        """``run()`` with ``settings`` set in the session, then set back as they were (the caller holds the
+        lock, which is re-entrant)."""
+        names = ", ".join(f"'{name}'" for name in settings)
+        before = self._conn.query(f"SELECT name, value FROM system.settings WHERE name IN ({names})", "JSONCompact")
+        old = {name: value for name, value in json.loads(before.bytes())["data"]}
+        for name, value in settings.items():
+            self._conn.query(f"SET {name} = {_literal(value)}")
+        try:
+            return run()
+        finally:
+            for name in settings:
+                self._conn.query(f"SET {name} = {_literal(old[name])}")
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:
         if data.num_rows == 0:
@@ -210,14 +238,16 @@ class HttpArchiveClient:
     def query_arrow(self, sql: str, parameters: Params = None) -> pa.Table:
         return self._client.query_arrow(bind(sql, parameters), use_strings=False)
 
-    def query_rows(self, sql: str, parameters: Params = None) -> tuple[list[str], list[tuple[Any, ...]]]:
+    def query_rows(self, sql: str, parameters: Params = None,
+                   settings: dict[str, Any] | None = None) -> tuple[list[str], list[tuple[Any, ...]]]:  # fmt: skip
         try:
-            return rows_from_arrow(self.query_arrow(sql, parameters))
+            return rows_from_arrow(self._client.query_arrow(bind(sql, parameters), use_strings=False,
+                                                            settings=settings or None))  # fmt: skip
         except Exception as e:
             if _NOT_IN_ARROW not in str(e):
                 raise
         # a type Arrow has no place for (UUID, a bare NULL's Nothing): the driver's native format has one
-        result = self._client.query(bind(sql, parameters))
+        result = self._client.query(bind(sql, parameters), settings=settings or None)
         return list(result.column_names), [tuple(_py(v) for v in row) for row in result.result_rows]
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -116,10 +117,14 @@ def register_web(w: Worker) -> None:
                                   "archive": redacted(w.settings.clickhouse_dsn)}, status=503)  # fmt: skip
             if request.query.get("flush"):  # bounded: an unwritable archive answers with what it holds
                 await archiver.flush_all(retry_for_s=w.settings.archive_flush_s * 10)
+            archive = redacted(w.settings.clickhouse_dsn)  # which one answered: a CLI pointed at another refuses it
+
+            def encode(cols: list[str], rows: list[tuple[Any, ...]]) -> bytes:  # (in the query's thread)
+                return json.dumps({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows],
+                                   "archive": archive}).encode()  # fmt: skip
+
             try:
-                cols, rows = await archiver.query(sql)
-            except Exception as e:  # the analyst's SQL error goes back to the analyst
-                return self.json({"error": str(e), "archive": redacted(w.settings.clickhouse_dsn)}, status=400)
-            # "archive": which one answered, so a CLI pointed at another one does not take this answer
-            return self.json({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows],
-                              "archive": redacted(w.settings.clickhouse_dsn)})  # fmt: skip
+                body = await archiver.query(sql, encode)
+            except Exception as e:  # the analyst's SQL error (or a limit passed) goes back to the analyst
+                return self.json({"error": str(e), "archive": archive}, status=400)
+            return self.bytes(body, content_type="application/json")

@@ -42,10 +42,10 @@ Definitions:
 # Re-exports: the public API, plus the private names other code imports (helpers, and the
 # reconciliation's own SQL, which tests/integration reuses).
 from storage.queries._common import _RUNNING as _RUNNING
+from storage.queries._common import WORKER_SQL_LIMITS, run_sql
 from storage.queries._common import _dicts as _dicts
 from storage.queries._common import _dt as _dt
 from storage.queries._common import _f as _f
-from storage.queries._common import run_sql
 from storage.queries.explain import AmbiguousJob, Explanation, TimelineEntry, explain, job_clusters
 from storage.queries.metrics import PolicyMetrics, Stability, archive_metrics, gpu_allocation
 from storage.queries.outcomes import job_outcomes
@@ -70,5 +70,6 @@ __all__ = [
     "job_clusters",
     "reconcile",
     "run_sql",
+    "WORKER_SQL_LIMITS",
     "summary",
 ]

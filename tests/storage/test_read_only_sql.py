@@ -89,3 +89,21 @@ def test_run_sql_refuses_what_chdb_would_have_run(client: ArchiveClient) -> None
     assert client.query_rows("SELECT 1 AS x$b$ -- $b$")[1] == [(1,)]  # chdb: x$b$ is a name
     with pytest.raises(ValueError, match="name with"):
         run_sql(client, "SELECT 1 AS x$b$, (SELECT * FROM file('/etc/hostname', 'LineAsString')) -- $b$")
+
+
+def test_a_query_past_its_limits_stops_and_the_session_keeps_its_settings(client: ArchiveClient) -> None:
+    """Found by review: a worker's ``/sql`` ran an analyst's query with no limit, in the session the archiver
+    writes through (``SELECT count() FROM system.numbers`` never ended, and nothing was archived meanwhile;
+    2 million rows held the event loop 14 s). Its limits are for that query only."""
+    import time
+
+    started = time.monotonic()
+    with pytest.raises(Exception, match="TIMEOUT_EXCEEDED|Timeout exceeded"):
+        run_sql(client, "SELECT count() FROM system.numbers", timeout_s=0.5)
+    assert time.monotonic() - started < 30
+    with pytest.raises(Exception, match="TOO_MANY_ROWS|Limit for result exceeded"):
+        run_sql(client, "SELECT number FROM numbers(1000)", max_rows=100)
+    assert run_sql(client, "SELECT count() FROM numbers(1000)", max_rows=100)[1] == [(1000,)]  # one row: fine
+    settings = "SELECT value FROM system.settings WHERE name IN ('max_execution_time', 'max_result_rows') ORDER BY name"
+    assert client.query_rows(settings)[1] == [("0",), ("0",)]  # the archiver's session: no limit left behind
+    assert len(run_sql(client, "SELECT number FROM numbers(1000)")[1]) == 1000

@@ -64,3 +64,31 @@ async def test_sql_answers_503_while_the_archiver_starts_and_a_flush_then_does_n
     w.archiver = archiver  # type: ignore[attr-defined]
     answer = await w.app.web.views["/sql"].post(PostedSQL("SELECT 1", {"flush": "1"}))
     assert answer.status == 503 and b"starting" in answer.body
+
+
+async def test_sql_answers_within_the_workers_limits_and_encodes_off_the_event_loop(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Found by review: an analyst's query ran with no limit in the worker (2 million rows took 19 s to run,
+    then 14 s of JSON on the event loop, longer than the Kafka session). Past the worker's limits the
+    query stops with ClickHouse's reason; the answer is encoded in the query's thread."""
+    import json
+
+    from storage.client import close_client, get_client
+    from storage.migrate import migrate
+    from storage.writer import ArchiveWriter
+
+    dsn = f"chdb://{tmp_path / 'chdb'}"
+    archiver = Archiver(Settings(state_dir=tmp_path))
+    archiver.client = get_client(dsn)
+    migrate(archiver.client)
+    archiver._writer = ArchiveWriter(archiver.client)  # (opened: what start() does before it consumes)
+    w, _ = stood_in_worker()
+    w.archiver = archiver  # type: ignore[attr-defined]
+    try:
+        view = w.app.web.views["/sql"]
+        big = await view.post(PostedSQL("SELECT number FROM numbers(1000000)", {}))
+        assert big.status == 400 and b"Limit for result exceeded" in big.body
+        ok = await view.post(PostedSQL("SELECT number, toString(number) AS s FROM numbers(3)", {}))
+        assert ok.status == 200 and json.loads(ok.body)["rows"] == [[0, "0"], [1, "1"], [2, "2"]]
+        assert ok.content_type == "application/json"
+    finally:
+        close_client(dsn)
