@@ -194,9 +194,11 @@ class Archiver:
         await self.flush_all()
         return sum(self.stats.archived.values()) - before
 
-    async def query(self, sql: str, encode: Callable[[list[str], list[tuple[Any, ...]]], Any] | None = None) -> Any:
-        """Run one analyst query on the archive this process owns, within the worker's limits
-        (:data:`storage.queries.WORKER_SQL_LIMITS`): ``(columns, rows)``, or ``encode(columns, rows)``
+    async def query(self, sql: str, encode: Callable[[list[str], list[tuple[Any, ...]]], Any] | None = None,
+                    limits: dict[str, Any] | None = None) -> Any:  # fmt: skip
+        """Run one analyst query on the archive this process owns, within ``limits`` (:func:`storage.queries.run_sql`'s
+        ``timeout_s`` and ``max_rows``; default the worker's, :data:`storage.queries.WORKER_SQL_LIMITS`):
+        ``(columns, rows)``, or ``encode(columns, rows)``
         computed in the same thread (the answer's JSON: found by review, encoding 2 million rows held
         the event loop 14 s). Not behind the flush lock: a flush retrying while the archive is unwritable
         holds it (found by review: a query waited as long as writes failed); the client serialises its
@@ -208,7 +210,7 @@ class Archiver:
         client = self.client
 
         def answer() -> Any:
-            cols, rows = run_sql(client, sql, **WORKER_SQL_LIMITS)
+            cols, rows = run_sql(client, sql, **(WORKER_SQL_LIMITS if limits is None else limits))
             return (cols, rows) if encode is None else encode(cols, rows)
 
         return await asyncio.to_thread(answer)

@@ -83,6 +83,27 @@ def node_window(w: Worker, node_id: str) -> dict[str, Any]:
     return {"reports": n, "gpu_util_mean": gpu, "cpu_util_mean": cpu}
 
 
+def sql_limits(query: Any) -> dict[str, Any]:
+    """A ``/sql`` request's limits: ``?timeout_s=`` (seconds > 0) and ``?max_rows=`` (0: none), each the
+    worker's own (:data:`storage.queries.WORKER_SQL_LIMITS`) when not given. The CLI sends its
+    ``--timeout`` and ``--max-rows``; a whole read for train --from-archive or explain sends no row limit."""
+    from storage.queries import WORKER_SQL_LIMITS
+
+    limits = dict(WORKER_SQL_LIMITS)
+    try:
+        if (timeout := query.get("timeout_s")) is not None:
+            limits["timeout_s"] = float(timeout)
+            if not 0 < limits["timeout_s"] < float("inf"):
+                raise ValueError
+        if (rows := query.get("max_rows")) is not None:
+            limits["max_rows"] = int(rows) or None
+            if limits["max_rows"] is not None and limits["max_rows"] < 0:
+                raise ValueError
+    except ValueError:
+        raise ValueError("timeout_s takes seconds > 0, max_rows a count >= 0 (0: no limit)") from None
+    return limits
+
+
 def register_web(w: Worker) -> None:
     app = w.app
 
@@ -118,13 +139,17 @@ def register_web(w: Worker) -> None:
             if request.query.get("flush"):  # bounded: an unwritable archive answers with what it holds
                 await archiver.flush_all(retry_for_s=w.settings.archive_flush_s * 10)
             archive = redacted(w.settings.clickhouse_dsn)  # which one answered: a CLI pointed at another refuses it
+            try:
+                limits = sql_limits(request.query)
+            except ValueError as e:
+                return self.json({"error": str(e), "archive": archive}, status=400)
 
             def encode(cols: list[str], rows: list[tuple[Any, ...]]) -> bytes:  # (in the query's thread)
                 return json.dumps({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows],
                                    "archive": archive}).encode()  # fmt: skip
 
             try:
-                body = await archiver.query(sql, encode)
+                body = await archiver.query(sql, encode, limits)
             except Exception as e:  # the analyst's SQL error (or a limit passed) goes back to the analyst
                 return self.json({"error": str(e), "archive": archive}, status=400)
             return self.bytes(body, content_type="application/json")

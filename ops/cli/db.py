@@ -16,6 +16,7 @@ import json
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
 from enum import StrEnum
 from pathlib import Path
@@ -95,8 +96,10 @@ def worker_port(settings: Settings) -> int:
     return advertised_port(settings.state_dir) or settings.web_port
 
 
-def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows:
-    """Run ``sql`` through the running worker's ``/sql`` endpoint (:func:`worker_port`).
+def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0, *, max_rows: int | None = None) -> Rows:
+    """Run ``sql`` through the running worker's ``/sql`` endpoint (:func:`worker_port`), within ``timeout``
+    seconds there too and at most ``max_rows`` rows (0: no limit; None: the worker's,
+    :data:`storage.queries.WORKER_SQL_LIMITS`).
 
     Raises :class:`WorkerUnavailable` when nothing answers, or a worker of another archive than
     ``settings.clickhouse_dsn`` does (so the caller can open the archive itself),
@@ -104,8 +107,9 @@ def query_via_worker(settings: Settings, sql: str, timeout: float = 1.0) -> Rows
     seconds, and ``RuntimeError`` with the worker's message when the query fails.
     """
     port = worker_port(settings)
+    limits = urllib.parse.urlencode({"timeout_s": f"{timeout:g}"} | ({} if max_rows is None else {"max_rows": max_rows}))
     req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/sql",
+        f"http://127.0.0.1:{port}/sql?{limits}",
         data=sql.encode(),
         method="POST",
         headers={"Content-Type": "text/plain; charset=utf-8", "Accept": "application/json"},
@@ -159,7 +163,8 @@ class WorkerSqlClient:
     def query_rows(self, sql: str, parameters: Any = None) -> Rows:
         from storage.client import bind
 
-        return query_via_worker(self.settings, bind(sql, parameters), timeout=self.timeout)
+        # (a whole read: train --from-archive, explain; the analyst's row limit is semsched sql's)
+        return query_via_worker(self.settings, bind(sql, parameters), timeout=self.timeout, max_rows=0)
 
     def query_arrow(self, sql: str, parameters: Any = None) -> Any:
         import pyarrow as pa
@@ -237,7 +242,10 @@ def sql_command(
         ..., help='A ClickHouse SQL query, e.g. "SELECT count() FROM jobs_submitted FINAL".'
     ),
     format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table | csv | json"),  # noqa: A002
-    timeout: float = typer.Option(60.0, help="Seconds to wait for a running worker's answer.", min=0.1),
+    timeout: float = typer.Option(60.0, help="Seconds to wait for a running worker's answer (and how long the "
+                                  "query may run there).", min=0.1),
+    max_rows: int = typer.Option(100_000, min=0, help="Rows a running worker may return (0: no limit; past it "
+                                 "the query stops with the reason: the worker shares its process with it)."),
 ) -> None:
     """Run SQL against the archive. Tries the running worker first (POST
     http://127.0.0.1:<web_port>/sql: in embedded mode the worker owns the chdb directory), then,
@@ -245,7 +253,7 @@ def sql_command(
     redelivered events count once."""
     settings = Settings()
     try:
-        cols, rows = query_via_worker(settings, query, timeout=timeout)
+        cols, rows = query_via_worker(settings, query, timeout=timeout, max_rows=max_rows)
     except WorkerUnavailable:
         client = open_archive(settings.clickhouse_dsn)
         try:

@@ -22,6 +22,8 @@ from storage.queries import explain, run_sql
 from storage.writer import ArchiveWriter
 from streams.settings import Settings
 
+PATHS: list[str] = []  # what the stand-in worker was asked for (its limits)
+
 
 @pytest.fixture
 def worker(client: ArchiveClient) -> Iterator[int]:
@@ -30,6 +32,7 @@ def worker(client: ArchiveClient) -> Iterator[int]:
     class H(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802
             sql = self.rfile.read(int(self.headers["Content-Length"])).decode()
+            PATHS.append(self.path)
             try:
                 cols, rows = run_sql(client, sql)
                 body, code = json.dumps({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows]}), 200  # as streams/web.py
@@ -62,6 +65,11 @@ def test_query_via_worker(client: ArchiveClient, worker: int, tmp_path: Path) ->
     # explain over JSON gives the same answer as over chdb directly
     assert explain(WorkerSqlClient(s), "A").answer == explain(client, "A").answer
     assert explain(WorkerSqlClient(s), "F").answer == explain(client, "F").answer
+    # the limits go with the query: the CLI's, and a whole read's (no row limit) for explain and training
+    PATHS.clear()
+    query_via_worker(s, "SELECT 1", timeout=30, max_rows=100)
+    WorkerSqlClient(s, timeout=600).query_rows("SELECT 1")
+    assert PATHS == ["/sql?timeout_s=30&max_rows=100", "/sql?timeout_s=600&max_rows=0"]
 
 
 def test_no_worker_is_unavailable(tmp_path: Path) -> None:

@@ -90,5 +90,9 @@ async def test_sql_answers_within_the_workers_limits_and_encodes_off_the_event_l
         ok = await view.post(PostedSQL("SELECT number, toString(number) AS s FROM numbers(3)", {}))
         assert ok.status == 200 and json.loads(ok.body)["rows"] == [[0, "0"], [1, "1"], [2, "2"]]
         assert ok.content_type == "application/json"
+        whole = await view.post(PostedSQL("SELECT number FROM numbers(150000)", {"max_rows": "0", "timeout_s": "30"}))
+        assert whole.status == 200 and len(json.loads(whole.body)["rows"]) == 150_000  # a whole read (train, explain)
+        bad = await view.post(PostedSQL("SELECT 1", {"timeout_s": "nan"}))
+        assert bad.status == 400 and b"timeout_s takes seconds" in bad.body
     finally:
         close_client(dsn)
