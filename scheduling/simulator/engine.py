@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from scheduling.assign import StepResult, schedule_step
+from scheduling.filters.framework import filter_shape
 from scheduling.job import JobRequest
 from scheduling.metrics import Holding, JobOutcome
 from scheduling.metrics.fragmentation import Workload as TargetWorkload
@@ -181,7 +182,8 @@ class Simulator:
             for job_id in blocked:
                 req = pending[job_id]
                 queue = queues[job_id]
-                key = (req.cpu_milli, req.memory_mib, req.num_gpu, req.per_gpu_milli, req.gpu_models, queue)
+                key = (*filter_shape(req), queue)  # everything the filters read (found by review: an app's
+                # per-node limit failing one job made every job of its resources skip preemption)
                 if key in hopeless:
                     continue
                 got = preempt_for(snap, req, queue, victims, self.policy, try_free=freed)

@@ -7,7 +7,9 @@ jobs of strictly lower priority (queue ``> q``, service attained so far included
 start. The node is the one where evicting lower-priority jobs makes room with the fewest
 evictions (vectorised over nodes: capacity freed by all of a node's lower-priority jobs);
 on it, victims go lowest priority first (highest queue, then the latest started) until
-the job fits, and the policy then places the job (filters, score, GPU choice). A
+the job fits, and the policy then places the job (filters, score, GPU choice). The victims
+that still fit beside it then go back (the reprieve, most important first, as kube-scheduler's):
+only those whose resources the job took are evicted. A
 preempted job returns to the queue with the service it attained and restarts from
 scratch (no checkpointing: the pessimistic assumption). Gang members neither preempt
 nor are preempted (all-or-nothing across nodes is left out).
@@ -26,7 +28,7 @@ from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext, service_rate
 from scheduling.orderings.base import Unit
 from scheduling.policies.base import Policy
-from scheduling.snapshot import ClusterSnapshot
+from scheduling.snapshot import CapacityError, ClusterSnapshot
 from scheduling.step_result import Placement
 
 
@@ -202,6 +204,18 @@ def preempt_for(snap: ClusterSnapshot, job: JobRequest, queue: int, victims: Vic
             v = victims.victims[i]
             snap.reserve(v.node, v.job, v.gpus)
         return None
+    # the reprieve, as kube-scheduler's: the victims freed, the most important first, go back where they still
+    # fit beside the job (found by review: a CPU-only victim freed before the GPU one the job needed lost its
+    # run for nothing). One of the job's own app under a per-node limit stays out (its count is the filter's).
+    for i in reversed(freed):
+        v = victims.victims[i]
+        if v.job.app and v.job.app == job.app and (v.job.max_instances_per_node or job.max_instances_per_node):
+            continue
+        try:
+            snap.reserve(v.node, v.job, v.gpus)
+        except CapacityError:
+            continue
+        freed.remove(i)
     for i in freed:
         victims.evict(i)
     return outcome, [victims.victims[i] for i in freed]

@@ -145,3 +145,37 @@ def test_a_job_its_own_step_placed_is_taken_back_not_evicted():
     o = {x.job_id: x for x in r.outcomes}
     assert (o["B"].start, o["A"].start, o["A"].finish) == (25.0, 0.0, 1030.0)
     assert o["A"].placements == 2 and r.reversals == 2  # A evicted by P, C by B; 3 before the fix
+
+
+def _gpu_node_jobs():  # (one node: 8 cores, 1 T4)
+    from scheduling.job import JobRequest
+    from scheduling.node import NodeView
+
+    def j(job_id, t, d, cpu=1000, gpus=0, **kw):
+        return SimJob(JobRequest(job_id, cpu_milli=cpu, memory_mib=1024, num_gpu=gpus, submit_time=t, **kw), d)
+
+    return [NodeView("n0", cpu_milli=8000, memory_mib=65536, num_gpu=1, gpu_model="T4")], j
+
+
+def test_a_victim_whose_eviction_freed_nothing_the_job_needed_goes_back():
+    """Found by review: victims went lowest priority first until the job fit, and a CPU-only victim freed
+    before the GPU one the job needed lost its run for nothing. The reprieve (kube-scheduler's) puts back
+    every victim that still fits beside the job."""
+    nodes, j = _gpu_node_jobs()
+    jobs = [j("v2-gpu", 0, 1000, gpus=1), j("v1-cpu", 1, 1000), j("new-gpu", 100, 10, gpus=1)]
+    r = simulate(nodes, jobs, get_policy("las+best-fit", ordering_options={"thresholds": (10.0,)}), SimConfig())
+    o = {x.job_id: x for x in r.outcomes}
+    assert (o["new-gpu"].start, o["v1-cpu"].placements, o["v1-cpu"].finish) == (100.0, 1, 1001.0)
+    assert o["v2-gpu"].placements == 2 and r.reversals == 1  # the GPU's holder alone was evicted
+
+
+def test_a_job_that_cannot_preempt_for_its_app_limit_does_not_stop_another_of_its_resources():
+    """Found by review: the step's "found no node" memo was keyed by resources only, and a job whose app's
+    per-node limit kept it off the node made a job of the same resources without that limit skip
+    preemption: it waited 4,900 s for the next departure."""
+    nodes, j = _gpu_node_jobs()
+    jobs = [j("V-gpu", 0, 5000, gpus=1), j("W-web", 99, 5000, cpu=1, app="web"),
+            j("A-web", 100, 10, gpus=1, app="web", max_instances_per_node=1), j("B", 100, 10, gpus=1)]  # fmt: skip
+    policy = get_policy("las+best-fit", ordering_options={"thresholds": (10.0,), "promote_knob": None})
+    o = {x.job_id: x for x in simulate(nodes, jobs, policy, SimConfig()).outcomes}
+    assert o["B"].start == 100.0
