@@ -78,6 +78,8 @@ def load_wfinstance(path: Path, *, machines: Sequence[MachineSpec] | None = None
         raise WorkflowFormatError(path, f"cannot read: {e.strerror or e}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise WorkflowFormatError(path, f"not JSON: {e}") from None
+    except RecursionError:  # (found by review: a traceback)
+        raise WorkflowFormatError(path, "not JSON this reader takes: nested too deeply") from None
     try:
         return _parse(doc, path, machines, max_cores_per_machine, bandwidth, latency)
     except WorkflowFormatError:
@@ -139,7 +141,11 @@ def _parse(doc: Any, path: Path, override: Sequence[MachineSpec] | None, max_cor
         if isinstance(r, bool) or not isinstance(r, (int, float)) or not np.isfinite(r) or r < 0:
             raise WorkflowFormatError(path, f"task {tid!r} has no runtimeInSeconds >= 0 (got {r!r})")
         runtime[index[tid]] = float(r)
-        ran_on[index[tid]] = (t.get("machines") or [None])[0]
+        on = t.get("machines")
+        if on is not None and not (isinstance(on, list) and all(isinstance(m, str) for m in on)):
+            # (found by review: a string was read as a list, its first letter taken for the machine's name)
+            raise WorkflowFormatError(path, f"task {tid!r}: machines must be a list of machine names, not {on!r}")
+        ran_on[index[tid]] = (on or [None])[0]
     if np.isnan(runtime).any():
         missing = ids[int(np.flatnonzero(np.isnan(runtime))[0])]
         raise WorkflowFormatError(path, f"task {missing!r} has no entry in workflow.execution.tasks")

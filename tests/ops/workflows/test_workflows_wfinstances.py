@@ -127,6 +127,9 @@ def test_speeds_scale_runtimes_and_machines_pay_for_communication(tmp_path: Path
     (doc(workflow__execution__tasks__1__runtimeInSeconds=True), r"task 'b' has no runtimeInSeconds >= 0 \(got True\)"),
     (doc(workflow__execution__machines__0__cpu={"coreCount": True}), "machine 'm1' has coreCount True"),
     (doc(workflow__execution__machines__0__cpu={"coreCount": 1_000_000}), "machine 'm1' has coreCount 1000000"),
+    # found by review: a traceback, and a machine named by the string's first letter
+    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    (doc(workflow__execution__tasks__0__machines="m1"), "task 'a': machines must be a list of machine names"),
 ])  # fmt: skip
 def test_a_bad_file_is_named_with_the_reason(tmp_path: Path, document: Any, message: str) -> None:
     path = write(tmp_path, document, "bad.json")
