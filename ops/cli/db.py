@@ -282,13 +282,18 @@ def explain_command(
     settings = Settings()
     try:
         client: Any = running_worker(settings, timeout) or open_archive(settings.clickhouse_dsn)
-        clusters: list[str | None] = [cluster] if cluster is not None else list(job_clusters(client, job_id))
+        holders = job_clusters(client, job_id)
+        clusters: list[str | None] = [cluster] if cluster is not None else list(holders)
         explained = [explain(client, job_id, c) for c in clusters or [None]]
     except typer.Exit:  # (a RuntimeError too: no archive, already said; found by review, it printed "1")
         raise
     except RuntimeError as err:  # WorkerBusy, or the worker's error
         console.print(f"[red]{escape(str(err))}[/red]")
         raise typer.Exit(1) from None
+    if cluster is not None and cluster not in holders and holders:  # (found by review: "not in the archive")
+        console.print(f"Job {escape(job_id)} is not in cluster {escape(cluster)!r}: the archive holds it in "
+                      f"{', '.join(repr(c) for c in holders)} (--cluster)")  # fmt: skip
+        raise typer.Exit(1)
     for e in explained:
         if len(explained) > 1:
             console.print(f"[bold]cluster {escape(str(e.cluster))}[/bold]")

@@ -102,6 +102,8 @@ def test_cli_sql_via_worker(
     assert r.exit_code == 1 and "not in the archive" in r.output  # a typo is not a success
     r = CliRunner().invoke(app, ["explain", "A"])
     assert r.exit_code == 0 and "Job A" in r.output
+    r = CliRunner().invoke(app, ["explain", "A", "--cluster", "zzz"])  # (review: "not in the archive")
+    assert r.exit_code == 1 and "not in cluster 'zzz': the archive holds it in 'default'" in " ".join(r.output.split())
 
 
 def test_cli_explain_with_the_archive_unreachable_says_so_without_a_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
