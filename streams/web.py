@@ -118,6 +118,10 @@ def register_web(w: Worker) -> None:
             latest = w.nodes.get(node_id)
             if latest is None:
                 return self.json({"error": f"unknown node {node_id!r}"}, status=404)
+            if not held_clusters(w)(latest.get("cluster") or ""):  # (found by review: a moved partition's node
+                # answered with the last telemetry this worker saw, frozen, where /status leaves it out)
+                return self.json({"error": f"node {node_id!r} is cluster {latest.get('cluster')!r}'s, whose partition "
+                                           "another worker holds now: ask that worker"}, status=404)  # fmt: skip
             return self.json({"telemetry": latest, "window": node_window(w, node_id)})
 
     @app.page("/sql")

@@ -40,6 +40,13 @@ def test_status_counts_the_jobs_and_nodes_of_the_partitions_held_now() -> None:
     held = {tp for tp in assigned if tp.partition != partition_for(gone, 4)}
     w.app.consumer.assignment = lambda: held  # type: ignore[method-assign]
     assert (status(w)["pending"], status(w)["nodes"]) == (1, 1)
+    # and /nodes/{id}/ answers only for a node this worker holds (found by review: the other's, frozen)
+    import asyncio
+
+    view = w.app.web.views["/nodes/{node_id}/"]
+    gone_answer = asyncio.run(view.get(None, f"n-{gone}"))
+    assert gone_answer.status == 404 and b"another worker holds now" in gone_answer.body
+    assert asyncio.run(view.get(None, f"n-{here}")).status == 200
 
 
 class PostedSQL:
