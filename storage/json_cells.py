@@ -37,6 +37,14 @@ def json_cell(v: Any) -> Any:
     return str(v)
 
 
+def wire_cell(v: Any) -> Any:
+    """``v`` as the worker's ``/sql`` sends it to the CLI: :func:`json_cell`, but a float as it is (``NaN`` and
+    ``Infinity`` as Python's ``json`` writes and reads them), so the CLI prints what it would print reading the
+    archive itself: ``nan`` in CSV and tables, null in JSON (found by review: through a worker they came back as
+    NULL)."""
+    return v if isinstance(v, float) else json_cell(v)
+
+
 def text_cell(v: Any) -> Any:
     """``v`` for a text cell (a CSV field, a table cell): a float stays a float (``nan`` and
     ``inf`` keep their names, as in ClickHouse's CSV, unlike NULL); arrays, tuples and maps

@@ -22,7 +22,7 @@ from faust.web import Request, Response, View
 
 from scheduling.events import partition_for
 from storage.client import redacted
-from storage.json_cells import json_cell
+from storage.json_cells import wire_cell
 from streams.agents import lifecycle_partitions
 from streams.node_utilisation import window_means
 
@@ -149,7 +149,7 @@ def register_web(w: Worker) -> None:
                 return self.json({"error": str(e), "archive": archive}, status=400)
 
             def encode(cols: list[str], rows: list[tuple[Any, ...]]) -> bytes:  # (in the query's thread)
-                return json.dumps({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows],
+                return json.dumps({"columns": cols, "rows": [[wire_cell(v) for v in r] for r in rows],
                                    "archive": archive}).encode()  # fmt: skip
 
             try:

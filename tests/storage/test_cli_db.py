@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from ops.cli.db import WorkerSqlClient, WorkerUnavailable, query_via_worker
 from storage.client import ArchiveClient
-from storage.json_cells import json_cell
+from storage.json_cells import wire_cell
 from storage.queries import explain, run_sql
 from storage.writer import ArchiveWriter
 from streams.settings import Settings
@@ -35,7 +35,7 @@ def worker(client: ArchiveClient) -> Iterator[int]:
             PATHS.append(self.path)
             try:
                 cols, rows = run_sql(client, sql)
-                body, code = json.dumps({"columns": cols, "rows": [[json_cell(v) for v in r] for r in rows]}), 200  # as streams/web.py
+                body, code = json.dumps({"columns": cols, "rows": [[wire_cell(v) for v in r] for r in rows]}), 200  # as streams/web.py
             except Exception as e:  # noqa: BLE001
                 body, code = json.dumps({"error": str(e)}), 400
             self.send_response(code)
@@ -98,6 +98,11 @@ def test_cli_sql_via_worker(
     r = CliRunner().invoke(app, ["sql", "--format", "json", "SELECT 1 AS x"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.output) == {"columns": ["x"], "rows": [[1]]}
+    # NaN and inf as the CLI prints them reading the archive itself (found by review: NULL through a worker)
+    r = CliRunner().invoke(app, ["sql", "--format", "csv", "SELECT toFloat64(nan) AS a, toFloat64(inf) AS b"])
+    assert r.exit_code == 0 and r.output.splitlines()[-1] == "nan,inf", r.output
+    r = CliRunner().invoke(app, ["sql", "--format", "json", "SELECT toFloat64(nan) AS a"])
+    assert r.exit_code == 0 and json.loads(r.output)["rows"] == [[None]], r.output
     r = CliRunner().invoke(app, ["explain", "nope"])
     assert r.exit_code == 1 and "not in the archive" in r.output  # a typo is not a success
     r = CliRunner().invoke(app, ["explain", "A"])
