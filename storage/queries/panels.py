@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
+from scheduling.deadletter_classes import reason_class_sql
 from storage.queries import metrics as m
 
 Kind = Literal["timeseries", "table", "stat"]
@@ -226,9 +227,10 @@ FROM (SELECT fromUnixTimestamp64Milli(finish_ms) AS finished_at, (finish_ms - su
 WHERE $__timeFilter(finished_at) GROUP BY time, policy ORDER BY time, policy
 """, unit="s", ranges={"jct_p95": NONNEG}, width=24),  # fmt: skip
     # -- dead letters --------------------------------------------------------------------------------
-    Panel("deadletters.over_time", "semsched-deadletters", "Dead letters by reason", "timeseries", f"""
-SELECT $__timeInterval(event_time) AS time, reason, uniqExact({m.DEADLETTER_KEY}) AS messages
-FROM deadletter FINAL WHERE $__timeFilter(event_time) GROUP BY time, reason ORDER BY time, reason
+    # by class, as the worker's counter (scheduling/deadletter_classes.py): a reason names ids, one series each
+    Panel("deadletters.over_time", "semsched-deadletters", "Dead letters by kind", "timeseries", f"""
+SELECT $__timeInterval(event_time) AS time, {reason_class_sql()} AS kind, uniqExact({m.DEADLETTER_KEY}) AS messages
+FROM deadletter FINAL WHERE $__timeFilter(event_time) GROUP BY time, kind ORDER BY time, kind
 """, ranges={"messages": NONNEG}, width=24),  # fmt: skip
     Panel("deadletters.by_reason", "semsched-deadletters", "Dead letters in the range", "table",
           m.deadletters_sql("$__timeFilter(event_time)"), ranges={"messages": NONNEG}, width=24),

@@ -30,25 +30,10 @@ from typing import Any, Protocol
 
 from opentelemetry.metrics import CallbackOptions, Observation
 
-from scheduling.events import INTERNAL_ERROR
+from scheduling.deadletter_classes import reason_class
 from streams.telemetry.setup import on_meter
 
 LATENCY_BUCKETS_MS = (1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
-
-_REASONS = (  # (reason prefix, class), first match wins
-    ("invalid", "invalid"), ("message of", "oversized"), ("not utf-8", "not_utf8"), ("empty", "empty"),
-    ("event of cluster", "wrong_partition"), (INTERNAL_ERROR, "internal_error"), ("job id", "duplicate"),
-)  # fmt: skip
-
-
-def reason_class(reason: str) -> str:
-    """A low-cardinality class for a dead letter's human-readable reason."""
-    r = reason.strip().lower()
-    for prefix, cls in _REASONS:
-        if r.startswith(prefix):
-            return cls
-    return "other"
-
 
 EMPTY_KEPT_S = 300.0  # how long a cluster whose queue emptied is reported at 0 before its series goes
 
