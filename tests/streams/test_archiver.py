@@ -220,8 +220,8 @@ class FlakyClient:
     def query_arrow(self, sql: str, parameters=None) -> pa.Table:  # noqa: ANN001
         return self.inner.query_arrow(sql, parameters)
 
-    def query_rows(self, sql: str, parameters=None):  # noqa: ANN001, ANN201
-        return self.inner.query_rows(sql, parameters)
+    def query_rows(self, sql: str, parameters=None, settings=None):  # noqa: ANN001, ANN201
+        return self.inner.query_rows(sql, parameters, settings)
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:
         if self.failing and table != "schema_migrations":
