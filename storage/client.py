@@ -27,7 +27,6 @@ Parameters are bound client-side (``%(name)s`` placeholders, clickhouse-connect'
 from __future__ import annotations
 
 import json
-import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -64,12 +63,6 @@ def bind(sql: str, parameters: Params = None) -> str:
     if not parameters:
         return sql.strip().rstrip(";")
     return finalize_query(sql.strip(), parameters)  # type: ignore[arg-type]
-
-
-def _literal(value: Any) -> str:
-    """A setting's value as SQL: a number bare, anything else a quoted string."""
-    text = str(value)
-    return text if re.fullmatch(r"-?\d+(\.\d+)?", text) else "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _py(value: Any) -> Any:
@@ -185,12 +178,12 @@ class ChdbClient:
         before = self._conn.query(f"SELECT name, value FROM system.settings WHERE name IN ({names})", "JSONCompact")
         old = {name: value for name, value in json.loads(before.bytes())["data"]}
         for name, value in settings.items():
-            self._conn.query(f"SET {name} = {_literal(value)}")
+            self._conn.query(bind(f"SET {name} = %(v)s", {"v": value}))  # (the driver's literals)
         try:
             return run()
         finally:
             for name in settings:
-                self._conn.query(f"SET {name} = {_literal(old[name])}")
+                self._conn.query(bind(f"SET {name} = %(v)s", {"v": old[name]}))
 
     def insert_arrow(self, table: str, data: pa.Table) -> int:
         if data.num_rows == 0:
