@@ -16,9 +16,11 @@ The definitions are the ones of ``scheduling/metrics`` (read there); what the ar
   with a value > 0: steps that wrote no decision are not in the archive, and two steps of
   one cluster with the very same float compute time would count once.
 - **placement stability**: a placement (job, attempt) is reversed when the job has a
-  ``failed`` or ``preempted`` event at that attempt, or any later attempt in the archive (a
-  timeout or failure re-queues the job at attempt + 1; a ``timed_out`` that raced with
-  ``started`` and kept the job running is not a reversal). Its cause and time are those of
+  ``failed`` or ``preempted`` event at that attempt, a ``timed_out`` read before the attempt's
+  first ``started``, or any later attempt in the archive (a timeout or failure re-queues the job
+  at attempt + 1; a ``timed_out`` that raced with ``started`` and kept the job running is not a
+  reversal). The timeout counts in its own right: the job's next decision may be written only
+  when it is placed again (found by review: until then the placement read as stable). Its cause and time are those of
   the first report that ended the attempt as the worker applied them (in the order it read
   them: lifecycle partition position, then event time): a ``preempted`` or ``failed``, or a
   ``timed_out`` read before the attempt's first ``started`` (one read after it raced with the
@@ -185,7 +187,7 @@ LEFT JOIN (SELECT cluster, job_id, max(attempt) AS max_attempt FROM (
                UNION ALL SELECT cluster, job_id, attempt FROM jobs_lifecycle_applied) GROUP BY cluster, job_id) AS m
     ON p.cluster = m.cluster AND p.job_id = m.job_id
 LEFT JOIN (SELECT x.cluster AS cluster, x.job_id AS job_id, x.attempt AS attempt, argMin(x.state, x.read_at) AS cause,
-                  argMin(x.event_time, x.read_at) AS t, countIf(x.state IN ('failed', 'preempted')) AS hard
+                  argMin(x.event_time, x.read_at) AS t, count() AS hard
            FROM (SELECT cluster, job_id, attempt, state, event_time,
                         (kafka_partition, kafka_offset, event_time) AS read_at
                  FROM jobs_lifecycle_applied WHERE state IN ('preempted', 'failed', 'timed_out')) AS x

@@ -175,6 +175,23 @@ def test_a_timeout_that_raced_the_start_is_not_what_a_later_preemption_reverses(
     assert [pending[int(at(s).timestamp())] for s in (0, 30, 35, 50, 90, 100, 110)] == [2, 0, 1, 0, 0, 1, 0]
 
 
+def test_a_timeout_before_the_start_reverses_the_placement_before_the_job_is_decided_again(
+        client: ArchiveClient) -> None:  # fmt: skip
+    """A's placement timed out unconfirmed (30 s) and the worker re-queued it; no decision of attempt 1
+    is archived yet (the worker writes a waiting record only when its reason changes). The placement
+    counted as stable and the Pending panel dropped A at 30 s while it waited (found by review)."""
+    from storage.queries.panels import PANELS_BY_ID, expand_macros
+
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-A", event_time=at(0), job_id="A", num_gpu=1)])
+    w.write("decisions", [placed("A", 0, 1, BF, 1, 1.0)])
+    w.write("jobs_lifecycle", [life("A", 0, "timed_out", 30)], [(0, 0)])
+    s = m.stability(client)["all"]
+    assert (s.placements, s.reversals, s.reversals_by_cause, s.placement_stability) == (1, 1, {"timed_out": 1}, 0.0)
+    pending = dict(client.query_rows(expand_macros(PANELS_BY_ID["queue.pending"].sql, at(0), at(60), 10))[1])
+    assert [pending[int(at(s).timestamp())] for s in (0, 10, 30, 40, 60)] == [1, 0, 1, 1, 1]
+
+
 def test_a_job_that_finished_after_it_was_re_queued_is_no_longer_pending(client: ArchiveClient) -> None:
     """L's placement timed out unconfirmed (31 s) and the worker re-queued it; its run finished after all
     (50 s) and the worker took the job as done ("finished after it was re-queued"). Nothing decides
