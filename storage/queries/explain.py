@@ -175,7 +175,8 @@ def _answer(job_id: str, sub: dict[str, Any] | None, decs: list[dict[str, Any]],
 
 def _last_report(life: list[dict[str, Any]], placed: int = 0) -> dict[str, Any] | None:
     """The lifecycle report that says where the job stands, as the worker applied them: a final one
-    (``finished``, ``rejected``) wherever it sorts (found by review: the worker's give-up notice
+    (``finished`` before ``rejected``, as :func:`~storage.queries.metrics.jobs_sql` decides the job's state;
+    wherever it sorts: found by review, the worker's give-up notice
     shares the failure's millisecond, and half the given-up jobs were "waiting to be re-placed"),
     else the last the worker read (its lifecycle partition's order) but a ``timed_out`` read after its
     attempt's first ``started`` (it keeps that run: the timeout raced its start; the rule of the archive's
@@ -186,8 +187,8 @@ def _last_report(life: list[dict[str, Any]], placed: int = 0) -> dict[str, Any] 
     fence) is not where the job stands (found by review: "preempted on n1, waiting to be re-placed" while
     the next attempt ran on n2)."""
     final = [e for e in life if e["state"] in ("finished", "rejected")]
-    if final:
-        return final[-1]
+    if final:  # a finish wins over a give-up notice, as the job metrics count it (found by review)
+        return next((e for e in reversed(final) if e["state"] == "finished"), final[-1])
     current = max([placed] + [int(e["attempt"]) for e in life if e["state"] == "started"])
     life = [e for e in life if int(e["attempt"]) >= current]
 

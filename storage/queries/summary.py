@@ -52,11 +52,16 @@ SELECT
     (SELECT uniqExact(cluster, job_id) FROM jobs_submitted_accepted) AS submitted,
     (SELECT uniqExact(topic_partition, topic_offset) FROM deadletter FINAL
      WHERE topic = 'jobs.submitted' AND NOT startsWith(reason, '__INTERNAL_ERROR__')) AS refused,
-    (SELECT uniqExact(cluster, job_id) FROM decisions_applied WHERE outcome = 'placed') AS placed,
-    (SELECT uniqExactIf((cluster, job_id, attempt), state = 'failed') FROM jobs_lifecycle_applied) AS failed,
-    (SELECT uniqExact(cluster, job_id) FROM (__RUNNING__)) AS running
+    (SELECT uniqExact(cluster, job_id) FROM decisions_applied WHERE outcome = 'placed' AND __ACCEPTED__) AS placed,
+    (SELECT uniqExactIf((cluster, job_id, attempt), state = 'failed') FROM jobs_lifecycle_applied
+     WHERE __ACCEPTED__) AS failed,
+    (SELECT uniqExact(cluster, job_id) FROM (__RUNNING__) WHERE __ACCEPTED__) AS running
 """
-_COUNTS = _COUNTS.replace("__RUNNING__", _RUNNING).replace("__INTERNAL_ERROR__", INTERNAL_ERROR)
+# the jobs the submitted count holds, as job_metrics counts them (found by review: the reports of a job whose
+# submission was refused counted as running and failed, beside 0 unfinished in the job metrics)
+_ACCEPTED = "(cluster, job_id) IN (SELECT cluster, job_id FROM jobs_submitted_accepted)"
+_COUNTS = (_COUNTS.replace("__RUNNING__", _RUNNING).replace("__INTERNAL_ERROR__", INTERNAL_ERROR)
+           .replace("__ACCEPTED__", _ACCEPTED))
 
 _REJECTED_BY_REASON = """
 SELECT reason, count() AS jobs FROM

@@ -78,6 +78,28 @@ def test_a_job_that_finished_after_a_give_up_notice_counts_as_finished_only(clie
     assert s.rejected_by_reason == {"gave up after 3 retries: no node has 8 GPUs": 1}
 
 
+def test_the_reports_of_a_job_never_accepted_count_nowhere_in_the_summary(client: ArchiveClient) -> None:
+    """Found by review: X has lifecycle reports (started, failed, started) but no accepted submission; the
+    summary counted it as still running and as a failed attempt, while the job metrics know no such job."""
+    events = scenario()
+    events["jobs_lifecycle"] += [life("X", 0, "started", 10, "n1"), life("X", 0, "failed", 12, "n1"),
+                                 life("X", 1, "started", 14, "n1")]  # fmt: skip
+    w = ArchiveWriter(client)
+    for table, rows in events.items():
+        w.write(table, rows, [(0, i) for i in range(len(rows))])
+    s = summary(client)
+    assert (s.submitted, s.placed, s.finished, s.failed, s.rejected, s.running) == (5, 2, 1, 0, 1, 1)
+
+
+def test_explain_a_job_that_finished_after_a_give_up_notice_says_it_finished(client: ArchiveClient) -> None:
+    """Found by review: A finished (50 s) and the worker's give-up notice came after it (60 s); the job
+    metrics count it as finished, explain said "rejected"."""
+    write_runs(client, "A", (("A", 0, 1, "n1"),), [life("A", 0, "started", 2, "n1"), life("A", 0, "finished", 50, "n1"),
+                                                   life("A", 1, "rejected", 60, None, reason="gave up")])  # fmt: skip
+    answer = explain(client, "A").answer
+    assert "finished on node n1" in answer and "rejected" not in answer, answer
+
+
 def test_summary_empty(client: ArchiveClient) -> None:
     s = summary(client)
     assert s.submitted == 0 and s.jct_mean_s is None and s.decision_latency_p99_ms is None
