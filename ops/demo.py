@@ -80,8 +80,10 @@ def learned_env(policy: str, inference: str, model_dir: Path | None) -> tuple[di
 
     uses_model = uses_learned(policy)
     if not uses_model:
-        return {}, (f"--inference {inference} needs the learned policy (--policy learned)" if inference != "in-process"
-                    else None)  # fmt: skip
+        if inference != "in-process":
+            return {}, f"--inference {inference} needs the learned policy (--policy learned)"
+        # (found by review: the flag was ignored, and the demo ran the heuristic without a word)
+        return {}, None if model_dir is None else f"--model needs the learned policy (--policy learned), not {policy!r}"
     model = (model_dir or default_model_dir()).absolute()
     if not (model / "config.json").exists():
         return {}, f"no model at {model}: train one first with `semsched train` (about 4–5 minutes on 2 cores)"
@@ -135,7 +137,9 @@ def run_demo(*, jobs: int, speed: float, start_offset: float, policy: str, port:
 def _run(loader: TraceLoader, plan: str, *, jobs: int, speed: float, policy: str, port: int, timeout_s: float,
          state_root: Path | None, env: dict[str, str], max_gap_s: float | None) -> int:  # fmt: skip
     try:
-        stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy)
+        # its own embedded archive, whatever the shell exports (found by review: a SEMSCHED_CLICKHOUSE_URL left
+        # set sent the demo's events into that server, and the reconciliation read its earlier runs)
+        stack = LocalStack.fresh("demo", port=port, state_root=state_root, policy=policy, clickhouse_url="")
     except StackBusy as e:  # before anything of the last run is touched
         console.print(f"[red]demo cannot start:[/] {escape(str(e))}")
         return 2

@@ -232,3 +232,34 @@ def test_the_settle_wait_counts_jobs_done_and_forgotten_since() -> None:
             return status
 
     assert demo.wait_until_settled(Stack(), 6, 1.0) is status  # type: ignore[arg-type]
+
+
+def test_the_demo_archives_into_its_own_embedded_archive_whatever_the_shell_exports(tmp_path: Path,
+                                                                                    monkeypatch) -> None:  # type: ignore[no-untyped-def]  # fmt: skip
+    """Found by review: with SEMSCHED_CLICKHOUSE_URL exported (the README's way to a server), the demo's
+    worker archived into that server, and the reconciliation read the runs before it."""
+    import ops.demo as demo
+    from ops.local_stack import LocalStack
+
+    seen: list[str] = []
+
+    class Stack(LocalStack):
+        def start_broker(self) -> float:
+            seen.append(self.settings.clickhouse_url)
+            raise RuntimeError("stopped before the broker")
+
+    monkeypatch.setenv("SEMSCHED_CLICKHOUSE_URL", "http://default:@analytics.example:8123/prod")
+    monkeypatch.setattr(demo, "LocalStack", Stack)
+    rc = demo.run_demo(jobs=10, speed=1e9, start_offset=10_000_000, policy="best-fit", port=0, timeout_s=1e9,
+                       state_root=tmp_path)  # fmt: skip
+    assert rc == 2 and seen == [""]
+
+
+def test_a_model_or_a_server_for_a_heuristic_policy_is_refused(tmp_path: Path) -> None:
+    """Found by review: ``--model DIR`` with a heuristic policy was ignored without a word."""
+    from ops.demo import learned_env
+
+    assert learned_env("best-fit", "in-process", None) == ({}, None)
+    env, problem = learned_env("best-fit", "in-process", tmp_path / "no-such-model")
+    assert env == {} and problem == "--model needs the learned policy (--policy learned), not 'best-fit'"
+    assert "needs the learned policy" in str(learned_env("fgd", "triton", None)[1])
