@@ -337,9 +337,19 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
         self._calls += 1
         return step
 
+    def _leave_step(self) -> None:
+        """Scoring goes on outside a step (the fill path after a simulated step): nothing of the step's
+        (its time, its queue summary, its calls, its fallback) decides for jobs outside its order."""
+        self._in_step, self._step, self._step_fallback = False, None, None
+        self._windows = StepWindows(size=self.window)
+
     def score(self, job: JobRequest, snapshot: ClusterSnapshot, feasible_mask: np.ndarray) -> np.ndarray:
+        if self._in_step and job.job_id not in self._windows.position:
+            self._leave_step()  # (found by review: the step's flag stayed up, and one-off jobs were scored as its)
         if self._in_step:
             self._windows.scored.add(job.job_id)
+        else:  # a failed call outside a step covers that call only (found by review: one failure handed the rest
+            self._step_fallback = None  # of a fill run to the fallback, reported under the learned policy's name)
         if not (self.fell_back or self._step_fallback is not None):
             step = self._step_for(job, snapshot)
             if step is not None:  # else the backend failed just now
@@ -350,7 +360,8 @@ class LearnedPolicy(ServedModel, DecisionEstimates, BasePolicy):
                     self.last_step = StepStatus(self.backend.name, step.version, True, self._step_fallback)
                 else:
                     scores[~feasible_mask] = -np.inf
-                    self._windows.scored_by[job.job_id] = step
+                    if self._in_step:  # (outside a step it is self._step: found by review, a fill run kept every
+                        self._windows.scored_by[job.job_id] = step  # pod's call, ~0.6 MB each at 1,213 nodes)
                     return self._look_ahead(step, job, snapshot, scores) if self.lookahead is not None else scores
         self.fallback_jobs.add(job.job_id)  # decided by the heuristic (the worker's records say so per job)
         return self.fallback.score(job, snapshot, feasible_mask)

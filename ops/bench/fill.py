@@ -84,9 +84,15 @@ def run_fill_bench(*, pods: Path | None, nodes: Path | None, policies: list[str]
             for name in policies:
                 bar.update(task, what=f"{name} seed {seed}")
                 t0 = time.perf_counter()
-                r = run_fill(node_views, seq, get_policy(name, **policy_kwargs(name, seed, workload)), seed)
+                policy = get_policy(name, **policy_kwargs(name, seed, workload))
+                r = run_fill(node_views, seq, policy, seed)
+                # pods a model-backed policy's fallback scored (its backend failed): its row is not the model's alone
+                fell_back = len(getattr(policy, "fallback_jobs", ()))
+                if fell_back:
+                    console.print(f"[yellow]bench fill: {name} seed {seed}: the fallback scored {fell_back:,} of "
+                                  f"{len(seq):,} pods: its model's backend failed for them")  # fmt: skip
                 runs.append({"policy": name, "seed": seed, "pods": len(seq), "placed": r.placed,
-                             "dropped": r.dropped, "seconds": time.perf_counter() - t0,
+                             "dropped": r.dropped, "seconds": time.perf_counter() - t0, "fallback_scored": fell_back,
                              "curve": [r.allocated_at(x) for x in CURVE]})  # fmt: skip
                 bar.advance(task)
     command = command or ("semsched bench fill" + (f" --pods {pods}" if pods else "")

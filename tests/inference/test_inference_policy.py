@@ -645,3 +645,55 @@ def test_in_process_a_served_encoder_embeds_no_more_than_the_window_ahead(tmp_pa
     p.backend.step_deadline_ms = 30_000.0  # a remote backend's: the rest of the queue is embedded ahead
     asyncio.run(p.prepare_step(snap, jobs, 2.0))
     assert seen[-1] == (4, 8)
+
+
+class OnceFailingBackend:
+    """The in-process backend, whose first synchronous call fails (a hiccup: it answers again after)."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.loaded, self.calls = inner, inner.name, inner.loaded, 0
+
+    def refresh(self, force=False):
+        return False
+
+    def policy(self, inputs, **kw):
+        from inference.backends import BackendError
+
+        self.calls += 1
+        if self.calls == 1:
+            raise BackendError("a hiccup")
+        return self.inner.policy(inputs)
+
+
+def test_outside_a_step_one_failed_call_does_not_hand_the_rest_to_the_fallback(tmp_path):
+    """Found by review: the fill path (no order()) never cleared the step's fallback, so after one failed
+    call every later pod was scored by the fallback, and `bench fill` reported FGD under "learned"."""
+    p = LearnedPolicy(loaded=untrained(tmp_path), fallback="best-fit")
+    p.backend = OnceFailingBackend(p.backend)
+    snap = small_snapshot()
+    pods = pod_mix(5, seed=3)
+    for j in pods:
+        p.score(j, snap, run_filters(j, snap, explain=False).feasible_mask)
+    assert p.fallback_jobs == {pods[0].job_id} and p.backend.calls == len(pods)
+    assert not p.last_step.fallback
+
+
+def test_outside_a_step_no_scored_call_is_kept_per_job(tmp_path):
+    """Found by review: every pod of a fill run kept its call's PreparedStep (~0.6 MB at 1,213 nodes)."""
+    p = LearnedPolicy(loaded=untrained(tmp_path), refresh_every=1)
+    snap = small_snapshot()
+    for j in pod_mix(6, seed=4):
+        p.score(j, snap, run_filters(j, snap, explain=False).feasible_mask)
+    assert p.windows.scored_by == {} and p.model_calls == 6
+
+
+def test_a_job_scored_after_a_step_is_scored_as_a_fresh_policy_scores_it(tmp_path):
+    """Found by review: after one schedule_step the policy stayed "in the step": a job scored later (the
+    fill path) took the old step's time and queue summary, and the model was never refreshed again."""
+    loaded = untrained(tmp_path)
+    used, fresh = LearnedPolicy(loaded=loaded), LearnedPolicy(loaded=loaded)
+    schedule_step(small_snapshot(), pod_mix(10), used, now=500.0)
+    snap = small_snapshot()
+    j = job(gpus=1, per=500)
+    mask = run_filters(j, snap, explain=False).feasible_mask
+    np.testing.assert_allclose(used.score(j, snap, mask), fresh.score(j, snap, mask), rtol=0, atol=1e-6)
