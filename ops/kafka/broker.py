@@ -390,7 +390,11 @@ class KafkaBroker:
             if not port_free(p, HOST):
                 raise KafkaBrokerError(f"Kafka {name} {HOST}:{p} is already in use")
 
+        resolving = time.monotonic()
         self.ensure_jars()
+        # the jars' resolution (a first run's mvn) is not the broker's start: it does not eat its timeout (found
+        # by review: a first `semsched demo` whose mvn took longer than 60 s gave up before probing the broker)
+        t0 += time.monotonic() - resolving
         self.config_file.write_text(self.server_properties())
         self.format_storage()
 

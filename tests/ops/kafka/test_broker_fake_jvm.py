@@ -198,3 +198,26 @@ def test_another_broker_answering_on_the_port_is_not_taken_for_this_one(
         assert broker.read_pid() is None
     finally:
         other.close()
+
+
+class SlowJars(KafkaBroker):
+    """A first run: resolving the jars (mvn) takes longer than the start's timeout."""
+
+    def ensure_jars(self) -> None:
+        import time
+
+        time.sleep(2.5)
+        super().ensure_jars()
+
+
+def test_resolving_the_jars_does_not_eat_the_brokers_start_timeout(tmp_path: Path, fake_jvm: dict[str, Path]) -> None:
+    """Found by review: the deadline started before the jars were resolved; a first `semsched demo` whose
+    mvn took longer than the timeout killed a broker it had never probed ("not ready within 60s")."""
+    port = free_port()
+    b = SlowJars(port=port, controller_port=free_port({port}), data_dir=tmp_path / "kafka", lib_dir=fake_jvm["lib"],
+                 java=str(fake_jvm["java"]))  # fmt: skip
+    try:
+        status = b.start(timeout=2.0)
+        assert status.pid == b._proc.pid and b.last_startup_seconds < 2.0
+    finally:
+        b.stop(timeout=5)
