@@ -39,6 +39,7 @@ __all__ = ["WorkerBusy", "WorkerSqlClient", "db_app", "explain_command", "open_a
 
 db_app = typer.Typer(help="The ClickHouse archive: schema migrations.", no_args_is_help=True)
 console = wide_console()
+err_console = wide_console(stderr=True)  # errors: not into a `sql ... > out.csv` (found by review)
 
 Rows = tuple[list[str], list[tuple[Any, ...]]]
 
@@ -229,7 +230,7 @@ def migrate_command() -> None:
         hint = ("; a running worker owns the embedded archive's directory: stop it first (it migrates on start)"
                 if held_by_another_process(dsn) else "")  # fmt: skip
         first = (str(e).strip().splitlines() or [""])[0].replace(dsn, redacted(dsn))  # (not ClickHouse's stack trace)
-        console.print(f"[red]migrate failed:[/red] {type(e).__name__}: {first}{hint}")
+        err_console.print(f"[red]migrate failed:[/red] {type(e).__name__}: {first}{hint}")
         raise typer.Exit(1) from None
     if applied:
         console.print("applied migrations: " + ", ".join(f"{v:04d}" for v in applied))
@@ -239,7 +240,7 @@ def migrate_command() -> None:
 
 def sql_command(
     query: str = typer.Argument(
-        ..., help='A ClickHouse SQL query, e.g. "SELECT count() FROM jobs_submitted FINAL".'
+        ..., help='A ClickHouse SQL query, e.g. "SELECT count() FROM jobs_submitted_accepted".'
     ),
     format: OutputFormat = typer.Option(OutputFormat.table, "--format", "-f", help="table | csv | json"),  # noqa: A002
     timeout: float = typer.Option(60.0, help="Seconds to wait for a running worker's answer (and how long the "
@@ -249,8 +250,8 @@ def sql_command(
 ) -> None:
     """Run SQL against the archive. Tries the running worker first (POST
     http://127.0.0.1:<web_port>/sql: in embedded mode the worker owns the chdb directory), then,
-    when no worker listens, opens Settings().clickhouse_dsn directly. Read tables with FINAL so
-    redelivered events count once."""
+    when no worker listens, opens Settings().clickhouse_dsn directly. Read the *_accepted views (what the
+    worker acted on), or tables with FINAL so redelivered events count once."""
     settings = Settings()
     try:
         cols, rows = query_via_worker(settings, query, timeout=timeout, max_rows=max_rows)
@@ -259,10 +260,10 @@ def sql_command(
         try:
             cols, rows = run_sql(client, query)
         except Exception as e:  # noqa: BLE001 - show the database's message, not a traceback
-            console.print(f"[red]query failed:[/red] {escape(str(e))}")
+            err_console.print(f"[red]query failed:[/red] {escape(str(e))}")
             raise typer.Exit(1) from None
     except RuntimeError as e:  # the worker's error, or WorkerBusy
-        console.print(f"[red]{escape(str(e))}[/red]")
+        err_console.print(f"[red]{escape(str(e))}[/red]")
         raise typer.Exit(1) from None
     _print(cols, rows, format)
 
@@ -288,10 +289,10 @@ def explain_command(
     except typer.Exit:  # (a RuntimeError too: no archive, already said; found by review, it printed "1")
         raise
     except RuntimeError as err:  # WorkerBusy, or the worker's error
-        console.print(f"[red]{escape(str(err))}[/red]")
+        err_console.print(f"[red]{escape(str(err))}[/red]")
         raise typer.Exit(1) from None
     if cluster is not None and cluster not in holders and holders:  # (found by review: "not in the archive")
-        console.print(f"Job {escape(job_id)} is not in cluster {escape(cluster)!r}: the archive holds it in "
+        err_console.print(f"Job {escape(job_id)} is not in cluster {escape(cluster)!r}: the archive holds it in "
                       f"{', '.join(repr(c) for c in holders)} (--cluster)")  # fmt: skip
         raise typer.Exit(1)
     for e in explained:

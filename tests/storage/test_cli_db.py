@@ -217,6 +217,13 @@ def test_sql_csv_ends_lines_with_newlines_as_unix_tools_expect(direct: None) -> 
     assert r.stdout == 'n,s\n0,"a,b"\n1,"a,b"\n'
 
 
+def test_a_failed_query_says_so_on_stderr_not_into_the_output(direct: None) -> None:
+    """Found by review: `semsched sql ... -f csv > out.csv` wrote "query failed: ..." into out.csv."""
+    r = CliRunner().invoke(_db_app(), ["sql", "-f", "csv", "SELECT no_such_column FROM jobs_submitted"])
+    assert r.exit_code == 1 and r.stdout == ""
+    assert "query failed" in r.stderr and "no_such_column" in r.stderr
+
+
 def _not_json(constant: str) -> None:
     raise ValueError(f"{constant} is not JSON")
 
