@@ -14,6 +14,8 @@ import pytest
 
 from inference.serving.host_files import SHM_DIR, serve_prefix, sweep_dead_servers, token_path
 
+pytestmark = pytest.mark.integration  # its own real tritonserver (found by review: left out of -m integration)
+
 
 def reachable(host: str, port: int) -> bool:
     with socket.socket() as sock:

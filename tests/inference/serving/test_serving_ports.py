@@ -14,6 +14,8 @@ from serving_helpers import publish
 import inference.serving.process as process
 from inference.serving.process import PortInUse, group_members, start_server
 
+pytestmark = pytest.mark.integration  # its own real tritonserver (found by review: left out of -m integration)
+
 
 @pytest.fixture
 def busy() -> Iterator[int]:
