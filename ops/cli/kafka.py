@@ -201,12 +201,11 @@ def status(
 @kafka_app.command("jars")
 def jars() -> None:
     """Resolve the broker's jars from Maven Central into the cached lib dir (idempotent)."""
-    from ops.kafka.broker import KafkaBroker
+    from ops.kafka import jars as kafka_jars
 
-    broker = KafkaBroker(port=DEFAULT_PORT, data_dir=default_data_dir())
     t0 = time.time()
-    try:
-        lib = broker.ensure_jars()
+    try:  # (no broker: a bad server.properties in the default data dir stopped `make demo` here; review)
+        lib = kafka_jars.ensure_jars(kafka_jars.default_lib_dir(), kafka_jars.KAFKA_POM)
     except KafkaBrokerError as e:
         err_console.print(f"[red]{escape(str(e))}[/]")
         raise typer.Exit(1) from None

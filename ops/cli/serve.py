@@ -55,6 +55,11 @@ def serve_command(
     if not port_free(0, host):  # any port: whether this machine has the address at all
         typer.echo(f"error: --host {host}: not an address this machine can listen on", err=True)
         raise typer.Exit(2)
+    named = {"grpc": grpc_port, "http": http_port, "metrics": metrics_port}
+    if len(set(named.values())) < len(named):  # each would pass the check below alone (found by review)
+        typer.echo("error: --grpc-port, --http-port and --metrics-port must differ: "
+                   + ", ".join(f"{k} {v}" for k, v in named.items()), err=True)  # fmt: skip
+        raise typer.Exit(2)
     taken = [f"--{name}-port {port}" for name, port in (("grpc", grpc_port), ("http", http_port),
                                                           ("metrics", metrics_port)) if not port_free(port, host)]
     if taken:  # tritonserver would fail to bind after the models loaded: say so before

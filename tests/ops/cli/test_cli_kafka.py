@@ -38,3 +38,17 @@ def test_a_stop_that_cannot_take_the_broker_lock_says_so(tmp_path: Path, monkeyp
     assert result.exit_code == 1, result.output
     assert "kafka stop failed: another process (pid 7) is starting or stopping the broker of" in result.output
     assert "[/x]" in result.output
+
+
+def test_jars_resolves_whatever_the_default_data_dirs_properties_hold(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: `kafka jars` (the first step of `make demo` and `make test`) built a broker on the default
+    data dir just to resolve the jars, and a bad server.properties there ended it in a traceback."""
+    from ops.kafka import jars
+
+    (tmp_path / "kafka").mkdir()
+    (tmp_path / "kafka" / "server.properties").write_bytes(b"log.dirs=\xff\xfe\n")
+    monkeypatch.setenv("SEMSCHED_STATE_DIR", str(tmp_path))
+    monkeypatch.setattr(jars, "ensure_jars", lambda lib, pom, timeout=900: tmp_path / "lib")
+    result = runner.invoke(app, ["kafka", "jars"])
+    assert result.exit_code == 0 and "Kafka jars ready" in result.output, result.output

@@ -59,3 +59,14 @@ def test_a_duration_model_that_does_not_load_exits_2_before_anything_starts(tmp_
     (tmp_path / "d" / "config.json").write_text('{"hidden": ')
     result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--duration", str(tmp_path / "d")])
     assert result.exit_code == 2 and "the duration model in" in result.output and "does not load" in result.output
+
+
+def test_one_port_for_two_endpoints_exits_2_before_anything_starts(tmp_path, monkeypatch):
+    """Found by review: each port was checked free on its own, so --grpc-port, --http-port and --metrics-port
+    all 18555 passed, and tritonserver failed to bind only after the models had loaded."""
+    started: list[object] = []
+    monkeypatch.setattr("inference.serving.server.serve", lambda options: started.append(options) or 0)
+    save_model(tmp_path / "m", Scorer(ModelConfig()), "v1")
+    result = runner.invoke(app, ["serve", "--model", str(tmp_path / "m"), "--grpc-port", "18555", "--http-port",
+                                 "18555", "--metrics-port", "18556"])  # fmt: skip
+    assert result.exit_code == 2 and "must differ" in result.output and started == [], result.output
