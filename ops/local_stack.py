@@ -122,8 +122,8 @@ def hold_run_lock(run_dir: Path) -> Any:
     import fcntl
 
     path = run_dir.parent / f"{run_dir.name}.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    try:
+    try:  # (the directory too: found by review, SEMSCHED_STATE_DIR=/dev/null/state gave a traceback)
+        path.parent.mkdir(parents=True, exist_ok=True)
         handle = open(path, "a+")  # noqa: SIM115 - held open: the lock lives as long as the file
     except OSError as e:  # another user's (an earlier `sudo make demo`), a read-only state dir
         raise StackBusy(f"cannot take the run lock {path}: {e}: remove it, or use another state directory "
@@ -167,7 +167,12 @@ class LocalStack:
             lock.close()
             raise StackBusy(problem)
         shutil.rmtree(run_dir, ignore_errors=True)
-        run_dir.mkdir(parents=True)
+        try:
+            run_dir.mkdir(parents=True)
+        except OSError as e:  # (what the wipe could not remove: another user's files, say)
+            lock.close()
+            raise StackBusy(f"cannot make the run directory {run_dir}: {e.strerror or e}: remove it, or use "
+                            "another state directory (SEMSCHED_STATE_DIR)") from None  # fmt: skip
         kafka_port, web_port = stack_ports(port)
         settings = base.model_copy(update={
             "bootstrap": f"127.0.0.1:{port or kafka_port}", "state_dir": run_dir, "topic_prefix": "semsched.",

@@ -263,3 +263,12 @@ def test_a_model_or_a_server_for_a_heuristic_policy_is_refused(tmp_path: Path) -
     env, problem = learned_env("best-fit", "in-process", tmp_path / "no-such-model")
     assert env == {} and problem == "--model needs the learned policy (--policy learned), not 'best-fit'"
     assert "needs the learned policy" in str(learned_env("fgd", "triton", None)[1])
+
+
+def test_a_state_directory_that_cannot_be_made_says_so_without_a_traceback(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Found by review: SEMSCHED_STATE_DIR=/dev/null/state ended the demo in a NotADirectoryError traceback."""
+    (tmp_path / "file").write_text("")
+    rc = run_demo(jobs=10, speed=1e9, start_offset=10_000_000, policy="best-fit", port=0, timeout_s=1e9,
+                  state_root=tmp_path / "file" / "state")  # fmt: skip
+    out = capsys.readouterr().out
+    assert rc == 2 and "demo cannot start" in out and "Not a directory" in out, out
