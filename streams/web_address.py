@@ -22,18 +22,20 @@ def advertise(state_dir: Path, port: int) -> None:
     web server), unless the file names another live process: a second worker on the same directory,
     which will fail, must not take the running one's place (found by the ops review: it did, then
     removed the file, and ``semsched sql`` said a worker owned the archive and to stop it)."""
+    from ops.processes import start_ticks
+
     if port <= 0:
         return
     owner = _advertised(state_dir)
-    if owner is not None and owner[1] not in (None, os.getpid()) and _alive(owner[1]):
+    if owner is not None and owner[1] not in (None, os.getpid()) and _alive(owner[1], owner[2]):
         return
-    (state_dir / PORT_FILE).write_text(f"{port} {os.getpid()}\n")
+    (state_dir / PORT_FILE).write_text(f"{port} {os.getpid()} {start_ticks(os.getpid()) or 0}\n")
 
 
 def withdraw(state_dir: Path, port: int) -> None:
     """Remove the file if it is this process's, for ``port``."""
     with contextlib.suppress(OSError):
-        if _advertised(state_dir) == (port, os.getpid()):
+        if (_advertised(state_dir) or ())[:2] == (port, os.getpid()):
             (state_dir / PORT_FILE).unlink()
 
 
@@ -43,18 +45,25 @@ def advertised_port(state_dir: Path) -> int | None:
     return None if got is None else got[0]
 
 
-def _advertised(state_dir: Path) -> tuple[int, int | None] | None:
-    """``(port, pid)`` from the file (``pid`` None in a file of an older worker), or None."""
+def _advertised(state_dir: Path) -> tuple[int, int | None, int | None] | None:
+    """``(port, pid, start ticks)`` from the file (``pid`` and ``ticks`` None in a file of an older worker),
+    or None."""
     try:
         fields = [int(x) for x in (state_dir / PORT_FILE).read_text().split()]
     except (OSError, ValueError):
         return None
     if not fields or not 0 < fields[0] < 65536:
         return None
-    return fields[0], fields[1] if len(fields) > 1 else None
+    return fields[0], fields[1] if len(fields) > 1 else None, fields[2] if len(fields) > 2 and fields[2] else None
 
 
-def _alive(pid: int) -> bool:
+def _alive(pid: int, ticks: int | None = None) -> bool:
+    """Whether the worker that wrote the file runs: ``pid`` with the start ``ticks`` it wrote (found by review:
+    a killed worker's PID reused by another process kept its file, and the next worker never advertised)."""
+    if ticks is not None:
+        from ops.processes import start_ticks
+
+        return start_ticks(pid) == ticks
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

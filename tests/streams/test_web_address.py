@@ -41,3 +41,20 @@ def test_a_second_worker_neither_takes_nor_removes_a_running_ones_file(tmp_path:
     assert advertised_port(tmp_path) == 45000
     (tmp_path / PORT_FILE).write_text("41234\n")  # a file an older worker wrote: still read
     assert advertised_port(tmp_path) == 41234
+
+
+def test_a_killed_workers_file_whose_pid_another_process_took_is_replaced(tmp_path: Path) -> None:
+    """Found by review: the file of a worker killed with SIGKILL named a PID that another process then took;
+    it counted as alive, the next worker never wrote its port, and the CLI asked the old one."""
+    import os
+
+    from ops.processes import start_ticks
+
+    me = os.getpid()
+    (tmp_path / PORT_FILE).write_text(f"41111 {os.getppid()} {(start_ticks(os.getppid()) or 0) + 1}\n")  # not that process
+    advertise(tmp_path, 52222)
+    assert advertised_port(tmp_path) == 52222
+    assert (tmp_path / PORT_FILE).read_text() == f"52222 {me} {start_ticks(me)}\n"
+    (tmp_path / PORT_FILE).write_text(f"41111 {os.getppid()} {start_ticks(os.getppid())}\n")  # that very process
+    advertise(tmp_path, 52223)
+    assert advertised_port(tmp_path) == 41111
