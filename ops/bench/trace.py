@@ -112,7 +112,8 @@ def write_instance_limit_floor(report: Report, nodes: Sequence, jobs: Sequence[S
         rows.append({"policy": r.policy, "limited_queue_mean": theirs / len(limited),
                      "floor_mean": floor / len(limited), "above_floor_pct": 100 * (theirs / floor - 1),
                      "share_of_all_queueing_pct": 100 * theirs / everyone if everyone else None,
-                     "queue_mean_all": everyone / len(jobs), "floor_over_all_jobs": floor / len(jobs)})  # fmt: skip
+                     "queue_mean_all": everyone / len(jobs), "floor_over_all_jobs": floor / len(jobs),
+                     "not_started": sum(waits.get(j.job_id) is None for j in jobs)})  # fmt: skip
     apps = "; ".join(f"{b.app}: {b.tasks:,} tasks on {b.slots:,} slots, floor {b.mean_wait_s:,.1f} s mean"
                      for b in bounds[:5]) + (f"; and {len(bounds) - 5} more" if len(bounds) > 5 else "")  # fmt: skip
     report.table("Queueing behind per-node instance limits (s)", rows, note=(
@@ -120,6 +121,8 @@ def write_instance_limit_floor(report: Report, nodes: Sequence, jobs: Sequence[S
         f"max_instances_per_node ({apps}). Their tasks queue at least floor_mean whatever the placement, "
         "when they start in queue order (fifo and the plain placements; not sjf-*, nor preemptive las); "
         "floor_over_all_jobs is that floor spread over every job, a floor of queue_mean_all for those "
-        "policies. See scheduling/simulator/bounds.py."))
+        "policies. Both means are per submitted task (job): a job that never started adds no wait, and "
+        "not_started counts those (when it is not 0, queue_mean_all is below the main table's queue_mean, "
+        "which is per started job). See scheduling/simulator/bounds.py."))
     report.data("instance_limit_floor", [{"app": b.app, "tasks": b.tasks, "slots": b.slots, "wait_s": b.wait_s}
                                          for b in bounds])  # fmt: skip

@@ -12,7 +12,14 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from inference.training.archive_events import fold_events
-from scheduling.events import DecisionRecord, JobLifecycle, JobSubmitted, NodeTelemetry, decision_id_for
+from scheduling.events import (
+    DeadLetter,
+    DecisionRecord,
+    JobLifecycle,
+    JobSubmitted,
+    NodeTelemetry,
+    decision_id_for,
+)
 from storage.client import ArchiveClient
 from storage.queries.finished_jobs import finished_jobs
 from storage.queries.job_runs import job_runs
@@ -253,5 +260,12 @@ def test_the_bench_pipeline_reads_count_each_clusters_job(both_finished: Archive
                                                         gpu_indices=[0]) for cl in "ab"], [(0, 0), (1, 0)])  # fmt: skip
     assert c.query_rows(q.COMPLETE)[1][0][0] == 2
     assert sorted(c.query_rows(q.SUBMIT_TO_COMMAND_MS)[1]) == [(1000,), (1000,)]
+    # a refused second submission of a's job1 (a reused id, 30 s later) is no second latency (found by review)
+    ArchiveWriter(c).write("jobs_submitted", [JobSubmitted(event_id="s-a-again", event_time=at(30), job_id="job1",
+                                                           cluster="a", cpu_milli=1)], [(0, 90)])  # fmt: skip
+    ArchiveWriter(c).write("deadletter", [DeadLetter.of(b"{}", "job id 'job1' was already submitted",
+                                                        topic="jobs.submitted", partition=0, offset=90)])  # fmt: skip
+    assert sorted(c.query_rows(q.SUBMIT_TO_COMMAND_MS)[1]) == [(1000,), (1000,)]
     assert c.query_rows(q.FINISHED_MORE_THAN_ONCE)[1] == [(0,)]
     assert c.query_rows(q.TERMINAL_JOBS)[1] == [(2,)]
+    assert len(c.query_rows(q.STEP_COMPUTE_MS)[1]) == 2  # a step per cluster

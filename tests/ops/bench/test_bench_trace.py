@@ -77,7 +77,7 @@ def test_bench_trace_reports_the_floor_of_apps_limited_per_node(tmp_path):
     assert {r["policy"] for r in rows} == {"best-fit", "least-allocated"}
     for r in rows:
         assert r["limited_queue_mean"] >= r["floor_mean"] > 0 and r["above_floor_pct"] >= 0
-        assert r["queue_mean_all"] >= r["floor_over_all_jobs"]
+        assert r["queue_mean_all"] >= r["floor_over_all_jobs"] and r["not_started"] == 0
     assert "Queueing behind per-node instance limits" in (tmp_path / "bench-trace-google2011.md").read_text()
 
 
