@@ -27,10 +27,11 @@ SELECT count(), max(t) FROM (
 ) WHERE has(ks, 'submitted') AND has(ks, 'decided') AND (has(ks, 'finished') AND has(ks, 'commanded')
                                                          OR has(ks, 'rejected'))"""
 
-#: per job: its first PlacementCommand's event time minus its submission's, in ms
+#: per job: its first PlacementCommand's event time minus its (accepted) submission's, in ms (found by review:
+#: every raw submission row was joined, so a refused re-submission of a job id added a second, negative value)
 SUBMIT_TO_COMMAND_MS = """
 SELECT toUnixTimestamp64Milli(a.t) - toUnixTimestamp64Milli(s.event_time)
-FROM (SELECT cluster, job_id, event_time FROM jobs_submitted FINAL) AS s
+FROM (SELECT cluster, job_id, min(event_time) AS event_time FROM jobs_submitted_accepted GROUP BY cluster, job_id) AS s
 INNER JOIN (SELECT cluster, assumeNotNull(job_id) AS job_id, min(event_time) AS t FROM actions FINAL
             WHERE kind = 'place' GROUP BY cluster, job_id) AS a ON a.cluster = s.cluster AND a.job_id = s.job_id"""
 
@@ -38,8 +39,10 @@ INNER JOIN (SELECT cluster, assumeNotNull(job_id) AS job_id, min(event_time) AS 
 SUBMITTED_WITH_PREFIX = "SELECT count() FROM jobs_submitted FINAL WHERE startsWith(job_id, %(prefix)s)"
 
 FIRST_ATTEMPT_LATENCY_MS = "SELECT latency_ms FROM decisions_applied WHERE outcome = 'placed' AND attempt = 0"
-STEP_COMPUTE_MS = ("SELECT step_compute_ms, count() FROM decisions_applied WHERE outcome = 'placed' "
-                   "GROUP BY step_compute_ms")  # fmt: skip
+#: per step that placed jobs (by its step id, as the archive's step metric: two steps with the very same float
+#: compute time were one step before, found by review): its compute time and its placements
+STEP_COMPUTE_MS = ("SELECT any(step_compute_ms), count() FROM decisions_applied WHERE outcome = 'placed' "
+                   "GROUP BY cluster, if(step_id != '', step_id, concat(policy, '/', toString(step_compute_ms)))")  # fmt: skip
 LIFECYCLE_STATES = "SELECT state, count() FROM jobs_lifecycle FINAL GROUP BY state ORDER BY state"
 DECISION_OUTCOMES = "SELECT outcome, count() FROM decisions_applied GROUP BY outcome ORDER BY outcome"
 RETRIED = "SELECT count(), uniqExact(cluster, job_id) FROM decisions_applied WHERE attempt > 0"
