@@ -125,15 +125,16 @@ def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
     (first) ``sjf-learned`` row against the best deployable ordering on the same placement (``{}``
     without such rows)."""
     learned = next((r for r in rows if r["policy"].startswith("sjf-learned+")), None)
-    if learned is None:
+    if learned is None or learned["jct_mean"] is None:  # (no job finished: no mean to compare; found by review)
         return {}
     placement = learned["policy"].partition("+")[2]
-    same = [r for r in rows if r["policy"].partition("+")[0] in DEPLOYABLE and r["policy"].partition("+")[2] == placement]
+    same = [r for r in rows if r["policy"].partition("+")[0] in DEPLOYABLE and r["policy"].partition("+")[2] == placement
+            and r["jct_mean"] is not None]  # fmt: skip
     if not same:
         return {}
     best = min(same, key=lambda r: r["jct_mean"])
     for r in rows:
-        r["vs_best_deployable"] = f"{r['jct_mean'] / best['jct_mean'] - 1:+.2%}"
+        r["vs_best_deployable"] = "" if r["jct_mean"] is None else f"{r['jct_mean'] / best['jct_mean'] - 1:+.2%}"
     return {"best_deployable": best["policy"], "best_deployable_jct_mean": best["jct_mean"],
             "learned_jct_mean": learned["jct_mean"], "learned_beats_best": learned["jct_mean"] < best["jct_mean"],
             "learned_queue_mean": learned["queue_mean"], "best_deployable_queue_mean": best["queue_mean"]}  # fmt: skip
@@ -187,8 +188,9 @@ def run_sjf_bench(*, trace: str, path: Path | None = None, placement: str | None
         for name in names:
             results.append(run_one(name, replay, jobs, config, model, bar))
             r = results[-1]
-            console.print(f"  {name}: JCT mean {r.metrics.jct.mean:,.1f} s, queueing mean "
-                          f"{r.metrics.queueing_delay.mean:,.1f} s, {r.wall_s:.1f} s")  # fmt: skip
+            jct, queue = r.metrics.jct.mean, r.metrics.queueing_delay.mean  # (None: no job finished / started)
+            console.print(f"  {name}: JCT mean {'–' if jct is None else f'{jct:,.1f} s'}, queueing mean "
+                          f"{'–' if queue is None else f'{queue:,.1f} s'}, {r.wall_s:.1f} s")  # fmt: skip
     rows = [r.summary() for r in results]
     verdict = compare(rows)
     report = Report(out_dir, f"bench-sjf-{trace}", f"Learned SJF on the held-out {trace} replay", command,

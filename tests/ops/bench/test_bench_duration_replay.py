@@ -98,6 +98,11 @@ def test_the_verdict_compares_with_the_best_of_fifo_sjf_predicted_and_las() -> N
     assert compare(other)["best_deployable"] == "las+best-fit"
     assert compare([r for r in other if r["policy"] in ("fifo+fgd", "sjf-learned+best-fit")]) == {}
     assert compare([r for r in rows if not r["policy"].startswith("sjf-learned")]) == {}
+    # a policy that finished no job has no mean JCT (None): no verdict on it, no TypeError (found by review)
+    rows[1]["jct_mean"] = None
+    assert compare(rows)["best_deployable"] == "las+best-fit" and rows[1]["vs_best_deployable"] == ""
+    rows[3]["jct_mean"] = None
+    assert compare(rows) == {}
 
 
 def test_bench_sjf_learns_from_what_bench_duration_does(monkeypatch) -> None:  # noqa: ANN001
