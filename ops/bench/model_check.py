@@ -68,6 +68,27 @@ def seen_fill_seeds(seeds: Sequence[int]) -> list[int]:
         return []
     return sorted(trained_seeds(train) & set(seeds))
 
+def duration_trained_on(policies: Sequence[str], trace: str) -> str | None:
+    """Why the learned orderings' numbers on a replay of ``trace`` are inflated, else ``None``: their
+    duration model learned from that very trace's jobs (its ``train_info``), whose run times its retrieval
+    index holds and hands back (found by review: ``bench trace``/``sweep`` said nothing, as ``bench fill``
+    once said nothing of the placement model's training seeds). ``bench sjf`` replays only the part after
+    the model's cut, and is the benchmark of the learned orderings."""
+    if not any(p.partition("+")[0] in LEARNED_ORDERINGS for p in policies if "+" in p):
+        return None
+    from inference.duration.ordering import SjfLearned
+
+    probe = SjfLearned()
+    info = getattr(getattr(probe.predictor, "config", None), "train_info", None) or {}
+    if probe.fell_back or info.get("trace") != trace:
+        return None
+    cut = info.get("cut_s")
+    learned = f"its jobs submitted before {cut:,.0f} s" if cut is not None else "all of its jobs"
+    return (f"duration model {probe.model_version} learned from this trace ({learned}), and its retrieval "
+            f"index returns their run times: {' and '.join(LEARNED_ORDERINGS)}'s numbers here are inflated "
+            "(semsched bench sjf replays only what a model has not seen)")
+
+
 def duration_version(policies: Sequence[str]) -> str | None:
     """The duration model's version when an ordering of ``policies`` uses it (``sjf-learned+…``,
     ``gittins-learned+…``) and it loads, else ``None``: for the report to name it, as it names the

@@ -28,7 +28,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from ops.bench.depth_sweep import check_models, run_depth_sweep
-from ops.bench.model_check import duration_version, learned_version, pinned_model
+from ops.bench.model_check import duration_trained_on, duration_version, learned_version, pinned_model
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
@@ -115,6 +115,9 @@ def _simulated_sweeps(report: Report, everything: dict[str, list[dict]], *, trac
     if (duration := duration_version(policies)) is not None:
         report.text(f"The learned orderings (`sjf-learned`, `gittins-learned`) order by duration model **{duration}**.")
         report.data("duration_model", duration)
+    if (seen := duration_trained_on(policies, trace)) is not None:
+        console.print(f"[yellow]warning: {seen}")
+        report.text(f"**Warning:** {seen}.")
     columns = COLUMNS if learned is None else [*COLUMNS[:1], "model", *COLUMNS[1:]]
     from inference.policy import uses_learned
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.markup import escape
 
-from ops.bench.model_check import duration_version, learned_version, model_pinned
+from ops.bench.model_check import duration_trained_on, duration_version, learned_version, model_pinned
 from ops.bench.simulation import load_for_bench, load_shortfall, parse_heterogeneity, parse_load, run_policies
 from ops.console import wide_console
 from ops.reports import Report
@@ -58,6 +58,9 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
     if (short := load_shortfall(load_name, plan)) is not None:
         console.print(f"[yellow]warning: {short}")
         setting += f" **Warning:** {short}."
+    if (seen := duration_trained_on(policies, trace)) is not None:
+        console.print(f"[yellow]warning: {seen}")
+        setting += f" **Warning:** {seen}."
     results = run_policies(workload.nodes, jobs, policies, config, console)
     report = Report(out_dir, f"bench-trace-{trace}", f"Trace replay: {trace}", command, console=console,
                     started=started)  # fmt: skip

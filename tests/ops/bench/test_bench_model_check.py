@@ -74,3 +74,25 @@ def test_a_benchmark_keeps_the_duration_model_latest_named_at_its_start_and_name
     assert bench() == ("d1", "d1")
     assert duration_version(["sjf-learned+best-fit"]) == "d2" and duration_version(["fifo+best-fit"]) is None
     assert os.environ[DURATION_DIR_ENV] == str(root / "latest")  # put back after the run
+
+
+def test_a_replay_of_the_trace_the_duration_model_learned_from_is_flagged(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: `bench trace`/`sweep` ran sjf-learned on the trace its duration model had learned from
+    (75 % of its jobs, whose run times the retrieval index hands back) without a word."""
+    from inference.duration.config import DurationConfig
+    from inference.duration.io import point_latest as point_duration_latest
+    from inference.duration.io import save_predictor
+    from inference.duration.ordering import MODEL_DIR_ENV as DURATION_DIR_ENV
+    from inference.duration.predictor import LearnedDurationPredictor
+    from ops.bench.model_check import duration_trained_on
+
+    config = DurationConfig(version="d1", mode="retrieval", encoder="hashed-ngram-8", text_dim=8,
+                            train_info={"trace": "google2011", "cut_s": 12345.0})  # fmt: skip
+    save_predictor(tmp_path / "d1", LearnedDurationPredictor(config))
+    point_duration_latest(tmp_path, "d1")
+    monkeypatch.setenv(DURATION_DIR_ENV, str(tmp_path / "latest"))
+    seen = duration_trained_on(["fifo+best-fit", "sjf-learned+best-fit"], "google2011")
+    assert seen is not None and "d1 learned from this trace" in seen and "12,345 s" in seen
+    assert duration_trained_on(["sjf-learned+best-fit"], "openb") is None
+    assert duration_trained_on(["fifo+best-fit", "sjf-predicted+best-fit"], "google2011") is None
