@@ -94,7 +94,15 @@ def trained_on(config: DurationConfig, submit_s: float, run_s: float, finish_s: 
     through = info.get("finished_through_s")
     if through is None or info.get("limit") is not None:
         return None
-    if finish_s > float(through):
+    # at the archive's precision (DateTime64(3)): the worker's live log keeps the microseconds the archive
+    # cut off, and the last job the model read counted as finished after it (found by review: taught twice)
+    submit, finish = _ms(submit_s), _ms(finish_s)
+    if finish > _ms(float(through)):
         return False  # finished after the model read the archive
     cut = info.get("cut_s")
-    return True if cut is None else (submit_s < float(cut) and finish_s < float(cut))
+    return True if cut is None else (submit < _ms(float(cut)) and finish < _ms(float(cut)))
+
+
+def _ms(seconds: float) -> int:
+    """Whole milliseconds of epoch ``seconds``, as ClickHouse's DateTime64(3) keeps them (cut off, not rounded)."""
+    return int(round(seconds * 1e6)) // 1000

@@ -68,3 +68,17 @@ def test_trains_from_the_archive(archive: ArchiveClient) -> None:
     short = model.predict(JobRequest(job_id="new1", app="short-app", text="short-app | short-app"))
     long = model.predict(JobRequest(job_id="new2", app="long-app", text="long-app | long-app"))
     assert short is not None and long is not None and long > 10 * short
+
+
+def test_the_last_job_a_model_read_is_known_at_the_archives_precision() -> None:
+    """Found by review: the archive keeps milliseconds (cut off), the worker's live log the microseconds; the
+    last job a model trained from the archive read counted as finished after it, and was taught again."""
+    from inference.duration.archive import trained_on
+
+    through = 1767225601.999  # what the archive gave back for a finish at ...01.9997
+    config = DurationConfig(train_info={"trace": "archive", "finished_through_s": through, "limit": None})
+    assert trained_on(config, submit_s=1767225500.0, run_s=60.0, finish_s=1767225601.9997) is True
+    assert trained_on(config, submit_s=1767225500.0, run_s=60.0, finish_s=1767225602.0001) is False
+    cut = DurationConfig(train_info={"trace": "archive", "finished_through_s": through + 10, "cut_s": through})
+    assert trained_on(cut, submit_s=1767225500.0, run_s=60.0, finish_s=1767225601.9997) is False  # at the cut
+    assert trained_on(cut, submit_s=1767225500.0, run_s=60.0, finish_s=1767225601.9985) is True
