@@ -110,6 +110,7 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
     text, shape, _ = shell.features(jobs)
     y = shell.log_target(durations)
     x = np.concatenate([text, shape], axis=1)
+    split_note: str | None = None  # how the validation split was made, when not by time
     if submit_times is not None:
         ends = finish_times if finish_times is not None else [None] * len(jobs)
         recs = [Finished(float(t), j, float(d), None if e is None else float(e))
@@ -118,6 +119,13 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
         pos: dict[int, int] = {id(r): i for i, r in enumerate(recs)}
         fit_i = np.array([pos[id(r)] for r in split.train], dtype=np.int64)
         val_i = np.array([pos[id(r)] for r in split.test], dtype=np.int64)
+        if len(fit_i) == 0 or len(val_i) == 0:  # (found by review: 80 jobs submitted at once, the cut among them,
+            # none finished before it: nothing to fit, though the caller's own split had training jobs)
+            split_note = (f"by count, in submission order: the time split at {split.cut:g} s left "
+                                        f"{len(fit_i)} job(s) to fit and {len(val_i)} to validate on")  # fmt: skip
+            order = np.argsort(np.asarray(submit_times, dtype=np.float64), kind="stable")
+            n_fit = max(1, min(len(jobs) - 1, round(len(jobs) * (1 - val_fraction))))
+            split, pos, fit_i, val_i = None, {}, order[:n_fit], order[n_fit:]
     else:
         split, pos = None, {}
         n_fit = max(1, min(len(jobs) - 1, round(len(jobs) * (1 - val_fraction))))
@@ -147,6 +155,8 @@ def train_predictor(jobs: Sequence[JobRequest], durations: Sequence[float], conf
                                "epochs": report.epochs, "best_epoch": report.best_epoch,
                                "val_huber": report.val_loss,
                                "median_train_s": float(np.exp(np.median(y)))}  # fmt: skip
+    if split_note is not None:
+        info["validation_split"] = split_note
     maes: dict[str, float] = {"regression_unshifted": maes_raw, "regression": _mae(reg_val, y[val_i])}
     if tune:
         best = (float("inf"), config.k, config.tau, config.blend_max, config.blend_scale)

@@ -124,3 +124,17 @@ def test_the_history_is_tuned_on_the_jobs_in_the_order_they_finished(google_fini
     finish_of = {r.job.job_id: f for r, f in zip(recs, finishes, strict=True)}
     order = [finish_of[j] for j in seen[0]]
     assert order == sorted(order) and len(order) > 10
+
+
+def test_jobs_submitted_together_past_the_validation_cut_still_train(google_finished: list[Finished]) -> None:
+    """Found by review: 80 jobs submitted at once and 20 later, each running 120 s: the inner validation cut
+    fell among the 80, none had finished before it, and training failed ("left no job to fit"). The split is
+    then made by count, in submission order, and the model says so."""
+    jobs = [r.job for r in google_finished[:100]]
+    submit = [0.0] * 80 + [50.0] * 20
+    cfg = DurationConfig(encoder="hashed-ngram-8", text_dim=8, hidden=8, epochs=2, version="together")
+    model = train_predictor(jobs, [120.0] * 100, cfg, submit_times=submit, finish_times=[s + 120 for s in submit],
+                            tune=False, history=False)  # fmt: skip
+    info = model.config.train_info
+    assert info["fit_jobs"] == 85 and info["val_jobs"] == 15 and info["validation"] == "offline"
+    assert "by count" in str(info["validation_split"])
