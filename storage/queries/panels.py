@@ -143,7 +143,7 @@ SELECT time, series, value FROM (
           WHERE state = 'finished' AND event_time <= $__toTime GROUP BY cluster, job_id)
     WHERE $__timeFilter(finished) GROUP BY time
 ) ORDER BY time, series
-""", unit="reqps", ranges={"value": NONNEG}, width=18,
+""", unit="suffix: jobs/s", ranges={"value": NONNEG}, width=18,
           description="Placement rate and throughput (jobs finished per second, each job once, at its last "
                       "finish: as the JCT counts it) per interval."),  # fmt: skip
     # -- queue and JCT ---------------------------------------------------------------------------
