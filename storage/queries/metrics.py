@@ -290,13 +290,19 @@ def gpu_allocation_sql(bucket_s: str = "60", lo_ms: str = "0", hi_ms: str | None
     (``GPU_CAPACITY``); buckets without holdings up to there read 0."""
     stop = (f"toInt64(ifNull((SELECT end_ms FROM ({GPU_CAPACITY})), 0))" if hi_ms is None
             else f"least(toInt64({hi_ms}), toUnixTimestamp64Milli(now64(3)))")  # fmt: skip
+    # where the zeros start: the first holding for the whole run (as allocation_over_time); with a range, the
+    # cluster's first report, so idle buckets in the range before its first job read 0, not "no data" (found by
+    # review: a range that ended before the first job came back empty, one before it lost its idle buckets)
+    seen = ("" if hi_ms is None else
+            "least(first_start, toInt64(ifNull((SELECT toUnixTimestamp64Milli(minOrNull(event_time)) "
+            "FROM nodes_telemetry_accepted), first_start))), ")  # fmt: skip
     return f"""
 WITH toInt64(({bucket_s}) * 1000) AS w, intDiv(toInt64({lo_ms}), w) * w AS lo,  -- the bucket of lo_ms
      (SELECT capacity FROM ({GPU_CAPACITY})) AS capacity,
      {stop} AS stop,
      toInt64(ifNull((SELECT minOrNull(start_ms) FROM ({GPU_HOLDINGS})), stop)) AS first_start,
      stop AS hi,
-     intDiv(greatest(first_start, lo), w) * w AS fill_from
+     intDiv(greatest({seen or "first_start, "}lo), w) * w AS fill_from
 SELECT bucket_ms, allocated_milli, if(capacity > 0, allocated_milli / capacity, 0) AS ratio FROM (
     SELECT b AS bucket_ms,
            sum(greatest(0, least(e, least(b + w, stop)) - greatest(start_ms, b)) * gpu_milli)

@@ -260,11 +260,30 @@ def test_a_range_counts_holdings_still_open_up_to_its_end(client: ArchiveClient)
     w.write("jobs_lifecycle", [life("A", 0, "started", 10), life("B", 0, "started", 10)])
     ms = lambda s: str(int(at(s).timestamp() * 1000))  # noqa: E731
     during = [r[2] for r in client.query_rows(m.gpu_allocation_sql("10", ms(0), ms(60)))[1]]
-    assert during == pytest.approx([1, 1, 1, 1, 1])  # from the first holding (10) to the range's end (60)
+    assert during == pytest.approx([0, 1, 1, 1, 1, 1])  # from the cluster's first report (0) to the range's end (60)
     later = client.query_rows(m.gpu_allocation_sql("10", ms(3600), ms(3630)))[1]
     assert [r[2] for r in later] == pytest.approx([1, 1, 1])
     # the run's own view ends at its last event (10): no range, nothing past it
     assert m.gpu_allocation_in_sql(client, 10.0) == []
+
+
+def test_a_range_reads_the_idle_buckets_before_the_first_job_as_zero(client: ArchiveClient) -> None:
+    """Found by review: one holding over [100, 150) s, the cluster known since 0: a range [0, 200] had no
+    buckets 0 and 50 (Grafana's mean over the range came out high), and a range [0, 90] had no data at all."""
+    w = ArchiveWriter(client)
+    w.write("nodes_telemetry", [NodeTelemetry(event_id="t", event_time=at(0), node_id="n1", source="inventory",
+                                              cpu_milli=8000, memory_mib=1024, num_gpu=1, gpu_model="A100")])
+    w.write("decisions", [placed("A", 0, 99, BF, 1, 1.0)])
+    w.write("jobs_lifecycle", [life("A", 0, "started", 100), life("A", 0, "finished", 150)])
+    ms = lambda s: str(int(at(s).timestamp() * 1000))  # noqa: E731
+
+    def panel(lo: float, hi: float) -> list[tuple[float, float]]:
+        rows = client.query_rows(m.gpu_allocation_sql("50", ms(lo), ms(hi)))[1]
+        return [(int(r[0]) / 1000 - at(0).timestamp(), round(r[2], 6)) for r in rows]
+
+    assert panel(0, 200) == [(0, 0), (50, 0), (100, 1), (150, 0)]
+    assert panel(0, 90) == [(0, 0), (50, 0)]
+    assert panel(-500, 90) == [(0, 0), (50, 0)]  # (not before the cluster's first report)
 
 
 def test_deadletters_by_reason(archive: ArchiveClient) -> None:
