@@ -85,7 +85,10 @@ def write_results(report: Report, results: Sequence[SimResult]) -> None:
     """The per-policy table and the four plots."""
     rows = [r.summary() for r in results]
     report.table("Jobs: completion and queueing (s)", rows, JOB_COLUMNS)
-    report.table("Cluster and scheduler", rows, CLUSTER_COLUMNS)
+    report.table("Cluster and scheduler", rows, CLUSTER_COLUMNS, note=(
+        "gpu_alloc_mean is a time mean; gpu_frag_rate_mean and gpu_partial_ratio_mean are means over the "
+        "scheduling steps that sampled them (steps run while jobs are pending: a burst weighs as much as a "
+        "long steady stretch)."))
     report.data("results", rows)
     report.cdf_plot("jct-cdf", "JCT CDF", "JCT (s, symlog)", {r.policy: [o.jct for o in r.outcomes if o.jct is not None]
                                                               for r in results}, log_x=True)  # fmt: skip

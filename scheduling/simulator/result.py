@@ -85,6 +85,7 @@ class SimResult:
             **m.as_row(),
             "gpu_alloc_mean": float(alloc.mean()) if alloc.size else None,
             "gpu_alloc_peak": float(alloc.max()) if alloc.size else None,
+            # (a mean over the steps that sampled it, not over time: steps run while jobs are pending)
             "gpu_frag_rate_mean": float(np.mean([f[1] for f in self.fragmentation])) if self.fragmentation else None,
             "gpu_partial_ratio_mean": float(np.mean([f[2] for f in self.fragmentation])) if self.fragmentation else None,
             "steps": len(self.steps),
