@@ -111,7 +111,7 @@ def _write(report: Report, options: DagBoundsOptions, wf: list[dict[str, Any]], 
         "HEFT's schedule) on the exact model HEFT schedules in: heterogeneous per-processor costs, "
         "communication cost between different processors (free on one), precedence, no preemption, "
         "one task at a time per processor, any start time (so insertion-based list schedules are "
-        "solutions). Times are integers in units of 1/scale (x1000 on these DAGs: HEFT's makespan "
+        "solutions). Times are integers in units of 1/scale (x1000 or x10,000, per DAG: HEFT's makespan "
         ">= 1e5 units), costs rounded down, so CP-SAT's bound is a valid lower bound of the real "
         "problem; its schedules are replayed with the real costs through ListSchedulingEnv and pass "
         "check_schedule. SLR = makespan / CP_MIN (the `bench dag` SLR). Lower bound = max(CP-SAT's "

@@ -16,7 +16,8 @@ valid lower bound on the real optimum. A solution of the rounded problem is turn
 a real schedule by replaying its processors, in its start order, through
 :class:`~scheduling.dag.ListSchedulingEnv` (insertion on, HEFT's semantics): the result is
 a valid real schedule, checked by :func:`scheduling.dag.check_schedule`, whose makespan is
-the rounded one plus at most a few rounding units (:attr:`ExactResult.rounding_drift`).
+the rounded one plus, usually, a few rounding units (:attr:`ExactResult.rounding_drift`; the replay can
+also push a zero-cost task behind one it moved into slack: :mod:`scheduling.dag.local_search`).
 That replay also shows the solution is reachable by a list scheduler over the env, i.e. by
 the learned policy's action space.
 """

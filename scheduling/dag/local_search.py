@@ -6,8 +6,10 @@ never looks back. :func:`improve` does, cheaply:
 - **Replay.** A schedule is its tasks' order and processors:
   :func:`~scheduling.dag.env.replay` places the tasks in that order, each on its processor, at the
   earliest start the environment allows (insertion). Replayed in start order (ties: hop level, so
-  a zero-cost parent still comes before its zero-cost child), no task starts later than the schedule had it (its slot is still free
-  and its inputs arrive no later, by induction over that order), so the makespan never grows.
+  a zero-cost parent still comes before its zero-cost child), tasks usually start no later than the
+  schedule had them, but not always: a task moved earlier into idle slack can take the slot a
+  zero-cost task of the same processor had at that instant, and push it (found by review: a
+  makespan of 15 replayed as 16). :func:`improve` keeps the given schedule when its replay is longer.
 - **Moves.** The makespan is set by a chain of tasks, each waiting for the one before it (its
   data, or its processor): the critical path (:func:`critical_tasks`). Only a change to one of
   them can shorten it. For each critical task: each other processor, keeping its place in the
@@ -87,7 +89,7 @@ def improve(problem: DagProblem, schedule: Schedule, *, rounds: int = 200, reord
     """``schedule``, or a shorter one the local search found (module docstring); ``reorder=False``:
     processor moves only."""
     best = replay(problem, schedule.proc, schedule.start)
-    if best.makespan > schedule.makespan:  # (cannot happen: the replay starts no task later)
+    if best.makespan > schedule.makespan:  # (rare: a zero-cost task pushed by one moved into slack; module docstring)
         best = schedule
     for _ in range(rounds):
         tol = 1e-9 * max(best.makespan, 1.0)
