@@ -158,8 +158,9 @@ def test_requests_given_up_on_do_not_run_and_hold_up_the_next_steps(served):
     b.policy(small)  # after whatever still runs
     ran, failed = (n - n0 for n, n0 in zip(policy_requests_run(served), (ran0 + 1, failed0), strict=True))
     # (a request whose deadline passed before it left this process never reaches the server: 11 of 12 reached
-    # it once, on a loaded machine, in this and in older trees)
-    assert missed == 12 and 6 <= ran + failed <= 12, (ran, failed)
+    # it once, on a loaded machine, in this and in older trees; and a call whose region the server no longer
+    # held is sent again by the wire, two requests of one call: 13 in a CI run of 85f809d, 4 run and 9 failed)
+    assert missed == 12 and 6 <= ran + failed <= 12 + 3, (ran, failed)
     assert ran <= elapsed / alone + 2, (ran, elapsed, alone)  # before the fix: all 12 ran
     b.close()
 
