@@ -192,6 +192,9 @@ def register_agents(w: Worker) -> None:
 
     async def on_life(ev: JobLifecycle, raw: bytes, msg: Any) -> None:
         trace.get_current_span().set_attributes({"semsched.job_id": ev.job_id, "semsched.state": ev.state})
+        if reason := ahead_of_clock(ev.event_time, w.settings.max_clock_skew_s):  # as a submission's (found by
+            await w.deadletter(raw, reason, msg, "jobs.lifecycle")  # review: a `finished` stamped 2299 taught a
+            return  # run time of 273 years to the duration estimate, and went into the archive)
         if known_job(w, ev.job_id) is None and of_a_forgotten_job(w, msg.partition, sent_at(record_ms(msg), ev.event_time)):
             w.counters.note("report of a forgotten job: let go")  # (streams/done_retention.py)
             return

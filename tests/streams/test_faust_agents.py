@@ -945,3 +945,22 @@ async def test_a_partition_revoked_and_given_back_is_no_gap(worker: tuple[Worker
         # another worker handled 1..6 while the partition was away
         await put(a, telemetry("n2").to_bytes(), key=b"n2", offset=7)
     assert w.counters.offset_gaps == 0 and "n2" in w.nodes
+
+
+async def test_a_lifecycle_report_stamped_far_ahead_of_the_clock_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
+    """Found by review: only submissions and telemetry were checked against the worker's clock; a `finished`
+    stamped in 2299 was applied, and taught the duration estimate a run time of 273 years."""
+    from scheduling.job import JobRequest
+
+    w, sent = worker
+    submitted, rec = await _placed_j1(w)
+    t0 = datetime.now(UTC)
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, JobLifecycle(job_id="j1", cluster="c1", state="started", decision_id=rec.decision_id,
+                                  node_id="n1", event_time=t0).to_bytes(), key=b"j1")  # fmt: skip
+        await put(a, JobLifecycle(job_id="j1", cluster="c1", state="finished", decision_id=rec.decision_id,
+                                  node_id="n1", event_time=datetime(2299, 1, 1, tzinfo=UTC)).to_bytes(), key=b"j1")  # fmt: skip
+    (dead,) = sent.deadletters()
+    assert "ahead of the worker's clock" in dead.reason and dead.topic == "jobs.lifecycle"
+    assert w.running["j1"]["state"] == "running" and "j1" not in w.done
+    assert (w.durations.predict(JobRequest.from_event(submitted)) or 0) < 1e9  # (None: nothing learned)
