@@ -49,6 +49,13 @@ def known_job(w: Worker, job_id: str) -> PendingJob | RunningJob | DoneJob | Non
             or w.read("done", job_id, DoneJob))  # fmt: skip
 
 
+def _cluster_of(known: PendingJob | RunningJob | DoneJob | None) -> str:
+    """The cluster of a job the worker holds ("" for none, or a done record written before it was kept)."""
+    if known is None:
+        return ""
+    return known.cluster if isinstance(known, DoneJob) else known.job.cluster
+
+
 def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
     """What a lifecycle report does to the tables (:func:`streams.state.on_lifecycle`), with the
     fences for the rest of its gang when a member leaves the gang's placement."""
@@ -72,6 +79,11 @@ def lifecycle_transition(w: Worker, ev: JobLifecycle) -> Transition:
 async def apply_lifecycle(w: Worker, ev: JobLifecycle, partition: int) -> str | None:
     """Apply one lifecycle report: its transition, its notices and fences first. Returns why the report is
     refused (the caller dead-letters it; nothing applied), else None."""
+    if (theirs := _cluster_of(known_job(w, ev.job_id))) and theirs != ev.cluster:  # as a submission's (found by
+        # review: a report naming another cluster, or none, was applied to this cluster's job of that id, its fences
+        # sent to its cluster, and archived under it)
+        return (f"{ev.state} report of job {ev.job_id!r} names cluster {ev.cluster!r}: the job is cluster "
+                f"{theirs!r}'s on this worker")  # fmt: skip
     was = w.read("running", ev.job_id, RunningJob)
     current = was is not None and ev.decision_id == was.decision_id and ev.node_id in (None, was.node_id)
     if ev.state == "finished" and current and was.started_ts is not None:  # (a stale one's run is not this one's)

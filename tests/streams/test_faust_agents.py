@@ -964,3 +964,16 @@ async def test_a_lifecycle_report_stamped_far_ahead_of_the_clock_is_deadlettered
     assert "ahead of the worker's clock" in dead.reason and dead.topic == "jobs.lifecycle"
     assert w.running["j1"]["state"] == "running" and "j1" not in w.done
     assert (w.durations.predict(JobRequest.from_event(submitted)) or 0) < 1e9  # (None: nothing learned)
+
+
+async def test_a_lifecycle_report_naming_another_cluster_is_deadlettered(worker: tuple[Worker, Sent]) -> None:
+    """Found by review: a submission of another cluster's job id is refused, a lifecycle report was not: one
+    naming another cluster (or none: "default") was applied to this cluster's job of that id."""
+    w, sent = worker
+    _, rec = await _placed_j1(w)
+    async with drive(w, "jobs.lifecycle") as a:
+        await put(a, JobLifecycle(job_id="j1", cluster="c0", state="started", decision_id=rec.decision_id,
+                                  node_id="n1").to_bytes(), key=b"j1")  # fmt: skip
+    (dead,) = sent.deadletters()
+    assert "names cluster 'c0': the job is cluster 'c1'" in dead.reason, dead.reason
+    assert w.running["j1"]["state"] == "reserved"
