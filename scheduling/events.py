@@ -147,7 +147,9 @@ def with_record_identity(ev: Event, topic: str, partition: int, offset: int, tim
     update: dict[str, Any] = {}
     if "event_id" not in ev.model_fields_set:
         update["event_id"] = hashlib.sha1(f"{topic}:{partition}:{offset}".encode()).hexdigest()[:32]
-    if "event_time" not in ev.model_fields_set and timestamp_ms is not None:
+    # (a timestamp of 0 or -1 is none, as DeadLetter.of and the done-retention watermark take it; found by review:
+    # a 1970 submit time put the job ahead of every other in FIFO order)
+    if "event_time" not in ev.model_fields_set and timestamp_ms is not None and timestamp_ms > 0:
         # (model_copy does not validate: the record's time is checked here; ValueError when out of range)
         update["event_time"] = record_time(timestamp_ms)
     return ev.model_copy(update=update) if update else ev
@@ -206,17 +208,21 @@ class JobSubmitted(Event):
     gpu_models: list[str] = Field(default_factory=list, description="Allowed GPU models; empty = any.")
     gang_id: str | None = Field(default=None, max_length=256)
     gang_size: WireInt = Field(default=1, ge=1, le=MAX_GANG)
-    dag_parents: list[str] = Field(default_factory=list)
+    # (found by review: "" or an id no job can have was accepted, and the child waited for it, then was rejected)
+    dag_parents: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list,
+                                                                                   max_length=10_000)
     app: str | None = Field(default=None, max_length=256)
     max_instances_per_node: WireInt | None = Field(default=None, ge=1, le=100_000)
     name: str = Field(default="", max_length=MAX_TEXT)
     command: str = Field(default="", max_length=MAX_TEXT)
     labels: dict[str, str] = Field(default_factory=dict)
-    runtime_estimate_s: float | None = Field(default=None, ge=0, le=10 * 365 * 86400)
+    # (finite: NaN was refused as "less than or equal to 315360000", which did not say what was wrong; review)
+    runtime_estimate_s: float | None = Field(default=None, ge=0, le=10 * 365 * 86400, allow_inf_nan=False)
     trace_duration_s: float | None = Field(
         default=None,
         ge=0,
         le=10 * 365 * 86400,
+        allow_inf_nan=False,
         description="Recorded run time in the source trace. Simulated agents run the job "
         "this long; deployable policies must not read it (only oracle baselines do).",
     )
@@ -497,7 +503,7 @@ class DeadLetter(Event):
     kind: Literal["deadletter"] = "deadletter"
     topic: str
     partition: int = Field(default=-1, ge=-1, le=2**31 - 1)
-    offset: int = Field(default=-1, ge=-1)
+    offset: int = Field(default=-1, ge=-1, le=2**63 - 1)  # (the archive's Int64: found by review)
     key: str | None = None
     original_b64: str = Field(description="The original message bytes, base64.")
     original_size: int = Field(default=0, ge=0, le=MAX_UINT32)

@@ -93,6 +93,11 @@ def test_event_time_is_utc_and_ids_are_unique() -> None:
         ({"cpu_milli": "1000"}, "cpu_milli: Input should be a valid integer"),
         ({"priority": 1.5}, "priority: Input should be a valid integer"),
         ({"labels": {"team": 7}}, "labels.team: Input should be a valid string"),
+        # found by review: a blank parent id was accepted (the child waited for it), and NaN was refused as
+        # "less than or equal to 315360000"
+        ({"dag_parents": ["a", ""]}, "dag_parents.1: String should have at least 1 character"),
+        ({"runtime_estimate_s": float("nan")}, "runtime_estimate_s: Input should be a finite number"),
+        ({"trace_duration_s": float("inf")}, "trace_duration_s: Input should be a finite number"),
     ],
 )
 def test_bad_submissions_are_rejected_with_a_reason(patch: dict, words: str) -> None:
@@ -206,3 +211,20 @@ def test_the_lost_node_reason_is_what_reconciliation_recognises() -> None:
                 "silent (its agent's reports were refused: a clock 400 s ahead), marked"):  # fmt: skip
         assert re.match(NODE_LOST_REASON_RE, node_lost_reason("n1", how, 70.4, 60.0))
     assert not re.match(NODE_LOST_REASON_RE, "agent restarted: the run in progress was lost")
+
+
+def test_a_record_timestamp_of_0_or_minus_1_is_no_timestamp() -> None:
+    """Found by review: a record stamped -1 (none, in Kafka's terms) gave an event without a time 1969 as its
+    time, which put the job ahead of every other in FIFO order; DeadLetter.of already took it for none."""
+    from scheduling.events import with_record_identity
+
+    bare = decode("jobs.submitted", b'{"job_id": "j"}')
+    for ts in (-1, 0):
+        ev = with_record_identity(bare, "jobs.submitted", 0, 5, ts)
+        assert ev.event_time.year >= 2026, (ts, ev.event_time)
+    assert with_record_identity(bare, "jobs.submitted", 0, 5, 1_767_225_600_000).event_time.year == 2026
+
+
+def test_a_dead_letter_offset_beyond_the_archives_int64_is_refused() -> None:
+    with pytest.raises(ValueError, match="less than or equal to 9223372036854775807"):
+        DeadLetter(topic="jobs.submitted", offset=2**63, original_b64="", reason="x")
