@@ -62,6 +62,11 @@ class DeliveryError(RuntimeError):
         self.failed, self.topic, self.reason = failed, topic, reason
 
 
+#: the topics whose events the worker reads within ``max_message_bytes`` (streams/admission.py), from producers
+#: outside it (its own decisions go through Faust's producer)
+PRODUCED_TO_THE_WORKER = frozenset({"jobs.submitted", "nodes.telemetry", "jobs.lifecycle"})
+
+
 class EventProducer:
     """``async with EventProducer(settings) as p: await p.send("jobs.submitted", event)``."""
 
@@ -145,6 +150,11 @@ class EventProducer:
     async def send_raw(self, topic: str, raw: bytes, *, key: bytes | None, cluster: str,
                        headers: list[tuple[str, bytes]] | None = None) -> None:  # fmt: skip
         self._raise_failures()
+        if topic in PRODUCED_TO_THE_WORKER and len(raw) > self.settings.max_message_bytes:
+            # the broker takes it (its topics allow more) and the worker dead-letters it: say so to the sender now
+            # (found by review: send and flush succeeded, and the event turned up in the dead-letter topic)
+            raise ValueError(f"{topic} event of {len(raw):,} bytes is over the worker's {self.settings.max_message_bytes:,}"
+                             "-byte limit (SEMSCHED_MAX_MESSAGE_BYTES): it would be dead-lettered, not read")  # fmt: skip
         name = self.settings.topic(topic)
         if name not in self._checked:
             check_partitions(self.settings.partitions, {name: len(await self.producer.partitions_for(name))})

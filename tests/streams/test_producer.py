@@ -124,3 +124,13 @@ async def test_a_broker_that_stops_answering_ends_the_wait_with_its_address(tmp_
         assert left == [], left
     finally:
         broker.stop()
+
+
+async def test_an_event_over_the_workers_limit_is_refused_at_the_sender() -> None:
+    """Found by review: a valid event over SEMSCHED_MAX_MESSAGE_BYTES (its labels unbounded) was sent and
+    flushed without a word, and turned up in the dead-letter topic. No broker needed: refused before."""
+    settings = Settings(bootstrap="127.0.0.1:1", max_message_bytes=4096)
+    big = JobSubmitted(job_id="big", cpu_milli=1, labels={f"k{i}": "v" * 100 for i in range(60)})
+    prod = EventProducer(settings)
+    with pytest.raises(ValueError, match=r"jobs.submitted event of [\d,]+ bytes is over the worker's 4,096-byte limit"):
+        await prod.send("jobs.submitted", big)
