@@ -104,3 +104,23 @@ def test_a_bad_line_with_brackets_in_it_is_quoted_as_it_is(tmp_path):
     assert result.exit_code == 1, result.output
     out = result.output.replace("\n", "")
     assert "openb_pod_list_default.csv:3:" in out and "'[/x][bold]'" in out
+
+
+def test_the_seed_reaches_a_random_placement(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Found by review: `bench trace --seed` never reached `random` (seeded 0 every run), so with equal node
+    speeds its rows were the same for every seed."""
+    from rich.console import Console
+
+    import ops.bench.simulation as simulation
+    from scheduling.simulator import SimConfig, SimJob
+    from tests.scheduling.sched_builders import job, node
+
+    asked: list[tuple[str, dict]] = []
+    real = simulation.get_policy
+    monkeypatch.setattr(simulation, "get_policy", lambda name, **kw: asked.append((name, kw)) or real(name, **kw))
+    nodes = [node(f"n{i}", gpus=1) for i in range(4)]
+    jobs = [SimJob(job(f"j{i}", gpus=1, submit_time=float(i)), 10.0) for i in range(3)]
+    results = simulation.run_policies(nodes, jobs, ["random", "las+random", "best-fit"], SimConfig(seed=7),
+                                      Console(quiet=True))  # fmt: skip
+    assert asked == [("random", {"seed": 7}), ("las+random", {"seed": 7}), ("best-fit", {})]
+    assert [r.metrics.finished for r in results] == [3, 3, 3]
