@@ -32,6 +32,15 @@ def percentiles(values: list[float] | np.ndarray) -> dict[str, float | int | Non
             "max": d.max}  # fmt: skip
 
 
+def invoked_command(argv: list[str] | None = None) -> str:
+    """The ``semsched bench …`` command line this process was started with, quoted so that it runs again as it
+    was (found by review: ``--policies "las+best-fit, fgd"`` was recorded unquoted, and failed when re-run)."""
+    import shlex
+    import sys
+
+    return "semsched bench " + shlex.join((sys.argv if argv is None else argv)[2:])
+
+
 def fmt(v: float | int | None, digits: int = 1) -> str:
     if v is None:
         return "–"

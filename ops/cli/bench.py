@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from ops.bench import invoked_command
 from ops.cli.options import positive, report_dir, result_file
 
 bench_app = typer.Typer(no_args_is_help=True, help="Benchmarks that print numbers.")
@@ -100,7 +101,7 @@ def archiver(
     setting and with Kafka's defaults (a fetch answered as soon as any record lands)."""
     from ops.bench.archiver import run_archiver_bench
 
-    raise typer.Exit(run_archiver_bench(rate=rate, seconds=seconds, port=port, out=out))
+    raise typer.Exit(run_archiver_bench(rate=rate, seconds=seconds, port=port, out=out, command=invoked_command()))
 
 
 @bench_app.command("fill")
@@ -138,7 +139,6 @@ def trace(
 ) -> None:
     """Replay a real trace with departures in the offline simulator, once per policy: JCT,
     queueing delay, GPU allocation, step latency and stability side by side."""
-    import sys
 
     from ops.bench.simulation import DEFAULT_POLICIES
     from ops.bench.trace import run_trace_bench
@@ -147,7 +147,7 @@ def trace(
     names = policy_names(policies, DEFAULT_POLICIES)
     raise typer.Exit(run_trace_bench(trace=trace, path=path, policies=names, load=load, step=step,
                                      heterogeneity=heterogeneity, seed=seed, limit=limit, nodes=nodes, out_dir=out,
-                                     command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+                                     command=invoked_command()))  # fmt: skip
 
 
 from ops.cli.bench_dag import dag as bench_dag  # noqa: E402  (its own module, registered here)
@@ -229,7 +229,6 @@ def sweep(
     --train-seeds 0-1 --val-seeds 8 --epochs 4 --head-hidden 16 --head-layers 1
     --no-frag-features to each train command.
     """
-    import sys
 
     from ops.bench.sweep import run_sweep_bench
     from ops.cli.options import policy_names, seed_list
@@ -245,7 +244,7 @@ def sweep(
     raise typer.Exit(run_sweep_bench(trace=trace, path=path, policies=policy_names(policies),
                                      sweeps=[s.strip() for s in sweeps.split(",") if s.strip()], steps=step_list,
                                      base_load=base_load, seed=seed, limit=limit, nodes=nodes, out_dir=out,
-                                     command="semsched bench " + " ".join(sys.argv[2:]), model=model,
+                                     command=invoked_command(), model=model,
                                      models=[Path(m.strip()) for m in models.split(",") if m.strip()],
                                      fill_seeds=seed_list(fill_seeds), pending=pending, repeat=repeat,
                                      fill_pods=fill_pods, fill_nodes=fill_nodes))  # fmt: skip

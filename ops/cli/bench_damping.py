@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ops.bench import invoked_command
 from ops.cli.options import report_dir
 
 
@@ -20,7 +21,6 @@ def damping(
 ) -> None:
     """What churn damping (score − stability · Δ) costs per model step, in-process on CPU."""
     import math
-    import sys
 
     from ops.bench.damping import run_damping_bench
 
@@ -31,4 +31,4 @@ def damping(
     if not values or any(not math.isfinite(v) or v < 0 for v in values):
         raise typer.BadParameter(f"--stabilities must be finite numbers >= 0, not {stabilities!r}")
     raise typer.Exit(run_damping_bench(stabilities=values, pending=pending, repeat=repeat, hidden=hidden, out_dir=out,
-                                       command="semsched bench " + " ".join(sys.argv[2:]), pods=pods, nodes=nodes))  # fmt: skip
+                                       command=invoked_command(), pods=pods, nodes=nodes))  # fmt: skip

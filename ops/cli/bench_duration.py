@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ops.bench import invoked_command
 from ops.cli.options import encoder_names, positive, report_dir
 
 
@@ -21,7 +22,6 @@ def duration(
                                              "on their run time (censored loss)."),
 ) -> None:
     """Held-out accuracy of the duration predictors: history baseline, regression, retrieval, blend."""
-    import sys
 
     from ops.bench.duration import run_duration_bench
 
@@ -33,7 +33,7 @@ def duration(
         raise typer.BadParameter("--traces and --encoders need at least one name each")
     raise typer.Exit(run_duration_bench(traces=names, encoders=encs, train_fraction=train_fraction, limit=limit,
                                         save_dir=save, epochs=epochs, out_dir=out, censored=censored,
-                                        command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+                                        command=invoked_command()))  # fmt: skip
 
 
 def sjf(
@@ -55,7 +55,6 @@ def sjf(
                                              "cut (lower bounds)."),
 ) -> None:
     """Held-out replay: sjf-learned vs sjf-predicted, las, fifo and sjf-oracle on one placement (JCT, queueing)."""
-    import sys
 
     from ops.bench.duration_replay import run_sjf_bench
     from ops.cli.options import policy_names
@@ -69,4 +68,4 @@ def sjf(
                                    held_out_jobs=held_out_jobs, load=load, step=step, nodes=nodes, seed=seed,
                                    limit=limit, encoder=encoder, epochs=epochs, policies=names, out_dir=out,
                                    censored=censored,
-                                   command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+                                   command=invoked_command()))  # fmt: skip

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ops.bench import invoked_command
 from ops.cli.options import report_dir
 
 
@@ -19,7 +20,6 @@ def learned(
     out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-learned.md/.json."),
 ) -> None:
     """Decision latency of the learned scorer per scheduling step (p50 / p99), in-process on CPU."""
-    import sys
 
     from ops.bench.learned import run_learned_bench
     from ops.bench.step import parse_sizes
@@ -31,4 +31,4 @@ def learned(
         raise typer.BadParameter(str(e)) from None
     names = policy_names(compare) if compare.strip() else []  # an unknown one stops here, not after the timings
     raise typer.Exit(run_learned_bench(model_dir=model, pending=sizes, repeat=repeat, compare=names, out_dir=out, churn=churn,
-                                       command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+                                       command=invoked_command()))  # fmt: skip

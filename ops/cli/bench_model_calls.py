@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ops.bench import invoked_command
 from ops.cli.options import positive, report_dir
 
 
@@ -23,7 +24,6 @@ def model_calls(
 ) -> None:
     """Replay a trace on the worker's path (ordered once, prepare_step, then the step) and count the
     learned policy's model calls: prepared, unused, and opened synchronously within a step."""
-    import sys
 
     from ops.bench.model_calls import run_model_calls_bench
     from ops.bench.step import parse_sizes
@@ -38,4 +38,4 @@ def model_calls(
         raise typer.BadParameter(f"--policy {policy!r}: expected one policy")
     raise typer.Exit(run_model_calls_bench(trace=trace, path=path, policy=names[0], windows=sizes, load=load, step=step,
                                            limit=limit, nodes=nodes, seed=seed, out_dir=out,
-                                           command="semsched bench " + " ".join(sys.argv[2:])))  # fmt: skip
+                                           command=invoked_command()))  # fmt: skip

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from ops.bench import invoked_command
 from ops.cli.options import report_dir
 
 
@@ -24,7 +25,6 @@ def triton(
     out: Path = typer.Option(Path("reports"), callback=report_dir, help="Directory for bench-triton.md/.json and plots."),
 ) -> None:
     """Decision latency per scheduling step (p50 / p99) via Triton (gRPC) beside in-process."""
-    import sys
 
     from ops.bench.step import parse_sizes
     from ops.bench.triton import run_triton_bench
@@ -38,5 +38,5 @@ def triton(
     with sigterm_as_interrupt():  # a `kill` stops the server this run started (its finally), as Ctrl-C does
         code = run_triton_bench(model_dir=model, url=url, pending=sizes, nodes=node_counts, repeat=repeat,
                                 deadline_ms=deadline_ms, out_dir=out, churn=churn, burst=burst,
-                                command="semsched bench " + " ".join(sys.argv[2:]))  # fmt: skip
+                                command=invoked_command())  # fmt: skip
     raise typer.Exit(code)

@@ -96,3 +96,16 @@ def test_a_replay_of_the_trace_the_duration_model_learned_from_is_flagged(tmp_pa
     assert seen is not None and "d1 learned from this trace" in seen and "12,345 s" in seen
     assert duration_trained_on(["sjf-learned+best-fit"], "openb") is None
     assert duration_trained_on(["fifo+best-fit", "sjf-predicted+best-fit"], "google2011") is None
+
+
+def test_the_recorded_command_runs_again_as_it_was() -> None:
+    """Found by review: the report's command joined the arguments unquoted; a policy list with a space
+    ("las+best-fit, fgd") was recorded as two arguments and failed when re-run."""
+    import shlex
+
+    from ops.bench import invoked_command
+
+    argv = ["semsched", "bench", "trace", "--policies", "las+best-fit, fgd", "--out", "my reports"]
+    line = invoked_command(argv)
+    assert line == "semsched bench trace --policies 'las+best-fit, fgd' --out 'my reports'"
+    assert shlex.split(line)[2:] == argv[2:]
