@@ -35,7 +35,9 @@ class PriorityQos:
 
     def _key(self, unit: Unit) -> tuple[int, int]:
         unknown = len(self.qos_rank)
-        return (min(self.qos_rank.get(j.qos, unknown) for j in unit), -max(j.priority for j in unit))
+        # its most urgent member's (QoS, priority), one member's both (found by review: the best QoS of one member
+        # and the highest priority of another put a gang of (LS, 0) and (BE, 10) ahead of a single (LS, 5))
+        return min((self.qos_rank.get(j.qos, unknown), -j.priority) for j in unit)
 
     def order(self, jobs: Sequence[JobRequest], now: float, context: OrderContext | None = None) -> list[JobRequest]:
         return sort_units(jobs, self._key)

@@ -33,3 +33,12 @@ def test_custom_qos_order_and_unknown_class_last():
     assert ids(prio.order(jobs, 0.0)) == ["be", "ls", "guar"]
     with pytest.raises(ValueError):
         get_ordering("priority", qos_order=("LS", "LS"))
+
+
+def test_a_gang_ranks_by_its_most_urgent_member_not_a_mix_of_two():
+    """Found by review: the gang's key took the best QoS of one member and the highest priority of another,
+    so a gang of (LS, 0) and (BE, 10) went ahead of a single job (LS, 5) submitted before it."""
+    jobs = [job("s", qos="LS", priority=5, submit_time=0.0),
+            job("g1", qos="LS", priority=0, gang_id="g", gang_size=2, submit_time=1.0),
+            job("g2", qos="BE", priority=10, gang_id="g", gang_size=2, submit_time=1.0)]  # fmt: skip
+    assert ids(PRIO.order(jobs, 0.0)) == ["s", "g1", "g2"]
