@@ -26,7 +26,7 @@ is deterministic for a given submission order.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,6 +38,9 @@ from scheduling.policies.base import BasePolicy
 from scheduling.policies.registry import register
 from scheduling.resources import FULL_GPU_MILLI
 from scheduling.snapshot import ClusterSnapshot
+
+#: the job ids the workload estimate remembers having counted (the last scored): a worker runs for months
+SEEN_IDS = 100_000
 
 
 def _node_terms(t: FragTables, snapshot: ClusterSnapshot,
@@ -74,7 +77,8 @@ class FGD(BasePolicy):
         self.quantize = quantize
         self.coverage = coverage
         self._seen: Counter[PodType] = Counter()
-        self._seen_ids: set[str] = set()
+        self._seen_ids: OrderedDict[str, None] = OrderedDict()  # the ids counted, the SEEN_IDS last scored
+        self._counted = 0  # pods counted into the estimate
         self._estimate: Workload | None = None
         self._next_refresh = 1
         self._tables: tuple[object, Workload, FragTables] | None = None
@@ -84,13 +88,18 @@ class FGD(BasePolicy):
         """The target workload (fixed, or estimated from the pods seen, ``job`` included)."""
         if self.fixed_workload is not None:
             return self.fixed_workload
-        if job is not None and job.job_id not in self._seen_ids:
-            self._seen_ids.add(job.job_id)
+        if job is not None:
+            if job.job_id in self._seen_ids:
+                self._seen_ids.move_to_end(job.job_id)  # (a job pending for long is scored every step: kept)
+                return self._estimate
+            self._seen_ids[job.job_id] = None
+            if len(self._seen_ids) > SEEN_IDS:  # (found by review: a worker kept every job id it ever scored)
+                self._seen_ids.popitem(last=False)
             self._seen[PodType.of(job)] += 1
-            if len(self._seen_ids) >= self._next_refresh:
+            self._counted += 1
+            if self._counted >= self._next_refresh:
                 self._estimate = Workload.from_counts(dict(self._seen), self.coverage)
-                n = len(self._seen_ids)
-                self._next_refresh = n + max(1, n // 16)
+                self._next_refresh = self._counted + max(1, self._counted // 16)
         return self._estimate
 
     def tables(self, snapshot: ClusterSnapshot, workload: Workload) -> FragTables:

@@ -110,3 +110,17 @@ def test_score_many_equals_scoring_each_job_on_the_same_nodes():
     assert np.isinf(many).any() and np.isfinite(many).any()
     with pytest.raises(ValueError, match="fixed workload"):
         FGD().score_many(pods, s, rows)
+
+
+def test_the_estimate_remembers_a_bounded_number_of_job_ids(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Found by review: a worker's FGD kept the id of every job it ever scored (for months). It keeps the ids
+    last scored; a job still pending is scored every step, so it stays among them and counts once."""
+    import scheduling.policies.fgd as fgd
+
+    monkeypatch.setattr(fgd, "SEEN_IDS", 3)
+    policy = get_policy("fgd")
+    s = snap(node("n", gpus=1))
+    for name in ("long", "a", "long", "b", "long", "c", "long", "d"):
+        policy.score(job(name, gpus=1, share=500), s, np.ones(1, dtype=bool))
+    assert len(policy._seen_ids) == 3 and "long" in policy._seen_ids
+    assert policy._counted == 5 and sum(policy._seen.values()) == 5  # each of the five pods once
