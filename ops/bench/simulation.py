@@ -50,6 +50,7 @@ def load_trace_workload(trace: str, path: Path | None = None, limit: int | None 
     loader = get_loader(trace, path, limit=limit, strict=True, **options)
     jobs = loader.load_jobs()
     workload = build_workload(loader.nodes(), ((j.offset_s, j.event) for j in jobs))
+    workload.notes = dict(loader.stats.notes)  # (found by review: the reports said only what the simulator left out)
     if nodes is not None and 0 < nodes < len(workload.nodes):
         keep = np.sort(np.random.default_rng([seed, 104729]).choice(len(workload.nodes), nodes, replace=False))
         workload.nodes = [workload.nodes[i] for i in keep]

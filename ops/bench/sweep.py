@@ -108,6 +108,9 @@ def _simulated_sweeps(report: Report, everything: dict[str, list[dict]], *, trac
                 f"Base setting: load **{base_name}** (offered peak {base_plan.offered_peak:.0%}), step 1 s, "
                 f"equal node speeds, seed {seed}. Each sweep varies one knob. Definitions: "
                 f"`scheduling/metrics`; load bands and speed levels: `scheduling/simulator`.")  # fmt: skip
+    if left := {**workload.skipped, **workload.notes}:  # what the simulator and the loader left out or noted
+        report.text("Left out or noted on loading: " + ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in left.items())
+                    + ".")  # fmt: skip
     if learned is not None:
         report.text(f"`learned` = model **{learned}** (`{model_dir}`), in-process unless `SEMSCHED_INFERENCE` "
                     "says otherwise; its rows carry the version in the `model` column.")  # fmt: skip

@@ -48,8 +48,9 @@ def run_trace_bench(*, trace: str, path: Path | None, policies: Sequence[str], l
     jobs = workload.scaled(plan.factor, plan.copies)
     config = SimConfig(step_s=step, load_factor=plan.factor, speed_spread=spread, seed=seed)
     skipped = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in workload.skipped.items()) or "none"
+    noted = ", ".join(f"{v:,} {k.replace('_', ' ')}" for k, v in workload.notes.items())
     setting = (f"**{trace}**: {len(workload.nodes):,} nodes; {len(workload.jobs):,} jobs with a run time "
-               f"(left out: {skipped}); load **{load_name}**: arrivals ×{plan.factor:,.4g}"
+               f"(left out: {skipped}{f'; the loader noted: {noted}' if noted else ''}); load **{load_name}**: arrivals ×{plan.factor:,.4g}"
                f"{f' and {plan.copies} superposed replicas' if plan.copies > 1 else ''} → {len(jobs):,} jobs, "
                f"offered peak {plan.offered_peak:.0%} of the dominant resource; scheduling step {step:g} s; "
                f"node speeds {het_name} (seed {seed})." + (f" The learned policy's model: {model}." if model else "")

@@ -34,6 +34,9 @@ class Workload:
     nodes: list[NodeView]
     jobs: list[SimJob]  # sorted by submit time, then job id
     skipped: dict[str, int] = field(default_factory=dict)
+    # what the trace's loader counted as special cases on the way (``LoadStats.notes``: tasks already running,
+    # resubmissions ignored …), for a report to say beside ``skipped``
+    notes: dict[str, int] = field(default_factory=dict)
 
     def scaled(self, load_factor: float, copies: int = 1) -> list[SimJob]:
         """The jobs with arrival rate × ``load_factor × copies``: submit offsets (from the

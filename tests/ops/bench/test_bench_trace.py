@@ -78,6 +78,8 @@ def test_bench_trace_reports_the_floor_of_apps_limited_per_node(tmp_path):
     for r in rows:
         assert r["limited_queue_mean"] >= r["floor_mean"] > 0 and r["above_floor_pct"] >= 0
         assert r["queue_mean_all"] >= r["floor_over_all_jobs"] and r["not_started"] == 0
+    # what the loader noted beside what the simulator left out (found by review: only the latter was said)
+    assert "the loader noted:" in (tmp_path / "bench-trace-google2011.md").read_text()
     assert "Queueing behind per-node instance limits" in (tmp_path / "bench-trace-google2011.md").read_text()
 
 
