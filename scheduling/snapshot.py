@@ -45,7 +45,7 @@ class ClusterSnapshot:
     """Numpy arrays over the nodes of a cluster (see the module docstring)."""
 
     __slots__ = ("table", "cpu_free", "mem_free", "gpu_free", "gpu_free_milli", "gpu_max_free",
-                 "gpu_full_free", "healthy", "_apps")  # fmt: skip
+                 "gpu_full_free", "healthy", "_apps", "_caps")  # fmt: skip
 
     def __init__(self, table: NodeTable, cpu_free: np.ndarray, mem_free: np.ndarray, gpu_free: np.ndarray,
                  healthy: np.ndarray, apps: dict[str, np.ndarray] | None = None) -> None:  # fmt: skip
@@ -58,6 +58,9 @@ class ClusterSnapshot:
         self.gpu_full_free = np.count_nonzero(gpu_free >= FULL_GPU_MILLI, axis=1).astype(np.int32)
         self.healthy = healthy
         self._apps = apps or {}
+        # per app, per max_instances_per_node: how many instances with that limit each node runs (the limit of
+        # an instance already there binds a newcomer too, as kube-scheduler's anti-affinity is symmetric)
+        self._caps: dict[str, dict[int, np.ndarray]] = {}
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[NodeView], *, table: NodeTable | None = None) -> ClusterSnapshot:
@@ -90,6 +93,7 @@ class ClusterSnapshot:
         c.gpu_full_free = self.gpu_full_free.copy()
         c.healthy = self.healthy.copy()
         c._apps = {app: counts.copy() for app, counts in self._apps.items()}
+        c._caps = {app: {cap: counts.copy() for cap, counts in caps.items()} for app, caps in self._caps.items()}
         return c
 
     def empty(self) -> ClusterSnapshot:
@@ -180,6 +184,17 @@ class ClusterSnapshot:
         """Instances of ``app`` per node (read-only zeros when none run)."""
         return self._apps.get(app, self.table.zeros)
 
+    def instance_cap(self, app: str) -> np.ndarray | None:
+        """Per node, the smallest ``max_instances_per_node`` among the instances of ``app`` it runs
+        (``iinfo(int32).max`` where none has one); None when no instance of ``app`` has a limit."""
+        caps = self._caps.get(app)
+        if not caps:
+            return None
+        out = np.full(self.num_nodes, np.iinfo(np.int32).max, dtype=np.int64)
+        for cap, counts in caps.items():
+            out[counts > 0] = np.minimum(out[counts > 0], cap)
+        return out
+
     @property
     def apps(self) -> tuple[str, ...]:
         return tuple(self._apps)
@@ -222,6 +237,7 @@ class ClusterSnapshot:
         mem: list[int] = []
         gpu: tuple[list[int], list[int], list[int]] = ([], [], [])  # node, GPU, milli
         apps: dict[str, list[int]] = {}
+        capped: dict[tuple[str, int], list[int]] = {}
         for i, job, gpu_indices in holdings:
             try:
                 idx = self._gpu_slots(i, job, gpu_indices)
@@ -237,6 +253,8 @@ class ClusterSnapshot:
                 gpu[2].append(job.per_gpu_milli)
             if job.app:
                 apps.setdefault(job.app, []).append(i)
+                if cap := getattr(job, "max_instances_per_node", None):
+                    capped.setdefault((job.app, cap), []).append(i)
         if not rows:
             return refused
         np.subtract.at(self.cpu_free, rows, cpu)
@@ -253,7 +271,16 @@ class ClusterSnapshot:
             if counts is None:
                 counts = self._apps[app] = np.zeros(self.num_nodes, dtype=np.int32)
             np.add.at(counts, where, 1)
+        for (app, cap), where in capped.items():
+            np.add.at(self._cap_counts(app, cap), where, 1)
         return refused
+
+    def _cap_counts(self, app: str, cap: int) -> np.ndarray:
+        per = self._caps.setdefault(app, {})
+        counts = per.get(cap)
+        if counts is None:
+            counts = per[cap] = np.zeros(self.num_nodes, dtype=np.int32)
+        return counts
 
     def free(self, node_index: int, job: Holder, gpu_indices: Sequence[int] = (), *,
              check: bool = True) -> None:  # fmt: skip
@@ -280,6 +307,9 @@ class ClusterSnapshot:
             if counts is None:
                 counts = self._apps[job.app] = np.zeros(self.num_nodes, dtype=np.int32)
             counts[i] = max(0, counts[i] - sign)
+            if cap := getattr(job, "max_instances_per_node", None):
+                counts = self._cap_counts(job.app, cap)
+                counts[i] = max(0, counts[i] - sign)
 
     def first_difference(self, other: ClusterSnapshot) -> str | None:
         """Where the mutable state of two snapshots of the same nodes first differs (the array and
@@ -297,6 +327,9 @@ class ClusterSnapshot:
             bad = np.flatnonzero(self.instances(app) != other.instances(app))
             if len(bad):
                 return f"instances of app {app!r} on node {self.node_ids[int(bad[0])]}"
+            mine, theirs = self.instance_cap(app), other.instance_cap(app)
+            if (mine is None) != (theirs is None) or (mine is not None and (mine != theirs).any()):
+                return f"the per-node limits of app {app!r}'s instances"
         return None
 
     def _gpu_slots(self, node_index: int, job: Holder, gpu_indices: Sequence[int]) -> list[int]:
