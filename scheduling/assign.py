@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -199,10 +199,16 @@ def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], 
     """All members or none. Members go one at a time in the step's order, and, when that fails, once
     more largest first (GPU demand, cpu, memory): a small member placed first can take the only node
     a large one fits (found by review: a launcher of 1 GPU put on an idle 4-GPU node left no room for
-    its 4-GPU worker, step after step, under fgd, fifo-first-fit and least-allocated)."""
+    its 4-GPU worker, step after step, under fgd, fifo-first-fit and least-allocated); then, when
+    that fails too, the member with the fewest feasible nodes first (found by review: a member of any
+    GPU model took the one A10 node its A10-only peer needed, at every step)."""
     largest_first = sorted(members, key=lambda m: (m.gpu_demand_milli, m.cpu_milli, m.memory_mib), reverse=True)
     failed: tuple[JobRequest, Unschedulable, int] | None = None
-    for order in (members, largest_first) if largest_first != members else (members,):
+    tried: list[list[JobRequest]] = []
+    for order in _gang_orders(snap, members, largest_first, filters):
+        if order in tried:
+            continue
+        tried.append(order)
         got = _try_gang(snap, order, policy, top_k, filters)
         if isinstance(got, list):
             size, number = len(members), {id(m): i for i, m in enumerate(members, start=1)}
@@ -222,6 +228,15 @@ def _place_gang(snap: ClusterSnapshot, gang_id: str, members: list[JobRequest], 
     if not permanent and filters is None and (never := gang_never_fits(gang_id, members, snap)):
         why, permanent = never, True
     result.unschedulable.extend(Unschedulable(m.job_id, why, permanent) for m in members)
+
+
+def _gang_orders(snap: ClusterSnapshot, members: list[JobRequest], largest_first: list[JobRequest],
+                 filters: Sequence[Filter] | None) -> Iterator[list[JobRequest]]:  # fmt: skip
+    """The orders :func:`_place_gang` tries, each computed only when the one before failed."""
+    yield members
+    yield largest_first
+    room = {id(m): int(run_filters(m, snap, filters, explain=False).feasible_mask.sum()) for m in members}
+    yield sorted(largest_first, key=lambda m: room[id(m)])  # (stable: the largest first among equals)
 
 
 def _try_gang(snap: ClusterSnapshot, order: list[JobRequest], policy: Policy, top_k: int,

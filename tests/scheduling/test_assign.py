@@ -101,6 +101,17 @@ def test_a_gang_that_fits_an_idle_cluster_is_placed_whatever_its_members_order(p
     assert [p.reason.endswith(f"(gang g, member {i}/2)") for i, p in enumerate(r.placements, start=1)] == [True, True]
 
 
+@pytest.mark.parametrize("policy", ["best-fit", "fgd", "least-allocated", "fifo-first-fit"])
+def test_a_gang_whose_member_can_use_one_node_only_is_placed_whatever_its_peers_take(policy):
+    """Found by review: m1 (1 GPU, any model) took the one A10 node its A10-only peer m2 needed; largest first
+    is the same order, so the gang failed at every step though it fits the idle cluster."""
+    s = snap(node("a10", gpus=1, model="A10"), node("t4", gpus=1, model="T4"))
+    gang = [job("m1", gpus=1, gang_id="g", gang_size=2, submit_time=0),
+            job("m2", gpus=1, gpu_models=("A10",), gang_id="g", gang_size=2, submit_time=0)]  # fmt: skip
+    r = schedule_step(s, gang, get_policy(policy), now=0)
+    assert _placed(r) == {"m1": "t4", "m2": "a10"} and r.unschedulable == []
+
+
 def test_a_gang_that_fits_in_no_order_says_how_many_members_were_placed_before_the_one_that_did_not():
     s = snap(node("a", gpus=4, gpu_alloc=(1000, 1000, 0, 0)), node("b", gpus=2))  # g1 fits once a frees up
     gang = [job("g0", gpus=1, gang_id="g", gang_size=2, submit_time=0), job("g1", gpus=4, gang_id="g", gang_size=2)]
