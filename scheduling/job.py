@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from scheduling.events import MAX_TEXT, JobSubmitted
 from scheduling.resources import FULL_GPU_MILLI, Resources, format_resources, normalise_per_gpu_milli
 
+#: the submission label (and node topology key) of the node pool a job may run in (the node-pool filter)
+POOL_LABEL = "pool"
+
 
 @dataclass(frozen=True, slots=True)
 class JobRequest:
@@ -37,6 +40,7 @@ class JobRequest:
     trace_duration_s: float | None = None
     user: str = ""
     text: str = ""  # the submission's free text (name, command, app, labels): what a semantic encoder reads
+    node_pool: str | None = None  # the pool whose nodes alone it may run on (labels["pool"]; scheduling/filters/node_pool.py)
 
     def __post_init__(self) -> None:
         if self.cpu_milli < 0 or self.memory_mib < 0 or self.num_gpu < 0:
@@ -77,6 +81,7 @@ class JobRequest:
             trace_duration_s=event.trace_duration_s,
             user=event.user,
             text=job_text(event),
+            node_pool=event.labels.get(POOL_LABEL) or None,
         )
 
     @property

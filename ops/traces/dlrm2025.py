@@ -12,8 +12,9 @@ apps), one row per inference instance → one :class:`JobSubmitted` (cluster ``d
   fraction 0 < g < 1 → ``num_gpu=1, gpu_milli=round(1000 g)``; a fraction above 1 is a bad
   line. (The shared file holds only 0 and 1: CN instances 0, HN instances 1.)
 - ``max_instances_per_node`` = ``max_instance_per_node`` (-1 → None; 0 or < -1 is a bad line).
-- labels: ``role`` (CN / HN), ``rdma_request_pct``, ``disk_request_gib`` (the contract has no
-  disk or RDMA fields), ``lifetime`` (see below), ``trace``.
+- labels: ``role`` (CN / HN), and the same as ``pool``, which the node-pool filter reads (the nodes'
+  ``topology["pool"]``: each pool's instances run on its own nodes), ``rdma_request_pct``,
+  ``disk_request_gib`` (the contract has no disk or RDMA fields), ``lifetime`` (see below), ``trace``.
 
 Times (seconds from the trace start; empty = outside the trace window):
 
@@ -42,6 +43,7 @@ from ops.traces.dlrm_inventory import NodeShape, synthesize_inventory
 from ops.traces.paths import traces_dir
 from scheduling.events import JobSubmitted, NodeTelemetry
 from scheduling.gpu_models import KNOWN_GPU_MODELS
+from scheduling.job import POOL_LABEL
 
 HEADER = ["instance_sn", "role", "app_name", "cpu_request", "cpu_limit", "gpu_request", "gpu_limit",
           "rdma_request", "rdma_limit", "memory_request", "memory_limit", "disk_request", "disk_limit",
@@ -160,7 +162,9 @@ class DlrmLoader(TraceLoader):
             raise ValueError(f"max_instance_per_node={mipn}: expected -1 (none) or >= 1")
         rdma = parse_float(row[7], "rdma_request", required=False)
         disk = parse_float(row[11], "disk_request", required=False)
-        labels = {"trace": self.name, "role": role, "lifetime": lifetime}
+        # (pool: the node-pool filter keeps each pool's instances on its own nodes; found by review, CN instances
+        # filled the GPU nodes' CPUs)
+        labels = {"trace": self.name, "role": role, POOL_LABEL: role, "lifetime": lifetime}
         if rdma is not None:
             labels["rdma_request_pct"] = _num(rdma)
         if disk is not None:

@@ -4,8 +4,8 @@ Assumptions (documented, deterministic, overridable):
 
 - Two pools, as in the paper (Yang et al., NSDI 2025): CPU nodes (CN) run CN instances,
   heterogeneous GPU nodes (HN) run HN instances. Nodes are ``dlrm-cn-0000`` … and
-  ``dlrm-hn-0000`` …, with ``topology={"pool": "CN"|"HN"}``; jobs carry ``labels["role"]``
-  so a filter can keep them apart (the contract has no node-selector field).
+  ``dlrm-hn-0000`` …, with ``topology={"pool": "CN"|"HN"}``; jobs carry ``labels["pool"]`` (and
+  ``labels["role"]``), which the node-pool filter (``scheduling/filters/node_pool.py``) matches.
 - Node shapes, sized from the largest requests in the trace (the paper gives no shapes):
   CN = 192 cores, 1,024 GiB, no GPU (the largest CN instance asks for 192 cores / 1,000 GiB,
   i.e. a whole node); HN = 8 GPUs, 128 cores, 1,024 GiB (the largest HN instance asks for

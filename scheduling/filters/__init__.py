@@ -11,6 +11,7 @@ from scheduling.filters.gpu_model import GpuModelFilter
 from scheduling.filters.gpu_share import GpuShareFilter
 from scheduling.filters.health import HealthFilter
 from scheduling.filters.max_instances import MaxInstancesFilter
+from scheduling.filters.node_pool import NodePoolFilter
 
 __all__ = [
     "DEFAULT_FILTERS",
@@ -23,6 +24,7 @@ __all__ = [
     "GpuShareFilter",
     "HealthFilter",
     "MaxInstancesFilter",
+    "NodePoolFilter",
     "format_reason",
     "never_fits",
     "run_filters",

@@ -22,11 +22,13 @@ from scheduling.filters.gpu_model import GpuModelFilter
 from scheduling.filters.gpu_share import GpuShareFilter
 from scheduling.filters.health import HealthFilter
 from scheduling.filters.max_instances import MaxInstancesFilter
+from scheduling.filters.node_pool import NodePoolFilter
 from scheduling.job import JobRequest
 from scheduling.snapshot import ClusterSnapshot
 
 DEFAULT_FILTERS: tuple[Filter, ...] = (
     ClusterFilter(),
+    NodePoolFilter(),
     HealthFilter(),
     GpuModelFilter(),
     MaxInstancesFilter(),
@@ -90,7 +92,7 @@ NEVER_FITS_KEPT = 10_000  # job shapes whose never_fits answer a node table keep
 def filter_shape(job: JobRequest) -> tuple:
     """Everything the filters look at: two jobs of one shape pass the same nodes."""
     return (job.cluster, job.cpu_milli, job.memory_mib, job.num_gpu, job.per_gpu_milli, job.gpu_models,
-            job.app, job.max_instances_per_node)  # fmt: skip
+            job.app, job.max_instances_per_node, job.node_pool)  # fmt: skip
 
 
 def never_fits(job: JobRequest, snapshot: ClusterSnapshot, filters: Sequence[Filter] | None = None) -> str | None:

@@ -27,11 +27,11 @@ def test_known_instance_mapping(fixtures: Path) -> None:
     assert (e.cpu_milli, e.memory_mib, e.num_gpu, e.gpu_milli) == (12000, 120 * 1024, 1, 1000)
     assert e.app == "app_0" and e.max_instances_per_node == 8 and e.qos == "LS" and e.cluster == "dlrm2025"
     assert e.trace_duration_s == pytest.approx(136023 - 124561)
-    assert e.labels == {"trace": "dlrm2025", "role": "HN", "lifetime": "complete",
+    assert e.labels == {"trace": "dlrm2025", "role": "HN", "pool": "HN", "lifetime": "complete",
                         "rdma_request_pct": "25", "disk_request_gib": "680"}  # fmt: skip
     cn = jobs["instance_8160"].event  # CN, max_instance_per_node -1
     assert (cn.num_gpu, cn.gpu_milli, cn.cpu_milli, cn.max_instances_per_node) == (0, 0, 64000, None)
-    assert cn.labels["role"] == "CN"
+    assert cn.labels["role"] == cn.labels["pool"] == "CN"  # (the node-pool filter reads "pool")
 
 
 def test_preexisting_instances(fixtures: Path) -> None:
