@@ -579,6 +579,10 @@ def format_validation_error(e: Exception) -> str:
     for err in e.errors()[:5]:
         loc = ".".join(str(p) for p in err.get("loc", ()))
         msg = str(err.get("msg", "")).removeprefix("Value error, ")  # a validator's own words, without pydantic's tag
+        if err.get("loc", ())[-1:] == ("schema_version",) and err.get("type") == "literal_error":
+            # (found by review: "Input should be 1" did not tell a newer producer what to do)
+            msg = (f"schema_version {err.get('input')!r} is not one this worker reads (it reads {SCHEMA_VERSION}): "
+                   f"publish version {SCHEMA_VERSION}, or upgrade the worker")  # fmt: skip
         parts.append(f"{loc}: {msg}" if loc else msg)
     more = "" if e.error_count() <= 5 else f" (+{e.error_count() - 5} more)"
     return "; ".join(parts) + more

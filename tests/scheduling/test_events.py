@@ -86,7 +86,7 @@ def test_event_time_is_utc_and_ids_are_unique() -> None:
         ({"dag_parents": ["a", "j"]}, "job 'j' names itself among its dag_parents"),
         ({"qos": "Gold"}, "qos"),
         ({"surprise": 1}, "Extra inputs are not permitted"),
-        ({"schema_version": 2}, "schema_version"),
+        ({"schema_version": 2}, "schema_version 2 is not one this worker reads \\(it reads 1\\): publish version 1"),
         ({"job_id": ""}, "at least 1 character"),
         # the wire is strict: a field of the wrong JSON type is refused, not coerced
         ({"num_gpu": True}, "num_gpu: Input should be a valid integer"),
