@@ -108,3 +108,15 @@ def test_a_row_the_archive_cannot_hold_is_dead_lettered_and_the_rest_of_its_batc
     assert (row["topic"], row["topic_partition"], row["topic_offset"]) == (b"jobs.lifecycle", 1, 11), row
     assert b"cannot hold it in jobs_lifecycle" in row["reason"] and json.loads(row["original"])["attempt"] == 70_000
     assert writer.unarchivable == 2
+
+
+def test_an_unarchivable_events_dead_letter_keeps_the_whole_event(client: ArchiveClient) -> None:
+    """Found by review: the writer's dead letter kept the first 64 KiB of the event, though it goes to the
+    archive, not through Kafka."""
+    import json
+
+    good = JobSubmitted(job_id="j0", event_id="s0", labels={"notes": "x" * 200_000})  # (labels are unbounded)
+    bad = JobSubmitted.model_construct(**{**good.model_dump(), "event_id": "bad", "gang_size": 70_000})
+    ArchiveWriter(client).write("jobs_submitted", [bad], [(1, 11)])
+    [(original, size)] = client.query_rows("SELECT original, original_size FROM deadletter FINAL")[1]
+    assert len(original) == size > 200_000 and json.loads(original)["labels"]["notes"] == "x" * 200_000
