@@ -144,9 +144,13 @@ def evaluate_held_out(model: Any, nodes: Sequence[NodeView], pods: Sequence[JobR
     for seed in replay.seeds:
         t0 = time.perf_counter()
         run = run_fill(nodes, fill_sequence(pods, capacity, seed, replay.target), policy, seed)
-        if getattr(policy, "fell_back", False) or getattr(getattr(policy, "last_step", None), "fallback", False):
+        # any pod the fallback scored (found by review: a later pod's answered call overwrote ``last_step``, and 51
+        # pods placed by the heuristic counted as the model's, in the gate and in model_versions)
+        fell_back = len(getattr(policy, "fallback_jobs", ()))
+        if getattr(policy, "fell_back", False) or fell_back or getattr(getattr(policy, "last_step", None), "fallback", False):
             return out | {"loaded": False, "score": None,
-                          "error": f"the model fell back during the replay: {policy.last_step.reason}"}  # fmt: skip
+                          "error": f"the model fell back during the replay (seed {seed}: the fallback scored "
+                                   f"{fell_back} pod(s)): {policy.last_step.reason}"}  # fmt: skip
         per_seed.append({"seed": seed, "allocated_pct_at_100": allocated_at_100(run), "pods": len(run.arrived),
                          "placed": run.placed, "dropped": run.dropped,
                          "seconds": round(time.perf_counter() - t0, 3)})  # fmt: skip

@@ -424,3 +424,23 @@ def test_a_version_name_the_registry_holds_for_another_model_is_refused(trained,
     row = get_version(archive, "good")
     assert row.reason == "written by another host" and row.path == str(trained["good"].resolve())
     assert _run(trained["good"], tmp_path / "models", archive).status == "promoted"  # itself: first version
+
+
+def test_a_replay_where_the_fallback_scored_any_pod_is_not_the_models_evaluation(trained):
+    """Found by review: a call that failed mid-replay handed that pod to the fallback, the next pod's answered
+    call set last_step back, and the heuristic's placements counted as the model's (51 pods in the probe)."""
+    from inference.backends import BackendError
+    from inference.policy import LearnedPolicy
+
+    policy = LearnedPolicy(trained["good"], fallback="best-fit")
+    inner, calls = policy.backend.policy, [0]
+
+    def every_third_fails(inputs, **kw):  # noqa: ANN001, ANN202
+        calls[0] += 1
+        if calls[0] % 3 == 0:
+            raise BackendError("a hiccup")
+        return inner(inputs, **kw)
+
+    policy.backend.policy = every_third_fails
+    ev = evaluate_held_out(policy, NODES, PODS, REPLAY)
+    assert ev["loaded"] is False and ev["score"] is None and "the fallback scored" in ev["error"], ev
