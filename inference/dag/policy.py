@@ -58,8 +58,8 @@ class NetPolicy:
         else:
             probs = torch.softmax(logits.detach() / self.temperature, dim=-1)
             choice = int(torch.multinomial(probs, 1, generator=self.generator))
-        if self.record:
-            self.log_probs.append(torch.log_softmax(logits, dim=-1)[choice])
+        if self.record:  # log π of the distribution sampled from (found by review: the temperature was left out)
+            self.log_probs.append(torch.log_softmax(logits / self.temperature, dim=-1)[choice])
         return choice
 
     def select_task(self, env: ListSchedulingEnv) -> int:

@@ -92,19 +92,28 @@ def q_trajectory(config: DagGeneratorConfig, seed: int, index: int, *, explore: 
     return QTrajectory(seed, index, np.array(tasks), np.array(procs), np.stack(spans), heft, env.makespan)
 
 
+#: bumped when the teacher's labels (its processor choice, its tie-breaks) change: a cache of older labels is
+#: made again, not reused (found by review: the key was the generator config alone, as dataset.py's once was)
+Q_TEACHER_VERSION = 2
+
+
+def _key(config: DagGeneratorConfig) -> str:
+    return f"q-teacher {Q_TEACHER_VERSION}; {config!r}"
+
+
 def save_trajectories(path: Path, trajs: list[QTrajectory], config: DagGeneratorConfig) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with tmp.open("wb") as f:
-        pickle.dump((repr(config), [asdict(t) for t in trajs]), f)  # plain dicts: no class path in the file
+        pickle.dump((_key(config), [asdict(t) for t in trajs]), f)  # plain dicts: no class path in the file
     tmp.replace(path)
 
 
 def load_trajectories(path: Path, config: DagGeneratorConfig) -> list[QTrajectory]:
     with path.open("rb") as f:
         stored, trajs = _Unpickler(f).load()
-    if stored != repr(config):
-        raise ValueError(f"{path} was made with another generator config: {stored}")
+    if stored != _key(config):
+        raise ValueError(f"{path} was made with another generator config or teacher: {stored}")
     return [t if isinstance(t, QTrajectory) else QTrajectory(**t) for t in trajs]
 
 

@@ -130,7 +130,10 @@ def dagger_trajectories(net: DagPolicyNet, config: DagGeneratorConfig, seed: int
 def build_trajectories(config: DagGeneratorConfig, seed: int, dags: int, cache: Path) -> list[QTrajectory]:
     """The teacher's trajectories on training DAGs ``0 … dags-1`` of ``seed``: read from
     ``cache`` (resumed when it holds fewer), generated otherwise (~1.5 s a DAG)."""
-    have = load_trajectories(cache, config) if cache.exists() else []
+    try:  # another generator config or an older teacher's labels: made again, not reused (nor an error)
+        have = load_trajectories(cache, config) if cache.exists() else []
+    except ValueError:
+        have = []
     have = [t for t in have if t.seed == seed and t.index < dags]
     done = {t.index for t in have}
     todo = [i for i in range(dags) if i not in done]

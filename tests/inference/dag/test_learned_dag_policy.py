@@ -116,3 +116,15 @@ def test_evaluate_problems_refuses_a_learned_scheduler_without_its_model(tmp_pat
 
     with pytest.raises(ValueError, match="learned would fall back"):
         evaluate_problems("small", small_dags[:1], ("heft", "learned"), tmp_path / "nothing", show=False)
+
+
+def test_a_recorded_log_prob_is_of_the_distribution_sampled_from():
+    """Found by review: sampling used softmax(logits / T) but the recorded log π was log_softmax(logits):
+    a policy gradient with T != 1 would have used the wrong probabilities."""
+    from inference.dag.policy import NetPolicy
+
+    policy = NetPolicy(DagPolicyNet(NetConfig(hidden=8)), None, generator=torch.Generator().manual_seed(0),  # type: ignore[arg-type]
+                       record=True, temperature=2.5)  # fmt: skip
+    logits = torch.tensor([0.5, 2.0, -1.0])
+    choice = policy._choose(logits)
+    assert float(policy.log_probs[-1]) == pytest.approx(float(torch.log_softmax(logits / 2.5, dim=-1)[choice]))

@@ -73,6 +73,12 @@ def test_q_trajectory_is_never_worse_than_heft_and_replays(tmp_path):
     assert [b.makespan for b in back] == [t.makespan for t in trajs]
     with pytest.raises(ValueError, match="another generator config"):
         load_trajectories(tmp_path / "q.pkl", DagGeneratorConfig())
+    # a cache of an older teacher's labels (keyed by the config alone, before Q_TEACHER_VERSION) is not reused
+    import pickle
+
+    (tmp_path / "old.pkl").write_bytes(pickle.dumps((repr(TINY), [])))
+    with pytest.raises(ValueError, match="or teacher"):
+        load_trajectories(tmp_path / "old.pkl", TINY)
 
 
 def test_featurise_and_q_training_reduce_the_loss():
