@@ -111,8 +111,12 @@ def test_capacity_and_allocation(results: dict[str, list[dict[str, Any]]], archi
     (cap,) = results["utilisation.capacity"]
     assert (cap["nodes"], cap["gpus"]) == (1213, 6212)  # the openb cluster
     panel = results["utilisation.gpu_allocation"]
-    mine = m.gpu_allocation_in_sql(archive.client, INTERVAL_S)  # the run, to its last event
-    ratios = [r["gpu_allocation"] for r in panel]
+    mine = m.gpu_allocation_in_sql(archive.client, INTERVAL_S)  # the run, from its first holding to its last event
+    # the panel's range starts with the cluster's first report: its idle buckets before the first job read 0
+    # (none when the inventory and the first start share a bucket)
+    lead = [r for r in panel if r["time"].timestamp() < mine[0].bucket_start]
+    assert {r["gpu_allocation"] for r in lead} <= {0.0}, lead
+    ratios = [r["gpu_allocation"] for r in panel[len(lead):]]
     # the panel's range runs 2 s past the run: its last bucket of the run is averaged over the whole
     # bucket (nothing is held after the run), the metric's over the run's part; the rest read 0
     assert ratios[: len(mine) - 1] == pytest.approx([s.ratio for s in mine][:-1])
