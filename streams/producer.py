@@ -140,21 +140,23 @@ class EventProducer:
         starts its job's trace; other events carry ``headers`` (default: the current span's
         trace context, if any)."""
         cluster = cluster or getattr(event, "cluster", "default")
+        raw = event.to_bytes()
+        if topic in PRODUCED_TO_THE_WORKER and len(raw) > self.settings.max_message_bytes:
+            # the broker takes it (its topics allow more) and the worker dead-letters it: say so to the sender now
+            # (found by review: send and flush succeeded, and the event turned up in the dead-letter topic; send_raw
+            # leaves raw bytes alone, as a producer outside semsched would send them)
+            raise ValueError(f"{topic} event of {len(raw):,} bytes is over the worker's {self.settings.max_message_bytes:,}"
+                             "-byte limit (SEMSCHED_MAX_MESSAGE_BYTES): it would be dead-lettered, not read")  # fmt: skip
         if topic == "jobs.submitted" and headers is None:
             with telemetry.send_span(self.settings.topic(topic), str(getattr(event, "job_id", ""))) as hs:
-                await self.send_raw(topic, event.to_bytes(), key=event_key(event), cluster=cluster, headers=hs)
+                await self.send_raw(topic, raw, key=event_key(event), cluster=cluster, headers=hs)
             return
-        await self.send_raw(topic, event.to_bytes(), key=event_key(event), cluster=cluster,
+        await self.send_raw(topic, raw, key=event_key(event), cluster=cluster,
                             headers=telemetry.inject() if headers is None else headers)  # fmt: skip
 
     async def send_raw(self, topic: str, raw: bytes, *, key: bytes | None, cluster: str,
                        headers: list[tuple[str, bytes]] | None = None) -> None:  # fmt: skip
         self._raise_failures()
-        if topic in PRODUCED_TO_THE_WORKER and len(raw) > self.settings.max_message_bytes:
-            # the broker takes it (its topics allow more) and the worker dead-letters it: say so to the sender now
-            # (found by review: send and flush succeeded, and the event turned up in the dead-letter topic)
-            raise ValueError(f"{topic} event of {len(raw):,} bytes is over the worker's {self.settings.max_message_bytes:,}"
-                             "-byte limit (SEMSCHED_MAX_MESSAGE_BYTES): it would be dead-lettered, not read")  # fmt: skip
         name = self.settings.topic(topic)
         if name not in self._checked:
             check_partitions(self.settings.partitions, {name: len(await self.producer.partitions_for(name))})
