@@ -129,7 +129,9 @@ class RLEpisode:
     states: int  # recorded states the update used
     advantage: float  # mean advantage over the recorded states (in % of capacity, before scaling)
     loss: float
-    kl: float  # mean KL(π_θ ‖ π_0) over the states after the update
+    # the last PPO pass's means, each minibatch's taken before its own step (so slightly below the KL after the
+    # update; found by review: documented as after it)
+    kl: float  # mean KL(π_θ ‖ π_0) over the states
     entropy: float
     clip_frac: float
     seconds: float
