@@ -187,12 +187,13 @@ class ClusterSnapshot:
     def instance_cap(self, app: str) -> np.ndarray | None:
         """Per node, the smallest ``max_instances_per_node`` among the instances of ``app`` it runs
         (``iinfo(int32).max`` where none has one); None when no instance of ``app`` has a limit."""
-        caps = self._caps.get(app)
-        if not caps:
+        held = [(cap, counts > 0) for cap, counts in self._caps.get(app, {}).items()]
+        held = [(cap, on) for cap, on in held if on.any()]
+        if not held:  # (none, or all freed: the same as a snapshot that never held one)
             return None
         out = np.full(self.num_nodes, np.iinfo(np.int32).max, dtype=np.int64)
-        for cap, counts in caps.items():
-            out[counts > 0] = np.minimum(out[counts > 0], cap)
+        for cap, on in held:
+            out[on] = np.minimum(out[on], cap)
         return out
 
     @property

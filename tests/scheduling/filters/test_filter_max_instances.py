@@ -39,6 +39,8 @@ def test_the_limit_of_an_instance_already_there_binds_a_newcomer_too():
     s.free(0, one)
     assert f.mask(job("three", app="web", max_instances_per_node=3), s).tolist() == [True, True]
     assert s.first_difference(copy) is not None and copy.instance_cap("web").tolist()[0] == 1
+    # freed, it is the snapshot of nodes that never held it (the worker's kept snapshot against a rebuilt one)
+    assert s.instance_cap("web") is None and s.first_difference(snap(node("a"), node("b"))) is None
 
 
 def test_a_snapshot_built_from_many_holdings_keeps_their_limits():
