@@ -68,6 +68,7 @@ def seen_fill_seeds(seeds: Sequence[int]) -> list[int]:
         return []
     return sorted(trained_seeds(train) & set(seeds))
 
+
 def duration_trained_on(policies: Sequence[str], trace: str) -> str | None:
     """Why the learned orderings' numbers on a replay of ``trace`` are inflated, else ``None``: their
     duration model learned from that very trace's jobs (its ``train_info``), whose run times its retrieval
