@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from streams.process_start import start_ticks  # (one definition: the worker's port file reads it too)
+
 
 @dataclass
 class Child:
@@ -96,16 +98,6 @@ def die_with_parent() -> None:
     THREAD that started the child ends: start children from the main thread."""
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG = 1
-
-
-def start_ticks(pid: int) -> int | None:
-    """When ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22), or None when it is
-    gone or a zombie: with the PID it names one process, not whichever reuses its number later."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return None if fields[0] in {"Z", "X"} else int(fields[19])
 
 
 def write_pid_file(path: Path, pid: int) -> None:

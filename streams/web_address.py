@@ -14,6 +14,8 @@ import contextlib
 import os
 from pathlib import Path
 
+from streams.process_start import start_ticks
+
 PORT_FILE = "worker.port"
 
 
@@ -22,8 +24,6 @@ def advertise(state_dir: Path, port: int) -> None:
     web server), unless the file names another live process: a second worker on the same directory,
     which will fail, must not take the running one's place (found by the ops review: it did, then
     removed the file, and ``semsched sql`` said a worker owned the archive and to stop it)."""
-    from ops.processes import start_ticks
-
     if port <= 0:
         return
     owner = _advertised(state_dir)
@@ -61,8 +61,6 @@ def _alive(pid: int, ticks: int | None = None) -> bool:
     """Whether the worker that wrote the file runs: ``pid`` with the start ``ticks`` it wrote (found by review:
     a killed worker's PID reused by another process kept its file, and the next worker never advertised)."""
     if ticks is not None:
-        from ops.processes import start_ticks
-
         return start_ticks(pid) == ticks
     try:
         os.kill(pid, 0)

@@ -48,7 +48,7 @@ def test_a_killed_workers_file_whose_pid_another_process_took_is_replaced(tmp_pa
     it counted as alive, the next worker never wrote its port, and the CLI asked the old one."""
     import os
 
-    from ops.processes import start_ticks
+    from streams.process_start import start_ticks
 
     me = os.getpid()
     (tmp_path / PORT_FILE).write_text(f"41111 {os.getppid()} {(start_ticks(os.getppid()) or 0) + 1}\n")  # not that process
