@@ -3,7 +3,8 @@
 Every read goes through ``FINAL`` so a redelivered event (same ``event_id``) counts once, and
 reads the submissions, telemetry and lifecycle reports through the ``*_accepted`` views
 (``storage/migrations/0014_accepted_events.sql``): an event the worker refused on its own state
-(a clock far ahead, a job id in use) is archived too, and counts nowhere as accepted; the lifecycle
+(a clock far ahead, a job id in use) is archived too, and counts nowhere as accepted (one row per
+event: its first copy not refused, since ``0020_accepted_first_copy.sql``); the lifecycle
 through ``jobs_lifecycle_applied`` (``0018_lifecycle_applied.sql``: the reports of the node each
 attempt runs on, without a fenced second execution's); and the
 decisions through ``decisions_applied`` (``0016_decisions_applied.sql``: the first record of each
