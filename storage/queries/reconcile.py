@@ -50,19 +50,27 @@ class Reconciliation:
 # (streams/log_restore.py), so whether it was lost is what reconciliation must still say.
 # The raw rows, not FINAL: FINAL keeps one row per event id, and a copy of the event sent again
 # later (and accepted) must not hide behind its dead-lettered twin.
+# Every lifecycle report as the worker first read it: one row per event, its earliest position, not
+# FINAL's copy archived last (found by review: an agent's report sent again after its send timed out is
+# a second message of one event id; FINAL put a `failed` after the retry's start, and the job "ran
+# twice"). Refused copies are kept: reconciliation asks what the agents reported, not what the worker
+# applied (as 0020's accepted views keep the first copy not refused).
+_LIFECYCLE = ("(SELECT * FROM jobs_lifecycle ORDER BY kafka_partition, kafka_offset "
+              "LIMIT 1 BY cluster, job_id, event_time, event_id)")
+
 _UNACCOUNTED = """
 SELECT DISTINCT cluster, job_id FROM jobs_submitted
 WHERE (kafka_partition, kafka_offset) NOT IN
       (SELECT topic_partition, topic_offset FROM deadletter WHERE topic = 'jobs.submitted'
        AND NOT startsWith(reason, '__INTERNAL_ERROR__'))
-  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM jobs_lifecycle FINAL WHERE state = 'finished')
-  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM jobs_lifecycle FINAL
+  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM __LIFECYCLE__ WHERE state = 'finished')
+  AND (cluster, job_id) NOT IN (SELECT cluster, job_id FROM __LIFECYCLE__
                                 WHERE state = 'rejected' AND reason != '')
   AND (cluster, job_id) NOT IN (__RUNNING__)
 ORDER BY cluster, job_id
 """
 _UNACCOUNTED = _UNACCOUNTED.replace("__RUNNING__", running_jobs("jobs_lifecycle_accepted")).replace(
-    "__INTERNAL_ERROR__", INTERNAL_ERROR)
+    "__INTERNAL_ERROR__", INTERNAL_ERROR).replace("__LIFECYCLE__", _LIFECYCLE)
 
 # Not FINAL on purpose: a re-decision of one attempt carries the same event_id (=
 # decision_id), so FINAL would collapse two different placements into one row. Raw rows
@@ -80,9 +88,9 @@ ORDER BY cluster, job_id, attempt
 """
 
 _STARTED_TWICE = """
-SELECT cluster, job_id, attempt FROM jobs_lifecycle FINAL WHERE state = 'started'
+SELECT cluster, job_id, attempt FROM __LIFECYCLE__ WHERE state = 'started'
 GROUP BY cluster, job_id, attempt HAVING count() > 1 ORDER BY cluster, job_id, attempt
-"""
+""".replace("__LIFECYCLE__", _LIFECYCLE)
 
 
 # Two attempts of one job that ran at once (found by review: the checks above look within one
@@ -112,7 +120,7 @@ SELECT later.cluster, later.job_id, later.attempt FROM (
                    state = 'preempted' AND match(reason, '__LOST__') AS lost,
                    argMinIf(node, at, state = 'started') OVER attempt_rows AS ran_on,
                    minIf(at, lost) OVER attempt_rows AS worker_at
-            FROM jobs_lifecycle FINAL
+            FROM __LIFECYCLE__
             WINDOW attempt_rows AS (PARTITION BY cluster, job_id, attempt)
         )
     )
@@ -120,7 +128,7 @@ SELECT later.cluster, later.job_id, later.attempt FROM (
 ) AS earlier
 INNER JOIN (
     SELECT cluster, job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
-    FROM jobs_lifecycle FINAL WHERE state = 'started' GROUP BY cluster, job_id, attempt
+    FROM __LIFECYCLE__ WHERE state = 'started' GROUP BY cluster, job_id, attempt
 ) AS later ON earlier.cluster = later.cluster AND earlier.job_id = later.job_id
 WHERE earlier.attempt < later.attempt
   AND (earlier.ends = 0 OR earlier.ended_at < earlier.started_at OR earlier.ended_at > later.started_at)
@@ -128,7 +136,7 @@ GROUP BY later.cluster, later.job_id, later.attempt ORDER BY later.cluster, late
 """
 #: the reason of the worker's own ``preempted`` of a placement on a lost node (LostNodes.check)
 _RAN_TWICE = _RAN_TWICE.replace("__LOST__", NODE_LOST_REASON_RE.replace("\\", "\\\\")).replace(  # (SQL literals)
-    "__RESTARTED__", AGENT_RESTART_LOST_REASON)  # (a restarted agent's report of a run it lost: not when the run
+    "__RESTARTED__", AGENT_RESTART_LOST_REASON).replace("__LIFECYCLE__", _LIFECYCLE)  # (a restarted agent's report of a run it lost: not when the run
 # ended, found by review: an agent back an hour later made its run last an hour, and the retry ran twice)
 
 # An attempt that started once the job was done (found by review: a job whose attempt finished, or that
@@ -143,17 +151,17 @@ _RAN_TWICE = _RAN_TWICE.replace("__LOST__", NODE_LOST_REASON_RE.replace("\\", "\
 _RAN_AFTER_DONE = """
 SELECT s.cluster, s.job_id, s.attempt FROM (
     SELECT cluster, job_id, attempt, min((kafka_partition, kafka_offset, event_time)) AS started_at
-    FROM jobs_lifecycle FINAL WHERE state = 'started' GROUP BY cluster, job_id, attempt
+    FROM __LIFECYCLE__ WHERE state = 'started' GROUP BY cluster, job_id, attempt
 ) AS s
 INNER JOIN (
     SELECT cluster, job_id, attempt, state, (kafka_partition, kafka_offset, event_time) AS done_at
-    FROM jobs_lifecycle FINAL WHERE state IN ('finished', 'rejected')
+    FROM __LIFECYCLE__ WHERE state IN ('finished', 'rejected')
 ) AS done ON s.cluster = done.cluster AND s.job_id = done.job_id
 WHERE done.done_at < s.started_at
   AND (done.state = 'rejected' OR (done.attempt != s.attempt AND (s.cluster, s.job_id) NOT IN
        (SELECT cluster, job_id FROM jobs_submitted_accepted WHERE gang_size > 1)))
 GROUP BY s.cluster, s.job_id, s.attempt ORDER BY s.cluster, s.job_id, s.attempt
-"""
+""".replace("__LIFECYCLE__", _LIFECYCLE)
 
 
 def reconcile(client: ArchiveClient) -> Reconciliation:

@@ -70,3 +70,20 @@ def test_copies_the_worker_applied_once_count_once(client: ArchiveClient) -> Non
     w.write("jobs_submitted", [sub], [(0, 2)])
     _, rows = client.query_rows("SELECT job_id, kafka_offset FROM jobs_submitted_accepted")
     assert rows == [("A", 0)]
+
+
+def test_reconciliation_reads_a_report_sent_twice_where_the_worker_read_it_first(client: ArchiveClient) -> None:
+    """J's agent reported attempt 0 ``failed`` and, its send timed out, sent it again after the retry had
+    started (an at-least-once producer's resend: one event id, a later offset). The run ended at the
+    first copy; read ``FINAL`` (the copy archived last), it ended after the retry started, and reconciliation
+    said the job ran twice."""
+    from test_queries import dec, life
+
+    w = ArchiveWriter(client)
+    w.write("jobs_submitted", [JobSubmitted(event_id="s-j", event_time=at(0), job_id="J")], [(0, 0)])
+    w.write("decisions", [dec("J", 0, 1, "n1"), dec("J", 1, 40, "n2")], [(0, 0), (0, 1)])
+    failed = life("J", 0, "failed", 30, "n1", event_id="l-failed")
+    reports = [life("J", 0, "started", 2, "n1"), failed, life("J", 1, "started", 41, "n2")]
+    w.write("jobs_lifecycle", reports, [(0, 10), (0, 11), (0, 12)])
+    w.write("jobs_lifecycle", [life("J", 1, "finished", 90, "n2"), failed], [(0, 13), (0, 14)])  # (the copy)
+    assert reconcile(client).ok
