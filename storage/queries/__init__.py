@@ -1,7 +1,7 @@
 """The SQL analysts, reports and the demo use, each as a function with a typed result.
 
-Every read goes through ``FINAL`` so a redelivered event (same ``event_id``) counts once, and
-reads the submissions, telemetry and lifecycle reports through the ``*_accepted`` views
+Every read counts a redelivered event (same ``event_id``) once (``FINAL``, or a view that keeps one
+row per event), and reads the submissions, telemetry and lifecycle reports through the ``*_accepted`` views
 (``storage/migrations/0014_accepted_events.sql``): an event the worker refused on its own state
 (a clock far ahead, a job id in use) is archived too, and counts nowhere as accepted (one row per
 event: its first copy not refused, since ``0020_accepted_first_copy.sql``); the lifecycle

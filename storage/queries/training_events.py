@@ -1,6 +1,6 @@
 """What ``semsched train --from-archive`` replays, read from the archive as the events it stored.
 
-Four reads, each with ``FINAL`` (a redelivered event counts once), times selected as epoch
+Four reads, each through a view that keeps one row per event (a redelivered event counts once), times selected as epoch
 milliseconds (plain numbers on every client path, including the worker's ``/sql``):
 
 - **nodes**: each node's latest capacity, GPU model and topology (``argMax`` by event time),
