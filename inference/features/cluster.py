@@ -43,7 +43,10 @@ def _fgd(rows: tuple[WorkloadRow, ...]) -> FGD:
     return FGD(workload_of(rows), quantize=False)
 
 
-def _model_index(s: ClusterSnapshot) -> np.ndarray:
+def model_groups(s: ClusterSnapshot) -> np.ndarray:
+    """Each node's GPU-model group ``[N]`` (int64, read-only): the groups the ``model_*`` columns are
+    shared over (by the model's name, not the spec's one-hot, where unknown models share "other")."""
+
     def build(snap: ClusterSnapshot) -> np.ndarray:
         _, idx = np.unique(np.asarray(snap.gpu_model, dtype=str), return_inverse=True)
         out = idx.astype(np.int64)
@@ -57,7 +60,7 @@ def cluster_features(snapshot: ClusterSnapshot) -> np.ndarray:
     """float32 ``[N, len(CLUSTER)]``."""
     s = snapshot
     n = s.num_nodes
-    model = _model_index(s)
+    model = model_groups(s)
     groups = int(model.max()) + 1 if n else 0
     empty = (s.gpu_free_milli == s.gpu_cap_milli) & (s.cpu_free == s.cpu_cap)
     per_model = np.bincount(model, minlength=groups).astype(np.float64)

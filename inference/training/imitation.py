@@ -19,7 +19,8 @@ demonstrations carry the labels and the weight is > 0):
   (pods that never ran have none). It is the run time at nominal speed, the same label on every
   node: the simulators' node speeds (``--heterogeneity``) are hidden from every policy;
 - ``transition_weight``: ‖T(h_t, a_t) − h_{t+1}‖² per node, ``h_{t+1}`` the encoder's
-  embedding of the next state (the chosen node's row replaced; stop-gradient target);
+  embedding of the next state (:func:`inference.training.next_state.next_states`: the chosen node's
+  row and the columns every node carries about its GPU model and the cluster; stop-gradient target);
 - by default the cost and transition losses train their heads on the DETACHED representation
   (``aux_grad=False``): with gradients into the encoder they fought the policy loss (exact
   agreement 0.51 instead of 0.71 after 8 epochs on 4 fill seeds, before FGD's pick became a
@@ -42,10 +43,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from inference.features.cluster import model_groups
 from inference.features.topology import build_topology
 from inference.model.config import ModelConfig
 from inference.model.scorer import Action, Scorer, TorchTopology
 from inference.training.collect import PER_NODE, Demonstrations
+from inference.training.next_state import next_states
 
 
 @dataclass
@@ -129,6 +132,8 @@ class _Data:
         self.group = np.asarray(demos.group)
         self.sizes = [s.num_nodes for s in demos.snapshots]  # each table's nodes (the arrays are padded to the largest)
         self.topos = [TorchTopology(build_topology(s, config.spec, config.knn)) for s in demos.snapshots]
+        self.model_groups = [model_groups(s) for s in demos.snapshots]  # (next_states: T's target)
+        self.spec = config.spec
         self.tokens: tuple[torch.Tensor, torch.Tensor] | None = None  # indices into the states' jobs, mask
         self.queue_tokens: tuple[torch.Tensor, torch.Tensor] | None = None  # recorded queues' rows, mask
         if config.job_tokens and demos.has("tokens"):  # real queues (the archive's)
@@ -204,8 +209,7 @@ class _Data:
             b = torch.arange(len(idx))
             choice = t["choice"]
             if opts.transition_weight > 0:
-                after = nodes.clone()
-                after[b, choice] = t["next_row"]
+                after = next_states(nodes, choice, t["next_row"], self.model_groups[g], self.spec)
                 with torch.no_grad():  # the same tokens: decisions roll T within one step's queue
                     h_next = model.encode(after, topo, queue, *tokens)
                 pred = model.transition(h_aux, Action(jobs, choice, pairs[b, choice]))

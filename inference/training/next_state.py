@@ -1,0 +1,57 @@
+"""The node state after a placement: the transition model's training target (issue 4 point 3).
+
+A placement changes the chosen node's row, and with ``FeatureSpec.cluster`` / ``workload`` also the
+columns every node carries about the cluster: the share of whole free nodes and of free GPU over the
+nodes of the chosen node's GPU model (every node of that model), and the cluster's GPU use, whole free
+8-GPU share and fragmentation rate (every node). A demonstration records the chosen node's row after the
+placement (``next_row``, its featurisation of the whole cluster after), which holds the new values of
+those columns, so the whole next state follows from it without recording ``[N, D]`` more per state.
+
+Found by review: the target had been the state with the chosen row replaced alone, a state that cannot
+occur (23 of 24 rows differed from the true next state in the reviewer's probe), and T, Δ and the
+decision-time lookahead learned and rolled it.
+
+The utilisation column (a hopping window over agents' reports) does not move with a placement; the
+recorded row, featurised without the window, carries 0 there, so the state's own value is kept.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from inference.features.spec import FeatureSpec
+
+#: node columns shared by the nodes of one GPU model (inference.features.cluster.cluster_features)
+PER_MODEL: tuple[str, ...] = ("model_empty_share", "model_gpu_free_share")
+#: node columns shared by every node: the cluster's, broadcast
+CLUSTER_WIDE: tuple[str, ...] = ("cluster_gpu_used", "cluster_empty_big_share", "cluster_frag_rate")
+#: node columns a placement does not change (the node's tie-break index, the utilisation window)
+UNMOVED: tuple[str, ...] = ("priority", "utilisation")
+
+
+def _columns(spec: FeatureSpec, names: tuple[str, ...]) -> torch.Tensor:
+    have = spec.node_names
+    return torch.tensor([have.index(n) for n in names if n in have], dtype=torch.long)
+
+
+def next_states(nodes: torch.Tensor, choice: torch.Tensor, next_row: torch.Tensor, groups: np.ndarray,
+                spec: FeatureSpec) -> torch.Tensor:  # fmt: skip
+    """``[B, N, D]``: each state ``nodes[b]`` after its placement on node ``choice[b]``, whose row after
+    it is ``next_row[b]`` (``[B, D]``); ``groups``: each node's GPU-model group
+    (:func:`inference.features.cluster.model_groups` of the states' node table)."""
+    b = torch.arange(len(choice))
+    after = nodes.clone()
+    row = next_row.to(nodes.dtype).clone()
+    unmoved = _columns(spec, UNMOVED)
+    row[:, unmoved] = nodes[b, choice][:, unmoved]
+    after[b, choice] = row
+    wide = _columns(spec, CLUSTER_WIDE)
+    if len(wide):
+        after[:, :, wide] = row[:, None, wide]
+    shared = _columns(spec, PER_MODEL)
+    if len(shared):
+        g = torch.tensor(np.asarray(groups), dtype=torch.long)
+        same = (g[None, :] == g[choice][:, None])[..., None]  # [B, N, 1]: the chosen node's model
+        after[:, :, shared] = torch.where(same, row[:, None, shared], nodes[:, :, shared])
+    return after
