@@ -161,6 +161,17 @@ class TransitionHead(nn.Module):
         self.local = nn.Linear(hidden, hidden)
         self.glob = nn.Linear(hidden, hidden)
 
+    def start_as_no_change(self) -> None:
+        """Zero the update layers: T(h, a) = h and Δ = 0 until trained, as residual branches are
+        zero-initialised. Training calls it on a new model (an untrained one keeps random updates, so
+        the tests of T's arithmetic are not of zeros). A placement moves the representation little
+        (about 5e-4 a node in the fill states); from random updates, 12 epochs left T worse than
+        predicting no change at all (2.2 times its error on the validation states)."""
+        with torch.no_grad():
+            for layer in (self.local, self.glob):
+                layer.weight.zero_()
+                layer.bias.zero_()
+
     def updates(self, h: torch.Tensor, jobs: torch.Tensor, pairs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``h [..., N, H]``, ``jobs [..., job_dim]``, ``pairs [..., N, P]`` → (local, global) updates
         ``[..., N, H]`` each, for every node as the action's node."""

@@ -20,7 +20,10 @@ demonstrations carry the labels and the weight is > 0):
   node: the simulators' node speeds (``--heterogeneity``) are hidden from every policy;
 - ``transition_weight``: ‖T(h_t, a_t) − h_{t+1}‖² per node, ``h_{t+1}`` the encoder's
   embedding of the next state (:func:`inference.training.next_state.next_states`: the chosen node's
-  row and the columns every node carries about its GPU model and the cluster; stop-gradient target);
+  row and the columns every node carries about its GPU model and the cluster; stop-gradient target).
+  A new model's T starts as "no change" (``TransitionHead.start_as_no_change``), and the history
+  carries ‖h_t − h_{t+1}‖² beside it (``transition_no_change``, weight 0): T is worth rolling only
+  where its error is below that;
 - by default the cost and transition losses train their heads on the DETACHED representation
   (``aux_grad=False``): with gradients into the encoder they fought the policy loss (exact
   agreement 0.51 instead of 0.71 after 8 epochs on 4 fill seeds, before FGD's pick became a
@@ -75,6 +78,14 @@ class TrainHistory:
     aux: list[dict[str, float]] = field(default_factory=list)  # mean auxiliary losses per epoch
     val_aux: list[dict[str, float]] = field(default_factory=list)
     seconds: float = 0.0
+
+    def transition_vs_no_change(self) -> float | None:
+        """T's last validation error over that of predicting no change (below 1: T knows something
+        about where a placement moves the state); ``None`` without a trained T or validation states."""
+        last = self.val_aux[-1] if self.val_aux else {}
+        if "transition" not in last or not last.get("transition_no_change"):
+            return None
+        return last["transition"] / last["transition_no_change"]
 
     def to_json(self) -> dict[str, Any]:
         return {"loss": self.loss, "agreement": self.agreement, "val_loss": self.val_loss,
@@ -214,6 +225,7 @@ class _Data:
                     h_next = model.encode(after, topo, queue, *tokens)
                 pred = model.transition(h_aux, Action(jobs, choice, pairs[b, choice]))
                 parts["transition"] = ((pred - h_next) ** 2).sum(-1).mean()
+                parts["transition_no_change"] = ((h.detach() - h_next) ** 2).sum(-1).mean()  # (T's yardstick)
             if opts.delta_weight > 0:
                 with torch.no_grad():
                     delta = model.delta(h, jobs, pairs)
@@ -221,7 +233,8 @@ class _Data:
                 pi = torch.softmax(scores.masked_fill(~feasible, neg), dim=1)
                 parts["delta"] = (pi * delta).sum(1).mean()
         weights = {"policy": 1.0, "cost": opts.cost_weight, "run_time": opts.cost_weight,
-                   "transition": opts.transition_weight, "delta": opts.delta_weight}  # fmt: skip
+                   "transition": opts.transition_weight, "delta": opts.delta_weight,
+                   "transition_no_change": 0.0}  # fmt: skip
         total = sum(weights[k] * v for k, v in parts.items())
         assert isinstance(total, torch.Tensor)
         return total, parts, scores, feasible, target
@@ -262,6 +275,8 @@ def train_imitation(train: Demonstrations, config: ModelConfig, options: TrainOp
     if init is not None and init.config != config:
         raise ValueError("init's config differs from config")
     model = copy.deepcopy(init) if init is not None else Scorer(config)
+    if init is None and model.transition_head is not None:
+        model.transition_head.start_as_no_change()
     model.train()
     data = _Data(train, config, opts.token_window, opts.seed)
     val_data = _Data(val, config, opts.token_window, opts.seed + 1) if val is not None and len(val) else None

@@ -224,6 +224,7 @@ def run_train(*, expert: str, train_seeds: list[int], val_seeds: list[int], rate
     stage = "imitation_" if later else ""
     print_json_line(summary | {f"{stage}train_loss": history.loss[-1], f"{stage}train_agreement": history.agreement[-1],
                                f"{stage}val_agreement": history.val_agreement[-1] if history.val_agreement else None,
+                               f"{stage}val_transition_vs_no_change": history.transition_vs_no_change(),
                                "dagger": rounds}
                     | ({"dagger_val_agreement": rounds[-1].get("val_agreement")} if rounds else {})
                     | ({"rl_mean_greedy": rl_info.get("mean_greedy")} if rl_info else {}))  # fmt: skip
