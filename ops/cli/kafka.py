@@ -151,12 +151,28 @@ def start(
 
 @kafka_app.command("stop")
 def stop(
-    port: PortOpt = DEFAULT_PORT,
+    port: Annotated[
+        int | None,
+        typer.Option("--port", "-p", envvar="SEMSCHED_KAFKA_PORT", show_default=False, min=1, max=65535,
+                     help="The port the data dir's broker listens on, as a check: another one is refused "
+                          "(the broker stopped is the data dir's)."),
+    ] = None,
     data_dir: DataDirOpt = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait after SIGTERM before SIGKILL.")] = 20,
 ) -> None:
     """Stop the broker recorded in <data-dir>/broker.pid (SIGTERM, then SIGKILL). Safe if not running."""
-    broker = _broker(port, data_dir)
+    from ops.kafka.config import recorded_port
+
+    directory = data_dir if data_dir is not None else default_data_dir()
+    try:
+        recorded = recorded_port(directory / "server.properties")
+    except PropertiesError as e:
+        raise typer.BadParameter(str(e), param_hint="--data-dir") from None
+    if port is not None and recorded is not None and port != recorded:  # (found by review: --port was
+        raise typer.BadParameter(  # accepted and unused, and the data dir's broker on another port was stopped)
+            f"the broker of {directory} listens on port {recorded}, not {port}: `kafka stop` stops a data "
+            "dir's broker; give that broker's --data-dir", param_hint="--port")  # fmt: skip
+    broker = _broker(port or recorded or DEFAULT_PORT, data_dir)
     pid = broker.status().pid
     try:
         with console.status("Stopping Kafka ..."):

@@ -52,3 +52,16 @@ def test_jars_resolves_whatever_the_default_data_dirs_properties_hold(tmp_path: 
     monkeypatch.setattr(jars, "ensure_jars", lambda lib, pom, timeout=900: tmp_path / "lib")
     result = runner.invoke(app, ["kafka", "jars"])
     assert result.exit_code == 0 and "Kafka jars ready" in result.output, result.output
+
+
+def test_stop_refuses_a_port_its_data_dirs_broker_does_not_listen_on(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: `kafka stop --port P` took P and stopped the data dir's broker, whatever its port."""
+    stopped: list[Path] = []
+    monkeypatch.setattr(KafkaBroker, "stop", lambda self, timeout=20, lock_wait=120: stopped.append(self.data_dir))
+    (tmp_path / "server.properties").write_text("listeners=PLAINTEXT://127.0.0.1:19092,CONTROLLER://127.0.0.1:19093\n")
+    result = runner.invoke(app, ["kafka", "stop", "--port", "29092", "-d", str(tmp_path)])
+    assert result.exit_code == 2 and stopped == [], result.output
+    assert "listens on port 19092, not 29092" in result.output
+    result = runner.invoke(app, ["kafka", "stop", "--port", "19092", "-d", str(tmp_path)])
+    assert result.exit_code == 0 and stopped == [tmp_path], result.output
