@@ -36,6 +36,10 @@ DEFAULT_FILTERS: tuple[Filter, ...] = (
     GpuShareFilter(),
 )
 
+#: the filters that read no running job (the node's cluster, pool, health and GPU model): what evicting
+#: jobs cannot change (scheduling/simulator/preemption.py picks the victims' node among these)
+STATIC_FILTERS: tuple[Filter, ...] = (ClusterFilter(), NodePoolFilter(), HealthFilter(), GpuModelFilter())
+
 
 @dataclass(frozen=True, eq=False)
 class FilterResult:

@@ -24,6 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from scheduling.assign import forget_placement, place_one
+from scheduling.filters.framework import STATIC_FILTERS, run_filters
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext, service_rate
 from scheduling.orderings.base import Unit
@@ -152,11 +153,9 @@ class VictimSet:
         count = np.bincount(self.node[lower], minlength=n)
         cpu = snap.cpu_free + np.bincount(self.node[lower], weights=self.cpu[lower], minlength=n)
         mem = snap.mem_free + np.bincount(self.node[lower], weights=self.mem[lower], minlength=n)
-        ok = (count > 0) & (cpu >= job.cpu_milli) & (mem >= job.memory_mib) & snap.healthy
-        ok &= snap.cluster_mask(job.cluster)
-        if job.num_gpu:
-            if job.gpu_models:
-                ok &= snap.model_mask(job.gpu_models)
+        ok = (count > 0) & (cpu >= job.cpu_milli) & (mem >= job.memory_mib)
+        ok &= run_filters(job, snap, STATIC_FILTERS, explain=False).feasible_mask  # (found by review: a node of
+        if job.num_gpu:  # another pool was chosen, failed the job's filters, and the eviction was rolled back)
             gpu = snap.gpu_free.astype(np.int64)
             take = lower[self.slot_victim] if len(self.slot_victim) else np.zeros(0, dtype=bool)
             np.add.at(gpu, (self.slot_node[take], self.slot_gpu[take]), self.slot_milli[take])

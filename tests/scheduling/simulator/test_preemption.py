@@ -179,3 +179,14 @@ def test_a_job_that_cannot_preempt_for_its_app_limit_does_not_stop_another_of_it
     policy = get_policy("las+best-fit", ordering_options={"thresholds": (10.0,), "promote_knob": None})
     o = {x.job_id: x for x in simulate(nodes, jobs, policy, SimConfig()).outcomes}
     assert o["B"].start == 100.0
+
+
+def test_las_evicts_on_a_node_of_the_jobs_pool_not_the_one_with_the_fewest_victims():
+    """B (pool p1) may run on y only; x (pool p2) holds one victim, y two. Found by review: the victims' node
+    was chosen by count alone, x failed B's pool filter and the eviction was rolled back: B waited for A1."""
+    nodes = [node("x", gpus=1, topology={"pool": "p2"}), node("y", gpus=1, topology={"pool": "p1"})]
+    jobs = [sj("A1", 0, 50_000, node_pool="p1", share=500), sj("A2", 0, 50_000, node_pool="p1", share=500),
+            sj("A3", 0, 50_000, node_pool="p2"), sj("B", 10_000, 100, node_pool="p1")]  # fmt: skip
+    r = simulate(nodes, jobs, get_policy("las+fifo-first-fit"), SimConfig(step_s=1))
+    o = {x.job_id: x for x in r.outcomes}
+    assert o["B"].start == 10_000 and o["A3"].placements == 1 and o["A1"].placements == o["A2"].placements == 2
