@@ -36,18 +36,19 @@ INNER JOIN (SELECT cluster, assumeNotNull(job_id) AS job_id, min(event_time) AS 
             WHERE kind = 'place' GROUP BY cluster, job_id) AS a ON a.cluster = s.cluster AND a.job_id = s.job_id"""
 
 #: ``bench archiver``: the submissions of one run in the archive, by the prefix of their job ids
-SUBMITTED_WITH_PREFIX = "SELECT count() FROM jobs_submitted FINAL WHERE startsWith(job_id, %(prefix)s)"
+SUBMITTED_WITH_PREFIX = ("SELECT uniqExact(cluster, job_id, event_id) FROM jobs_submitted "  # (events, not copies:
+                         "WHERE startsWith(job_id, %(prefix)s)")  # each copy is a row since migration 0021)
 
 FIRST_ATTEMPT_LATENCY_MS = "SELECT latency_ms FROM decisions_applied WHERE outcome = 'placed' AND attempt = 0"
 #: per step that placed jobs (by its step id, as the archive's step metric: two steps with the very same float
 #: compute time were one step before, found by review): its compute time and its placements
 STEP_COMPUTE_MS = ("SELECT any(step_compute_ms), count() FROM decisions_applied WHERE outcome = 'placed' "
                    "GROUP BY cluster, if(step_id != '', step_id, concat(policy, '/', toString(step_compute_ms)))")  # fmt: skip
-LIFECYCLE_STATES = "SELECT state, count() FROM jobs_lifecycle FINAL GROUP BY state ORDER BY state"
+LIFECYCLE_STATES = "SELECT state, uniqExact(cluster, job_id, event_id) FROM jobs_lifecycle GROUP BY state ORDER BY state"
 DECISION_OUTCOMES = "SELECT outcome, count() FROM decisions_applied GROUP BY outcome ORDER BY outcome"
 RETRIED = "SELECT count(), uniqExact(cluster, job_id) FROM decisions_applied WHERE attempt > 0"
-FINISHED_MORE_THAN_ONCE = ("SELECT count() FROM (SELECT cluster, job_id FROM jobs_lifecycle FINAL "
-                           "WHERE state = 'finished' GROUP BY cluster, job_id HAVING count() > 1)")  # fmt: skip
+FINISHED_MORE_THAN_ONCE = ("SELECT count() FROM (SELECT cluster, job_id FROM jobs_lifecycle "
+                           "WHERE state = 'finished' GROUP BY cluster, job_id HAVING uniqExact(event_id) > 1)")  # fmt: skip
 TERMINAL_JOBS = f"SELECT uniqExact(cluster, job_id) FROM jobs_lifecycle FINAL WHERE state IN {TERMINAL!r}"
 
 

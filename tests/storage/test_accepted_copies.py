@@ -4,7 +4,9 @@ done and forgotten: ``streams/done_retention.py``; a report stamped ahead of the
 The ``*_accepted`` views must keep the copy the worker applied. Found by review: they read the table
 ``FINAL`` (one row per event id: the copy archived last) and then left out dead-lettered positions, so
 the refused later copy took the accepted one with it, and an accepted job vanished from every
-analytics read (storage/migrations/0020_accepted_first_copy.sql)."""
+analytics read (storage/migrations/0020_accepted_first_copy.sql). And the tables must keep every copy:
+keyed by event id, a merge kept only the copy archived last (0021_archive_keeps_every_copy.sql), so each
+test merges the parts (``OPTIMIZE ... FINAL``) before it reads."""
 
 from __future__ import annotations
 
@@ -17,6 +19,12 @@ from storage.queries import reconcile, summary
 from storage.writer import ArchiveWriter
 
 DID = decision_id_for("A", 0, "s-a")
+def merged(client: ArchiveClient) -> None:
+    """Merge every part of the event tables, as ClickHouse does in the background."""
+    for table in ("jobs_submitted", "nodes_telemetry", "jobs_lifecycle", "deadletter"):
+        client.query_rows(f"OPTIMIZE TABLE {table} FINAL")
+
+
 FORGOTTEN = "sent at …, before …, up to which this partition's done jobs were forgotten"
 
 
@@ -31,7 +39,7 @@ def test_a_refused_later_copy_does_not_hide_the_accepted_submission(client: Arch
     w.write("jobs_submitted", [sub], [(0, 7)])  # the same event again, archived later...
     w.write("deadletter", [DeadLetter.of(sub.to_bytes(), FORGOTTEN, topic="jobs.submitted", partition=0, offset=7,
                                          key=b"A")])  # ...and refused  # fmt: skip
-
+    merged(client)
     _, rows = client.query_rows("SELECT job_id, kafka_offset FROM jobs_submitted_accepted")
     assert rows == [("A", 0)]
     assert summary(client).submitted == 1
@@ -54,7 +62,7 @@ def test_a_refused_later_copy_does_not_hide_the_accepted_report(client: ArchiveC
     w.write("nodes_telemetry", [tel], [(0, 4)])
     w.write("deadletter", [DeadLetter.of(tel.to_bytes(), "refused", topic="nodes.telemetry", partition=0,
                                          offset=4)])  # fmt: skip
-
+    merged(client)
     _, lifecycle = client.query_rows("SELECT event_id, kafka_offset FROM jobs_lifecycle_accepted")
     _, telemetry = client.query_rows("SELECT event_id, kafka_offset FROM nodes_telemetry_accepted")
     assert (lifecycle, telemetry) == ([("l-a", 3)], [("t-1", 0)])
@@ -68,6 +76,8 @@ def test_copies_the_worker_applied_once_count_once(client: ArchiveClient) -> Non
     w.write("jobs_submitted", [sub], [(0, 0)])
     w.write("jobs_submitted", [sub], [(0, 0)])
     w.write("jobs_submitted", [sub], [(0, 2)])
+    w.write("jobs_submitted", [sub, sub], [(0, 4), (0, 0)])  # (two copies in one insert: one part)
+    merged(client)
     _, rows = client.query_rows("SELECT job_id, kafka_offset FROM jobs_submitted_accepted")
     assert rows == [("A", 0)]
 
@@ -86,4 +96,5 @@ def test_reconciliation_reads_a_report_sent_twice_where_the_worker_read_it_first
     reports = [life("J", 0, "started", 2, "n1"), failed, life("J", 1, "started", 41, "n2")]
     w.write("jobs_lifecycle", reports, [(0, 10), (0, 11), (0, 12)])
     w.write("jobs_lifecycle", [life("J", 1, "finished", 90, "n2"), failed], [(0, 13), (0, 14)])  # (the copy)
+    merged(client)
     assert reconcile(client).ok
