@@ -448,7 +448,8 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
         return
     d = result.demos
     own = job_demand([job], t, spec, encoder)[0]
-    d.nodes.append(node_state(snap, spec) if nodes is None else nodes)  # (the model call's: queue_windows)
+    now_state = node_state(snap, spec) if nodes is None else None
+    d.nodes.append(now_state if nodes is None else nodes)  # (the model call's: queue_windows)
     d.pairs.append(pair_features(job, snap, spec))
     d.jobs.append(own)
     d.queues.append(own if queue is None else queue)
@@ -463,6 +464,7 @@ def _sample(result: ArchiveDemonstrations, p: Placed, t: float, snap: ClusterSna
     after = snap.copy()
     after.reserve(i, _hold(p, events), p.gpu_indices, check=False)
     d.next_row.append(node_state(after, spec)[i])
+    d.prev_row.append((now_state if now_state is not None else node_state(snap, spec))[i])  # (T's target: next_states)
     d.source.append(f"archive {decided_by(p)} {p.decision_id}")
     if p.cluster not in group:
         group[p.cluster] = len(d.snapshots)

@@ -21,7 +21,7 @@ tie-break, which is what makes FGD pack (FGD with random tie-breaks: 90 % instea
 on fill seed 0) — and, for the auxiliary heads, the cost label of every node (``cost``: the
 fragmentation the placement adds under the spec's workload, :mod:`inference.features.cluster`;
 zeros without a workload), the job's recorded run time (``run_time``, the outcome: a label only,
-never a feature; NaN when the trace has none) and the chosen node's state row after the placement (``next_row``),
+never a feature; NaN when the trace has none) and the chosen node's state row after the placement (``next_row``) and before it (``prev_row``),
 from which the transition model's target is built.
 
 **DAgger** (:mod:`inference.training.dagger`): with ``actor=`` another policy (the learner),
@@ -71,6 +71,7 @@ class Demonstrations:
     cost: list[np.ndarray] = field(default_factory=list)  # float32 [N]: cost label per node (frag added)
     run_time: list[float] = field(default_factory=list)  # the job's recorded run time, s (NaN: unknown): ψ's 2nd label
     next_row: list[np.ndarray] = field(default_factory=list)  # [node_dim]: the chosen node's row after placing
+    prev_row: list[np.ndarray] = field(default_factory=list)  # [node_dim]: ... and just before (not the window's)
     tokens: list[np.ndarray] = field(default_factory=list)  # [K, job_dim]: the step's pending jobs, this one first
     source: list[str] = field(default_factory=list)  # "fill seed 3", …
     group: list[int] = field(default_factory=list)  # index into ``snapshots``: which node table (topology)
@@ -121,7 +122,7 @@ class Demonstrations:
 
 REQUIRED = ("nodes", "pairs", "jobs", "queues", "feasible", "target")
 PER_NODE = ("nodes", "pairs", "feasible", "target", "cost")  # [N, ...] per sample: N is its node table's size
-OPTIONAL = ("choice", "cost", "run_time", "next_row", "tokens")
+OPTIONAL = ("choice", "cost", "run_time", "next_row", "prev_row", "tokens")
 RAGGED = ("tokens",)  # a length per sample: not in ``arrays()``
 
 
@@ -210,6 +211,7 @@ class RecordingPolicy:
                       else np.zeros(snapshot.num_nodes, np.float32))  # fmt: skip
         d.run_time.append(np.nan if job.trace_duration_s is None else float(job.trace_duration_s))
         d.next_row.append(_next_row(self.expert, snapshot, choice, job, self.spec))
+        d.prev_row.append(d.nodes[-1][choice] if self._window is None else node_state(snapshot, self.spec)[choice])
         d.source.append(self.source)
         if not d.snapshots or d.snapshots[-1].table is not snapshot.table:
             d.snapshots.append(snapshot.copy())

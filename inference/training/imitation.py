@@ -220,7 +220,7 @@ class _Data:
             b = torch.arange(len(idx))
             choice = t["choice"]
             if opts.transition_weight > 0:
-                after = next_states(nodes, choice, t["next_row"], self.model_groups[g], self.spec)
+                after = next_states(nodes, choice, t["next_row"], self.model_groups[g], self.spec, t.get("prev_row"))
                 with torch.no_grad():  # the same tokens: decisions roll T within one step's queue
                     h_next = model.encode(after, topo, queue, *tokens)
                 pred = model.transition(h_aux, Action(jobs, choice, pairs[b, choice]))

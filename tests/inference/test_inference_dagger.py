@@ -83,7 +83,7 @@ def test_learner_factory_needs_no_model_dir():
 @pytest.mark.parametrize("target", ["set", "choice"])
 def test_demonstrations_without_the_optional_fields_still_train(target):
     d = collect_fill(small_nodes(16), PODS, lambda s: get_policy("best-fit"), [0], SPEC, encoder(), rate=1.0)
-    d.choice, d.cost, d.run_time, d.next_row = [], [], [], []  # as code that appends only the required fields leaves them
+    d.choice, d.cost, d.run_time, d.next_row, d.prev_row = [], [], [], [], []  # as code that appends only the required fields leaves them
     assert not d.has("choice") and set(d.arrays()) == {"nodes", "pairs", "jobs", "queues", "feasible", "target"}
     _, h = train_imitation(d, CONFIG, TrainOptions(epochs=1, batch=8, target=target, cost_weight=1.0,
                                                   transition_weight=1.0))  # fmt: skip
