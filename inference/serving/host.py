@@ -159,7 +159,7 @@ class ModelHost:
             if self._names(pending):
                 self._agree(pending)
                 return
-            self._dropped(pending)  # latest moved on meanwhile
+            self._let_go(pending)  # latest moved on meanwhile
         try:
             fresh = reload_if_moved(self.model_dir, self.loaded, self.device, self._refused)
         except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
@@ -204,6 +204,9 @@ class ModelHost:
         from inference.model.io import version_mark
 
         assert self.agreement is not None
+        if not self._names(fresh):  # latest moved on while this model prepared it (found by review: the others
+            self._let_go(fresh)  # had let it go, their verdicts stood, and this one swapped to it alone)
+            return
         try:
             verdict, detail = self.agreement.verdict(version_mark(Path(fresh.path)))
         except OSError as e:  # (the version's files gone meanwhile)
@@ -217,6 +220,15 @@ class ModelHost:
             if self.reload_error != (waiting := f"{fresh.path}: ready here, waiting for the {detail} model(s)"):
                 log.info("model version %s %s", fresh.version, waiting.partition(": ")[2])
             self.reload_error, self._pending = waiting, fresh
+
+    def _let_go(self, fresh: Any) -> None:
+        """Let ``fresh`` go, latest having moved on: its verdict taken back, its prepared parts dropped."""
+        from inference.model.io import version_mark
+
+        if self.agreement is not None:
+            with contextlib.suppress(OSError):
+                self.agreement.withdraw(version_mark(Path(fresh.path)))
+        self._dropped(fresh)
 
     def _dropped(self, fresh: Any) -> None:
         for listener in self._refusal_listeners:

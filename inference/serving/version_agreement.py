@@ -55,6 +55,11 @@ class VersionAgreement:
         tmp.write_text(f"{verdict}\n{reason}")
         os.replace(tmp, where / self.kind)
 
+    def withdraw(self, mark: tuple[Path, int]) -> None:
+        """Take back this model's verdict on the version of ``mark`` (it let the version go: latest moved on
+        before every model was ready), so that no other model swaps to it on that verdict."""
+        (self.root / self.key(mark) / self.kind).unlink(missing_ok=True)
+
     def verdict(self, mark: tuple[Path, int]) -> tuple[str, str]:
         """``(READY, "")`` once every model is ready; ``(REFUSED, "<model>: <reason>")`` once any refused;
         else ``(WAITING, the models not heard from yet)``."""

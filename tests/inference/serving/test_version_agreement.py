@@ -123,3 +123,29 @@ def test_latest_moved_on_and_back_before_one_model_swapped(tmp_path: Path) -> No
     point_latest(tmp_path / "models", "v1")  # ... which comes after latest went back
     versions(served)
     assert versions(served) == dict.fromkeys(MODEL_NAMES, "v1")
+
+
+def test_a_model_that_finished_preparing_a_version_latest_left_does_not_swap_to_it(tmp_path: Path) -> None:
+    """Found by review: the job encoder was still building v2's parts when latest moved on to v3; the other two
+    had said ready for v2 and dropped it, but their verdicts stood, so the job encoder swapped to v2 alone
+    and answered with a version no other model served."""
+    from inference.model import point_latest
+
+    models = tmp_path / "models"
+    for i, v in enumerate(("v3", "v2", "v1")):
+        latest = publish(models, v, seed=i)  # latest -> v1
+    served = hosts(latest, tmp_path / "agreed")
+    point_latest(models, "v2")
+    served["policy"].current(), served["predictor"].current()  # ready for v2, waiting for the job encoder
+
+    def slow_parts(loaded: Any) -> None:  # the job encoder builds v2's parts (MiniLM: about 10 s) ...
+        if loaded.version == "v2":
+            point_latest(models, "v3")  # ... and latest moves on meanwhile
+            served["policy"].current(), served["predictor"].current()  # the others drop v2
+
+    served["job_encoder"].on_swap(slow_parts)
+    served["job_encoder"].current()
+    assert {kind: host.version for kind, host in served.items()} == dict.fromkeys(MODEL_NAMES, "v1")
+    for _ in range(3):
+        versions(served)
+    assert versions(served) == dict.fromkeys(MODEL_NAMES, "v3")
