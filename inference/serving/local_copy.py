@@ -37,6 +37,13 @@ from inference.backends.base import BackendError
 log = logging.getLogger("semsched.serving")
 
 
+def inputs_of(config: Any) -> tuple[Any, int]:
+    """What a step's inputs are built from, of a model's config: the feature spec, and the k of the node
+    graph's nearest neighbours (the topology sent with the inputs; found by review: only the spec was
+    compared, and an answer of a model of another k was taken for one on its own inputs)."""
+    return config.spec, config.knn
+
+
 class LocalCopy:
     def __init__(self, model_dir: Path | None, loaded: Any = None, watch_s: float = 2.0) -> None:
         from inference.model.io import load_model
@@ -90,10 +97,10 @@ class LocalCopy:
         if version != built.version:
             target, here = self._pointer(), self.loaded.path and Path(self.loaded.path).resolve()
             self._kept_from = target if target is not None and target != here else None
-            if self.loaded.config.spec != built.config.spec:
+            if inputs_of(self.loaded.config) != inputs_of(built.config):
                 raise BackendError(f"triton answered with model version {version} to inputs built for {built.version}, "
-                                   f"whose feature spec differs: the fallback decides this step, the next one's "
-                                   f"inputs are {version}'s")  # fmt: skip
+                                   f"whose feature spec or topology (k nearest nodes) differs: the fallback decides "
+                                   f"this step, the next one's inputs are {version}'s")  # fmt: skip
         return out
 
     def call_failed(self, error: BackendError) -> None:

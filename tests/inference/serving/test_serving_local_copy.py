@@ -56,6 +56,17 @@ def test_an_answer_to_another_specs_inputs_is_refused_and_the_copy_follows_the_s
     assert b.refresh(force=True) and b.version == "v3"
 
 
+def test_an_answer_of_a_model_with_another_node_graph_is_refused(tmp_path):
+    """Found by review: only the feature spec was compared, and the step's inputs carry the node graph of its
+    model's k nearest nodes: an answer computed on another k's graph was used."""
+    publish(tmp_path, "v1", seed=0, knn=4)
+    latest = publish(tmp_path, "v2", seed=1, knn=16)  # the same spec
+    b = TritonBackend(latest, url="localhost:1", watch_s=0.0)
+    answering(b, ["v1"])
+    with pytest.raises(BackendError, match="inputs built for v2, whose feature spec or topology"):
+        call(b)
+
+
 def test_an_answer_from_another_version_with_the_same_spec_is_used_and_followed(tmp_path):
     latest = publish(tmp_path, "v1", seed=0)
     b = TritonBackend(latest, url="localhost:1", watch_s=3600.0)
