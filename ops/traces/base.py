@@ -151,6 +151,10 @@ class TraceLoader(ABC):
         self.stats = LoadStats()
         self._jobs: list[TraceJob] | None = None
         self._nodes: list[NodeTelemetry] | None = None
+        self._source: str | None = None  # (replay_source, once)
+        from streams.settings import Settings
+
+        self.max_event_bytes = Settings().max_message_bytes  # the worker's limit (SEMSCHED_MAX_MESSAGE_BYTES)
 
     # -- what subclasses provide -------------------------------------------------------
     @classmethod
@@ -209,6 +213,21 @@ class TraceLoader(ABC):
         if self.strict or self.stats.lines == 0:
             raise TraceFormatError(path, line, f"unreadable: {exc}") from None
         self._bad(path, line, f"unreadable from here on: {exc}")
+
+    def _on_the_wire(self, event: JobSubmitted | NodeTelemetry) -> None:
+        """Raise :class:`ValueError` when ``event``, as the replay publishes it (re-stamped, with a derived id
+        for a job without one), is over the worker's message limit: it would be dead-lettered, and the
+        producer refuses to send it. Each loader calls it on the line's event, so the line is a bad line of
+        the dry run (found by review: an openb pod with a 15,000-model GPU list passed the dry run, and the
+        real replay stopped at it with the jobs after it unsent)."""
+        from ops.traces.published import LONGEST_STAMP, published, replay_source
+
+        if self._source is None:
+            self._source = replay_source(self)
+        size = len(published(event, self._source, LONGEST_STAMP).to_bytes())
+        if size > self.max_event_bytes:
+            raise ValueError(f"the event is {size:,} bytes on the wire; the worker refuses events over "
+                             f"{self.max_event_bytes:,} (SEMSCHED_MAX_MESSAGE_BYTES)")  # fmt: skip
 
     def _bad_exc(self, path: str | Path, line: int, exc: Exception) -> None:
         reason = format_validation_error(exc) if isinstance(exc, ValidationError) else str(exc)

@@ -119,6 +119,8 @@ class DlrmLoader(TraceLoader):
         for line, row in self._rows(self.csv_path, header=HEADER):
             try:
                 job = self._instance(row, seen)
+                if job is not None:
+                    self._on_the_wire(job.event)
             except (ValueError, ValidationError) as e:
                 self._bad_exc(self.csv_path, line, e)
                 continue

@@ -166,6 +166,7 @@ class Google2011Loader(TraceLoader):
                 job = replace(self._task(key, t, row, scheduled.get(key), finished.get(key), names, missing_names),
                               started_s=None if scheduled.get(key, NEVER) == NEVER else max(scheduled[key], 0) / 1e6,
                               ended_s=ended[key] / 1e6 if key in ended else None)  # fmt: skip
+                self._on_the_wire(job.event)
             except (ValueError, ValidationError) as e:
                 self._bad_exc(self.task_path, line, e)
                 continue

@@ -30,9 +30,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from ops.traces.base import TraceFormatError, TraceJob, TraceLoader, open_text
-from ops.traces.published import LONGEST_STAMP, published, replay_source
 from scheduling.events import JobSubmitted, NodeTelemetry
-from streams.settings import Settings
 
 
 class JsonlLoader(TraceLoader):
@@ -46,7 +44,6 @@ class JsonlLoader(TraceLoader):
             raise ValueError("the jsonl trace needs a path")
         super().__init__(path, **opts)  # type: ignore[arg-type]
         self._inventory: list[NodeTelemetry] = []
-        self.max_event_bytes = Settings().max_message_bytes  # the worker's limit (SEMSCHED_MAX_MESSAGE_BYTES)
 
     @classmethod
     def default_path(cls) -> Path:  # pragma: no cover - never used, path is required
@@ -136,12 +133,9 @@ class JsonlLoader(TraceLoader):
             event = NodeTelemetry.model_validate_json(json.dumps({"source": "inventory", **obj}), strict=True)
         else:
             raise ValueError(f"kind must be job_submitted or node_telemetry, not {kind!r}")
-        # as the worker admits it (it would dead-letter a larger one), as the replay publishes it: re-stamped, with
-        # a derived id for a job without one (found by review: measured as parsed, it was up to 14 bytes short)
-        size = len(published(event, replay_source(self), LONGEST_STAMP).to_bytes())
-        if size > self.max_event_bytes:
-            raise ValueError(f"the event is {size:,} bytes on the wire; the worker refuses events over "
-                             f"{self.max_event_bytes:,} (SEMSCHED_MAX_MESSAGE_BYTES)")  # fmt: skip
+        # as the worker admits it (it would dead-letter a larger one), as the replay publishes it (found by review:
+        # measured as parsed, it was up to 14 bytes short)
+        self._on_the_wire(event)
         return (None if offset is None or kind != "job_submitted" else float(offset)), event
 
     def _parse_nodes(self, jobs: list[TraceJob]) -> Iterator[NodeTelemetry]:

@@ -107,6 +107,8 @@ class OpenbLoader(TraceLoader):
         for line, row in self._rows(self.pods_path, header=POD_HEADER):
             try:
                 job = self._pod(row, seen)
+                if job is not None:
+                    self._on_the_wire(job.event)
             except (ValueError, ValidationError) as e:
                 self._bad_exc(self.pods_path, line, e)
                 continue

@@ -183,3 +183,20 @@ def test_when_a_pod_ran_scheduled_to_deleted(fixtures: Path) -> None:
     assert (jobs["openb-pod-0001"].started_s, jobs["openb-pod-0001"].ended_s) == (427061, 12902960)
     pending = jobs["openb-pod-0061"]  # never placed: never ran
     assert pending.started_s is None
+
+
+def test_a_pod_larger_than_the_worker_admits_is_a_bad_line(tmp_path: Path, fixtures: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """Found by review: a pod with a GPU-model list of 15,000 entries passed the dry run, and the real replay
+    stopped at it (the producer refuses it) with the pods after it unsent; as in the jsonl loader, it is
+    now the file's line and why, in every loader (ops/traces/base.py, ``_on_the_wire``)."""
+    monkeypatch.setenv("SEMSCHED_MAX_MESSAGE_BYTES", "4096")
+    src = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()
+    fields = src[3].split(",")
+    fields[5] = "|".join(["V100M16"] * 1000)  # gpu_spec: ~8 KB
+    p = tmp_path / "pods.csv"
+    p.write_text("\n".join([*src[:3], ",".join(fields), *src[4:8]]) + "\n")
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    assert len(loader.load_jobs()) == 6
+    assert [e.line for e in loader.errors] == [4], loader.errors
+    assert "bytes on the wire; the worker refuses events over 4,096" in loader.errors[0].reason
