@@ -24,6 +24,7 @@ import gzip
 import io
 import math
 import random
+import re
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator
@@ -306,7 +307,7 @@ class TraceLoader(ABC):
                     if want is not None and len(row) != want:
                         self._bad(path, n, f"expected {want} fields, got {len(row)}")
                         continue
-                    if any("\ufffd" in c for c in row):
+                    if any(undecodable(c) for c in row):
                         self._bad(path, n, "invalid UTF-8")
                         continue
                     yield n, row
@@ -350,9 +351,21 @@ def parse_int(value: str, what: str, *, required: bool = True) -> int | None:
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+_UNDECODABLE = re.compile("[\udc80-\udcff]")
+
+
+def undecodable(text: str) -> bool:
+    """Whether ``text`` (read by :func:`open_text`) held bytes that are not UTF-8."""
+    return _UNDECODABLE.search(text) is not None
+
+
 def open_text(path: Path) -> TextIO:
-    """Open a plain or gzip UTF-8 text file for reading; undecodable bytes become U+FFFD
-    (which the loaders report as a bad line instead of failing the whole file). A file is read as
+    """Open a plain or gzip UTF-8 text file for reading; undecodable bytes become lone surrogates
+    (:func:`undecodable`: the loaders report the line as a bad one instead of failing the whole file;
+    found by review: they became U+FFFD, and a line holding that character, well encoded, was "invalid
+    UTF-8"). Lines end at ``\n`` alone (``\r\n`` too): a carriage return inside a line is part of it
+    (found by review: it split the line in two, and one half was accepted as a job of its own, every later
+    line's number one too high). A file is read as
     gzip by its ``.gz`` name or its first bytes, and a leading byte-order mark (a spreadsheet's
     "CSV UTF-8") is skipped (found by review: a gzip file named ``.jsonl`` was "invalid UTF-8" on
     every line, and a BOM failed a CSV's header check)."""
@@ -362,7 +375,7 @@ def open_text(path: Path) -> TextIO:
         if path.suffix == ".gz" or raw.peek(2)[:2] == GZIP_MAGIC:
             src = gzip.GzipFile(fileobj=raw, mode="rb")
             src.myfileobj = raw  # type: ignore[attr-defined]  # closed with it, as gzip.open(path) closes its file
-        return io.TextIOWrapper(src, encoding="utf-8-sig", errors="replace", newline="")
+        return io.TextIOWrapper(src, encoding="utf-8-sig", errors="surrogateescape", newline="\n")
     except BaseException:
         raw.close()
         raise

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ops.traces.base import TraceFormatError, TraceJob, TraceLoader, open_text
+from ops.traces.base import TraceFormatError, TraceJob, TraceLoader, open_text, undecodable
 from scheduling.events import JobSubmitted, NodeTelemetry
 
 
@@ -101,7 +101,7 @@ class JsonlLoader(TraceLoader):
                 for off, t, ev in jobs]  # fmt: skip
 
     def _decode(self, text: str) -> tuple[float | None, JobSubmitted | NodeTelemetry]:
-        if "\ufffd" in text:
+        if undecodable(text):
             raise ValueError("invalid UTF-8")
         try:
             obj = json.loads(text)

@@ -200,3 +200,22 @@ def test_a_pod_larger_than_the_worker_admits_is_a_bad_line(tmp_path: Path, fixtu
     assert len(loader.load_jobs()) == 6
     assert [e.line for e in loader.errors] == [4], loader.errors
     assert "bytes on the wire; the worker refuses events over 4,096" in loader.errors[0].reason
+
+
+def test_a_carriage_return_inside_a_line_is_one_bad_line_and_no_job(tmp_path: Path, fixtures: Path) -> None:
+    """Found by review: a lone CR split the line in two, the half after it was accepted as a pod named
+    "-0002" with pod 0002's request, and every later line's number was one too high. CRLF line ends are
+    still line ends, and a well-encoded U+FFFD is text, not "invalid UTF-8"."""
+    src = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()
+    rows = src[1:7]
+    rows[1] = rows[1].replace("openb-pod-", "openb-pod\r-", 1)
+    fields = rows[3].split(",")
+    rows[3] = ",".join([fields[0], "x", *fields[2:]])  # a cpu_milli that is no number
+    rows[4] = rows[4].replace("openb-pod-", "openb-pod-\ufffd", 1)
+    p = tmp_path / "pods.csv"
+    p.write_bytes(("\r\n".join([src[0], *rows]) + "\r\n").encode())
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    names = [j.event.job_id for j in loader.load_jobs()]
+    assert [e.line for e in loader.errors] == [3, 5], loader.errors  # the CR's line, then the bad number
+    assert len(names) == 4 and not any(n.startswith("-") for n in names)
+    assert any("\ufffd" in n for n in names)
