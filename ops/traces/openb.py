@@ -19,9 +19,9 @@ Mapping decisions:
   with a share < 1000 is a bad line (the contract cannot express it).
 - ``gpu_models`` = ``gpu_spec`` split on ``|`` (empty = any model).
 - ``labels``: ``pod_phase`` (the outcome in the original cluster), ``trace``.
-- ``trace_duration_s`` = ``deletion_time - scheduled_time`` when both are present and
-  the difference is >= 0; otherwise None (counted: ``duration_missing`` /
-  ``duration_negative``).
+- ``trace_duration_s`` = ``deletion_time - scheduled_time`` when both are present; otherwise
+  None (counted: ``duration_missing``). A deletion before the schedule is a bad line, as are a
+  blank ``gpu_milli`` or ``qos`` (none in the published file).
 - Pods without ``scheduled_time`` (897 ``Pending`` pods in the default list: never
   placed by the original scheduler) are **kept** — they arrived and demand resources,
   and the FGD reference figures count them — with ``trace_duration_s = None`` and
@@ -130,12 +130,12 @@ class OpenbLoader(TraceLoader):
         duration = None
         if scheduled is None or deleted is None:
             self.stats.note("duration_missing")
-        elif deleted < scheduled:
-            self.stats.note("duration_negative")
+        elif deleted < scheduled:  # (as dlrm2025's; found by review: kept here, without a duration)
+            raise ValueError(f"deletion_time {deleted:g} before scheduled_time {scheduled:g}")
         else:
             duration = deleted - scheduled
         num_gpu = parse_int(row[3], "num_gpu")
-        share = parse_int(row[4], "gpu_milli", required=False) or 0
+        share = parse_int(row[4], "gpu_milli")  # (found by review: a blank one was taken for 0, a whole GPU)
         if not 0 <= share <= 1000:
             raise ValueError(f"gpu_milli={share} outside 0..1000")
         gpu_milli = 0 if num_gpu == 0 else (share if 0 < share < 1000 else 1000)
@@ -146,10 +146,17 @@ class OpenbLoader(TraceLoader):
         if row[7].strip():
             labels["pod_phase"] = row[7].strip()
         event = JobSubmitted(
-            job_id=name, name=name, cluster=self.cluster, qos=row[6].strip() or "BE",  # type: ignore[arg-type]
+            job_id=name, name=name, cluster=self.cluster, qos=_qos(row[6]),  # type: ignore[arg-type]
             cpu_milli=parse_int(row[1], "cpu_milli"), memory_mib=parse_int(row[2], "memory_mib"),
             num_gpu=num_gpu, gpu_milli=gpu_milli,
             gpu_models=[m.strip() for m in spec.split("|") if m.strip()] if spec else [],
             labels=labels, trace_duration_s=duration,
         )  # fmt: skip
         return TraceJob(offset_s=created, event=event, started_s=scheduled, ended_s=deleted)  # type: ignore[arg-type]
+
+
+def _qos(value: str) -> str:
+    """The pod's QoS class; a blank one is a bad line (found by review: it was taken for BE)."""
+    if not value.strip():
+        raise ValueError("qos is empty")
+    return value.strip()

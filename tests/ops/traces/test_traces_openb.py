@@ -219,3 +219,16 @@ def test_a_carriage_return_inside_a_line_is_one_bad_line_and_no_job(tmp_path: Pa
     assert [e.line for e in loader.errors] == [3, 5], loader.errors  # the CR's line, then the bad number
     assert len(names) == 4 and not any(n.startswith("-") for n in names)
     assert any("\ufffd" in n for n in names)
+
+
+def test_a_blank_share_or_qos_and_a_deletion_before_the_schedule_are_bad_lines(tmp_path: Path, fixtures: Path) -> None:
+    """Found by review: a blank gpu_milli was taken for a whole GPU and a blank qos for BE, unreported, and a
+    pod deleted before it was scheduled was kept without a duration (dlrm2025's loader refuses that line)."""
+    header = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()[0]
+    p = tmp_path / "pods.csv"
+    p.write_text("\n".join([header, "a,1000,1024,1,,V100M16,LS,Running,5,9,6", "b,1000,1024,1,460,,,Running,5,9,6",
+                            "c,1000,1024,1,460,,LS,Running,5,9,12", "d,1000,1024,1,460,,LS,Running,5,9,6"]) + "\n")
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    assert [j.event.job_id for j in loader.load_jobs()] == ["d"]
+    assert [(e.line, e.reason) for e in loader.errors] == [
+        (2, "gpu_milli is empty"), (3, "qos is empty"), (4, "deletion_time 9 before scheduled_time 12")]
