@@ -317,6 +317,19 @@ class TraceLoader(ABC):
                 raise TraceFormatError(path, 1, f"expected header {','.join(header)!r}, got ''")
 
 
+#: the latest submit offset a trace may give a job: ten years (the contract's bound on a duration); found by
+#: review: an offset of 1e300 s was accepted, the dry run announced a replay of 1e300 s and `bench trace` a makespan
+MAX_OFFSET_S = 10 * 365 * 86400.0
+
+
+def check_offset(offset: float, what: str) -> float:
+    """``offset`` (seconds from the trace's start), or ``ValueError`` naming ``what`` when it is not in
+    ``0..MAX_OFFSET_S``: one rule for every trace format."""
+    if not 0 <= offset <= MAX_OFFSET_S:
+        raise ValueError(f"{what} {offset:g} s is outside 0..{MAX_OFFSET_S:.0f} s (ten years) from the trace's start")
+    return offset
+
+
 def parse_float(value: str, what: str, *, required: bool = True) -> float | None:
     """A finite float, or None for an empty optional field; ``ValueError`` names ``what``."""
     v = value.strip()

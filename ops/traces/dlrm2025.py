@@ -38,7 +38,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ops.traces.base import TraceJob, TraceLoader, parse_float, parse_int
+from ops.traces.base import TraceJob, TraceLoader, check_offset, parse_float, parse_int
 from ops.traces.dlrm_inventory import NodeShape, synthesize_inventory
 from ops.traces.paths import traces_dir
 from scheduling.events import JobSubmitted, NodeTelemetry
@@ -137,6 +137,8 @@ class DlrmLoader(TraceLoader):
         if role not in ROLES:
             raise ValueError(f"role must be CN or HN, not {role!r}")
         created = parse_float(row[14], "creation_time", required=False)
+        if created is not None:
+            check_offset(created, "creation_time")
         scheduled = parse_float(row[15], "scheduled_time", required=False)
         deleted = parse_float(row[16], "deletion_time", required=False)
         if created is None:

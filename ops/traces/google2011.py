@@ -46,7 +46,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ops.traces.base import TraceJob, TraceLoader, parse_float, parse_int
+from ops.traces.base import TraceJob, TraceLoader, check_offset, parse_float, parse_int
 from ops.traces.paths import traces_dir
 from scheduling.events import MAX_CPU_MILLI, MAX_MEMORY_MIB, JobSubmitted, NodeTelemetry
 
@@ -134,6 +134,8 @@ class Google2011Loader(TraceLoader):
                 if len(row) != TASK_FIELDS:
                     raise ValueError(f"expected {TASK_FIELDS} fields, got {len(row)}")
                 t = parse_int(row[0], "time_us")
+                if t != NEVER:  # (found by review: a negative time became 0, uncounted)
+                    check_offset(t / 1e6, "time_us / 1e6")  # type: ignore[operator]
                 key = (parse_int(row[2], "job_id"), parse_int(row[3], "task_index"))
                 etype = parse_int(row[5], "event_type")
                 if not 0 <= etype <= 8:  # type: ignore[operator]

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from ops.traces.base import TraceFormatError, TraceJob, TraceLoader, open_text, undecodable
+from ops.traces.base import TraceFormatError, TraceJob, TraceLoader, check_offset, open_text, undecodable
 from scheduling.events import JobSubmitted, NodeTelemetry
 
 
@@ -116,8 +116,10 @@ class JsonlLoader(TraceLoader):
                 raise ValueError(f"unexpected envelope keys {sorted(extra)}")
             offset = obj.get("offset_s")
             if offset is not None and (isinstance(offset, bool) or not isinstance(offset, int | float)
-                                       or not math.isfinite(offset) or offset < 0):  # fmt: skip
+                                       or not math.isfinite(offset)):  # fmt: skip
                 raise ValueError(f"offset_s must be a finite number >= 0, not {offset!r}")  # (inf: the replay hung)
+            if offset is not None:
+                check_offset(float(offset), "offset_s")
             obj = obj["event"]
             if not isinstance(obj, dict):
                 raise ValueError("event must be a JSON object")

@@ -38,7 +38,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 
-from ops.traces.base import TraceJob, TraceLoader, parse_float, parse_int
+from ops.traces.base import TraceJob, TraceLoader, check_offset, parse_float, parse_int
 from ops.traces.paths import traces_dir
 from scheduling.events import JobSubmitted, NodeTelemetry
 
@@ -121,7 +121,7 @@ class OpenbLoader(TraceLoader):
         name = row[0].strip()
         if name in seen:
             raise ValueError(f"duplicate pod {name!r} (first at line {seen[name]})")
-        created = parse_float(row[8], "creation_time")
+        created = check_offset(parse_float(row[8], "creation_time"), "creation_time")  # type: ignore[arg-type]
         deleted = parse_float(row[9], "deletion_time", required=False)
         scheduled = parse_float(row[10], "scheduled_time", required=False)
         if scheduled is None and not self.include_unscheduled:

@@ -232,3 +232,16 @@ def test_a_blank_share_or_qos_and_a_deletion_before_the_schedule_are_bad_lines(t
     assert [j.event.job_id for j in loader.load_jobs()] == ["d"]
     assert [(e.line, e.reason) for e in loader.errors] == [
         (2, "gpu_milli is empty"), (3, "qos is empty"), (4, "deletion_time 9 before scheduled_time 12")]
+
+
+@pytest.mark.parametrize("created", ["-500", "1e300"])
+def test_a_creation_time_outside_ten_years_from_the_start_is_a_bad_line(tmp_path: Path, fixtures: Path,
+                                                                        created: str) -> None:  # fmt: skip
+    """Found by review: -500 was submitted before the trace began, and 1e300 made the dry run announce a
+    replay of 1e300 s (and `bench trace` a makespan of 1e300 s)."""
+    header = (fixtures / "alibaba-gpu-2023" / "openb_pod_list_default.csv").read_text().splitlines()[0]
+    p = tmp_path / "pods.csv"
+    p.write_text("\n".join([header, f"a,1000,1024,0,0,,LS,Running,{created},,", "b,1000,1024,0,0,,LS,Running,5,9,6"]))
+    loader = OpenbLoader(p, nodes_path=fixtures / "alibaba-gpu-2023" / "openb_node_list_gpu_node.csv")
+    assert [j.event.job_id for j in loader.load_jobs()] == ["b"]
+    assert [e.line for e in loader.errors] == [2] and "outside 0..315360000 s" in loader.errors[0].reason
