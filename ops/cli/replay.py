@@ -227,6 +227,9 @@ def replay(
         }
         settings = Settings().model_copy(update=upd)
     try:
+        if missing := _missing_part(loader):  # before anything is published
+            typer.echo(f"{path or trace}: {missing}: nothing {'would be' if dry_run else 'was'} replayed", err=True)
+            raise typer.Exit(1)
         if settings is None:
             stats = _dry_run(loader, limit, strict, speed, max_gap)
         else:
@@ -268,6 +271,21 @@ def replay(
         if len(shown) < stats.skipped_lines:
             typer.echo(f"  ... {stats.skipped_lines - len(shown):,} more: --dry-run lists every one", err=True)
         raise typer.Exit(1)
+
+
+def _missing_part(loader: TraceLoader) -> str | None:
+    """What makes the trace no replay at all, in a format whose trace holds jobs and nodes
+    (``TraceLoader.parts_optional``): no job line (not even a bad one), or jobs and no node to run them
+    (found by review: a header-only pod file published the 1,213 nodes and exited 0, a header-only
+    node list the jobs)."""
+    if loader.parts_optional:
+        return None
+    jobs, nodes = loader.load_jobs(), sum(1 for _ in loader.nodes())
+    if not (loader.stats.parsed or loader.errors):
+        return f"no jobs in the trace (its inventory has {nodes:,} nodes)" if nodes else "no events in the trace"
+    if jobs and not nodes:
+        return f"no nodes in its inventory: its {len(jobs):,} jobs could never run"
+    return None
 
 
 replay_command = replay

@@ -138,6 +138,9 @@ class TraceLoader(ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
+    #: whether a trace of jobs alone or of nodes alone is whole (jsonl: a producer's submissions for a cluster
+    #: whose agents report its nodes, or an inventory); in the others both are, and the replay refuses one empty
+    parts_optional: ClassVar[bool] = False
 
     def __init__(self, path: str | Path | None = None, *, strict: bool = False, limit: int | None = None,
                  start_offset: float | None = None, end_offset: float | None = None,

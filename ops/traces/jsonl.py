@@ -37,6 +37,7 @@ class JsonlLoader(TraceLoader):
     """``JsonlLoader(path, **selection)``."""
 
     name = "jsonl"
+    parts_optional = True
     summary = "canonical JobSubmitted / NodeTelemetry JSON lines (for producers); path required"
 
     def __init__(self, path: str | Path | None = None, **opts: object) -> None:

@@ -270,6 +270,26 @@ def test_the_fill_benchmark_refuses_what_it_cannot_fill(pods: str, nodes: str, w
     assert r.exit_code == 2 and why in r.output, r.output
 
 
+def test_a_trace_of_nodes_without_jobs_or_jobs_without_nodes_is_refused_before_publishing(tmp_path: Path) -> None:
+    """Found by review: a header-only openb pod file exited 0 (a replay would publish the 1,213 nodes alone), and
+    a header-only node list with 20 jobs exited 0 (jobs no node could run). Both exit 1 before anything is
+    published, dry run or not (no broker here: a replay that got as far as Kafka would fail otherwise)."""
+    fixtures = Path(__file__).parents[1] / "fixtures" / "traces" / "alibaba-gpu-2023"
+    pods = (fixtures / "openb_pod_list_default.csv").read_text().splitlines()
+    nodes = (fixtures / "openb_node_list_gpu_node.csv").read_text().splitlines()
+    (tmp_path / "header.csv").write_text(pods[0] + "\n")
+    (tmp_path / "no_nodes.csv").write_text(nodes[0] + "\n")
+    node_list = f"nodes_path={fixtures / 'openb_node_list_gpu_node.csv'}"
+    for args, says in (
+        ([str(tmp_path / "header.csv"), "-o", node_list], "no jobs in the trace (its inventory has"),
+        ([str(fixtures / "openb_pod_list_default.csv"), "-o", f"nodes_path={tmp_path / 'no_nodes.csv'}"],
+         "no nodes in its inventory: its 54 jobs could never run"),
+    ):
+        for dry in (["--dry-run"], ["--bootstrap", "127.0.0.1:1"]):
+            result = runner.invoke(app, ["replay", "openb", "--path", *args, *dry])
+            assert result.exit_code == 1 and says in result.output, result.output
+
+
 @pytest.mark.parametrize(("trace", "name", "text"), [
     ("jsonl", "empty.jsonl", "# nothing but a comment\n\n"),
     # found by review: exit 0, for the loader's note that the job-events file beside it was missing
