@@ -167,3 +167,22 @@ def test_a_run_before_the_tasks_first_submit_in_the_file_is_an_earlier_ones(tmp_
     path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
     [job] = Google2011Loader(path).load_jobs()
     assert (job.offset_s, job.started_s, job.ended_s, job.event.trace_duration_s) == (120.0, 130.0, 150.0, 20.0)
+
+
+def test_every_row_is_checked_against_the_schema_whatever_its_event(tmp_path: Path) -> None:
+    """Found by review: a SCHEDULE row (it sets the task's start) and a repeated SUBMIT were read for their
+    time alone, so a row of garbage passed; a scheduling class of 9 was taken for LS, a negative time for 0."""
+    rows = ["100000000,,7,0,,0,u,0,9,0.01,0.01,0,0",  # 1: task 7-0 submitted
+            "150000000,,7,0,5,1,u,zz,9,garbage,0.01,0,0",  # 2: its SCHEDULE, with a class and a cpu of garbage
+            "160000000,,7,0,,0,u,0,9,0.01,0.01,0,7",  # 3: a re-submission with a restriction of 7
+            "170000000,,8,0,,0,u,9,9,0.01,0.01,0,0",  # 4: a class of 9
+            "-5,,9,0,,0,u,0,3,0.01,0.01,0,0",  # 5: before the trace
+            "180000000,,10,0,,0,u,3,11,0.5,1,0,1"]  # 6: a good one  # fmt: skip
+    path = tmp_path / "task_events-part-00001-of-00500.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    loader = Google2011Loader(path)
+    assert sorted(j.event.job_id for j in loader.load_jobs()) == ["10-0", "7-0"]
+    assert [(e.line, e.reason) for e in loader.errors] == [
+        (2, "scheduling_class is not a number: 'zz'"), (3, "different_machines_restriction 7 outside 0..1"),
+        (4, "scheduling_class 9 outside 0..3"), (5, "time_us / 1e6 -5e-06 s is outside 0..315360000 s (ten years) "
+                                                   "from the trace's start")]  # fmt: skip
