@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from ops.traces.base import open_text, undecodable
 from ops.workflows.errors import WorkflowFormatError
 from scheduling.dag import DagProblem, GraphError, Platform, TaskGraph
 
@@ -72,11 +74,15 @@ def load_wfinstance(path: Path, *, machines: Sequence[MachineSpec] | None = None
                     max_cores_per_machine: int | None = None, bandwidth: float = DEFAULT_BANDWIDTH,
                     latency: float = 0.0) -> WfInstance:  # fmt: skip
     path = Path(path)
-    try:
-        doc = json.loads(path.read_text())
-    except OSError as e:
-        raise WorkflowFormatError(path, f"cannot read: {e.strerror or e}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    try:  # (as the trace loaders read: gzip and a byte-order mark taken, found by review: both refused here)
+        with open_text(path) as fh:
+            text = fh.read()
+        if undecodable(text):
+            raise WorkflowFormatError(path, "not JSON: invalid UTF-8")
+        doc = json.loads(text)
+    except (OSError, EOFError, zlib.error) as e:  # (a damaged .gz too)
+        raise WorkflowFormatError(path, f"cannot read: {getattr(e, 'strerror', None) or e}") from None
+    except json.JSONDecodeError as e:
         raise WorkflowFormatError(path, f"not JSON: {e}") from None
     except RecursionError:  # (found by review: a traceback)
         raise WorkflowFormatError(path, "not JSON this reader takes: nested too deeply") from None
@@ -181,6 +187,9 @@ def _parse(doc: Any, path: Path, override: Sequence[MachineSpec] | None, max_cor
         raise WorkflowFormatError(path, str(e)) from None
     platform = Platform(tuple(proc_names), bw, lat)
     ms = doc["workflow"]["execution"].get("makespanInSeconds")
+    if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float)) or not 0 < ms < math.inf):
+        raise WorkflowFormatError(path, f"execution.makespanInSeconds must be a number > 0, not {ms!r}")  # (review:
+        # -5 was kept and shown as the recorded makespan)
     system = doc.get("runtimeSystem") or {}
     return WfInstance(problem=DagProblem(graph, platform, costs, name=path.stem), name=path.stem,
                       recorded_makespan_s=float(ms) if isinstance(ms, (int, float)) else None,

@@ -130,6 +130,8 @@ def test_speeds_scale_runtimes_and_machines_pay_for_communication(tmp_path: Path
     # found by review: a traceback, and a machine named by the string's first letter
     ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
     (doc(workflow__execution__tasks__0__machines="m1"), "task 'a': machines must be a list of machine names"),
+    # found by review: kept, and shown as the recorded makespan
+    (doc(workflow__execution__makespanInSeconds=-5), "execution.makespanInSeconds must be a number > 0, not -5"),
 ])  # fmt: skip
 def test_a_bad_file_is_named_with_the_reason(tmp_path: Path, document: Any, message: str) -> None:
     path = write(tmp_path, document, "bad.json")
@@ -145,3 +147,19 @@ def test_integer_task_ids_link_as_their_strings(tmp_path: Path) -> None:
                    workflow__specification__tasks__2__parents=[7], workflow__execution__tasks__1__id=7)  # fmt: skip
     problem = load_wfinstance(write(tmp_path, document)).problem
     assert problem.graph.names == ("a", "7", "c") and problem.graph.n_edges == 2
+
+
+def test_a_byte_order_mark_and_gzip_are_read_as_the_trace_loaders_read_them(tmp_path: Path) -> None:
+    """Found by review: a file saved with a BOM was "not JSON: Unexpected UTF-8 BOM", a gzip one a decode
+    error; the trace loaders take both (ops/traces/base.py, ``open_text``)."""
+    import gzip
+    import json
+
+    text = json.dumps(doc())
+    (tmp_path / "bom.json").write_bytes(b"\xef\xbb\xbf" + text.encode())
+    (tmp_path / "zipped.json").write_bytes(gzip.compress(text.encode()))
+    (tmp_path / "latin1.json").write_bytes(text.replace('"a"', '"\xe9"', 1).encode("latin-1"))
+    for name in ("bom.json", "zipped.json"):
+        assert load_wfinstance(tmp_path / name).recorded_makespan_s == 30.0
+    with pytest.raises(WorkflowFormatError, match="not JSON: invalid UTF-8"):
+        load_wfinstance(tmp_path / "latin1.json")
