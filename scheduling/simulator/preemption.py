@@ -25,6 +25,7 @@ import numpy as np
 
 from scheduling.assign import forget_placement, place_one
 from scheduling.filters.framework import STATIC_FILTERS, run_filters
+from scheduling.filters.max_instances import MaxInstancesFilter
 from scheduling.job import JobRequest
 from scheduling.order_context import OrderContext, service_rate
 from scheduling.orderings.base import Unit
@@ -135,6 +136,7 @@ class VictimSet:
         self.node = np.fromiter((v.node for v in self.victims), np.int64, m)
         self.cpu = np.fromiter((v.job.cpu_milli for v in self.victims), np.int64, m)
         self.mem = np.fromiter((v.job.memory_mib for v in self.victims), np.int64, m)
+        self.app = np.array([v.job.app or "" for v in self.victims], dtype=object)
         slots = [(i, v.node, g, v.job.per_gpu_milli) for i, v in enumerate(self.victims) for g in v.gpus]
         self.slot_victim, self.slot_node, self.slot_gpu, self.slot_milli = (
             np.array([s[k] for s in slots], dtype=np.int64) for k in range(4))  # fmt: skip
@@ -155,7 +157,14 @@ class VictimSet:
         mem = snap.mem_free + np.bincount(self.node[lower], weights=self.mem[lower], minlength=n)
         ok = (count > 0) & (cpu >= job.cpu_milli) & (mem >= job.memory_mib)
         ok &= run_filters(job, snap, STATIC_FILTERS, explain=False).feasible_mask  # (found by review: a node of
-        if job.num_gpu:  # another pool was chosen, failed the job's filters, and the eviction was rolled back)
+        # another pool was chosen, failed the job's filters, and the eviction was rolled back)
+        if job.app and not (now := MaxInstancesFilter().mask(job, snap)).all():  # its app's limit, once the
+            same = lower & (self.app == job.app)  # victims of its app are gone (found by review: a node whose
+            count = snap.instances(job.app) - np.bincount(self.node[same], minlength=n)  # instance stays was chosen)
+            fits = np.ones(n, dtype=bool) if job.max_instances_per_node is None else count < job.max_instances_per_node
+            held = snap.instance_cap(job.app)  # (the tightest limit among all its instances, victims' included:
+            ok &= (fits if held is None else fits & (count < held)) | now  # a node may be passed over, not taken wrongly)
+        if job.num_gpu:
             gpu = snap.gpu_free.astype(np.int64)
             take = lower[self.slot_victim] if len(self.slot_victim) else np.zeros(0, dtype=bool)
             np.add.at(gpu, (self.slot_node[take], self.slot_gpu[take]), self.slot_milli[take])

@@ -190,3 +190,16 @@ def test_las_evicts_on_a_node_of_the_jobs_pool_not_the_one_with_the_fewest_victi
     r = simulate(nodes, jobs, get_policy("las+fifo-first-fit"), SimConfig(step_s=1))
     o = {x.job_id: x for x in r.outcomes}
     assert o["B"].start == 10_000 and o["A3"].placements == 1 and o["A1"].placements == o["A2"].placements == 2
+
+
+def test_las_evicts_on_a_node_where_the_jobs_app_limit_holds_once_the_victims_are_gone():
+    """B (app web, one per node) evicts two victims on x or on y; x also runs W, a web instance that is no
+    victim. Found by review: x was chosen by its victim count, failed B's app limit, and the eviction was
+    rolled back: B waited until W could be evicted too."""
+    nodes = [node("x", gpus=1), node("y", gpus=1)]
+    jobs = [sj(v, 0, 50_000, share=500) for v in ("V0", "V1", "V2", "V3")]  # two on each GPU
+    jobs += [SimJob(job("W", cpu=1000, app="web", submit_time=99), 50_000),
+             sj("B", 100, 10, app="web", max_instances_per_node=1)]  # fmt: skip
+    policy = get_policy("las+fifo-first-fit", ordering_options={"thresholds": (10.0,), "promote_knob": None})
+    o = {x.job_id: x for x in simulate(nodes, jobs, policy, SimConfig(step_s=1)).outcomes}
+    assert o["W"].start == 99 and o["B"].start == 100 and o["W"].placements == 1
