@@ -160,10 +160,10 @@ class VictimSet:
         # another pool was chosen, failed the job's filters, and the eviction was rolled back)
         if job.app and not (now := MaxInstancesFilter().mask(job, snap)).all():  # its app's limit, once the
             same = lower & (self.app == job.app)  # victims of its app are gone (found by review: a node whose
-            count = snap.instances(job.app) - np.bincount(self.node[same], minlength=n)  # instance stays was chosen)
-            fits = np.ones(n, dtype=bool) if job.max_instances_per_node is None else count < job.max_instances_per_node
+            left = snap.instances(job.app) - np.bincount(self.node[same], minlength=n)  # instance stays was chosen)
+            fits = np.ones(n, dtype=bool) if job.max_instances_per_node is None else left < job.max_instances_per_node
             held = snap.instance_cap(job.app)  # (the tightest limit among all its instances, victims' included:
-            ok &= (fits if held is None else fits & (count < held)) | now  # a node may be passed over, not taken wrongly)
+            ok &= (fits if held is None else fits & (left < held)) | now  # a node may be passed over, not taken wrongly)
         if job.num_gpu:
             gpu = snap.gpu_free.astype(np.int64)
             take = lower[self.slot_victim] if len(self.slot_victim) else np.zeros(0, dtype=bool)

@@ -203,3 +203,18 @@ def test_las_evicts_on_a_node_where_the_jobs_app_limit_holds_once_the_victims_ar
     policy = get_policy("las+fifo-first-fit", ordering_options={"thresholds": (10.0,), "promote_knob": None})
     o = {x.job_id: x for x in simulate(nodes, jobs, policy, SimConfig(step_s=1)).outcomes}
     assert o["W"].start == 99 and o["B"].start == 100 and o["W"].placements == 1
+
+
+def test_with_an_app_limit_the_victims_node_is_still_the_one_with_the_fewest_victims():
+    """y holds four quarter-GPU victims, x one whole-GPU victim, z runs W (app web); B (web, one per node) can
+    take y or x. Found by review of the app-limit change: the victim count was overwritten by the app's
+    instance count, and B evicted all four on y."""
+    nodes = [node("y", gpus=1, cpu=500), node("x", gpus=1, cpu=500), node("z", gpus=1)]
+    jobs = [sj(f"Y{i}", 0, 50_000, cpu=100, share=250) for i in range(4)]
+    jobs += [sj("X0", 1, 50_000, cpu=100), sj("Vz", 2, 50_000, cpu=100),
+             SimJob(job("W", cpu=1000, app="web", submit_time=95), 50_000),
+             sj("B", 100, 10, cpu=100, app="web", max_instances_per_node=1)]  # fmt: skip
+    policy = get_policy("las+fifo-first-fit", ordering_options={"thresholds": (10.0,), "promote_knob": None})
+    r = simulate(nodes, jobs, policy, SimConfig(step_s=1))
+    o = {x.job_id: x for x in r.outcomes}
+    assert o["B"].start == 100 and o["X0"].placements == 2 and all(o[f"Y{i}"].placements == 1 for i in range(4))
