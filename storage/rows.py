@@ -180,17 +180,12 @@ _HEAD: list[tuple[str, pa.DataType, Getter]] = [
     ("schema_version", pa.uint8(), _attr("schema_version")),
 ]
 
-#: the tables whose sorting key ends in ``copy_offset``, the Kafka offset again: each copy of an event sent
-#: twice is its own row (storage/migrations/0021_archive_keeps_every_copy.sql)
-KEYED_BY_COPY: frozenset[str] = frozenset({"jobs_submitted", "nodes_telemetry", "jobs_lifecycle"})
-
 #: the Arrow schema of each table's batches (column order as inserted)
 SCHEMAS: dict[str, pa.Schema] = {
     t: pa.schema(
         [pa.field(n, typ) for n, typ, _ in (*_HEAD, *cols)]
-        + [pa.field("kafka_partition", pa.int32()), pa.field("kafka_offset", pa.int64())]
-        + ([pa.field("copy_offset", pa.int64())] if t in KEYED_BY_COPY else [])
-        + [pa.field("archived_at", TS)]
+        + [pa.field("kafka_partition", pa.int32()), pa.field("kafka_offset", pa.int64()),
+           pa.field("archived_at", TS)]
     )
     for t, cols in _SPECIFIC.items()
 }  # fmt: skip
@@ -231,8 +226,6 @@ def columns(
     }
     out["kafka_partition"] = [p for p, _ in positions]
     out["kafka_offset"] = [o for _, o in positions]
-    if table in KEYED_BY_COPY:
-        out["copy_offset"] = out["kafka_offset"]
     out["archived_at"] = [archived_at or datetime.now(UTC)] * len(events)
     return out
 

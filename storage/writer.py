@@ -22,8 +22,9 @@ class ArchiveWriter:
     """Writes batches of events into their archive table as one Arrow insert each.
 
     Idempotent by construction: every table is a ``ReplacingMergeTree`` whose sorting key
-    ends in ``event_id``, so writing the same events again (a redelivery after a crash
-    between insert and offset commit) adds rows that queries (``FINAL``) count once.
+    ends in ``event_id`` or, for the event tables and ``decisions``, in the Kafka position (each copy of
+    an event sent twice is its own row: migrations 0017, 0021), so writing the same events again (a
+    redelivery after a crash between insert and offset commit) adds rows that ``FINAL`` counts once.
 
     A row that cannot be converted to its table's columns (the event models refuse what the
     columns cannot hold, so this is a gap in them) does not hold up its batch: the rest is
@@ -80,8 +81,11 @@ class ArchiveWriter:
                 letter = DeadLetter.of(raw, f"the archive cannot hold it in {table}: {type(e).__name__}: {e}",
                                        topic=_TOPICS.get(table, table), partition=partition, offset=offset,
                                        keep=len(raw))  # fmt: skip
-                # the same id and time when written again (a redelivery): counted once
-                identity = {"event_id": "unarchivable-" + hashlib.sha1(raw).hexdigest()[:24], "event_time": event.event_time}
+                # the same id and time when written again (a redelivery): counted once; a copy at another
+                # position is another dead letter (found by review: two copies shared one id and one was lost)
+                place = f"{partition}:{offset}:".encode() if offset >= 0 else b""
+                identity = {"event_id": "unarchivable-" + hashlib.sha1(place + raw).hexdigest()[:24],
+                            "event_time": event.event_time}  # fmt: skip
                 refused.append(letter.model_copy(update=identity))
             else:
                 kept.append(i)

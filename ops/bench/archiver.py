@@ -12,7 +12,7 @@ per fetch setting, each on topics of its own:
   ``settings.archive_fetch_wait_ms`` have passed;
 - **Kafka's defaults**: 1 byte, 500 ms: a fetch returns as soon as any record lands.
 
-Each run then counts its pods in the archive (``FINAL``, by job id); the benchmark exits 1 if
+Each run then counts its pods in the archive (distinct events, by job id); the benchmark exits 1 if
 that is not exactly the number sent, and 2 if the archiver fails or does not write them in time.
 """
 
@@ -99,7 +99,7 @@ def measure(settings: Settings, events: list[Any], rate: float, fetch_min_bytes:
             prefix: str, timeout_s: float = 300.0) -> dict[str, Any]:  # fmt: skip
     """One run on the broker of ``settings`` (its topics exist, with nothing on them yet): the
     archiver thread's CPU, what it wrote (its count), and the submissions in the archive whose job
-    ids start with ``prefix`` (``FINAL``; every event's job id must, and no other run's). Raises if
+    ids start with ``prefix`` (distinct events; every event's job id must, and no other run's). Raises if
     the archiver fails or has not written them within ``timeout_s``; the thread is stopped either way."""
     from storage.queries.bench_pipeline import SUBMITTED_WITH_PREFIX
 

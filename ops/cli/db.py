@@ -251,7 +251,8 @@ def sql_command(
     """Run SQL against the archive. Tries the running worker first (POST
     http://127.0.0.1:<web_port>/sql: in embedded mode the worker owns the chdb directory), then,
     when no worker listens, opens Settings().clickhouse_dsn directly. Read the *_accepted views (what the
-    worker acted on), or tables with FINAL so redelivered events count once."""
+    worker acted on, one row per event), or tables with FINAL so a redelivered message counts once (an event
+    sent twice is two rows of jobs_submitted, nodes_telemetry and jobs_lifecycle)."""
     settings = Settings()
     try:
         cols, rows = query_via_worker(settings, query, timeout=timeout, max_rows=max_rows)

@@ -58,6 +58,7 @@ def ts(seconds: float) -> str:
 
 
 def rows_in_window(table: str, since: float, until: float, where: str = "") -> str:
-    """Rows of ``table`` with an event time from ``since`` that were archived by ``until``."""
+    """Rows of ``table`` with an event time from ``since`` that were archived by ``until``: what the archive
+    wrote, each copy of an event sent twice a row (a redelivery of one message counts once)."""
     extra = f" AND {where}" if where else ""
     return f"SELECT count() FROM {table} FINAL WHERE event_time >= {ts(since)} AND archived_at <= {ts(until)}{extra}"
