@@ -155,11 +155,8 @@ class ModelHost:
         from inference.model.io import reload_if_moved, version_mark
 
         pending, self._pending = self._pending, None
-        if pending is not None:
-            if self._names(pending):
-                self._agree(pending)
-                return
-            self._let_go(pending)  # latest moved on meanwhile
+        if pending is not None and self._agree(pending):  # swapped, refused, or still waiting for the others
+            return  # (else let go, latest having moved on: look at what it names now)
         try:
             fresh = reload_if_moved(self.model_dir, self.loaded, self.device, self._refused)
         except Exception as e:  # a missing link, a half-written or broken version: keep serving the current one
@@ -199,27 +196,32 @@ class ModelHost:
         except OSError:
             return False
 
-    def _agree(self, fresh: Any) -> None:
-        """Swap to ``fresh`` once every model of the server is ready for it; refuse it once one refused it."""
+    def _agree(self, fresh: Any) -> bool:
+        """Swap to ``fresh`` once every model of the server is ready for it (even if latest moved on since:
+        the others swap to it too, found by review, and all move on together); refuse it once one refused it;
+        let it go when latest moved on before every model was ready (found by review: the others had let it
+        go, their verdicts stood, and this one swapped to it alone). False when it let it go."""
         from inference.model.io import version_mark
 
         assert self.agreement is not None
-        if not self._names(fresh):  # latest moved on while this model prepared it (found by review: the others
-            self._let_go(fresh)  # had let it go, their verdicts stood, and this one swapped to it alone)
-            return
         try:
             verdict, detail = self.agreement.verdict(version_mark(Path(fresh.path)))
         except OSError as e:  # (the version's files gone meanwhile)
             verdict, detail = REFUSED, f"{type(e).__name__}: {e}"
         if verdict == READY:
             self._swap(fresh)
-        elif verdict == REFUSED:
+            return True
+        if verdict == REFUSED:
             self._dropped(fresh)
             self._refuse(fresh, detail, say=False)
-        else:
-            if self.reload_error != (waiting := f"{fresh.path}: ready here, waiting for the {detail} model(s)"):
-                log.info("model version %s %s", fresh.version, waiting.partition(": ")[2])
-            self.reload_error, self._pending = waiting, fresh
+            return True
+        if not self._names(fresh):
+            self._let_go(fresh)
+            return False
+        if self.reload_error != (waiting := f"{fresh.path}: ready here, waiting for the {detail} model(s)"):
+            log.info("model version %s %s", fresh.version, waiting.partition(": ")[2])
+        self.reload_error, self._pending = waiting, fresh
+        return True
 
     def _let_go(self, fresh: Any) -> None:
         """Let ``fresh`` go, latest having moved on: its verdict taken back, its prepared parts dropped."""

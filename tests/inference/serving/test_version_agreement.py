@@ -149,3 +149,23 @@ def test_a_model_that_finished_preparing_a_version_latest_left_does_not_swap_to_
     for _ in range(3):
         versions(served)
     assert versions(served) == dict.fromkeys(MODEL_NAMES, "v3")
+
+
+def test_a_version_every_model_was_ready_for_is_taken_by_all_even_once_latest_moved_on(tmp_path: Path) -> None:
+    """Found by review: the job encoder, ready last, swapped to v2; latest moved to v3 (which the policy refuses)
+    before the other two looked again, and they let v2 go: the server answered with two versions until one
+    all three accepted came."""
+    from inference.model import point_latest
+
+    models = tmp_path / "models"
+    for i, v in enumerate(("v3", "v2", "v1")):
+        latest = publish(models, v, seed=i)  # latest -> v1
+    served = hosts(latest, tmp_path / "agreed")
+    served["policy"].guard(lambda loaded: "v3 refused" if loaded.version == "v3" else None)
+    point_latest(models, "v2")
+    served["policy"].current(), served["predictor"].current()  # ready for v2, waiting
+    assert served["job_encoder"].current().version == "v2"  # ready last: every verdict is in
+    point_latest(models, "v3")  # before the other two look again
+    for _ in range(4):
+        versions(served)
+    assert versions(served) == dict.fromkeys(MODEL_NAMES, "v2")
