@@ -134,12 +134,14 @@ class Google2011Loader(TraceLoader):
                 if len(row) != TASK_FIELDS:
                     raise ValueError(f"expected {TASK_FIELDS} fields, got {len(row)}")
                 t = parse_int(row[0], "time_us")
-                if t != NEVER:  # (found by review: a negative time became 0, uncounted)
-                    check_offset(t / 1e6, "time_us / 1e6")  # type: ignore[operator]
                 key = (parse_int(row[2], "job_id"), parse_int(row[3], "task_index"))
                 etype = parse_int(row[5], "event_type")
                 if not 0 <= etype <= 8:  # type: ignore[operator]
                     raise ValueError(f"event_type {etype} outside 0..8")
+                if t != NEVER:  # (found by review: a negative time became 0, uncounted)
+                    check_offset(t / 1e6, "time_us / 1e6")  # type: ignore[operator]
+                elif etype == SUBMIT:  # (found by review: submitted "after the trace's end", at 9.2e12 s)
+                    raise ValueError("a SUBMIT at the after-the-end-of-the-trace time (2**63 - 1)")
                 machine = parse_int(row[4], "machine_id", required=False)
                 _check_task_row(row)
             except ValueError as e:

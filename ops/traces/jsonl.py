@@ -92,14 +92,21 @@ class JsonlLoader(TraceLoader):
                 self._bad(self.path, line, "nested too deeply")
                 continue
             seen_jobs[event.job_id] = line
-            jobs.append((offset, event.event_time, event))
+            jobs.append((offset, event.event_time, event, line))
         if not jobs:
             return []
         # the bare job lines' times only: an enveloped job without event_time gets the time it is read
         # at, which made the bare jobs' offsets depend on the wall clock (found by review)
-        t0 = min((t for off, t, _ in jobs if off is None), default=None)
-        return [TraceJob(offset_s=off if off is not None or t0 is None else (t - t0).total_seconds(), event=ev)
-                for off, t, ev in jobs]  # fmt: skip
+        t0 = min((t for off, t, _, _ in jobs if off is None), default=None)
+        out = []
+        for off, t, ev, line in jobs:
+            try:  # (a bare line's offset is bounded as an enveloped one's: found by review, 30 years apart passed)
+                at = off if off is not None or t0 is None else check_offset((t - t0).total_seconds(), "event_time - the first's")
+            except ValueError as e:
+                self._bad_exc(self.path, line, e)
+                continue
+            out.append(TraceJob(offset_s=at, event=ev))
+        return out
 
     def _decode(self, text: str) -> tuple[float | None, JobSubmitted | NodeTelemetry]:
         if undecodable(text):

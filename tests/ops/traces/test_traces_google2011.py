@@ -186,3 +186,13 @@ def test_every_row_is_checked_against_the_schema_whatever_its_event(tmp_path: Pa
         (2, "scheduling_class is not a number: 'zz'"), (3, "different_machines_restriction 7 outside 0..1"),
         (4, "scheduling_class 9 outside 0..3"), (5, "time_us / 1e6 -5e-06 s is outside 0..315360000 s (ten years) "
                                                    "from the trace's start")]  # fmt: skip
+
+
+def test_a_submit_at_the_after_the_end_time_is_a_bad_line(tmp_path: Path) -> None:
+    """Found by review: kept, at an offset of 9.2e12 s."""
+    rows = [f"{2**63 - 1},,7,0,,0,u,0,9,0.01,0.01,0,0", "100000000,,8,0,,0,u,0,9,0.01,0.01,0,0"]
+    path = tmp_path / "task_events-part-00001-of-00500.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    loader = Google2011Loader(path)
+    assert [j.event.job_id for j in loader.load_jobs()] == ["8-0"]
+    assert [(e.line, e.reason) for e in loader.errors] == [(1, "a SUBMIT at the after-the-end-of-the-trace time (2**63 - 1)")]

@@ -311,3 +311,15 @@ def test_a_loader_option_of_the_wrong_type_is_refused_with_what_it_takes(trace: 
     slice, or every line of the trace reported bad for one option)."""
     with pytest.raises(ValueError, match=says.replace(".", r"\.")):
         get_loader(trace, None, **{option: value})
+
+
+def test_bare_job_lines_more_than_ten_years_apart_are_bad_lines(tmp_path: Path) -> None:
+    """Found by review: a bare line's offset (its event_time less the first's) had no bound; two jobs 30 years
+    apart made a replay of 946,771,200 s."""
+    path = tmp_path / "jobs.jsonl"
+    path.write_text('{"kind": "job_submitted", "job_id": "a", "event_time": "2000-01-01T00:00:00Z"}\n'
+                    '{"kind": "job_submitted", "job_id": "b", "event_time": "2030-01-01T00:00:00Z"}\n'
+                    '{"kind": "job_submitted", "job_id": "c", "event_time": "2000-01-02T00:00:00Z"}\n')  # fmt: skip
+    loader = JsonlLoader(path)
+    assert [(j.event.job_id, j.offset_s) for j in loader.load_jobs()] == [("a", 0.0), ("c", 86_400.0)]
+    assert [e.line for e in loader.errors] == [2] and "outside 0..315360000 s" in loader.errors[0].reason
