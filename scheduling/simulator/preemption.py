@@ -214,11 +214,11 @@ def preempt_for(snap: ClusterSnapshot, job: JobRequest, queue: int, victims: Vic
         return None
     # the reprieve, as kube-scheduler's: the victims freed, the most important first, go back where they still
     # fit beside the job (found by review: a CPU-only victim freed before the GPU one the job needed lost its
-    # run for nothing). One of the job's own app under a per-node limit stays out (its count is the filter's).
+    # run for nothing). One its app's per-node limits would refuse now stays out (the max-instances filter's).
     for i in reversed(freed):
         v = victims.victims[i]
-        if v.job.app and v.job.app == job.app and (v.job.max_instances_per_node or job.max_instances_per_node):
-            continue
+        if v.job.app and not MaxInstancesFilter().mask(v.job, snap)[v.node]:  # its app's limits, the job's and
+            continue  # every instance's on the node (found by review: one of another's limit 2 made a third)
         try:
             snap.reserve(v.node, v.job, v.gpus)
         except CapacityError:

@@ -218,3 +218,14 @@ def test_with_an_app_limit_the_victims_node_is_still_the_one_with_the_fewest_vic
     r = simulate(nodes, jobs, policy, SimConfig(step_s=1))
     o = {x.job_id: x for x in r.outcomes}
     assert o["B"].start == 100 and o["X0"].placements == 2 and all(o[f"Y{i}"].placements == 1 for i in range(4))
+
+
+def test_the_reprieve_keeps_out_a_victim_its_apps_limits_refuse_beside_the_job():
+    """x runs W (web, at most 2 a node) and V (web, no limit of its own, evictable); B (web) evicts V. Found by
+    review: the reprieve checked only V's and B's own limits, put V back, and x ran three web instances."""
+    jobs = [SimJob(job("W", cpu=1000, app="web", max_instances_per_node=2, submit_time=0), 50_000),
+            SimJob(job("V", gpus=1, app="web", submit_time=1), 50_000),
+            SimJob(job("B", cpu=1000, app="web", submit_time=100), 10)]  # fmt: skip
+    policy = get_policy("las+fifo-first-fit", ordering_options={"thresholds": (10.0,), "promote_knob": None})
+    o = {x.job_id: x for x in simulate([node("x", gpus=1)], jobs, policy, SimConfig(step_s=1)).outcomes}
+    assert o["B"].start == 100 and o["V"].placements == 2 and o["V"].start == 1 and o["V"].finish > 50_100
