@@ -275,16 +275,19 @@ def replay(
 
 def _missing_part(loader: TraceLoader) -> str | None:
     """What makes the trace no replay at all, in a format whose trace holds jobs and nodes
-    (``TraceLoader.parts_optional``): no job line (not even a bad one), or jobs and no node to run them
-    (found by review: a header-only pod file published the 1,213 nodes and exited 0, a header-only
-    node list the jobs)."""
+    (``TraceLoader.parts_optional``): no job line in its jobs file, not even a bad one (found by review: a
+    header-only pod file published the 1,213 nodes and exited 0). An inventory of no nodes is said, not
+    refused: the jobs may be meant for a cluster whose agents report its nodes (``-o cluster=``,
+    ``-o cn_nodes=0 -o hn_nodes=0``)."""
     if loader.parts_optional:
         return None
     jobs, nodes = loader.load_jobs(), sum(1 for _ in loader.nodes())
-    if not (loader.stats.parsed or loader.errors):
+    job_lines = loader.stats.parsed or any(Path(e.path) == Path(loader.jobs_file) for e in loader.errors)
+    if not job_lines:
         return f"no jobs in the trace (its inventory has {nodes:,} nodes)" if nodes else "no events in the trace"
     if jobs and not nodes:
-        return f"no nodes in its inventory: its {len(jobs):,} jobs could never run"
+        err_console.print(f"[yellow]warning:[/yellow] no nodes in the trace's inventory: its {len(jobs):,} jobs run "
+                          "only where the cluster's agents report nodes")  # fmt: skip
     return None
 
 

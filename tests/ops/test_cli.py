@@ -270,24 +270,26 @@ def test_the_fill_benchmark_refuses_what_it_cannot_fill(pods: str, nodes: str, w
     assert r.exit_code == 2 and why in r.output, r.output
 
 
-def test_a_trace_of_nodes_without_jobs_or_jobs_without_nodes_is_refused_before_publishing(tmp_path: Path) -> None:
-    """Found by review: a header-only openb pod file exited 0 (a replay would publish the 1,213 nodes alone), and
-    a header-only node list with 20 jobs exited 0 (jobs no node could run). Both exit 1 before anything is
-    published, dry run or not (no broker here: a replay that got as far as Kafka would fail otherwise)."""
+def test_a_trace_of_nodes_without_jobs_is_refused_and_one_of_jobs_without_nodes_said(tmp_path: Path) -> None:
+    """Found by review: a header-only openb pod file exited 0 (a replay would publish the 1,213 nodes alone): it
+    exits 1 before anything is published, dry run or not (no broker here: a replay that got as far as Kafka
+    would fail otherwise), also when the node list has a bad line. A header-only node list is said (the jobs
+    may be meant for a cluster whose agents report its nodes)."""
     fixtures = Path(__file__).parents[1] / "fixtures" / "traces" / "alibaba-gpu-2023"
     pods = (fixtures / "openb_pod_list_default.csv").read_text().splitlines()
     nodes = (fixtures / "openb_node_list_gpu_node.csv").read_text().splitlines()
     (tmp_path / "header.csv").write_text(pods[0] + "\n")
     (tmp_path / "no_nodes.csv").write_text(nodes[0] + "\n")
-    node_list = f"nodes_path={fixtures / 'openb_node_list_gpu_node.csv'}"
-    for args, says in (
-        ([str(tmp_path / "header.csv"), "-o", node_list], "no jobs in the trace (its inventory has"),
-        ([str(fixtures / "openb_pod_list_default.csv"), "-o", f"nodes_path={tmp_path / 'no_nodes.csv'}"],
-         "no nodes in its inventory: its 54 jobs could never run"),
-    ):
+    (tmp_path / "bad_node.csv").write_text("\n".join([*nodes[:3], "openb-node-x,1,1,1"]) + "\n")
+    for node_list in (fixtures / "openb_node_list_gpu_node.csv", tmp_path / "bad_node.csv"):
         for dry in (["--dry-run"], ["--bootstrap", "127.0.0.1:1"]):
-            result = runner.invoke(app, ["replay", "openb", "--path", *args, *dry])
-            assert result.exit_code == 1 and says in result.output, result.output
+            result = runner.invoke(app, ["replay", "openb", "--path", str(tmp_path / "header.csv"),
+                                         "-o", f"nodes_path={node_list}", *dry])  # fmt: skip
+            assert result.exit_code == 1 and "no jobs in the trace (its inventory has" in result.output, result.output
+    result = runner.invoke(app, ["replay", "openb", "--path", str(fixtures / "openb_pod_list_default.csv"),
+                                 "-o", f"nodes_path={tmp_path / 'no_nodes.csv'}", "--dry-run"])  # fmt: skip
+    said = " ".join(result.output.split())
+    assert result.exit_code == 0 and "no nodes in the trace's inventory: its 54 jobs run only where" in said, said
 
 
 @pytest.mark.parametrize(("trace", "name", "text"), [
