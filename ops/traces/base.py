@@ -287,6 +287,9 @@ class TraceLoader(ABC):
             try:
                 for n, text in enumerate(fh, 1):
                     try:
+                        if "\r" in text.rstrip("\r\n"):  # (found by review: the csv module's advice on how to
+                            raise csv.Error("a carriage return inside the line: lines end in \\n or \\r\\n "  # open files)
+                                            "(a file whose lines end in \\r alone is not read)")
                         row = next(csv.reader([text]), [])
                     except csv.Error as e:  # this line's alone (a field over the csv module's limit, say):
                         # the good lines after it are read on (found by review: it was blamed on the next
