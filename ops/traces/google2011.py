@@ -129,6 +129,7 @@ class Google2011Loader(TraceLoader):
         finished: dict[tuple[int, int], int] = {}
         ended: dict[tuple[int, int], int] = {}  # the first EVICT, FAIL, FINISH, KILL or LOST after the schedule
         seen: set[tuple[int, int]] = set()  # every task with an event in the file
+        refused_submits: set[tuple[int, int]] = set()  # tasks whose first SUBMIT was a bad line
         for line, row in self._rows(self.task_path, header=None):
             try:
                 if len(row) != TASK_FIELDS:
@@ -143,15 +144,21 @@ class Google2011Loader(TraceLoader):
                 elif etype == SUBMIT:  # (found by review: submitted "after the trace's end", at 9.2e12 s)
                     raise ValueError("a SUBMIT at the after-the-end-of-the-trace time (2**63 - 1)")
                 machine = parse_int(row[4], "machine_id", required=False)
+            except ValueError as e:
+                self._bad_exc(self.task_path, line, e)
+                continue
+            try:
                 _check_task_row(row)
             except ValueError as e:
                 self._bad_exc(self.task_path, line, e)
+                if etype == SUBMIT and key not in submits:  # its first SUBMIT: not taken from a later one (review)
+                    refused_submits.add(key)  # type: ignore[arg-type]
                 continue
             if machine is not None:
                 self.machines.add(machine)
             seen.add(key)  # type: ignore[arg-type]
             if etype == SUBMIT:
-                if key in submits:
+                if key in submits or key in refused_submits:
                     self.stats.note("resubmits_ignored")
                 else:
                     submits[key] = (line, t, row)  # type: ignore[assignment]

@@ -196,3 +196,13 @@ def test_a_submit_at_the_after_the_end_time_is_a_bad_line(tmp_path: Path) -> Non
     loader = Google2011Loader(path)
     assert [j.event.job_id for j in loader.load_jobs()] == ["8-0"]
     assert [(e.line, e.reason) for e in loader.errors] == [(1, "a SUBMIT at the after-the-end-of-the-trace time (2**63 - 1)")]
+
+
+def test_a_task_whose_first_submit_is_a_bad_line_is_not_taken_from_its_resubmission(tmp_path: Path) -> None:
+    """Found by review of the row check: the task was kept, submitted at its later re-submission's time."""
+    rows = ["100000000,,7,0,,0,u,9,9,0.01,0.01,0,0", "300000000,,7,0,,0,u,0,9,0.01,0.01,0,0"]
+    path = tmp_path / "task_events-part-00001-of-00500.csv.gz"
+    path.write_bytes(gzip.compress(("\n".join(rows) + "\n").encode()))
+    loader = Google2011Loader(path)
+    assert loader.load_jobs() == [] and [e.line for e in loader.errors] == [1]
+    assert loader.stats.as_dict().get("resubmits_ignored") == 1
