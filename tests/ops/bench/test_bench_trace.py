@@ -100,7 +100,7 @@ def test_a_bad_line_with_brackets_in_it_is_quoted_as_it_is(tmp_path):
     (tmp_path / "openb_node_list_gpu_node.csv").write_text("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n")
     (tmp_path / "openb_pod_list_default.csv").write_text(
         "name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time\n"
-        "p0,12000,16384,1,1000,,LS,Running,0,100,0\np1,[/x][bold],1,1,1,,LS,Running,1,2,3\n")  # fmt: skip
+        "p0,12000,16384,1,1000,,LS,Running,0,100,0\np1,[/x][bold],1,1,1,,LS,Running,1,4,3\n")  # fmt: skip
     result = CliRunner().invoke(app, ["bench", "trace", "--trace", "openb", "--path", str(tmp_path),
                                       "--policies", "best-fit", "--out", str(tmp_path / "out")])  # fmt: skip
     assert result.exit_code == 1, result.output
