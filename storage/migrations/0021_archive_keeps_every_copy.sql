@@ -7,7 +7,8 @@
 -- the position (an archiver's redelivery of one position still collapses), the old rows copied as
 -- they are (copies not merged away yet come along with their own positions), the old table renamed
 -- out of the way and the new one into its name, what an archiver wrote to the old one meanwhile copied
--- again, the old one dropped; then 0020's views, over the new tables. Each statement is safe to repeat:
+-- again, the old one dropped. 0020's views name the tables, so they read the new ones (checked on a
+-- populated archive: the same counts through every view). Each statement is safe to repeat:
 -- a copy's repeat collapses onto the same keys, and the renames do nothing once done. Two workers must
 -- not run it at once: upgrade one worker first (README, "The archive"). Raw reads of these tables now
 -- see each copy: read them through the *_accepted views (one row per event) unless copies are what
@@ -59,27 +60,3 @@ INSERT INTO jobs_lifecycle SELECT * FROM jobs_lifecycle_0003
 WHERE (kafka_partition, kafka_offset) NOT IN (SELECT kafka_partition, kafka_offset FROM jobs_lifecycle);
 
 DROP TABLE IF EXISTS jobs_lifecycle_0003;
-
-CREATE OR REPLACE VIEW jobs_submitted_accepted AS
-SELECT * FROM jobs_submitted
-WHERE (kafka_partition, kafka_offset) NOT IN
-      (SELECT topic_partition, topic_offset FROM deadletter
-       WHERE topic = 'jobs.submitted' AND NOT startsWith(reason, 'internal error'))
-ORDER BY kafka_partition, kafka_offset
-LIMIT 1 BY cluster, job_id, event_id;
-
-CREATE OR REPLACE VIEW nodes_telemetry_accepted AS
-SELECT * FROM nodes_telemetry
-WHERE (kafka_partition, kafka_offset) NOT IN
-      (SELECT topic_partition, topic_offset FROM deadletter
-       WHERE topic = 'nodes.telemetry' AND NOT startsWith(reason, 'internal error'))
-ORDER BY kafka_partition, kafka_offset
-LIMIT 1 BY cluster, node_id, event_time, event_id;
-
-CREATE OR REPLACE VIEW jobs_lifecycle_accepted AS
-SELECT * FROM jobs_lifecycle
-WHERE (kafka_partition, kafka_offset) NOT IN
-      (SELECT topic_partition, topic_offset FROM deadletter
-       WHERE topic = 'jobs.lifecycle' AND NOT startsWith(reason, 'internal error'))
-ORDER BY kafka_partition, kafka_offset
-LIMIT 1 BY cluster, job_id, event_time, event_id;
